@@ -1,0 +1,56 @@
+"""The ``topobind`` command: thin argparse front end over the engine modules.
+
+Each subcommand lives in the module that owns its concept and exposes
+``add_subparser(subparsers)``; that function registers the parser and sets
+``func`` (a callable taking the parsed namespace and returning an exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from topobind import __version__
+from topobind.errors import TopobindError
+
+# Modules that provide subcommands, in the order --help lists them.
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "topobind.commands.topo",  # show, plan
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="topobind",
+        description=(
+            "Topology-aware binding for HPC jobs: detect the node (hwloc), plan a layout, "
+            "emit OMP_*/mpirun/srun flags, run and verify kernels, report."
+        ),
+        epilog="Run 'topobind COMMAND --help' for the options and examples of each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"topobind {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).add_subparser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args))
+    except TopobindError as exc:
+        print(f"topobind: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""CLI subcommands: parse, call the engine, print. No logic of their own."""
