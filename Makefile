@@ -1,0 +1,40 @@
+# topobind — top-level targets. Area-specific targets live in mk/*.mk and add
+# themselves to TEST_PREREQS / BENCH_TARGETS / DEMO_STEPS.
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+TOPOBIND := $(VENV)/bin/topobind
+export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/launchers:$(PATH)
+SHARED ?= $(CURDIR)/../shared
+export TOPOBIND_SHARED := $(SHARED)
+
+TEST_PREREQS :=
+BENCH_TARGETS :=
+DEMO_STEPS :=
+
+.PHONY: all setup demo test lint bench help
+all: help
+
+help:
+	@echo "make setup   install Debian packages (root) and the .venv"
+	@echo "make demo    install everything and run the main job"
+	@echo "make test    install everything and run the whole test suite"
+	@echo "make bench   run the benchmarks; results as JSON under results/bench/"
+
+setup:
+	@bash scripts/setup.sh
+
+include $(sort $(wildcard mk/*.mk))
+
+lint: setup
+	$(VENV)/bin/ruff check src tests reframe_tests site_configs
+	$(VENV)/bin/ruff format --check src tests reframe_tests site_configs
+
+test: setup $(TEST_PREREQS)
+	$(VENV)/bin/ruff check src tests reframe_tests site_configs
+	$(PY) -m pytest -q -ra tests
+
+demo: setup $(DEMO_STEPS)
+
+bench: setup $(BENCH_TARGETS)
+	@echo "bench results: results/bench/*.json"
