@@ -1,0 +1,284 @@
+"""Variability statistics for benchmark trials and runs (pure Python, no numpy).
+
+Everything here works on a plain sequence of positive floats (trials of one run, or the
+headline values of many runs) plus the direction of the metric (``higher_is_better``).
+
+Definitions used throughout topobind (and documented in docs/report.md):
+
+- **best / worst**: the maximum / minimum for a higher-is-better metric (bandwidth, GFLOP/s),
+  the minimum / maximum for a lower-is-better one (latency in ns).
+- **slowdown** of a value against a reference, as a fraction (0.05 = 5 % slower), defined so
+  that it reads as "how much longer the same work takes":
+  lower-is-better ``value / ref - 1``; higher-is-better ``ref / value - 1``.
+  It is 0 for the reference itself, positive when worse, negative when better.
+- **CV**: sample standard deviation (n - 1 denominator) divided by the mean.
+- **percentiles**: linear interpolation between closest ranks, the same as numpy's default
+  (``method="linear"``): for sorted ``x[0..n-1]`` and ``q`` in [0, 100] the position is
+  ``h = (n - 1) * q / 100`` and the value
+  ``x[floor(h)] + (h - floor(h)) * (x[ceil(h)] - x[floor(h)])``.
+- **MAD**: median absolute deviation from the median; ``mad_scaled`` multiplies it by 1.4826 so
+  that it estimates the standard deviation of normally distributed data.
+- **confidence interval of the median**: distribution-free (order statistics and the binomial
+  distribution with p = 1/2). For sorted ``x_(1) <= ... <= x_(n)`` the interval
+  ``[x_(k), x_(n+1-k)]`` covers the true median with probability
+  ``1 - 2 * P(B <= k - 1)``, ``B ~ Binomial(n, 1/2)``; the largest ``k`` whose coverage is at
+  least the requested level is used. At 95 % this needs n >= 6 (n = 6 gives [min, max] with
+  96.9 % coverage); below that the interval is ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+MAD_NORMAL_SCALE = 1.4826
+"""Factor that turns a MAD into a consistent estimate of the standard deviation (normal data)."""
+
+_SLOWER_THRESHOLDS = (0.05, 0.10)
+
+
+def _checked(values: Sequence[float], what: str = "values") -> list[float]:
+    xs = [float(v) for v in values]
+    if not xs:
+        raise ValueError(f"{what}: need at least one value")
+    for v in xs:
+        if not math.isfinite(v):
+            raise ValueError(f"{what}: non-finite value {v!r}")
+    return xs
+
+
+def median(values: Sequence[float]) -> float:
+    """The middle value (the mean of the two middle values for an even count)."""
+    xs = sorted(_checked(values))
+    n = len(xs)
+    mid = n // 2
+    if n % 2:
+        return xs[mid]
+    return (xs[mid - 1] + xs[mid]) / 2.0
+
+
+def mean(values: Sequence[float]) -> float:
+    xs = _checked(values)
+    return math.fsum(xs) / len(xs)
+
+
+def stdev(values: Sequence[float]) -> float | None:
+    """Sample standard deviation (n - 1 denominator); ``None`` for fewer than two values."""
+    xs = _checked(values)
+    n = len(xs)
+    if n < 2:
+        return None
+    m = math.fsum(xs) / n
+    return math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (n - 1))
+
+
+def cv(values: Sequence[float]) -> float | None:
+    """Coefficient of variation: sample stdev / mean; ``None`` for n < 2 or a zero mean."""
+    s = stdev(values)
+    m = mean(values)
+    if s is None or m == 0:
+        return None
+    return s / m
+
+
+def best(values: Sequence[float], higher_is_better: bool) -> float:
+    xs = _checked(values)
+    return max(xs) if higher_is_better else min(xs)
+
+
+def worst(values: Sequence[float], higher_is_better: bool) -> float:
+    xs = _checked(values)
+    return min(xs) if higher_is_better else max(xs)
+
+
+def slowdown(value: float, reference: float, higher_is_better: bool) -> float:
+    """How much slower ``value`` is than ``reference``, as a fraction (see module docstring).
+
+    Both must be positive: a rate or a time of zero has no meaningful ratio.
+    """
+    if not (value > 0 and reference > 0) or not (math.isfinite(value) and math.isfinite(reference)):
+        raise ValueError(f"slowdown needs positive finite values, got {value!r} vs {reference!r}")
+    if higher_is_better:
+        return reference / value - 1.0
+    return value / reference - 1.0
+
+
+def slowdowns(values: Sequence[float], reference: float, higher_is_better: bool) -> list[float]:
+    """:func:`slowdown` of every value against one reference, in input order."""
+    return [slowdown(v, reference, higher_is_better) for v in _checked(values)]
+
+
+def fraction_slower(
+    values: Sequence[float], reference: float, threshold: float, higher_is_better: bool
+) -> float:
+    """Fraction of values whose slowdown against ``reference`` is strictly above ``threshold``."""
+    sd = slowdowns(values, reference, higher_is_better)
+    return sum(1 for s in sd if s > threshold) / len(sd)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0 <= q <= 100) by linear interpolation (numpy's default)."""
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"percentile q must be within [0, 100], got {q!r}")
+    xs = sorted(_checked(values))
+    h = (len(xs) - 1) * (q / 100.0)
+    lo = math.floor(h)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
+
+
+def ecdf(values: Sequence[float]) -> list[tuple[float, float]]:
+    """Points of the empirical CDF: ``(x, fraction of values <= x)`` for each distinct x, sorted.
+
+    The last point has fraction 1.0. Plot it as a step function ("post").
+    """
+    xs = sorted(_checked(values))
+    n = len(xs)
+    out: list[tuple[float, float]] = []
+    for i, x in enumerate(xs):
+        if i + 1 < n and xs[i + 1] == x:
+            continue  # ties: keep only the last (highest) fraction for this x
+        out.append((x, (i + 1) / n))
+    return out
+
+
+def mad(values: Sequence[float], scaled: bool = False) -> float:
+    """Median absolute deviation from the median (times 1.4826 when ``scaled``)."""
+    xs = _checked(values)
+    m = median(xs)
+    raw = median([abs(x - m) for x in xs])
+    return raw * MAD_NORMAL_SCALE if scaled else raw
+
+
+def _binom_half_cdf(k: int, n: int) -> float:
+    """P(B <= k) for B ~ Binomial(n, 1/2)."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    return math.fsum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
+
+
+@dataclass(frozen=True)
+class MedianCI:
+    """Distribution-free confidence interval of the median: ``[low, high]``.
+
+    ``rank`` is the 1-based order statistic used for ``low`` (``high`` is ``x_(n+1-rank)``);
+    ``coverage`` is the exact coverage probability, at least ``confidence``.
+    """
+
+    low: float
+    high: float
+    confidence: float
+    coverage: float
+    rank: int
+
+
+def median_ci_min_n(confidence: float = 0.95) -> int:
+    """Smallest n for which :func:`median_ci` gives an interval at this confidence."""
+    n = 1
+    while 1.0 - 2.0 * _binom_half_cdf(0, n) < confidence:
+        n += 1
+    return n
+
+
+def median_ci(values: Sequence[float], confidence: float = 0.95) -> MedianCI | None:
+    """Order-statistic confidence interval of the median, or ``None`` when n is too small."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be within (0, 1), got {confidence!r}")
+    xs = sorted(_checked(values))
+    n = len(xs)
+    chosen: tuple[int, float] | None = None
+    for k in range(1, n // 2 + 1):
+        coverage = 1.0 - 2.0 * _binom_half_cdf(k - 1, n)
+        if coverage >= confidence:
+            chosen = (k, coverage)  # keep going: a larger k gives a narrower interval
+        else:
+            break
+    if chosen is None:
+        return None
+    k, coverage = chosen
+    return MedianCI(low=xs[k - 1], high=xs[n - k], confidence=confidence, coverage=coverage, rank=k)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Every figure topobind reports for one series of values (trials, or runs).
+
+    ``values`` are the values kept (after dropping ``warmup`` leading ones, listed in
+    ``discarded``). Slowdowns are fractions (0.05 = 5 % slower), in the order of ``values``.
+    """
+
+    n: int
+    higher_is_better: bool
+    values: tuple[float, ...]
+    discarded: tuple[float, ...]
+    median: float
+    mean: float
+    min: float
+    max: float
+    best: float
+    worst: float
+    stdev: float | None
+    cv: float | None
+    mad: float
+    mad_scaled: float
+    p50: float
+    p90: float
+    p99: float
+    max_slowdown: float
+    slowdown_vs_best: tuple[float, ...]
+    slowdown_vs_median: tuple[float, ...]
+    frac_slower_5pct: float
+    frac_slower_10pct: float
+    median_ci: MedianCI | None
+    ecdf: tuple[tuple[float, float], ...] = field(repr=False)
+
+
+def summarize(
+    values: Sequence[float],
+    higher_is_better: bool,
+    warmup: int = 0,
+    confidence: float = 0.95,
+) -> Summary:
+    """All statistics of ``values`` after discarding the first ``warmup`` of them.
+
+    Values must be positive (rates or times): slowdowns are ratios.
+    """
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    raw = _checked(values)
+    if warmup >= len(raw):
+        raise ValueError(f"warmup={warmup} would discard all {len(raw)} values")
+    discarded = tuple(raw[:warmup])
+    xs = raw[warmup:]
+    b = best(xs, higher_is_better)
+    med = median(xs)
+    vs_med = slowdowns(xs, med, higher_is_better)
+    return Summary(
+        n=len(xs),
+        higher_is_better=higher_is_better,
+        values=tuple(xs),
+        discarded=discarded,
+        median=med,
+        mean=mean(xs),
+        min=min(xs),
+        max=max(xs),
+        best=b,
+        worst=worst(xs, higher_is_better),
+        stdev=stdev(xs),
+        cv=cv(xs),
+        mad=mad(xs),
+        mad_scaled=mad(xs, scaled=True),
+        p50=percentile(xs, 50),
+        p90=percentile(xs, 90),
+        p99=percentile(xs, 99),
+        max_slowdown=slowdown(worst(xs, higher_is_better), b, higher_is_better),
+        slowdown_vs_best=tuple(slowdowns(xs, b, higher_is_better)),
+        slowdown_vs_median=tuple(vs_med),
+        frac_slower_5pct=sum(1 for s in vs_med if s > _SLOWER_THRESHOLDS[0]) / len(xs),
+        frac_slower_10pct=sum(1 for s in vs_med if s > _SLOWER_THRESHOLDS[1]) / len(xs),
+        median_ci=median_ci(xs, confidence),
+        ecdf=tuple(ecdf(xs)),
+    )
