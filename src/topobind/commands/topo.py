@@ -1,0 +1,254 @@
+"""``topobind show`` and ``topobind plan``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from typing import Any
+
+from topobind.commands.common import add_layout_args, add_topology_arg, plan_from, topology_from
+from topobind.emit import launch_dict
+from topobind.emit.omp import omp_env
+from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
+from topobind.emit.srun import srun_argv
+from topobind.fsutil import atomic_write_text
+from topobind.plan import Plan
+from topobind.topology import Topology, format_list
+
+SHOW_EPILOG = """\
+Indexes: PU lists are OS (physical) indexes, as Linux, Slurm masks and OMP_PLACES use them;
+'L#n' marks an hwloc logical index (what OpenMPI prints).
+
+examples:
+  topobind show
+  topobind show --topology node042.xml --format json
+  topobind show --topology synthetic:'pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)'
+"""
+
+PLAN_EPILOG = """\
+examples:
+  # 64 MPI ranks on every other core of a 2x EPYC 7742 node, Slurm flags:
+  topobind plan -t synthetic:'pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)' \\
+      --layout every-other-core --format srun
+  # hybrid: one rank per L3 domain, OpenMP threads on its cores, OpenMPI 5 flags:
+  topobind plan --layout per-l3 --format openmpi
+  # OpenMP only, in a job script:
+  eval "$(topobind plan --layout spread --threads 8 --format env)"
+
+formats: text (table, default), json (the plan, docs/plan-format.md), env (bash exports),
+openmpi (OpenMPI 5 mpirun argv), openmpi4, srun, rankfile, rankfile4.
+When no --map-by expresses the plan, the openmpi formats refer to a rankfile, which is
+written to --rankfile PATH (default ./topobind.rankfile).
+"""
+
+
+def add_subparser(subparsers: Any) -> None:
+    show = subparsers.add_parser(
+        "show",
+        help="summarise the node topology (packages, NUMA nodes, L3 domains, PUs)",
+        description="Summarise the node topology as hwloc sees it, for this job's cpuset.",
+        epilog=SHOW_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_topology_arg(show)
+    show.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    show.set_defaults(func=run_show)
+
+    plan = subparsers.add_parser(
+        "plan",
+        help="plan a layout and print its OMP/mpirun/srun flags",
+        description="Plan where every rank and thread runs, and emit the flags that do it.",
+        epilog=PLAN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_topology_arg(plan)
+    add_layout_args(plan)
+    plan.add_argument(
+        "--format",
+        "-f",
+        choices=("text", "json", "env", "openmpi", "openmpi4", "srun", "rankfile", "rankfile4"),
+        default="text",
+    )
+    plan.add_argument(
+        "--rankfile",
+        default=DEFAULT_RANKFILE,
+        metavar="PATH",
+        help="where the openmpi formats write a rankfile when one is needed",
+    )
+    plan.add_argument("--host", help="host name in rankfiles (default: the topology's host)")
+    plan.set_defaults(func=run_plan)
+
+
+# --------------------------------------------------------------------------- show
+def _mib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def topology_text(topo: Topology) -> str:
+    s = topo.summary()
+    lines = [
+        f"topology: {topo.source}" + (f" (host {topo.hostname})" if topo.hostname else ""),
+        f"{s['packages']} packages, {len(topo.numa_nodes)} NUMA nodes, "
+        f"{len(topo.l3_domains)} L{topo.shared_cache_level or 3} domains, {s['cores']} cores, "
+        f"{s['pus']} PUs (SMT {s['smt']}); usable PUs (OS): {s['pus_os']}",
+    ]
+    for pkg in topo.packages:
+        os_txt = f" (OS {pkg.os_index})" if pkg.os_index is not None else ""
+        lines.append(f"Package L#{pkg.logical}{os_txt}: PUs {format_list(pkg.pus)}")
+        nodes = [n for n in topo.numa_nodes if set(n.cores) & set(pkg.cores)]
+        for node in nodes:
+            sub = f" {node.subtype}" if node.subtype else ""
+            lines.append(
+                f"  NUMA node {node.os_index}{sub} ({_mib(node.memory_bytes)}): "
+                f"PUs {format_list(node.pus)}"
+            )
+        for dom in topo.l3_domains:
+            if dom.package != pkg.logical:
+                continue
+            lines.append(
+                f"    L{dom.level} L#{dom.logical} ({_mib(dom.size_bytes)}, NUMA "
+                f"{format_list(dom.numa)}): cores L#{format_list(dom.cores)}, "
+                f"PUs {format_list(dom.pus)}"
+            )
+    if topo.smt > 1:
+        first = topo.cores[0]
+        lines.append(
+            f"SMT siblings: core L#0 = PUs {','.join(map(str, first.pus))}; "
+            f"core L#{topo.cores[-1].logical} = PUs {','.join(map(str, topo.cores[-1].pus))}"
+        )
+    if topo.cpuless_numa:
+        lines.append(f"NUMA nodes with memory but no usable PU: {format_list(topo.cpuless_numa)}")
+    if topo.excluded_pus:
+        reasons: dict[str, list[int]] = {}
+        for pu, why in topo.excluded_pus.items():
+            reasons.setdefault(why, []).append(pu)
+        for why, pus in reasons.items():
+            lines.append(f"excluded PUs {format_list(pus)}: {why}")
+    if topo.cpu_kinds and len(topo.cpu_kinds) > 1:
+        for i, kind in enumerate(topo.cpu_kinds):
+            lines.append(
+                f"CPU kind {i} (efficiency {kind.efficiency}, {kind.core_type or 'unnamed'}): "
+                f"PUs {format_list(kind.pus)}"
+            )
+    for name, matrix in topo.numa_distances.items():
+        idx = topo.numa_distance_index
+        lines.append(f"{name} (NUMA OS indexes {','.join(map(str, idx))}):")
+        lines.extend("  " + " ".join(f"{v:4d}" for v in row) for row in matrix)
+    return "\n".join(lines)
+
+
+def topology_json(topo: Topology) -> dict[str, Any]:
+    return {
+        "summary": topo.summary(),
+        "packages": [
+            {
+                "logical": p.logical,
+                "os_index": p.os_index,
+                "pus": list(p.pus),
+                "numa": list(p.numa),
+                "l3": list(p.l3),
+            }
+            for p in topo.packages
+        ],
+        "numa_nodes": [
+            {
+                "os_index": n.os_index,
+                "logical": n.logical,
+                "memory_bytes": n.memory_bytes,
+                "pus": list(n.pus),
+                "subtype": n.subtype,
+            }
+            for n in topo.numa_nodes
+        ],
+        "l3_domains": [
+            {
+                "logical": d.logical,
+                "level": d.level,
+                "size_bytes": d.size_bytes,
+                "cores": list(d.cores),
+                "pus": list(d.pus),
+                "numa": list(d.numa),
+            }
+            for d in topo.l3_domains
+        ],
+        "cores": [
+            {
+                "logical": c.logical,
+                "os_index": c.os_index,
+                "pus": list(c.pus),
+                "package": c.package,
+                "numa": list(c.numa),
+                "l3": c.l3,
+                "kind": c.kind,
+            }
+            for c in topo.cores
+        ],
+        "cpuless_numa": list(topo.cpuless_numa),
+        "numa_distances": topo.numa_distances,
+        "numa_distance_index": list(topo.numa_distance_index),
+    }
+
+
+def run_show(args: argparse.Namespace) -> int:
+    topo = topology_from(args)
+    if args.format == "json":
+        print(json.dumps(topology_json(topo), indent=1))
+    else:
+        print(topology_text(topo))
+    return 0
+
+
+# --------------------------------------------------------------------------- plan
+def plan_text(plan: Plan) -> str:
+    lines = [
+        f"layout {plan.layout} on {plan.topology.source}: {plan.nranks} ranks x "
+        f"{plan.threads} threads" + (" (SMT: every PU)" if plan.smt else " (one PU per core)"),
+        "PUs and NUMA nodes are OS indexes; L3 domains are hwloc logical indexes (L#).",
+        f"{'rank':>4}  {'PUs (OS)':<24} {'NUMA':<8} {'L3 L#':<8} OMP places",
+    ]
+    from topobind.emit.omp import format_places
+
+    for r in plan.ranks:
+        lines.append(
+            f"{r.rank:>4}  {format_list(r.cpus):<24} {format_list(r.numa):<8} "
+            f"{format_list(r.l3):<8} {format_places(list(r.places))}"
+        )
+    launch = launch_dict(plan)
+    lines.append("")
+    lines.extend(f"export {k}={shlex.quote(v)}" for k, v in launch["env"].items())
+    lines.append("OpenMPI 5: " + shlex.join(launch["openmpi"]))
+    lines.append("OpenMPI 4: " + shlex.join(launch["openmpi4"]))
+    lines.append("Slurm:     " + shlex.join(launch["srun"]))
+    for note in launch["notes"]:
+        lines.append(f"note: {note}")
+    for warning in plan.warnings:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    plan = plan_from(args)
+    fmt = args.format
+    if fmt == "json":
+        print(json.dumps(plan.to_dict(launch_dict(plan)), indent=1))
+    elif fmt == "text":
+        print(plan_text(plan))
+    elif fmt == "env":
+        for k, v in omp_env(plan).items():
+            print(f"export {k}={shlex.quote(v)}")
+    elif fmt in ("openmpi", "openmpi4"):
+        version = 5 if fmt == "openmpi" else 4
+        launch = openmpi_argv(plan, version, rankfile_path=args.rankfile, host=args.host)
+        if launch.rankfile is not None:
+            atomic_write_text(args.rankfile, launch.rankfile)
+            print(f"topobind: wrote rankfile {args.rankfile}", file=sys.stderr)
+        print(shlex.join(launch.argv))
+    elif fmt == "srun":
+        print(shlex.join(srun_argv(plan).argv))
+    elif fmt in ("rankfile", "rankfile4"):
+        sys.stdout.write(rankfile_text(plan, 5 if fmt == "rankfile" else 4, args.host))
+    for warning in plan.warnings:
+        print(f"topobind: warning: {warning}", file=sys.stderr)
+    return 0

@@ -1,0 +1,28 @@
+"""Emitters: Plan -> launch text/argv. No topology parsing here; only the Plan is read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topobind.emit.omp import omp_env
+from topobind.emit.openmpi import openmpi_argv
+from topobind.emit.srun import srun_argv
+from topobind.plan import Plan
+
+
+def launch_dict(plan: Plan) -> dict[str, Any]:
+    """The ``launch`` section of a plan's JSON: every launcher's flags for this plan."""
+    ompi5 = openmpi_argv(plan, version=5)
+    ompi4 = openmpi_argv(plan, version=4)
+    out: dict[str, Any] = {
+        "env": omp_env(plan),
+        "openmpi": ompi5.argv,
+        "openmpi4": ompi4.argv,
+        "srun": srun_argv(plan).argv,
+        "notes": sorted(set(ompi5.notes + ompi4.notes + srun_argv(plan).notes)),
+    }
+    if ompi5.rankfile is not None:
+        out["rankfile"] = ompi5.rankfile
+    if ompi4.rankfile is not None:
+        out["rankfile4"] = ompi4.rankfile
+    return out

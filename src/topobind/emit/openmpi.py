@@ -1,0 +1,130 @@
+"""OpenMPI ``mpirun`` flags (5.x PRRTE spelling and 4.x ORTE spelling), or a rankfile.
+
+Flags are emitted only when OpenMPI's ``ppr`` mapper reproduces the plan exactly; this
+module simulates that mapper (objects in hwloc logical order, N ranks per object, each
+taking ``pe`` consecutive cores/PUs of the object) and compares rank by rank. When no
+``--map-by ppr:N:RESOURCE:pe=M`` expresses the plan, a rankfile is emitted instead.
+Tests check every emitted form against OpenMPI's own mapper (tests/test_openmpi_oracle.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from topobind.plan import Plan
+
+DEFAULT_RANKFILE = "topobind.rankfile"
+
+
+@dataclass(frozen=True)
+class MpiLaunch:
+    argv: list[str]
+    rankfile: str | None = None  # rankfile text when the argv refers to one
+    notes: list[str] = field(default_factory=list)
+    resource: str | None = None  # the ppr resource used (None: rankfile)
+
+
+def _resources(plan: Plan, smt: bool) -> list[tuple[str, list[list[int]]]]:
+    """(PRRTE resource name, objects) with each object's cores (or PUs with SMT) in order."""
+    topo = plan.topology
+    core_by = {c.logical: c for c in topo.cores}
+
+    def units(core_ids: tuple[int, ...]) -> list[int]:
+        if smt:
+            return [pu for cid in core_ids for pu in core_by[cid].pus]
+        return list(core_ids)
+
+    res: list[tuple[str, list[list[int]]]] = []
+    if smt:
+        res.append(("hwthread", [[pu] for pu in topo.pus]))
+    res.append(("core", [units((c.logical,)) for c in topo.cores]))
+    if topo.shared_cache_level == 3:
+        res.append(("l3cache", [units(d.cores) for d in topo.l3_domains]))
+    if topo.numa_nodes:
+        res.append(("numa", [units(n.cores) for n in topo.numa_nodes]))
+    res.append(("package", [units(p.cores) for p in topo.packages]))
+    res.append(("node", [units(tuple(c.logical for c in topo.cores))]))
+    return res
+
+
+def _simulate(objects: list[list[int]], per: int, pe: int) -> list[list[int]] | None:
+    out: list[list[int]] = []
+    for obj in objects:
+        if len(obj) < per * pe:
+            return None
+        for k in range(per):
+            out.append(obj[k * pe : (k + 1) * pe])
+    return out
+
+
+def find_ppr(plan: Plan) -> tuple[str, int] | None:
+    """The first (resource, ranks-per-object) whose ppr mapping equals the plan, else None."""
+    want = [sorted(r.cpus) if plan.smt else sorted(r.cores) for r in plan.ranks]
+    for name, objects in _resources(plan, plan.smt):
+        if plan.nranks % len(objects):
+            continue
+        per = plan.nranks // len(objects)
+        got = _simulate(objects, per, plan.threads)
+        if got is not None and [sorted(g) for g in got] == want:
+            return name, per
+    return None
+
+
+def _spell(resource: str, version: int) -> str:
+    return "socket" if (version == 4 and resource == "package") else resource
+
+
+def openmpi_argv(
+    plan: Plan, version: int = 5, rankfile_path: str = DEFAULT_RANKFILE, host: str | None = None
+) -> MpiLaunch:
+    notes: list[str] = []
+    bind = "hwthread" if plan.smt else "core"
+    found = find_ppr(plan)
+    argv = ["mpirun", "-np", str(plan.nranks)]
+    if found is not None:
+        resource, per = found
+        res = _spell(resource, version)
+        pe = plan.threads
+        if version == 5:
+            mod = f":pe={pe}" if pe > 1 else ""
+            mod += ":hwtcpus" if plan.smt else ""
+            argv += ["--map-by", f"ppr:{per}:{res}{mod}", "--bind-to", bind]
+        else:
+            mod = f":PE={pe}" if pe > 1 else ""
+            argv += ["--map-by", f"ppr:{per}:{res}{mod}", "--bind-to", bind]
+            if plan.smt:
+                argv.append("--use-hwthread-cpus")
+        if not plan.smt and plan.topology.smt > 1:
+            notes.append(
+                "--bind-to core gives each rank every PU of its cores; OMP_PLACES keeps "
+                "threads on the planned PU of each core"
+            )
+        return MpiLaunch(argv=argv, notes=notes, resource=resource)
+
+    text = rankfile_text(plan, version, host)
+    if version == 5:
+        mod = ":hwtcpus" if plan.smt else ""
+        argv += ["--map-by", f"rankfile:file={rankfile_path}{mod}", "--bind-to", bind]
+    else:
+        argv += ["--rankfile", rankfile_path, "--mca", "rmaps_rank_file_physical", "1"]
+    notes.append(
+        f"no --map-by ppr:N:RESOURCE:pe=M expresses this plan: use the rankfile ({version}.x)"
+    )
+    return MpiLaunch(argv=argv, rankfile=text, notes=notes, resource=None)
+
+
+def rankfile_text(plan: Plan, version: int = 5, host: str | None = None) -> str:
+    """OpenMPI rankfile. 5.x: ``slot=`` lists hwloc logical core indexes (logical PU
+    indexes with SMT, used with ``:hwtcpus``). 4.x: OS PU indexes, used with
+    ``--mca rmaps_rank_file_physical 1``."""
+    host = host or plan.topology.hostname or "localhost"
+    pu_logical = plan.topology.pu_logical()
+    lines = [f"# topobind rankfile for OpenMPI {version}.x, layout {plan.layout}"]
+    for r in plan.ranks:
+        if version == 5:
+            ids = [pu_logical[pu] for pu in r.cpus] if plan.smt else list(r.cores)
+            lines.append(f"# rank {r.rank}: OS PUs {','.join(map(str, r.cpus))}")
+        else:
+            ids = list(r.cpus) if plan.smt else list(plan.core_pus(r))
+        lines.append(f"rank {r.rank}={host} slot={','.join(str(i) for i in ids)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,287 @@
+"""Layouts: one function per layout, Topology x request -> Plan.
+
+Vocabulary. A *slot* is what one OpenMP thread gets: a core (default; the thread's place is
+the core's first usable PU) or, with ``smt=True``, a single PU (so a 2-way SMT core holds two
+threads). Ranks take their threads' slots in hwloc logical order. See docs/layouts.md for
+the exact semantics and pictures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from topobind.errors import PlanError
+from topobind.plan import Plan, RankPlan
+from topobind.topology import Core, Topology
+
+
+@dataclass(frozen=True)
+class Slot:
+    core: Core
+    place: tuple[int, ...]  # OS PU indexes
+
+
+@dataclass(frozen=True)
+class Request:
+    layout: str
+    ranks: int | None = None
+    threads: int | None = None
+    smt: bool = False
+
+
+def _slots(cores: Sequence[Core], smt: bool) -> list[Slot]:
+    if smt:
+        return [Slot(c, (pu,)) for c in cores for pu in c.pus]
+    return [Slot(c, (c.pus[0],)) for c in cores]
+
+
+def _unit(smt: bool) -> str:
+    return "PUs" if smt else "cores"
+
+
+def _rank(rank: int, slots: Sequence[Slot]) -> RankPlan:
+    cores: list[int] = []
+    for s in slots:
+        if s.core.logical not in cores:
+            cores.append(s.core.logical)
+    return RankPlan(
+        rank=rank,
+        places=tuple(s.place for s in slots),
+        cores=tuple(cores),
+        numa=tuple(sorted({n for s in slots for n in s.core.numa})),
+        l3=tuple(sorted({s.core.l3 for s in slots if s.core.l3 is not None})),
+    )
+
+
+def _evenly(items: Sequence[Slot], count: int) -> list[Slot]:
+    """``count`` items evenly spaced over ``items`` (first one always taken)."""
+    n = len(items)
+    return [items[(i * n) // count] for i in range(count)]
+
+
+def _block_spread(slots: Sequence[Slot], ranks: int, threads: int) -> list[list[Slot]]:
+    """Cut ``slots`` into ``ranks`` equal consecutive regions; each rank takes ``threads``
+    slots evenly spaced inside its own region."""
+    n = len(slots)
+    out = []
+    for r in range(ranks):
+        region = slots[(r * n) // ranks : ((r + 1) * n) // ranks]
+        if len(region) < threads:
+            raise PlanError(
+                f"rank {r} region holds {len(region)} slots but {threads} threads were asked"
+            )
+        out.append(_evenly(region, threads))
+    return out
+
+
+def _resolve_counts(
+    capacity: int, ranks: int | None, threads: int | None, default_ranks: int, smt: bool
+) -> tuple[int, int]:
+    if ranks is not None and ranks < 1:
+        raise PlanError(f"--ranks must be at least 1 (got {ranks})")
+    if threads is not None and threads < 1:
+        raise PlanError(f"--threads must be at least 1 (got {threads})")
+    if ranks is None and threads is None:
+        ranks = default_ranks
+    if ranks is None:
+        assert threads is not None
+        ranks = max(1, capacity // threads)
+    if threads is None:
+        threads = capacity // ranks
+        if threads < 1:
+            raise PlanError(
+                f"{ranks} ranks but only {capacity} usable {_unit(smt)} for this layout; "
+                f"use --ranks {capacity} or fewer" + ("" if smt else " (or --smt to use every PU)")
+            )
+    if ranks * threads > capacity:
+        raise PlanError(
+            f"{ranks} ranks x {threads} threads = {ranks * threads} but this layout has only "
+            f"{capacity} usable {_unit(smt)}; lower --ranks/--threads"
+            + ("" if smt else " or add --smt to use every PU")
+        )
+    return ranks, threads
+
+
+# --------------------------------------------------------------------------- layouts
+def compact(topo: Topology, req: Request) -> list[list[Slot]]:
+    """Fill slots in logical order: rank 0 takes the first T slots, rank 1 the next T..."""
+    slots = _slots(topo.cores, req.smt)
+    ranks, threads = _resolve_counts(len(slots), req.ranks, req.threads, 1, req.smt)
+    return [slots[r * threads : (r + 1) * threads] for r in range(ranks)]
+
+
+def spread(topo: Topology, req: Request) -> list[list[Slot]]:
+    """Ranks spread evenly over the whole node; each rank's threads spread inside its share."""
+    slots = _slots(topo.cores, req.smt)
+    ranks, threads = _resolve_counts(len(slots), req.ranks, req.threads, 1, req.smt)
+    return _block_spread(slots, ranks, threads)
+
+
+def every_other_core(topo: Topology, req: Request) -> list[list[Slot]]:
+    """Half the cores: every other core inside each L3 domain (inside each NUMA node where
+    there is no shared cache), so every NUMA node and L3 domain keeps the same share; then
+    spread over those cores like ``spread``."""
+    chosen: list[Core] = []
+    groups: dict[object, list[Core]] = {}
+    for core in topo.cores:
+        key = ("l3", core.l3) if core.l3 is not None else ("numa", core.numa, core.package)
+        groups.setdefault(key, []).append(core)
+    for core in topo.cores:
+        key = ("l3", core.l3) if core.l3 is not None else ("numa", core.numa, core.package)
+        if groups[key].index(core) % 2 == 0:
+            chosen.append(core)
+    slots = _slots(chosen, req.smt)
+    ranks, threads = _resolve_counts(len(slots), req.ranks, req.threads, len(slots), req.smt)
+    if req.ranks is None and req.threads is not None:
+        ranks, threads = _resolve_counts(len(slots), None, req.threads, 1, req.smt)
+    return _block_spread(slots, ranks, threads)
+
+
+def _per_domain(
+    topo: Topology, req: Request, domains: list[list[Core]], what: str
+) -> list[list[Slot]]:
+    """One rank per domain (or k ranks per domain when --ranks is a multiple of the number of
+    domains; or an evenly spaced subset of domains when --ranks is smaller)."""
+    if not domains:
+        raise PlanError(f"layout {req.layout!r} needs {what}, and this topology has none")
+    nd = len(domains)
+    ranks = req.ranks if req.ranks is not None else nd
+    if ranks < 1:
+        raise PlanError(f"--ranks must be at least 1 (got {ranks})")
+    if ranks > nd and ranks % nd:
+        raise PlanError(
+            f"layout {req.layout!r}: {ranks} ranks over {nd} {what}; use at most {nd} ranks "
+            f"or a multiple of {nd}"
+        )
+    if ranks <= nd:
+        picked = [domains[(i * nd) // ranks] for i in range(ranks)]
+        regions = [_slots(d, req.smt) for d in picked]
+    else:
+        per = ranks // nd
+        regions = []
+        for d in domains:
+            s = _slots(d, req.smt)
+            regions.extend(s[(i * len(s)) // per : ((i + 1) * len(s)) // per] for i in range(per))
+    smallest = min(len(r) for r in regions)
+    threads = req.threads if req.threads is not None else smallest
+    if threads < 1:
+        raise PlanError(f"--threads must be at least 1 (got {threads})")
+    if threads > smallest:
+        raise PlanError(
+            f"layout {req.layout!r}: {threads} threads per rank but the smallest of the {what} "
+            f"holds {smallest} usable {_unit(req.smt)} per rank; use --threads {smallest} or fewer"
+        )
+    return [region[:threads] for region in regions]
+
+
+def _cores_by(topo: Topology, key: Callable[[Core], object]) -> list[list[Core]]:
+    groups: dict[object, list[Core]] = {}
+    for core in topo.cores:
+        groups.setdefault(key(core), []).append(core)
+    return list(groups.values())
+
+
+def per_l3(topo: Topology, req: Request) -> list[list[Slot]]:
+    if topo.shared_cache_level is None:
+        raise PlanError(
+            "layout 'per-l3' needs a cache shared by several cores and this topology has "
+            "none; use per-numa or per-socket"
+        )
+    return _per_domain(topo, req, _cores_by(topo, lambda c: c.l3), "L3 domains")
+
+
+def per_numa(topo: Topology, req: Request) -> list[list[Core]] | list[list[Slot]]:
+    # NUMA nodes sharing the same cores (KNL DDR + MCDRAM) form one domain.
+    domains = _cores_by(topo, lambda c: c.numa) if all(c.numa for c in topo.cores) else []
+    return _per_domain(topo, req, domains, "NUMA nodes")
+
+
+def per_socket(topo: Topology, req: Request) -> list[list[Slot]]:
+    return _per_domain(topo, req, _cores_by(topo, lambda c: c.package), "packages")
+
+
+def l3_groups(topo: Topology, req: Request, size: int) -> list[list[Slot]]:
+    """Bundle neighbouring L3 domains of the same NUMA node until a group holds ``size``
+    slots; never cross a NUMA node. One rank per group."""
+    if topo.shared_cache_level is None:
+        raise PlanError("layout 'l3-groups' needs L3 domains and this topology has none")
+    groups: list[list[Core]] = []
+    current: list[Core] = []
+    current_numa: object = None
+    for dom in _cores_by(topo, lambda c: c.l3):
+        numa = dom[0].numa
+        if current and (numa != current_numa or len(_slots(current, req.smt)) >= size):
+            groups.append(current)
+            current = []
+        current_numa = numa
+        current = current + dom
+    if current:
+        groups.append(current)
+    if req.threads is None:
+        sizes = [len(_slots(g, req.smt)) for g in groups]
+        req = Request(req.layout, req.ranks, min(size, min(sizes)), req.smt)
+    return _per_domain(topo, req, groups, f"L3 groups of {size} {_unit(req.smt)}")
+
+
+LAYOUTS: dict[str, str] = {
+    "compact": "fill cores in hwloc logical order (rank 0 first)",
+    "spread": "ranks spread evenly over the node, threads spread inside each rank's share",
+    "every-other-core": "half the cores, every other core of each L3 domain, spread over all",
+    "per-l3": "one rank per L3 domain (shared cache domain), threads = its cores",
+    "per-numa": "one rank per NUMA node, threads = its cores",
+    "per-socket": "one rank per package (socket), threads = its cores",
+    "l3-groups:N": "bundle neighbouring L3 domains of one NUMA node up to N threads per rank",
+}
+
+
+def make_plan(
+    topo: Topology,
+    layout: str,
+    ranks: int | None = None,
+    threads: int | None = None,
+    smt: bool = False,
+) -> Plan:
+    req = Request(layout=layout, ranks=ranks, threads=threads, smt=smt)
+    simple: dict[str, Callable[[Topology, Request], list[list[Slot]]]] = {
+        "compact": compact,
+        "spread": spread,
+        "every-other-core": every_other_core,
+        "per-l3": per_l3,
+        "per-numa": per_numa,  # type: ignore[dict-item]
+        "per-socket": per_socket,
+    }
+    if layout in simple:
+        assignment = simple[layout](topo, req)
+    elif layout.startswith("l3-groups:"):
+        size_text = layout.split(":", 1)[1]
+        if not size_text.isdigit() or int(size_text) < 1:
+            raise PlanError(f"layout {layout!r}: N must be a positive integer, e.g. l3-groups:32")
+        assignment = l3_groups(topo, req, int(size_text))
+    else:
+        raise PlanError(f"unknown layout {layout!r}; choose one of: {', '.join(LAYOUTS)}")
+
+    rank_plans = tuple(_rank(i, slots) for i, slots in enumerate(assignment))
+    return Plan(
+        topology=topo,
+        layout=layout,
+        threads=len(assignment[0]),
+        smt=smt,
+        ranks=rank_plans,
+        warnings=tuple(_warnings(topo, rank_plans, smt)),
+    )
+
+
+def _warnings(topo: Topology, ranks: Sequence[RankPlan], smt: bool) -> list[str]:
+    out: list[str] = []
+    if smt and len({len(c.pus) for c in topo.cores}) > 1:
+        out.append(
+            "some cores have fewer usable PUs than others (a cgroup holding only one PU of a "
+            "core, or offline PUs): SMT threads are not evenly spread"
+        )
+    if not smt and topo.smt > 1:
+        # Fine for OMP/srun masks; OpenMPI's --bind-to core gives each rank the whole core.
+        pass
+    if any(not r.numa for r in ranks):
+        out.append("the topology reports no NUMA node for some cores; memory locality unknown")
+    return out

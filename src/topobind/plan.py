@@ -1,0 +1,123 @@
+"""The Plan: where every rank and every OpenMP thread of a job runs, in OS PU indexes.
+
+One object, one JSON format (``docs/plan-format.md``, schema ``schemas/plan.schema.json``).
+A plan knows nothing about launchers; :mod:`topobind.emit` turns it into flags.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from topobind.errors import TopobindError
+from topobind.topology import Topology, format_list
+
+PLAN_SCHEMA_ID = "topobind.plan/1"
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """One MPI rank (or the single process of an OpenMP-only job).
+
+    ``places[t]`` are the OS PU indexes thread ``t`` may run on; ``cpus`` is their union
+    (the rank's binding set, OS indexes); ``cores`` and ``l3`` are hwloc logical indexes;
+    ``numa`` are NUMA node OS indexes.
+    """
+
+    rank: int
+    places: tuple[tuple[int, ...], ...]
+    cores: tuple[int, ...]
+    numa: tuple[int, ...]
+    l3: tuple[int, ...]
+
+    @property
+    def cpus(self) -> tuple[int, ...]:
+        return tuple(sorted({pu for place in self.places for pu in place}))
+
+    @property
+    def threads(self) -> int:
+        return len(self.places)
+
+
+@dataclass(frozen=True)
+class Plan:
+    topology: Topology
+    layout: str
+    threads: int  # OpenMP threads per rank
+    smt: bool  # threads use every PU of a core (True) or one PU per core (False)
+    ranks: tuple[RankPlan, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def nranks(self) -> int:
+        return len(self.ranks)
+
+    def core_pus(self, rank: RankPlan) -> tuple[int, ...]:
+        """Every usable PU of the cores the rank uses (what ``--bind-to core`` gives it)."""
+        by_logical = {c.logical: c for c in self.topology.cores}
+        return tuple(sorted(pu for core in rank.cores for pu in by_logical[core].pus))
+
+    def to_dict(self, launch: dict[str, Any] | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema": PLAN_SCHEMA_ID,
+            "topology": self.topology.summary(),
+            "layout": self.layout,
+            "nranks": self.nranks,
+            "threads": self.threads,
+            "smt": self.smt,
+            "ranks": [
+                {
+                    "rank": r.rank,
+                    "cpus": list(r.cpus),
+                    "cpus_list": format_list(r.cpus),
+                    "places": [list(p) for p in r.places],
+                    "cores": list(r.cores),
+                    "numa": list(r.numa),
+                    "l3": list(r.l3),
+                }
+                for r in self.ranks
+            ],
+            "warnings": list(self.warnings),
+        }
+        if launch is not None:
+            out["launch"] = launch
+        return out
+
+
+def plan_schema() -> dict[str, Any]:
+    text = resources.files("topobind").joinpath("schemas/plan.schema.json").read_text()
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def validate_plan_json(doc: dict[str, Any]) -> None:
+    """Raise TopobindError when ``doc`` does not follow the plan schema."""
+    import jsonschema
+
+    try:
+        jsonschema.validate(doc, plan_schema())
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
+        raise TopobindError(f"plan JSON invalid at {where}: {exc.message}") from exc
+
+
+@dataclass(frozen=True)
+class PlannedRank:
+    """A rank as read back from a plan JSON document (for verification and launchers)."""
+
+    rank: int
+    places: tuple[tuple[int, ...], ...]
+    cpus: tuple[int, ...]
+
+
+def ranks_from_json(doc: dict[str, Any]) -> list[PlannedRank]:
+    validate_plan_json(doc)
+    return [
+        PlannedRank(
+            rank=int(r["rank"]),
+            places=tuple(tuple(int(x) for x in p) for p in r["places"]),
+            cpus=tuple(int(x) for x in r["cpus"]),
+        )
+        for r in doc["ranks"]
+    ]

@@ -1,0 +1,546 @@
+"""Node topology from hwloc: live, from an hwloc v2 XML file, or from a synthetic string.
+
+Everything downstream (layouts, emitters) reads only the :class:`Topology` built here;
+nothing downstream runs hwloc again.
+
+Indexes, always named:
+- ``os`` / ``pus``: OS (physical) indexes, what Linux, Slurm masks and ``OMP_PLACES`` use.
+- ``logical``: hwloc's logical index (depth-first order among usable objects of one type),
+  what OpenMPI prints (``core:L12``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from topobind.errors import TopologyError
+
+SYNTHETIC_PREFIX = "synthetic:"
+
+
+# --------------------------------------------------------------------------- cpusets
+def parse_hwloc_bitmap(text: str) -> frozenset[int]:
+    """Parse hwloc's bitmap string (``0xffffffff,,0x00000003``: 32-bit words, most significant
+    first, empty word = 0, ``0xf...f`` = infinitely set) into the set of OS indexes."""
+    text = text.strip()
+    if not text or text == "0x0":
+        return frozenset()
+    words = text.split(",")
+    out: set[int] = set()
+    for pos, word in enumerate(reversed(words)):
+        word = word.strip()
+        if word in ("", "0x", "0x0"):
+            continue
+        if "..." in word:  # "0xf...f": infinite; keep what is finite
+            continue
+        try:
+            value = int(word, 16)
+        except ValueError as exc:
+            raise TopologyError(f"bad hwloc cpuset word {word!r} in {text!r}") from exc
+        base = 32 * pos
+        bit = 0
+        while value:
+            if value & 1:
+                out.add(base + bit)
+            value >>= 1
+            bit += 1
+    return frozenset(out)
+
+
+def format_list(indexes: list[int] | tuple[int, ...] | frozenset[int]) -> str:
+    """``[0,1,2,5,7,8]`` -> ``"0-2,5,7-8"`` (the Linux cpu-list format)."""
+    vals = sorted(set(indexes))
+    parts: list[str] = []
+    i = 0
+    while i < len(vals):
+        j = i
+        while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
+            j += 1
+        parts.append(str(vals[i]) if i == j else f"{vals[i]}-{vals[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def parse_list(text: str) -> list[int]:
+    """Linux cpu-list format (``0-3,8,10-11``) -> sorted OS indexes."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            out.update(range(int(lo), int(hi) + 1))
+        else:
+            out.add(int(part))
+    return sorted(out)
+
+
+# --------------------------------------------------------------------------- model
+@dataclass(frozen=True)
+class Core:
+    """A core. ``pus``: OS indexes of its usable PUs, in hwloc logical order (SMT siblings)."""
+
+    logical: int
+    os_index: int | None
+    pus: tuple[int, ...]
+    package: int  # logical package index
+    numa: tuple[int, ...]  # OS indexes of the NUMA nodes local to this core
+    l3: int | None  # logical index of its shared-cache domain (L3, or the fallback level)
+    kind: int | None = None  # CPU kind index (0 = least efficient) when the machine has several
+
+
+@dataclass(frozen=True)
+class CacheDomain:
+    """A shared cache (normally L3): the cores and PUs behind it."""
+
+    logical: int
+    level: int
+    size_bytes: int
+    cores: tuple[int, ...]  # logical core indexes
+    pus: tuple[int, ...]  # OS PU indexes
+    numa: tuple[int, ...]  # OS indexes of local NUMA nodes
+    package: int
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    """A NUMA node with CPUs. ``os_index`` is what numactl/Linux call node N."""
+
+    os_index: int
+    logical: int
+    memory_bytes: int
+    cores: tuple[int, ...]  # logical core indexes local to this node
+    pus: tuple[int, ...]  # OS PU indexes
+    package: int | None
+    subtype: str | None = None  # e.g. "MCDRAM" on KNL
+
+
+@dataclass(frozen=True)
+class Package:
+    logical: int
+    os_index: int | None
+    cores: tuple[int, ...]
+    pus: tuple[int, ...]
+    numa: tuple[int, ...]
+    l3: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CpuKind:
+    pus: tuple[int, ...]
+    efficiency: int | None
+    core_type: str | None
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The usable part of one node: only online PUs allowed to this job/process."""
+
+    source: str  # "live", a file path, or "synthetic:..."
+    hostname: str | None
+    packages: tuple[Package, ...]
+    numa_nodes: tuple[NumaNode, ...]
+    l3_domains: tuple[CacheDomain, ...]
+    shared_cache_level: int | None  # 3 normally; 2 when the machine has no L3; None: none shared
+    cores: tuple[Core, ...]
+    excluded_pus: dict[int, str] = field(default_factory=dict)  # OS index -> why not usable
+    cpuless_numa: tuple[int, ...] = ()  # NUMA nodes (OS) with memory but no usable PU
+    numa_distances: dict[str, list[list[int]]] = field(default_factory=dict)
+    numa_distance_index: tuple[int, ...] = ()
+    cpu_kinds: tuple[CpuKind, ...] = ()
+    xml: str = field(default="", repr=False, compare=False)  # the XML it was read from
+
+    # ----- derived views
+    @property
+    def pus(self) -> tuple[int, ...]:
+        """All usable PUs, OS indexes, in hwloc logical order."""
+        return tuple(pu for core in self.cores for pu in core.pus)
+
+    @property
+    def smt(self) -> int:
+        """Largest number of usable PUs on one core."""
+        return max((len(c.pus) for c in self.cores), default=0)
+
+    def pu_to_core(self) -> dict[int, Core]:
+        return {pu: core for core in self.cores for pu in core.pus}
+
+    def pu_logical(self) -> dict[int, int]:
+        """OS PU index -> hwloc logical PU index."""
+        return {pu: i for i, pu in enumerate(self.pus)}
+
+    def summary(self) -> dict[str, object]:
+        """The compact summary stored in every plan."""
+        return {
+            "source": self.source,
+            "hostname": self.hostname,
+            "packages": len(self.packages),
+            "numa_nodes": [n.os_index for n in self.numa_nodes],
+            "l3_domains": len(self.l3_domains),
+            "shared_cache_level": self.shared_cache_level,
+            "cores": len(self.cores),
+            "pus": len(self.pus),
+            "smt": self.smt,
+            "pus_os": format_list(self.pus),
+            "excluded_pus": {str(k): v for k, v in sorted(self.excluded_pus.items())},
+        }
+
+
+# --------------------------------------------------------------------------- loading
+def _hwloc_tool(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        raise TopologyError(
+            f"'{name}' not found on PATH; install hwloc (apt-get install hwloc) or run 'make setup'"
+        )
+    return path
+
+
+def _run_lstopo(args: list[str], what: str) -> str:
+    cmd = [_hwloc_tool("lstopo-no-graphics"), *args, "--of", "xml", "-"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or "<topology" not in proc.stdout:
+        err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TopologyError(f"hwloc could not build a topology from {what}: {err}")
+    return proc.stdout
+
+
+def load(source: str = "live") -> Topology:
+    """Load a topology from ``live``, ``synthetic:DESCRIPTION`` or an XML file path."""
+    if source == "live":
+        return load_live()
+    if source.startswith(SYNTHETIC_PREFIX):
+        return load_synthetic(source[len(SYNTHETIC_PREFIX) :])
+    return load_xml(source)
+
+
+def load_live() -> Topology:
+    """This machine, restricted to this process's allowed cpuset (cgroup) and affinity mask.
+
+    lstopo already drops PUs outside the cgroup cpuset; a Slurm step bound with
+    task/affinity is restricted by its affinity mask instead, so that is applied too.
+    """
+    xml = _run_lstopo([], "this machine")
+    try:
+        affinity: frozenset[int] | None = frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = None
+    return parse_xml(xml, source="live", affinity=affinity, hostname=socket.gethostname())
+
+
+def load_synthetic(description: str) -> Topology:
+    """An hwloc synthetic description, e.g. ``pack:2 numa:4 l3:4 core:4 pu:2``."""
+    if not description.strip():
+        raise TopologyError("empty synthetic description; example: synthetic:'pack:2 core:4 pu:2'")
+    xml = _run_lstopo(["-i", description], f"synthetic description {description!r}")
+    return parse_xml(xml, source=SYNTHETIC_PREFIX + description)
+
+
+def load_xml(path: str | os.PathLike[str]) -> Topology:
+    """An hwloc v2 XML file (e.g. ``lstopo-no-graphics --of xml`` run on a compute node)."""
+    p = Path(path)
+    if not p.is_file():
+        hint = "" if str(path).endswith(".xml") else " (or use 'live' or 'synthetic:DESCRIPTION')"
+        raise TopologyError(f"topology file {str(path)!r} does not exist{hint}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopologyError(f"cannot read topology file {str(path)!r}: {exc}") from exc
+    return parse_xml(text, source=str(path))
+
+
+# --------------------------------------------------------------------------- XML parsing
+_CACHE_LEVEL = {"L1Cache": 1, "L2Cache": 2, "L3Cache": 3, "L4Cache": 4, "L5Cache": 5}
+
+
+@dataclass
+class _PuRecord:
+    os_index: int
+    core_key: int  # id() of the Core element or of the PU itself
+    core_os: int | None
+    package_key: int | None
+    package_os: int | None
+    caches: dict[int, int]  # level -> id() of the unified/data cache element above
+
+
+def parse_xml(
+    text: str,
+    source: str,
+    affinity: frozenset[int] | None = None,
+    hostname: str | None = None,
+) -> Topology:
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise TopologyError(f"{source}: malformed hwloc XML ({exc})") from exc
+    if root.tag != "topology":
+        raise TopologyError(f"{source}: not an hwloc XML topology (root element <{root.tag}>)")
+    machine = root.find("object")
+    if machine is None:
+        raise TopologyError(f"{source}: hwloc XML has no root object")
+
+    allowed_attr = machine.get("allowed_cpuset")
+    allowed = parse_hwloc_bitmap(allowed_attr) if allowed_attr else None
+    complete = parse_hwloc_bitmap(machine.get("complete_cpuset") or machine.get("cpuset") or "")
+    if hostname is None:
+        for info in machine.findall("info"):
+            if info.get("name") == "HostName":
+                hostname = info.get("value")
+
+    pus: list[_PuRecord] = []
+    numa_elems: list[ET.Element] = []
+    cache_elems: dict[int, ET.Element] = {}
+    package_elems: dict[int, ET.Element] = {}
+
+    def walk(elem: ET.Element, ctx: dict[str, object]) -> None:
+        for child in elem.findall("object"):
+            typ = child.get("type", "")
+            sub = dict(ctx)
+            if typ == "Package":
+                sub["package"] = child
+                package_elems[id(child)] = child
+            elif typ == "Core":
+                sub["core"] = child
+            elif typ in _CACHE_LEVEL and child.get("cache_type", "0") in ("0", "1"):
+                level = _CACHE_LEVEL[typ]
+                caches = dict(sub.get("caches", {}))  # type: ignore[arg-type]
+                caches[level] = id(child)
+                sub["caches"] = caches
+                cache_elems[id(child)] = child
+            elif typ == "NUMANode":
+                numa_elems.append(child)
+            if typ == "PU":
+                core = sub.get("core")
+                pkg = sub.get("package")
+                pus.append(
+                    _PuRecord(
+                        os_index=int(child.get("os_index", "-1")),
+                        core_key=id(core) if core is not None else id(child),
+                        core_os=_int_or_none(core.get("os_index"))  # type: ignore[union-attr]
+                        if core is not None
+                        else None,
+                        package_key=id(pkg) if pkg is not None else None,
+                        package_os=_int_or_none(pkg.get("os_index")) if pkg is not None else None,  # type: ignore[union-attr]
+                        caches=dict(sub.get("caches", {})),  # type: ignore[arg-type]
+                    )
+                )
+            walk(child, sub)
+
+    walk(root, {})
+    if not pus:
+        raise TopologyError(f"{source}: hwloc XML contains no PU objects")
+
+    excluded: dict[int, str] = {}
+    for pu in sorted(complete - {p.os_index for p in pus}):
+        excluded[pu] = "offline"
+    usable: list[_PuRecord] = []
+    for rec in pus:
+        if allowed is not None and rec.os_index not in allowed:
+            excluded[rec.os_index] = "not in the allowed cpuset (cgroup)"
+        elif affinity is not None and rec.os_index not in affinity:
+            excluded[rec.os_index] = "not in this process's affinity mask"
+        else:
+            usable.append(rec)
+    if not usable:
+        raise TopologyError(
+            f"{source}: the allowed cpuset is empty (no usable PU); check the job's allocation"
+        )
+
+    # --- cores (logical order of first appearance)
+    core_order: list[int] = []
+    core_pus: dict[int, list[int]] = {}
+    core_rec: dict[int, _PuRecord] = {}
+    for rec in usable:
+        if rec.core_key not in core_pus:
+            core_order.append(rec.core_key)
+            core_pus[rec.core_key] = []
+            core_rec[rec.core_key] = rec
+        core_pus[rec.core_key].append(rec.os_index)
+    core_logical = {key: i for i, key in enumerate(core_order)}
+
+    # --- packages
+    pkg_order: list[int | None] = []
+    for key in core_order:
+        pk = core_rec[key].package_key
+        if pk not in pkg_order:
+            pkg_order.append(pk)
+    pkg_logical = {pk: i for i, pk in enumerate(pkg_order)}
+
+    # --- NUMA nodes (memory objects; locality from their cpuset)
+    usable_set = {rec.os_index for rec in usable}
+    numa_cpusets: list[tuple[int, frozenset[int], int, str | None]] = []
+    cpuless: list[int] = []
+    for elem in numa_elems:
+        os_idx = int(elem.get("os_index", "-1"))
+        cs = parse_hwloc_bitmap(elem.get("cpuset", "")) & usable_set
+        if allowed is not None and machine.get("allowed_nodeset"):
+            nodes_allowed = parse_hwloc_bitmap(machine.get("allowed_nodeset", ""))
+            if os_idx not in nodes_allowed:
+                continue
+        if not cs:
+            cpuless.append(os_idx)
+            continue
+        numa_cpusets.append((os_idx, cs, int(elem.get("local_memory", "0")), elem.get("subtype")))
+    pu_numa: dict[int, list[int]] = {}
+    for os_idx, cs, _mem, _sub in numa_cpusets:
+        for pu in cs:
+            pu_numa.setdefault(pu, []).append(os_idx)
+
+    # --- shared cache domains: L3, else the highest level shared by several cores
+    level_cores: dict[int, dict[int, set[int]]] = {}
+    for key in core_order:
+        for level, ckey in core_rec[key].caches.items():
+            level_cores.setdefault(level, {}).setdefault(ckey, set()).add(key)
+    shared_level: int | None = None
+    if 3 in level_cores:
+        shared_level = 3
+    else:
+        for level in sorted(level_cores, reverse=True):
+            if any(len(v) > 1 for v in level_cores[level].values()):
+                shared_level = level
+                break
+
+    cache_order: list[int] = []
+    if shared_level is not None:
+        for key in core_order:
+            ck = core_rec[key].caches.get(shared_level)
+            if ck is not None and ck not in cache_order:
+                cache_order.append(ck)
+    cache_logical = {ck: i for i, ck in enumerate(cache_order)}
+
+    kinds = _parse_cpukinds(root, usable_set)
+    pu_kind: dict[int, int] = {}
+    if len(kinds) > 1:
+        for i, kind in enumerate(kinds):
+            for pu in kind.pus:
+                pu_kind[pu] = i
+
+    cores: list[Core] = []
+    for key in core_order:
+        rec = core_rec[key]
+        cpus = tuple(core_pus[key])
+        numa = tuple(sorted({n for pu in cpus for n in pu_numa.get(pu, [])}))
+        ck = rec.caches.get(shared_level) if shared_level is not None else None
+        cores.append(
+            Core(
+                logical=core_logical[key],
+                os_index=rec.core_os,
+                pus=cpus,
+                package=pkg_logical[rec.package_key],
+                numa=numa,
+                l3=cache_logical.get(ck) if ck is not None else None,
+                kind=pu_kind.get(cpus[0]),
+            )
+        )
+
+    l3_domains: list[CacheDomain] = []
+    for ck in cache_order:
+        elem = cache_elems[ck]
+        members = [c for c in cores if c.l3 == cache_logical[ck]]
+        l3_domains.append(
+            CacheDomain(
+                logical=cache_logical[ck],
+                level=shared_level or 0,
+                size_bytes=int(elem.get("cache_size", "0")),
+                cores=tuple(c.logical for c in members),
+                pus=tuple(pu for c in members for pu in c.pus),
+                numa=tuple(sorted({n for c in members for n in c.numa})),
+                package=members[0].package,
+            )
+        )
+
+    numa_nodes: list[NumaNode] = []
+    for logical, (os_idx, cs, mem, subtype) in enumerate(numa_cpusets):
+        members = [c for c in cores if os_idx in c.numa]
+        pkgs = {c.package for c in members}
+        numa_nodes.append(
+            NumaNode(
+                os_index=os_idx,
+                logical=logical,
+                memory_bytes=mem,
+                cores=tuple(c.logical for c in members),
+                pus=tuple(pu for c in members for pu in c.pus if pu in cs),
+                package=pkgs.pop() if len(pkgs) == 1 else None,
+                subtype=subtype,
+            )
+        )
+
+    packages: list[Package] = []
+    for pk in pkg_order:
+        idx = pkg_logical[pk]
+        members = [c for c in cores if c.package == idx]
+        os_idx = package_elems[pk].get("os_index") if pk is not None else None
+        packages.append(
+            Package(
+                logical=idx,
+                os_index=_int_or_none(os_idx),
+                cores=tuple(c.logical for c in members),
+                pus=tuple(pu for c in members for pu in c.pus),
+                numa=tuple(sorted({n for c in members for n in c.numa})),
+                l3=tuple(sorted({c.l3 for c in members if c.l3 is not None})),
+            )
+        )
+
+    distances, dist_index = _parse_numa_distances(root)
+    return Topology(
+        source=source,
+        hostname=hostname,
+        packages=tuple(packages),
+        numa_nodes=tuple(numa_nodes),
+        l3_domains=tuple(l3_domains),
+        shared_cache_level=shared_level,
+        cores=tuple(cores),
+        excluded_pus=excluded,
+        cpuless_numa=tuple(sorted(cpuless)),
+        numa_distances=distances,
+        numa_distance_index=dist_index,
+        cpu_kinds=tuple(kinds),
+        xml=text,
+    )
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value is not None and value.lstrip("-").isdigit() else None
+
+
+def _parse_cpukinds(root: ET.Element, usable: set[int]) -> list[CpuKind]:
+    kinds: list[CpuKind] = []
+    for elem in root.findall("cpukind"):
+        pus = tuple(sorted(parse_hwloc_bitmap(elem.get("cpuset", "")) & usable))
+        if not pus:
+            continue
+        eff = elem.get("forced_efficiency") or elem.get("efficiency")
+        core_type = None
+        for info in elem.findall("info"):
+            if info.get("name") == "CoreType":
+                core_type = info.get("value")
+        kinds.append(CpuKind(pus=pus, efficiency=_int_or_none(eff), core_type=core_type))
+    kinds.sort(key=lambda k: k.efficiency if k.efficiency is not None else -1)
+    return kinds
+
+
+def _parse_numa_distances(root: ET.Element) -> tuple[dict[str, list[list[int]]], tuple[int, ...]]:
+    out: dict[str, list[list[int]]] = {}
+    index: tuple[int, ...] = ()
+    for elem in root.findall("distances2"):
+        if elem.get("type") != "NUMANode" or elem.get("indexing", "os") != "os":
+            continue
+        n = int(elem.get("nbobjs", "0"))
+        idx_el = elem.find("indexes")
+        if idx_el is None or not n:
+            continue
+        idx = tuple(int(x) for x in (idx_el.text or "").split())
+        values = [int(x) for v in elem.findall("u64values") for x in (v.text or "").split()]
+        if len(idx) != n or len(values) != n * n:
+            continue
+        index = idx
+        out[elem.get("name") or f"kind{elem.get('kind')}"] = [
+            values[i * n : (i + 1) * n] for i in range(n)
+        ]
+    return out, index
