@@ -1,0 +1,239 @@
+/*
+ * whereami.c - placement probe for topobind.
+ *
+ * Every OpenMP thread spins for --spin-ms (so the OS scheduler has settled) and records its
+ * rank, thread number, CPU (sched_getcpu, OS index), NUMA node, affinity mask (OS indexes,
+ * pthread_getaffinity_np) and host.
+ *
+ *   whereami       rank from the launcher environment (SLURM_PROCID, OMPI_COMM_WORLD_RANK,
+ *                  PMIX_RANK); every rank prints its own one-line JSON document, so a
+ *                  multi-rank job's stdout is JSON Lines.
+ *   whereami-mpi   (built with -DWITH_MPI) rank 0 gathers all ranks and prints ONE document.
+ */
+#include "tb_common.h"
+
+#include <getopt.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef WITH_MPI
+#include <mpi.h>
+#define PROG "whereami-mpi"
+#else
+#define PROG "whereami"
+#endif
+
+typedef struct {
+    tb_place p;
+    int omp_place;
+    char host[256];
+} entry_t;
+
+static void usage(FILE *f)
+{
+    fputs("usage: " PROG " [--spin-ms MS] [--json FILE]\n"
+          "\n"
+          "Placement probe: each OpenMP thread (OMP_NUM_THREADS; OMP_PLACES and OMP_PROC_BIND\n"
+          "are honoured) spins for MS milliseconds, then records rank, thread, cpu (OS index\n"
+          "from sched_getcpu), numa node, affinity mask (OS indexes) and host. Prints the\n"
+          "topobind.result/1 JSON with kernel 'whereami' (no metrics, headline null).\n"
+#ifdef WITH_MPI
+          "MPI build: rank 0 gathers every rank's threads and prints ONE document for the job.\n"
+#else
+          "The rank comes from SLURM_PROCID / OMPI_COMM_WORLD_RANK / PMIX_RANK; every rank\n"
+          "prints one line, so the output of a multi-rank launch is JSON Lines.\n"
+#endif
+          "\n"
+          "options:\n"
+          "  --spin-ms MS  busy-wait before sampling the CPU (default 20)\n"
+          "  --json FILE   write the JSON atomically to FILE ({rank}, {pid} expanded"
+#ifdef WITH_MPI
+          "; rank 0 only"
+#endif
+          ")\n"
+          "  -h, --help    this text\n"
+          "\n"
+          "examples:\n"
+          "  OMP_NUM_THREADS=2 OMP_PLACES='{0},{1}' OMP_PROC_BIND=close whereami\n"
+#ifdef WITH_MPI
+          "  mpirun -np 2 --bind-to core whereami-mpi\n",
+#else
+          "  srun -n 4 -c 2 whereami > placement.jsonl\n",
+#endif
+          f);
+}
+
+static void spin(double seconds)
+{
+    double t0 = tb_now();
+    volatile unsigned long x = 0;
+    while (tb_now() - t0 < seconds)
+        x++;
+}
+
+static const char *bind_name(omp_proc_bind_t b)
+{
+    switch (b) {
+    case omp_proc_bind_false: return "false";
+    case omp_proc_bind_true: return "true";
+    case omp_proc_bind_master: return "primary";
+    case omp_proc_bind_close: return "close";
+    case omp_proc_bind_spread: return "spread";
+    default: return "unknown";
+    }
+}
+
+static void env_param(tb_json *j, const char *name)
+{
+    const char *v = getenv(name);
+    tbj_str(j, name, v);
+}
+
+int main(int argc, char **argv)
+{
+    double spin_ms = 20.0;
+    const char *json = NULL;
+    static const struct option opts[] = {{"spin-ms", required_argument, 0, 'S'},
+                                         {"json", required_argument, 0, 'j'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    tb_prog = PROG;
+#ifdef WITH_MPI
+    MPI_Init(&argc, &argv);
+#endif
+    opterr = 0;
+    for (;;) {
+        int o = getopt_long(argc, argv, ":h", opts, NULL);
+        if (o == -1)
+            break;
+        switch (o) {
+        case 'S': spin_ms = tb_parse_double("--spin-ms", optarg, 0.0, 60000.0); break;
+        case 'j': json = optarg; break;
+        case 'h':
+            usage(stdout);
+#ifdef WITH_MPI
+            MPI_Finalize();
+#endif
+            return 0;
+        case ':': tb_usage_error("option %s needs a value", argv[optind - 1]);
+        default: tb_usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        tb_usage_error("unexpected argument '%s'", argv[optind]);
+
+    tb_run run;
+    tb_run_start(&run, "whereami");
+#ifdef WITH_MPI
+    MPI_Comm_rank(MPI_COMM_WORLD, &run.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &run.ranks);
+#endif
+    int max = omp_get_max_threads(), n = 0;
+    entry_t *mine = tb_xcalloc((size_t)max, sizeof(entry_t));
+#pragma omp parallel num_threads(max)
+    {
+        int t = omp_get_thread_num();
+#pragma omp single
+        n = omp_get_num_threads();
+        spin(spin_ms / 1000.0);
+        if (t < max) {
+            tb_place_self(&mine[t].p, run.rank, t);
+            mine[t].omp_place = omp_get_place_num();
+            snprintf(mine[t].host, sizeof mine[t].host, "%s", run.host);
+        }
+    }
+    run.threads = n;
+
+    entry_t *all = mine;
+    int total = n;
+#ifdef WITH_MPI
+    int max_threads = n;
+    int *counts = NULL, *displs = NULL, *bcounts = NULL;
+    if (run.rank == 0) {
+        counts = tb_xcalloc((size_t)run.ranks, sizeof(int));
+        displs = tb_xcalloc((size_t)run.ranks, sizeof(int));
+        bcounts = tb_xcalloc((size_t)run.ranks, sizeof(int));
+    }
+    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (run.rank == 0) {
+        total = 0;
+        for (int r = 0; r < run.ranks; r++) {
+            displs[r] = total * (int)sizeof(entry_t);
+            bcounts[r] = counts[r] * (int)sizeof(entry_t);
+            total += counts[r];
+            if (counts[r] > max_threads)
+                max_threads = counts[r];
+        }
+        all = tb_xcalloc((size_t)total, sizeof(entry_t));
+    }
+    MPI_Gatherv(mine, n * (int)sizeof(entry_t), MPI_BYTE, all, bcounts, displs, MPI_BYTE, 0,
+                MPI_COMM_WORLD);
+    char libver[MPI_MAX_LIBRARY_VERSION_STRING];
+    int lvlen = 0;
+    MPI_Get_library_version(libver, &lvlen);
+    libver[strcspn(libver, "\n,")] = '\0';
+    if (run.rank != 0) {
+        MPI_Finalize();
+        return 0;
+    }
+    run.threads = max_threads;
+#endif
+
+    tb_json j;
+    tbj_init(&j);
+    tb_json_header(&j, &run);
+    tbj_obj_begin(&j, "params");
+    tbj_dbl(&j, "spin_ms", spin_ms);
+#ifdef WITH_MPI
+    tbj_bool(&j, "mpi", 1);
+    tbj_str(&j, "mpi_library", libver);
+#else
+    tbj_bool(&j, "mpi", 0);
+#endif
+    env_param(&j, "OMP_NUM_THREADS");
+    env_param(&j, "OMP_PLACES");
+    env_param(&j, "OMP_PROC_BIND");
+    tbj_str(&j, "omp_proc_bind", bind_name(omp_get_proc_bind()));
+    tbj_arr_begin(&j, "omp_places");
+    for (int pl = 0; pl < omp_get_num_places(); pl++) {
+        int np = omp_get_place_num_procs(pl);
+        int *ids = tb_xcalloc((size_t)(np ? np : 1), sizeof(int));
+        omp_get_place_proc_ids(pl, ids);
+        tbj_int_array(&j, NULL, ids, np);
+        free(ids);
+    }
+    tbj_arr_end(&j);
+    tbj_arr_begin(&j, "thread_place");
+    for (int i = 0; i < total; i++)
+        tbj_int(&j, NULL, all[i].omp_place);
+    tbj_arr_end(&j);
+    tbj_obj_end(&j);
+    tbj_null(&j, "pages");
+    tbj_arr_begin(&j, "placement");
+    for (int i = 0; i < total; i++)
+        tb_json_place_entry(&j, &all[i].p, 1, all[i].host);
+    tbj_arr_end(&j);
+    tbj_obj_begin(&j, "metrics");
+    tbj_obj_end(&j);
+    tbj_null(&j, "headline");
+    tbj_bool(&j, "valid", 1);
+    char vmsg[256];
+    snprintf(vmsg, sizeof vmsg, "whereami: %d thread(s) of %d rank(s) placed", total,
+#ifdef WITH_MPI
+             run.ranks
+#else
+             1
+#endif
+    );
+    tbj_str(&j, "validation", vmsg);
+    tbj_obj_end(&j);
+    tb_emit(&j, json);
+    tbj_free(&j);
+#ifdef WITH_MPI
+    MPI_Finalize();
+#endif
+    return 0;
+}

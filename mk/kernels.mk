@@ -1,0 +1,14 @@
+# Kernels (C11 + OpenMP): STREAM, DGEMM, latency, c2c, whereami, hugepage LD_PRELOAD shim.
+# Binaries land in kernels/bin/ (see kernels/Makefile; CC, CFLAGS, PREFIX are passed through).
+.PHONY: kernels kernels-clean kernels-install
+
+kernels:
+	$(MAKE) -C kernels
+
+kernels-install: kernels
+	$(MAKE) -C kernels install
+
+kernels-clean:
+	$(MAKE) -C kernels clean
+
+TEST_PREREQS += kernels
