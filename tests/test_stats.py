@@ -85,6 +85,24 @@ def test_median_ci_thresholds_and_coverage() -> None:
     assert ci20.coverage == pytest.approx(1 - 2 * 21700 / 2**20)
 
 
+def test_median_ci_matches_direct_search_and_scales() -> None:
+    for n in range(1, 60):
+        xs = [float(i) for i in range(n)]
+        direct = None
+        for k in range(1, n // 2 + 1):
+            cov = 1 - 2 * stats._binom_half_cdf(k - 1, n)
+            if cov >= 0.95:
+                direct = (k, cov)
+        ci = stats.median_ci(xs, 0.95)
+        assert (None if ci is None else (ci.rank, ci.coverage)) == direct
+    # a whole fleet's runs: large n must neither overflow nor take long
+    rng = random.Random(7)
+    big = stats.median_ci([rng.random() for _ in range(7000)], 0.95)
+    assert big is not None
+    assert 0.95 <= big.coverage < 0.96
+    assert big.low < 0.5 < big.high and big.high - big.low < 0.05
+
+
 def test_summarize_hand_example_with_warmup() -> None:
     # first value is a cold warm-up run; bandwidth in MB/s, higher is better
     s = stats.summarize([50.0, 100.0, 95.0, 90.0, 80.0], higher_is_better=True, warmup=1)

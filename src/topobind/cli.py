@@ -18,6 +18,7 @@ from topobind.errors import TopobindError
 # Modules that provide subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "topobind.commands.topo",  # show, plan
+    "topobind.commands.report",  # report
 )
 
 

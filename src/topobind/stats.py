@@ -28,9 +28,11 @@ Definitions used throughout topobind (and documented in docs/report.md):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 MAD_NORMAL_SCALE = 1.4826
 """Factor that turns a MAD into a consistent estimate of the standard deviation (normal data)."""
@@ -48,14 +50,24 @@ def _checked(values: Sequence[float], what: str = "values") -> list[float]:
     return xs
 
 
-def median(values: Sequence[float]) -> float:
-    """The middle value (the mean of the two middle values for an even count)."""
-    xs = sorted(_checked(values))
+def _median_sorted(xs: Sequence[float]) -> float:
     n = len(xs)
     mid = n // 2
     if n % 2:
         return xs[mid]
     return (xs[mid - 1] + xs[mid]) / 2.0
+
+
+def _percentile_sorted(xs: Sequence[float], q: float) -> float:
+    h = (len(xs) - 1) * (q / 100.0)
+    lo = math.floor(h)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
+
+
+def median(values: Sequence[float]) -> float:
+    """The middle value (the mean of the two middle values for an even count)."""
+    return _median_sorted(sorted(_checked(values)))
 
 
 def mean(values: Sequence[float]) -> float:
@@ -121,11 +133,7 @@ def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0 <= q <= 100) by linear interpolation (numpy's default)."""
     if not 0.0 <= q <= 100.0:
         raise ValueError(f"percentile q must be within [0, 100], got {q!r}")
-    xs = sorted(_checked(values))
-    h = (len(xs) - 1) * (q / 100.0)
-    lo = math.floor(h)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
+    return _percentile_sorted(sorted(_checked(values)), q)
 
 
 def ecdf(values: Sequence[float]) -> list[tuple[float, float]]:
@@ -133,7 +141,10 @@ def ecdf(values: Sequence[float]) -> list[tuple[float, float]]:
 
     The last point has fraction 1.0. Plot it as a step function ("post").
     """
-    xs = sorted(_checked(values))
+    return _ecdf_sorted(sorted(_checked(values)))
+
+
+def _ecdf_sorted(xs: Sequence[float]) -> list[tuple[float, float]]:
     n = len(xs)
     out: list[tuple[float, float]] = []
     for i, x in enumerate(xs):
@@ -146,18 +157,18 @@ def ecdf(values: Sequence[float]) -> list[tuple[float, float]]:
 def mad(values: Sequence[float], scaled: bool = False) -> float:
     """Median absolute deviation from the median (times 1.4826 when ``scaled``)."""
     xs = _checked(values)
-    m = median(xs)
-    raw = median([abs(x - m) for x in xs])
+    m = _median_sorted(sorted(xs))
+    raw = _median_sorted(sorted(abs(x - m) for x in xs))
     return raw * MAD_NORMAL_SCALE if scaled else raw
 
 
 def _binom_half_cdf(k: int, n: int) -> float:
-    """P(B <= k) for B ~ Binomial(n, 1/2)."""
+    """P(B <= k) for B ~ Binomial(n, 1/2), exact (integer arithmetic, any n)."""
     if k < 0:
         return 0.0
     if k >= n:
         return 1.0
-    return math.fsum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
+    return sum(math.comb(n, i) for i in range(k + 1)) / (1 << n)
 
 
 @dataclass(frozen=True)
@@ -183,23 +194,39 @@ def median_ci_min_n(confidence: float = 0.95) -> int:
     return n
 
 
-def median_ci(values: Sequence[float], confidence: float = 0.95) -> MedianCI | None:
-    """Order-statistic confidence interval of the median, or ``None`` when n is too small."""
+@functools.lru_cache(maxsize=4096)
+def _ci_rank(n: int, confidence: float) -> tuple[int, float] | None:
+    """(k, exact coverage) of the narrowest order-statistic interval with enough coverage."""
+    # coverage(k) = 1 - 2 * S(k-1) / 2^n with S(j) = sum_{i<=j} C(n, i); it falls as k grows,
+    # so walk k up while 2 * S(k-1) <= (1 - confidence) * 2^n, in exact integers.
+    alpha = 1 - Fraction(confidence).limit_denominator(10**9)  # 0.95 -> exactly 1/20
+    limit_num, limit_den = alpha.numerator << n, alpha.denominator
+    chosen: tuple[int, float] | None = None
+    term = 1  # C(n, k-1)
+    cum = 0  # S(k-1)
+    for k in range(1, n // 2 + 1):
+        cum += term
+        if 2 * cum * limit_den > limit_num:
+            break
+        chosen = (k, 1.0 - 2 * cum / (1 << n))  # a larger k gives a narrower interval
+        term = term * (n - k + 1) // k
+    return chosen
+
+
+def _median_ci_sorted(xs: Sequence[float], confidence: float) -> MedianCI | None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be within (0, 1), got {confidence!r}")
-    xs = sorted(_checked(values))
     n = len(xs)
-    chosen: tuple[int, float] | None = None
-    for k in range(1, n // 2 + 1):
-        coverage = 1.0 - 2.0 * _binom_half_cdf(k - 1, n)
-        if coverage >= confidence:
-            chosen = (k, coverage)  # keep going: a larger k gives a narrower interval
-        else:
-            break
+    chosen = _ci_rank(n, confidence)
     if chosen is None:
         return None
     k, coverage = chosen
     return MedianCI(low=xs[k - 1], high=xs[n - k], confidence=confidence, coverage=coverage, rank=k)
+
+
+def median_ci(values: Sequence[float], confidence: float = 0.95) -> MedianCI | None:
+    """Order-statistic confidence interval of the median, or ``None`` when n is too small."""
+    return _median_ci_sorted(sorted(_checked(values)), confidence)
 
 
 @dataclass(frozen=True)
@@ -253,32 +280,45 @@ def summarize(
         raise ValueError(f"warmup={warmup} would discard all {len(raw)} values")
     discarded = tuple(raw[:warmup])
     xs = raw[warmup:]
-    b = best(xs, higher_is_better)
-    med = median(xs)
-    vs_med = slowdowns(xs, med, higher_is_better)
+    if min(xs) <= 0:
+        raise ValueError(f"summarize needs positive values (rates or times), got {min(xs)!r}")
+    srt = sorted(xs)
+    n = len(xs)
+    lo, hi = srt[0], srt[-1]
+    b, w = (hi, lo) if higher_is_better else (lo, hi)
+    med = _median_sorted(srt)
+    m = math.fsum(xs) / n
+    sd = math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (n - 1)) if n > 1 else None
+    raw_mad = _median_sorted(sorted(abs(x - med) for x in xs))
+    if higher_is_better:
+        vs_best = tuple(b / x - 1.0 for x in xs)
+        vs_med = tuple(med / x - 1.0 for x in xs)
+    else:
+        vs_best = tuple(x / b - 1.0 for x in xs)
+        vs_med = tuple(x / med - 1.0 for x in xs)
     return Summary(
-        n=len(xs),
+        n=n,
         higher_is_better=higher_is_better,
         values=tuple(xs),
         discarded=discarded,
         median=med,
-        mean=mean(xs),
-        min=min(xs),
-        max=max(xs),
+        mean=m,
+        min=lo,
+        max=hi,
         best=b,
-        worst=worst(xs, higher_is_better),
-        stdev=stdev(xs),
-        cv=cv(xs),
-        mad=mad(xs),
-        mad_scaled=mad(xs, scaled=True),
-        p50=percentile(xs, 50),
-        p90=percentile(xs, 90),
-        p99=percentile(xs, 99),
-        max_slowdown=slowdown(worst(xs, higher_is_better), b, higher_is_better),
-        slowdown_vs_best=tuple(slowdowns(xs, b, higher_is_better)),
-        slowdown_vs_median=tuple(vs_med),
-        frac_slower_5pct=sum(1 for s in vs_med if s > _SLOWER_THRESHOLDS[0]) / len(xs),
-        frac_slower_10pct=sum(1 for s in vs_med if s > _SLOWER_THRESHOLDS[1]) / len(xs),
-        median_ci=median_ci(xs, confidence),
-        ecdf=tuple(ecdf(xs)),
+        worst=w,
+        stdev=sd,
+        cv=None if sd is None or m == 0 else sd / m,
+        mad=raw_mad,
+        mad_scaled=raw_mad * MAD_NORMAL_SCALE,
+        p50=_percentile_sorted(srt, 50),
+        p90=_percentile_sorted(srt, 90),
+        p99=_percentile_sorted(srt, 99),
+        max_slowdown=max(vs_best),
+        slowdown_vs_best=vs_best,
+        slowdown_vs_median=vs_med,
+        frac_slower_5pct=sum(1 for s in vs_med if s > _SLOWER_THRESHOLDS[0]) / n,
+        frac_slower_10pct=sum(1 for s in vs_med if s > _SLOWER_THRESHOLDS[1]) / n,
+        median_ci=_median_ci_sorted(srt, confidence),
+        ecdf=tuple(_ecdf_sorted(srt)),
     )

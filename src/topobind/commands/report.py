@@ -1,0 +1,97 @@
+"""``topobind report``: fleet report from kernel result files."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+EPILOG = """\
+Reads kernel results (topobind.result/1 JSON, one per run; JSON Lines too) from files and
+directories (searched recursively for *.json, *.jsonl), groups them by host, kernel, layout
+and page size, and writes into DIR:
+  summary.txt   the summary printed here      summary.md   the same for a CI comment
+  report.json   every figure, machine-readable (docs/report.md)
+  index.html    one self-contained page (pictures embedded; no network needed)
+  *.png         per-host spread, ECDF, page-size and matrix pictures
+DIR is replaced as a whole (never half-written); an existing non-empty DIR must be an old
+report (hold report.json).
+
+Slow host: its median is worse than the fleet median (median of host medians) by more than
+--slow-mads robust standard deviations (MAD x 1.4826) AND by more than --slow-pct percent.
+
+exit status: 0 report written; 1 slow hosts found and --fail-on-slow given; 2 bad input
+(corrupt/truncated file, mixed units, no results: one line naming the file, DIR untouched).
+
+examples:
+  topobind report results/ -o report/
+  topobind report results/*/stream-*.json -o /tmp/stream-report --slow-pct 8
+  topobind report results/ -o report/ --format markdown --fail-on-slow   # in CI
+  python -m topobind.fleetgen --hosts 40 --runs 7 --slow gen-node0007:1.12 -o /tmp/fleet
+  topobind report /tmp/fleet -o /tmp/fleet-report        # a generated (synthetic) fleet
+"""
+
+
+def add_subparser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="fleet report from kernel results: tables, slow hosts, pictures, HTML",
+        description=(
+            "Summarise kernel results across a fleet: per host and kernel the runs, median, "
+            "best, worst, CV, max slowdown and the median's confidence interval; slow hosts "
+            "first; ECDF, per-host, page-size and matrix pictures; one HTML page."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("results", nargs="+", metavar="RESULTS", help="result files or directories")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="report directory")
+    p.add_argument(
+        "--format",
+        "-f",
+        choices=("text", "markdown"),
+        default="text",
+        help="what to print: the text summary (default) or markdown for a CI comment",
+    )
+    p.add_argument(
+        "--slow-mads",
+        type=float,
+        default=3.0,
+        metavar="K",
+        help="slow needs a host median more than K fleet MADs worse (default 3)",
+    )
+    p.add_argument(
+        "--slow-pct",
+        type=float,
+        default=5.0,
+        metavar="P",
+        help="... and more than P percent worse than the fleet median (default 5)",
+    )
+    p.add_argument("--fail-on-slow", action="store_true", help="exit 1 when any slow host is found")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=0,
+        metavar="W",
+        help="report each host's first W runs (by timestamp) apart as warm-up and leave them "
+        "out of every figure (default 0: every result file is a complete run that did its "
+        "own warm-up; use 1 when runs were back to back in one job and the first was cold)",
+    )
+    p.add_argument("--title", default="topobind fleet report", help="title of the HTML page")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from topobind.report.analysis import Options
+    from topobind.report.build import build_report
+
+    opts = Options(warmup=args.warmup, slow_mads=args.slow_mads, slow_pct=args.slow_pct)
+    built = build_report(args.results, args.output, opts, title=args.title)
+    if os.environ.get("TOPOBIND_REPORT_TIMING"):
+        phases = ", ".join(f"{k} {v:.2f} s" for k, v in built.seconds.items())
+        print(f"topobind report: timing: {phases}", file=sys.stderr)
+    sys.stdout.write(built.markdown if args.format == "markdown" else built.text)
+    if args.format == "text":
+        sys.stdout.write(f"report written to {built.directory}/ (index.html, report.json)\n")
+    return 1 if args.fail_on_slow and built.report.slow else 0

@@ -1,0 +1,421 @@
+"""Group runs, summarise each host and the fleet, find slow hosts, compare page sizes.
+
+Definitions (docs/report.md repeats them for site admins):
+
+- A **run** is one result document; its value is the headline value.
+- Runs are grouped by kernel, layout and page size (``pages.kib``): a **fleet group**. Inside
+  a fleet group, each host's runs are ordered by timestamp; with ``warmup=W`` the first W
+  runs of every host are reported apart and left out of every figure.
+- The **fleet median** is the median of the host medians (each host counts once, however many
+  runs it has); the **fleet MAD** is the median absolute deviation of the host medians,
+  scaled by 1.4826 (a robust standard deviation).
+- A host's **worse %** is how far its median is worse than the fleet median, in percent of
+  the fleet median: below it for higher-is-better metrics, above it for lower-is-better ones.
+  Negative means better than the fleet.
+- A host is **slow** when its median is worse than the fleet median by more than
+  ``slow_mads`` fleet MADs AND by more than ``slow_pct`` percent. The second condition keeps a
+  very uniform fleet (tiny MAD) from flagging hosts over differences nobody cares about;
+  the first keeps a noisy fleet from flagging its normal spread.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from topobind import stats
+from topobind.errors import TopobindError
+from topobind.report.reader import Run
+
+TIME_UNITS = frozenset({"ns", "us", "µs", "ms", "s", "cycles", "clocks"})
+
+
+def lower_is_better_unit(unit: str) -> bool:
+    """Matrices carry no direction: times are lower-is-better, everything else higher."""
+    return unit.strip().lower() in TIME_UNITS
+
+
+def page_label(kib: int | None) -> str:
+    if kib is None:
+        return "?"
+    if kib % 1048576 == 0:
+        return f"{kib // 1048576} GiB"
+    if kib % 1024 == 0:
+        return f"{kib // 1024} MiB"
+    return f"{kib} KiB"
+
+
+@dataclass(frozen=True)
+class Options:
+    warmup: int = 0
+    slow_mads: float = 3.0
+    slow_pct: float = 5.0
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0:
+            raise TopobindError(f"--warmup must be 0 or more, got {self.warmup}")
+        if self.slow_mads < 0 or self.slow_pct < 0:
+            raise TopobindError("--slow-mads and --slow-pct must not be negative")
+
+
+@dataclass(frozen=True)
+class HostStats:
+    host: str
+    summary: stats.Summary  # of the kept runs' headline values
+    runs: tuple[Run, ...]  # kept runs, in time order
+    warmup_runs: tuple[Run, ...]  # dropped as warm-up, in time order
+    worse_pct: float  # median vs fleet median, % of the fleet median; > 0 = worse
+    slowdown: float  # stats.slowdown of the host median against the fleet median (fraction)
+    mads: float | None  # how many fleet MADs worse (> 0) or better (< 0); None if the MAD is 0
+    slow: bool
+
+
+@dataclass(frozen=True)
+class FleetGroup:
+    kernel: str
+    layout: str | None
+    page_kib: int | None
+    metric: str
+    stat: str | None
+    unit: str
+    higher_is_better: bool
+    hosts: tuple[HostStats, ...]  # worst first
+    all_runs: stats.Summary  # every kept run of every host
+    fleet_median: float  # median of host medians
+    fleet_mad: float  # scaled MAD of host medians
+    threshold: float  # a host median beyond this value is slow
+    only_warmup: tuple[str, ...]  # hosts that had no run left after the warm-up
+
+    @property
+    def key(self) -> tuple[str, str | None, int | None]:
+        return (self.kernel, self.layout, self.page_kib)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kernel} [layout {self.layout or '-'}, {page_label(self.page_kib)} pages]"
+
+    @property
+    def slug(self) -> str:
+        parts = [self.kernel, self.layout or "nolayout", page_label(self.page_kib).replace(" ", "")]
+        return "-".join("".join(c if c.isalnum() or c in "-_" else "_" for c in p) for p in parts)
+
+    def sort_key(self) -> tuple[str, str, int]:
+        return (self.kernel, self.layout or "", self.page_kib or 0)
+
+    @property
+    def slow_hosts(self) -> tuple[HostStats, ...]:
+        return tuple(h for h in self.hosts if h.slow)
+
+
+@dataclass(frozen=True)
+class PageRow:
+    page_kib: int
+    hosts: int
+    runs: int
+    fleet_median: float
+    better_pct: float  # vs the reference page size; > 0 = better
+    values: tuple[float, ...]  # host medians, for the picture
+
+
+@dataclass(frozen=True)
+class PageComparison:
+    kernel: str
+    layout: str | None
+    metric: str
+    unit: str
+    higher_is_better: bool
+    reference_kib: int
+    rows: tuple[PageRow, ...]  # by page size, ascending
+
+
+@dataclass(frozen=True)
+class MatrixGroup:
+    kernel: str
+    layout: str | None
+    page_kib: int | None
+    name: str
+    unit: str
+    rows: tuple[str, ...]
+    cols: tuple[str, ...]
+    row_kind: str
+    col_kind: str
+    lower_is_better: bool
+    runs: int
+    hosts: int
+    median: list[list[float]]  # elementwise median over all runs (NaN where never measured)
+    worst_host: str | None  # the host with the worst headline median (fleets of 2+ hosts)
+    worst_host_median: list[list[float]] | None
+
+
+@dataclass(frozen=True)
+class Report:
+    options: Options
+    inputs: tuple[str, ...]
+    files: int
+    documents: int
+    no_headline: int  # e.g. whereami results
+    invalid: tuple[Run, ...]  # runs with valid=false, left out
+    generated: int  # documents marked params.generated
+    groups: tuple[FleetGroup, ...]
+    pages: tuple[PageComparison, ...]
+    matrices: tuple[MatrixGroup, ...]
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def slow(self) -> list[tuple[FleetGroup, HostStats]]:
+        """Every slow (group, host), the worst first."""
+        out = [(g, h) for g in self.groups for h in g.slow_hosts]
+        out.sort(key=lambda gh: (-gh[1].worse_pct, gh[1].host, gh[0].sort_key()))
+        return out
+
+    @property
+    def slow_host_names(self) -> list[str]:
+        return sorted({h.host for _, h in self.slow})
+
+    @property
+    def runs_used(self) -> int:
+        return sum(g.all_runs.n for g in self.groups)
+
+
+def _check_units(runs: Sequence[Run]) -> None:
+    """One kernel, one headline metric, unit and direction: else the file that differs."""
+    first: dict[str, Run] = {}
+    for r in runs:
+        ref = first.setdefault(r.kernel, r)
+        if r is ref:
+            continue
+        for what, a, b in (
+            ("unit", ref.unit, r.unit),
+            ("metric", ref.metric, r.metric),
+            ("higher_is_better", ref.higher_is_better, r.higher_is_better),
+        ):
+            if a != b:
+                raise TopobindError(
+                    f"{r.source}: {r.kernel} headline {what} is {b!r} but {ref.source} has {a!r}; "
+                    f"results of one kernel must share metric, unit and direction: "
+                    f"report them separately"
+                )
+
+
+def _host_stats(
+    host: str, runs: list[Run], hib: bool, opts: Options
+) -> tuple[tuple[Run, ...], tuple[Run, ...], stats.Summary | None]:
+    runs.sort(key=lambda r: (r.timestamp, r.source))
+    warm = tuple(runs[: opts.warmup])
+    kept = tuple(runs[opts.warmup :])
+    if not kept:
+        return kept, warm, None
+    values = [r.value for r in kept if r.value is not None]
+    return kept, warm, stats.summarize(values, hib, confidence=opts.confidence)
+
+
+def _fleet_group(
+    key: tuple[str, str | None, int | None], by_host: dict[str, list[Run]], opts: Options
+) -> FleetGroup | None:
+    sample = next(iter(by_host.values()))[0]
+    hib = bool(sample.higher_is_better)
+    per_host: list[tuple[str, tuple[Run, ...], tuple[Run, ...], stats.Summary]] = []
+    only_warmup: list[str] = []
+    for host in sorted(by_host):
+        kept, warm, summary = _host_stats(host, by_host[host], hib, opts)
+        if summary is None:
+            only_warmup.append(host)
+        else:
+            per_host.append((host, kept, warm, summary))
+    if not per_host:
+        return None
+    medians = [s.median for _, _, _, s in per_host]
+    fleet_median = stats.median(medians)
+    fleet_mad = stats.mad(medians, scaled=True)
+    margin = max(opts.slow_mads * fleet_mad, opts.slow_pct / 100.0 * fleet_median)
+    threshold = fleet_median - margin if hib else fleet_median + margin
+    hosts = []
+    for host, kept, warm, s in per_host:
+        dist = (fleet_median - s.median) if hib else (s.median - fleet_median)
+        worse_pct = dist / fleet_median * 100.0
+        slow = dist > opts.slow_mads * fleet_mad and worse_pct > opts.slow_pct
+        hosts.append(
+            HostStats(
+                host=host,
+                summary=s,
+                runs=kept,
+                warmup_runs=warm,
+                worse_pct=worse_pct,
+                slowdown=stats.slowdown(s.median, fleet_median, hib),
+                mads=dist / fleet_mad if fleet_mad > 0 else None,
+                slow=slow,
+            )
+        )
+    hosts.sort(key=lambda h: (-h.worse_pct, h.host))
+    all_values = [v for h in hosts for v in h.summary.values]
+    return FleetGroup(
+        kernel=key[0],
+        layout=key[1],
+        page_kib=key[2],
+        metric=str(sample.metric),
+        stat=sample.stat,
+        unit=str(sample.unit),
+        higher_is_better=hib,
+        hosts=tuple(hosts),
+        all_runs=stats.summarize(all_values, hib, confidence=opts.confidence),
+        fleet_median=fleet_median,
+        fleet_mad=fleet_mad,
+        threshold=threshold,
+        only_warmup=tuple(only_warmup),
+    )
+
+
+def _page_comparisons(groups: Sequence[FleetGroup]) -> list[PageComparison]:
+    by_kl: dict[tuple[str, str | None], list[FleetGroup]] = defaultdict(list)
+    for g in groups:
+        if g.page_kib is not None:
+            by_kl[(g.kernel, g.layout)].append(g)
+    out = []
+    for (kernel, layout), gs in sorted(by_kl.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        if len(gs) < 2:
+            continue
+        gs.sort(key=lambda g: g.page_kib or 0)
+        ref = gs[0]
+        hib = ref.higher_is_better
+        rows = []
+        for g in gs:
+            diff = (
+                (g.fleet_median - ref.fleet_median) if hib else (ref.fleet_median - g.fleet_median)
+            )
+            rows.append(
+                PageRow(
+                    page_kib=int(g.page_kib or 0),
+                    hosts=len(g.hosts),
+                    runs=g.all_runs.n,
+                    fleet_median=g.fleet_median,
+                    better_pct=diff / ref.fleet_median * 100.0,
+                    values=tuple(h.summary.median for h in g.hosts),
+                )
+            )
+        out.append(
+            PageComparison(
+                kernel=kernel,
+                layout=layout,
+                metric=ref.metric,
+                unit=ref.unit,
+                higher_is_better=hib,
+                reference_kib=int(ref.page_kib or 0),
+                rows=tuple(rows),
+            )
+        )
+    return out
+
+
+MatrixKey = tuple[str, str, tuple[str, ...], tuple[str, ...]]  # name, unit, rows, cols
+
+
+def _matrix_groups(groups: Sequence[FleetGroup]) -> list[MatrixGroup]:
+    import numpy as np  # only when there are matrices; numpy comes with matplotlib
+
+    out = []
+    for g in groups:
+        collected: dict[MatrixKey, list[tuple[str, Any]]] = defaultdict(list)
+        kinds: dict[MatrixKey, tuple[str, str]] = {}
+        for h in g.hosts:
+            for r in h.runs:
+                for m in r.matrices:
+                    k = (m.name, m.unit, m.rows, m.cols)
+                    collected[k].append((h.host, m.values))
+                    kinds[k] = (m.row_kind, m.col_kind)
+        worst = g.hosts[0].host if len(g.hosts) > 1 else None
+        for k in sorted(collected, key=lambda k: (k[0], k[1], len(k[2]))):
+            name, unit, rows, cols = k
+            items = collected[k]
+            shape = (len(rows), len(cols))
+            stack = np.stack([np.frombuffer(v, dtype=np.float64) for _, v in items]).reshape(
+                (len(items), *shape)
+            )
+            med = _nanmedian(np, stack)
+            worst_med = None
+            if worst is not None:
+                mine = [i for i, (host, _) in enumerate(items) if host == worst]
+                if mine:
+                    worst_med = _nanmedian(np, stack[mine]).tolist()
+            out.append(
+                MatrixGroup(
+                    kernel=g.kernel,
+                    layout=g.layout,
+                    page_kib=g.page_kib,
+                    name=name,
+                    unit=unit,
+                    rows=rows,
+                    cols=cols,
+                    row_kind=kinds[k][0],
+                    col_kind=kinds[k][1],
+                    lower_is_better=lower_is_better_unit(unit),
+                    runs=len(items),
+                    hosts=len({host for host, _ in items}),
+                    median=med.tolist(),
+                    worst_host=worst if worst_med is not None else None,
+                    worst_host_median=worst_med,
+                )
+            )
+    return out
+
+
+def _nanmedian(np: Any, stack: Any) -> Any:
+    """Elementwise median ignoring NaN, quietly NaN where a cell was never measured."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells (the c2c diagonal)
+        return np.nanmedian(stack, axis=0)
+
+
+def analyse(
+    runs: Sequence[Run],
+    opts: Options,
+    inputs: tuple[str, ...] = (),
+    files: int = 0,
+) -> Report:
+    """Everything the report shows, from the runs read. Raises TopobindError for bad input."""
+    if not runs:
+        raise TopobindError(f"no results in {', '.join(inputs) or 'the input'}")
+    with_head = [r for r in runs if r.value is not None]
+    no_headline = len(runs) - len(with_head)
+    _check_units(with_head)
+    invalid = tuple(r for r in with_head if not r.valid)
+    good = [r for r in with_head if r.valid]
+    if not good:
+        why = (
+            f'all {len(with_head)} results with a headline are marked invalid ("valid": false)'
+            if with_head
+            else f"none of the {len(runs)} results has a headline value (whereami has none)"
+        )
+        raise TopobindError(f"{', '.join(inputs) or 'input'}: nothing to report: {why}")
+    grouped: dict[tuple[str, str | None, int | None], dict[str, list[Run]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for r in good:
+        grouped[(r.kernel, r.layout, r.page_kib)][r.host].append(r)
+    groups = []
+    for key in sorted(grouped, key=lambda k: (k[0], k[1] or "", k[2] or 0)):
+        g = _fleet_group(key, grouped[key], opts)
+        if g is not None:
+            groups.append(g)
+    if not groups:
+        raise TopobindError(
+            f"nothing to report: every host has no more than --warmup {opts.warmup} runs; "
+            "lower --warmup or add runs"
+        )
+    has_matrices = any(r.matrices for r in good)
+    return Report(
+        options=opts,
+        inputs=inputs,
+        files=files,
+        documents=len(runs),
+        no_headline=no_headline,
+        invalid=invalid,
+        generated=sum(1 for r in runs if r.generated),
+        groups=tuple(groups),
+        pages=tuple(_page_comparisons(groups)),
+        matrices=tuple(_matrix_groups(groups)) if has_matrices else (),
+    )

@@ -1,0 +1,50 @@
+"""Number formatting shared by the text, markdown, HTML and pictures."""
+
+from __future__ import annotations
+
+import math
+
+
+def value(v: float | None) -> str:
+    """A measured value with sensible precision: 239,633 / 2,192 / 105.4 / 28.44 / 1.2."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 10:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def pct(v: float | None, signed: bool = False) -> str:
+    """A percentage given in percent (12.345 -> '12.3%')."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    return f"{v:+.1f}%" if signed else f"{v:.1f}%"
+
+
+def frac_pct(v: float | None, signed: bool = False) -> str:
+    """A fraction shown as a percentage (0.12345 -> '12.3%')."""
+    return pct(None if v is None else v * 100.0, signed)
+
+
+def mads(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}"
+
+
+def count(n: int) -> str:
+    return f"{n:,}"
+
+
+def tick(v: float) -> str:
+    """An axis tick: 240,000 / 105 / 2.5 (no needless decimals)."""
+    if not math.isfinite(v):
+        return ""
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.4g}"

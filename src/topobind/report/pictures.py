@@ -1,0 +1,431 @@
+"""The report's pictures (matplotlib, Agg backend, PNG bytes).
+
+Every picture is titled, its axes carry units and the direction of "better", and pictures
+made from generated (synthetic) results say so in their title.
+
+Extra pictures (e.g. layout drawings once ``topobind draw`` exists) plug in as a
+:data:`PictureHook`: a callable ``Report -> list[Picture]`` passed to
+:func:`topobind.report.build.build_report` (or registered in :data:`PICTURE_HOOKS`).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from topobind.report import fmt
+from topobind.report.analysis import FleetGroup, MatrixGroup, PageComparison, Report, page_label
+from topobind.report.parallel import fork_map
+
+SLOW_COLOUR = "#d62728"  # red
+NORMAL_COLOUR = "#1f77b4"  # blue
+FLEET_COLOUR = "#2ca02c"  # green
+GREY = "#7f7f7f"
+MAX_NAMED_SLOW = 15  # slow hosts named in one picture; the rest are in the tables
+MAX_TICK_HOSTS = 40  # up to this many hosts, every host is named on the x axis
+MAX_ANNOTATED_CELLS = 100  # matrices up to 10 x 10 get their values written in the cells
+DPI = 100
+
+
+@dataclass(frozen=True)
+class Picture:
+    filename: str  # e.g. "hosts-stream-nolayout-2MiB.png"
+    title: str  # shown above the picture in HTML
+    caption: str  # one or two sentences: how to read it
+    kind: str  # ecdf | hosts | matrix | pages | layout | ...
+    png: bytes
+
+
+PictureHook = Callable[[Report], list[Picture]]
+PICTURE_HOOKS: list[PictureHook] = []
+"""Hooks that every report runs after its own pictures (e.g. layout drawings)."""
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {
+            "font.size": 10,
+            "axes.titlesize": 12,
+            "axes.labelsize": 11,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "figure.dpi": DPI,
+        }
+    )
+    return plt
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _tag(report: Report) -> str:
+    return " [GENERATED DATA]" if report.generated else ""
+
+
+def _value_formatter() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _pos: fmt.tick(v))
+
+
+def _axis_label(g: FleetGroup) -> str:
+    stat = f" ({g.stat} of trials)" if g.stat else ""
+    arrow = "higher is better →" if g.higher_is_better else "← lower is better"
+    return f"{g.kernel} {g.metric}{stat} [{g.unit}]   ({arrow})"
+
+
+def _where(g: FleetGroup) -> str:
+    return f"layout {g.layout or '-'}, {page_label(g.page_kib)} pages"
+
+
+def _side_panel(ax: Any, fig: Any, lines: list[str], title: str, colour: str) -> None:
+    """A text box to the right of the axes (never on top of data)."""
+    if not lines:
+        return
+    ax.text(
+        1.02,
+        0.0,
+        title + "\n" + "\n".join(lines),
+        transform=ax.transAxes,
+        va="bottom",
+        ha="left",
+        fontsize=9,
+        family="monospace",
+        color=colour,
+        bbox={"boxstyle": "round,pad=0.4", "fc": "white", "ec": colour},
+    )
+
+
+def ecdf_picture(report: Report, g: FleetGroup) -> Picture:
+    plt = _plt()
+    s = g.all_runs
+    fig, ax = plt.subplots(figsize=(11, 5.2))
+    xs = [p[0] for p in s.ecdf]
+    ys = [p[1] * 100 for p in s.ecdf]
+    ax.step([xs[0], *xs], [0.0, *ys], where="post", color=NORMAL_COLOUR, lw=2, label="all runs")
+    slow_vals = [v for h in g.slow_hosts for v in h.summary.values]
+    if slow_vals:
+        ax.plot(
+            slow_vals,
+            [1.5] * len(slow_vals),
+            "|",
+            color=SLOW_COLOUR,
+            ms=14,
+            mew=2,
+            label=(
+                "runs of the slow host"
+                if len(g.slow_hosts) == 1
+                else f"runs of the {len(g.slow_hosts)} slow hosts"
+            ),
+        )
+    marks = [("p50", s.p50), ("p90", s.p90), ("p99", s.p99), ("max", s.max)]
+    if g.higher_is_better:
+        marks.insert(0, ("min", s.min))
+    for i, (name, v) in enumerate(marks):
+        ax.axvline(v, color=GREY, ls="--", lw=1)
+        ax.text(v, 101 + 3.2 * (i % 2), f" {name}", fontsize=9, color="black", va="bottom")
+    ax.set_ylim(0, 108)
+    ax.set_yticks(range(0, 101, 20))
+    ax.set_ylabel("runs at or below this value [%]")
+    ax.set_xlabel(_axis_label(g))
+    ax.xaxis.set_major_formatter(_value_formatter())
+    ax.set_title(
+        f"{g.kernel}: distribution of {fmt.count(s.n)} runs on {len(g.hosts)} hosts "
+        f"({_where(g)}){_tag(report)}",
+        pad=22,
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+    width = max(len(fmt.value(v)) for _, v in marks)
+    names = {"min": "min (worst)", "max": "max" if g.higher_is_better else "max (worst)"}
+    rows = [f"{names.get(n, n):<12}{fmt.value(v):>{width}}" for n, v in marks]
+    _side_panel(ax, fig, rows, f"runs [{g.unit}]", "black")
+    return Picture(
+        filename=f"ecdf-{g.slug}.png",
+        title=f"{g.kernel}: distribution of all runs ({_where(g)})",
+        caption=(
+            "Empirical CDF of every run's headline value across the fleet: a point (x, y) means "
+            "y % of runs scored at most x. A steep curve is a uniform fleet; a long tail on the "
+            + ("left" if g.higher_is_better else "right")
+            + " is slow runs. Dashed lines mark percentiles (values in the box); red ticks "
+            "are runs of slow hosts."
+        ),
+        kind="ecdf",
+        png=_png(fig),
+    )
+
+
+def hosts_picture(report: Report, g: FleetGroup) -> Picture:
+    plt = _plt()
+    hosts = list(reversed(g.hosts))  # best first, worst (slow) at the right
+    n = len(hosts)
+    many = n > MAX_TICK_HOSTS
+    fig, ax = plt.subplots(figsize=(max(11.0, min(16.0, 5 + 0.22 * n)), 5.6))
+    xs_n, ys_n, xs_s, ys_s = [], [], [], []
+    for i, h in enumerate(hosts):
+        for v in h.summary.values:
+            (xs_s if h.slow else xs_n).append(i)
+            (ys_s if h.slow else ys_n).append(v)
+    dot = 6 if many else 18
+    ax.scatter(xs_n, ys_n, s=dot, color=NORMAL_COLOUR, alpha=0.45, lw=0, label="one run")
+    if xs_s:
+        ax.scatter(
+            xs_s, ys_s, s=dot * 1.6, color=SLOW_COLOUR, alpha=0.8, lw=0, label="run of a slow host"
+        )
+    med_x = list(range(n))
+    med_y = [h.summary.median for h in hosts]
+    med_c = [SLOW_COLOUR if h.slow else "black" for h in hosts]
+    ax.scatter(med_x, med_y, marker="_", s=40 if many else 200, c=med_c, lw=2, label="host median")
+    side = "below" if g.higher_is_better else "above"
+    ax.axhline(
+        g.fleet_median,
+        color=FLEET_COLOUR,
+        lw=1.5,
+        label=f"fleet median\n{fmt.value(g.fleet_median)} {g.unit}",
+    )
+    ax.axhline(
+        g.threshold,
+        color=SLOW_COLOUR,
+        lw=1.2,
+        ls="--",
+        label=f"slow {side} {fmt.value(g.threshold)}\n(> {report.options.slow_mads:g} MADs and"
+        f"\n > {report.options.slow_pct:g}% worse)",
+    )
+    slow = [h for h in hosts if h.slow]
+    named = sorted(slow, key=lambda h: -h.worse_pct)[:MAX_NAMED_SLOW]
+    if not many:
+        ax.set_xticks(med_x)
+        ax.set_xticklabels([h.host for h in hosts], rotation=90, fontsize=8)
+        for tick, h in zip(ax.get_xticklabels(), hosts, strict=True):
+            if h.slow:
+                tick.set_color(SLOW_COLOUR)
+                tick.set_fontweight("bold")
+        ax.set_xlabel("host (sorted by median, worst at the right)")
+    else:
+        # too many hosts to name on the axis: point at each named slow host from a label
+        # stacked in the corner where the slow hosts are (bottom right for higher-is-better)
+        index = {h.host: i for i, h in enumerate(hosts)}
+        for k, h in enumerate(named):
+            y = 0.05 + 0.065 * k if g.higher_is_better else 0.95 - 0.065 * k
+            ax.annotate(
+                h.host,
+                xy=(index[h.host], h.summary.median),
+                xytext=(0.84, y),
+                textcoords="axes fraction",
+                ha="right",
+                va="center",
+                fontsize=8.5,
+                color=SLOW_COLOUR,
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
+                arrowprops={"arrowstyle": "-", "color": SLOW_COLOUR, "lw": 0.7, "alpha": 0.8},
+            )
+        ax.set_xticks([])
+        ax.set_xlabel(f"{n} hosts sorted by median, worst at the right (slow hosts in red)")
+    ax.set_xlim(-1, n + (n * 0.01 if many else 0.0))
+    better = "higher" if g.higher_is_better else "lower"
+    ax.set_ylabel(f"{g.kernel} {g.metric} [{g.unit}]  ({better} is better)")
+    ax.yaxis.set_major_formatter(_value_formatter())
+    runs = {h.summary.n for h in g.hosts}
+    per = f"{min(runs)}-{max(runs)}" if len(runs) > 1 else str(runs.pop())
+    ax.set_title(
+        f"{g.kernel} per host: {n} hosts x {per} runs, {len(slow)} slow ({_where(g)}){_tag(report)}"
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5)
+    rows = [
+        f"{h.host} {fmt.pct(-h.worse_pct if g.higher_is_better else h.worse_pct, True)}"
+        for h in named
+    ]
+    if len(slow) > len(named):
+        rows.append(f"+{len(slow) - len(named)} more (tables)")
+    _side_panel(ax, fig, rows, "slow hosts vs fleet:", SLOW_COLOUR)
+    return Picture(
+        filename=f"hosts-{g.slug}.png",
+        title=f"{g.kernel}: spread per host ({_where(g)})",
+        caption=(
+            "Each column is one host: dots are its runs, the bar its median. Hosts are sorted "
+            "by median with the worst at the right. Green: fleet median (median of host "
+            "medians); dashed red: the slow threshold. Slow hosts are red and listed with how "
+            "far their median is from the fleet median."
+        ),
+        kind="hosts",
+        png=_png(fig),
+    )
+
+
+def _kind_label(kind: str) -> str:
+    return {
+        "cpu": "CPU (PU, OS index)",
+        "numa": "NUMA node (OS index)",
+    }.get(kind, kind or "index")
+
+
+def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
+    plt = _plt()
+    import numpy as np
+
+    panels = [(f"fleet: median of {m.runs} runs on {m.hosts} hosts", m.median)]
+    if m.worst_host is not None and m.worst_host_median is not None:
+        panels.append((f"slowest host by {m.kernel} headline: {m.worst_host}", m.worst_host_median))
+    arrays = [np.asarray(p[1], dtype=float) for p in panels]
+    finite = np.concatenate([a[np.isfinite(a)] for a in arrays]) if arrays else np.array([])
+    vmin = float(finite.min()) if finite.size else 0.0
+    vmax = float(finite.max()) if finite.size else 1.0
+    cmap = plt.get_cmap("YlOrRd" if m.lower_is_better else "YlOrRd_r").copy()
+    cmap.set_bad("#dddddd")
+    nr, nc = len(m.rows), len(m.cols)
+    cell = 0.3 if nr * nc > 64 else 0.9
+    w = max(5.0, nc * cell + 2.2)
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(w * len(panels) + 1.2, max(4.2, nr * cell + 1.8)),
+        layout="constrained",
+    )
+    axes = np.atleast_1d(axes)
+    im = None
+    for ax, (subtitle, _), arr in zip(axes, panels, arrays, strict=True):
+        im = ax.imshow(np.ma.masked_invalid(arr), cmap=cmap, vmin=vmin, vmax=vmax)
+        ax.set_xticks(range(nc))
+        ax.set_xticklabels(m.cols, fontsize=8, rotation=90 if nc > 12 else 0)
+        ax.set_yticks(range(nr))
+        ax.set_yticklabels(m.rows, fontsize=8)
+        ax.set_xlabel(_kind_label(m.col_kind))
+        ax.set_ylabel(_kind_label(m.row_kind))
+        ax.set_title(subtitle, fontsize=10)
+        ax.grid(False)
+        if nr * nc <= MAX_ANNOTATED_CELLS:
+            mid = (vmin + vmax) / 2
+            for i in range(nr):
+                for j in range(nc):
+                    v = arr[i, j]
+                    dark = (v > mid) if m.lower_is_better else (v < mid)
+                    ax.text(
+                        j,
+                        i,
+                        "–" if not math.isfinite(v) else fmt.value(float(v)),
+                        ha="center",
+                        va="center",
+                        fontsize=6.5 if nc > 8 else 9,
+                        color="white" if math.isfinite(v) and dark else "black",
+                    )
+    better = "lower" if m.lower_is_better else "higher"
+    cbar = fig.colorbar(im, ax=list(axes), shrink=0.85, format=_value_formatter())
+    cbar.set_label(f"{m.name} [{m.unit}] ({better} is better; red = worse)")
+    fig.suptitle(f"{m.kernel} {m.name} [{m.unit}] ({_where_m(m)}){_tag(report)}", fontsize=12)
+    slug = f"{m.kernel}-{m.name}-{m.layout or 'nolayout'}-{page_label(m.page_kib).replace(' ', '')}"
+    slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in slug)
+    return Picture(
+        filename=f"matrix-{slug}.png",
+        title=f"{m.kernel} {m.name} [{m.unit}] ({_where_m(m)})",
+        caption=(
+            f"Row = {_kind_label(m.row_kind)}, column = {_kind_label(m.col_kind)}; each cell is "
+            f"the median over runs; grey = not measured (e.g. a CPU with itself). "
+            f"{better.capitalize()} is better; the colour scale is shared by the panels "
+            "so a slow host's hot spots stand out against the fleet."
+        ),
+        kind="matrix",
+        png=_png(fig),
+    )
+
+
+def _where_m(m: MatrixGroup) -> str:
+    return f"layout {m.layout or '-'}, {page_label(m.page_kib)} pages"
+
+
+def pages_picture(report: Report, pc: PageComparison) -> Picture:
+    plt = _plt()
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(max(7.0, 2.6 * len(pc.rows) + 2), 5.2))
+    data = [list(r.values) for r in pc.rows]
+    labels = [page_label(r.page_kib) for r in pc.rows]
+    ax.boxplot(data, widths=0.5, showfliers=False, medianprops={"color": "black", "lw": 2})
+    rng = np.random.default_rng(0)
+    for i, vals in enumerate(data, start=1):
+        jitter = rng.uniform(-0.15, 0.15, len(vals))
+        ax.scatter(i + jitter, vals, s=14, color=NORMAL_COLOUR, alpha=0.6, lw=0)
+    ref = page_label(pc.reference_kib)
+    for i, r in enumerate(pc.rows, start=1):
+        txt = f"median {fmt.value(r.fleet_median)}"
+        if r.page_kib != pc.reference_kib:
+            txt += f"\n{fmt.pct(r.better_pct, True)} vs {ref}"
+        ax.annotate(
+            txt,
+            xy=(i, r.fleet_median),
+            xytext=(36, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=9,
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": GREY, "alpha": 0.9},
+        )
+    ax.set_xticks(range(1, len(labels) + 1))
+    ax.set_xticklabels(labels)
+    ax.set_xlabel("page size backing the kernel's memory (pages.kib)")
+    arrow = "higher is better" if pc.higher_is_better else "lower is better"
+    ax.set_ylabel(f"{pc.metric} [{pc.unit}], median per host ({arrow})")
+    ax.yaxis.set_major_formatter(_value_formatter())
+    ax.set_title(
+        f"{pc.kernel} by page size (layout {pc.layout or '-'}): one dot per host{_tag(report)}"
+    )
+    kernel = "".join(c if c.isalnum() else "_" for c in pc.kernel)
+    lay = "".join(c if c.isalnum() or c in "-_" else "_" for c in (pc.layout or "nolayout"))
+    return Picture(
+        filename=f"pages-{kernel}-{lay}.png",
+        title=f"{pc.kernel}: page sizes compared (layout {pc.layout or '-'})",
+        caption=(
+            f"Each dot is one host's median on that page size; boxes span the middle half of "
+            f"the hosts. Percentages compare the fleet medians against {ref} pages "
+            "(positive = better)."
+        ),
+        kind="pages",
+        png=_png(fig),
+    )
+
+
+_SHARED: list[Report] = []  # the report being drawn, inherited by forked workers
+
+
+def _draw(task: tuple[str, int]) -> Picture:
+    report = _SHARED[0]
+    kind, i = task
+    if kind == "hosts":
+        return hosts_picture(report, report.groups[i])
+    if kind == "ecdf":
+        return ecdf_picture(report, report.groups[i])
+    if kind == "pages":
+        return pages_picture(report, report.pages[i])
+    return matrix_picture(report, report.matrices[i])
+
+
+def all_pictures(report: Report, hooks: list[PictureHook] | None = None) -> list[Picture]:
+    """Every picture of the report, in the order the HTML page shows them.
+
+    The report's own pictures are drawn in parallel (forked workers); hooks run here.
+    """
+    tasks: list[tuple[str, int]] = []
+    for i in range(len(report.groups)):
+        tasks += [("hosts", i), ("ecdf", i)]
+    tasks += [("pages", i) for i in range(len(report.pages))]
+    tasks += [("matrix", i) for i in range(len(report.matrices))]
+    _plt()  # import matplotlib once, before any fork
+    _SHARED[:] = [report]
+    try:
+        pics = fork_map(_draw, tasks, min_items=4)
+    finally:
+        _SHARED.clear()
+    for hook in [*PICTURE_HOOKS, *(hooks or [])]:
+        pics.extend(hook(report))
+    return pics
