@@ -588,9 +588,8 @@ def reserve_hugepages(
         previous = _read_int(path)
         _write_pool(path, count)
         got = _read_int(path)
-        compact = root.parent / "proc/sys/vm/compact_memory" if root != Path("/sys") else None
-        compact = compact or Path("/proc/sys/vm/compact_memory")
-        if got < count and compact.exists():
+        compact = Path("/proc/sys/vm/compact_memory")
+        if got < count and root == Path("/sys") and compact.exists():
             # free memory may just be fragmented: compact it once and ask again
             with contextlib.suppress(OSError):
                 compact.write_text("1\n")
