@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from topobind.plan import Plan
+from topobind.topology import format_list
 
 DEFAULT_RANKFILE = "topobind.rankfile"
 
@@ -57,10 +58,19 @@ def _simulate(objects: list[list[int]], per: int, pe: int) -> list[list[int]] | 
     return out
 
 
-def find_ppr(plan: Plan) -> tuple[str, int] | None:
-    """The first (resource, ranks-per-object) whose ppr mapping equals the plan, else None."""
+def find_ppr(plan: Plan, version: int = 5) -> tuple[str, int] | None:
+    """The first (resource, ranks-per-object) whose ppr mapping equals the plan, else None.
+
+    OpenMPI 5 refuses a ppr binding that spans packages ("bound to CPUs in more than one
+    package"); such plans get a rankfile there."""
+    if version == 5:
+        core_pkg = {c.logical: c.package for c in plan.topology.cores}
+        if any(len({core_pkg[c] for c in r.cores}) > 1 for r in plan.ranks):
+            return None
     want = [sorted(r.cpus) if plan.smt else sorted(r.cores) for r in plan.ranks]
     for name, objects in _resources(plan, plan.smt):
+        if version == 4 and name in ("core", "hwthread"):
+            continue  # OpenMPI 4 leaves ppr:N:core ranks unbound ("Bound: N/A")
         if plan.nranks % len(objects):
             continue
         per = plan.nranks // len(objects)
@@ -79,7 +89,7 @@ def openmpi_argv(
 ) -> MpiLaunch:
     notes: list[str] = []
     bind = "hwthread" if plan.smt else "core"
-    found = find_ppr(plan)
+    found = find_ppr(plan, version)
     argv = ["mpirun", "-np", str(plan.nranks)]
     if found is not None:
         resource, per = found
@@ -88,9 +98,10 @@ def openmpi_argv(
         if version == 5:
             mod = f":pe={pe}" if pe > 1 else ""
             mod += ":hwtcpus" if plan.smt else ""
+            mod += _oversubscribe_5(plan, notes)
             argv += ["--map-by", f"ppr:{per}:{res}{mod}", "--bind-to", bind]
         else:
-            mod = f":PE={pe}" if pe > 1 else ""
+            mod = f":PE={pe}"  # always: without PE OpenMPI 4 may leave ranks unbound
             argv += ["--map-by", f"ppr:{per}:{res}{mod}", "--bind-to", bind]
             if plan.smt:
                 argv.append("--use-hwthread-cpus")
@@ -104,6 +115,7 @@ def openmpi_argv(
     text = rankfile_text(plan, version, host)
     if version == 5:
         mod = ":hwtcpus" if plan.smt else ""
+        mod += _oversubscribe_5(plan, notes)
         argv += ["--map-by", f"rankfile:file={rankfile_path}{mod}", "--bind-to", bind]
     else:
         argv += ["--rankfile", rankfile_path, "--mca", "rmaps_rank_file_physical", "1"]
@@ -111,6 +123,18 @@ def openmpi_argv(
         f"no --map-by ppr:N:RESOURCE:pe=M expresses this plan: use the rankfile ({version}.x)"
     )
     return MpiLaunch(argv=argv, rankfile=text, notes=notes, resource=None)
+
+
+def _oversubscribe_5(plan: Plan, notes: list[str]) -> str:
+    """OpenMPI 5 counts one slot per core even with ``:hwtcpus``; more ranks than cores
+    (one rank per PU) is refused unless oversubscription is allowed."""
+    if plan.smt and plan.nranks > len(plan.topology.cores):
+        notes.append(
+            "OpenMPI 5 counts cores, not PUs, as slots: ':oversubscribe' lets it place one "
+            "rank per PU (the plan still gives every rank its own PU)"
+        )
+        return ":oversubscribe"
+    return ""
 
 
 def rankfile_text(plan: Plan, version: int = 5, host: str | None = None) -> str:
@@ -123,8 +147,9 @@ def rankfile_text(plan: Plan, version: int = 5, host: str | None = None) -> str:
     for r in plan.ranks:
         if version == 5:
             ids = [pu_logical[pu] for pu in r.cpus] if plan.smt else list(r.cores)
-            lines.append(f"# rank {r.rank}: OS PUs {','.join(map(str, r.cpus))}")
+            lines.append(f"# rank {r.rank}: OS PUs {format_list(r.cpus)}")
         else:
             ids = list(r.cpus) if plan.smt else list(plan.core_pus(r))
-        lines.append(f"rank {r.rank}={host} slot={','.join(str(i) for i in ids)}")
+        # Ranges keep lines short: OpenMPI's rankfile parser truncates long lines.
+        lines.append(f"rank {r.rank}={host} slot={format_list(ids)}")
     return "\n".join(lines) + "\n"

