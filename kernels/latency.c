@@ -201,7 +201,11 @@ int main(int argc, char **argv)
             long long b = tb_parse_bytes("--sizes", tok);
             if (b < 1024 || b > (1LL << 40))
                 tb_usage_error("--sizes: each size must be between 1K and 1T, got '%s'", tok);
-            sizes[nsizes++] = b / LINE * LINE;
+            b = b / LINE * LINE;
+            for (int k = 0; k < nsizes; k++)
+                if (sizes[k] == b)
+                    tb_usage_error("--sizes: '%s' is listed twice", tok);
+            sizes[nsizes++] = b;
         }
         free(copy);
         if (nsizes == 0)

@@ -58,6 +58,7 @@ def test_help_and_bad_arguments(name: str) -> None:
         ("dgemm", ["--n", "-5"], "--n must be an integer"),
         ("latency", ["--sizes", "16K,abc"], "--sizes"),
         ("latency", ["--mem-node", "99"], "not a NUMA node with memory"),
+        ("latency", ["--sizes", "1G,1024M"], "listed twice"),
         ("latency", ["--cpu", "4000"], "--cpu"),
         ("c2c", ["--cpus", "0"], "need at least two CPUs"),
         ("c2c", ["--cpus", "0,0"], "listed twice"),
