@@ -39,7 +39,7 @@ def lower_is_better_unit(unit: str) -> bool:
 
 def page_label(kib: int | None) -> str:
     if kib is None:
-        return "?"
+        return "n/a"
     if kib % 1048576 == 0:
         return f"{kib // 1048576} GiB"
     if kib % 1024 == 0:
@@ -99,7 +99,8 @@ class FleetGroup:
 
     @property
     def slug(self) -> str:
-        parts = [self.kernel, self.layout or "nolayout", page_label(self.page_kib).replace(" ", "")]
+        pages = "nopages" if self.page_kib is None else page_label(self.page_kib).replace(" ", "")
+        parts = [self.kernel, self.layout or "nolayout", pages]
         return "-".join("".join(c if c.isalnum() or c in "-_" else "_" for c in p) for p in parts)
 
     def sort_key(self) -> tuple[str, str, int]:

@@ -40,6 +40,13 @@ class Built:
 
 
 def _check_outdir(outdir: Path, inputs: Sequence[str]) -> None:
+    out_real = os.path.realpath(outdir)
+    for name in inputs:
+        real = os.path.realpath(name)
+        if real == out_real or real.startswith(out_real + os.sep):
+            raise TopobindError(
+                f"{name}: input lies inside the output directory {outdir}; choose another -o"
+            )
     if outdir.exists():
         if not outdir.is_dir():
             raise TopobindError(f"{outdir}: exists and is not a directory; choose another -o")
@@ -47,13 +54,6 @@ def _check_outdir(outdir: Path, inputs: Sequence[str]) -> None:
             raise TopobindError(
                 f"{outdir}: exists, is not empty and holds no report.json (not a topobind report); "
                 "refusing to replace it: choose another -o"
-            )
-    out_real = os.path.realpath(outdir)
-    for name in inputs:
-        real = os.path.realpath(name)
-        if real == out_real or real.startswith(out_real + os.sep):
-            raise TopobindError(
-                f"{name}: input lies inside the output directory {outdir}; choose another -o"
             )
 
 

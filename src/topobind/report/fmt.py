@@ -23,6 +23,7 @@ def pct(v: float | None, signed: bool = False) -> str:
     """A percentage given in percent (12.345 -> '12.3%')."""
     if v is None or not math.isfinite(v):
         return "-"
+    v = round(v, 1) + 0.0  # no "-0.0%"
     return f"{v:+.1f}%" if signed else f"{v:.1f}%"
 
 
@@ -34,7 +35,7 @@ def frac_pct(v: float | None, signed: bool = False) -> str:
 def mads(v: float | None) -> str:
     if v is None:
         return "-"
-    return f"{v:.1f}"
+    return f"{round(v, 1) + 0.0:.1f}"
 
 
 def count(n: int) -> str:

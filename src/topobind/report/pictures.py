@@ -325,7 +325,8 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
     cbar = fig.colorbar(im, ax=list(axes), shrink=0.85, format=_value_formatter())
     cbar.set_label(f"{m.name} [{m.unit}] ({better} is better; red = worse)")
     fig.suptitle(f"{m.kernel} {m.name} [{m.unit}] ({_where_m(m)}){_tag(report)}", fontsize=12)
-    slug = f"{m.kernel}-{m.name}-{m.layout or 'nolayout'}-{page_label(m.page_kib).replace(' ', '')}"
+    pages = "nopages" if m.page_kib is None else page_label(m.page_kib).replace(" ", "")
+    slug = f"{m.kernel}-{m.name}-{m.layout or 'nolayout'}-{pages}"
     slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in slug)
     return Picture(
         filename=f"matrix-{slug}.png",
@@ -419,7 +420,8 @@ def all_pictures(report: Report, hooks: list[PictureHook] | None = None) -> list
     for i in range(len(report.groups)):
         tasks += [("hosts", i), ("ecdf", i)]
     tasks += [("pages", i) for i in range(len(report.pages))]
-    tasks += [("matrix", i) for i in range(len(report.matrices))]
+    # a 1 x 1 matrix (one NUMA node) is in the tables; a heatmap of one cell says nothing
+    tasks += [("matrix", i) for i, m in enumerate(report.matrices) if len(m.rows) * len(m.cols) > 1]
     _plt()  # import matplotlib once, before any fork
     _SHARED[:] = [report]
     try:

@@ -573,7 +573,7 @@ def html_page(
         s = g.all_runs
         rows2.append(
             (
-                bool(g.slow_hosts),
+                False,
                 [
                     g.kernel, g.layout or "-", page_label(g.page_kib), f"{_what(g)} [{g.unit}]",
                     "higher" if g.higher_is_better else "lower", str(len(g.hosts)), str(s.n),

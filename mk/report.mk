@@ -1,0 +1,26 @@
+# Fleet report (issue 8): `topobind report`, the synthetic fleet generator, the report benchmark.
+
+.PHONY: bench-report report-docs-img
+
+# 1,000 generated hosts x 7 runs x 5 kernels = 35,000 result files (generation not timed);
+# times `topobind report` and its peak RSS against the targets (20 s, 1 GiB).
+bench-report:
+	$(PY) -m topobind.report.bench --hosts 1000 --runs 7 \
+	    --kernels stream,dgemm,hpl,latency,c2c -o results/bench/report.json
+
+BENCH_TARGETS += bench-report
+
+# Regenerate the example pictures shown in docs/report.md (generated data, clearly labelled).
+report-docs-img:
+	rm -rf build/report-docs && mkdir -p build/report-docs docs/img
+	$(PY) -m topobind.fleetgen --hosts 40 --runs 7 --kernels stream,dgemm,latency,c2c \
+	    --slow gen-node0007:1.12,gen-node0019:1.15:stream,gen-node0031:1.10 \
+	    -o build/report-docs/fleet
+	$(PY) -m topobind.fleetgen --hosts 12 --runs 5 --kernels stream,latency \
+	    --pages 4k,2M,1G --seed 2 -o build/report-docs/pages
+	-$(TOPOBIND) report build/report-docs/fleet -o build/report-docs/report
+	-$(TOPOBIND) report build/report-docs/pages -o build/report-docs/pages-report
+	cp build/report-docs/report/hosts-stream-nolayout-2MiB.png docs/img/report-hosts-stream.png
+	cp build/report-docs/report/ecdf-stream-nolayout-2MiB.png docs/img/report-ecdf-stream.png
+	cp build/report-docs/report/matrix-c2c-c2c_latency-nolayout-2MiB.png docs/img/report-c2c.png
+	cp build/report-docs/pages-report/pages-latency-nolayout.png docs/img/report-pages-latency.png
