@@ -1,0 +1,94 @@
+"""Emitters: OMP_PLACES means exactly the plan; srun masks decode (with hwloc-calc) to it;
+the plan JSON follows its schema; every layout on every shared topology."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from topo_sources import BETZY, all_sources
+
+from topobind.emit import launch_dict
+from topobind.emit.omp import PROC_BIND_VALUES, format_places, omp_env, parse_places
+from topobind.emit.srun import decode_mask, srun_argv
+from topobind.errors import PlanError
+from topobind.layouts import make_plan
+from topobind.plan import Plan, validate_plan_json
+from topobind.topology import load, parse_list
+
+LAYOUTS = [
+    "compact",
+    "spread",
+    "every-other-core",
+    "per-l3",
+    "per-numa",
+    "per-socket",
+    "l3-groups:8",
+]
+CASES = [(n, s, lay, smt) for n, s in all_sources() for lay in LAYOUTS for smt in (False, True)]
+IDS = [f"{c[0]}-{c[2]}-{'smt' if c[3] else 'core'}" for c in CASES]
+
+
+def _plan(src: str, layout: str, smt: bool) -> Plan:
+    try:
+        return make_plan(load(src), layout, smt=smt)
+    except PlanError as exc:
+        pytest.skip(f"layout does not apply: {exc}")
+
+
+@pytest.mark.parametrize("name,src,layout,smt", CASES, ids=IDS)
+def test_plan_invariants_and_places(name: str, src: str, layout: str, smt: bool) -> None:
+    plan = _plan(src, layout, smt)
+    used = [pu for r in plan.ranks for place in r.places for pu in place]
+    assert len(used) == len(set(used)), "a PU is given to two threads"
+    assert set(used) <= set(plan.topology.pus), "a PU outside the usable cpuset"
+    assert all(r.threads == plan.threads for r in plan.ranks)
+    for r in plan.ranks:  # the per-rank explicit OMP_PLACES text means exactly the plan
+        assert parse_places(format_places(list(r.places))) == list(r.places)
+    env = omp_env(plan)
+    assert env["OMP_PROC_BIND"] in PROC_BIND_VALUES
+    if plan.nranks == 1:
+        assert parse_places(env["OMP_PLACES"]) == list(plan.ranks[0].places)
+    doc = plan.to_dict(launch_dict(plan))
+    validate_plan_json(doc)
+
+
+@pytest.mark.parametrize("name,src,layout,smt", CASES[::3], ids=IDS[::3])
+def test_srun_masks_decode_with_hwloc_calc(
+    name: str, src: str, layout: str, smt: bool, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    plan = _plan(src, layout, smt)
+    xml = tmp_path / "topo.xml"
+    xml.write_text(plan.topology.xml)
+    launch = srun_argv(plan)
+    bind = [a for a in launch.argv if a.startswith("--cpu-bind=mask_cpu:")]
+    assert len(bind) == 1
+    masks = bind[0].removeprefix("--cpu-bind=mask_cpu:").split(",")
+    assert len(masks) == plan.nranks
+    for rank, mask in zip(plan.ranks, masks, strict=True):
+        out = subprocess.run(
+            ["hwloc-calc", "--input", str(xml), "-I", "pu", "--po", mask],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert parse_list(out) == sorted(rank.cpus)
+        assert decode_mask(mask) == sorted(rank.cpus)
+
+
+def test_betzy_every_other_core_places_are_compact_notation() -> None:
+    plan = make_plan(load(BETZY), "every-other-core", ranks=1, threads=64)
+    assert omp_env(plan)["OMP_PLACES"] == "{0}:64:2"
+    plan = make_plan(load(BETZY), "compact", ranks=1, threads=8, smt=True)
+    assert omp_env(plan)["OMP_PLACES"] == "{0},{128},{1},{129},{2},{130},{3},{131}"
+
+
+def test_places_explicit_list_when_irregular() -> None:
+    assert format_places([(0,), (1,), (5,)]) == "{0},{1},{5}"
+    assert format_places([(0, 128), (1, 129), (2, 130)]) == "{0,128}:3"
+    assert parse_places("{0:4}:2:8") == [(0, 1, 2, 3), (8, 9, 10, 11)]
+
+
+def test_srun_notes_name_the_traps() -> None:
+    notes = " ".join(srun_argv(make_plan(load(BETZY), "per-l3")).notes)
+    assert "every CPU of the node" in notes and "--hint" in notes
