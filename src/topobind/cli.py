@@ -22,7 +22,12 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Commands that job scripts call on every launch: their parser is built alone, so a plan
+# does not pay for importing the report/ReFrame modules (see `make bench-plan`).
+FAST_COMMANDS: dict[str, str] = {"show": "topobind.commands.topo", "plan": "topobind.commands.topo"}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="topobind",
         description=(
@@ -33,13 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"topobind {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMAND_MODULES:
+    for name in (only,) if only else SUBCOMMAND_MODULES:
         importlib.import_module(name).add_subparser(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(FAST_COMMANDS.get(argv[0]) if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

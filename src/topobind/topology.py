@@ -12,9 +12,6 @@ Indexes, always named:
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,6 +191,8 @@ class Topology:
 
 # --------------------------------------------------------------------------- loading
 def _hwloc_tool(name: str) -> str:
+    import shutil
+
     path = shutil.which(name)
     if not path:
         raise TopologyError(
@@ -203,6 +202,8 @@ def _hwloc_tool(name: str) -> str:
 
 
 def _run_lstopo(args: list[str], what: str) -> str:
+    import subprocess
+
     cmd = [_hwloc_tool("lstopo-no-graphics"), *args, "--of", "xml", "-"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0 or "<topology" not in proc.stdout:
@@ -231,6 +232,8 @@ def load_live() -> Topology:
         affinity: frozenset[int] | None = frozenset(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         affinity = None
+    import socket
+
     return parse_xml(xml, source="live", affinity=affinity, hostname=socket.gethostname())
 
 
