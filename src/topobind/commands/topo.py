@@ -14,6 +14,7 @@ from topobind.emit.omp import omp_env
 from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
 from topobind.emit.srun import srun_argv
 from topobind.fsutil import atomic_write_text
+from topobind.picture import plan_picture
 from topobind.plan import Plan
 from topobind.topology import Topology, format_list
 
@@ -37,8 +38,9 @@ examples:
   # OpenMP only, in a job script:
   eval "$(topobind plan --layout spread --threads 8 --format env)"
 
-formats: text (table, default), json (the plan, docs/plan-format.md), env (bash exports),
-openmpi (OpenMPI 5 mpirun argv), openmpi4, srun, rankfile, rankfile4.
+formats: text (table, default), picture (one cell per core, holding its rank), json (the
+plan, docs/plan-format.md), env (bash exports), openmpi (OpenMPI 5 mpirun argv),
+openmpi4, srun, rankfile, rankfile4.
 When no --map-by expresses the plan, the openmpi formats refer to a rankfile, which is
 written to --rankfile PATH (default ./topobind.rankfile).
 """
@@ -68,7 +70,17 @@ def add_subparser(subparsers: Any) -> None:
     plan.add_argument(
         "--format",
         "-f",
-        choices=("text", "json", "env", "openmpi", "openmpi4", "srun", "rankfile", "rankfile4"),
+        choices=(
+            "text",
+            "picture",
+            "json",
+            "env",
+            "openmpi",
+            "openmpi4",
+            "srun",
+            "rankfile",
+            "rankfile4",
+        ),
         default="text",
     )
     plan.add_argument(
@@ -235,6 +247,8 @@ def run_plan(args: argparse.Namespace) -> int:
         print(json.dumps(plan.to_dict(launch_dict(plan)), indent=1))
     elif fmt == "text":
         print(plan_text(plan))
+    elif fmt == "picture":
+        print(plan_picture(plan))
     elif fmt == "env":
         for k, v in omp_env(plan).items():
             print(f"export {k}={shlex.quote(v)}")
