@@ -23,10 +23,20 @@ REPEAT = int(os.environ.get("BENCH_REPEAT", "15"))
 TARGET_MS = 100.0
 
 CASES = [
-    ("192em64t-24n8c2t (384 PUs)", str(SHARED / "topologies" / "192em64t-24n8c2t.xml"),
-     "192em64t-24n8c2t.xml", "spread", 192),
-    ("betzy-epyc7742 (256 PUs)", "synthetic:pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)",
-     "pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)", "every-other-core", 64),
+    (
+        "192em64t-24n8c2t (384 PUs)",
+        str(SHARED / "topologies" / "192em64t-24n8c2t.xml"),
+        "192em64t-24n8c2t.xml",
+        "spread",
+        192,
+    ),
+    (
+        "betzy-epyc7742 (256 PUs)",
+        "synthetic:pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)",
+        "pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)",
+        "every-other-core",
+        64,
+    ),
 ]
 
 
@@ -37,8 +47,7 @@ def timed(cmd: list[str]) -> float:
 
 
 def stats(samples: list[float]) -> dict[str, float]:
-    return {"median_ms": statistics.median(samples), "min_ms": min(samples),
-            "max_ms": max(samples)}
+    return {"median_ms": statistics.median(samples), "min_ms": min(samples), "max_ms": max(samples)}
 
 
 def main() -> int:
@@ -46,19 +55,31 @@ def main() -> int:
     ok = True
     for name, source, hwloc_input, layout, ranks in CASES:
         hw_input = hwloc_input if not hwloc_input.endswith(".xml") else source
-        ours = [timed([TOPOBIND, "plan", "-t", source, "-l", layout, "-r", str(ranks),
-                       "-f", "json"]) for _ in range(REPEAT)]
-        distrib = [timed(["hwloc-distrib", "--input", hw_input, "--single", str(ranks)])
-                   for _ in range(REPEAT)]
-        case = {"name": name, "layout": layout, "ranks": ranks,
-                "topobind_plan_json": stats(ours), "hwloc_distrib": stats(distrib)}
-        case["ratio_to_hwloc_distrib"] = (case["topobind_plan_json"]["median_ms"]
-                                          / case["hwloc_distrib"]["median_ms"])
+        ours = [
+            timed([TOPOBIND, "plan", "-t", source, "-l", layout, "-r", str(ranks), "-f", "json"])
+            for _ in range(REPEAT)
+        ]
+        distrib = [
+            timed(["hwloc-distrib", "--input", hw_input, "--single", str(ranks)])
+            for _ in range(REPEAT)
+        ]
+        case = {
+            "name": name,
+            "layout": layout,
+            "ranks": ranks,
+            "topobind_plan_json": stats(ours),
+            "hwloc_distrib": stats(distrib),
+        }
+        case["ratio_to_hwloc_distrib"] = (
+            case["topobind_plan_json"]["median_ms"] / case["hwloc_distrib"]["median_ms"]
+        )
         case["meets_target"] = case["topobind_plan_json"]["median_ms"] < TARGET_MS
         ok &= case["meets_target"]
         out["cases"].append(case)
-        print(f"{name}: topobind plan {case['topobind_plan_json']['median_ms']:.1f} ms, "
-              f"hwloc-distrib {case['hwloc_distrib']['median_ms']:.1f} ms (median of {REPEAT})")
+        print(
+            f"{name}: topobind plan {case['topobind_plan_json']['median_ms']:.1f} ms, "
+            f"hwloc-distrib {case['hwloc_distrib']['median_ms']:.1f} ms (median of {REPEAT})"
+        )
     out["meets_target"] = ok
     path = REPO / "results" / "bench" / "plan.json"
     sys.path.insert(0, str(REPO / "src"))

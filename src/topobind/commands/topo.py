@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from typing import Any
 
+from topobind import jsonfmt
 from topobind.commands.common import add_layout_args, add_topology_arg, plan_from, topology_from
 from topobind.emit import launch_dict
 from topobind.emit.omp import omp_env
@@ -206,7 +206,7 @@ def topology_json(topo: Topology) -> dict[str, Any]:
 def run_show(args: argparse.Namespace) -> int:
     topo = topology_from(args)
     if args.format == "json":
-        print(json.dumps(topology_json(topo), indent=1))
+        print(jsonfmt.dumps(topology_json(topo)))
     else:
         print(topology_text(topo))
     return 0
@@ -244,7 +244,7 @@ def run_plan(args: argparse.Namespace) -> int:
     plan = plan_from(args)
     fmt = args.format
     if fmt == "json":
-        print(json.dumps(plan.to_dict(launch_dict(plan)), indent=1))
+        print(jsonfmt.dumps(plan.to_dict(launch_dict(plan))))
     elif fmt == "text":
         print(plan_text(plan))
     elif fmt == "picture":

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Regenerate docs/layouts.md: the prose below plus the real output of every command shown.
+
+tests/test_docs.py checks the committed file equals what this script produces, so the doc
+always shows what topobind really prints.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
+BETZY = "synthetic:pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)"
+EPYC9755 = "synthetic:pack:1 numa:4 l3:4 core:8 pu:2(indexes=2*128:1*2)"
+
+
+def shell_arg(a: str) -> str:
+    return f"'{a}'" if any(c in a for c in " ()*") else a
+
+
+def run(*args: str, head: int | None = None) -> str:
+    out = subprocess.run([TOPOBIND, *args], capture_output=True, text=True, check=True).stdout
+    lines = out.rstrip("\n").splitlines()
+    if head is not None and len(lines) > head:
+        lines = lines[:head] + ["..."]
+    cmd = "topobind " + " ".join(shell_arg(a) for a in args)
+    return "```console\n$ " + cmd + "\n" + "\n".join(lines) + "\n```\n"
+
+
+SECTIONS: list[tuple[str, str, list[str]]] = [
+    (
+        "compact",
+        """Threads fill slots in hwloc logical order: rank 0 takes the first T slots, rank
+1 the next T, and so on. Defaults: 1 rank, T = every slot. Good for ranks that share data
+with their neighbours; the worst choice for memory bandwidth when the node is not full.""",
+        ["-l", "compact", "-r", "8", "-T", "4"],
+    ),
+    (
+        "spread",
+        """The slots are cut into R equal consecutive regions, one per rank; each rank
+takes T slots evenly spaced inside its region (the first slot of the region always). With
+R = 1 this is OpenMP's `spread` over the whole node.""",
+        ["-l", "spread", "-r", "4", "-T", "4"],
+    ),
+    (
+        "every-other-core",
+        """Half the cores: inside each L3 domain (inside each NUMA node and
+package where there is no shared cache) the cores at even positions are eligible, so every
+L3 domain and every NUMA node keeps the same share. The ranks are then spread over the
+eligible cores as in `spread`. Defaults: one single-thread rank per eligible core. On
+betzy-epyc7742, 64 ranks land on OS PUs 0,2,4,...,126, eight per NUMA node — never on
+cores 0-63. On EPYC this gives each core more memory bandwidth: the Betzy documentation
+measured a higher STREAM triad with 64 threads on every other core than with all 128.""",
+        ["-l", "every-other-core"],
+    ),
+    (
+        "per-l3",
+        """One rank per L3 domain (shared-cache domain; where a machine has no L3, the
+highest cache level shared by several cores; refused where no cache is shared), threads =
+the domain's cores. Fewer ranks than domains: an evenly spaced subset of domains. A
+multiple of the domain count: each domain is split into equal consecutive parts.""",
+        ["-l", "per-l3", "-r", "16"],
+    ),
+    (
+        "l3-groups:N",
+        """Neighbouring L3 domains of the same NUMA node are bundled until a group
+holds N slots (threads); a group never crosses a NUMA node. One rank per group, N threads.
+This is the policy Stockfish chose on EPYC 9755: share a table among about 32 threads but
+never across NUMA nodes.""",
+        ["-t", EPYC9755, "-l", "l3-groups:32", "--smt"],
+    ),
+    (
+        "per-numa",
+        """One rank per NUMA node that has cores (NUMA nodes sharing the same cores,
+such as DDR and MCDRAM on KNL, form one domain), threads = the node's cores.""",
+        ["-l", "per-numa"],
+    ),
+    (
+        "per-socket",
+        """One rank per package, threads = the package's cores.""",
+        ["-l", "per-socket"],
+    ),
+]
+
+HEAD = (
+    """# Layouts
+
+A layout decides, for R ranks of T OpenMP threads each, which PU every thread runs on. All
+PU lists are **OS indexes** (what Linux, Slurm masks and `OMP_PLACES` use); cores and L3
+domains in pictures and JSON are in **hwloc logical order** (`L#`).
+
+**Slots.** A thread gets one *slot*: by default a core (the thread's place is the core's
+first usable PU, so SMT siblings stay idle); with `--smt` a single PU (a 2-way SMT core
+holds two threads). Offline PUs and PUs outside the job's cpuset or affinity mask are never
+used (`topobind show` lists them).
+
+**Counts.** `--ranks R` and `--threads T` may be given or left out; each layout has a
+default (below). A request that does not fit (R x T larger than the usable slots, more
+ranks than domains that is not a multiple of them, more threads than a domain holds) is
+refused with one line that says what to change, exit status 2.
+
+**Launch flags.** Every plan comes with `OMP_*`, OpenMPI 5 and 4 `mpirun` and Slurm `srun`
+flags (`--format env|openmpi|openmpi4|srun|json`). `--map-by ppr:N:RESOURCE:pe=M` is used
+only where OpenMPI's mapper reproduces the plan exactly (checked against OpenMPI's own
+mapper in the tests); otherwise a rankfile. Single-process plans export exact
+`OMP_PLACES`; multi-rank plans export `OMP_PLACES=cores` (`threads` with `--smt`), which
+each rank's binding narrows to its own PUs (`topobind run` exports exact per-rank places).
+
+The pictures below come from `topobind plan --format picture` on **betzy-epyc7742** (2x AMD
+EPYC 7742 in NPS4 mode: 2 packages, 8 NUMA nodes, 32 L3 domains of 4 cores, SMT siblings
+at +128), the synthetic node `"""
+    + BETZY
+    + """`. One cell per core, holding the
+rank that uses it (`.`: unused).
+
+```console
+$ topobind show -t '"""
+    + BETZY
+    + """' | head -8
+"""
+)
+
+
+def main() -> int:
+    show = subprocess.run(
+        [TOPOBIND, "show", "-t", BETZY], capture_output=True, text=True, check=True
+    ).stdout.splitlines()[:8]
+    parts = [HEAD + "\n".join(show) + "\n```\n"]
+    for title, prose, args in SECTIONS:
+        if "-t" not in args:
+            args = ["-t", BETZY, *args]
+        parts.append(f"\n## {title}\n\n{prose}\n\n" + run("plan", *args, "-f", "picture"))
+    parts.append(
+        """
+## From a plan to flags
+
+```console
+$ topobind plan -t '"""
+        + BETZY
+        + """' -l per-l3 -f openmpi
+"""
+        + subprocess.run(
+            [TOPOBIND, "plan", "-t", BETZY, "-l", "per-l3", "-f", "openmpi"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        + "```\n\n"
+    )
+    parts.append(
+        run("plan", "-t", BETZY, "-l", "every-other-core", "-r", "1", "-T", "64", "-f", "env")
+    )
+    text = "".join(parts)
+    target = REPO / "docs" / "layouts.md"
+    if "--check" in sys.argv:
+        return 0 if target.read_text() == text else 1
+    target.write_text(text)
+    print(f"wrote {target.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
