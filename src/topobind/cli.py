@@ -19,6 +19,7 @@ from topobind.errors import TopobindError
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "topobind.commands.topo",  # show, plan
     "topobind.commands.report",  # report
+    "topobind.commands.draw",  # draw
 )
 
 

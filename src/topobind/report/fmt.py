@@ -49,3 +49,8 @@ def tick(v: float) -> str:
     if abs(v) >= 100:
         return f"{v:,.0f}"
     return f"{v:.4g}"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``plural(1, "group")`` -> "1 group"; ``plural(3, "group")`` -> "3 groups"."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"

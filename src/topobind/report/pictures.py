@@ -144,7 +144,8 @@ def ecdf_picture(report: Report, g: FleetGroup) -> Picture:
     ax.set_xlabel(_axis_label(g))
     ax.xaxis.set_major_formatter(_value_formatter())
     ax.set_title(
-        f"{g.kernel}: distribution of {fmt.count(s.n)} runs on {len(g.hosts)} hosts "
+        f"{g.kernel}: distribution of {fmt.plural(s.n, 'run')} on "
+        f"{fmt.plural(len(g.hosts), 'host')} "
         f"({_where(g)}){_tag(report)}",
         pad=22,
     )
@@ -241,7 +242,8 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
     runs = {h.summary.n for h in g.hosts}
     per = f"{min(runs)}-{max(runs)}" if len(runs) > 1 else str(runs.pop())
     ax.set_title(
-        f"{g.kernel} per host: {n} hosts x {per} runs, {len(slow)} slow ({_where(g)}){_tag(report)}"
+        f"{g.kernel} per host: {fmt.plural(n, 'host')} x {per} runs, {len(slow)} slow "
+        f"({_where(g)}){_tag(report)}"
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5)
     rows = [
@@ -276,7 +278,8 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
     plt = _plt()
     import numpy as np
 
-    panels = [(f"fleet: median of {m.runs} runs on {m.hosts} hosts", m.median)]
+    fleet = f"fleet: median of {fmt.plural(m.runs, 'run')} on {fmt.plural(m.hosts, 'host')}"
+    panels = [(fleet, m.median)]
     if m.worst_host is not None and m.worst_host_median is not None:
         panels.append((f"slowest host by {m.kernel} headline: {m.worst_host}", m.worst_host_median))
     arrays = [np.asarray(p[1], dtype=float) for p in panels]

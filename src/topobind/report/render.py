@@ -58,10 +58,10 @@ def _what(g: FleetGroup) -> str:
 def _intro(report: Report) -> list[str]:
     o = report.options
     lines = [
-        f"inputs: {', '.join(report.inputs)}: {fmt.count(report.files)} files, "
-        f"{fmt.count(report.documents)} results",
-        f"used: {fmt.count(report.runs_used)} runs in {len(report.groups)} groups "
-        f"(kernel x layout x page size); {fmt.count(report.no_headline)} results without a "
+        f"inputs: {', '.join(report.inputs)}: {fmt.plural(report.files, 'file')}, "
+        f"{fmt.plural(report.documents, 'result')}",
+        f"used: {fmt.plural(report.runs_used, 'run')} in {fmt.plural(len(report.groups), 'group')} "
+        f"(kernel x layout x page size); {fmt.plural(report.no_headline, 'result')} without a "
         f'headline (whereami) skipped; {len(report.invalid)} invalid ("valid": false) left out',
         f"slow host: median worse than the fleet median (median of host medians) by more than "
         f"{o.slow_mads:g} MADs and more than {o.slow_pct:g}%; warm-up runs dropped per host: "

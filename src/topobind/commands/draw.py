@@ -1,0 +1,79 @@
+"""``topobind draw``: a picture of a plan on its topology (PNG, or text for terminals)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from topobind.commands.common import add_layout_args, add_topology_arg, plan_from
+from topobind.errors import TopobindError
+from topobind.fsutil import atomic_write_bytes, atomic_write_text
+
+EPILOG = """\
+Draws packages, NUMA nodes, L3 domains and cores as nested boxes; every rank has its own
+colour and each core shows r<rank>:<OpenMP thread numbers> of the threads placed on it.
+Cores are labelled by hwloc logical index (L#n); NUMA node numbers are OS indexes; the text
+format also lists every rank's PUs (OS indexes).
+
+examples:
+  topobind draw --layout per-l3 -o per-l3.png
+  topobind draw -t synthetic:'pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)' \\
+      --layout every-other-core --ranks 4 -o eoc.png
+  topobind draw -t node042.xml --layout spread --threads 8 --smt --format text
+"""
+
+
+def add_subparser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "draw",
+        help="draw a layout on the node: packages, NUMA nodes, L3 domains, cores, ranks",
+        description="Draw where every rank and thread of a layout runs on the node topology.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_topology_arg(p)
+    add_layout_args(p)
+    p.add_argument(
+        "--format",
+        "-f",
+        choices=("png", "text"),
+        default=None,
+        help="png (default when -o ends in .png) or text (default otherwise; for terminals)",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write here (default: text to stdout)")
+    p.add_argument("--title", help="title of the picture (default: layout, ranks, threads, node)")
+    p.add_argument(
+        "--colour",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="ANSI colours in text format (auto: when stdout is a terminal and NO_COLOR unset)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from topobind.report.draw import draw_png, draw_text
+
+    fmt = args.format or ("png" if args.output and args.output.endswith(".png") else "text")
+    if fmt == "png" and not args.output:
+        raise TopobindError("--format png needs -o FILE.png (a PNG is not printed to a terminal)")
+    plan = plan_from(args)
+    if fmt == "png":
+        atomic_write_bytes(args.output, draw_png(plan, title=args.title))
+        print(f"wrote {args.output}")
+        return 0
+    colour = args.colour == "always" or (
+        args.colour == "auto"
+        and not args.output
+        and sys.stdout.isatty()
+        and not os.environ.get("NO_COLOR")
+    )
+    text = draw_text(plan, colour=colour)
+    if args.output:
+        atomic_write_text(args.output, text)
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0

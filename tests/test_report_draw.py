@@ -1,0 +1,98 @@
+"""`topobind draw`: layout pictures (PNG and text) agree with the plan they draw."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from topobind.layouts import make_plan
+from topobind.report.draw import core_uses, draw_png, draw_text, rank_colour
+from topobind.topology import load
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
+EPYC = "synthetic:pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)"
+
+
+def test_core_uses_follow_the_plan_smt() -> None:
+    topo = load("synthetic:pack:1 numa:1 l3:2 core:4 pu:2")
+    plan = make_plan(topo, "compact", ranks=2, threads=3, smt=True)
+    uses = {u.core.logical: u for u in core_uses(plan)}
+    # 2-way SMT: rank 0 threads 0,1 share core 0; thread 2 and rank 1's thread 0 share core 1
+    assert uses[0].owners == ((0, 0), (0, 1)) and uses[0].label() == "r0:0,1"
+    assert uses[1].label() == "r0:2/r1:0"
+    assert uses[2].label() == "r1:1,2"
+    assert [uses[i].label() for i in range(3, 8)] == ["-"] * 5
+
+
+def test_text_lists_every_thread_on_its_core() -> None:
+    plan = make_plan(load(EPYC), "every-other-core", ranks=4)
+    text = draw_text(plan)
+    cells = dict(re.findall(r"L#(\d+) (r\d+:\d+|-)", text))
+    assert len(cells) == 128  # every core drawn once
+    expected = {}
+    pu_core = plan.topology.pu_to_core()
+    for r in plan.ranks:
+        for t, place in enumerate(r.places):
+            expected[str(pu_core[place[0]].logical)] = f"r{r.rank}:{t}"
+    assert {k: v for k, v in cells.items() if v != "-"} == expected
+    assert text.count("+ package L#") == 2 and text.count("+ NUMA node") == 8
+    assert text.count("+ L3 L#") == 32
+    assert "\x1b[" not in text and "\x1b[" in draw_text(plan, colour=True)
+
+
+def test_png_paints_each_rank_on_its_cores() -> None:
+    """Count pixels of each rank's colour: proportional to that rank's number of cores."""
+    plan = make_plan(load(EPYC), "per-numa", ranks=8, threads=4)
+    png = draw_png(plan)
+    import matplotlib.image
+
+    img = (matplotlib.image.imread(io.BytesIO(png))[..., :3] * 255).round().astype(int)
+    counts = []
+    for r in plan.ranks:
+        rgb = [int(rank_colour(r.rank)[i : i + 2], 16) for i in (1, 3, 5)]
+        counts.append(int((np.abs(img - rgb).sum(axis=2) <= 6).sum()))
+    # legend swatches add a little; the bulk is one filled box per core
+    per_core = [c / len(r.cores) for c, r in zip(counts, plan.ranks, strict=True)]
+    assert min(per_core) > 200, per_core
+    assert max(per_core) / min(per_core) < 1.3, per_core
+
+
+@pytest.mark.parametrize(
+    "xml", sorted((SHARED / "topologies").glob("*.xml"))[:6], ids=lambda p: p.stem
+)
+def test_draws_real_machines(xml: Path) -> None:
+    topo = load(str(xml))
+    plan = make_plan(topo, "compact")
+    text = draw_text(plan)
+    assert text.count("L#") >= len(topo.cores)
+    png = draw_png(plan)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_cli(tmp_path: Path) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "topobind.cli", "draw", "-t", EPYC, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    out = tmp_path / "eoc.png"
+    proc = run("--layout", "every-other-core", "--ranks", "4", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    proc = run("--layout", "per-l3", "--format", "text")
+    assert proc.returncode == 0 and "r31:3" in proc.stdout and "\x1b[" not in proc.stdout
+    proc = run("--layout", "per-l3", "--format", "png")
+    assert proc.returncode == 2 and "needs -o" in proc.stderr
+    proc = run("--layout", "no-such-layout", "-o", str(tmp_path / "x.png"))
+    assert proc.returncode == 2 and not (tmp_path / "x.png").exists()
