@@ -472,9 +472,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for k, f in d.items()
     )
     print(
-        f"generated (synthetic) {written.results} results in {written.files} files: "
-        f"{len(written.hosts)} hosts x {spec.runs} runs x {len(spec.kernels)} kernels x "
-        f"{len(spec.pages)} page sizes -> {written.directory}"
+        f"generated (synthetic) {written.results:,} results in {written.files:,} files: "
+        f"{len(written.hosts)} hosts x {spec.runs} runs x {len(spec.kernels)} kernels "
+        f"({','.join(spec.kernels)}) x {len(spec.pages)} page size(s) -> {written.directory}"
         + (f"; slowed: {slow}" if slow else "; no host slowed")
     )
     return 0
