@@ -175,3 +175,23 @@ def test_fleetgen_is_deterministic_and_marked(
         fleetgen_main(["--slow", "gen-node0009:1.1", "--hosts", "3", "-o", str(tmp_path / "c")])
         == 2
     )
+
+
+def test_invalid_and_headless_results_are_counted_not_used(tmp_path: Path) -> None:
+    spec = FleetSpec(hosts=4, runs=3, kernels=("stream", "whereami"))
+    generate_fleet(tmp_path / "f", spec)
+    bad = sorted((tmp_path / "f").rglob("stream-*.json"))[:2]
+    for f in bad:
+        doc = json.loads(f.read_text())
+        doc["valid"] = False
+        doc["validation"] = "STREAM: triad failed validation"
+        f.write_text(json.dumps(doc))
+    report = analysed(tmp_path / "f")
+    assert report.no_headline == 4 * 3 * 4  # whereami: 4 JSON lines per file
+    assert sorted(r.source for r in report.invalid) == sorted(str(f) for f in bad)
+    (g,) = report.groups
+    assert g.all_runs.n == 4 * 3 - 2
+    used = {r.source for h in g.hosts for r in h.runs}
+    assert not used & {str(f) for f in bad}
+    text = text_summary(report)
+    assert "INVALID RESULTS left out (2)" in text and "triad failed validation" in text

@@ -175,7 +175,10 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
     n = len(hosts)
     many = n > MAX_TICK_HOSTS
     fig, ax = plt.subplots(figsize=(max(11.0, min(16.0, 5 + 0.22 * n)), 5.6))
-    xs_n, ys_n, xs_s, ys_s = [], [], [], []
+    xs_n: list[int] = []
+    ys_n: list[float] = []
+    xs_s: list[int] = []
+    ys_s: list[float] = []
     for i, h in enumerate(hosts):
         for v in h.summary.values:
             (xs_s if h.slow else xs_n).append(i)

@@ -394,7 +394,7 @@ def _run_to_tuple(r: Run) -> tuple[object, ...]:
 
 def _run_from_tuple(t: tuple[Any, ...]) -> Run:
     mats = tuple(Matrix(*m) for m in t[16])
-    return Run(*t[:16], mats)
+    return Run(*t[:16], mats)  # type: ignore[call-arg]
 
 
 def _read_chunk_tuples(files: Sequence[str]) -> list[tuple[object, ...]]:

@@ -181,8 +181,9 @@ def text_summary(report: Report, pictures: Sequence[Picture] = ()) -> str:
     if report.invalid:
         out.append("")
         out.append(f"INVALID RESULTS left out ({len(report.invalid)}):")
-        for r in report.invalid[:20]:
-            out.append(f"  {r.source}: {r.kernel} on {r.host}: {r.validation or 'valid=false'}")
+        for bad in report.invalid[:20]:
+            why = bad.validation or "valid=false"
+            out.append(f"  {bad.source}: {bad.kernel} on {bad.host}: {why}")
         if len(report.invalid) > 20:
             out.append(f"  ... {len(report.invalid) - 20} more in report.json")
     if pictures:
