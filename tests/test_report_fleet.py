@@ -195,3 +195,20 @@ def test_invalid_and_headless_results_are_counted_not_used(tmp_path: Path) -> No
     assert not used & {str(f) for f in bad}
     text = text_summary(report)
     assert "INVALID RESULTS left out (2)" in text and "triad failed validation" in text
+
+
+def test_generated_results_follow_the_official_schema(tmp_path: Path) -> None:
+    """fleetgen output must be what the kernels write: the kernels' own loader accepts it."""
+    kernels = pytest.importorskip("topobind.kernels")
+    spec = FleetSpec(
+        hosts=2,
+        runs=1,
+        kernels=("stream", "dgemm", "hpl", "latency", "c2c", "whereami"),
+        pages=("4k", "1G"),
+        slow=parse_slow("gen-node0002:1.2"),
+    )
+    generate_fleet(tmp_path / "f", spec)
+    files = sorted((tmp_path / "f").rglob("*.json*"))
+    assert len(files) == 2 * 6 * 2
+    for f in files:
+        assert kernels.load_results(f), f
