@@ -183,3 +183,24 @@ def test_parallel_path_matches_serial(tmp_path: Path, monkeypatch: pytest.Monkey
     (tmp_path / "017.json").write_text("{")
     with pytest.raises(TopobindError, match="017.json: not valid JSON"):
         read_results([tmp_path])
+
+
+def _square(x: int) -> int:
+    if x == 13:
+        raise TopobindError("13 is bad")
+    return x * x
+
+
+def test_fork_map_order_errors_and_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from topobind.report import parallel
+
+    assert parallel.fork_map(_square, list(range(10))) == [x * x for x in range(10)]
+    with pytest.raises(TopobindError, match="13 is bad"):
+        parallel.fork_map(_square, list(range(20)))
+
+    class NoSemaphores:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            raise NotImplementedError("no sem_open here")
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", NoSemaphores)
+    assert parallel.fork_map(_square, list(range(10))) == [x * x for x in range(10)]

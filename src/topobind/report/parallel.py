@@ -12,6 +12,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -41,5 +42,10 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], min_items: int = 2) -> li
     ):
         return [fn(x) for x in items]
     ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        return list(pool.map(fn, items))
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            return list(pool.map(fn, items))
+    except (BrokenProcessPool, NotImplementedError, PermissionError):
+        # no usable semaphores (some containers) or a worker died (e.g. killed for memory):
+        # do the work here instead; errors of fn itself are not caught
+        return [fn(x) for x in items]
