@@ -111,3 +111,16 @@ def test_live_in_restricted_cpuset() -> None:
     doc = json.loads(out.stdout)
     assert [r["cpus"] for r in doc["ranks"]] == [[1]]
     assert doc["topology"]["excluded_pus"] == {"0": "not in this process's affinity mask"}
+
+
+def test_atomic_write_gives_the_usual_file_mode(tmp_path: Path) -> None:
+    from topobind.fsutil import atomic_write_text
+
+    old = os.umask(0o022)
+    try:
+        path = atomic_write_text(tmp_path / "x.txt", "hello\n")
+    finally:
+        os.umask(old)
+    assert path.read_text() == "hello\n"
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
