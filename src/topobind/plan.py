@@ -6,9 +6,7 @@ A plan knows nothing about launchers; :mod:`topobind.emit` turns it into flags.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from topobind.errors import TopobindError
@@ -87,6 +85,9 @@ class Plan:
 
 
 def plan_schema() -> dict[str, Any]:
+    import json
+    from importlib import resources  # lazily: costs ~15 ms, only validation needs it
+
     text = resources.files("topobind").joinpath("schemas/plan.schema.json").read_text()
     return json.loads(text)  # type: ignore[no-any-return]
 

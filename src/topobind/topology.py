@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from topobind.errors import TopologyError
 
@@ -247,12 +246,12 @@ def load_synthetic(description: str) -> Topology:
 
 def load_xml(path: str | os.PathLike[str]) -> Topology:
     """An hwloc v2 XML file (e.g. ``lstopo-no-graphics --of xml`` run on a compute node)."""
-    p = Path(path)
-    if not p.is_file():
+    if not os.path.isfile(path):
         hint = "" if str(path).endswith(".xml") else " (or use 'live' or 'synthetic:DESCRIPTION')"
         raise TopologyError(f"topology file {str(path)!r} does not exist{hint}")
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise TopologyError(f"cannot read topology file {str(path)!r}: {exc}") from exc
     return parse_xml(text, source=str(path))

@@ -13,7 +13,6 @@ from topobind.emit import launch_dict
 from topobind.emit.omp import omp_env
 from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
 from topobind.emit.srun import srun_argv
-from topobind.fsutil import atomic_write_text
 from topobind.picture import plan_picture
 from topobind.plan import Plan
 from topobind.topology import Topology, format_list
@@ -256,6 +255,8 @@ def run_plan(args: argparse.Namespace) -> int:
         version = 5 if fmt == "openmpi" else 4
         launch = openmpi_argv(plan, version, rankfile_path=args.rankfile, host=args.host)
         if launch.rankfile is not None:
+            from topobind.fsutil import atomic_write_text
+
             atomic_write_text(args.rankfile, launch.rankfile)
             print(f"topobind: wrote rankfile {args.rankfile}", file=sys.stderr)
         print(shlex.join(launch.argv))
