@@ -151,7 +151,10 @@ def test_find_kernel_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("TOPOBIND_KERNELS_DIR", str(tmp_path))
     assert kernels.find_kernel("stream") == fake
-    assert kernels.find_kernel("dgemm").parent.name == "bin"  # falls back to kernels/bin
+    with pytest.raises(TopobindError, match="make kernels"):  # the explicit dir only
+        kernels.find_kernel("dgemm")
+    monkeypatch.delenv("TOPOBIND_KERNELS_DIR")
+    assert kernels.find_kernel("dgemm").parent.name == "bin"  # kernels/bin of the repo
     with pytest.raises(TopobindError, match="make kernels"):
         kernels.find_kernel("no-such-kernel")
 

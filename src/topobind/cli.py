@@ -18,6 +18,7 @@ from topobind.errors import TopobindError
 # Modules that provide subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "topobind.commands.topo",  # show, plan
+    "topobind.commands.run",  # run, env, verify, rank-exec
     "topobind.commands.report",  # report
     "topobind.commands.draw",  # draw
 )
@@ -25,7 +26,12 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 
 # Commands that job scripts call on every launch: their parser is built alone, so a plan
 # does not pay for importing the report/ReFrame modules (see `make bench-plan`).
-FAST_COMMANDS: dict[str, str] = {"show": "topobind.commands.topo", "plan": "topobind.commands.topo"}
+FAST_COMMANDS: dict[str, str] = {
+    "show": "topobind.commands.topo",
+    "plan": "topobind.commands.topo",
+    "env": "topobind.commands.run",
+    "rank-exec": "topobind.commands.run",
+}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

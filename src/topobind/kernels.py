@@ -331,16 +331,14 @@ def kernels_dir() -> Path | None:
 def find_kernel(name: str) -> Path:
     """Path of kernel binary ``name`` (or the shim ``libtbhugepages.so``).
 
-    Order: ``$TOPOBIND_KERNELS_DIR``, ``kernels/bin`` of this repository, ``PATH``.
+    ``$TOPOBIND_KERNELS_DIR`` when set (and only there: an explicit choice is not second-
+    guessed); otherwise ``kernels/bin`` of this repository, then ``PATH``.
     """
     env = os.environ.get("TOPOBIND_KERNELS_DIR")
-    candidates = [Path(env)] if env else []
-    candidates.append(_REPO_KERNELS_BIN)
-    for d in candidates:
-        p = d / name
-        if p.is_file() and (name.endswith(".so") or os.access(p, os.X_OK)):
-            return p
-    found = shutil.which(name)
+    p = (Path(env) if env else _REPO_KERNELS_BIN) / name
+    if p.is_file() and (name.endswith(".so") or os.access(p, os.X_OK)):
+        return p
+    found = None if env else shutil.which(name)
     if found and not name.endswith(".so"):
         return Path(found)
     where = f"$TOPOBIND_KERNELS_DIR={env}, " if env else ""
