@@ -21,6 +21,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "topobind.commands.run",  # run, env, verify, rank-exec
     "topobind.commands.report",  # report
     "topobind.commands.draw",  # draw
+    "topobind.commands.bench",  # bench
 )
 
 
