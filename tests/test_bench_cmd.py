@@ -1,0 +1,111 @@
+"""'topobind bench': real kernel runs through the CLI, saved results, failure pass-through."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from topobind import stats
+from topobind.kernels import hugepages_status, load_result, reserve_hugepages
+
+TOPOBIND = [sys.executable, "-m", "topobind.cli"]
+
+
+def bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*TOPOBIND, "bench", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.slow
+def test_stream_repeat_3_writes_3_valid_results_and_summary(tmp_path: Path) -> None:
+    proc = bench(
+        "stream",
+        "--repeat",
+        "3",
+        "--results",
+        "res",
+        "--",
+        "--elements",
+        "2M",
+        "--trials",
+        "3",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    files = sorted((tmp_path / "res").glob("*/stream/*-compact.json"))
+    assert len(files) == 3
+    results = [load_result(f) for f in files]
+    assert all(r.valid and r.kernel == "stream" and r.layout == "compact" for r in results)
+    assert all(r.params["array_elements"] == 2_000_000 for r in results)
+    ncores = len(os.sched_getaffinity(0))
+    assert all(r.threads <= ncores for r in results)
+    progress = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
+    assert [ln.split("]")[0] for ln in progress] == ["[1/3", "[2/3", "[3/3"]
+    assert all(" stream triad " in ln and ln.endswith(" MB/s") for ln in progress)
+    values = [r.headline_value or 0.0 for r in results]
+    s = stats.summarize(values, True)
+    assert f"median {s.median:.6g}" in proc.stdout
+    assert f"best {s.best:.6g}" in proc.stdout
+    assert "3 valid" in proc.stdout
+
+
+@pytest.mark.slow
+def test_strict_1g_without_pages_fails_cleanly(tmp_path: Path) -> None:
+    if 1048576 not in hugepages_status():
+        pytest.skip("no 1G hugepage pool on this kernel")
+    if os.geteuid() != 0:
+        pytest.skip("needs root to empty the 1G pool")
+    with reserve_hugepages(1048576, 0):
+        proc = bench(
+            "stream",
+            "--strict",
+            "--pages",
+            "1G",
+            "--results",
+            "res",
+            "--",
+            "--elements",
+            "2M",
+            cwd=tmp_path,
+        )
+    assert proc.returncode == 3
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("topobind: error: stream exited with status 3")
+    assert "1G" in lines[0]
+    assert not (tmp_path / "res").exists()
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
+    for args in (
+        ["c2c", "--pages", "1G"],
+        ["hpl"],  # no --ranks
+        ["stream", "--repeat", "0"],
+        ["stream", "--layout", "nonsense"],
+        ["stream", "--pages", "3M"],
+    ):
+        proc = bench(*args, "--results", "res", cwd=tmp_path)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, (args, proc.stderr)
+        assert proc.stderr.startswith("topobind: error: "), (args, proc.stderr)
+    assert not (tmp_path / "res").exists()
+    unknown = bench("nosuchkernel", cwd=tmp_path)
+    assert unknown.returncode == 2 and "nosuchkernel" in unknown.stderr
+
+
+@pytest.mark.slow
+def test_hpl_through_cli_writes_valid_result(tmp_path: Path) -> None:
+    proc = bench(
+        "hpl", "--ranks", "2", "--n", "1000", "--nb", "100", "--results", "r", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    (path,) = (tmp_path / "r").glob("*/hpl/*.json")
+    res = load_result(path)
+    assert res.valid and res.params["N"] == 1000 and res.params["NB"] == 100
+    assert json.loads(path.read_text())["metrics"]["gflops"]["unit"] == "GFLOP/s"
+    assert "PASSED" in proc.stdout
