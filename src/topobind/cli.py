@@ -19,6 +19,7 @@ from topobind.errors import TopobindError
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "topobind.commands.topo",  # show, plan
     "topobind.commands.run",  # run, env, verify, rank-exec
+    "topobind.commands.spack",  # spack check, spack externals
     "topobind.commands.report",  # report
     "topobind.commands.draw",  # draw
     "topobind.commands.bench",  # bench
