@@ -25,6 +25,7 @@ from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
 from topobind.kernels import Result, load_result, run_kernel
 from topobind.plan import Plan
+from topobind.topology import format_list
 
 #: kernels that run as one local process; the value says whether they take --pages/--strict
 LOCAL_KERNELS: dict[str, bool] = {
@@ -99,8 +100,15 @@ def run_repeats(
         args += ["--pages", pages]
     if strict:
         args.append("--strict")
-    args += list(extra)
     env = kernel_env(plan)
+    if kernel == "c2c":
+        # c2c pins its own two threads per pair: give it the plan's PUs (OS indexes) instead
+        # of an OpenMP binding (which would shrink the process mask to one place)
+        if "--cpus" not in extra:
+            args += ["--cpus", format_list(plan.ranks[0].cpus)]
+        for var in ("OMP_PLACES", "OMP_PROC_BIND"):
+            env.pop(var, None)
+    args += list(extra)
     runs: list[BenchRun] = []
     host = os.uname().nodename
     with tempfile.TemporaryDirectory(prefix="topobind-bench-") as tmp:

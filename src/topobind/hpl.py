@@ -29,6 +29,8 @@ from topobind.plan import Plan
 
 DEFAULT_NB = 192
 MPIRUN4 = "/usr/bin/mpirun"
+#: allocations from this size on go to hugepages (HPL allocates one panel matrix per rank)
+HUGE_MIN = "16M"
 
 
 @dataclass(frozen=True)
@@ -229,9 +231,15 @@ def _pages_doc(pages: str, report: Path | None) -> dict[str, Any] | None:
         kib = min(kibs)
         method = {1048576: "hugetlb-1G", 2048: "hugetlb-2M"}.get(kib, "mmap-4k")
     want = 1048576 if pages == "1G" else 2048
+    got = (
+        f"smallest page obtained {kib} KiB (read back from /proc/self/smaps)"
+        if kibs
+        else "so all memory came from the normal allocator (4 KiB pages assumed, not read back)"
+    )
     note = (
-        f"LD_PRELOAD {HUGEPAGE_SHIM} TOPOBIND_HUGE_PAGES={pages}: {allocs} allocation(s) >= "
-        f"TOPOBIND_HUGE_MIN over {len(reports)} rank(s), smallest page obtained {kib} KiB"
+        f"LD_PRELOAD {HUGEPAGE_SHIM} TOPOBIND_HUGE_PAGES={pages} "
+        f"TOPOBIND_HUGE_MIN={os.environ.get('TOPOBIND_HUGE_MIN', HUGE_MIN)}: {allocs} "
+        f"allocation(s) at or above the threshold over {len(reports)} rank(s), {got}"
     )
     return {"requested": pages, "kib": kib, "fallback": kib != want, "note": note, "method": method}
 
@@ -272,6 +280,7 @@ def run_hpl(
                 LD_PRELOAD=str(find_kernel(HUGEPAGE_SHIM)),
                 TOPOBIND_HUGE_PAGES=pages,
                 TOPOBIND_HUGE_REPORT=str(report),
+                TOPOBIND_HUGE_MIN=os.environ.get("TOPOBIND_HUGE_MIN", HUGE_MIN),
             )
             xflags += [
                 "-x",
@@ -280,6 +289,8 @@ def run_hpl(
                 "TOPOBIND_HUGE_PAGES",
                 "-x",
                 "TOPOBIND_HUGE_REPORT",
+                "-x",
+                "TOPOBIND_HUGE_MIN",
             ]
         if launch.rankfile is not None:
             (wd / "topobind.rankfile").write_text(launch.rankfile)
