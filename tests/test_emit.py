@@ -6,34 +6,17 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from topo_sources import BETZY, all_sources
+from topo_sources import BETZY, layout_cases, plan_or_skip
 
 from topobind.emit import launch_dict
 from topobind.emit.omp import PROC_BIND_VALUES, format_places, omp_env, parse_places
 from topobind.emit.srun import decode_mask, srun_argv
-from topobind.errors import PlanError
 from topobind.layouts import make_plan
-from topobind.plan import Plan, validate_plan_json
+from topobind.plan import validate_plan_json
 from topobind.topology import load, parse_list
 
-LAYOUTS = [
-    "compact",
-    "spread",
-    "every-other-core",
-    "per-l3",
-    "per-numa",
-    "per-socket",
-    "l3-groups:8",
-]
-CASES = [(n, s, lay, smt) for n, s in all_sources() for lay in LAYOUTS for smt in (False, True)]
-IDS = [f"{c[0]}-{c[2]}-{'smt' if c[3] else 'core'}" for c in CASES]
-
-
-def _plan(src: str, layout: str, smt: bool) -> Plan:
-    try:
-        return make_plan(load(src), layout, smt=smt)
-    except PlanError as exc:
-        pytest.skip(f"layout does not apply: {exc}")
+CASES, IDS = layout_cases(8)
+_plan = plan_or_skip
 
 
 @pytest.mark.parametrize("name,src,layout,smt", CASES, ids=IDS)

