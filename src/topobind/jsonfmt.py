@@ -1,16 +1,41 @@
-"""JSON for people and machines: indented objects, number lists kept on one line."""
+"""JSON for people and machines: indented objects, lists of numbers kept on one line."""
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-_NUMS = re.compile(r"\[\s*(-?[\d.eE+-]+(?:\s*,\s*-?[\d.eE+-]+)*)\s*\]")
-_LISTS = re.compile(r"\[\s*((?:\[[^\[\]\n]*\]\s*,\s*)*\[[^\[\]\n]*\])\s*\]")
+_scalar = json.dumps
+
+
+def _inline(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(v, int | float | bool) or v is None or _inline(v) for v in value
+    )
+
+
+def _dump(value: Any, indent: str, out: list[str]) -> None:
+    if isinstance(value, dict) and value:
+        inner = indent + " "
+        out.append("{\n")
+        for i, (k, v) in enumerate(value.items()):
+            out.append(f"{inner}{_scalar(str(k))}: ")
+            _dump(v, inner, out)
+            out.append(",\n" if i < len(value) - 1 else "\n")
+        out.append(indent + "}")
+    elif isinstance(value, list) and value and not _inline(value):
+        inner = indent + " "
+        out.append("[\n")
+        for i, v in enumerate(value):
+            out.append(inner)
+            _dump(v, inner, out)
+            out.append(",\n" if i < len(value) - 1 else "\n")
+        out.append(indent + "]")
+    else:  # scalars, empty containers, lists of numbers (nested too) on one line
+        out.append(json.dumps(value, separators=(", ", ": ")))
 
 
 def dumps(obj: Any) -> str:
-    text = json.dumps(obj, indent=1)
-    text = _NUMS.sub(lambda m: "[" + ", ".join(re.split(r"\s*,\s*", m.group(1))) + "]", text)
-    return _LISTS.sub(lambda m: "[" + ", ".join(re.split(r"\s*,\s*(?=\[)", m.group(1))) + "]", text)
+    out: list[str] = []
+    _dump(obj, "", out)
+    return "".join(out)

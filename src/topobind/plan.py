@@ -54,8 +54,8 @@ class Plan:
 
     def core_pus(self, rank: RankPlan) -> tuple[int, ...]:
         """Every usable PU of the cores the rank uses (what ``--bind-to core`` gives it)."""
-        by_logical = {c.logical: c for c in self.topology.cores}
-        return tuple(sorted(pu for core in rank.cores for pu in by_logical[core].pus))
+        cores = self.topology.cores  # in logical order: cores[i].logical == i
+        return tuple(sorted(pu for core in rank.cores for pu in cores[core].pus))
 
     def to_dict(self, launch: dict[str, Any] | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
