@@ -15,7 +15,7 @@ from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
 from topobind.emit.srun import srun_argv
 from topobind.picture import plan_picture
 from topobind.plan import Plan
-from topobind.topology import Topology, format_list
+from topobind.topology import CacheDomain, Topology, format_list
 
 SHOW_EPILOG = """\
 Indexes: PU lists are OS (physical) indexes, as Linux, Slurm masks and OMP_PLACES use them;
@@ -94,35 +94,53 @@ def add_subparser(subparsers: Any) -> None:
 
 # --------------------------------------------------------------------------- show
 def _mib(n: int) -> str:
+    if n <= 0:
+        return "memory size unknown"
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def _l3_line(dom: CacheDomain) -> str:
+    return (
+        f"L{dom.level} L#{dom.logical} ({_mib(dom.size_bytes)}, NUMA {format_list(dom.numa)}): "
+        f"cores L#{format_list(dom.cores)}, PUs {format_list(dom.pus)}"
+    )
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
 
 
 def topology_text(topo: Topology) -> str:
     s = topo.summary()
     lines = [
         f"topology: {topo.source}" + (f" (host {topo.hostname})" if topo.hostname else ""),
-        f"{s['packages']} packages, {len(topo.numa_nodes)} NUMA nodes, "
-        f"{len(topo.l3_domains)} L{topo.shared_cache_level or 3} domains, {s['cores']} cores, "
-        f"{s['pus']} PUs (SMT {s['smt']}); usable PUs (OS): {s['pus_os']}",
+        f"{_n(len(topo.packages), 'package')}, {_n(len(topo.numa_nodes), 'NUMA node')}, "
+        f"{_n(len(topo.l3_domains), f'L{topo.shared_cache_level or 3} domain')}, "
+        f"{_n(len(topo.cores), 'core')}, {_n(len(topo.pus), 'PU')} (SMT {topo.smt}); "
+        f"usable PUs (OS): {s['pus_os']}",
     ]
     for pkg in topo.packages:
         os_txt = f" (OS {pkg.os_index})" if pkg.os_index is not None else ""
         lines.append(f"Package L#{pkg.logical}{os_txt}: PUs {format_list(pkg.pus)}")
         nodes = [n for n in topo.numa_nodes if set(n.cores) & set(pkg.cores)]
+        shown: set[int] = set()
         for node in nodes:
             sub = f" {node.subtype}" if node.subtype else ""
             lines.append(
                 f"  NUMA node {node.os_index}{sub} ({_mib(node.memory_bytes)}): "
                 f"PUs {format_list(node.pus)}"
             )
-        for dom in topo.l3_domains:
-            if dom.package != pkg.logical:
-                continue
-            lines.append(
-                f"    L{dom.level} L#{dom.logical} ({_mib(dom.size_bytes)}, NUMA "
-                f"{format_list(dom.numa)}): cores L#{format_list(dom.cores)}, "
-                f"PUs {format_list(dom.pus)}"
-            )
+            for dom in topo.l3_domains:
+                if (
+                    dom.package == pkg.logical
+                    and dom.numa == (node.os_index,)
+                    and dom.logical not in shown
+                ):
+                    shown.add(dom.logical)
+                    lines.append("    " + _l3_line(dom))
+        for dom in topo.l3_domains:  # shared caches spanning several NUMA nodes, or none
+            if dom.package == pkg.logical and dom.logical not in shown:
+                lines.append("  " + _l3_line(dom))
     if topo.smt > 1:
         first = topo.cores[0]
         lines.append(
@@ -214,8 +232,9 @@ def run_show(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- plan
 def plan_text(plan: Plan) -> str:
     lines = [
-        f"layout {plan.layout} on {plan.topology.source}: {plan.nranks} ranks x "
-        f"{plan.threads} threads" + (" (SMT: every PU)" if plan.smt else " (one PU per core)"),
+        f"layout {plan.layout} on {plan.topology.source}: {_n(plan.nranks, 'rank')} x "
+        f"{_n(plan.threads, 'thread')}"
+        + (" (SMT: every PU)" if plan.smt else " (one PU per core)"),
         "PUs and NUMA nodes are OS indexes; L3 domains are hwloc logical indexes (L#).",
         f"{'rank':>4}  {'PUs (OS)':<24} {'NUMA':<8} {'L3 L#':<8} OMP places",
     ]
