@@ -1,0 +1,149 @@
+"""Memory latency and core-to-core latency, run where a site sets targets for them (and
+always under ``topobind calibrate``).
+
+LatencyCheck: kernels/bin/latency, one thread on NUMA node 0 with its memory there
+(``numactl -N 0 -m 0`` + ``topobind run --layout compact --ranks 1 --threads 1``);
+latency_ns = median ns per dependent load at the largest working set.
+
+C2CCheck: kernels/bin/c2c between two cores of one L3 domain (``same-l3``) or the first
+cores of the first two L3 domains (``cross-l3``), chosen on the node by the probe;
+c2c_ns = the pair's median one-way latency.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import reframe as rfm
+from reframe.core.builtins import parameter, performance_function, sanity_function, variable
+from reframe.core.exceptions import SanityError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from topobind_rfm import (  # noqa: E402
+    PROBE,
+    TopobindCheck,
+    kernels_dir,
+    python_cmd,
+    shell_join,
+    status_line,
+    topobind_cmd,
+    which,
+)
+
+LATENCY_TAGS = {"latency", "quick", "full"}
+
+
+def _load_one(check: TopobindCheck, pattern: str, kernel: str):  # -> topobind.kernels.Result
+    from topobind.kernels import load_result
+
+    check.tb_require_exit()
+    files = check.tb_glob(pattern)
+    if len(files) != 1:
+        raise SanityError(f"expected one {kernel} result, found {len(files)}")
+    try:
+        r = load_result(files[0])
+    except Exception as exc:
+        raise SanityError(str(exc)) from None
+    if not r.valid:
+        raise SanityError(f"{kernel} result invalid: {r.validation}")
+    return r
+
+
+@rfm.simple_test
+class LatencyCheck(TopobindCheck):
+    descr = "memory load latency, thread and memory on NUMA node 0"
+    tb_family = "latency"
+    #: working-set sizes ('' = the kernel's default, up to 1G)
+    sizes = variable(str, value="")
+    pages = variable(str, value="auto")
+    tags = LATENCY_TAGS
+
+    def tb_variant(self) -> str:
+        return "local"
+
+    def tb_check_setup(self) -> None:
+        self.skip_if(
+            not self.calibrating and not self.tb_site.has_targets("latency"),
+            f"site {self.tb_site.name} sets no latency targets",
+        )
+        self.skip_if(which("numactl") is None, "numactl is not installed")
+        args = self.tb_run("compact", ranks=1, threads=1)
+        self.executable = shell_join(
+            "numactl --cpunodebind=0 --membind=0", topobind_cmd(), "run", args,
+            *self.tb_launcher_args(), "--", str(kernels_dir() / "latency"),
+        )  # fmt: skip
+        opts = ["--pages", str(self.pages), "--json", "latency.json"]
+        if self.sizes:
+            opts = ["--sizes", str(self.sizes), *opts]
+        self.executable_opts = opts
+        self.postrun_cmds = status_line()
+        self.keep_files = ["latency.json"]
+
+    @sanity_function
+    def validate(self) -> bool:
+        r = _load_one(self, "latency.json", "latency")
+        if "latency" in self.tb_site.hugepages.enforce_in and (
+            r.pages is None or r.pages.kib != 1048576
+        ):
+            raise SanityError(
+                self.tb_hugepage_hint(
+                    "latency", r.pages.kib if r.pages else None, r.pages.note if r.pages else ""
+                )
+            )
+        return r.headline is not None
+
+    @performance_function("ns")
+    def latency_ns(self) -> float:
+        r = _load_one(self, "latency.json", "latency")
+        assert r.headline is not None
+        return r.headline.value
+
+
+@rfm.simple_test
+class C2CCheck(TopobindCheck):
+    descr = "core-to-core latency inside one L3 domain or across two"
+    tb_family = "c2c"
+    pair = parameter(["same-l3", "cross-l3"])
+    samples = variable(int, value=7)
+    tags = LATENCY_TAGS
+
+    def tb_variant(self) -> str:
+        return str(self.pair)
+
+    def tb_check_setup(self) -> None:
+        self.skip_if(
+            not self.calibrating and not self.tb_site.targets_for("c2c", str(self.pair)),
+            f"site {self.tb_site.name} sets no c2c target for {self.pair}",
+        )
+        node = self.tb_node()
+        if node is not None:
+            if self.pair == "cross-l3":
+                self.skip_if(node.l3_domains < 2, "cross-l3 needs two L3 domains")
+            else:
+                self.skip_if(
+                    node.l3_domains == 0 or node.cores // max(node.l3_domains, 1) < 2,
+                    "same-l3 needs an L3 domain of two cores",
+                )
+        self.prerun_cmds = [f"cpus=$({python_cmd()} {PROBE} pick-cpus {self.pair})"]
+        self.executable = str(kernels_dir() / "c2c")
+        self.executable_opts = [
+            '--cpus "$cpus"',
+            "--samples",
+            str(self.samples),
+            "--json",
+            "c2c.json",
+        ]
+        self.postrun_cmds = status_line()
+        self.keep_files = ["c2c.json"]
+
+    @sanity_function
+    def validate(self) -> bool:
+        return _load_one(self, "c2c.json", "c2c").headline is not None
+
+    @performance_function("ns")
+    def c2c_ns(self) -> float:
+        r = _load_one(self, "c2c.json", "c2c")
+        assert r.headline is not None
+        return r.headline.value
