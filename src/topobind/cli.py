@@ -23,6 +23,8 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "topobind.commands.report",  # report
     "topobind.commands.draw",  # draw
     "topobind.commands.bench",  # bench
+    "topobind.commands.site",  # site list, site check
+    "topobind.commands.validate",  # validate, calibrate
 )
 
 
