@@ -327,8 +327,18 @@ def test_lifecycle_unclean_stop_and_stale_pid_files(own_dir: Path) -> None:
         assert port and f"SlurmctldPort={port.group(1)}\n" not in default_conf.read_text()
     assert run_script("start", d).stdout.count("already running") == 1
 
-    # a running job, then the daemons die without a clean stop
+    # a drained node is resumed by 'start'
     env = slurm_env(d)
+    node = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+    subprocess.run(
+        ["scontrol", "update", f"nodename={node}", "state=drain", "reason=test"],
+        env=env,
+        check=True,
+    )
+    resumed = run_script("start", d)
+    assert "state=resume" in resumed.stdout and f"node {node} is idle" in resumed.stdout
+
+    # a running job, then the daemons die without a clean stop
     sub = subprocess.run(
         ["sbatch", "--parsable", "-o", str(d / "sleep.out"), "--wrap", "srun sleep 3171"],
         capture_output=True,
