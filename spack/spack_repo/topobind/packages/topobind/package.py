@@ -1,61 +1,83 @@
-# Spack recipe for topobind: topology-aware job launch and binding for HPC nodes.
-from spack_repo.builtin.build_systems.makefile import MakefilePackage
+# Spack recipe for topobind (Spack 1.x, package API v2: spack_repo/<namespace>/packages/).
+#
+# The build steps call the project's own Makefile targets (make -C kernels, make -C kernels
+# install PREFIX=...), so the recipe and 'make' cannot drift apart; 'topobind spack check'
+# verifies that every target and variable named here exists in kernels/Makefile.
+import os
+
+from spack_repo.builtin.build_systems.python import PythonPackage
 
 from spack.package import *
 
 
-class Topobind(MakefilePackage):
-    """Detects the node topology with hwloc, plans layouts (compact, spread,
-    every-other-core, per-L3, L3 groups, per-NUMA, per-socket), emits OMP_*, OpenMPI and
-    Slurm binding flags, verifies placement, and ships STREAM/DGEMM/HPL/latency kernels on
-    1 GiB pages, ReFrame checks and a fleet report."""
+class Topobind(PythonPackage):
+    """Topology-aware job launch and binding for Slurm/MPI/OpenMP on HPC nodes: detects the
+    node with hwloc, plans layouts (compact, spread, every-other-core, per-L3, per-NUMA,
+    per-socket), emits OMP_*, mpirun and srun binding flags, verifies placement, and ships
+    STREAM/DGEMM/HPL/latency kernels, ReFrame checks and a fleet report."""
 
+    # The project's clone URL. Inside the project's own Spack environment (spack.yaml) the
+    # package is built from the checkout itself ('develop:'), not fetched.
     homepage = "https://topobind.invalid"
     git = "https://topobind.invalid/topobind.git"
-
-    maintainers("topobind-developers")
-
-    license("BSD-3-Clause")
 
     version("main", branch="main")
     version("0.1.0", tag="v0.1.0")
 
-    variant("mpi", default=True, description="Build the MPI placement probe (whereami-mpi)")
-    variant("hpl", default=True, description="Depend on HPL for the hpl kernel")
+    variant("mpi", default=True, description="Build the MPI placement probe whereami-mpi")
+    variant("hpl", default=True, description="Add HPL (xhpl) for 'topobind bench hpl'")
 
-    # C kernels: compiled and linked against these.
+    # The C kernels (kernels/Makefile): C11 + OpenMP; dgemm calls cblas_dgemm.
     depends_on("c", type="build")
     depends_on("gmake", type="build")
-    depends_on("hwloc@2.9:+libxml2", type=("build", "link", "run"))
-    depends_on("numactl", type=("build", "link"))
     depends_on("blas", type=("build", "link"))
-    depends_on("mpi", when="+mpi", type=("build", "link", "run"))
-    depends_on("hpl", when="+hpl", type="run")
+    depends_on("mpi", type=("build", "link", "run"), when="+mpi")
 
-    # The Python engine and CLI.
+    # Tools that the Python engine, the launchers and the ReFrame checks run.
+    depends_on("hwloc@2.9:+libxml2", type="run")  # lstopo-no-graphics, hwloc-calc; XML input
+    depends_on("numactl", type="run")  # numactl --membind in the ReFrame checks
+    depends_on("hpl", type="run", when="+hpl")
+
+    # The Python package (pyproject.toml); PythonPackage adds python, py-pip and py-wheel.
     depends_on("python@3.11:", type=("build", "run"))
-    depends_on("py-pip", type="build")
-    depends_on("py-setuptools", type="build")
-    depends_on("py-jsonschema", type="run")
-    depends_on("py-pyyaml", type="run")
-    depends_on("py-matplotlib", type="run")
+    depends_on("py-setuptools@64:", type="build")
+    depends_on("py-jsonschema@4.17:", type="run")
+    depends_on("py-pyyaml@6:", type="run")
+    depends_on("py-matplotlib@3.6:", type="run")
     depends_on("reframe@4.9:", type="run")
 
-    def build(self, spec, prefix):
-        # The project's own Makefile targets, so the recipe cannot drift from them.
-        args = [f"CC={spack_cc}"]
-        if spec.satisfies("+mpi"):
-            args.append(f"MPICC={spec['mpi'].mpicc}")
-        make("-C", "kernels", *args)
+    def kernel_make_args(self):
+        spec = self.spec
+        blas = spec["blas"]
+        return [
+            f"CC={spack_cc}",
+            # Spack's compiler wrapper adds the target's -march flags (the Makefile's default
+            # CFLAGS has -march=native, which would tune for the build host instead).
+            "CFLAGS=-O3",
+            f"BLAS_CFLAGS={blas.headers.cpp_flags}",
+            f"BLAS_LIBS={blas.libs.ld_flags}",
+            # An empty MPICC stops the Makefile from picking up a system mpicc.
+            f"MPICC={spec['mpi'].mpicc}" if spec.satisfies("+mpi") else "MPICC=",
+        ]
 
-    def install(self, spec, prefix):
-        make("-C", "kernels", "install", f"PREFIX={prefix}")
-        pip = which("pip") or Executable(spec["python"].command.path)
-        pip("install", "--no-deps", "--no-build-isolation", f"--prefix={prefix}", ".")
-        share = join_path(prefix, "share", "topobind")
-        for sub in ("launchers", "reframe_tests", "site_configs", "docs"):
-            if os.path.isdir(sub):
-                install_tree(sub, join_path(share, sub))
-        mkdirp(prefix.bin)
-        for script in ("topobind-run", "topobind-env"):
-            install(join_path("launchers", script), prefix.bin)
+    @run_before("install")
+    def build_kernels(self):
+        with working_dir(self.stage.source_path):
+            make("-C", "kernels", "all", *self.kernel_make_args())
+
+    @run_after("install")
+    def install_kernels_and_data(self):
+        prefix = self.prefix
+        share = join_path(prefix.share, "topobind")
+        with working_dir(self.stage.source_path):
+            make("-C", "kernels", "install", f"PREFIX={prefix}", *self.kernel_make_args())
+            for name in sorted(os.listdir("launchers")):
+                install(join_path("launchers", name), prefix.bin)
+            install_tree("reframe_tests", join_path(share, "reframe_tests"))
+            install_tree("site_configs", join_path(share, "site_configs"))
+
+    def setup_run_environment(self, env):
+        # The kernels (and the LD_PRELOAD hugepage shim) and the site descriptions as
+        # installed; without these topobind looks next to its source checkout.
+        env.set("TOPOBIND_KERNELS_DIR", self.prefix.bin)
+        env.set("TOPOBIND_SITES_DIR", join_path(self.prefix.share, "topobind", "site_configs"))

