@@ -36,7 +36,10 @@ def test_plan_json_validates_and_matches_issue_example() -> None:
     validate_plan_json(doc)
     assert [r["cpus"] for r in doc["ranks"]] == [[i] for i in range(0, 128, 2)]
     assert doc["launch"]["env"]["OMP_NUM_THREADS"] == "1"
-    assert doc["launch"]["srun"][3].startswith("--cpu-bind=mask_cpu:0x1,0x4,")
+    assert doc["launch"]["srun"][2].startswith("--cpu-bind=mask_cpu:0x1,0x4,")
+    assert not any(
+        a.startswith(("--cpus-per-task", "-c", "--exact")) for a in doc["launch"]["srun"]
+    )
 
 
 def test_plan_env_is_sourceable_and_exact() -> None:

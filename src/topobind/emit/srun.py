@@ -1,8 +1,13 @@
 """Slurm ``srun`` flags: one ``--cpu-bind=mask_cpu`` mask per task, OS PU indexes.
 
-Known traps (each also written into the plan's notes):
-- Slurm applies ``mask_cpu`` only when the step holds every CPU of the node; allocate the
-  whole node (``--exclusive``) or Slurm silently binds otherwise.
+Known traps (each also written into the plan's notes), as measured on Slurm 22.05 with
+task/affinity (tests/test_local_slurm.py):
+- A mask is honoured only when all its CPUs belong to the step; otherwise the launch fails
+  ("CPU binding outside of job step allocation"). A step holds all of the job's CPUs on the
+  node unless ``--exact``, ``srun --exclusive`` or ``-c N`` (which implies ``--exact``) give
+  it only the lowest free CPUs. So no ``--cpus-per-task`` is emitted, and the job should
+  hold the whole node (``sbatch --exclusive``). (The srun manual says masks need the whole
+  node; 22.05 is more lenient, the advice is the same.)
 - ``--hint`` cannot be combined with ``--cpu-bind``; none is emitted.
 - A mask holding every CPU of the node means "unbound" to Slurm.
 """
@@ -36,16 +41,15 @@ def decode_mask(mask: str) -> list[int]:
 
 def srun_argv(plan: Plan) -> SrunLaunch:
     masks = [cpu_mask(r.cpus) for r in plan.ranks]
-    cpus_per_task = max(len(plan.core_pus(r)) for r in plan.ranks)
     argv = [
         "srun",
         f"--ntasks-per-node={plan.nranks}",
-        f"--cpus-per-task={cpus_per_task}",
         f"--cpu-bind=mask_cpu:{','.join(masks)}",
     ]
     notes = [
-        "srun applies --cpu-bind=mask_cpu only when the step holds every CPU of the node "
-        "(allocate the node with --exclusive); --hint cannot be combined with --cpu-bind"
+        "srun applies --cpu-bind=mask_cpu only to CPUs the step holds: allocate the whole "
+        "node (sbatch --exclusive) and add no -c/--exact to this srun; --hint cannot be "
+        "combined with --cpu-bind"
     ]
     all_pus = set(plan.topology.pus)
     if any(set(r.cpus) == all_pus for r in plan.ranks) and plan.nranks == 1:
