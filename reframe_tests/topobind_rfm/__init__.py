@@ -138,15 +138,7 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
         if self.tb_partition.scheduler == "local" or self.tb_site.name == "local":
             from topobind.topology import load
 
-            topo = load("live")
-            s = topo.summary()
-            return tbsites.ExpectedNode(
-                packages=s["packages"],
-                numa_nodes=len(s["numa_nodes"]),
-                l3_domains=s["l3_domains"],
-                cores=s["cores"],
-                smt=s["smt"],
-            )
+            return tbsites.ExpectedNode(**tbsites.node_counts(load("live")))
         return None
 
     def tb_exit_status(self) -> int | None:

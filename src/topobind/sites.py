@@ -325,8 +325,11 @@ def site_names(directory: Path | None = None) -> list[str]:
 class SiteError(TopobindError):
     """A site file is malformed; ``problems`` holds every ``FILE: PATH: message`` line."""
 
-    def __init__(self, problems: list[str]) -> None:
-        more = f" ({len(problems) - 1} more problems)" if len(problems) > 1 else ""
+    def __init__(self, problems: list[str], site: str | None = None) -> None:
+        more = ""
+        if len(problems) > 1:
+            more = f" (and {len(problems) - 1} more problems"
+            more += f": topobind site check {site})" if site else ")"
         super().__init__(problems[0] + more)
         self.problems = problems
 
@@ -390,25 +393,34 @@ def _describe(error: Any, root: dict[str, Any]) -> tuple[list[object], str]:
         missing = re.search(r"'([^']+)' is a required property", error.message)
         key = missing.group(1) if missing else "?"
         sub_hint = None
-        props = _subschema(schema, root).get("properties", {})
-        if key in props:
-            sub_hint = _hint(props[key], root)
+        node: Any = error
+        while node is not None and sub_hint is None:  # if/then branches: look at the parent
+            props = _subschema(node.schema, root).get("properties", {})
+            if key in props:
+                sub_hint = _hint(props[key], root)
+            node = node.parent
+        if sub_hint is None and isinstance(inst, dict):  # a then-branch: find the definition
+            for d in root.get("$defs", {}).values():
+                props = d.get("properties", {})
+                if key in props and set(inst) <= set(props):
+                    sub_hint = _hint(props[key], root)
+                    break
         return [*path, key], f"missing (add it: {sub_hint})" if sub_hint else "missing"
     if kind in ("maximum", "minimum", "exclusiveMinimum", "exclusiveMaximum"):
         op = {"maximum": "<=", "minimum": ">=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
-        problem = f"must be {op[kind]} {error.validator_value} (got {inst!r})"
+        problem = f"must be {op[kind]} {error.validator_value}, got {inst!r}"
         return path, problem + (f" ({hint})" if hint else "")
     if kind == "type":
         want = error.validator_value
         want = " or ".join(want) if isinstance(want, list) else want
-        problem = f"must be {'an' if str(want)[0] in 'aeiou' else 'a'} {want} (got {inst!r})"
+        problem = f"must be {'an' if str(want)[0] in 'aeiou' else 'a'} {want}, got {inst!r}"
         return path, problem + (f" ({hint})" if hint else "")
     if kind == "enum":
         choices = ", ".join(str(v) for v in error.validator_value)
         problem = f"{inst!r} is not one of: {choices}"
         return path, problem + (f" ({hint})" if hint else "")
     if kind == "const":
-        problem = f"must be {error.validator_value!r} (got {inst!r})"
+        problem = f"must be {error.validator_value!r}, got {inst!r}"
         return path, problem + (f" ({hint})" if hint else "")
     if kind == "pattern":
         return path, f"{inst!r} is not valid" + (f" ({hint})" if hint else "")
@@ -641,12 +653,13 @@ def load_site_file(path: str | os.PathLike[str]) -> Site:
                 f"{SITE_SCHEMA_ID}')"
             ]
         )
+    site_name = path.parent.name
     problems = schema_problems(doc, display, "site")
     if problems:
-        raise SiteError(problems)
-    problems = _semantic_problems(doc, display, path.parent.name)
+        raise SiteError(problems, site_name)
+    problems = _semantic_problems(doc, display, site_name)
     if problems:
-        raise SiteError(problems)
+        raise SiteError(problems, site_name)
 
     targets = _targets(doc.get("targets", {}), display)
     node = _node(doc.get("node"), display)
@@ -668,7 +681,7 @@ def load_site_file(path: str | os.PathLike[str]) -> Site:
                     f"{doc['name']!r} (re-run topobind calibrate --site {doc['name']})"
                 )
             if problems:
-                raise SiteError(problems)
+                raise SiteError(problems, site_name)
             for key, tgt in _targets(ref.get("targets", {}), ref_display).items():
                 if key in targets:
                     notes.append(
@@ -763,6 +776,20 @@ def reframe_references(
     return out
 
 
+NODE_COUNTS = ("packages", "numa_nodes", "l3_domains", "cores", "smt")
+
+
+def node_counts(topo: Any) -> dict[str, int]:
+    """The counts an expected node names, from a :class:`topobind.topology.Topology`."""
+    return {
+        "packages": len(topo.packages),
+        "numa_nodes": len(topo.numa_nodes),
+        "l3_domains": len(topo.l3_domains),
+        "cores": len(topo.cores),
+        "smt": int(topo.smt),
+    }
+
+
 def _processor(node: ExpectedNode | None) -> dict[str, int]:
     if node is None:
         return {}
@@ -780,7 +807,7 @@ def reframe_site_configuration(
     """ReFrame's ``site_configuration`` built from every site.yaml (one source of truth)."""
     res = (results or reframe_results_dir()).resolve()
     sites = load_sites(directory)
-    systems = []
+    systems: list[dict[str, Any]] = []
     environments: list[dict[str, Any]] = [
         {
             "name": BUILTIN_ENVIRONMENT.name,
@@ -791,6 +818,8 @@ def reframe_site_configuration(
             "cxxflags": list(BUILTIN_ENVIRONMENT.cflags),
             "features": ["openmp"],
             "extras": {"omp_flag": "-fopenmp"},
+            # per system: replaces ReFrame's own 'builtin' without a redefinition warning
+            "target_systems": [site.name for site in sites],
         }
     ]
     for site in sites:

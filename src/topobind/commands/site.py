@@ -108,17 +108,13 @@ def _live_problems(site: Any) -> list[str]:
 
     if site.node is None:
         return [f"{site.name}: no node: section to compare with (run topobind calibrate)"]
-    s = load("live").summary()
-    live = {
-        "packages": s["packages"],
-        "numa_nodes": len(s["numa_nodes"]),
-        "l3_domains": s["l3_domains"],
-        "cores": s["cores"],
-        "smt": s["smt"],
-    }
+    from topobind.sites import node_counts
+
+    topo = load("live")
+    live = node_counts(topo)
     where = site.node.origin or str(site.path)
     return [
-        f"{where}: node.{k}: this machine ({s.get('hostname')}) has {v}, the site says "
+        f"{where}: node.{k}: this machine ({topo.hostname}) has {v}, the site says "
         f"{getattr(site.node, k)} (wrong node, boot mode or allocation; or fix node.{k})"
         for k, v in live.items()
         if getattr(site.node, k) != v
@@ -132,17 +128,12 @@ def _synthetic_problems(site: Any) -> list[str]:
     node = site.node
     if node is None or not node.synthetic:
         return []
+    from topobind.sites import node_counts
+
     try:
-        s = load("synthetic:" + node.synthetic).summary()
+        counts = node_counts(load("synthetic:" + node.synthetic))
     except TopobindError as exc:
         return [f"{node.origin}: node.synthetic: hwloc cannot build it ({exc})"]
-    counts = {
-        "packages": s["packages"],
-        "numa_nodes": len(s["numa_nodes"]),
-        "l3_domains": s["l3_domains"],
-        "cores": s["cores"],
-        "smt": s["smt"],
-    }
     return [
         f"{node.origin}: node.synthetic: describes {k} = {v} but node.{k} is "
         f"{getattr(node, k)} (make them agree)"

@@ -30,7 +30,7 @@ examples:
   topobind validate --site local --tags quick        # this machine, against its calibration
   topobind validate --site betzy --partition normal --tags bandwidth
   topobind validate --site local --tags quick --compare   # and each figure vs earlier runs
-  topobind validate --site local -n StreamCheck -S StreamCheck.elements=50M
+  topobind validate --site local -n StreamCheck%layout=compact -S StreamCheck.elements=50M
 
 Runs 'reframe -C site_configs/reframe_config.py -c reframe_tests --system SITE:PARTITION -t
 TAGS -r', one session per partition, then prints one row per figure: check, variant,
@@ -51,8 +51,9 @@ Runs the checks (default: the quick set) --repeat times as whole ReFrame session
 (reframe --reruns), so slow drifts and neighbours are sampled between checks too, then
 writes site_configs/SITE/references.yaml (atomically): for each figure the median of the
 sessions as reference and a tolerance from their spread:
-  bandwidth, GFLOP/s, latency: lower = -max(FLOOR, 3 x (median - min) / median), upper =
-  max(FLOOR, 3 x (max - median) / median), both capped at 50 %; FLOOR = --min-tolerance;
+  bandwidth, GFLOP/s, latency: lower = -max(FLOOR, 3 x (median - min) / median) (at most
+  -90 %), upper = max(FLOOR, 3 x (max - median) / median) (at most max(50 %, FLOOR));
+  FLOOR = --min-tolerance (default 0.10; calibrate on a quiet node);
   variability (%): pass while 0 <= value <= max(2 x the worst session, a floor of
   10 % for max_slowdown, 5 % for cv, 20 % for frac_slower_5pct).
 Provenance: kind measured, method calibration, the date, the host and the number of runs.
@@ -61,8 +62,8 @@ check fails.
 """
 
 QUICK_VARIABILITY_FLOORS = {"max_slowdown": 10.0, "cv": 5.0, "frac_slower_5pct": 20.0}
-TOLERANCE_CAP_LOW = 0.5
-TOLERANCE_CAP_HIGH = 0.5
+TOLERANCE_CAP_LOW = 0.9  # a lower bound of -100 % would accept anything
+TOLERANCE_CAP_HIGH = 0.5  # unless --min-tolerance is larger
 
 
 def add_subparser(subparsers: Any) -> None:
@@ -137,6 +138,13 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="ReFrame results directory (default results/reframe, or $TOPOBIND_REFRAME_RESULTS)",
     )
+    p.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="rerun a failed check up to N times (reframe --max-retries; for noisy nodes)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="show ReFrame's whole output")
 
 
@@ -168,6 +176,7 @@ class Session:
     testcases: list[dict[str, Any]] = field(default_factory=list)
     skip_reasons: dict[str, str] = field(default_factory=dict)  # test hash -> reason
     errors: list[str] = field(default_factory=list)  # ReFrame's ERROR lines
+    final: list[dict[str, Any]] = field(default_factory=list)  # last attempt of each case
 
 
 def _parse_setvar(text: str) -> tuple[str, str]:
@@ -266,7 +275,12 @@ def run_reframe(
                 skips[skipped.group(1)] = skipped.group(2)
             if plain.startswith("ERROR"):
                 errors.append(" ".join(plain.split()))
-            if verbose or _STATUS_LINE.match(plain) or plain.startswith(("ERROR", "WARNING")):
+            noise = "variables were not set" in plain  # site settings other checks lack
+            if (
+                verbose
+                or _STATUS_LINE.match(plain)
+                or (plain.startswith(("ERROR", "WARNING")) and not noise)
+            ):
                 sys.stderr.write(plain)
                 sys.stderr.flush()
         rc = proc.wait()
@@ -277,6 +291,11 @@ def run_reframe(
         session.report = json.loads(report.read_text())
         runs = session.report.get("runs", [])
         session.testcases = [tc for run in runs for tc in run.get("testcases", [])]
+        # the last attempt of every test case (after --max-retries), in first-run order
+        last: dict[str, dict[str, Any]] = {}
+        for tc in session.testcases:
+            last[f"{tc.get('name')}@{tc.get('system')}:{tc.get('partition')}"] = tc
+        session.final = list(last.values())
     return session
 
 
@@ -415,7 +434,7 @@ def _compare(site: Any, session: Session, since: str, results: Path) -> None:
     begin = start - dt.timedelta(**{unit: int(m.group(1))})
     end = start - dt.timedelta(seconds=1)
     fmt = "%Y%m%dT%H%M%S%z"
-    spec = f"{info['uuid']}/{begin.strftime(fmt)}:{end.strftime(fmt)}/median:/+result"
+    spec = f"{info['uuid']}/{begin.strftime(fmt)}:{end.strftime(fmt)}/median:/name,pvar,pval,punit"
     argv = [
         *reframe_exe(),
         "-C",
@@ -423,10 +442,12 @@ def _compare(site: Any, session: Session, since: str, results: Path) -> None:
         "--system",
         f"{site.name}:{session.partition}",
         "--nocolor",
+        "--table-format",
+        "plain",
         "--term-lhs",
         "this run",
         "--term-rhs",
-        f"median of the previous {since}",
+        f"previous {since}",
         "--performance-compare",
         spec,
     ]
@@ -435,9 +456,11 @@ def _compare(site: Any, session: Session, since: str, results: Path) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, env=env)
     lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
     # drop ReFrame's banner; keep the table
-    table_start = ("┍", "+", "|", "name")
-    start_idx = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith(table_start)), 0)
-    print("\n".join(lines[start_idx:]) if lines else "(no output)")
+    start_idx = next((i for i, ln in enumerate(lines) if ln.startswith("name ")), None)
+    if start_idx is None:
+        print("(no earlier runs of these checks in the results database)")
+    else:
+        print("\n".join(lines[start_idx:]))
     if done.returncode != 0:
         print(f"topobind: warning: --performance-compare failed: {done.stderr.strip()[-300:]}")
 
@@ -462,9 +485,26 @@ def run_validate(args: argparse.Namespace) -> int:
     all_rows: list[Row] = []
     failed_sessions = 0
     for partition in _partitions(site, args.partition):
+        retry = ["--max-retries", str(args.retries)] if args.retries > 0 else []
         session = run_reframe(
-            site, partition, args.tags, args.name, setvars, args.exec_policy, results, args.verbose
+            site,
+            partition,
+            args.tags,
+            args.name,
+            setvars,
+            args.exec_policy,
+            results,
+            args.verbose,
+            extra=retry,
         )
+        if session.report is None and session.returncode == 0:
+            print(
+                f"topobind: warning: no check matched on {site.name}:{partition} (tags "
+                f"{args.tags!r}{', names ' + ', '.join(args.name) if args.name else ''})",
+                file=sys.stderr,
+            )
+            failed_sessions += 1
+            continue
         if session.report is None:
             failed_sessions += 1
             tail = session.log_path.read_text(errors="replace").strip().splitlines()[-3:]
@@ -474,7 +514,7 @@ def run_validate(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             continue
-        rows = rows_from(session.testcases, session.skip_reasons, session.errors)
+        rows = rows_from(session.final, session.skip_reasons, session.errors)
         if not rows:
             print(
                 f"topobind: warning: no check matched tags {args.tags!r} on "
@@ -482,7 +522,7 @@ def run_validate(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         print(f"\nsite {site.name}, partition {partition} (tags {args.tags}):")
-        print(table(rows))
+        print(table(rows) + "\n")
         for r in _failed(rows):
             print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
         skipped = [r for r in rows if r.result == "SKIP"]
@@ -531,15 +571,17 @@ def nominal_peak(cores: int) -> tuple[float, str] | None:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return None
-    flags = set((re.search(r"^flags\s*:\s*(.*)$", text, re.M) or re.match("", "")).group(1).split())
-    model = (re.search(r"^model name\s*:\s*(.*)$", text, re.M) or re.match("", "")).group(1)
-    ghz = None
-    m = re.search(r"@\s*([\d.]+)\s*GHz", model or "")
+    def field(name: str) -> str:
+        m = re.search(rf"^{name}\s*:\s*(.*)$", text, re.M)
+        return m.group(1) if m else ""
+
+    flags = set(field("flags").split())
+    ghz: float | None = None
+    m = re.search(r"@\s*([\d.]+)\s*GHz", field("model name"))
     if m:
         ghz = float(m.group(1))
-    else:
-        mhz = re.search(r"^cpu MHz\s*:\s*([\d.]+)", text, re.M)
-        ghz = float(mhz.group(1)) / 1000 if mhz else None
+    elif field("cpu MHz"):
+        ghz = float(field("cpu MHz")) / 1000
     if not ghz:
         return None
     if "avx512f" in flags:
@@ -596,7 +638,7 @@ def derive_target(
     lo = (med - min(values)) / med
     hi = (max(values) - med) / med
     lower = -min(TOLERANCE_CAP_LOW, max(floor, 3 * lo))
-    upper = min(TOLERANCE_CAP_HIGH, max(floor, 3 * hi))
+    upper = min(max(TOLERANCE_CAP_HIGH, floor), max(floor, 3 * hi))
     return round(med, 4), round(lower, 3), round(upper, 3), spread
 
 
@@ -647,9 +689,10 @@ def references_yaml(
             "command": command,
             "settings": {k: v for k, v in settings.items() if k != "calibrating"},
             "tolerance_rule": (
-                f"rates and latencies: -max({floor:g}, 3 x (median-min)/median) .. "
-                f"+max({floor:g}, 3 x (max-median)/median), capped at 50 %; variability "
-                "(%): 0 .. max(2 x worst, floor)"
+                f"rates and latencies: -max({floor:g}, 3 x (median-min)/median) (at most "
+                f"-0.9) .. +max({floor:g}, 3 x (max-median)/median) (at most "
+                f"{max(TOLERANCE_CAP_HIGH, floor):g}); variability (%): 0 .. max(2 x worst, "
+                "floor)"
             ),
         },
     }
@@ -700,10 +743,15 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from topobind import sites
     from topobind.fsutil import atomic_write_text
 
+    if args.retries:
+        raise TopobindError(
+            "calibrate does not retry failed checks (a reference needs every session); "
+            "drop --retries"
+        )
     if args.repeat < 1:
         raise TopobindError(f"--repeat must be at least 1 (got {args.repeat})")
-    if not 0 <= args.min_tolerance <= 0.5:
-        raise TopobindError(f"--min-tolerance must be within [0, 0.5] (got {args.min_tolerance})")
+    if not 0 <= args.min_tolerance <= 1.0:
+        raise TopobindError(f"--min-tolerance must be within [0, 1] (got {args.min_tolerance})")
     site = _load(args.site)
     if site.references_path is None:
         raise TopobindError(
