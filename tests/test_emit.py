@@ -74,4 +74,4 @@ def test_places_explicit_list_when_irregular() -> None:
 
 def test_srun_notes_name_the_traps() -> None:
     notes = " ".join(srun_argv(make_plan(load(BETZY), "per-l3")).notes)
-    assert "every CPU of the node" in notes and "--hint" in notes
+    assert "only to CPUs the step holds" in notes and "--exclusive" in notes and "--hint" in notes
