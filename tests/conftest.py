@@ -1,24 +1,12 @@
-"""Shared fixtures. ``local_slurm``: the project's one-node Slurm cluster (see slurm_helpers)."""
+"""Shared fixtures. ``local_slurm``: the environment (SLURM_CONF) of the project's one-node
+Slurm cluster, from the session fixture ``slurm_cluster`` in tests/slurm_helpers.py."""
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
-
 import pytest
-import slurm_helpers
+from slurm_helpers import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 
 @pytest.fixture(scope="session")
-def local_slurm() -> Iterator[dict[str, str]]:
-    if os.geteuid() != 0:
-        pytest.skip("the local Slurm cluster needs root (munged, slurmctld, slurmd)")
-    if not shutil.which("slurmctld"):
-        pytest.skip("slurm-wlm not installed (make setup)")
-    started = not slurm_helpers.is_running()
-    if started:
-        slurm_helpers.start()
-    yield slurm_helpers.slurm_env()
-    if started:
-        slurm_helpers.stop()
+def local_slurm(slurm_cluster: SlurmCluster) -> dict[str, str]:  # noqa: F811
+    return dict(slurm_cluster.env)
