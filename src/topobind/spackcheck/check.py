@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from topobind.spackcheck.recipedata import RecipeData
 def load_schema(path: Path | None = None) -> dict[str, Any]:
     path = path or shared_dir() / "spack" / "spack-env.schema.json"
     try:
-        return json.loads(path.read_text())  # type: ignore[no-any-return]
+        return json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise TopobindError(
             f"cannot read Spack's environment schema {path}: {exc}; set TOPOBIND_SHARED to the "
@@ -46,19 +45,11 @@ def kind(path: Path) -> str:
     return "env" if isinstance(top, dict) and "spack" in top else "overlay"
 
 
-def with_recipe(data: RecipeData, path: Path) -> RecipeData:
-    """The recipe data plus the package defined by the recipe at ``path`` (if it parses)."""
-    out = RecipeData(dict(data.packages), data.commit, data.virtuals)
-    with contextlib.suppress(OSError, SyntaxError):  # check_recipe reports those
-        out.add(recipe.recipe_facts(path))
-    return out
-
-
 def check_files(files: list[Path] | None = None) -> list[Problem]:
     """Problems of ``files`` (default: :func:`default_files`), errors and notes."""
     base = RecipeData.load()
     schema = load_schema()
-    data = with_recipe(base, RECIPE)
+    data = recipe.with_recipe(base, RECIPE)
     problems: list[Problem] = []
     for path in files or default_files():
         if not path.exists():
@@ -66,7 +57,7 @@ def check_files(files: list[Path] | None = None) -> list[Problem]:
             continue
         try:
             if kind(path) == "recipe":
-                problems += recipe.check_recipe(path, with_recipe(base, path))
+                problems += recipe.check_recipe(path, base)
             elif kind(path) == "env":
                 problems += envfile.check_env(path, data, schema)
             else:

@@ -14,6 +14,7 @@ each site overlay it includes (otherwise ``spack concretize`` fails).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import re
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from topobind.errors import TopobindError
 from topobind.spackcheck import speccheck
 from topobind.spackcheck.locations import display
 from topobind.spackcheck.problems import Problem
@@ -411,13 +413,12 @@ def _buildable_problems(yf: YamlFile, body: dict[str, Any]) -> list[Problem]:
         f for _i, path, _opt in include_paths(yf) for f in expand_include(yf.path.parent, path)
     ]
     out = []
-    for candidate in overlays or [None]:
+    candidates: list[Path | None] = [*overlays] or [None]
+    for candidate in candidates:
         extra: dict[str, Any] = {}
         if candidate is not None:
-            try:
+            with contextlib.suppress(TopobindError, AttributeError):  # reported by its check
                 extra = (load(candidate).data or {}).get("packages") or {}
-            except Exception:  # noqa: BLE001 - the overlay's own check reports it
-                extra = {}
         for pkg in fixed:
             mine, theirs = own.get(pkg) or {}, extra.get(pkg) or {}
             if mine.get("externals") or (isinstance(theirs, dict) and theirs.get("externals")):

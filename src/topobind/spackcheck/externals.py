@@ -33,8 +33,9 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -55,6 +56,7 @@ class External:
     variants: str = ""  # e.g. "+libxml2", "schedulers=slurm fabrics=ofi"
     found_by: str = ""  # the file that was asked (an executable, a library, a header)
     evidence: str = ""  # what it answered, e.g. "hwloc-bind 2.9.0"
+    caveat: str = ""  # why the external is written commented out (empty: used)
 
     @property
     def spec(self) -> str:
@@ -235,7 +237,9 @@ def detect_pmix(include_venv: bool = False) -> list[External]:
         ]
         if all(parts) and prefix:
             version = ".".join(p.group(1) for p in parts if p)
-            found.append(External("pmix", version, prefix, "", pc, f"prefix; {header}: {version}"))
+            found.append(
+                External("pmix", version, prefix, "", header, f"{version}; prefix from {pc}")
+            )
     return _one_per_prefix(found)
 
 
@@ -246,10 +250,24 @@ def _pkgconfig_dirs() -> list[str]:
     return list(dict.fromkeys(dirs))
 
 
+POSIX_LOCAL_CAVEAT = (
+    "this python's default install scheme is posix_local (Debian/Ubuntu): given --prefix, "
+    "pip installs under <prefix>/local/, outside what Spack links into its view "
+    "(spack/spack#32662), so Spack builds its own python; uncomment to reuse this one anyway"
+)
+
+
 def detect_python(include_venv: bool = False) -> list[External]:
     # never a virtual environment's python: Spack cannot use one as its python
     exes = find_executables("python3")
-    return _one_per_prefix(_probe("python", exes, ["--version"], r"Python (\d\S*)"))
+    found = _one_per_prefix(_probe("python", exes, ["--version"], r"Python (\d\S*)"))
+    code = "import sysconfig; print(sysconfig.get_default_scheme())"
+    return [
+        replace(ext, caveat=POSIX_LOCAL_CAVEAT)
+        if _run([ext.found_by, "-c", code]).strip() == "posix_local"
+        else ext
+        for ext in found
+    ]
 
 
 def _one_per_prefix(found: list[External]) -> list[External]:
@@ -275,6 +293,14 @@ def detect(include_venv: bool = False) -> list[External]:
 
 
 # --------------------------------------------------------------------------- output
+def _entry(ext: External, indent: str) -> list[str]:
+    return [
+        f"{indent}# {ext.found_by}: {ext.evidence}",
+        f"{indent}- spec: {ext.spec}",
+        f"{indent}  prefix: {ext.prefix}",
+    ]
+
+
 def packages_yaml(found: list[External]) -> str:
     lines = [
         "# Spack externals found on this machine by `topobind spack externals` (the probes of",
@@ -286,12 +312,20 @@ def packages_yaml(found: list[External]) -> str:
     for ext in found:
         by_package.setdefault(ext.package, []).append(ext)
     for package, exts in by_package.items():
-        lines.append(f"  {package}:")
-        if not exts[0].buildable:
-            lines.append("    buildable: false  # the system's own, never built by Spack")
-        lines.append("    externals:")
+        used = [e for e in exts if not e.caveat]
+        if used:
+            lines.append(f"  {package}:")
+            if not used[0].buildable:
+                lines.append("    buildable: false  # the system's own, never built by Spack")
+            lines.append("    externals:")
+            for ext in used:
+                lines += _entry(ext, "    ")
         for ext in exts:
-            lines.append(f"    # {ext.found_by}: {ext.evidence}")
-            lines.append(f"    - spec: {ext.spec}")
-            lines.append(f"      prefix: {ext.prefix}")
+            if ext.caveat:
+                lines += [f"  # {line}" for line in textwrap.wrap(f"{ext.spec}: {ext.caveat}", 86)]
+                lines += [
+                    f"  # {package}:",
+                    "  #   externals:",
+                    *(ln.replace("    ", "  #   ", 1) for ln in _entry(ext, "    ")),
+                ]
     return "\n".join(lines) + "\n"

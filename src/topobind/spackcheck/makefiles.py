@@ -1,7 +1,8 @@
 """The targets and variables of a project Makefile, as the recipe's ``make`` calls need them.
 
-Read statically (no ``make -p``: that would run ``$(shell ...)`` lines): explicit targets
-(``all:``, ``install: all``, ``.PHONY`` names), the default goal (the first explicit target),
+Read statically (no ``make -p``: that would run ``$(shell ...)`` lines): explicit rule
+targets (``all:``, ``install: all``; a name only listed in ``.PHONY`` has no rule), the
+default goal (the first target not starting with a dot),
 and the variables the Makefile assigns or expands (``PREFIX ?=``, ``$(MPICC)``), so that a
 ``make -C kernels install PREFIX=...`` in the recipe is known to name real things.
 """
@@ -40,11 +41,8 @@ def read_makefile(path: Path) -> Makefile:
             continue
         rule = _RULE.match(line)
         if rule:
+            # .PHONY and other special targets name no rule of their own
             names = rule.group(1).split()
-            if names and names[0] == ".PHONY":
-                prereqs = line.split(":", 1)[1].split()
-                targets.extend(p for p in prereqs if "$" not in p)
-            else:
-                targets.extend(n for n in names if "$" not in n and "%" not in n)
+            targets.extend(n for n in names if "$" not in n and "%" not in n)
     goal = next((t for t in targets if not t.startswith(".")), None)
     return Makefile(path, frozenset(targets), goal, frozenset(variables))

@@ -12,6 +12,7 @@ that every ``make`` call names a Makefile, targets and variables that exist in t
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,8 +101,19 @@ def directives(cls: ast.ClassDef) -> list[Directive]:
 
 def recipe_facts(path: Path) -> PackageInfo:
     """Versions and variants of the recipe at ``path`` (package name = its directory)."""
+    return _facts(ast.parse(path.read_text(), filename=str(path)), path)
+
+
+def with_recipe(data: RecipeData, path: Path) -> RecipeData:
+    """``data`` plus the package the recipe at ``path`` defines (if it parses)."""
+    out = RecipeData(dict(data.packages), data.commit, data.virtuals)
+    with contextlib.suppress(OSError, SyntaxError):  # check_recipe reports those
+        out.add(recipe_facts(path))
+    return out
+
+
+def _facts(tree: ast.Module, path: Path) -> PackageInfo:
     package = path.parent.name
-    tree = ast.parse(path.read_text(), filename=str(path))
     cls = _package_class(tree, package)
     versions: list[str] = []
     variants: dict[str, VariantInfo] = {}
@@ -145,6 +157,8 @@ def check_recipe(path: Path, data: RecipeData, root: Path = REPO) -> list[Proble
                 f"package directory {package!r}",
             )
         ]
+    data = RecipeData(dict(data.packages), data.commit, data.virtuals)
+    data.add(_facts(tree, path))  # its own variants, for when="+mpi"
     problems = _check_imports(tree, cls, file)
     has_git = any(
         isinstance(s, ast.Assign) and any(getattr(t, "id", "") == "git" for t in s.targets)
@@ -223,11 +237,11 @@ def _check_directive(
         deptypes = d.kw("type")
         if deptypes is not None:
             given = {deptypes} if isinstance(deptypes, str) else set(deptypes or ())
-            for bad in sorted(given - DEP_TYPES):
+            for wrong in sorted(given - DEP_TYPES):
                 problems.append(
                     Problem(
                         file,
-                        f"dependency type {bad!r} does not exist (build, link, run, test)",
+                        f"dependency type {wrong!r} does not exist (build, link, run, test)",
                         d.line,
                         d.name,
                         first,
@@ -326,16 +340,16 @@ def _check_make_calls(cls: ast.ClassDef, file: str, root: Path) -> list[Problem]
             m
             and makefiles
             and m.group(1) not in known
-            and (m.group(1), node.lineno) not in reported
+            and (m.group(1), getattr(node, "lineno", 0)) not in reported
         ):
-            reported.add((m.group(1), node.lineno))
+            reported.add((m.group(1), getattr(node, "lineno", 0)))
             problems.append(
                 Problem(
                     file,
                     f"passes {m.group(1)}= to make, but "
                     f"{', '.join(display(mk.path) for mk in makefiles)} never uses "
                     f"$({m.group(1)})",
-                    node.lineno,
+                    getattr(node, "lineno", 0),
                 )
             )
     return problems

@@ -71,6 +71,7 @@ class Topobind(PythonPackage):
         share = join_path(prefix.share, "topobind")
         with working_dir(self.stage.source_path):
             make("-C", "kernels", "install", f"PREFIX={prefix}", *self.kernel_make_args())
+            mkdirp(prefix.bin)
             for name in sorted(os.listdir("launchers")):
                 install(join_path("launchers", name), prefix.bin)
             install_tree("reframe_tests", join_path(share, "reframe_tests"))

