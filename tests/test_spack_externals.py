@@ -124,3 +124,32 @@ def test_nothing_found_says_so_and_exits_0(
     assert main(["spack", "externals"]) == 0
     captured = capsys.readouterr()
     assert captured.out == "" and "no externals found" in captured.err
+
+
+def test_runs_before_topobind_is_installed(tmp_path: Path) -> None:
+    """A site admin runs it from the checkout with the system's python3 (stdlib only)."""
+    out = subprocess.run(
+        [
+            "/usr/bin/python3",
+            "-I",
+            "-c",
+            "import sys; sys.path.insert(0, 'src'); "
+            "import runpy; runpy.run_module('topobind.spackcheck.externals', run_name='__main__')",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    ).stdout
+    cli = subprocess.run(
+        [str(TOPOBIND), "spack", "externals"], capture_output=True, text=True, check=True
+    ).stdout
+    assert out == cli
+
+
+def test_install_doc_shows_the_current_output() -> None:
+    text = (REPO / "docs" / "install.md").read_text()
+    shown = re.search(r"```\n\$ topobind spack externals\n(.*?)```", text, re.S)
+    assert shown, "docs/install.md lost its 'topobind spack externals' example"
+    overlay = (SITES / "local" / "spack-packages.yaml").read_text()
+    assert shown.group(1) == overlay, "regenerate: make spack-local-overlay, then the doc"

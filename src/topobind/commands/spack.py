@@ -88,7 +88,14 @@ def run_check(args: argparse.Namespace) -> int:
         print(problem)
     errors = sum(1 for p in problems if not p.note)
     notes = len(problems) - errors
-    summary = f"spack check: {len(files)} files, {errors} errors, {notes} notes"
+
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}{'' if n == 1 else 's'}"
+
+    summary = (
+        f"spack check: {count(len(files), 'file')}, {count(errors, 'error')}, "
+        f"{count(notes, 'note')}"
+    )
     print(summary, file=sys.stderr)
     return 1 if errors else 0
 

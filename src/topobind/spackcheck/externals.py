@@ -329,3 +329,12 @@ def packages_yaml(found: list[External]) -> str:
                     *(ln.replace("    ", "  #   ", 1) for ln in _entry(ext, "    ")),
                 ]
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    # Before topobind is installed (needs the standard library only), from the checkout:
+    #   PYTHONPATH=src python3 -m topobind.spackcheck.externals > site_configs/SITE/...
+    found = detect()
+    if not found:
+        sys.exit("no externals found on this machine")
+    sys.stdout.write(packages_yaml(found))
