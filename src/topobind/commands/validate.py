@@ -571,6 +571,7 @@ def nominal_peak(cores: int) -> tuple[float, str] | None:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return None
+
     def field(name: str) -> str:
         m = re.search(rf"^{name}\s*:\s*(.*)$", text, re.M)
         return m.group(1) if m else ""
