@@ -5,11 +5,11 @@ Variants (the ``layout`` parameter; site targets are keyed by it):
   compact                one process, one thread on every core (Betzy: 128 threads)
   every-other-core       one process, every other core of each L3 domain (Betzy: 64 threads)
   per-l3                 one rank per L3 domain, its cores as threads, through the launcher;
-                         the figures are the sums over the ranks
+                         the figures are the best trial-by-trial sums over the ranks
   numa                   one process on every core of NUMA node 0 (numactl -N 0 -m 0)
   numa-every-other-core  one process on every other core of NUMA node 0 (Betzy: 8 threads)
   l3-groups:32           neighbouring L3 domains of one NUMA node bundled up to 32 threads,
-                         one rank each, through the launcher (sums over the ranks)
+                         one rank each, through the launcher (trial-by-trial sums)
 
 Sanity: every rank's result validates (STREAM's own check), every thread ran on its
 planned CPU, and, where the site enforces it, the arrays got 1 GiB pages.
@@ -43,8 +43,10 @@ from topobind_rfm import (  # noqa: E402
 )
 
 from topobind.sites import CHECKS  # noqa: E402
+from topobind.stats import concurrent_best  # noqa: E402
 
 QUICK_LAYOUTS = ("compact", "every-other-core", "per-l3", "numa")
+
 NUMA0 = "numactl --cpunodebind=0 --membind=0"
 
 
@@ -156,7 +158,13 @@ class StreamCheck(TopobindCheck):
         return bool(self.results())
 
     def total(self, metric: str) -> float:
-        return sum(r.metrics[metric].best for r in self.results())
+        """The node's bandwidth: one rank's best trial, or for several ranks the best of the
+        trial-by-trial sums (trial i of every rank runs side by side), never the sum of each
+        rank's best trial, which come from different moments and overstate the node."""
+        ms = [r.metrics[metric] for r in self.results()]
+        if len(ms) == 1:
+            return float(ms[0].best)
+        return concurrent_best([m.trials[m.warmup :] for m in ms], ms[0].higher_is_better)
 
     @performance_function("MB/s")
     def copy(self) -> float:

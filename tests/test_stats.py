@@ -205,3 +205,20 @@ def test_median_ci_coverage_empirically() -> None:
         assert ci is not None
         hits += ci.low <= true_median <= ci.high
     assert hits / reps >= 0.94  # exact coverage at n=15 is 96.5 %
+
+
+def test_concurrent_best_sums_trial_by_trial_not_the_bests() -> None:
+    # Rank 0 peaks in trial 0, rank 1 in trial 2: the node never moved 10 + 10.
+    rank0 = [10.0, 6.0, 5.0]
+    rank1 = [5.0, 6.0, 10.0]
+    assert stats.concurrent_best([rank0, rank1], higher_is_better=True) == 15.0
+    assert stats.best(rank0, True) + stats.best(rank1, True) == 20.0
+    # Times (lower is better) take the smallest sum; unequal lengths use the shared trials.
+    assert stats.concurrent_best([[3.0, 1.0, 9.0], [1.0, 2.0]], higher_is_better=False) == 3.0
+    assert stats.concurrent_best([[7.0]], higher_is_better=True) == 7.0
+
+
+@pytest.mark.parametrize("series", [[], [[1.0], []], [[1.0, float("nan")]]])
+def test_concurrent_best_refuses_empty_or_non_finite(series: list[list[float]]) -> None:
+    with pytest.raises(ValueError):
+        stats.concurrent_best(series, higher_is_better=True)
