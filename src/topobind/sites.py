@@ -73,10 +73,18 @@ CHECKS: dict[str, CheckSpec] = {
             "l3-groups:32",
         ),
         {
-            "copy": MetricSpec("MB/s", True, "STREAM Copy best rate (sum over ranks)"),
-            "scale": MetricSpec("MB/s", True, "STREAM Scale best rate (sum over ranks)"),
-            "add": MetricSpec("MB/s", True, "STREAM Add best rate (sum over ranks)"),
-            "triad": MetricSpec("MB/s", True, "STREAM Triad best rate (sum over ranks)"),
+            "copy": MetricSpec(
+                "MB/s", True, "STREAM Copy: best of the trial-by-trial sums over the ranks"
+            ),
+            "scale": MetricSpec(
+                "MB/s", True, "STREAM Scale: best of the trial-by-trial sums over the ranks"
+            ),
+            "add": MetricSpec(
+                "MB/s", True, "STREAM Add: best of the trial-by-trial sums over the ranks"
+            ),
+            "triad": MetricSpec(
+                "MB/s", True, "STREAM Triad: best of the trial-by-trial sums over the ranks"
+            ),
         },
         "STREAM bandwidth per layout",
         "StreamCheck",
@@ -230,9 +238,12 @@ class ExpectedNode:
     origin: str = ""
 
     def summary(self) -> str:
+        def n(count: int, word: str) -> str:
+            return f"{count} {word}{'' if count == 1 else 's'}"
+
         return (
-            f"{self.packages} packages, {self.numa_nodes} NUMA nodes, {self.l3_domains} L3 "
-            f"domains, {self.cores} cores, SMT {self.smt}"
+            f"{n(self.packages, 'package')}, {n(self.numa_nodes, 'NUMA node')}, "
+            f"{n(self.l3_domains, 'L3 domain')}, {n(self.cores, 'core')}, SMT {self.smt}"
         )
 
 
