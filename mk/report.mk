@@ -18,9 +18,13 @@ report-docs-img:
 	    -o build/report-docs/fleet
 	$(PY) -m topobind.fleetgen --hosts 12 --runs 5 --kernels stream,latency \
 	    --pages 4k,2M,1G --seed 2 -o build/report-docs/pages
+	$(PY) -m topobind.fleetgen --hosts 8 --runs 2 --kernels stream --layout per-l3 \
+	    -o build/report-docs/layout
 	$(TOPOBIND) report build/report-docs/fleet -o build/report-docs/report
 	$(TOPOBIND) report build/report-docs/pages -o build/report-docs/pages-report
+	$(TOPOBIND) report build/report-docs/layout -o build/report-docs/layout-report
 	cp build/report-docs/report/hosts-stream-nolayout-2MiB.png docs/img/report-hosts-stream.png
 	cp build/report-docs/report/ecdf-stream-nolayout-2MiB.png docs/img/report-ecdf-stream.png
 	cp build/report-docs/report/matrix-c2c-c2c_latency-nolayout-2MiB.png docs/img/report-c2c.png
 	cp build/report-docs/pages-report/pages-latency-nolayout.png docs/img/report-pages-latency.png
+	cp build/report-docs/layout-report/layout-per-l3-8x8.png docs/img/report-layout.png

@@ -1,20 +1,28 @@
 #!/usr/bin/env python3
-"""Regenerate docs/layouts.md: the prose below plus the real output of every command shown.
+"""Regenerate docs/layouts.md and its pictures docs/img/layout-<name>.png: the prose below
+plus the real output of every command shown.
 
-tests/test_docs.py checks the committed file equals what this script produces, so the doc
-always shows what topobind really prints.
+    scripts/gen-layouts-doc.py            # write docs/layouts.md and the PNGs
+    scripts/gen-layouts-doc.py --check    # exit 1 when either is stale (tests/test_docs.py)
+
+--check draws the PNGs into a temporary directory and compares them byte for byte with the
+committed ones, so the doc always shows what topobind really prints and draws.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 BETZY = "synthetic:pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)"
-EPYC9755 = "synthetic:pack:1 numa:4 l3:4 core:8 pu:2(indexes=2*128:1*2)"
+IMG = "docs/img"
+NODE = "2x AMD EPYC 7742, NPS4: 2 packages, 8 NUMA nodes, 32 L3 domains, 128 cores, 256 PUs"
 
 
 def shell_arg(a: str) -> str:
@@ -22,12 +30,35 @@ def shell_arg(a: str) -> str:
 
 
 def run(*args: str, head: int | None = None) -> str:
-    out = subprocess.run([TOPOBIND, *args], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [TOPOBIND, *args], capture_output=True, text=True, check=True, cwd=REPO
+    ).stdout
     lines = out.rstrip("\n").splitlines()
     if head is not None and len(lines) > head:
         lines = lines[:head] + ["..."]
     cmd = "topobind " + " ".join(shell_arg(a) for a in args)
     return "```console\n$ " + cmd + "\n" + "\n".join(lines) + "\n```\n"
+
+
+def picture_name(title: str) -> str:
+    """``l3-groups:N`` -> ``layout-l3-groups.png``."""
+    return f"layout-{title.split(':')[0]}.png"
+
+
+def draw(args: list[str], name: str, outdir: Path) -> str:
+    """Draw the PNG into ``outdir`` with ``topobind draw``; the console block shows the command
+    as it is run for the doc (-o docs/img/NAME)."""
+    out = subprocess.run(
+        [TOPOBIND, "draw", *args, "-o", str(outdir / name)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    ).stdout
+    shown = f"{IMG}/{name}"
+    out = out.replace(str(outdir / name), shown)
+    cmd = "topobind draw " + " ".join(shell_arg(a) for a in [*args, "-o", shown])
+    return "```console\n$ " + cmd + "\n" + out.rstrip("\n") + "\n```\n"
 
 
 SECTIONS: list[tuple[str, str, list[str]]] = [
@@ -51,9 +82,10 @@ R = 1 this is OpenMP's `spread` over the whole node.""",
 package where there is no shared cache) the cores at even positions are eligible, so every
 L3 domain and every NUMA node keeps the same share. The ranks are then spread over the
 eligible cores as in `spread`. Defaults: one single-thread rank per eligible core. On
-betzy-epyc7742, 64 ranks land on OS PUs 0,2,4,...,126, eight per NUMA node — never on
-cores 0-63. On EPYC this gives each core more memory bandwidth: the Betzy documentation
-measured a higher STREAM triad with 64 threads on every other core than with all 128.""",
+betzy-epyc7742, 64 ranks land on OS PUs 0,2,4,...,126, eight per NUMA node: spread over
+both packages, not packed onto PUs 0-63 (the first package). On EPYC this gives each core
+more memory bandwidth: the Betzy documentation measured a higher STREAM triad with 64
+threads on every other core than with all 128.""",
         ["-l", "every-other-core"],
     ),
     (
@@ -69,8 +101,9 @@ multiple of the domain count: each domain is split into equal consecutive parts.
         """Neighbouring L3 domains of the same NUMA node are bundled until a group
 holds N slots (threads); a group never crosses a NUMA node. One rank per group, N threads.
 This is the policy Stockfish chose on EPYC 9755: share a table among about 32 threads but
-never across NUMA nodes.""",
-        ["-t", EPYC9755, "-l", "l3-groups:32", "--smt"],
+never across NUMA nodes. On betzy-epyc7742 an L3 domain has 4 cores, so `l3-groups:8`
+bundles two neighbouring L3 domains per rank: 16 ranks of 8 threads, two per NUMA node.""",
+        ["-l", "l3-groups:8"],
     ),
     (
         "per-numa",
@@ -109,12 +142,15 @@ mapper in the tests); otherwise a rankfile. Single-process plans export exact
 `OMP_PLACES`; multi-rank plans export `OMP_PLACES=cores` (`threads` with `--smt`), which
 each rank's binding narrows to its own PUs (`topobind run` exports exact per-rank places).
 
-The pictures below come from `topobind plan --format picture` on **betzy-epyc7742** (2x AMD
-EPYC 7742 in NPS4 mode: 2 packages, 8 NUMA nodes, 32 L3 domains of 4 cores, SMT siblings
-at +128), the synthetic node `"""
+The pictures below are of **betzy-epyc7742** (2x AMD EPYC 7742 in NPS4 mode: 2 packages,
+8 NUMA nodes, 32 L3 domains of 4 cores, SMT siblings at +128), the synthetic node
+`"""
     + BETZY
-    + """`. One cell per core, holding the
-rank that uses it (`.`: unused).
+    + """`. Each layout is shown twice: as text from `topobind plan --format
+picture` (one cell per core, holding the rank that uses it; `.`: unused), and as a PNG from
+`topobind draw` (packages, NUMA nodes, L3 domains and cores as nested boxes; each rank in
+its own colour, `r<rank>:<OpenMP thread numbers>` on the cores its threads run on, white
+cores idle; after 20 ranks the colours come round again with a hatching).
 
 ```console
 $ topobind show -t '"""
@@ -125,14 +161,44 @@ $ topobind show -t '"""
 
 
 def main() -> int:
+    check = "--check" in sys.argv
     show = subprocess.run(
         [TOPOBIND, "show", "-t", BETZY], capture_output=True, text=True, check=True
     ).stdout.splitlines()[:8]
     parts = [HEAD + "\n".join(show) + "\n```\n"]
-    for title, prose, args in SECTIONS:
-        if "-t" not in args:
+    outdir = Path(tempfile.mkdtemp(prefix="layouts-doc-"))
+    try:
+        counts = [plan_counts(["-t", BETZY, *sec[2]]) for sec in SECTIONS]
+
+        def draw_section(i: int) -> str:
+            args = SECTIONS[i][2]
+            layout = args[args.index("-l") + 1]
+            title = f"layout {layout}: {counts[i][0]} x {counts[i][1]} on betzy-epyc7742 ({NODE})"
+            return draw(
+                ["-t", BETZY, *args, "--title", title], picture_name(SECTIONS[i][0]), outdir
+            )
+
+        with ThreadPoolExecutor(max_workers=4) as pool:  # each draw is its own process
+            drawn = list(pool.map(draw_section, range(len(SECTIONS))))
+        for (title, prose, args), drawing, (nranks, per) in zip(
+            SECTIONS, drawn, counts, strict=True
+        ):
             args = ["-t", BETZY, *args]
-        parts.append(f"\n## {title}\n\n{prose}\n\n" + run("plan", *args, "-f", "picture"))
+            name = picture_name(title)
+            alt = f"{title} on betzy-epyc7742: {nranks} x {per}"
+            parts.append(
+                f"\n## {title}\n\n{prose}\n\n"
+                + run("plan", *args, "-f", "picture")
+                + "\n"
+                + drawing
+                + f"\n![{alt}](img/{name})\n"
+            )
+        stale = pictures_stale(outdir) if check else []
+        if not check:
+            for png in sorted(outdir.glob("*.png")):
+                shutil.copyfile(png, REPO / IMG / png.name)
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
     parts.append(
         """
 ## From a plan to flags
@@ -155,11 +221,42 @@ $ topobind plan -t '"""
     )
     text = "".join(parts)
     target = REPO / "docs" / "layouts.md"
-    if "--check" in sys.argv:
-        return 0 if target.read_text() == text else 1
+    if check:
+        if target.read_text() != text:
+            print(f"{target.relative_to(REPO)} is stale", file=sys.stderr)
+            return 1
+        for name in stale:
+            print(f"{IMG}/{name} is stale or missing", file=sys.stderr)
+        return 1 if stale else 0
     target.write_text(text)
-    print(f"wrote {target.relative_to(REPO)}")
+    print(f"wrote {target.relative_to(REPO)} and {len(SECTIONS)} pictures in {IMG}/")
     return 0
+
+
+def plan_counts(args: list[str]) -> tuple[str, str]:
+    """("16 ranks", "4 threads") of the plan the args make (for the pictures' alt text)."""
+    import json
+
+    doc = json.loads(
+        subprocess.run(
+            [TOPOBIND, "plan", *args, "-f", "json"], capture_output=True, text=True, check=True
+        ).stdout
+    )
+
+    def n(k: int, word: str) -> str:
+        return f"{k} {word}{'' if k == 1 else 's'}"
+
+    return n(doc["nranks"], "rank"), n(doc["threads"], "thread")
+
+
+def pictures_stale(outdir: Path) -> list[str]:
+    """Names of the committed pictures that differ from the ones just drawn."""
+    stale = []
+    for png in sorted(outdir.glob("*.png")):
+        committed = REPO / IMG / png.name
+        if not committed.is_file() or committed.read_bytes() != png.read_bytes():
+            stale.append(png.name)
+    return stale
 
 
 if __name__ == "__main__":

@@ -13,7 +13,14 @@ import numpy as np
 import pytest
 
 from topobind.layouts import make_plan
-from topobind.report.draw import core_uses, draw_png, draw_text, rank_colour
+from topobind.report.draw import (
+    _legend_label,
+    core_uses,
+    draw_png,
+    draw_text,
+    rank_colour,
+    rank_style,
+)
 from topobind.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,3 +103,90 @@ def test_cli(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "needs -o" in proc.stderr
     proc = run("--layout", "no-such-layout", "-o", str(tmp_path / "x.png"))
     assert proc.returncode == 2 and not (tmp_path / "x.png").exists()
+
+
+def test_every_rank_looks_different() -> None:
+    """Colours repeat after 20 ranks; the hatching (then the border) differs, so rank r and
+    r + 20 are never painted alike, up to 520 ranks."""
+    styles = [rank_style(r) for r in range(520)]
+    assert len(set(styles)) == 520
+    assert rank_style(0).colour == rank_style(20).colour and rank_style(0) != rank_style(20)
+    assert rank_style(0).hatch == "" and rank_style(20).hatch != ""
+    # in the picture: rank 20's core is hatched, so rank 0's colour covers clearly less than
+    # two plain cores (ranks 0 and 20), while rank 1's colour covers one plain core
+    plan = make_plan(load(EPYC), "compact", ranks=21, threads=1)
+    png = draw_png(plan)
+    import matplotlib.image
+
+    img = (matplotlib.image.imread(io.BytesIO(png))[..., :3] * 255).round().astype(int)
+
+    def pixels(colour: str) -> int:
+        rgb = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+        return int((np.abs(img - rgb).sum(axis=2) <= 6).sum())
+
+    one_core = pixels(rank_colour(1))
+    assert one_core > 200
+    assert 1.15 * one_core < pixels(rank_colour(0)) < 1.85 * one_core
+
+
+def test_legend_lists_cores_like_the_text_output() -> None:
+    """spread --smt puts rank 0 on cores L#0,2,4,6: the legend says so (not "L#0-6")."""
+    plan = make_plan(load("synthetic:pack:1 numa:2 l3:2 core:4 pu:2"), "spread", 2, 4, smt=True)
+    assert plan.ranks[0].cores == (0, 2, 4, 6)
+    label = _legend_label(plan.ranks[0], 200)
+    assert label == "rank 0: 4 threads on cores L#0,2,4,6; NUMA 0"
+    assert "core L#0,2,4,6;" in draw_text(plan)  # the same list in the text output
+    # a long list wraps after a comma, never inside a number
+    eoc = make_plan(load(EPYC), "every-other-core", ranks=4)
+    wrapped = _legend_label(eoc.ranks[3], 50)
+    lines = wrapped.split("\n")
+    assert len(lines) > 1 and all(len(line) <= 50 for line in lines)
+    assert not any(line[-1].isdigit() for line in lines[:-1])  # no number cut in two
+    assert re.sub(r"\s", "", wrapped) == re.sub(
+        r"\s",
+        "",
+        "rank 3: 16 threads on cores L#96,98,100,102,104,106,108,110,112,114,116,118,120,122,"
+        "124,126; NUMA 6-7",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "extra", "needle"),
+    [
+        ("x.svg", [], "extension '.svg'"),
+        ("x.jpg", [], "extension '.jpg'"),
+        ("x", [], "no extension"),
+        ("x.txt", ["--format", "png"], "does not match"),
+        ("x.png", ["--format", "text"], "does not match"),
+    ],
+)
+def test_cli_refuses_unknown_output_types(
+    tmp_path: Path, name: str, extra: list[str], needle: str
+) -> None:
+    out = tmp_path / name
+    proc = subprocess.run(
+        [sys.executable, "-m", "topobind.cli", "draw", "-t", EPYC, "-l", "per-l3",
+         "-o", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("topobind: error: ") and needle in lines[0]
+    assert ".png" in lines[0] and ".txt" in lines[0]
+    assert proc.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_cli_writes_text_and_png_by_extension(tmp_path: Path) -> None:
+    for name in ("plan.txt", "PLAN.PNG"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "topobind.cli", "draw", "-t", EPYC, "-l", "per-numa",
+             "-o", str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "plan.txt").read_text().startswith("layout per-numa: 8 ranks x 16 threads")
+    assert (tmp_path / "PLAN.PNG").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -79,6 +79,7 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         kernels=("stream", "latency", "c2c"),
         pages=("4k", "2M"),
         slow=parse_slow("gen-node0003:1.15"),
+        layout="per-l3",  # the Layouts section draws it (stream 8x8, latency 1x1, c2c 1x2)
     )
     generate_fleet(root / "fleet", spec)
     build_report([str(root / "fleet")], root / "report", Options())
@@ -88,8 +89,10 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_page_renders_all_pictures_and_tables(report_dir: Path, tmp_path: Path) -> None:
     html = (report_dir / "index.html").read_text()
     pngs = sorted(report_dir.glob("*.png"))
-    # hosts + ECDF per (kernel, pages), page-size comparisons, c2c and NUMA matrices
-    assert len(pngs) >= 12
+    # hosts + ECDF per (kernel, pages), page-size comparisons, c2c and NUMA matrices, layouts
+    assert len(pngs) >= 15
+    assert len([p for p in pngs if p.name.startswith("layout-")]) == 3
+    assert '<h2 id="layouts">Layouts</h2>' in html
     check = selfcheck(tmp_path, html, "check.html")
     assert check == {
         "images": len(pngs),

@@ -8,7 +8,13 @@ was measured on a machine.
 The model (documented in docs/report.md):
 
 - a generated node has 2 packages, 4 NUMA nodes, 8 L3 domains, 64 cores (8 per L3 domain)
-  and 2 PUs per core; kernels run 64 threads, one per core (OS indexes 0-63);
+  and 2 PUs per core, recorded in every result as ``params.topology`` (hwloc synthetic
+  description ``pack:2 numa:2 l3:2 core:8 pu:2(indexes=2*64:1*2)``); STREAM, DGEMM and HPL
+  run 64 threads, one per core (OS indexes 0-63), latency 1 thread and c2c 2;
+- ``--layout L`` records L in every result; for a layout topobind plans (compact, per-l3,
+  ...) STREAM, DGEMM and HPL record that layout's default placement on the generated node
+  (R ranks x T threads, every rank in one result's ``placement``), so the report draws it;
+  other names keep one rank on cores 0-63;
 - each kernel has a typical value (STREAM triad ~240,000 MB/s, DGEMM ~2,200 GFLOP/s, HPL
   ~1,900 GFLOP/s, memory latency at 1 GiB ~105 ns, core-to-core median over CPU pairs ~185 ns);
 - every host has its own small, permanent offset (log-normal, sd 0.7 %), every run its own
@@ -47,7 +53,9 @@ HOST_PREFIX = "gen-node"
 PAGE_KIB = {"4k": 4, "2M": 2048, "1G": 1048576}
 
 # Generated node: 2 packages x 2 NUMA x 2 L3 x 8 cores, 2 PUs per core; PU OS index = core
-# index for the first PU of each core (second PUs are 64-127).
+# index for the first PU of each core (second PUs are 64-127). Recorded in every result as
+# params.topology (hwloc synthetic description), which the report draws layouts on.
+TOPOLOGY = "pack:2 numa:2 l3:2 core:8 pu:2(indexes=2*64:1*2)"
 CORES = 64
 CORES_PER_L3 = 8
 CORES_PER_NUMA = 16
@@ -175,6 +183,40 @@ def _placement(threads: int) -> list[dict[str, int]]:
     return [{"rank": 0, "thread": t, "cpu": t, "numa": t // CORES_PER_NUMA} for t in range(threads)]
 
 
+@dataclass(frozen=True)
+class LayoutPlacement:
+    """Where a whole-node kernel's threads run under ``--layout``: the layout's default plan
+    on the generated node (every rank in one result, as whereami-mpi writes it)."""
+
+    ranks: int
+    threads: int
+    placement: tuple[dict[str, int], ...]
+
+
+def layout_placement(layout: str | None) -> LayoutPlacement | None:
+    """The default plan of ``layout`` on the generated node; None for no layout, or for a name
+    topobind does not plan (those results keep one rank on cores 0-63)."""
+    if not layout:
+        return None
+    from topobind.layouts import make_plan
+    from topobind.topology import load_synthetic
+
+    try:
+        plan = make_plan(load_synthetic(TOPOLOGY), layout)
+    except TopobindError:
+        return None
+    pu_core = plan.topology.pu_to_core()
+    return LayoutPlacement(
+        ranks=plan.nranks,
+        threads=plan.threads,
+        placement=tuple(
+            {"rank": r.rank, "thread": t, "cpu": place[0], "numa": pu_core[place[0]].numa[0]}
+            for r in plan.ranks
+            for t, place in enumerate(r.places)
+        ),
+    )
+
+
 def _c2c_base(a: int, b: int) -> float:
     if a // CORES_PER_L3 == b // CORES_PER_L3:
         return 28.0
@@ -206,8 +248,10 @@ def _result(
     time_factor: float,
     injected: float,
     rng: random.Random,
+    placed: LayoutPlacement | None = None,
 ) -> dict[str, object]:
-    """One kernel run's result document."""
+    """One kernel run's result document. ``placed``: the layout's placement, used by the
+    kernels that run on the whole node (stream, dgemm, hpl)."""
     centre_time = time_factor * model.page_time_factor.get(PAGE_KIB[page], 1.0)
 
     def value(t: float) -> float:
@@ -238,6 +282,7 @@ def _result(
         "generator": GENERATOR,
         "seed": spec.seed,
         "injected_slowdown": injected,
+        "topology": TOPOLOGY,
     }
     metrics: dict[str, object] = {model.metric: metric}
     matrices: dict[str, object] | None = None
@@ -300,17 +345,22 @@ def _result(
                 "col_kind": "cpu", "values": vals,
             }
         }  # fmt: skip
+    whole_node = placed is not None and model.threads == CORES
     doc: dict[str, object] = {
         "schema": "topobind.result/1",
         "kernel": model.name,
         "host": host,
         "timestamp": _iso(when),
         "layout": spec.layout,
-        "ranks": 1,
-        "threads": model.threads,
+        "ranks": placed.ranks if placed is not None and whole_node else 1,
+        "threads": placed.threads if placed is not None and whole_node else model.threads,
         "params": params,
         "pages": _page_block(page),
-        "placement": _placement(model.threads),
+        "placement": (
+            list(placed.placement)
+            if placed is not None and whole_node
+            else _placement(model.threads)
+        ),
         "metrics": metrics,
         "headline": {
             "metric": model.metric,
@@ -339,7 +389,12 @@ def _whereami_lines(host: str, when: datetime, spec: FleetSpec, page: str) -> st
                 "layout": spec.layout,
                 "ranks": 1,
                 "threads": 4,
-                "params": {"generated": True, "generator": GENERATOR, "seed": spec.seed},
+                "params": {
+                    "generated": True,
+                    "generator": GENERATOR,
+                    "seed": spec.seed,
+                    "topology": TOPOLOGY,
+                },
                 "pages": _page_block(page),
                 "placement": [{"rank": 0, "thread": t, "cpu": t * 2, "numa": 0}],
                 "metrics": {},
@@ -374,6 +429,7 @@ def generate_fleet(outdir: str | Path, spec: FleetSpec) -> FleetWritten:
             f"--slow names hosts that are not generated: {', '.join(unknown)} "
             f"(hosts are {hosts[0]}..{hosts[-1]})"
         )
+    placed = layout_placement(spec.layout)
     rng = random.Random(spec.seed)
     out.mkdir(parents=True, exist_ok=True)
     files = results = 0
@@ -400,7 +456,7 @@ def generate_fleet(outdir: str | Path, spec: FleetSpec) -> FleetWritten:
                     factor = host_offset * injected * math.exp(rng.gauss(0.0, model.run_sd))
                     if rng.random() < HICCUP_PROB:
                         factor *= rng.uniform(*HICCUP_RANGE)
-                    doc = _result(model, host, when, page, spec, factor, injected, rng)
+                    doc = _result(model, host, when, page, spec, factor, injected, rng, placed)
                     path = host_dir / f"{kernel}-{page}-{stamp}.json"
                     path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
                     files += 1
@@ -443,7 +499,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--pages", default="2M", help="comma-separated page sizes 4k,2M,1G (default 2M)")
     p.add_argument(
-        "--layout", default=None, help="layout name recorded in the results (default null)"
+        "--layout",
+        default=None,
+        help="layout recorded in the results (default null); a topobind layout also gives "
+        "STREAM/DGEMM/HPL its default placement on the generated node",
     )
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument("-o", "--output", required=True, help="directory to create (absent or empty)")

@@ -40,9 +40,15 @@ def add_subparser(subparsers: Any) -> None:
         "-f",
         choices=("png", "text"),
         default=None,
-        help="png (default when -o ends in .png) or text (default otherwise; for terminals)",
+        help="png or text (default: from -o FILE.png / FILE.txt; text on stdout without -o)",
     )
-    p.add_argument("-o", "--output", metavar="FILE", help="write here (default: text to stdout)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write FILE.png (picture) or FILE.txt (text); other extensions are refused "
+        "(default: text to stdout)",
+    )
     p.add_argument("--title", help="title of the picture (default: layout, ranks, threads, node)")
     p.add_argument(
         "--colour",
@@ -53,12 +59,36 @@ def add_subparser(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+OUTPUT_FORMATS = {".png": "png", ".txt": "text"}
+
+
+def output_format(output: str | None, asked: str | None) -> str:
+    """png or text, from -o's extension (only .png and .txt) and --format; one-line errors."""
+    if output is None:
+        if asked == "png":
+            raise TopobindError(
+                "--format png needs -o FILE.png (a PNG is not printed to a terminal)"
+            )
+        return "text"
+    ext = os.path.splitext(output)[1]
+    fmt = OUTPUT_FORMATS.get(ext.lower())
+    if fmt is None:
+        what = f"extension {ext!r}" if ext else "no extension"
+        raise TopobindError(
+            f"-o {output}: {what}; topobind draw writes FILE.png (picture) or FILE.txt (text)"
+        )
+    if asked is not None and asked != fmt:
+        raise TopobindError(
+            f"--format {asked} does not match -o {output} ({ext} is {fmt}); drop --format "
+            f"or name the file .{'png' if asked == 'png' else 'txt'}"
+        )
+    return fmt
+
+
 def run(args: argparse.Namespace) -> int:
     from topobind.report.draw import draw_png, draw_text
 
-    fmt = args.format or ("png" if args.output and args.output.endswith(".png") else "text")
-    if fmt == "png" and not args.output:
-        raise TopobindError("--format png needs -o FILE.png (a PNG is not printed to a terminal)")
+    fmt = output_format(args.output, args.format)
     plan = plan_from(args)
     if fmt == "png":
         atomic_write_bytes(args.output, draw_png(plan, title=args.title))

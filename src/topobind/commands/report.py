@@ -14,12 +14,17 @@ and page size, and writes into DIR:
   summary.txt   the summary printed here      summary.md   the same for a CI comment
   report.json   every figure, machine-readable (docs/report.md)
   index.html    one self-contained page (pictures embedded; no network needed)
-  *.png         per-host spread, ECDF, page-size and matrix pictures
+  *.png         per-host spread, ECDF, page-size and matrix pictures, and a drawing of
+                every layout in the results where its threads ran (layout-*.png)
 DIR is replaced as a whole (never half-written); an existing non-empty DIR must be an old
 report (hold report.json).
 
 Slow host: its median is worse than the fleet median (median of host medians) by more than
 --slow-mads robust standard deviations (MAD x 1.4826) AND by more than --slow-pct percent.
+
+Layouts: results that name a layout are drawn from their placement (the PU each thread
+ran on) on the node topology: --topology SRC, else the results' params.topology, else this
+machine's for results made on it; what cannot be drawn is listed with the reason.
 
 exit status: 0 report written; 1 slow hosts found and --fail-on-slow given; 2 bad input
 (corrupt/truncated file, mixed units, no results: one line naming the file, DIR untouched).
@@ -30,6 +35,7 @@ examples:
   topobind report results/ -o report/ --format markdown --fail-on-slow   # in CI
   python -m topobind.fleetgen --hosts 40 --runs 7 --slow gen-node0007:1.12 -o /tmp/fleet
   topobind report /tmp/fleet -o /tmp/fleet-report        # a generated (synthetic) fleet
+  topobind report results/ -o report/ --topology node042.xml   # draw the layouts on it
 """
 
 
@@ -79,6 +85,15 @@ def add_subparser(subparsers: Any) -> None:
         "own warm-up; use 1 when runs were back to back in one job and the first was cold)",
     )
     p.add_argument("--title", default="topobind fleet report", help="title of the HTML page")
+    p.add_argument(
+        "--topology",
+        "-t",
+        metavar="SRC",
+        default=None,
+        help="node topology to draw the results' layouts on, for every host: an hwloc XML "
+        "file (lstopo-no-graphics --of xml on a compute node), synthetic:'...' or 'live' "
+        "(default: the results' params.topology, or this machine for results made here)",
+    )
     p.set_defaults(func=run)
 
 
@@ -87,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from topobind.report.build import build_report
 
     opts = Options(warmup=args.warmup, slow_mads=args.slow_mads, slow_pct=args.slow_pct)
-    built = build_report(args.results, args.output, opts, title=args.title)
+    built = build_report(args.results, args.output, opts, title=args.title, topology=args.topology)
     if os.environ.get("TOPOBIND_REPORT_TIMING"):
         phases = ", ".join(f"{k} {v:.2f} s" for k, v in built.seconds.items())
         print(f"topobind report: timing: {phases}", file=sys.stderr)

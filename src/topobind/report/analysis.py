@@ -20,6 +20,7 @@ Definitions (docs/report.md repeats them for site admins):
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from typing import Any
 
 from topobind import stats
 from topobind.errors import TopobindError
+from topobind.report.layouts import Layouts
 from topobind.report.reader import Run
 
 TIME_UNITS = frozenset({"ns", "us", "µs", "ms", "s", "cycles", "clocks"})
@@ -45,6 +47,20 @@ def page_label(kib: int | None) -> str:
     if kib % 1024 == 0:
         return f"{kib // 1024} MiB"
     return f"{kib} KiB"
+
+
+_SIZE_METRIC = re.compile(r"^latency_(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?$", re.IGNORECASE)
+_SIZE_UNITS = {"": "B", "K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB"}
+
+
+def metric_label(kernel: str, metric: str | None) -> str:
+    """A headline metric in words for pictures: ``latency_1GiB`` -> "memory latency at 1 GiB
+    working set" (a working set, not a page size); others ``<kernel> <metric>``."""
+    m = _SIZE_METRIC.match(metric or "")
+    if m:
+        size = f"{m.group(1)} {_SIZE_UNITS[m.group(2).upper()]}"
+        return f"memory latency at {size} working set"
+    return f"{kernel} {metric or '-'}"
 
 
 @dataclass(frozen=True)
@@ -164,6 +180,7 @@ class Report:
     pages: tuple[PageComparison, ...]
     matrices: tuple[MatrixGroup, ...]
     extra: dict[str, object] = field(default_factory=dict)
+    layouts: Layouts = field(default_factory=Layouts)  # the layouts' recorded placements
 
     @property
     def slow(self) -> list[tuple[FleetGroup, HostStats]]:

@@ -8,6 +8,7 @@ new one, never a mix or a half-written file.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from topobind.errors import TopobindError
 from topobind.report.analysis import Options, Report, analyse
+from topobind.report.layouts import collect_layouts
 from topobind.report.pictures import Picture, PictureHook, all_pictures
 from topobind.report.reader import read_results
 from topobind.report.render import (
@@ -27,6 +29,7 @@ from topobind.report.render import (
     report_json,
     text_summary,
 )
+from topobind.topology import load as load_topology
 
 
 @dataclass(frozen=True)
@@ -100,8 +103,15 @@ def build_report(
     options: Options | None = None,
     hooks: list[PictureHook] | None = None,
     title: str = "topobind fleet report",
+    topology: str | None = None,
 ) -> Built:
-    """Read ``inputs``, write the report into ``outdir``; raises TopobindError for bad input."""
+    """Read ``inputs``, write the report into ``outdir``; raises TopobindError for bad input.
+
+    ``topology`` (``--topology``: ``live``, an hwloc XML file or ``synthetic:...``) is the
+    node the layouts in the results are drawn on; without it each result's
+    ``params.topology``, or this machine's topology for results made here (see
+    :mod:`topobind.report.layouts`).
+    """
     opts = options or Options()
     out = Path(outdir)
     seconds: dict[str, float] = {}
@@ -114,9 +124,11 @@ def build_report(
         clock = now
 
     _check_outdir(out, inputs)
+    given = load_topology(topology) if topology is not None else None
     read = read_results(inputs, exclude=[out])
     lap("read")
     report = analyse(read.runs, opts, read.inputs, read.files)
+    report = dataclasses.replace(report, layouts=collect_layouts(read.runs, given))
     lap("analyse")
     pictures = tuple(all_pictures(report, hooks))
     lap("pictures")

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from topobind.plan import Plan
+from topobind.plan import Plan, RankPlan
 from topobind.report.fmt import plural
+from topobind.report.layouts import LayoutSeen
 from topobind.topology import Core, format_list
 
 # 20 distinguishable colours (matplotlib tab20, reordered so neighbours differ)
@@ -25,18 +27,46 @@ PALETTE = (
     "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
     "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5",
 )  # fmt: skip
+# After the first 20 ranks the colours come round again, each round with its own hatching
+# (and, after all the hatchings, a dashed border): ranks 0-519 all look different.
+HATCHES = (
+    "", "///", "\\\\\\", "xxx", "...", "|||", "---", "+++", "ooo", "**", "/o", "\\.", "OO",
+)  # fmt: skip
+EDGES = ("solid", "dashed")
 ANSI = (34, 33, 32, 31, 35, 36, 94, 93, 92, 91, 95, 96)
 MAX_LEGEND_RANKS = 16  # beyond this every core's label says its rank; a legend would be noise
 
 
+@dataclass(frozen=True)
+class RankStyle:
+    """How one rank is painted: fill colour, hatching ("" = plain) and border line style."""
+
+    colour: str
+    hatch: str
+    edge: str  # matplotlib line style of the core box border: solid | dashed
+
+    @property
+    def ink(self) -> str:
+        """Text colour that reads on the fill (and the colour of the hatching)."""
+        return _ink(self.colour)
+
+
+def rank_style(rank: int) -> RankStyle:
+    """Distinct for ranks 0 to len(PALETTE) x len(HATCHES) x len(EDGES) - 1 (520 ranks)."""
+    cycle, i = divmod(rank, len(PALETTE))
+    hatch = HATCHES[cycle % len(HATCHES)]
+    edge = EDGES[(cycle // len(HATCHES)) % len(EDGES)]
+    return RankStyle(PALETTE[i], hatch, edge)
+
+
 def rank_colour(rank: int) -> str:
-    return PALETTE[rank % len(PALETTE)]
+    return rank_style(rank).colour
 
 
 def _ink(fill: str) -> str:
     """Black or white text, whichever reads better on ``fill`` (#rrggbb)."""
     r, g, b = (int(fill[i : i + 2], 16) / 255 for i in (1, 3, 5))
-    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.6 else "white"
+    return "#000000" if 0.299 * r + 0.587 * g + 0.114 * b > 0.6 else "#ffffff"
 
 
 @dataclass(frozen=True)
@@ -181,41 +211,121 @@ def layout_tree(plan: Plan) -> tuple[list[Box], float, float]:
     return tree, width, y - PAD
 
 
-def _title(plan: Plan) -> str:
+def _title(plan: Plan, where: str | None = None) -> str:
+    """``layout L: R ranks x T threads on HOST (node summary)``; ``where`` replaces "on HOST"."""
     topo = plan.topology
     smt = ", SMT: every PU" if plan.smt else ""
-    host = f" on {topo.hostname}" if topo.hostname else ""
+    if where is None:
+        where = f"on {topo.hostname}" if topo.hostname else ""
+    where = f" {where}" if where else ""
     return (
         f"layout {plan.layout}: {plural(plan.nranks, 'rank')} x {plural(plan.threads, 'thread')}"
-        f"{smt}{host} ({plural(len(topo.packages), 'package')}, "
+        f"{smt}{where} ({plural(len(topo.packages), 'package')}, "
         f"{plural(len(topo.numa_nodes), 'NUMA node')}, "
         f"{plural(len(topo.l3_domains), 'L3 domain')}, "
         f"{plural(len(topo.cores), 'core')}, {plural(len(topo.pus), 'PU')})"
     )
 
 
-def draw_png(plan: Plan, title: str | None = None, dpi: int = 100) -> bytes:
+def _legend_label(r: RankPlan, width: int) -> str:
+    """``rank 0: 4 threads on core L#0,2,4,6; NUMA 0`` (the text output's list format)."""
+    text = (
+        f"rank {r.rank}: {plural(r.threads, 'thread')} on "
+        f"{'core' if len(r.cores) == 1 else 'cores'} L#{format_list(r.cores)}; "
+        f"NUMA {format_list(r.numa)}"
+    )
+    return _wrap(text, width)
+
+
+def _wrap(text: str, width: int, indent: str = "  ") -> str:
+    """Greedy wrap that may also break after a comma (long PU/core lists have no spaces)."""
+    lines = [""]
+    for token in re.findall(r"[^ ,]+[ ,]?|[ ,]", text):
+        if lines[-1].strip() and len(lines[-1]) + len(token.rstrip()) > width:
+            lines[-1] = lines[-1].rstrip()
+            lines.append(indent)
+        lines[-1] += token
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _rank_patches(ax: Any, rank: int, x: float, y: float, w: float, h: float) -> None:
+    """One rank's fill on a core box (or a stripe of a shared core): colour, hatch, border."""
+    from matplotlib.patches import Rectangle
+
+    st = rank_style(rank)
+    ax.add_patch(Rectangle((x, y), w, h, fc=st.colour, ec="#555555", lw=0.6))
+    if st.hatch:  # see-through ink over the fill; the labels sit on plain patches above it
+        ink = "#00000066" if st.ink == "#000000" else "#ffffffaa"
+        ax.add_patch(Rectangle((x, y), w, h, fill=False, hatch=st.hatch, hatchcolor=ink, lw=0))
+    if st.edge != "solid":
+        inset = min(0.06, w / 4)
+        ax.add_patch(
+            Rectangle(
+                (x + inset, y + inset), w - 2 * inset, h - 2 * inset, fill=False, ec=st.ink,
+                lw=1.4, ls=st.edge,
+            )
+        )  # fmt: skip
+
+
+def _legend_handle(rank: int | None, label: str) -> Any:
+    from matplotlib.patches import Patch
+
+    if rank is None:
+        return Patch(fc="white", ec="#555555", label=label)
+    st = rank_style(rank)
+    ink = "#00000066" if st.ink == "#000000" else "#ffffffaa"
+    return Patch(
+        fc=st.colour,
+        ec="#555555",
+        hatch=st.hatch or None,
+        hatchcolor=ink,
+        ls=st.edge,
+        label=label,
+    )
+
+
+def draw_png(plan: Plan, title: str | None = None, dpi: int = 100, note: str = "") -> bytes:
+    """The plan as a PNG. ``note`` is printed under the standard key (e.g. where it came from)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch, Rectangle
+    from matplotlib.patches import Rectangle
 
     tree, width, height = layout_tree(plan)
     scale = min(0.75, 22.0 / width)  # inches per core box, figure at most ~22 in wide
     fig_w = max(10.0, width * scale + 0.6)
-    ncol = max(1, min(4, int(fig_w / 4.8)))
-    legend_rows = math.ceil((plan.nranks + 1) / ncol) if plan.nranks <= MAX_LEGEND_RANKS else 0
-    legend_h = 0.5 + 0.3 * legend_rows
     pt = scale * 72  # points per unit
+    legend_size = max(9.0, 0.2 * pt)
+    ncol = max(1, min(4, int(fig_w / 4.8)))
+    labels: list[str] = []
+    if plan.nranks <= MAX_LEGEND_RANKS:
+        chars = int((fig_w / ncol - 0.5) * 72 / (legend_size * 0.6))
+        labels = [_legend_label(r, chars) for r in plan.ranks] + ["idle core"]
+        ncol = min(ncol, len(labels))
+        lines = max(label.count("\n") + 1 for label in labels)
+        legend_h = 0.5 + 0.3 * math.ceil(len(labels) / ncol) * lines * legend_size / 10
+    else:
+        legend_h = 0.3
     title_size = max(12.0, 0.3 * pt)
     head = textwrap.fill(title or _title(plan), width=int(fig_w * 72 / (title_size * 0.6)))
     head_lines = head.count("\n") + 1
-    top_h = 0.35 + 0.3 * head_lines * title_size / 12 + 0.35
-    fig = plt.figure(figsize=(fig_w, height * scale + top_h + 0.3 + legend_h))
-    ax = fig.add_axes(
-        (0.01, legend_h / fig.get_figheight(), 0.98, 1 - (legend_h + top_h) / fig.get_figheight())
+    note_size = max(9.0, 0.2 * pt)
+    key = (
+        "each core: L#<hwloc logical index>, r<rank>:<OpenMP thread numbers> of the threads "
+        "it runs; white = idle. NUMA node numbers are OS indexes."
     )
+    if plan.nranks > len(PALETTE):
+        key += " Colours repeat every 20 ranks with a different hatching: read the rank number."
+    if note:
+        key += " " + note
+    key = textwrap.fill(key, width=int(fig_w * 72 / (note_size * 0.55)))
+    key_lines = key.count("\n") + 1
+    title_h = 0.15 + head_lines * title_size * 1.3 / 72  # inches, from the top
+    top_h = title_h + 0.15 + key_lines * note_size * 1.35 / 72 + 0.25
+    fig = plt.figure(figsize=(fig_w, height * scale + top_h + 0.3 + legend_h))
+    fig_h = fig.get_figheight()
+    ax = fig.add_axes((0.01, legend_h / fig_h, 0.98, 1 - (legend_h + top_h) / fig_h))
     ax.set_xlim(-0.1, width + 0.1)
     ax.set_ylim(height + 0.1, -0.1)
     ax.set_aspect("equal")
@@ -231,18 +341,19 @@ def draw_png(plan: Plan, title: str | None = None, dpi: int = 100) -> bytes:
             use = box.use
             assert use is not None
             ranks = use.ranks
-            fc = rank_colour(ranks[0]) if ranks else "white"
-            ax.add_patch(
-                Rectangle((box.x + 0.04, box.y + 0.04), 0.92, 0.92, fc=fc, ec="#555555", lw=0.6)
+            x, y, size = box.x + 0.04, box.y + 0.04, 0.92
+            if not ranks:
+                ax.add_patch(Rectangle((x, y), size, size, fc="white", ec="#555555", lw=0.6))
+            for k, r in enumerate(ranks):  # a core shared by ranks: one stripe each
+                _rank_patches(ax, r, x + k * size / len(ranks), y, size / len(ranks), size)
+            first = rank_style(ranks[0]) if ranks else None
+            ink = first.ink if first else "#333333"
+            # on a hatched or bordered fill, the labels sit on a plain patch of the colour
+            plain = (
+                {"boxstyle": "square,pad=0.1", "fc": first.colour, "ec": "none"}
+                if first and (first.hatch or first.edge != "solid")
+                else None
             )
-            for k, r in enumerate(ranks[1:], start=1):  # a core shared by ranks: one stripe each
-                w = 0.92 / len(ranks)
-                ax.add_patch(
-                    Rectangle(
-                        (box.x + 0.04 + k * w, box.y + 0.04), w, 0.92, fc=rank_colour(r), lw=0
-                    )
-                )
-            ink = _ink(fc) if ranks else "#333333"
             ax.text(
                 box.x + 0.5,
                 box.y + 0.22,
@@ -251,6 +362,7 @@ def draw_png(plan: Plan, title: str | None = None, dpi: int = 100) -> bytes:
                 va="center",
                 fontsize=max(3.5, 0.2 * pt),
                 color=ink,
+                bbox=plain,
             )
             if ranks:
                 ax.text(
@@ -262,6 +374,7 @@ def draw_png(plan: Plan, title: str | None = None, dpi: int = 100) -> bytes:
                     fontsize=max(3.5, 0.24 * pt),
                     color=ink,
                     fontweight="bold",
+                    bbox=plain,
                 )
             return
         st = style[box.kind]
@@ -284,45 +397,48 @@ def draw_png(plan: Plan, title: str | None = None, dpi: int = 100) -> bytes:
 
     for pkg in tree:
         walk(pkg)
-    fig_h = fig.get_figheight()
     fig.suptitle(head, fontsize=title_size, y=1 - 0.15 / fig_h, va="top")
-    note_size = max(9.0, 0.2 * pt)
     fig.text(
         0.5,
-        1 - (top_h - 0.3) / fig_h,
-        textwrap.fill(
-            "each core: L#<hwloc logical index>, r<rank>:<OpenMP thread numbers> of the threads "
-            "it runs; white = idle. NUMA node numbers are OS indexes.",
-            width=int(fig_w * 72 / (note_size * 0.55)),
-        ),
+        1 - (title_h + 0.15) / fig_h,
+        key,
         ha="center",
-        va="center",
+        va="top",
         fontsize=note_size,
         color="#444444",
     )
-    if plan.nranks <= MAX_LEGEND_RANKS:
+    if labels:
+        ranks: list[int | None] = [r.rank for r in plan.ranks]
         handles = [
-            Patch(
-                fc=rank_colour(r.rank),
-                ec="#555555",
-                label=f"rank {r.rank}: {r.threads} thread(s) on {len(r.cores)} core(s) "
-                f"L#{min(r.cores)}-{max(r.cores)}, NUMA {format_list(r.numa)}",
-            )
-            for r in plan.ranks
+            _legend_handle(r, label) for r, label in zip([*ranks, None], labels, strict=True)
         ]
-        handles.append(Patch(fc="white", ec="#555555", label="idle core"))
         fig.legend(
             handles=handles,
             loc="lower center",
-            ncol=min(ncol, len(handles)),
-            fontsize=max(9.0, 0.2 * pt),
+            ncol=ncol,
+            fontsize=legend_size,
             frameon=False,
             bbox_to_anchor=(0.5, 0.1 / fig_h),
         )
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     plt.close(fig)
-    return buf.getvalue()
+    return _small_png(buf.getvalue())
+
+
+def _small_png(png: bytes) -> bytes:
+    """The same picture with a 256-colour palette: a third of the size, same look (the
+    drawing has a few flat colours; anti-aliased edges lose nothing visible)."""
+    try:
+        from PIL import Image
+    except ImportError:  # pragma: no cover - Pillow comes with matplotlib
+        return png
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    small = img.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    small.save(out, format="PNG", optimize=True)
+    data = out.getvalue()
+    return data if len(data) < len(png) else png
 
 
 def draw_text(plan: Plan, colour: bool = False, width: int = 8) -> str:
@@ -363,17 +479,29 @@ def draw_text(plan: Plan, colour: bool = False, width: int = 8) -> str:
     return "\n".join(out) + "\n"
 
 
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", name)
+
+
+CAPTION = (
+    "Packages, NUMA nodes (OS index), L3 domains and cores (hwloc logical index L#) as "
+    "nested boxes; each rank in its own colour, r<rank>:<thread numbers> on the cores the "
+    "threads run on; white cores are idle."
+)
+
+
 def layout_pictures_hook(plans: list[Plan]) -> Any:
-    """A report PictureHook that adds the drawings of ``plans`` to a report."""
+    """A report PictureHook that adds the drawings of ``plans`` (planned, not recorded) to a
+    report; the report draws the layouts of its results by itself."""
     from topobind.report.pictures import Picture
 
     def hook(_report: Any) -> list[Picture]:
         return [
             Picture(
-                filename=f"layout-{p.layout}-{p.nranks}x{p.threads}.png",
-                title=f"layout {p.layout}: {p.nranks} ranks x {p.threads} threads",
-                caption="Packages, NUMA nodes, L3 domains and cores; each rank in its colour, "
-                "thread numbers on the cores they own.",
+                filename=f"plan-{_safe(p.layout)}-{p.nranks}x{p.threads}.png",
+                title=f"layout {p.layout}: {plural(p.nranks, 'rank')} x "
+                f"{plural(p.threads, 'thread')} (planned)",
+                caption=CAPTION,
                 kind="layout",
                 png=draw_png(p),
             )
@@ -381,3 +509,47 @@ def layout_pictures_hook(plans: list[Plan]) -> Any:
         ]
 
     return hook
+
+
+def _hosts_text(hosts: tuple[str, ...]) -> str:
+    if len(hosts) == 1:
+        return hosts[0]
+    if len(hosts) <= 3:
+        return ", ".join(hosts[:-1]) + f" and {hosts[-1]}"
+    return f"{len(hosts):,} hosts ({hosts[0]}, {hosts[1]}, ...)"
+
+
+def layout_picture(seen: LayoutSeen) -> Any:
+    """The report's picture of one layout as it ran: the placement recorded in the results."""
+    from topobind.report.pictures import Picture
+
+    tag = " [GENERATED DATA]" if seen.generated else ""
+    other = f", placement {seen.variant} of {seen.variants}" if seen.variants > 1 else ""
+    where = f"as recorded on {_hosts_text(seen.hosts)}{other}"
+    note = (
+        f"Drawn from the results' placement (the PU each thread ran on, kernels "
+        f"{', '.join(seen.kernels)}) on {seen.topology}."
+    )
+    if seen.shared_pus:
+        note += f" PUs running more than one thread: {format_list(seen.shared_pus)}."
+    caption = (
+        f"{CAPTION} This is where the threads really ran (the results' placement), on "
+        f"{seen.topology}; hosts: {', '.join(seen.hosts[:12])}"
+        + (f" and {len(seen.hosts) - 12:,} more" if len(seen.hosts) > 12 else "")
+        + f"; example result: {seen.source}."
+    )
+    if seen.variants > 1:
+        caption += f" This layout ran with {seen.variants} different placements; " + (
+            "this one is the most common."
+            if seen.variant == 1
+            else "this one differs from the most common one: check how these hosts bind."
+        )
+    if seen.shared_pus:
+        caption += f" PUs {format_list(seen.shared_pus)} ran more than one thread (oversubscribed)."
+    return Picture(
+        filename=seen.filename,
+        title=f"layout {seen.what} as recorded on {_hosts_text(seen.hosts)}{other}",
+        caption=caption,
+        kind="layout",
+        png=draw_png(seen.plan, title=_title(seen.plan, where) + tag, note=note),
+    )

@@ -3,7 +3,8 @@
 Every picture is titled, its axes carry units and the direction of "better", and pictures
 made from generated (synthetic) results say so in their title.
 
-Extra pictures (e.g. layout drawings once ``topobind draw`` exists) plug in as a
+The layouts that appear in the results are drawn too (:mod:`topobind.report.layouts`,
+:func:`topobind.report.draw.layout_picture`). Extra pictures plug in as a
 :data:`PictureHook`: a callable ``Report -> list[Picture]`` passed to
 :func:`topobind.report.build.build_report` (or registered in :data:`PICTURE_HOOKS`).
 """
@@ -17,7 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from topobind.report import fmt
-from topobind.report.analysis import FleetGroup, MatrixGroup, PageComparison, Report, page_label
+from topobind.report.analysis import (
+    FleetGroup,
+    MatrixGroup,
+    PageComparison,
+    Report,
+    metric_label,
+    page_label,
+)
 from topobind.report.parallel import fork_map
 
 SLOW_COLOUR = "#d62728"  # red
@@ -41,7 +49,7 @@ class Picture:
 
 PictureHook = Callable[[Report], list[Picture]]
 PICTURE_HOOKS: list[PictureHook] = []
-"""Hooks that every report runs after its own pictures (e.g. layout drawings)."""
+"""Hooks that every report runs after its own pictures (e.g. draw.layout_pictures_hook)."""
 
 
 def _plt() -> Any:
@@ -85,7 +93,7 @@ def _value_formatter() -> Any:
 def _axis_label(g: FleetGroup) -> str:
     stat = f" ({g.stat} of trials)" if g.stat else ""
     arrow = "higher is better →" if g.higher_is_better else "← lower is better"
-    return f"{g.kernel} {g.metric}{stat} [{g.unit}]   ({arrow})"
+    return f"{metric_label(g.kernel, g.metric)}{stat} [{g.unit}]   ({arrow})"
 
 
 def _where(g: FleetGroup) -> str:
@@ -240,7 +248,7 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
         ax.set_xlabel(f"{n} hosts sorted by median, worst at the right (slow hosts in red)")
     ax.set_xlim(-1, n + (n * 0.01 if many else 0.0))
     better = "higher" if g.higher_is_better else "lower"
-    ax.set_ylabel(f"{g.kernel} {g.metric} [{g.unit}]  ({better} is better)")
+    ax.set_ylabel(f"{metric_label(g.kernel, g.metric)} [{g.unit}]  ({better} is better)")
     ax.yaxis.set_major_formatter(_value_formatter())
     runs = {h.summary.n for h in g.hosts}
     per = f"{min(runs)}-{max(runs)}" if len(runs) > 1 else str(runs.pop())
@@ -270,11 +278,14 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
     )
 
 
-def _kind_label(kind: str) -> str:
-    return {
-        "cpu": "CPU (PU, OS index)",
-        "numa": "NUMA node (OS index)",
-    }.get(kind, kind or "index")
+def _kind_label(kind: str, axis: str) -> str:
+    """Axis label of a matrix. NUMA x NUMA matrices (latency --matrix/--bw-matrix) have the
+    node the threads run on as rows and the node the memory is on as columns."""
+    if kind == "numa":
+        return f"{'threads' if axis == 'row' else 'memory'} on NUMA node (OS index)"
+    if kind == "cpu":
+        return "CPU (PU, OS index)"
+    return kind or "index"
 
 
 def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
@@ -289,8 +300,7 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
     finite = np.concatenate([a[np.isfinite(a)] for a in arrays]) if arrays else np.array([])
     vmin = float(finite.min()) if finite.size else 0.0
     vmax = float(finite.max()) if finite.size else 1.0
-    cmap = plt.get_cmap("YlOrRd" if m.lower_is_better else "YlOrRd_r").copy()
-    cmap.set_bad("#dddddd")
+    cmap = plt.get_cmap("YlOrRd" if m.lower_is_better else "YlOrRd_r").with_extremes(bad="#dddddd")
     nr, nc = len(m.rows), len(m.cols)
     cell = 0.3 if nr * nc > 64 else 0.9
     w = max(5.0, nc * cell + 2.2)
@@ -308,8 +318,8 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
         ax.set_xticklabels(m.cols, fontsize=8, rotation=90 if nc > 12 else 0)
         ax.set_yticks(range(nr))
         ax.set_yticklabels(m.rows, fontsize=8)
-        ax.set_xlabel(_kind_label(m.col_kind))
-        ax.set_ylabel(_kind_label(m.row_kind))
+        ax.set_xlabel(_kind_label(m.col_kind, "col"))
+        ax.set_ylabel(_kind_label(m.row_kind, "row"))
         ax.set_title(subtitle, fontsize=10)
         ax.grid(False)
         if nr * nc <= MAX_ANNOTATED_CELLS:
@@ -338,7 +348,8 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
         filename=f"matrix-{slug}.png",
         title=f"{m.kernel} {m.name} [{m.unit}] ({_where_m(m)})",
         caption=(
-            f"Row = {_kind_label(m.row_kind)}, column = {_kind_label(m.col_kind)}; each cell is "
+            f"Row = {_kind_label(m.row_kind, 'row')}, column = {_kind_label(m.col_kind, 'col')}; "
+            "each cell is "
             f"the median over runs; grey = not measured (e.g. a CPU with itself). "
             f"{better.capitalize()} is better; the colour scale is shared by the panels "
             "so a slow host's hot spots stand out against the fleet."
@@ -382,7 +393,7 @@ def pages_picture(report: Report, pc: PageComparison) -> Picture:
     ax.set_xticklabels(labels)
     ax.set_xlabel("page size backing the kernel's memory (pages.kib)")
     arrow = "higher is better" if pc.higher_is_better else "lower is better"
-    ax.set_ylabel(f"{pc.metric} [{pc.unit}], median per host ({arrow})")
+    ax.set_ylabel(f"{metric_label(pc.kernel, pc.metric)} [{pc.unit}],\nmedian per host ({arrow})")
     ax.yaxis.set_major_formatter(_value_formatter())
     ax.set_title(
         f"{pc.kernel} by page size (layout {pc.layout or '-'}): one dot per host{_tag(report)}"
@@ -414,6 +425,10 @@ def _draw(task: tuple[str, int]) -> Picture:
         return ecdf_picture(report, report.groups[i])
     if kind == "pages":
         return pages_picture(report, report.pages[i])
+    if kind == "layout":
+        from topobind.report.draw import layout_picture
+
+        return layout_picture(report.layouts.seen[i])
     return matrix_picture(report, report.matrices[i])
 
 
@@ -428,6 +443,7 @@ def all_pictures(report: Report, hooks: list[PictureHook] | None = None) -> list
     tasks += [("pages", i) for i in range(len(report.pages))]
     # a 1 x 1 matrix (one NUMA node) is in the tables; a heatmap of one cell says nothing
     tasks += [("matrix", i) for i, m in enumerate(report.matrices) if len(m.rows) * len(m.cols) > 1]
+    tasks += [("layout", i) for i in range(len(report.layouts.seen))]
     _plt()  # import matplotlib once, before any fork
     _SHARED[:] = [report]
     try:

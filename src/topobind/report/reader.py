@@ -49,6 +49,11 @@ class Matrix:
     values: array  # array('d'), len(rows) * len(cols)
 
 
+PlacementEntry = tuple[int, int, int, int]
+"""One thread of a result's ``placement``: (rank, thread, cpu, numa); cpu is the PU's OS
+index (-1 unknown), numa the NUMA node's OS index (-1 when the result does not say)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     """One kernel run: what the report needs from one result document."""
@@ -70,6 +75,11 @@ class Run:
     validation: str
     generated: bool
     matrices: tuple[Matrix, ...]
+    # what the layout drawings need (read only for results that name a layout):
+    ranks: int | None = None  # "ranks" of the job
+    threads: int | None = None  # "threads" per rank
+    placement: tuple[PlacementEntry, ...] | None = None  # None: absent or unreadable
+    topology: str | None = None  # params.topology: hwloc synthetic description of the node
 
 
 @dataclass(frozen=True)
@@ -161,6 +171,30 @@ def _matrices(raw: object) -> tuple[Matrix, ...]:
     return tuple(out)
 
 
+_PLACEMENTS: dict[tuple[PlacementEntry, ...], tuple[PlacementEntry, ...]] = {}
+
+
+def _placement(raw: object) -> tuple[PlacementEntry, ...] | None:
+    """The ``placement`` array as (rank, thread, cpu, numa) tuples; None when it is missing
+    or not as documented (the report then says it cannot draw that layout, nothing more)."""
+    if not isinstance(raw, list) or not raw:
+        return None
+    out: list[PlacementEntry] = []
+    for e in raw:
+        if not isinstance(e, dict):
+            return None
+        rank, thread, cpu, numa = e.get("rank"), e.get("thread"), e.get("cpu"), e.get("numa")
+        if type(rank) is not int or type(thread) is not int or type(cpu) is not int:
+            return None
+        out.append((rank, thread, cpu, numa if type(numa) is int else -1))
+    key = tuple(out)
+    return _PLACEMENTS.setdefault(key, key)  # runs of one layout share one tuple
+
+
+def _count(value: object) -> int | None:
+    return value if type(value) is int and value >= 1 else None
+
+
 def parse_document(doc: object) -> Run:
     """Turn one decoded result document into a :class:`Run` (raises ``_Bad``)."""
     if not isinstance(doc, dict):
@@ -196,6 +230,12 @@ def parse_document(doc: object) -> Run:
     validation = doc.get("validation")
     params = doc.get("params")
     generated = isinstance(params, dict) and params.get("generated") is True
+    placement = None
+    topology = None
+    if layout is not None:  # only layouts are drawn: other results skip this work
+        placement = _placement(doc.get("placement"))
+        topo = params.get("topology") if isinstance(params, dict) else None
+        topology = topo if isinstance(topo, str) and topo.strip() else None
     head = doc.get("headline")
     metric = stat = unit = None
     value: float | None = None
@@ -229,6 +269,10 @@ def parse_document(doc: object) -> Run:
         validation=validation if isinstance(validation, str) else "",
         generated=generated,
         matrices=_matrices(doc.get("matrices")),
+        ranks=_count(doc.get("ranks")),
+        threads=_count(doc.get("threads")),
+        placement=placement,
+        topology=topology,
     )
 
 
@@ -252,6 +296,10 @@ def _with_source(run: Run, source: str) -> Run:
         run.validation,
         run.generated,
         run.matrices,
+        run.ranks,
+        run.threads,
+        run.placement,
+        run.topology,
     )
 
 
@@ -388,13 +436,13 @@ def _run_to_tuple(r: Run) -> tuple[object, ...]:
     return (
         r.source, r.kernel, r.host, r.timestamp, r.layout, r.page_kib, r.page_requested,
         r.page_fallback, r.metric, r.stat, r.value, r.unit, r.higher_is_better, r.valid,
-        r.validation, r.generated, mats,
+        r.validation, r.generated, mats, r.ranks, r.threads, r.placement, r.topology,
     )  # fmt: skip
 
 
 def _run_from_tuple(t: tuple[Any, ...]) -> Run:
     mats = tuple(Matrix(*m) for m in t[16])
-    return Run(*t[:16], mats)  # type: ignore[call-arg]
+    return Run(*t[:16], mats, *t[17:])  # type: ignore[call-arg]
 
 
 def _read_chunk_tuples(files: Sequence[str]) -> list[tuple[object, ...]]:

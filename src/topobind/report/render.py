@@ -14,6 +14,7 @@ from topobind import stats
 from topobind.report import fmt
 from topobind.report.analysis import FleetGroup, HostStats, Report, page_label
 from topobind.report.pictures import Picture
+from topobind.topology import format_list
 
 REPORT_SCHEMA = "topobind.report/1"
 TEXT_HOST_ROWS = 60  # up to this many hosts per group, the text lists every host
@@ -178,6 +179,9 @@ def text_summary(report: Report, pictures: Sequence[Picture] = ()) -> str:
     for g in report.groups:
         out.append("")
         out += _host_section(report, g)
+    if report.layouts:
+        out.append("")
+        out += _layout_lines(report, pictures)
     if report.invalid:
         out.append("")
         out.append(f"INVALID RESULTS left out ({len(report.invalid)}):")
@@ -190,6 +194,36 @@ def text_summary(report: Report, pictures: Sequence[Picture] = ()) -> str:
         out.append("")
         out.append(f"pictures: {', '.join(p.filename for p in pictures)}")
     return "\n".join(out) + "\n"
+
+
+def _hosts_short(hosts: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(hosts[:limit])
+    return shown + (f" and {len(hosts) - limit:,} more" if len(hosts) > limit else "")
+
+
+def _layout_lines(report: Report, pictures: Sequence[Picture]) -> list[str]:
+    """LAYOUTS: each layout of the results, drawn from its recorded placement, or why not."""
+    lay = report.layouts
+    out = [
+        "LAYOUTS: where the threads of each layout ran (the results' placement), drawn on the "
+        "node topology (index.html, layout-*.png)"
+    ]
+    files = {p.filename for p in pictures}
+    for s in lay.seen:
+        variant = f" (placement {s.variant} of {s.variants})" if s.variants > 1 else ""
+        shared = f"; PUs {format_list(s.shared_pus)} ran several threads" if s.shared_pus else ""
+        pic = s.filename if s.filename in files else "(no picture)"
+        out.append(
+            f"  {s.what}{variant}: {fmt.plural(len(s.hosts), 'host')} "
+            f"({_hosts_short(s.hosts)}), kernels {', '.join(s.kernels)}; topology: "
+            f"{s.topology}{shared} -> {pic}"
+        )
+    for n in lay.not_drawn:
+        out.append(
+            f"  not drawn: {n.what} on {fmt.plural(len(n.hosts), 'host')} "
+            f"({_hosts_short(n.hosts)}): {n.reason}"
+        )
+    return out
 
 
 def _host_section(report: Report, g: FleetGroup) -> list[str]:
@@ -277,6 +311,14 @@ def markdown_summary(report: Report) -> str:
             f"{len(g.hosts)} | {s.n} | {fmt.value(g.fleet_median)} | {fmt.value(s.p90)} | "
             f"{fmt.value(s.p99)} | {fmt.frac_pct(s.cv)} | {len(g.slow_hosts)} |"
         )
+    if report.layouts:
+        drawn = ", ".join(f"`{s.what}`" for s in report.layouts.seen) or "none"
+        out += ["", f"Layouts drawn from the recorded placement (index.html): {drawn}."]
+        if report.layouts.not_drawn:
+            out.append(
+                f"{len(report.layouts.not_drawn)} layout(s) not drawn (see summary.txt): "
+                + "; ".join(f"`{n.what}`: {n.reason}" for n in report.layouts.not_drawn[:3])
+            )
     if report.invalid:
         out += ["", f"{len(report.invalid)} invalid result(s) left out (see report.json)."]
     return "\n".join(out) + "\n"
@@ -345,6 +387,7 @@ def _host_json(h: HostStats) -> dict[str, Any]:
 
 def report_json(report: Report, pictures: Sequence[Picture] = ()) -> dict[str, Any]:
     o = report.options
+    picture_files = {p.filename for p in pictures}
     pics_by_slug: dict[str, list[str]] = {}
     for p in pictures:
         pics_by_slug.setdefault(p.filename.split("-", 1)[-1].removesuffix(".png"), []).append(
@@ -455,6 +498,39 @@ def report_json(report: Report, pictures: Sequence[Picture] = ()) -> dict[str, A
             }
             for m in report.matrices
         ],
+        "layouts": [
+            {
+                "layout": s.layout,
+                "ranks": s.ranks,
+                "threads": s.threads,
+                "variant": s.variant,
+                "variants": s.variants,
+                "hosts": len(s.hosts),
+                "host_names": list(s.hosts),
+                "kernels": list(s.kernels),
+                "topology": s.topology,
+                "smt": s.plan.smt,
+                "shared_pus": list(s.shared_pus),
+                "placement": [
+                    {"rank": r.rank, "cpus": [p[0] for p in r.places], "cores": list(r.cores)}
+                    for r in s.plan.ranks
+                ],
+                "example_source": s.source,
+                "picture": s.filename if s.filename in picture_files else None,
+            }
+            for s in report.layouts.seen
+        ],
+        "layouts_not_drawn": [
+            {
+                "layout": n.layout,
+                "ranks": n.ranks,
+                "threads": n.threads,
+                "hosts": len(n.hosts),
+                "host_names": list(n.hosts),
+                "reason": n.reason,
+            }
+            for n in report.layouts.not_drawn
+        ],
         "pictures": [
             {"file": p.filename, "kind": p.kind, "title": p.title, "caption": p.caption}
             for p in pictures
@@ -500,6 +576,39 @@ def _html_table(
         out.append("</tr>")
     out.append("</tbody></table>")
     return "".join(out)
+
+
+def _figure(p: Picture) -> str:
+    data = base64.b64encode(p.png).decode("ascii")
+    return (
+        f'<figure id="{_e(p.filename)}"><h3>{_e(p.title)}</h3>'
+        f'<img alt="{_e(p.title)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{_e(p.caption)} <code>{_e(p.filename)}</code></figcaption></figure>"
+    )
+
+
+def _html_layouts(report: Report, pictures: Sequence[Picture]) -> list[str]:
+    """The Layouts section: each layout as it ran (recorded placement), and what was not
+    drawn and why."""
+    parts = [
+        '<h2 id="layouts">Layouts</h2>',
+        '<p class="meta">Each layout named in the results (<code>layout</code>), drawn where '
+        "its threads really ran: the PU of every thread from the results' "
+        "<code>placement</code>, on the node topology (<code>--topology</code>, the results' "
+        "<code>params.topology</code>, or this machine for results made here). Hosts with the "
+        "same placement share a drawing; a layout that ran differently on some hosts has one "
+        "drawing per placement.</p>",
+    ]
+    parts += [_figure(p) for p in pictures if p.kind == "layout"]
+    if report.layouts.not_drawn:
+        parts.append("<p><b>Not drawn:</b></p><ul>")
+        for n in report.layouts.not_drawn:
+            parts.append(
+                f"<li>{_e(n.what)} on {len(n.hosts):,} host(s) "
+                f"({_e(_hosts_short(n.hosts))}): {_e(n.reason)}</li>"
+            )
+        parts.append("</ul>")
+    return parts
 
 
 def html_page(
@@ -629,13 +738,9 @@ def html_page(
             )
         )
     parts.append("<h2>Pictures</h2>")
-    for p in pictures:
-        data = base64.b64encode(p.png).decode("ascii")
-        parts.append(
-            f'<figure id="{_e(p.filename)}"><h3>{_e(p.title)}</h3>'
-            f'<img alt="{_e(p.title)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{_e(p.caption)} <code>{_e(p.filename)}</code></figcaption></figure>"
-        )
+    parts += [_figure(p) for p in pictures if p.kind != "layout"]
+    if report.layouts or any(p.kind == "layout" for p in pictures):
+        parts += _html_layouts(report, pictures)
     parts.append("<h2>Per host</h2>")
     for g in report.groups:
         n = len(g.hosts)
