@@ -109,3 +109,46 @@ def test_hpl_through_cli_writes_valid_result(tmp_path: Path) -> None:
     assert res.valid and res.params["N"] == 1000 and res.params["NB"] == 100
     assert json.loads(path.read_text())["metrics"]["gflops"]["unit"] == "GFLOP/s"
     assert "PASSED" in proc.stdout
+
+
+@pytest.mark.slow
+def test_results_record_the_topology_so_a_report_elsewhere_can_draw_them(tmp_path: Path) -> None:
+    from topobind.topology import load, load_live
+
+    proc = bench(
+        "stream",
+        "--layout",
+        "spread",
+        "--results",
+        "res",
+        "--",
+        "--elements",
+        "1M",
+        "--trials",
+        "2",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (path,) = (tmp_path / "res").glob("*/stream/*.json")
+    recorded = json.loads(path.read_text())["params"]["topology"]
+    assert recorded.startswith("synthetic:")
+    again, live = load(recorded), load_live()
+    assert [c.pus for c in again.cores] == [c.pus for c in live.cores]
+    # The report draws the layout from the recorded topology even for a host it never saw.
+    doc = json.loads(path.read_text())
+    doc["host"] = "elsewhere"
+    for p in doc["placement"]:
+        p["host"] = "elsewhere"
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    (fleet / "r.json").write_text(json.dumps(doc))
+    rep = subprocess.run(
+        [*TOPOBIND, "report", str(fleet), "-o", str(tmp_path / "rep")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rep.returncode == 0, rep.stderr
+    report = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert report["layouts"], report.get("layouts_not_drawn")
+    assert "params.topology" in json.dumps(report["layouts"])

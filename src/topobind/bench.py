@@ -80,8 +80,12 @@ def run_repeats(
     results_root: str | os.PathLike[str] = "results",
     progress: Callable[[str], None] | None = None,
     timeout: float = 3600.0,
+    topology: str | None = None,
 ) -> list[BenchRun]:
-    """Run ``kernel`` ``repeat`` times on ``plan``, save each result; KernelError on failure."""
+    """Run ``kernel`` ``repeat`` times on ``plan``, save each result; KernelError on failure.
+
+    ``topology`` (``synthetic:...``, see :func:`topobind.topology.synthetic_description`) is
+    recorded as ``params.topology``, so ``topobind report`` can draw the layout elsewhere."""
     if kernel not in LOCAL_KERNELS:
         raise TopobindError(f"unknown kernel {kernel!r}; choose one of {', '.join(LOCAL_KERNELS)}")
     if repeat < 1:
@@ -115,7 +119,10 @@ def run_repeats(
         for i in range(1, repeat + 1):
             res = run_kernel(kernel, args, env=env, timeout=timeout, json_path=Path(tmp) / "r.json")
             dest = result_path(results_root, res.host or host, kernel, res.layout)
-            atomic_write_text(dest, json.dumps(res.raw, indent=1) + "\n")
+            raw = res.raw
+            if topology and isinstance(raw.get("params"), dict):
+                raw = {**raw, "params": {**raw["params"], "topology": topology}}
+            atomic_write_text(dest, json.dumps(raw, indent=1) + "\n")
             runs.append(BenchRun(dest, load_result(dest)))
             if progress is not None:
                 progress(f"[{i}/{repeat}] {kernel} {headline_text(res)}")

@@ -211,6 +211,28 @@ def _run_lstopo(args: list[str], what: str) -> str:
     return proc.stdout
 
 
+def synthetic_description(topo: Topology) -> str | None:
+    """``synthetic:DESCRIPTION`` of ``topo`` (``lstopo --of synthetic``), for results that
+    must be drawn later on another machine; None when hwloc cannot export it (asymmetric
+    topologies: offline PUs, irregular groups, a cgroup holding part of the node)."""
+    import subprocess
+    import tempfile
+
+    if topo.source.startswith(SYNTHETIC_PREFIX):
+        return topo.source
+    if not topo.xml:
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix=".xml") as f:
+        f.write(topo.xml)
+        f.flush()
+        cmd = [_hwloc_tool("lstopo-no-graphics"), "-i", f.name, "--of", "synthetic"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    desc = proc.stdout.strip()
+    if proc.returncode != 0 or not desc or "\n" in desc:
+        return None
+    return SYNTHETIC_PREFIX + desc
+
+
 def load(source: str = "live") -> Topology:
     """Load a topology from ``live``, ``synthetic:DESCRIPTION`` or an XML file path."""
     if source == "live":

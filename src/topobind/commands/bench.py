@@ -9,6 +9,7 @@ from typing import Any
 from topobind.commands.common import add_topology_arg, topology_from
 from topobind.errors import TopobindError
 from topobind.layouts import LAYOUTS, make_plan
+from topobind.topology import synthetic_description
 
 KERNELS = {
     "stream": "STREAM memory bandwidth (kernels/bin/stream), headline triad best MB/s",
@@ -157,6 +158,7 @@ def run(outer: argparse.Namespace) -> int:
             extra=extra,
             results_root=args.results,
             progress=bench.stderr_progress,
+            topology=synthetic_description(topo),
         )
     except KernelError as exc:
         print(f"topobind: error: {exc}", file=sys.stderr)
