@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -81,20 +82,8 @@ def test_exit_status_passed_through(ranks: str, tmp_path: Path) -> None:
 
 
 def test_dry_run_prints_exact_command(tmp_path: Path) -> None:
-    out = run(
-        TOPOBIND,
-        "run",
-        "--dry-run",
-        "--layout",
-        "compact",
-        "--ranks",
-        "2",
-        "--mpi",
-        "openmpi4",
-        "--",
-        "./app",
-        "x y",
-        cwd=tmp_path,
+    out = _dry_run(
+        tmp_path, "--layout", "compact", "--ranks", "2", "--mpi", "openmpi4", "--", "./app", "x y"
     )
     assert out.returncode == 0
     lines = out.stdout.splitlines()
@@ -122,7 +111,7 @@ def test_verify_catches_a_wrong_binding() -> None:
         "1",
     )
     assert out.returncode == 1
-    assert "MISMATCH" in out.stdout and "1 of 2 threads on their planned CPU" in out.stdout
+    assert "MISMATCH" in out.stdout and "1 of 2 threads bound to their planned CPU" in out.stdout
 
 
 def test_verify_passes_a_right_binding_and_json() -> None:
@@ -171,3 +160,176 @@ def test_env_launcher_is_evaluable() -> None:
     )
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
     assert out.stdout.strip() == "2 {0},{1} close"
+
+
+# --------------------------------------------------------------------------- bindings ignored
+def test_verify_catches_an_ignored_binding() -> None:
+    """OMP_PROC_BIND=false: threads float over both CPUs. Before, a thread that happened to
+    sit on its planned CPU passed ("loosely bound"), so this passed 3 of 6 times; now every
+    run fails and says why, whichever CPU the thread was on."""
+    for _ in range(4):
+        out = run(
+            TOPOBIND,
+            "verify",
+            "--layout",
+            "compact",
+            "--threads",
+            "2",
+            "-f",
+            "json",
+            "--",
+            "env",
+            "OMP_NUM_THREADS=2",
+            "OMP_PROC_BIND=false",
+        )
+        assert out.returncode == 1, out.stdout + out.stderr
+        doc = json.loads(out.stdout)
+        assert not doc["ok"]
+        for row in doc["rows"]:
+            assert row["status"] == "MISMATCH" and row["affinity"] == [0, 1]
+            planned = row["planned"][0]
+            want = (
+                f"unbound: affinity 0-1, planned {planned}"
+                if row["cpu"] == planned
+                else f"ran on {row['cpu']}, planned {planned}"
+            )
+            assert row["reason"] == want
+
+
+def test_verify_table_says_why_and_run_verify_refuses(tmp_path: Path) -> None:
+    """The same ignored binding under `topobind run --verify`: a launcher (here a stand-in
+    mpirun that starts the ranks itself and sets OMP_PROC_BIND=false) ignores the binding;
+    run prints the table, does not launch the program, exits 1."""
+    fake = tmp_path / "bin" / "mpirun"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/usr/bin/env python3\n"
+        "import os, subprocess, sys\n"
+        "a = sys.argv[1:]\n"
+        "if a == ['--version']:\n"
+        "    print('mpirun (Open MPI) 4.1.4')\n"
+        "    sys.exit(0)\n"
+        "n = int(a[a.index('-np') + 1])\n"
+        "cmd = a[a.index('rank-exec') - 3 :]\n"
+        "env = lambda r: {**os.environ, 'OMPI_COMM_WORLD_RANK': str(r),\n"
+        "                 'OMPI_COMM_WORLD_LOCAL_RANK': str(r), 'OMP_PROC_BIND': 'false'}\n"
+        "procs = [subprocess.Popen(cmd, env=env(r)) for r in range(n)]\n"
+        "sys.exit(max(p.wait() for p in procs))\n"
+    )
+    fake.chmod(0o755)
+    marker = tmp_path / "launched"
+    env = {**NO_SLURM, "PATH": f"{fake.parent}:{NO_SLURM['PATH']}"}
+    out = subprocess.run(
+        [RUN, "--layout", "compact", "--ranks", "2", "--verify", "--", "touch", str(marker)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stderr
+    rows = [ln for ln in out.stderr.splitlines() if re.match(r"\s+\d+\s+\d+\s", ln)]
+    assert len(rows) == 2 and all("MISMATCH (" in r for r in rows), out.stderr
+    assert all(("unbound: affinity 0-1, planned" in r) or ("ran on" in r) for r in rows)
+    assert "0 of 2 threads bound to their planned CPU; 2 not" in out.stderr
+    assert "placement differs from the plan; not launching" in out.stderr
+    assert not marker.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["bin"], "run left files behind"
+
+
+# --------------------------------------------------------------------------- cannot run
+@pytest.mark.parametrize(
+    "argv,program,status,why",
+    [
+        (["run", "--layout", "compact", "-r", "1", "--"], "/nonexistent/prog", 127, "No such"),
+        (["verify", "--layout", "compact", "--"], "nosuchlauncher", 127, "No such"),
+        (["run", "-r", "1", "--"], "NOEXEC", 126, "Permission denied"),
+        (["verify", "--"], "NOEXEC", 126, "Permission denied"),
+    ],
+)
+def test_program_that_cannot_run_is_one_line(
+    argv: list[str], program: str, status: int, why: str, tmp_path: Path
+) -> None:
+    if program == "NOEXEC":
+        program = str(tmp_path / "data.txt")
+        Path(program).write_text("not a program\n")
+        Path(program).chmod(0o644)
+    out = run(TOPOBIND, *argv, program, cwd=tmp_path)
+    assert out.returncode == status
+    want = f"topobind: error: cannot run {program}: " + (
+        "No such file or directory" if status == 127 else "Permission denied"
+    )
+    assert out.stderr.splitlines() == [want] and why in want
+    assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_missing_program_under_mpirun_exits_127(tmp_path: Path) -> None:
+    out = run(RUN, "-r", "2", "--mpi", "openmpi4", "--", "/nonexistent/prog", cwd=tmp_path)
+    assert out.returncode == 127
+    assert "topobind: error: cannot run /nonexistent/prog: No such file or directory" in (
+        out.stderr
+    )
+    assert "Traceback" not in out.stderr
+    assert not list(tmp_path.iterdir())
+
+
+# --------------------------------------------------------------------------- dry runs
+def _dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir(exist_ok=True)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir(exist_ok=True)
+    return subprocess.run(
+        [TOPOBIND, "run", "--dry-run", *args],
+        capture_output=True,
+        text=True,
+        env={**NO_SLURM, "TMPDIR": str(tmpdir)},
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def test_dry_run_writes_nothing_to_the_working_directory(tmp_path: Path) -> None:
+    out = _dry_run(tmp_path, "--layout", "compact", "--ranks", "2", "--", "./app")
+    assert out.returncode == 0, out.stderr
+    assert not list((tmp_path / "cwd").iterdir())
+    # the command refers to a plan file; it lives in a fresh directory under $TMPDIR
+    kept = [d for d in (tmp_path / "tmp").iterdir()]
+    assert len(kept) == 1 and kept[0].name.startswith("topobind-dry-run-")
+    assert f"# files this command reads (kept; remove when done): {kept[0]}" in out.stdout
+    assert f"--plan {kept[0]}/plan.json" in out.stdout
+    json.loads((kept[0] / "plan.json").read_text())
+
+
+def test_dry_run_without_launcher_or_failing_keeps_nothing(tmp_path: Path) -> None:
+    out = _dry_run(tmp_path, "--layout", "compact", "--ranks", "1", "--", "./app")
+    assert out.returncode == 0 and out.stdout.splitlines()[-1] == "./app"
+    out = _dry_run(tmp_path, "--launcher", "srun", "--", "./app")
+    assert out.returncode == 2 and "needs a Slurm allocation" in out.stderr
+    assert not list((tmp_path / "cwd").iterdir())
+    assert not list((tmp_path / "tmp").iterdir())
+
+
+# --------------------------------------------------------------------------- warnings
+UNEVEN_SMT = "/work/shared/topologies/16em64t-4s2c2t-offlines.xml"
+SMT_WARNING = "topobind: warning: some cores have fewer usable PUs than others"
+
+
+@pytest.mark.skipif(not Path(UNEVEN_SMT).exists(), reason="needs /work/shared/topologies")
+def test_run_and_env_print_the_plans_warnings(tmp_path: Path) -> None:
+    out = run(RUN, "-t", UNEVEN_SMT, "--smt", "-r", "1", "-T", "2", "--", "true", cwd=tmp_path)
+    assert out.returncode == 0 and out.stderr.startswith(SMT_WARNING), out.stderr
+    out = run(TOPOBIND, "run", "--dry-run", "-t", UNEVEN_SMT, "--smt", "--", "./a", cwd=tmp_path)
+    assert out.returncode == 0 and SMT_WARNING in out.stderr
+    env = REPO / "launchers" / "topobind-env"
+    script = f'eval "$({env} -t {UNEVEN_SMT} --smt)"; echo "[$OMP_NUM_THREADS $OMP_PLACES]"'
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=NO_SLURM)
+    assert out.stdout == "[7 {0},{4},{12},{1},{6},{3},{15}]\n"  # stdout stays eval-able
+    assert out.stderr.startswith(SMT_WARNING)
+
+
+def test_env_notes_whole_cores_on_smt_for_several_ranks() -> None:
+    out = run(TOPOBIND, "env", "-t", "synthetic:pack:1 core:4 pu:2", "-r", "2")
+    assert "export OMP_PLACES=cores" in out.stdout
+    assert out.stderr.startswith("topobind: note: OMP_PLACES=cores: each thread gets the PUs")
+    assert "the whole core (all its PUs) under mpirun --bind-to core" in out.stderr

@@ -1,9 +1,17 @@
 """Placement verification: the probe's report (kernels/bin/whereami) against the Plan.
 
 The probe prints one JSON document per rank (JSON Lines), each with ``placement`` entries
-``{rank, thread, cpu, affinity, host}`` (OS PU indexes). A thread is OK when the CPU it ran
-on is in its planned place; a rank or thread the plan expects and the probe did not report
-is MISSING; anything else is MISMATCH.
+``{rank, thread, cpu, affinity, host}`` (OS PU indexes). A thread is OK only when it is
+*bound* to its planned place: the CPU it ran on is in the place and its affinity mask lies
+inside the place. A thread on the right CPU whose mask is wider (``OMP_PROC_BIND=false``, a
+binding the launcher ignored) is a MISMATCH ("unbound"): it ran there by luck and may
+migrate. A rank or thread the plan expects and the probe did not report is MISSING; one the
+plan does not have is UNPLANNED.
+
+The plan describes one node. Ranks are compared per node: the ranks the probe reports on one
+host, in rank order, are that node's local ranks 0, 1, ... (what ``SLURM_LOCALID`` and
+``OMPI_COMM_WORLD_LOCAL_RANK`` number, for block and cyclic distributions alike), and local
+rank *i* must match rank *i* of the plan.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ class Row:
     planned: tuple[int, ...]
     observed: Observed | None
     status: str  # OK | MISMATCH | MISSING | UNPLANNED
-    loose: bool = False  # OK, but the thread's affinity mask is wider than its place
+    reason: str = ""  # why it is not OK (empty when OK)
 
 
 def parse_probe_output(text: str) -> list[Observed]:
@@ -62,27 +70,75 @@ def parse_probe_output(text: str) -> list[Observed]:
     return out
 
 
-def compare(planned: list[PlannedRank], observed: list[Observed], nnodes: int = 1) -> list[Row]:
-    """Rank r of the plan describes local rank r on every node (global rank % ranks/node)."""
+def check_thread(place: tuple[int, ...], o: Observed) -> Row:
+    """OK only when the thread ran in its place *and* its affinity mask lies inside it."""
+    planned = format_list(place)
+    if o.cpu not in place:
+        return Row(o.rank, o.thread, place, o, "MISMATCH", f"ran on {o.cpu}, planned {planned}")
+    if not o.affinity:
+        return Row(o.rank, o.thread, place, o, "MISMATCH", "the probe reported no affinity mask")
+    if not set(o.affinity) <= set(place):
+        return Row(
+            o.rank,
+            o.thread,
+            place,
+            o,
+            "MISMATCH",
+            f"unbound: affinity {format_list(o.affinity)}, planned {planned}",
+        )
+    return Row(o.rank, o.thread, place, o, "OK")
+
+
+def compare(
+    planned: list[PlannedRank], observed: list[Observed], nnodes: int | None = None
+) -> list[Row]:
+    """Rows for every planned thread of ``nnodes`` nodes (default: the hosts reported), and
+    for every reported thread the plan does not have."""
     per_node = len(planned)
-    seen: dict[tuple[int, int], list[Observed]] = {}
+    threads: dict[tuple[str, int], dict[int, Observed]] = {}
     for o in observed:
-        seen.setdefault((o.rank, o.thread), []).append(o)
+        threads.setdefault((o.host, o.rank), {}).setdefault(o.thread, o)
+    ranks_on: dict[str, list[int]] = {}
+    for host, rank in threads:
+        ranks_on.setdefault(host, []).append(rank)
+    if nnodes is None:
+        nnodes = max(1, len(ranks_on))
+    expected = per_node * nnodes
     rows: list[Row] = []
-    for global_rank in range(per_node * nnodes):
-        pr = planned[global_rank % per_node]
-        for t, place in enumerate(pr.places):
-            obs = seen.pop((global_rank, t), [])
-            if not obs:
-                rows.append(Row(global_rank, t, place, None, "MISSING"))
+    reported: set[int] = set()
+    for host, ranks in ranks_on.items():
+        for local, rank in enumerate(sorted(ranks)):
+            seen = dict(threads[(host, rank)])
+            reported.add(rank)
+            if local >= per_node or rank >= expected:
+                why = (
+                    f"{host} ran more than the {per_node} ranks per node of the plan"
+                    if local >= per_node
+                    else f"the plan has {expected} ranks ({per_node} per node x {nnodes})"
+                )
+                rows.extend(Row(rank, t, (), o, "UNPLANNED", why) for t, o in seen.items())
                 continue
-            o = obs[0]
-            ok = o.cpu in place
-            loose = ok and bool(o.affinity) and not set(o.affinity) <= set(place)
-            rows.append(Row(global_rank, t, place, o, "OK" if ok else "MISMATCH", loose))
-    for (rank, thread), obs in sorted(seen.items()):
-        rows.append(Row(rank, thread, (), obs[0], "UNPLANNED"))
+            pr = planned[local]
+            for t, place in enumerate(pr.places):
+                got = seen.pop(t, None)
+                if got is None:
+                    rows.append(Row(rank, t, place, None, "MISSING", "not reported by the probe"))
+                else:
+                    rows.append(check_thread(place, got))
+            for t, o in seen.items():
+                rows.append(
+                    Row(rank, t, (), o, "UNPLANNED", f"the plan has {n_threads(len(pr.places))}")
+                )
+    for rank in range(expected):
+        if rank not in reported:
+            for t, place in enumerate(planned[rank % per_node].places):
+                rows.append(Row(rank, t, place, None, "MISSING", "rank not reported by the probe"))
+    rows.sort(key=lambda r: (r.rank, r.thread, r.observed.host if r.observed else ""))
     return rows
+
+
+def n_threads(n: int) -> str:
+    return f"{n} thread" + ("" if n == 1 else "s")
 
 
 def all_ok(rows: list[Row]) -> bool:
@@ -91,13 +147,13 @@ def all_ok(rows: list[Row]) -> bool:
 
 def table(rows: list[Row]) -> str:
     lines = [
-        "CPU numbers are OS indexes.",
+        "CPU numbers are OS indexes; OK means on the planned CPU and bound to it.",
         f"{'rank':>4} {'thread':>6}  {'host':<10} {'planned':<12} {'actual':>6}  "
         f"{'affinity':<14} status",
     ]
     for r in rows:
         o = r.observed
-        status = r.status + (" (loosely bound)" if r.loose else "")
+        status = r.status + (f" ({r.reason})" if r.reason else "")
         lines.append(
             f"{r.rank:>4} {r.thread:>6}  {(o.host if o else '-'):<10} "
             f"{format_list(r.planned) or '-':<12} {(str(o.cpu) if o else '-'):>6}  "
@@ -105,7 +161,7 @@ def table(rows: list[Row]) -> str:
         )
     bad = sum(1 for r in rows if r.status != "OK")
     lines.append(
-        f"{len(rows) - bad} of {len(rows)} threads on their planned CPU"
+        f"{len(rows) - bad} of {len(rows)} threads bound to their planned CPU"
         + ("" if not bad else f"; {bad} not")
     )
     return "\n".join(lines)
@@ -121,7 +177,7 @@ def rows_json(rows: list[Row]) -> list[dict[str, object]]:
             "affinity": list(r.observed.affinity) if r.observed else None,
             "host": r.observed.host if r.observed else None,
             "status": r.status,
-            "loosely_bound": r.loose,
+            "reason": r.reason,
         }
         for r in rows
     ]
