@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except TopobindError as exc:
         print(f"topobind: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_status
     except BrokenPipeError:
         return 0
 

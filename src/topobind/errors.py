@@ -1,4 +1,7 @@
-"""The one exception type the CLI turns into a one-line error and exit status 2."""
+"""The exception types the CLI turns into a one-line error and an exit status (2 unless
+the error says otherwise)."""
+
+from __future__ import annotations
 
 
 class TopobindError(Exception):
@@ -7,6 +10,8 @@ class TopobindError(Exception):
     The message is one line that says what is wrong and what to change.
     """
 
+    exit_status = 2
+
 
 class TopologyError(TopobindError):
     """The topology source is missing, malformed or unusable."""
@@ -14,3 +19,12 @@ class TopologyError(TopobindError):
 
 class PlanError(TopobindError):
     """The requested layout cannot be planned on this topology."""
+
+
+class CannotRun(TopobindError):
+    """A program could not be started; exit status as shells give it: 127 when it does not
+    exist, 126 when it exists but cannot be executed (permission denied, a directory...)."""
+
+    def __init__(self, program: str, exc: OSError) -> None:
+        super().__init__(f"cannot run {program}: {exc.strerror or exc}")
+        self.exit_status = 127 if isinstance(exc, FileNotFoundError) else 126
