@@ -127,3 +127,26 @@ def test_atomic_write_gives_the_usual_file_mode(tmp_path: Path) -> None:
     assert path.read_text() == "hello\n"
     assert path.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+
+
+def test_rankfile_in_a_missing_directory_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "no" / "such" / "rf"
+    out = run(
+        "plan", "-t", BETZY, "-l", "every-other-core", "-f", "openmpi", "--rankfile", str(target)
+    )
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.splitlines() == [
+        f"topobind: error: cannot write rankfile {target}: directory {target.parent} does not "
+        "exist; create it or give another --rankfile PATH"
+    ]
+    assert not (tmp_path / "no").exists()
+    out = run("plan", "-t", BETZY, "-l", "every-other-core", "-f", "openmpi4", "--rankfile", "/")
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1
+
+
+def test_openmpi_formats_print_their_notes(tmp_path: Path) -> None:
+    out = run("plan", "-t", BETZY, "-l", "per-l3", "-f", "openmpi", cwd=tmp_path)
+    assert out.stderr.startswith(
+        "topobind: note: --bind-to core binds each rank to every PU of its cores, so "
+        "OMP_PLACES=cores gives each thread a whole core (all its PUs), not only the planned PU"
+    )

@@ -75,3 +75,36 @@ def test_places_explicit_list_when_irregular() -> None:
 def test_srun_notes_name_the_traps() -> None:
     notes = " ".join(srun_argv(make_plan(load(BETZY), "per-l3")).notes)
     assert "only to CPUs the step holds" in notes and "--exclusive" in notes and "--hint" in notes
+
+
+def test_whole_core_note_is_exact_for_ppr_and_rankfile_forms() -> None:
+    """--bind-to core on SMT cores: OMP_PLACES=cores gives a thread the whole core. The note
+    says so wherever --bind-to core is emitted (ppr and rankfile forms, 4.x and 5.x), and
+    not for topobind run's launch, whose ranks export exact places (rank-exec)."""
+    from topobind.emit.openmpi import WHOLE_CORE_NOTE, openmpi_argv
+
+    topo = load(BETZY)
+    for layout in ("per-l3", "every-other-core"):  # ppr:1:l3cache, a rankfile
+        plan = make_plan(topo, layout)
+        for version in (4, 5):
+            m = openmpi_argv(plan, version)
+            assert WHOLE_CORE_NOTE in m.notes
+            assert "whole core (all its PUs), not only the planned PU" in WHOLE_CORE_NOTE
+            assert WHOLE_CORE_NOTE not in openmpi_argv(plan, version, exact_places=True).notes
+        assert (m.rankfile is None) == (layout == "per-l3")
+    smt_plan = make_plan(topo, "per-l3", smt=True)  # --bind-to hwthread: PUs, no note
+    assert WHOLE_CORE_NOTE not in openmpi_argv(smt_plan, 5).notes
+    assert not any("keeps threads" in n for n in launch_dict(make_plan(topo, "per-l3"))["notes"])
+
+
+def test_rankfile_names_every_node() -> None:
+    from topobind.emit.openmpi import openmpi_argv, rankfile_text
+
+    plan = make_plan(load(BETZY), "every-other-core", ranks=2)
+    m = openmpi_argv(plan, 4, rankfile_path="rf", hosts=["n1", "n2"])
+    assert m.argv[:3] == ["mpirun", "-np", "4"] and m.rankfile is not None
+    lines = [ln for ln in m.rankfile.splitlines() if ln.startswith("rank ")]
+    one = [ln.split("=", 1)[1].split(" ", 1)[1] for ln in rankfile_text(plan, 4).splitlines()[1:]]
+    assert [ln.split("=")[0] for ln in lines] == ["rank 0", "rank 1", "rank 2", "rank 3"]
+    assert [ln.split("=")[1].split()[0] for ln in lines] == ["n1", "n1", "n2", "n2"]
+    assert [ln.split(" ", 2)[2] for ln in lines] == one + one  # the same slots on each node

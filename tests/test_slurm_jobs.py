@@ -91,3 +91,32 @@ def test_wrong_binding_is_caught_in_slurm(local_slurm: dict[str, str], tmp_path:
     job = sbatch_wait(script, tmp_path, local_slurm)
     assert job.returncode != 0
     assert job.output.count("MISMATCH") == 2
+
+
+def test_ranks_come_from_the_allocation(local_slurm: dict[str, str], tmp_path: Path) -> None:
+    """No --ranks: `#SBATCH --ntasks=2` gives 2 ranks (srun), each verified on its CPU."""
+    script = tmp_path / "alloc.sbatch"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --exclusive\n"
+        f"{REPO}/launchers/topobind-run --layout compact --verify -- {WHEREAMI}\n"
+    )
+    job = sbatch_wait(script, tmp_path, local_slurm)
+    assert job.returncode == 0, job.output
+    assert "all 2 threads on their planned CPUs, bound to them" in job.output
+    assert placements(job.output) == {(0, 0): 0, (1, 0): 1}
+    assert not list(tmp_path.glob(".topobind-run-*"))
+
+
+def test_ignored_binding_is_caught_in_slurm(local_slurm: dict[str, str], tmp_path: Path) -> None:
+    """srun --cpu-bind=none and OMP_PROC_BIND=false: every task may run anywhere. Whatever
+    CPU each happened to run on, verify fails."""
+    script = tmp_path / "unbound.sbatch"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --exclusive\n"
+        f"{REPO}/.venv/bin/topobind verify --layout compact -- "
+        "srun --cpu-bind=none env OMP_NUM_THREADS=1 OMP_PROC_BIND=false\n"
+    )
+    job = sbatch_wait(script, tmp_path, local_slurm)
+    assert job.returncode == 1, job.output
+    assert job.output.count("MISMATCH (") == 2
+    assert "0 of 2 threads bound to their planned CPU; 2 not" in job.output

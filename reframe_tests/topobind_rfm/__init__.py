@@ -106,6 +106,9 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
             self.exclusive_access = True
         self.env_vars["TOPOBIND_KERNELS_DIR"] = str(kernels_dir())
         self.env_vars["TOPOBIND_WORKDIR"] = "."  # topobind run's scratch files: the stage dir
+        # The job holds the node with one task and topobind run starts every step itself: plan
+        # each layout's own rank count, not the job's one task.
+        self.env_vars["TOPOBIND_IGNORE_ALLOCATION_TASKS"] = "1"
         self.tb_check_setup()
 
     def tb_check_setup(self) -> None:

@@ -5,6 +5,9 @@
 - The OpenMPI flavour (4.x or 5.x) is read from ``mpirun --version``.
 - Every rank runs through ``topobind rank-exec``, which exports the exact ``OMP_PLACES`` of
   its local rank (from the plan file) before it execs the program.
+- On several Slurm nodes the plan (one node) is applied on each: ``srun --nodes=N
+  --ntasks=R*N``, ``mpirun -np R*N``, and a rankfile with one block per node (host names
+  from ``scontrol show hostnames``).
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from topobind import slurm
 from topobind.emit.omp import omp_env
 from topobind.emit.openmpi import openmpi_argv
-from topobind.emit.srun import srun_argv
+from topobind.emit.srun import STEP_NOTE, srun_argv
 from topobind.errors import TopobindError
 from topobind.plan import Plan
 
@@ -33,15 +37,15 @@ class Launch:
     mpi: str | None = None  # "openmpi4" | "openmpi5"
     rankfile: tuple[str, str] | None = None  # (path, text) to write before launching
     notes: list[str] = field(default_factory=list)
+    nodes: int = 1  # nodes the launch spans (the plan is applied on each)
 
 
 def in_slurm(env: dict[str, str] | None = None) -> bool:
-    return "SLURM_JOB_ID" in (os.environ if env is None else env)
+    return slurm.in_slurm(env)
 
 
 def slurm_nodes(env: dict[str, str] | None = None) -> int:
-    e = os.environ if env is None else env
-    return int(e.get("SLURM_JOB_NUM_NODES") or e.get("SLURM_NNODES") or "1")
+    return slurm.nodes(env)
 
 
 def find_mpirun(prefer: str | None = None) -> tuple[str, str]:
@@ -105,18 +109,27 @@ def build(
             )
         return Launch(argv=list(program), env=env, launcher="none")
     wrapped = rank_exec_prefix(plan_file) + list(program)
+    nodes = slurm_nodes() if in_slurm() else 1
     if which == "srun":
-        nodes = slurm_nodes()
         s = srun_argv(plan)
         argv = [s.argv[0], f"--nodes={nodes}", f"--ntasks={plan.nranks * nodes}", *s.argv[1:]]
-        return Launch(argv=argv + wrapped, env=env, launcher="srun", notes=s.notes)
+        # The srun line is topobind's own (no -c/--exact/--hint, masks from the job's CPUs):
+        # the advice for hand-written srun lines does not apply.
+        notes = [n for n in s.notes if n != STEP_NOTE]
+        return Launch(argv=argv + wrapped, env=env, launcher="srun", notes=notes, nodes=nodes)
     if which == "mpirun":
         path, flavour = find_mpirun(mpi)
         version = 5 if flavour == "openmpi5" else 4
-        m = openmpi_argv(plan, version, rankfile_path=rankfile_path)
+        m = openmpi_argv(plan, version, rankfile_path=rankfile_path, exact_places=True)
+        if nodes > 1:
+            # The same plan on every node: -np is ranks per node x nodes, and a rankfile
+            # names every node (scontrol show hostnames $SLURM_JOB_NODELIST).
+            hosts = slurm.hostnames() if m.rankfile is not None else None
+            m = openmpi_argv(
+                plan, version, rankfile_path=rankfile_path, exact_places=True, hosts=hosts
+            )
+            m.argv[2] = str(plan.nranks * nodes)
         argv = [path, *m.argv[1:]]
-        if in_slurm() and slurm_nodes() > 1:
-            argv[2] = str(plan.nranks * slurm_nodes())  # -np: ranks per node x nodes
         if os.geteuid() == 0:
             env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
             env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
@@ -130,6 +143,7 @@ def build(
             mpi=flavour,
             rankfile=rankfile,
             notes=m.notes,
+            nodes=nodes,
         )
     raise TopobindError(f"unknown launcher {which!r}; choose one of {', '.join(LAUNCHERS)}")
 

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
+import sys
 
+from topobind import slurm
+from topobind.errors import PlanError, TopobindError
 from topobind.layouts import LAYOUTS, make_plan
 from topobind.plan import Plan
 from topobind.topology import Topology, load
@@ -45,3 +50,73 @@ def topology_from(args: argparse.Namespace) -> Topology:
 def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
     topo = topo if topo is not None else topology_from(args)
     return make_plan(topo, args.layout, ranks=args.ranks, threads=args.threads, smt=args.smt)
+
+
+#: environment variable: "1" = plan without the allocation's task count (see plan_for_job)
+IGNORE_ALLOCATION_TASKS = "TOPOBIND_IGNORE_ALLOCATION_TASKS"
+
+
+def layout_fixes_ranks(layout: str) -> bool:
+    """Layouts whose rank count comes from the topology: one rank per domain."""
+    return layout in ("per-l3", "per-numa", "per-socket") or layout.startswith("l3-groups:")
+
+
+def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
+    """:func:`plan_from` for commands that launch inside this job (run, env, verify).
+
+    Inside Slurm, without --ranks, the ranks per node are the tasks per node the job asked
+    for (``SLURM_NTASKS_PER_NODE``, or ``SLURM_NTASKS`` / ``SLURM_JOB_NUM_NODES``) unless the
+    layout sets the count itself (one rank per domain). An explicit --ranks wins. When the
+    plan's ranks per node differ from the allocation's, the plan carries a warning.
+    ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1`` turns this off (the layout's own default applies):
+    for wrappers such as the ReFrame checks, whose job holds the node with one task and
+    launches every step itself."""
+    fixed = layout_fixes_ranks(args.layout)
+    if os.environ.get(IGNORE_ALLOCATION_TASKS) == "1":
+        return plan_from(args, topo)
+    try:
+        alloc = slurm.tasks_per_node()
+    except TopobindError:
+        if args.ranks is None and not fixed:
+            raise
+        alloc = None  # not needed for the plan; an uneven allocation is the user's call
+    ranks = args.ranks
+    from_alloc = ranks is None and alloc is not None and not fixed
+    if from_alloc:
+        assert alloc is not None
+        ranks = alloc.count
+    topo = topo if topo is not None else topology_from(args)
+    try:
+        plan = make_plan(topo, args.layout, ranks=ranks, threads=args.threads, smt=args.smt)
+    except PlanError as exc:
+        if not from_alloc:
+            raise
+        assert alloc is not None
+        raise PlanError(
+            f"{exc} (the {alloc.count} ranks per node come from the allocation, "
+            f"{alloc.source}; give --ranks to override)"
+        ) from exc
+    if alloc is not None and plan.nranks != alloc.count:
+        why = (
+            f"--ranks {args.ranks} is used"
+            if args.ranks is not None
+            else f"layout {args.layout} sets one rank per domain; give --ranks to change it"
+        )
+        warning = (
+            f"the plan has {_n(plan.nranks, 'rank')} per node but the allocation has "
+            f"{_n(alloc.count, 'task')} per node ({alloc.source}); {why}"
+        )
+        plan = dataclasses.replace(plan, warnings=(*plan.warnings, warning))
+    return plan
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def print_warnings(plan: Plan, notes: list[str] | tuple[str, ...] = ()) -> None:
+    """The plan's warnings (and launch notes) on stderr, so job logs show them."""
+    for warning in plan.warnings:
+        print(f"topobind: warning: {warning}", file=sys.stderr)
+    for note in notes:
+        print(f"topobind: note: {note}", file=sys.stderr)

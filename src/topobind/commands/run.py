@@ -14,12 +14,17 @@ import tempfile
 from typing import Any
 
 from topobind import jsonfmt
-from topobind.commands.common import add_layout_args, add_topology_arg, plan_from
+from topobind.commands.common import (
+    add_layout_args,
+    add_topology_arg,
+    plan_for_job,
+    print_warnings,
+)
 from topobind.emit import launch_dict
-from topobind.emit.omp import format_places, omp_env
-from topobind.errors import TopobindError
+from topobind.emit.omp import format_places, omp_env, omp_notes
+from topobind.errors import CannotRun, TopobindError
 from topobind.fsutil import atomic_write_text
-from topobind.launch import LAUNCHERS, Launch, build, local_rank, slurm_nodes
+from topobind.launch import LAUNCHERS, Launch, build, in_slurm, local_rank, slurm_nodes
 from topobind.plan import Plan, PlannedRank, ranks_from_json
 from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
 
@@ -31,9 +36,13 @@ examples (in an sbatch script, or on a workstation):
   topobind run --dry-run --layout compact --ranks 2 -- ./app  # print, do not run
 
 Inside Slurm the default launcher is srun (one --cpu-bind mask per task); outside, mpirun
-(OpenMPI 4 or 5, detected) for several ranks, none for one. Every rank runs through
-'topobind rank-exec', which exports the exact OMP_PLACES of its local rank.
-The program's exit status is passed through.
+(OpenMPI 4 or 5, detected) for several ranks, none for one. Inside Slurm, without --ranks,
+the ranks per node are the job's tasks per node (SLURM_NTASKS_PER_NODE, or SLURM_NTASKS /
+SLURM_JOB_NUM_NODES), except for layouts with one rank per domain (per-l3, per-numa,
+per-socket, l3-groups:N); the plan is applied on every node of the job. Every rank runs
+through 'topobind rank-exec', which exports the exact OMP_PLACES of its local rank.
+Warnings and launch notes go to stderr ('topobind: warning: ...'). The program's exit status
+is passed through; a program that cannot be started exits 127 (not found) or 126.
 """
 
 VERIFY_EPILOG = """\
@@ -42,8 +51,12 @@ examples:
   topobind verify --plan plan.json -- srun -n 2 --cpu-bind=mask_cpu:0x1,0x2
   topobind verify --layout compact --ranks 2 -- mpirun -np 2 --map-by core --bind-to core
 
-The placement probe (kernels/bin/whereami) is appended to the launch command. Exit status:
-0 when every rank and thread ran on its planned CPU, 1 otherwise.
+The placement probe (kernels/bin/whereami) is appended to the launch command. A thread is
+OK when it ran on its planned CPU and its affinity mask lies inside its planned place; a
+wider mask is a MISMATCH ("unbound"): the binding was ignored. The plan describes one node;
+each host's ranks, in rank order, are compared with the plan's ranks 0, 1, ... Exit status:
+0 when every rank and thread is bound to its planned CPU, 1 otherwise, 127/126 when the
+launch command cannot be started.
 """
 
 
@@ -82,6 +95,13 @@ def add_subparser(subparsers: Any) -> None:
     _plan_args(verify)
     verify.add_argument("--plan", metavar="FILE", help="a plan JSON (topobind plan -f json)")
     verify.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    verify.add_argument(
+        "--nodes",
+        type=int,
+        metavar="N",
+        help="nodes the launch command spans, each running the plan's ranks (default: the "
+        "job's nodes inside Slurm, else the hosts the probe reports)",
+    )
     verify.add_argument("command", nargs=argparse.REMAINDER, help="-- LAUNCH COMMAND...")
     verify.set_defaults(func=run_verify)
 
@@ -113,16 +133,25 @@ def _probe() -> str:
 
 
 def _workdir() -> str:
+    """Scratch directory for the plan file (and rankfile) every rank reads: on a shared file
+    system when the job spans several nodes ($TOPOBIND_WORKDIR, else the submit directory)."""
     base = os.environ.get("TOPOBIND_WORKDIR") or os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd()
-    return tempfile.mkdtemp(prefix=".topobind-run-", dir=base)
+    try:
+        return tempfile.mkdtemp(prefix=".topobind-run-", dir=base)
+    except OSError as exc:
+        raise TopobindError(
+            f"cannot create topobind run's scratch directory in {base}: {exc.strerror}; set "
+            "TOPOBIND_WORKDIR to a writable directory (shared by the job's nodes)"
+        ) from exc
 
 
 def _prepare(plan: Plan, program: list[str], args: argparse.Namespace, workdir: str) -> Launch:
     plan_file = os.path.join(workdir, "plan.json")
-    atomic_write_text(plan_file, jsonfmt.dumps(plan.to_dict(launch_dict(plan))))
     launch = build(
         plan, program, plan_file, args.launcher, args.mpi, os.path.join(workdir, "rankfile")
     )
+    if launch.launcher != "none":  # only the ranks of a launcher read the plan file
+        atomic_write_text(plan_file, jsonfmt.dumps(plan.to_dict(launch_dict(plan))))
     if launch.rankfile is not None:
         atomic_write_text(*launch.rankfile)
     return launch
@@ -131,13 +160,16 @@ def _prepare(plan: Plan, program: list[str], args: argparse.Namespace, workdir: 
 def _execute(launch: Launch, capture: bool = False) -> subprocess.CompletedProcess[str]:
     """Run in a new process group; Ctrl-C / SIGTERM stop the whole group."""
     env = {**os.environ, **launch.env}
-    proc = subprocess.Popen(
-        launch.argv,
-        env=env,
-        start_new_session=True,
-        text=True,
-        stdout=subprocess.PIPE if capture else None,
-    )
+    try:
+        proc = subprocess.Popen(
+            launch.argv,
+            env=env,
+            start_new_session=True,
+            text=True,
+            stdout=subprocess.PIPE if capture else None,
+        )
+    except OSError as exc:  # as a shell says it: exit 127 (not found) or 126
+        raise CannotRun(launch.argv[0], exc) from exc
 
     def stop(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -158,31 +190,45 @@ def _status(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def _verify_rows(plan: Plan, out: str) -> list[Any]:
+def _verify_rows(plan: Plan, out: str, nodes: int) -> list[Any]:
     planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
-    return compare(
-        planned,
-        parse_probe_output(out),
-        nnodes=slurm_nodes() if "SLURM_JOB_ID" in os.environ else 1,
-    )
+    return compare(planned, parse_probe_output(out), nnodes=nodes)
+
+
+def _dry_run(plan: Plan, program: list[str], args: argparse.Namespace) -> int:
+    """Print the exact command. Files the command refers to (plan file, rankfile) go to a
+    new directory under $TMPDIR, kept and named only when the command needs them; nothing
+    is written to the working directory."""
+    workdir = tempfile.mkdtemp(prefix="topobind-dry-run-")
+    try:
+        launch = _prepare(plan, program, args, workdir)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    print_warnings(plan, launch.notes)
+    for k, v in launch.env.items():
+        print(f"export {k}={shlex.quote(v)}")
+    print(shlex.join(launch.argv))
+    if launch.rankfile:
+        print(f"# rankfile {launch.rankfile[0]}:\n" + launch.rankfile[1], end="")
+    if launch.launcher == "none":
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        print(f"# files this command reads (kept; remove when done): {workdir}")
+    return 0
 
 
 def run_run(args: argparse.Namespace) -> int:
     program = _strip_dashes(args.program)
     if not program:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
-    plan = plan_from(args)
+    plan = plan_for_job(args)
+    if args.dry_run:
+        return _dry_run(plan, program, args)
     workdir = _workdir()
     try:
         launch = _prepare(plan, program, args, workdir)
-        if args.dry_run:
-            for k, v in launch.env.items():
-                print(f"export {k}={shlex.quote(v)}")
-            print(shlex.join(launch.argv))
-            if launch.rankfile:
-                print(f"# rankfile {launch.rankfile[0]}:\n" + launch.rankfile[1], end="")
-            print(f"# plan file kept for this command: {workdir}/plan.json")
-            return 0
+        print_warnings(plan, launch.notes)
         if args.verify:
             probe_launch = _prepare(plan, [_probe()], args, workdir)
             done = _execute(probe_launch, capture=True)
@@ -192,7 +238,7 @@ def run_run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return _status(done.returncode) or 1
-            rows = _verify_rows(plan, done.stdout)
+            rows = _verify_rows(plan, done.stdout, probe_launch.nodes)
             if not all_ok(rows):
                 print(table(rows), file=sys.stderr)
                 print(
@@ -201,7 +247,8 @@ def run_run(args: argparse.Namespace) -> int:
                 )
                 return 1
             print(
-                f"topobind: verify: all {len(rows)} threads on their planned CPUs", file=sys.stderr
+                f"topobind: verify: all {len(rows)} threads on their planned CPUs, bound to them",
+                file=sys.stderr,
             )
         done = _execute(launch)
         if done.returncode != 0:
@@ -211,12 +258,12 @@ def run_run(args: argparse.Namespace) -> int:
             )
         return _status(done.returncode)
     finally:
-        if not args.dry_run:
-            shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def run_env(args: argparse.Namespace) -> int:
-    plan = plan_from(args)
+    plan = plan_for_job(args)
+    print_warnings(plan, omp_notes(plan))
     for k, v in {**omp_env(plan), "TOPOBIND_LAYOUT": plan.layout}.items():
         print(f"export {k}={shlex.quote(v)}")
     return 0
@@ -228,6 +275,8 @@ def run_verify(args: argparse.Namespace) -> int:
     command = _strip_dashes(args.command)
     if not command:
         raise TopobindError("no launch command given; put it after '--' (e.g. -- srun -n 2)")
+    if args.nodes is not None and args.nodes < 1:
+        raise TopobindError(f"--nodes must be at least 1 (got {args.nodes})")
     if args.plan:
         try:
             with open(args.plan, encoding="utf-8") as fh:
@@ -235,7 +284,8 @@ def run_verify(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise TopobindError(f"cannot read plan {args.plan!r}: {exc}") from exc
     else:
-        plan = plan_from(args)
+        plan = plan_for_job(args)
+        print_warnings(plan)
         planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
     done = _execute(Launch(argv=[*command, _probe()], env={}, launcher="given"), capture=True)
     if done.returncode != 0:
@@ -244,7 +294,8 @@ def run_verify(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return _status(done.returncode) or 1
-    rows = compare(planned, parse_probe_output(done.stdout))
+    nodes = args.nodes if args.nodes is not None else (slurm_nodes() if in_slurm() else None)
+    rows = compare(planned, parse_probe_output(done.stdout), nnodes=nodes)
     if args.format == "json":
         print(jsonfmt.dumps({"ok": all_ok(rows), "rows": rows_json(rows)}))
     else:
@@ -258,13 +309,16 @@ def run_rank_exec(args: argparse.Namespace) -> int:
     program = _strip_dashes(args.program)
     if not program:
         raise TopobindError("rank-exec: no program given")
-    with open(args.plan, encoding="utf-8") as fh:
-        planned = ranks_from_json(json.load(fh))
+    try:
+        with open(args.plan, encoding="utf-8") as fh:
+            planned = ranks_from_json(json.load(fh))
+    except (OSError, ValueError) as exc:
+        raise TopobindError(f"rank-exec: cannot read plan {args.plan!r}: {exc}") from exc
     rank = local_rank()
     if rank is not None:
         os.environ["OMP_PLACES"] = format_places(list(planned[rank % len(planned)].places))
     try:
         os.execvp(program[0], program)
-    except OSError as exc:
-        raise TopobindError(f"cannot run {program[0]!r}: {exc.strerror}") from exc
+    except OSError as exc:  # as a shell says it: exit 127 (not found) or 126
+        raise CannotRun(program[0], exc) from exc
     return 127  # not reached

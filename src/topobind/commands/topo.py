@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from typing import Any
 
 from topobind import jsonfmt
-from topobind.commands.common import add_layout_args, add_topology_arg, plan_from, topology_from
+from topobind.commands.common import (
+    add_layout_args,
+    add_topology_arg,
+    plan_from,
+    print_warnings,
+    topology_from,
+)
 from topobind.emit import launch_dict
-from topobind.emit.omp import omp_env
+from topobind.emit.omp import omp_env, omp_notes
 from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
 from topobind.emit.srun import srun_argv
+from topobind.errors import TopobindError
 from topobind.picture import plan_picture
 from topobind.plan import Plan
 from topobind.topology import CacheDomain, Topology, format_list
@@ -261,6 +269,7 @@ def plan_text(plan: Plan) -> str:
 def run_plan(args: argparse.Namespace) -> int:
     plan = plan_from(args)
     fmt = args.format
+    notes: list[str] = []  # launch notes of the flags printed (text and json carry them)
     if fmt == "json":
         print(jsonfmt.dumps(plan.to_dict(launch_dict(plan))))
     elif fmt == "text":
@@ -268,21 +277,40 @@ def run_plan(args: argparse.Namespace) -> int:
     elif fmt == "picture":
         print(plan_picture(plan))
     elif fmt == "env":
+        notes = omp_notes(plan)
         for k, v in omp_env(plan).items():
             print(f"export {k}={shlex.quote(v)}")
     elif fmt in ("openmpi", "openmpi4"):
         version = 5 if fmt == "openmpi" else 4
         launch = openmpi_argv(plan, version, rankfile_path=args.rankfile, host=args.host)
         if launch.rankfile is not None:
-            from topobind.fsutil import atomic_write_text
-
-            atomic_write_text(args.rankfile, launch.rankfile)
+            _write_rankfile(args.rankfile, launch.rankfile)
             print(f"topobind: wrote rankfile {args.rankfile}", file=sys.stderr)
+        notes = launch.notes
         print(shlex.join(launch.argv))
     elif fmt == "srun":
-        print(shlex.join(srun_argv(plan).argv))
+        srun = srun_argv(plan)
+        notes = srun.notes
+        print(shlex.join(srun.argv))
     elif fmt in ("rankfile", "rankfile4"):
         sys.stdout.write(rankfile_text(plan, 5 if fmt == "rankfile" else 4, args.host))
-    for warning in plan.warnings:
-        print(f"topobind: warning: {warning}", file=sys.stderr)
+    print_warnings(plan, notes)
     return 0
+
+
+def _write_rankfile(path: str, text: str) -> None:
+    """Write the rankfile into an existing directory; never create directories."""
+    from topobind.fsutil import atomic_write_text
+
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise TopobindError(
+            f"cannot write rankfile {path}: directory {parent} does not exist; create it or "
+            "give another --rankfile PATH"
+        )
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise TopobindError(
+            f"cannot write rankfile {path}: {exc.strerror or exc}; give another --rankfile PATH"
+        ) from exc

@@ -103,3 +103,14 @@ def omp_env(plan: Plan) -> dict[str, str]:
 def rank_places(plan: Plan, rank: int) -> str:
     """Explicit OMP_PLACES for one rank (what topobind-run exports per rank)."""
     return format_places(list(plan.ranks[rank].places))
+
+
+def omp_notes(plan: Plan) -> list[str]:
+    """What the ``OMP_*`` exports alone mean, for scripts that launch by themselves."""
+    if plan.nranks > 1 and not plan.smt and plan.topology.smt > 1:
+        return [
+            "OMP_PLACES=cores: each thread gets the PUs of one core that its rank's binding "
+            "allows: only the planned PU under topobind's srun masks, the whole core (all its "
+            "PUs) under mpirun --bind-to core; 'topobind run' exports exact places per rank"
+        ]
+    return []

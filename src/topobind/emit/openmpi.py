@@ -9,6 +9,7 @@ Tests check every emitted form against OpenMPI's own mapper (tests/test_openmpi_
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from topobind.plan import Plan
@@ -84,13 +85,31 @@ def _spell(resource: str, version: int) -> str:
     return "socket" if (version == 4 and resource == "package") else resource
 
 
+WHOLE_CORE_NOTE = (
+    "--bind-to core binds each rank to every PU of its cores, so OMP_PLACES=cores gives each "
+    "thread a whole core (all its PUs), not only the planned PU; for exactly the planned PUs "
+    "launch with 'topobind run' (its 'topobind rank-exec' exports each rank's exact "
+    "OMP_PLACES) or export OMP_PLACES per rank from ranks[].places"
+)
+
+
 def openmpi_argv(
-    plan: Plan, version: int = 5, rankfile_path: str = DEFAULT_RANKFILE, host: str | None = None
+    plan: Plan,
+    version: int = 5,
+    rankfile_path: str = DEFAULT_RANKFILE,
+    host: str | None = None,
+    exact_places: bool = False,
+    hosts: Sequence[str] | None = None,
 ) -> MpiLaunch:
+    """``mpirun`` argv for the plan (one node; ``hosts``: the same plan on each of them, in a
+    rankfile when one is needed). ``exact_places``: every rank exports its exact OMP_PLACES
+    (``topobind rank-exec``), so no note about OMP_PLACES=cores on SMT cores."""
     notes: list[str] = []
+    if not exact_places and not plan.smt and plan.topology.smt > 1:
+        notes.append(WHOLE_CORE_NOTE)
     bind = "hwthread" if plan.smt else "core"
     found = find_ppr(plan, version)
-    argv = ["mpirun", "-np", str(plan.nranks)]
+    argv = ["mpirun", "-np", str(plan.nranks * (len(hosts) if hosts else 1))]
     if found is not None:
         resource, per = found
         res = _spell(resource, version)
@@ -105,14 +124,9 @@ def openmpi_argv(
             argv += ["--map-by", f"ppr:{per}:{res}{mod}", "--bind-to", bind]
             if plan.smt:
                 argv.append("--use-hwthread-cpus")
-        if not plan.smt and plan.topology.smt > 1:
-            notes.append(
-                "--bind-to core gives each rank every PU of its cores; OMP_PLACES keeps "
-                "threads on the planned PU of each core"
-            )
         return MpiLaunch(argv=argv, notes=notes, resource=resource)
 
-    text = rankfile_text(plan, version, host)
+    text = rankfile_text(plan, version, host, hosts=hosts)
     if version == 5:
         mod = ":hwtcpus" if plan.smt else ""
         mod += _oversubscribe_5(plan, notes)
@@ -137,19 +151,25 @@ def _oversubscribe_5(plan: Plan, notes: list[str]) -> str:
     return ""
 
 
-def rankfile_text(plan: Plan, version: int = 5, host: str | None = None) -> str:
+def rankfile_text(
+    plan: Plan, version: int = 5, host: str | None = None, hosts: Sequence[str] | None = None
+) -> str:
     """OpenMPI rankfile. 5.x: ``slot=`` lists hwloc logical core indexes (logical PU
     indexes with SMT, used with ``:hwtcpus``). 4.x: OS PU indexes, used with
-    ``--mca rmaps_rank_file_physical 1``."""
-    host = host or plan.topology.hostname or "localhost"
+    ``--mca rmaps_rank_file_physical 1``. With ``hosts``: one block per node, node *k*
+    holding ranks ``k*R .. k*R+R-1`` placed like the plan's ranks ``0 .. R-1``."""
+    names = list(hosts) if hosts else [host or plan.topology.hostname or "localhost"]
     pu_logical = plan.topology.pu_logical()
     lines = [f"# topobind rankfile for OpenMPI {version}.x, layout {plan.layout}"]
-    for r in plan.ranks:
-        if version == 5:
-            ids = [pu_logical[pu] for pu in r.cpus] if plan.smt else list(r.cores)
-            lines.append(f"# rank {r.rank}: OS PUs {format_list(r.cpus)}")
-        else:
-            ids = list(r.cpus) if plan.smt else list(plan.core_pus(r))
-        # Ranges keep lines short: OpenMPI's rankfile parser truncates long lines.
-        lines.append(f"rank {r.rank}={host} slot={format_list(ids)}")
+    for k, name in enumerate(names):
+        if len(names) > 1:
+            lines.append(f"# node {k}: {name}")
+        for r in plan.ranks:
+            if version == 5:
+                ids = [pu_logical[pu] for pu in r.cpus] if plan.smt else list(r.cores)
+                lines.append(f"# rank {k * plan.nranks + r.rank}: OS PUs {format_list(r.cpus)}")
+            else:
+                ids = list(r.cpus) if plan.smt else list(plan.core_pus(r))
+            # Ranges keep lines short: OpenMPI's rankfile parser truncates long lines.
+            lines.append(f"rank {k * plan.nranks + r.rank}={name} slot={format_list(ids)}")
     return "\n".join(lines) + "\n"

@@ -18,6 +18,12 @@ from dataclasses import dataclass, field
 
 from topobind.plan import Plan
 
+STEP_NOTE = (
+    "srun applies --cpu-bind=mask_cpu only to CPUs the step holds: allocate the whole "
+    "node (sbatch --exclusive) and add no -c/--exact to this srun; --hint cannot be "
+    "combined with --cpu-bind"
+)
+
 
 @dataclass(frozen=True)
 class SrunLaunch:
@@ -46,11 +52,7 @@ def srun_argv(plan: Plan) -> SrunLaunch:
         f"--ntasks-per-node={plan.nranks}",
         f"--cpu-bind=mask_cpu:{','.join(masks)}",
     ]
-    notes = [
-        "srun applies --cpu-bind=mask_cpu only to CPUs the step holds: allocate the whole "
-        "node (sbatch --exclusive) and add no -c/--exact to this srun; --hint cannot be "
-        "combined with --cpu-bind"
-    ]
+    notes = [STEP_NOTE]
     all_pus = set(plan.topology.pus)
     if any(set(r.cpus) == all_pus for r in plan.ranks) and plan.nranks == 1:
         notes.append("a mask holding every CPU of the node is treated by Slurm as unbound")

@@ -1,0 +1,122 @@
+"""What a Slurm job was given: nodes, tasks per node, host names (from ``SLURM_*``).
+
+Only variables the user asked for count as the allocation's task count:
+``SLURM_NTASKS_PER_NODE`` (``--ntasks-per-node``) and ``SLURM_NTASKS`` (``-n``), the latter
+divided by ``SLURM_JOB_NUM_NODES``. ``SLURM_TASKS_PER_NODE`` is not used: sbatch sets it even
+without ``-n`` (to the CPU count with ``--exclusive``, measured on Slurm 22.05).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from topobind.errors import TopobindError
+
+_COUNT = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+
+
+def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if env is None else env
+
+
+def in_slurm(env: Mapping[str, str] | None = None) -> bool:
+    return "SLURM_JOB_ID" in _env(env)
+
+
+def nodes(env: Mapping[str, str] | None = None) -> int:
+    e = _env(env)
+    text = e.get("SLURM_JOB_NUM_NODES") or e.get("SLURM_NNODES") or "1"
+    if not text.isdigit() or int(text) < 1:
+        raise TopobindError(f"SLURM_JOB_NUM_NODES={text!r} is not a node count")
+    return int(text)
+
+
+def expand_counts(text: str) -> list[int]:
+    """Slurm's compressed per-node counts: ``2(x3),1`` -> ``[2, 2, 2, 1]``."""
+    out: list[int] = []
+    for part in text.split(","):
+        m = _COUNT.match(part.strip())
+        if not m:
+            raise TopobindError(f"cannot read the per-node count {text!r} (expected e.g. 2(x3))")
+        out.extend([int(m.group(1))] * int(m.group(2) or 1))
+    return out
+
+
+@dataclass(frozen=True)
+class TasksPerNode:
+    count: int  # tasks on every node of the job
+    source: str  # the variables it came from, for messages
+
+
+def tasks_per_node(env: Mapping[str, str] | None = None) -> TasksPerNode | None:
+    """Tasks per node the job asked for; None outside Slurm or when no task count was asked.
+
+    Raises when the allocation holds different task counts on different nodes: a plan
+    describes one node and is applied on every node."""
+    e = _env(env)
+    if not in_slurm(e):
+        return None
+    per_node = e.get("SLURM_NTASKS_PER_NODE", "").strip()
+    if per_node:
+        counts = expand_counts(per_node)
+        source = f"SLURM_NTASKS_PER_NODE={per_node}"
+        if len(set(counts)) > 1:
+            raise TopobindError(
+                f"the allocation has different task counts per node ({source}); topobind plans "
+                "the same ranks on every node: give --ranks R (ranks per node)"
+            )
+        return TasksPerNode(counts[0], source)
+    total = e.get("SLURM_NTASKS", "").strip()
+    if not total:
+        return None
+    n = nodes(e)
+    source = f"SLURM_NTASKS={total}" + (f" over SLURM_JOB_NUM_NODES={n}" if n > 1 else "")
+    if not total.isdigit() or int(total) < 1:
+        raise TopobindError(f"SLURM_NTASKS={total!r} is not a task count")
+    if int(total) % n:
+        raise TopobindError(
+            f"the allocation's tasks do not divide evenly over its nodes ({source}); "
+            "topobind plans the same ranks on every node: give --ranks R (ranks per node)"
+        )
+    return TasksPerNode(int(total) // n, source)
+
+
+def hostnames(env: Mapping[str, str] | None = None) -> list[str]:
+    """The job's nodes, in Slurm's order (``scontrol show hostnames $SLURM_JOB_NODELIST``)."""
+    import subprocess  # lazily: `topobind plan` does not pay for it
+
+    e = _env(env)
+    nodelist = e.get("SLURM_JOB_NODELIST") or e.get("SLURM_NODELIST") or ""
+    want = nodes(e)
+    if not nodelist:
+        raise TopobindError(
+            "cannot name the job's nodes: SLURM_JOB_NODELIST is unset (the rankfile needs "
+            "every node's host name)"
+        )
+    what = f"'scontrol show hostnames {nodelist}'"
+    try:
+        done = subprocess.run(
+            ["scontrol", "show", "hostnames", nodelist],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=dict(e),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TopobindError(
+            f"cannot expand SLURM_JOB_NODELIST ({what}: {getattr(exc, 'strerror', None) or exc}); "
+            "the rankfile needs every node's host name"
+        ) from exc
+    hosts = done.stdout.split()
+    if done.returncode != 0 or len(hosts) != want:
+        why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        if done.returncode == 0:
+            why = f"{len(hosts)} host names for SLURM_JOB_NUM_NODES={want}"
+        raise TopobindError(
+            f"cannot expand SLURM_JOB_NODELIST ({what}: {why}); the rankfile needs every "
+            "node's host name"
+        )
+    return hosts
