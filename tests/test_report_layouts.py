@@ -252,6 +252,17 @@ def test_real_runs_here_are_drawn_on_this_machine(tmp_path: Path) -> None:
     results = sorted((tmp_path / "res").rglob("*.json"))
     recorded = json.loads(results[0].read_text())
     assert recorded["layout"] == "compact" and recorded["host"] == socket.gethostname()
+    # topobind bench records the node (params.topology); without it, results made on this
+    # machine are drawn on its live topology.
+    assert recorded["params"]["topology"].startswith("synthetic:")
+    proc = topobind("report", str(tmp_path / "res"), "-o", str(tmp_path / "r0"))
+    assert proc.returncode == 0, proc.stderr
+    (drawn,) = json.loads((tmp_path / "r0" / "report.json").read_text())["layouts"]
+    assert drawn["topology"].startswith("the topology recorded in the results")
+    for path in results:
+        doc = json.loads(path.read_text())
+        del doc["params"]["topology"]
+        path.write_text(json.dumps(doc))
     proc = topobind("report", str(tmp_path / "res"), "-o", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "r" / "report.json").read_text())
