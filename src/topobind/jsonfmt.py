@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 _scalar = json.dumps
+# one encoder for the one-line values (json.dumps with separators= builds a new one per call)
+_one_line = json.JSONEncoder(separators=(", ", ": ")).encode
 
 
 def _inline(value: Any) -> bool:
@@ -32,7 +34,7 @@ def _dump(value: Any, indent: str, out: list[str]) -> None:
             out.append(",\n" if i < len(value) - 1 else "\n")
         out.append(indent + "]")
     else:  # scalars, empty containers, lists of numbers (nested too) on one line
-        out.append(json.dumps(value, separators=(", ", ": ")))
+        out.append(_one_line(value))
 
 
 def dumps(obj: Any) -> str:

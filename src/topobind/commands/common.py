@@ -7,7 +7,6 @@ import dataclasses
 import os
 import sys
 
-from topobind import slurm
 from topobind.errors import PlanError, TopobindError
 from topobind.layouts import LAYOUTS, make_plan
 from topobind.plan import Plan
@@ -74,6 +73,8 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
     fixed = layout_fixes_ranks(args.layout)
     if os.environ.get(IGNORE_ALLOCATION_TASKS) == "1":
         return plan_from(args, topo)
+    from topobind import slurm  # here, not at import: 'topobind plan' never needs it
+
     try:
         alloc = slurm.tasks_per_node()
     except TopobindError:
