@@ -128,6 +128,16 @@ int main(int argc, char **argv)
     openblas_set_num_threads(omp_get_max_threads());
     int blas_threads = openblas_get_num_threads();
     int blas_par = openblas_get_parallel();
+    cpu_set_t main_mask;
+    if (blas_par == 1 && blas_threads > 1 && sched_getaffinity(0, sizeof main_mask, &main_mask) == 0 &&
+        CPU_COUNT(&main_mask) < blas_threads)
+        /* libgomp binds the main thread at start-up (OMP_PROC_BIND/OMP_PLACES), before a
+         * pthreads OpenBLAS starts its workers, which inherit that mask (measured on 2 cores:
+         * half the GFLOP/s). An OpenMP OpenBLAS runs on the bound OpenMP team instead. */
+        fprintf(stderr, "dgemm: warning: pthreads OpenBLAS with %d threads, but the main thread is "
+                        "bound to %d PU(s): its workers inherit that binding; link the OpenMP "
+                        "OpenBLAS (kernels/Makefile) or unset OMP_PROC_BIND\n",
+                blas_threads, CPU_COUNT(&main_mask));
     const char *blas_lib = NULL;
     Dl_info info;
     if (dladdr((void *)cblas_dgemm, &info) && info.dli_fname)
