@@ -17,6 +17,7 @@ from topobind import kernels
 from topobind.errors import TopobindError
 
 KERNELS = ["stream", "dgemm", "latency", "c2c", "whereami"]
+KSRC = Path(__file__).resolve().parents[1] / "kernels"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -260,3 +261,41 @@ def test_make_from_clean_has_no_warnings(tmp_path: Path) -> None:
     assert "warning" not in (proc.stdout + proc.stderr).lower()
     for name in [*KERNELS, "libtbhugepages.so"]:
         assert (tmp_path / "k" / "bin" / name).exists()
+
+
+def _dgemm_bound(exe: Path, tmp: Path) -> tuple[dict, str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "OMP_PLACES": "{0},{1}", "OMP_PROC_BIND": "close"}
+    out = tmp / f"{exe.parent.name}.json"
+    proc = subprocess.run(
+        [str(exe), "--n", "256", "--reps", "2", "--pages", "4k", "--json", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text()), proc.stderr
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 PUs")
+def test_dgemm_runs_blas_on_the_bound_openmp_team_and_warns_about_pthreads(tmp_path: Path) -> None:
+    # make setup installs Debian's OpenMP OpenBLAS; kernels/Makefile links it.
+    doc, err = _dgemm_bound(KSRC / "bin" / "dgemm", tmp_path)
+    assert doc["params"]["blas_parallel"] == "openmp"
+    assert "openblas-openmp" in doc["params"]["blas_library"]
+    assert doc["valid"] and "warning" not in err
+    # The pthreads build (Debian's default libopenblas.so) under the same binding: its workers
+    # inherit the main thread's one-PU mask, and dgemm says so.
+    pt = tmp_path / "pthreads"
+    proc = subprocess.run(
+        ["make", "-s", "-C", str(KSRC), f"BIN={pt}", "BLAS_CFLAGS=",
+         "BLAS_LIBS=-lopenblas", f"{pt}/dgemm"],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc, err = _dgemm_bound(pt / "dgemm", tmp_path)
+    assert doc["params"]["blas_parallel"] == "pthreads"
+    assert (
+        "dgemm: warning: pthreads OpenBLAS with 2 threads, but the main thread is bound to 1" in err
+    )
