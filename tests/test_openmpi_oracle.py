@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from ompi_oracle import MapperFailed, PartialMap, have_ompi4, have_ompi5, ompi4_map, ompi5_map
-from topo_sources import BETZY, layout_cases, plan_or_skip
+from topo_sources import BETZY, TOPOLOGIES, layout_cases, plan_or_skip
 
 from topobind.emit.openmpi import openmpi_argv
 from topobind.layouts import make_plan
@@ -105,6 +105,38 @@ def test_betzy_variants_openmpi5(
 ) -> None:
     plan = make_plan(load(BETZY), layout, ranks=ranks, threads=threads)
     got = ompi5_map(_xml(plan, tmp_path), plan.nranks, _flags(plan, 5, tmp_path), cwd=tmp_path)
+    assert got == expected(plan)
+
+
+XML_192 = str(TOPOLOGIES / "192em64t-24n8c2t.xml")
+
+
+@pytest.mark.skipif(not have_ompi4(), reason="OpenMPI 4 (Debian openmpi-bin) not installed")
+@pytest.mark.parametrize(
+    "src,layout,ranks,threads",
+    [
+        (BETZY, "per-l3", 32, 2),
+        (BETZY, "compact", 10, 3),
+        (BETZY, "spread", 4, 2),
+        (BETZY, "per-numa", 8, 16),
+        (XML_192, "compact", 48, 4),
+        (XML_192, "per-numa", 24, 8),
+        (XML_192, "spread", 6, 8),
+    ],
+    ids=lambda v: str(v).rsplit("/", 1)[-1].split("(")[0].strip() if isinstance(v, str) else str(v),
+)
+def test_non_default_counts_openmpi4(
+    src: str, layout: str, ranks: int, threads: int, tmp_path: Path
+) -> None:
+    """Ranks x threads other than each layout's default, through OpenMPI 4's simulator."""
+    if not src.startswith("synthetic:") and not Path(src).exists():
+        pytest.skip(f"{src} not found")
+    plan = make_plan(load(src), layout, ranks=ranks, threads=threads)
+    assert plan.nranks == ranks and plan.threads == threads
+    launch = openmpi_argv(plan, 4)
+    if launch.rankfile is not None:
+        pytest.skip("rankfile: OpenMPI 4's simulator cannot map it")
+    got = ompi4_map(_xml(plan, tmp_path), plan.nranks, _flags(plan, 4, tmp_path))
     assert got == expected(plan)
 
 
