@@ -74,10 +74,25 @@ def test_truncated_outputs_raise_one_line_errors() -> None:
         assert "\n" not in str(exc.value) and str(exc.value).startswith("fixture: ")
 
 
+PROGRESS: list[str] = []
+
+
 @pytest.fixture(scope="module")
 def real_run() -> hpl.HplRun:
     plan = make_plan(load("live"), "compact", ranks=2, threads=1)
-    return hpl.run_hpl(plan, n=2000, nb=192)
+    return hpl.run_hpl(plan, n=2000, nb=192, progress=PROGRESS.append, heartbeat=0.2)
+
+
+@pytest.mark.slow
+@needs_hpl
+def test_long_runs_report_progress(real_run: hpl.HplRun) -> None:
+    # A start line, then a heartbeat with the elapsed time and hpcc's current test.
+    assert PROGRESS[0] == (
+        "hpl: hpcc N=1920 NB=192 P=1 Q=2, 2 rank(s) (hpcc runs every HPC Challenge test, HPL last)"
+    )
+    beats = PROGRESS[1:]
+    assert beats and all(b.startswith("hpl: ") and " s" in b for b in beats)
+    assert any(", hpcc in its " in b and b.endswith(" test") for b in beats)
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -244,6 +245,49 @@ def _pages_doc(pages: str, report: Path | None) -> dict[str, Any] | None:
     return {"requested": pages, "kib": kib, "fallback": kib != want, "note": note, "method": method}
 
 
+def _hpcc_section(outfile: Path) -> str | None:
+    """The HPC Challenge test hpcc is in now (its last 'Begin of X section.' line)."""
+    try:
+        text = outfile.read_text(errors="replace")
+    except OSError:
+        return None
+    begins = re.findall(r"^Begin of (\w+) section\.", text, re.M)
+    return begins[-1] if begins else None
+
+
+def _run_with_heartbeat(
+    argv: list[str],
+    wd: Path,
+    env: dict[str, str],
+    timeout: float,
+    program: str,
+    outfile: Path,
+    progress: Callable[[str], None] | None,
+    heartbeat: float,
+    t0: float,
+) -> subprocess.CompletedProcess[str]:
+    with subprocess.Popen(
+        argv, cwd=wd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        while True:
+            left = timeout - (time.monotonic() - t0)
+            if left <= 0:
+                proc.kill()
+                proc.communicate()
+                raise TopobindError(f"{program} did not finish within {timeout:g} s")
+            try:
+                out, err = proc.communicate(timeout=min(heartbeat, left))
+                break
+            except subprocess.TimeoutExpired:
+                if progress is not None:
+                    section = _hpcc_section(outfile) if program == "hpcc" else None
+                    progress(
+                        f"hpl: {time.monotonic() - t0:.0f} s"
+                        + (f", hpcc in its {section} test" if section else "")
+                    )
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def run_hpl(
     plan: Plan,
     *,
@@ -253,8 +297,13 @@ def run_hpl(
     pages: str = "none",
     timeout: float = 3600.0,
     workdir: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    heartbeat: float = 15.0,
 ) -> HplRun:
-    """Run HPL with ``plan.nranks`` ranks through OpenMPI 4's mpirun and the plan's flags."""
+    """Run HPL with ``plan.nranks`` ranks through OpenMPI 4's mpirun and the plan's flags.
+
+    ``progress`` gets a line when the run starts and one every ``heartbeat`` seconds while it
+    runs (elapsed time, and for hpcc the HPC Challenge test it is in)."""
     if pages not in ("1G", "2M", "none"):
         raise TopobindError(f"hpl --pages {pages!r}: choose one of 1G, 2M, none")
     if not os.path.exists(MPIRUN4):
@@ -301,14 +350,16 @@ def run_hpl(
         argv = [MPIRUN4, *launch.argv[1:], *xflags, exe]
         started = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         t0 = time.monotonic()
-        try:
-            proc = subprocess.run(
-                argv, cwd=wd, env=env, capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise TopobindError(f"{program} did not finish within {timeout:g} s") from exc
-        wall = time.monotonic() - t0
         outfile = wd / "hpccoutf.txt"
+        if progress is not None:
+            progress(
+                f"hpl: {program} N={cfg.n} NB={cfg.nb} P={cfg.p} Q={cfg.q}, {plan.nranks} rank(s)"
+                + (" (hpcc runs every HPC Challenge test, HPL last)" if program == "hpcc" else "")
+            )
+        proc = _run_with_heartbeat(
+            argv, wd, env, timeout, program, outfile, progress, heartbeat, t0
+        )
+        wall = time.monotonic() - t0
         text = (
             outfile.read_text(errors="replace")
             if program == "hpcc" and outfile.exists()

@@ -181,6 +181,7 @@ def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
         nb=args.nb,
         mem_fraction=args.mem_fraction,
         pages=args.pages or "none",
+        progress=bench.stderr_progress,
     )
     dest = bench.result_path(args.results, out.doc["host"], "hpl", plan.layout)
     import json
