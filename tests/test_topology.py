@@ -120,3 +120,27 @@ def test_malformed_xml(tmp_path) -> None:  # type: ignore[no-untyped-def]
     empty.write_text('<topology version="2.0"><object type="Machine" cpuset="0x0"/></topology>')
     with pytest.raises(TopologyError, match="no PU"):
         load(str(empty))
+
+
+def test_named_topologies_are_the_shared_synthetic_lines() -> None:
+    from topobind.topology import NAMED_TOPOLOGIES
+
+    tsv = TOPOLOGIES / "synthetic.tsv"
+    if not tsv.exists():
+        pytest.skip(f"{tsv} not found")
+    shared = {}
+    for line in tsv.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, desc = line.split("\t")[:2]
+            shared[name] = desc
+    for name, desc in NAMED_TOPOLOGIES.items():
+        assert shared[name] == desc, name
+    topo = load("betzy-epyc7742")
+    assert topo.source == "synthetic:" + shared["betzy-epyc7742"]
+    assert (len(topo.packages), len(topo.numa_nodes), len(topo.cores)) == (2, 8, 128)
+
+
+def test_unknown_name_lists_the_named_topologies() -> None:
+    with pytest.raises(TopologyError) as exc:
+        load("betzy")
+    assert "betzy-epyc7742" in str(exc.value) and "\n" not in str(exc.value)

@@ -241,12 +241,25 @@ def synthetic_description(topo: Topology) -> str | None:
     return SYNTHETIC_PREFIX + desc
 
 
+#: Named nodes of the project's sites and seeds (hwloc synthetic descriptions, OS indexes as
+#: the real machines number their PUs): ``--topology betzy-epyc7742``.
+NAMED_TOPOLOGIES: dict[str, str] = {
+    "betzy-epyc7742": "pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)",
+    "epyc9755-nps4": "pack:1 numa:4 l3:4 core:8 pu:2(indexes=2*128:1*2)",
+    "epyc9755-nps1": "pack:1 [numa] l3:16 core:8 pu:2(indexes=2*128:1*2)",
+    "skx-8160": "pack:2 [numa] l3:1 core:24 pu:2(indexes=2*48:1*2)",
+}
+
+
 def load(source: str = "live") -> Topology:
-    """Load a topology from ``live``, ``synthetic:DESCRIPTION`` or an XML file path."""
+    """Load a topology from ``live``, ``synthetic:DESCRIPTION``, a name of
+    :data:`NAMED_TOPOLOGIES` or an XML file path."""
     if source == "live":
         return load_live()
     if source.startswith(SYNTHETIC_PREFIX):
         return load_synthetic(source[len(SYNTHETIC_PREFIX) :])
+    if source in NAMED_TOPOLOGIES and not os.path.exists(source):
+        return load_synthetic(NAMED_TOPOLOGIES[source])
     return load_xml(source)
 
 
@@ -277,7 +290,13 @@ def load_synthetic(description: str) -> Topology:
 def load_xml(path: str | os.PathLike[str]) -> Topology:
     """An hwloc v2 XML file (e.g. ``lstopo-no-graphics --of xml`` run on a compute node)."""
     if not os.path.isfile(path):
-        hint = "" if str(path).endswith(".xml") else " (or use 'live' or 'synthetic:DESCRIPTION')"
+        hint = (
+            ""
+            if str(path).endswith(".xml")
+            else " (or use 'live', 'synthetic:DESCRIPTION' or a named node: "
+            + ", ".join(NAMED_TOPOLOGIES)
+            + ")"
+        )
         raise TopologyError(f"topology file {str(path)!r} does not exist{hint}")
     try:
         with open(path, encoding="utf-8") as fh:

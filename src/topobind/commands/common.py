@@ -15,7 +15,8 @@ from topobind.topology import Topology, load
 TOPOLOGY_HELP = (
     "where the node topology comes from: 'live' (default: this machine, only the PUs this "
     "job/cgroup may use), an hwloc XML file (lstopo-no-graphics --of xml > node.xml on a "
-    "compute node), or synthetic:'pack:2 numa:4 l3:4 core:4 pu:2'"
+    "compute node), synthetic:'pack:2 numa:4 l3:4 core:4 pu:2', or a named node: "
+    "betzy-epyc7742, epyc9755-nps4, epyc9755-nps1, skx-8160"
 )
 
 
