@@ -136,7 +136,10 @@ def _hwloc_variants(exe: str, _out: str) -> str:
     libdirs = _libdirs(prefix_of(exe))
     libs = [f for d in libdirs for f in sorted(glob.glob(f"{d}/libhwloc.so*"))]
     plugins = [f for d in libdirs for f in glob.glob(f"{d}/hwloc/hwloc_xml_libxml.so")]
-    linked = any("libxml2" in _run(["ldd", f]) for f in plugins + libs[:1])
+    ldd = next((p for p in ("/usr/bin/ldd", "/bin/ldd") if os.access(p, os.X_OK)), None)
+    if ldd is None:
+        return ""  # cannot tell: claim neither +libxml2 nor ~libxml2
+    linked = any("libxml2" in _run([ldd, f]) for f in plugins + libs[:1])
     return "+libxml2" if linked else "~libxml2"
 
 
