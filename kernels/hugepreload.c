@@ -432,11 +432,12 @@ static void expand(const char *in, char *out, size_t len)
             rep = num;
             p += 5;
         } else if (!strncmp(p, "{rank}", 6)) {
-            const char *r = getenv("SLURM_PROCID");
-            if (!r)
-                r = getenv("OMPI_COMM_WORLD_RANK");
+            /* innermost launcher first, as tb_env_rank() */
+            const char *r = getenv("OMPI_COMM_WORLD_RANK");
             if (!r)
                 r = getenv("PMIX_RANK");
+            if (!r)
+                r = getenv("SLURM_PROCID");
             snprintf(num, sizeof num, "%s", r ? r : "0");
             rep = num;
             p += 6;

@@ -5,8 +5,8 @@
  * rank, thread number, CPU (sched_getcpu, OS index), NUMA node, affinity mask (OS indexes,
  * pthread_getaffinity_np) and host.
  *
- *   whereami       rank from the launcher environment (SLURM_PROCID, OMPI_COMM_WORLD_RANK,
- *                  PMIX_RANK); every rank prints its own one-line JSON document, so a
+ *   whereami       rank from the launcher environment (OMPI_COMM_WORLD_RANK, PMIX_RANK,
+ *                  SLURM_PROCID); every rank prints its own one-line JSON document, so a
  *                  multi-rank job's stdout is JSON Lines.
  *   whereami-mpi   (built with -DWITH_MPI) rank 0 gathers all ranks and prints ONE document.
  */
@@ -43,7 +43,7 @@ static void usage(FILE *f)
 #ifdef WITH_MPI
           "MPI build: rank 0 gathers every rank's threads and prints ONE document for the job.\n"
 #else
-          "The rank comes from SLURM_PROCID / OMPI_COMM_WORLD_RANK / PMIX_RANK; every rank\n"
+          "The rank comes from OMPI_COMM_WORLD_RANK / PMIX_RANK / SLURM_PROCID; every rank\n"
           "prints one line, so the output of a multi-rank launch is JSON Lines.\n"
 #endif
           "\n"

@@ -333,3 +333,25 @@ def test_env_notes_whole_cores_on_smt_for_several_ranks() -> None:
     assert "export OMP_PLACES=cores" in out.stdout
     assert out.stderr.startswith("topobind: note: OMP_PLACES=cores: each thread gets the PUs")
     assert "the whole core (all its PUs) under mpirun --bind-to core" in out.stderr
+
+
+def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:
+    """An mpirun inside an sbatch script passes SLURM_PROCID=0/SLURM_LOCALID=0 of the batch
+    step to every rank: OpenMPI's (and PMIx's) own variables must decide the rank."""
+    from topobind.launch import local_rank
+
+    batch = {"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2"}
+    assert local_rank({**batch, "OMPI_COMM_WORLD_LOCAL_RANK": "1"}) == 1
+    assert local_rank({**batch, "PMIX_LOCAL_RANK": "1"}) == 1
+    assert local_rank({"SLURM_LOCALID": "3"}) == 3
+    probe = subprocess.run(
+        [str(REPO / "kernels" / "bin" / "whereami")],
+        env={**os.environ, **batch, "OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
+             "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    doc = json.loads(probe.stdout)
+    assert (doc["rank"], doc["ranks"]) == (1, 2)

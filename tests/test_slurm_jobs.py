@@ -120,3 +120,21 @@ def test_ignored_binding_is_caught_in_slurm(local_slurm: dict[str, str], tmp_pat
     assert job.returncode == 1, job.output
     assert job.output.count("MISMATCH (") == 2
     assert "0 of 2 threads bound to their planned CPU; 2 not" in job.output
+
+
+def test_two_ranks_through_mpirun_inside_the_allocation(
+    local_slurm: dict[str, str], tmp_path: Path
+) -> None:
+    """topobind-run --launcher mpirun in a 2-task job: OpenMPI's mpirun starts both ranks
+    inside the allocation with the plan's flags, and --verify proves each on its PU."""
+    script = tmp_path / "mpirun.sbatch"
+    run = f"{REPO}/launchers/topobind-run --layout compact --launcher mpirun"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --exclusive\n"
+        f"{run} --dry-run -- {WHEREAMI}\n{run} --verify -- {WHEREAMI}\n"
+    )
+    job = sbatch_wait(script, tmp_path, local_slurm)
+    assert job.returncode == 0, job.output
+    assert "mpirun -np 2 --map-by ppr:2:" in job.output
+    assert "all 2 threads on their planned CPUs, bound to them" in job.output
+    assert placements(job.output) == {(0, 0): 0, (1, 0): 1}

@@ -87,7 +87,7 @@ typedef struct {
     int threads;        /* OpenMP threads per rank (the kernel may overwrite before writing) */
 } tb_run;
 
-int tb_env_rank(void);  /* SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMIX_RANK (first set), else 0 */
+int tb_env_rank(void);  /* OMPI_COMM_WORLD_RANK, PMIX_RANK, SLURM_PROCID (first set), else 0 */
 int tb_env_ranks(void); /* SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMIX_SIZE (first set), else 1 */
 void tb_run_start(tb_run *r, const char *kernel);
 /* Opens the top-level object and writes schema, kernel, host, timestamp, layout, ranks, threads. */

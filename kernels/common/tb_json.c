@@ -262,16 +262,19 @@ static int env_first_int(const char *const *names, int dflt)
     return dflt;
 }
 
+/* Innermost launcher first: an mpirun inside a Slurm job passes the batch step's
+ * SLURM_PROCID=0 and SLURM_NTASKS to every rank it starts, so OpenMPI's own variables (set
+ * only by mpirun/prterun) and PMIx's win over Slurm's. */
 int tb_env_rank(void)
 {
-    static const char *const names[] = {"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID",
                                         NULL};
     return env_first_int(names, 0);
 }
 
 int tb_env_ranks(void)
 {
-    static const char *const names[] = {"SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE",
+    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_NTASKS",
                                         NULL};
     int n = env_first_int(names, 1);
     return n < 1 ? 1 : n;

@@ -148,12 +148,16 @@ def build(
     raise TopobindError(f"unknown launcher {which!r}; choose one of {', '.join(LAUNCHERS)}")
 
 
+#: The launcher's rank variables, innermost launcher first: an mpirun inside a Slurm job
+#: inherits the batch step's SLURM_PROCID=0 and SLURM_LOCALID=0 in every rank it starts, so
+#: OpenMPI's own variables (set only by mpirun/prterun) and PMIx's must win over Slurm's.
+LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK", "SLURM_LOCALID")
+RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+
 def local_rank(env: dict[str, str] | None = None) -> int | None:
     e = os.environ if env is None else env
-    for var in ("SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK"):
-        if e.get(var, "").isdigit():
-            return int(e[var])
-    for var in ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+    for var in (*LOCAL_RANK_VARS, *RANK_VARS):
         if e.get(var, "").isdigit():
             return int(e[var])
     return None
