@@ -114,22 +114,16 @@ def test_verify_catches_a_wrong_binding() -> None:
     assert "MISMATCH" in out.stdout and "1 of 2 threads bound to their planned CPU" in out.stdout
 
 
+def verify_two_threads_json(*omp_env: str) -> subprocess.CompletedProcess[str]:
+    """topobind verify (compact, 2 threads, JSON) of the probe run under ``env OMP_...``."""
+    return run(
+        TOPOBIND, "verify", "--layout", "compact", "--threads", "2", "-f", "json", "--",
+        "env", "OMP_NUM_THREADS=2", *omp_env,
+    )  # fmt: skip
+
+
 def test_verify_passes_a_right_binding_and_json() -> None:
-    out = run(
-        TOPOBIND,
-        "verify",
-        "--layout",
-        "compact",
-        "--threads",
-        "2",
-        "-f",
-        "json",
-        "--",
-        "env",
-        "OMP_NUM_THREADS=2",
-        "OMP_PLACES={0},{1}",
-        "OMP_PROC_BIND=close",
-    )
+    out = verify_two_threads_json("OMP_PLACES={0},{1}", "OMP_PROC_BIND=close")
     assert out.returncode == 0, out.stdout + out.stderr
     doc = json.loads(out.stdout)
     assert doc["ok"] and [r["cpu"] for r in doc["rows"]] == [0, 1]
@@ -168,20 +162,7 @@ def test_verify_catches_an_ignored_binding() -> None:
     sit on its planned CPU passed ("loosely bound"), so this passed 3 of 6 times; now every
     run fails and says why, whichever CPU the thread was on."""
     for _ in range(4):
-        out = run(
-            TOPOBIND,
-            "verify",
-            "--layout",
-            "compact",
-            "--threads",
-            "2",
-            "-f",
-            "json",
-            "--",
-            "env",
-            "OMP_NUM_THREADS=2",
-            "OMP_PROC_BIND=false",
-        )
+        out = verify_two_threads_json("OMP_PROC_BIND=false")
         assert out.returncode == 1, out.stdout + out.stderr
         doc = json.loads(out.stdout)
         assert not doc["ok"]
