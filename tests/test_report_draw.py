@@ -190,3 +190,14 @@ def test_cli_writes_text_and_png_by_extension(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "plan.txt").read_text().startswith("layout per-numa: 8 ranks x 16 threads")
     assert (tmp_path / "PLAN.PNG").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_hatch_ink_without_hatchcolor() -> None:
+    """matplotlib < 3.11 has no hatchcolor: the hatch takes the edge colour there (drawn for
+    real with matplotlib 3.6.3 when this was written; CI has one matplotlib)."""
+    from topobind.report.draw import _hatch_ink
+
+    assert _hatch_ink("#fff", "#555", hatchcolor=True) == {"hatchcolor": "#fff", "ec": "#555"}
+    assert _hatch_ink("#fff", None, hatchcolor=True) == {"hatchcolor": "#fff"}
+    assert _hatch_ink("#fff", None, hatchcolor=False) == {"ec": "#fff"}
+    assert _hatch_ink("#fff", "#555", hatchcolor=False) == {"ec": "#555"}

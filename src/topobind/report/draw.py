@@ -248,6 +248,19 @@ def _wrap(text: str, width: int, indent: str = "  ") -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def _hatch_ink(ink: str, edge: str | None, hatchcolor: bool | None = None) -> dict[str, str]:
+    """Keywords that draw a patch's hatch in ``ink``: ``hatchcolor`` from matplotlib 3.11 on
+    (``hatchcolor=None``: ask matplotlib); before it the hatch takes the edge colour
+    (``edge``, or ``ink`` where the patch has no visible edge)."""
+    if hatchcolor is None:
+        from matplotlib.patches import Patch
+
+        hatchcolor = hasattr(Patch, "set_hatchcolor")
+    if hatchcolor:
+        return {"hatchcolor": ink} if edge is None else {"hatchcolor": ink, "ec": edge}
+    return {"ec": ink if edge is None else edge}
+
+
 def _rank_patches(ax: Any, rank: int, x: float, y: float, w: float, h: float) -> None:
     """One rank's fill on a core box (or a stripe of a shared core): colour, hatch, border."""
     from matplotlib.patches import Rectangle
@@ -256,7 +269,9 @@ def _rank_patches(ax: Any, rank: int, x: float, y: float, w: float, h: float) ->
     ax.add_patch(Rectangle((x, y), w, h, fc=st.colour, ec="#555555", lw=0.6))
     if st.hatch:  # see-through ink over the fill; the labels sit on plain patches above it
         ink = "#00000066" if st.ink == "#000000" else "#ffffffaa"
-        ax.add_patch(Rectangle((x, y), w, h, fill=False, hatch=st.hatch, hatchcolor=ink, lw=0))
+        ax.add_patch(
+            Rectangle((x, y), w, h, fill=False, hatch=st.hatch, lw=0, **_hatch_ink(ink, None))
+        )
     if st.edge != "solid":
         inset = min(0.06, w / 4)
         ax.add_patch(
@@ -276,11 +291,10 @@ def _legend_handle(rank: int | None, label: str) -> Any:
     ink = "#00000066" if st.ink == "#000000" else "#ffffffaa"
     return Patch(
         fc=st.colour,
-        ec="#555555",
         hatch=st.hatch or None,
-        hatchcolor=ink,
         ls=st.edge,
         label=label,
+        **_hatch_ink(ink, "#555555"),
     )
 
 
@@ -434,7 +448,10 @@ def _small_png(png: bytes) -> bytes:
     except ImportError:  # pragma: no cover - Pillow comes with matplotlib
         return png
     img = Image.open(io.BytesIO(png)).convert("RGB")
-    small = img.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    # Image.Quantize/Image.Dither from Pillow 9.1; the module constants before it
+    method = getattr(Image, "Quantize", Image).MEDIANCUT
+    dither = getattr(Image, "Dither", Image).NONE
+    small = img.quantize(colors=256, method=method, dither=dither)
     out = io.BytesIO()
     small.save(out, format="PNG", optimize=True)
     data = out.getvalue()
