@@ -202,7 +202,8 @@ def test_rankfile_has_one_block_per_node(mpi: str, fake_scontrol: Path, tmp_path
     assert out.returncode == 0, out.stderr
     argv = command(out.stdout)
     assert argv[1:3] == ["-np", "4"]
-    rankfile = Path(work.glob("topobind-dry-run-*/rankfile").__next__()).read_text()
+    # several nodes: the rankfile goes where every node reads it (here: the working directory)
+    rankfile = Path(work.glob(".topobind-run-*/rankfile").__next__()).read_text()
     ranks = [ln for ln in rankfile.splitlines() if ln.startswith("rank ")]
     slots = ["0,2", "4,6"] if mpi == "openmpi5" else ["0-1,4-5", "8-9,12-13"]  # 5: logical
     assert ranks == [
@@ -342,3 +343,22 @@ def test_verify_compares_each_node_with_the_plan(tmp_path: Path) -> None:
     out = verify("0 1 0 1", "--nodes", "3")  # a third node never reported
     assert out.returncode == 1
     assert [r["status"] for r in json.loads(out.stdout)["rows"]][4:] == ["MISSING"] * 2
+
+
+def test_dry_run_on_several_nodes_puts_the_plan_where_every_node_reads_it(tmp_path: Path) -> None:
+    shared = tmp_path / "submit"
+    shared.mkdir()
+    local = tmp_path / "local-tmp"
+    local.mkdir()
+    slurm = {**job(ntasks="4", job_num_nodes="2"), "SLURM_SUBMIT_DIR": str(shared)}
+    env_tmp = {**slurm, "TMPDIR": str(local)}
+    out = tb("run", "--dry-run", "-t", NODE4, "--", "./a", slurm=env_tmp, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    argv = command(out.stdout)
+    plan = Path(argv[argv.index("--plan") + 1])
+    assert plan.parent.parent == shared and plan.exists()
+    assert not list(local.iterdir())
+    one_node = tb("run", "--dry-run", "-t", NODE4, "--", "./a",
+                  slurm={**job(ntasks="2"), "TMPDIR": str(local)}, cwd=tmp_path)  # fmt: skip
+    argv = command(one_node.stdout)
+    assert Path(argv[argv.index("--plan") + 1]).parent.parent == local

@@ -198,8 +198,9 @@ def _verify_rows(plan: Plan, out: str, nodes: int) -> list[Any]:
 def _dry_run(plan: Plan, program: list[str], args: argparse.Namespace) -> int:
     """Print the exact command. Files the command refers to (plan file, rankfile) go to a
     new directory under $TMPDIR, kept and named only when the command needs them; nothing
-    is written to the working directory."""
-    workdir = tempfile.mkdtemp(prefix="topobind-dry-run-")
+    is written to the working directory. A job on several nodes needs them where every node
+    reads them: the shared scratch directory of a real run (see :func:`_workdir`)."""
+    workdir = _workdir() if slurm_nodes() > 1 else tempfile.mkdtemp(prefix="topobind-dry-run-")
     try:
         launch = _prepare(plan, program, args, workdir)
     except BaseException:
