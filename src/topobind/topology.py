@@ -189,18 +189,10 @@ class Topology:
 
 
 # --------------------------------------------------------------------------- loading
-def _which(name: str) -> str | None:
-    """``shutil.which`` for a plain command name, without importing shutil (5 ms of the
-    plan's start-up: it pulls in bz2, lzma and zlib)."""
-    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
-        path = os.path.join(folder or ".", name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
-
-
 def _hwloc_tool(name: str) -> str:
-    path = _which(name)
+    import shutil  # (argparse has imported it already)
+
+    path = shutil.which(name)
     if not path:
         raise TopologyError(
             f"'{name}' not found on PATH; install hwloc (apt-get install hwloc) or run 'make setup'"

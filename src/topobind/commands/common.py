@@ -10,13 +10,13 @@ import sys
 from topobind.errors import PlanError, TopobindError
 from topobind.layouts import LAYOUTS, make_plan
 from topobind.plan import Plan
-from topobind.topology import Topology, load
+from topobind.topology import NAMED_TOPOLOGIES, Topology, load
 
 TOPOLOGY_HELP = (
     "where the node topology comes from: 'live' (default: this machine, only the PUs this "
     "job/cgroup may use), an hwloc XML file (lstopo-no-graphics --of xml > node.xml on a "
     "compute node), synthetic:'pack:2 numa:4 l3:4 core:4 pu:2', or a named node: "
-    "betzy-epyc7742, epyc9755-nps4, epyc9755-nps1, skx-8160"
+    + ", ".join(NAMED_TOPOLOGIES)
 )
 
 
