@@ -272,3 +272,25 @@ def test_real_runs_here_are_drawn_on_this_machine(tmp_path: Path) -> None:
     cpus = [e["cpu"] for e in sorted(recorded["placement"], key=lambda e: e["thread"])]
     assert drawn["placement"][0]["cpus"] == cpus
     assert (tmp_path / "r" / drawn["picture"]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_planned_layouts_from_a_hook_are_marked_planned(tmp_path: Path) -> None:
+    """layout_pictures_hook adds drawings of plans: kind 'plan', in the Layouts section apart
+    from the recorded drawings, never captioned as where threads really ran."""
+    from topobind.report.draw import layout_pictures_hook
+    from topobind.topology import load
+
+    generate_fleet(tmp_path / "fleet", FleetSpec(hosts=3, runs=2, kernels=("stream",),
+                                                 layout="per-l3"))  # fmt: skip
+    plan = make_plan(load("betzy-epyc7742"), "every-other-core")
+    built = build_report(
+        [str(tmp_path / "fleet")], tmp_path / "r", hooks=[layout_pictures_hook([plan])]
+    )
+    assert built is not None
+    page = (tmp_path / "r" / "index.html").read_text()
+    layouts = page[page.index('<h2 id="layouts">') :]
+    assert "Planned layouts added to this report" in layouts
+    planned = layouts[layouts.index("Planned layouts added") :]
+    assert "plan-every-other-core-64x1.png" in planned
+    assert "(planned)" in planned and "really ran" not in planned.split("</figure>")[0]
+    assert (tmp_path / "r" / "plan-every-other-core-64x1.png").exists()

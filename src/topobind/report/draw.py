@@ -518,8 +518,8 @@ def layout_pictures_hook(plans: list[Plan]) -> Any:
                 filename=f"plan-{_safe(p.layout)}-{p.nranks}x{p.threads}.png",
                 title=f"layout {p.layout}: {plural(p.nranks, 'rank')} x "
                 f"{plural(p.threads, 'thread')} (planned)",
-                caption=CAPTION,
-                kind="layout",
+                caption=CAPTION + " Planned: drawn from the plan, not from the results.",
+                kind="plan",
                 png=draw_png(p),
             )
             for p in plans

@@ -43,7 +43,7 @@ class Picture:
     filename: str  # e.g. "hosts-stream-nolayout-2MiB.png"
     title: str  # shown above the picture in HTML
     caption: str  # one or two sentences: how to read it
-    kind: str  # ecdf | hosts | matrix | pages | layout | ...
+    kind: str  # ecdf | hosts | matrix | pages | layout (recorded) | plan (planned) | ...
     png: bytes
 
 

@@ -600,6 +600,13 @@ def _html_layouts(report: Report, pictures: Sequence[Picture]) -> list[str]:
         "drawing per placement.</p>",
     ]
     parts += [_figure(p) for p in pictures if p.kind == "layout"]
+    planned = [p for p in pictures if p.kind == "plan"]
+    if planned:
+        parts.append(
+            '<p class="meta">Planned layouts added to this report (drawn from a plan, not from '
+            "the results):</p>"
+        )
+        parts += [_figure(p) for p in planned]
     if report.layouts.not_drawn:
         parts.append("<p><b>Not drawn:</b></p><ul>")
         for n in report.layouts.not_drawn:
@@ -738,8 +745,8 @@ def html_page(
             )
         )
     parts.append("<h2>Pictures</h2>")
-    parts += [_figure(p) for p in pictures if p.kind != "layout"]
-    if report.layouts or any(p.kind == "layout" for p in pictures):
+    parts += [_figure(p) for p in pictures if p.kind not in ("layout", "plan")]
+    if report.layouts or any(p.kind in ("layout", "plan") for p in pictures):
         parts += _html_layouts(report, pictures)
     parts.append("<h2>Per host</h2>")
     for g in report.groups:
