@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import shlex
 import shutil
@@ -219,6 +220,15 @@ def _dry_run(plan: Plan, program: list[str], args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_program(launch: Launch, program: list[str], other: str) -> Launch | None:
+    """The same launch (flags, plan file, rankfile) running ``other`` instead of ``program``,
+    or None when the launch's argv does not end with the program."""
+    n = len(program)
+    if launch.argv[-n:] != program:
+        return None
+    return dataclasses.replace(launch, argv=[*launch.argv[:-n], other])
+
+
 def run_run(args: argparse.Namespace) -> int:
     program = _strip_dashes(args.program)
     if not program:
@@ -231,7 +241,9 @@ def run_run(args: argparse.Namespace) -> int:
         launch = _prepare(plan, program, args, workdir)
         print_warnings(plan, launch.notes)
         if args.verify:
-            probe_launch = _prepare(plan, [_probe()], args, workdir)
+            probe_launch = _with_program(launch, program, _probe())
+            if probe_launch is None:  # a launch that does not end in the program itself
+                probe_launch = _prepare(plan, [_probe()], args, workdir)
             done = _execute(probe_launch, capture=True)
             if done.returncode != 0:
                 print(
