@@ -235,6 +235,15 @@ LAYOUTS: dict[str, str] = {
 }
 
 
+#: Layouts whose rank count comes from the topology: one rank per domain.
+PER_DOMAIN_LAYOUTS = ("per-l3", "per-numa", "per-socket", "l3-groups:N")
+
+
+def one_rank_per_domain(layout: str) -> bool:
+    """True for a layout that sets its own rank count (``l3-groups:N`` for any N)."""
+    return layout in PER_DOMAIN_LAYOUTS or layout.startswith("l3-groups:")
+
+
 def make_plan(
     topo: Topology,
     layout: str,
@@ -279,9 +288,6 @@ def _warnings(topo: Topology, ranks: Sequence[RankPlan], smt: bool) -> list[str]
             "some cores have fewer usable PUs than others (a cgroup holding only one PU of a "
             "core, or offline PUs): SMT threads are not evenly spread"
         )
-    if not smt and topo.smt > 1:
-        # Fine for OMP/srun masks; OpenMPI's --bind-to core gives each rank the whole core.
-        pass
     if any(not r.numa for r in ranks):
         out.append("the topology reports no NUMA node for some cores; memory locality unknown")
     return out

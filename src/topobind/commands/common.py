@@ -8,7 +8,7 @@ import os
 import sys
 
 from topobind.errors import PlanError, TopobindError
-from topobind.layouts import LAYOUTS, make_plan
+from topobind.layouts import LAYOUTS, make_plan, one_rank_per_domain
 from topobind.plan import Plan
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
 
@@ -56,11 +56,6 @@ def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
 IGNORE_ALLOCATION_TASKS = "TOPOBIND_IGNORE_ALLOCATION_TASKS"
 
 
-def layout_fixes_ranks(layout: str) -> bool:
-    """Layouts whose rank count comes from the topology: one rank per domain."""
-    return layout in ("per-l3", "per-numa", "per-socket") or layout.startswith("l3-groups:")
-
-
 def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
     """:func:`plan_from` for commands that launch inside this job (run, env, verify).
 
@@ -71,7 +66,7 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
     ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1`` turns this off (the layout's own default applies):
     for wrappers such as the ReFrame checks, whose job holds the node with one task and
     launches every step itself."""
-    fixed = layout_fixes_ranks(args.layout)
+    fixed = one_rank_per_domain(args.layout)
     if os.environ.get(IGNORE_ALLOCATION_TASKS) == "1":
         return plan_from(args, topo)
     from topobind import slurm  # here, not at import: 'topobind plan' never needs it
