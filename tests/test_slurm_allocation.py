@@ -362,3 +362,18 @@ def test_dry_run_on_several_nodes_puts_the_plan_where_every_node_reads_it(tmp_pa
                   slurm={**job(ntasks="2"), "TMPDIR": str(local)}, cwd=tmp_path)  # fmt: skip
     argv = command(one_node.stdout)
     assert Path(argv[argv.index("--plan") + 1]).parent.parent == local
+
+
+def test_compare_after_a_missing_rank_checks_the_others_against_their_own_pus() -> None:
+    plan = _plan(0, 1)
+    # block (a: 0,1; b: 2,3), rank 2 missing: rank 3 is b's local rank 1, planned CPU 1
+    rows = compare(plan, [_obs("a", 0, 0), _obs("a", 1, 1), _obs("b", 3, 1)], nnodes=2)
+    assert [(r.rank, r.status) for r in rows] == [(0, "OK"), (1, "OK"), (2, "MISSING"),
+                                                  (3, "OK")]  # fmt: skip
+    # cyclic (a: 0,2; b: 1,3), rank 3 missing: rank 1 is b's local rank 0, planned CPU 0
+    rows = compare(plan, [_obs("a", 0, 0), _obs("a", 2, 1), _obs("b", 1, 0)], nnodes=2)
+    assert [(r.rank, r.status) for r in rows] == [(0, "OK"), (1, "OK"), (2, "OK"),
+                                                  (3, "MISSING")]  # fmt: skip
+    # and a rank after the gap on the wrong PU is still caught
+    rows = compare(plan, [_obs("a", 0, 0), _obs("a", 1, 1), _obs("b", 3, 0)], nnodes=2)
+    assert [r.status for r in rows] == ["OK", "OK", "MISSING", "MISMATCH"]

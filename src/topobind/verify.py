@@ -89,6 +89,27 @@ def check_thread(place: tuple[int, ...], o: Observed) -> Row:
     return Row(o.rank, o.thread, place, o, "OK")
 
 
+def _cyclic(ranks_on: dict[str, list[int]], per_node: int, nnodes: int) -> bool:
+    """True when a host that reported all its ranks holds them every ``nnodes`` ranks (a cyclic
+    distribution: srun -m cyclic, mpirun --map-by node); block otherwise (the default)."""
+    for ranks in ranks_on.values():
+        rs = sorted(ranks)
+        if len(rs) == per_node > 1 and nnodes > 1:
+            return all(b - a == nnodes for a, b in zip(rs, rs[1:], strict=False))
+    return False
+
+
+def _local_indexes(
+    ranks: list[int], per_node: int, nnodes: int, cyclic: bool
+) -> list[tuple[int, int]]:
+    """(index in the plan, rank) for the ranks one host reported, in rank order. A host with
+    every rank: their order. A host with some missing: from the rank numbers and the job's
+    distribution, so the ranks after a gap still meet their own planned PUs."""
+    if 0 < len(ranks) < per_node:
+        return [((r // nnodes) if cyclic else (r % per_node), r) for r in ranks]
+    return list(enumerate(ranks))
+
+
 def compare(
     planned: list[PlannedRank], observed: list[Observed], nnodes: int | None = None
 ) -> list[Row]:
@@ -106,8 +127,9 @@ def compare(
     expected = per_node * nnodes
     rows: list[Row] = []
     reported: set[int] = set()
+    cyclic = _cyclic(ranks_on, per_node, nnodes)
     for host, ranks in ranks_on.items():
-        for local, rank in enumerate(sorted(ranks)):
+        for local, rank in _local_indexes(sorted(ranks), per_node, nnodes, cyclic):
             seen = dict(threads[(host, rank)])
             reported.add(rank)
             if local >= per_node or rank >= expected:
