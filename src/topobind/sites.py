@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from topobind.errors import TopobindError
+from topobind.words import plural
 
 SITE_SCHEMA_ID = "topobind.site/1"
 REFERENCES_SCHEMA_ID = "topobind.references/1"
@@ -238,12 +239,9 @@ class ExpectedNode:
     origin: str = ""
 
     def summary(self) -> str:
-        def n(count: int, word: str) -> str:
-            return f"{count} {word}{'' if count == 1 else 's'}"
-
         return (
-            f"{n(self.packages, 'package')}, {n(self.numa_nodes, 'NUMA node')}, "
-            f"{n(self.l3_domains, 'L3 domain')}, {n(self.cores, 'core')}, SMT {self.smt}"
+            f"{plural(self.packages, 'package')}, {plural(self.numa_nodes, 'NUMA node')}, "
+            f"{plural(self.l3_domains, 'L3 domain')}, {plural(self.cores, 'core')}, SMT {self.smt}"
         )
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from topobind.errors import TopobindError
 from topobind.plan import PlannedRank
 from topobind.topology import format_list
+from topobind.words import plural
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,14 @@ def compare(
                     rows.append(check_thread(place, got))
             for t, o in seen.items():
                 rows.append(
-                    Row(rank, t, (), o, "UNPLANNED", f"the plan has {n_threads(len(pr.places))}")
+                    Row(
+                        rank,
+                        t,
+                        (),
+                        o,
+                        "UNPLANNED",
+                        f"the plan has {plural(len(pr.places), 'thread')}",
+                    )
                 )
     for rank in range(expected):
         if rank not in reported:
@@ -157,10 +165,6 @@ def compare(
                 rows.append(Row(rank, t, place, None, "MISSING", "rank not reported by the probe"))
     rows.sort(key=lambda r: (r.rank, r.thread, r.observed.host if r.observed else ""))
     return rows
-
-
-def n_threads(n: int) -> str:
-    return f"{n} thread" + ("" if n == 1 else "s")
 
 
 def all_ok(rows: list[Row]) -> bool:

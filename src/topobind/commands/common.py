@@ -11,6 +11,7 @@ from topobind.errors import PlanError, TopobindError
 from topobind.layouts import LAYOUTS, make_plan, one_rank_per_domain
 from topobind.plan import Plan
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
+from topobind.words import plural
 
 TOPOLOGY_HELP = (
     "where the node topology comes from: 'live' (default: this machine, only the PUs this "
@@ -100,15 +101,11 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
             else f"layout {args.layout} sets one rank per domain; give --ranks to change it"
         )
         warning = (
-            f"the plan has {_n(plan.nranks, 'rank')} per node but the allocation has "
-            f"{_n(alloc.count, 'task')} per node ({alloc.source}); {why}"
+            f"the plan has {plural(plan.nranks, 'rank')} per node but the allocation has "
+            f"{plural(alloc.count, 'task')} per node ({alloc.source}); {why}"
         )
         plan = dataclasses.replace(plan, warnings=(*plan.warnings, warning))
     return plan
-
-
-def _n(count: int, word: str) -> str:
-    return f"{count} {word}" + ("" if count == 1 else "s")
 
 
 def print_warnings(plan: Plan, notes: list[str] | tuple[str, ...] = ()) -> None:

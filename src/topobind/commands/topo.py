@@ -24,6 +24,7 @@ from topobind.errors import TopobindError
 from topobind.picture import plan_picture
 from topobind.plan import Plan
 from topobind.topology import CacheDomain, Topology, format_list
+from topobind.words import plural
 
 SHOW_EPILOG = """\
 Indexes: PU lists are OS (physical) indexes, as Linux, Slurm masks and OMP_PLACES use them;
@@ -114,17 +115,13 @@ def _l3_line(dom: CacheDomain) -> str:
     )
 
 
-def _n(count: int, word: str) -> str:
-    return f"{count} {word}" + ("" if count == 1 else "s")
-
-
 def topology_text(topo: Topology) -> str:
     s = topo.summary()
     lines = [
         f"topology: {topo.source}" + (f" (host {topo.hostname})" if topo.hostname else ""),
-        f"{_n(len(topo.packages), 'package')}, {_n(len(topo.numa_nodes), 'NUMA node')}, "
-        f"{_n(len(topo.l3_domains), f'L{topo.shared_cache_level or 3} domain')}, "
-        f"{_n(len(topo.cores), 'core')}, {_n(len(topo.pus), 'PU')} (SMT {topo.smt}); "
+        f"{plural(len(topo.packages), 'package')}, {plural(len(topo.numa_nodes), 'NUMA node')}, "
+        f"{plural(len(topo.l3_domains), f'L{topo.shared_cache_level or 3} domain')}, "
+        f"{plural(len(topo.cores), 'core')}, {plural(len(topo.pus), 'PU')} (SMT {topo.smt}); "
         f"usable PUs (OS): {s['pus_os']}",
     ]
     for pkg in topo.packages:
@@ -240,8 +237,8 @@ def run_show(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- plan
 def plan_text(plan: Plan) -> str:
     lines = [
-        f"layout {plan.layout} on {plan.topology.source}: {_n(plan.nranks, 'rank')} x "
-        f"{_n(plan.threads, 'thread')}"
+        f"layout {plan.layout} on {plan.topology.source}: {plural(plan.nranks, 'rank')} x "
+        f"{plural(plan.threads, 'thread')}"
         + (" (SMT: every PU)" if plan.smt else " (one PU per core)"),
         "PUs and NUMA nodes are OS indexes; L3 domains are hwloc logical indexes (L#).",
         f"{'rank':>4}  {'PUs (OS)':<24} {'NUMA':<8} {'L3 L#':<8} OMP places",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from topobind.words import plural  # noqa: F401 (re-exported: report modules import it from here)
+
 
 def value(v: float | None) -> str:
     """A measured value with sensible precision: 239,633 / 2,192 / 105.4 / 28.44 / 1.2."""
@@ -49,8 +51,3 @@ def tick(v: float) -> str:
     if abs(v) >= 100:
         return f"{v:,.0f}"
     return f"{v:.4g}"
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``plural(1, "group")`` -> "1 group"; ``plural(3, "group")`` -> "3 groups"."""
-    return f"{n:,} {word if n == 1 else (many or word + 's')}"
