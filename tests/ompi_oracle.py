@@ -138,12 +138,15 @@ def ompi4_map(xml: Path, np: int, flags: list[str], cwd: Path | None = None) -> 
         "true",
     ]
     # ORTE force-terminates right after mapping and now and then loses BITMAP lines
-    # (seen 1 of 8 lines printed, at random): retry a few times.
+    # (seen 1 of 8 lines printed, at random): run again and merge what each run printed (the
+    # mapping is deterministic; a rank printed twice must agree with itself).
+    ranks: dict[int, list[int]] = {}
     try:
         for attempt in range(3):
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=60)
             text = proc.stdout + proc.stderr
-            ranks = _bitmaps(text)
+            for rank, cpus in _bitmaps(text).items():
+                assert ranks.setdefault(rank, cpus) == cpus, f"rank {rank} mapped differently"
             if len(ranks) == np:
                 break
             time.sleep(0.1 * (attempt + 1))
