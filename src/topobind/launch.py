@@ -124,11 +124,15 @@ def build(
         if nodes > 1:
             # The same plan on every node: -np is ranks per node x nodes, and a rankfile
             # names every node (scontrol show hostnames $SLURM_JOB_NODELIST).
-            hosts = slurm.hostnames() if m.rankfile is not None else None
-            m = openmpi_argv(
-                plan, version, rankfile_path=rankfile_path, exact_places=True, hosts=hosts
-            )
-            m.argv[2] = str(plan.nranks * nodes)
+            if m.rankfile is not None:
+                m = openmpi_argv(
+                    plan,
+                    version,
+                    rankfile_path=rankfile_path,
+                    exact_places=True,
+                    hosts=slurm.hostnames(),
+                )
+            m.argv[2] = str(plan.nranks * nodes)  # ppr flags: the same per node
         argv = [path, *m.argv[1:]]
         if os.geteuid() == 0:
             env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
