@@ -87,35 +87,16 @@ def test_ranks_per_node_come_from_the_allocation(
 
 def test_wrappers_can_ignore_the_allocations_task_count(tmp_path: Path) -> None:
     # A ReFrame check's job holds the node with one task and launches the steps itself.
-    slurm = {**job(ntasks="1"), "TOPOBIND_IGNORE_ALLOCATION_TASKS": "1"}
-    out = tb(
-        "run",
-        "--dry-run",
-        "-t",
-        NODE4,
-        "-l",
-        "every-other-core",
-        "--",
-        "./a",
-        slurm=slurm,
-        cwd=tmp_path,
-    )
-    assert out.returncode == 0, out.stderr
-    assert command(out.stdout)[2:4] == ["--ntasks=2", "--ntasks-per-node=2"]
-    assert "warning" not in out.stderr
-    without = tb(
-        "run",
-        "--dry-run",
-        "-t",
-        NODE4,
-        "-l",
-        "every-other-core",
-        "--",
-        "./a",
-        slurm=job(ntasks="1"),
-        cwd=tmp_path,
-    )
-    assert command(without.stdout)[2:4] == ["--ntasks=1", "--ntasks-per-node=1"]
+    def ntasks(slurm: dict[str, str]) -> list[str]:
+        args = ["run", "--dry-run", "-t", NODE4, "-l", "every-other-core", "--", "./a"]
+        out = tb(*args, slurm=slurm, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert "warning" not in out.stderr
+        return command(out.stdout)[2:4]
+
+    ignoring = {**job(ntasks="1"), "TOPOBIND_IGNORE_ALLOCATION_TASKS": "1"}
+    assert ntasks(ignoring) == ["--ntasks=2", "--ntasks-per-node=2"]
+    assert ntasks(job(ntasks="1")) == ["--ntasks=1", "--ntasks-per-node=1"]
 
 
 def test_explicit_ranks_win_with_a_warning(tmp_path: Path) -> None:
