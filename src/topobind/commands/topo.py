@@ -18,7 +18,7 @@ from topobind.commands.common import (
 )
 from topobind.cpukinds import kinds_text
 from topobind.emit import launch_dict
-from topobind.emit.devices import device_lines, show_json, show_lines
+from topobind.emit.devices import device_lines, rank_env_script, show_json, show_lines
 from topobind.emit.gres import gres_conf
 from topobind.emit.omp import omp_env, omp_notes
 from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
@@ -51,7 +51,8 @@ examples:
 
 formats: text (table, default), picture (one cell per core, holding its rank), json (the
 plan, docs/plan-format.md), env (bash exports), openmpi (OpenMPI 5 mpirun argv),
-openmpi4, srun, rankfile, rankfile4, gres (Slurm gres.conf lines for the node's GPUs).
+openmpi4, srun, rankfile, rankfile4, gres (Slurm gres.conf lines for the node's GPUs), rank-env
+(per-gpu: a sh wrapper exporting each local rank's GPU/NIC variables).
 When no --map-by expresses the plan, the openmpi formats refer to a rankfile, which is
 written to --rankfile PATH (default ./topobind.rankfile).
 """
@@ -92,6 +93,7 @@ def add_subparser(subparsers: Any) -> None:
             "rankfile",
             "rankfile4",
             "gres",
+            "rank-env",
         ),
         default="text",
     )
@@ -291,6 +293,8 @@ def run_plan(args: argparse.Namespace) -> int:
         srun = srun_argv(plan)
         notes = srun.notes
         print(shlex.join(srun.argv))
+    elif fmt == "rank-env":
+        sys.stdout.write(rank_env_script(plan))
     elif fmt == "gres":
         sys.stdout.write(gres_conf(plan.topology))
     elif fmt in ("rankfile", "rankfile4"):

@@ -3,12 +3,13 @@ srun, and the per-rank variables (``ranks[].env``), which only a per-rank step c
 
 from __future__ import annotations
 
+from topobind.errors import TopobindError
 from topobind.plan import Plan, rank_envs
 from topobind.topology import Topology, format_list
 
 ENV_NOTE = (
     "each rank needs its own {names} (ranks[].env of the plan): 'topobind run' sets them per "
-    "rank; a hand-written launch must export them per local rank"
+    "rank; for a hand-written launch, 'topobind plan -f rank-env' writes a wrapper that does"
 )
 GPU_BIND_NOTE = (
     "--gpu-bind=none: the plan's per-rank variables choose the GPUs, so Slurm must not also "
@@ -108,3 +109,37 @@ def show_json(topo: Topology) -> dict[str, object]:
             for i, k in enumerate(topo.cpu_kinds)
         ],
     }
+
+
+#: the launcher variables of the local rank, innermost launcher first (as topobind.launch)
+_LOCAL_RANK = "${OMPI_COMM_WORLD_LOCAL_RANK:-${PMIX_LOCAL_RANK:-${SLURM_LOCALID:-}}}"
+
+
+def rank_env_script(plan: Plan) -> str:
+    """A POSIX sh wrapper exporting each local rank's variables (``ranks[].env``), for
+    hand-written launch lines: ``srun ... ./select.sh ./app`` or ``mpirun ... ./select.sh
+    ./app``. One ``sh`` per rank, no Python."""
+    import shlex
+
+    if not has_devices(plan):
+        raise TopobindError(
+            f"layout {plan.layout} sets no per-rank variables; -f rank-env is for --layout per-gpu"
+        )
+    lines = [
+        "#!/bin/sh",
+        f"# topobind per-rank variables: layout {plan.layout}, {plan.nranks} ranks per node, "
+        f"{plan.topology.source}",
+        "# usage: srun|mpirun ... THIS_FILE PROGRAM ARGS...",
+        f'r="{_LOCAL_RANK}"',
+        'case "$r" in',
+    ]
+    for r in plan.ranks:
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in r.env.items())
+        lines.append(f"{r.rank}) export {exports} ;;" if exports else f"{r.rank}) ;;")
+    lines += [
+        f"*) echo \"topobind rank-env: local rank '$r' is not one of the plan's 0-"
+        f'{plan.nranks - 1}" >&2; exit 1 ;;',
+        "esac",
+        'exec "$@"',
+    ]
+    return "\n".join(lines) + "\n"
