@@ -57,6 +57,7 @@ class Gpu:
     pus: tuple[int, ...]
     numa: tuple[int, ...]
     near: str
+    runtime: str | None = None  # where ``index`` comes from: rsmi/cuda/nvml/ze; None: PCI order
 
     @property
     def variable(self) -> str | None:
@@ -194,6 +195,7 @@ def _gpus(devs: list[_OsDev], loc: _Locality) -> list[Gpu]:
         position = ordinal.get(first.vendor, 0)
         ordinal[first.vendor] = position + 1
         name, index = native if native is not None else (names[0], position)
+        runtime = _GPU_NAME.match(name).group(1) if native is not None else None  # type: ignore[union-attr]
         pus, numa = loc.of(first.anchor)
         out.append(
             Gpu(
@@ -206,6 +208,7 @@ def _gpus(devs: list[_OsDev], loc: _Locality) -> list[Gpu]:
                 pus=pus,
                 numa=numa,
                 near=first.anchor.get("type", "?"),
+                runtime=runtime,
             )
         )
     out.sort(key=lambda g: (g.vendor or "", g.index, g.pci or ""))

@@ -173,6 +173,13 @@ def assign(
         raise PlanError(
             f"--gpus-per-rank {opts.gpus_per_rank}: the node has only {len(gpus)} usable GPUs"
         )
+    guessed = [g.os for g in gpus if g.runtime is None]
+    if guessed:
+        notes.append(
+            f"GPUs {', '.join(guessed)}: no runtime device (rsmi/cuda/nvml/ze) in the topology, "
+            "so their indexes are their order on the PCI bus; check them with the vendor's "
+            "tool (rocm-smi, nvidia-smi) or export the topology with hwloc's GPU plugins"
+        )
     if len({g.vendor for g in gpus}) > 1:
         notes.append("GPUs of several vendors: each rank's variable names only its own GPUs")
     groups: list[tuple[_Domain, tuple[Gpu, ...]]] = []
