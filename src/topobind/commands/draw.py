@@ -91,6 +91,12 @@ def run(args: argparse.Namespace) -> int:
     fmt = output_format(args.output, args.format)
     plan = plan_from(args)
     if fmt == "png":
+        if any(r.gpus for r in plan.ranks):  # per-gpu: ranks, GPUs and NICs together
+            from topobind.report.draw_devices import draw_gpu_png
+
+            atomic_write_bytes(args.output, draw_gpu_png(plan, title=args.title))
+            print(f"wrote {args.output}")
+            return 0
         atomic_write_bytes(args.output, draw_png(plan, title=args.title))
         print(f"wrote {args.output}")
         return 0
