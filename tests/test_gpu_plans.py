@@ -135,3 +135,37 @@ def test_live_node_without_gpus() -> None:
     if topo.devices.gpus:
         pytest.skip("this machine has GPUs")
     assert main(["plan", "--layout", "per-gpu"]) == 2
+
+
+def test_a_job_that_narrowed_the_gpus_is_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Live plans inside a job whose ROCR_VISIBLE_DEVICES is already set (Slurm --gpus)."""
+    import dataclasses
+
+    from topobind.layouts import make_plan
+
+    topo = dataclasses.replace(
+        load(str(TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml")), source="live"
+    )
+    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "2,3")
+    assert any(
+        "ROCR_VISIBLE_DEVICES=2,3 is already set" in n for n in make_plan(topo, "per-gpu").notes
+    )
+    monkeypatch.delenv("ROCR_VISIBLE_DEVICES")
+    assert not any("already set" in n for n in make_plan(topo, "per-gpu").notes)
+
+
+def test_deep_io_nesting_is_read_without_recursion() -> None:
+    import xml.etree.ElementTree as ET
+
+    from topobind.devices import read_devices
+
+    xml = (
+        '<topology><object type="Machine" cpuset="0x1">'
+        + '<object type="Bridge">' * 5000
+        + '<object type="PCIDev" pci_busid="0000:01:00.0" pci_type="0302 [10de:1db1]">'
+        + '<object type="OSDev" name="cuda0"/></object>'
+        + "</object>" * 5000
+        + "</object></topology>"
+    )
+    gpus = read_devices(ET.fromstring(xml), {0}, set()).gpus
+    assert [(g.os, g.index, g.pus) for g in gpus] == [("cuda0", 0, (0,))]

@@ -104,37 +104,38 @@ def _pci_ids(pcidev: ET.Element | None) -> tuple[str | None, str | None, str | N
 
 
 def _os_devices(root: ET.Element) -> list[_OsDev]:
+    """Every OS device with its PCI device and nearest non-I/O ancestor, in document order
+    (an explicit stack: a deeply nested XML cannot exhaust Python's recursion limit)."""
     out: list[_OsDev] = []
-
-    def walk(elem: ET.Element, anchor: ET.Element, pcidev: ET.Element | None) -> None:
-        for child in elem:
-            if child.tag != "object":
-                continue
-            typ = child.get("type", "")
-            if typ == "OSDev":
-                busid, cls, vendor = _pci_ids(pcidev)
-                infos = {i.get("name"): i.get("value") for i in child.findall("info")}
-                out.append(
-                    _OsDev(
-                        name=child.get("name", ""),
-                        subtype=(child.get("subtype") or infos.get("Backend") or "").lower(),
-                        pci=busid,
-                        pci_class=cls,
-                        vendor=vendor,
-                        model=infos.get("GPUModel") or infos.get("CoProcType"),
-                        anchor=anchor,
-                    )
-                )
-            walk(
-                child,
-                anchor if typ in IO_TYPES else child,
-                child if typ == "PCIDev" else pcidev,
-            )
-
     top = root.find("object")
-    if top is not None:
-        walk(top, top, None)
+    if top is None:
+        return out
+    # (element, its nearest non-I/O ancestor, its PCI device), popped in document order
+    stack: list[tuple[ET.Element, ET.Element, ET.Element | None]] = [(top, top, None)]
+    while stack:
+        elem, anchor, pcidev = stack.pop()
+        typ = elem.get("type", "")
+        if typ == "OSDev":
+            out.append(_osdev(elem, anchor, pcidev))
+        below = anchor if typ in IO_TYPES else elem
+        pci_below = elem if typ == "PCIDev" else pcidev
+        kids = [c for c in elem if c.tag == "object"]
+        stack.extend((c, below, pci_below) for c in reversed(kids))
     return out
+
+
+def _osdev(elem: ET.Element, anchor: ET.Element, pcidev: ET.Element | None) -> _OsDev:
+    busid, cls, vendor = _pci_ids(pcidev)
+    infos = {i.get("name"): i.get("value") for i in elem.findall("info")}
+    return _OsDev(
+        name=elem.get("name", ""),
+        subtype=(elem.get("subtype") or infos.get("Backend") or "").lower(),
+        pci=busid,
+        pci_class=cls,
+        vendor=vendor,
+        model=infos.get("GPUModel") or infos.get("CoProcType"),
+        anchor=anchor,
+    )
 
 
 def _is_gpu(d: _OsDev) -> bool:

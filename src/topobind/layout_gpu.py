@@ -173,6 +173,7 @@ def assign(
         raise PlanError(
             f"--gpus-per-rank {opts.gpus_per_rank}: the node has only {len(gpus)} usable GPUs"
         )
+    notes.extend(_preset_variables(topo, gpus))
     guessed = [g.os for g in gpus if g.runtime is None]
     if guessed:
         notes.append(
@@ -195,6 +196,23 @@ def assign(
     if opts.order == "cpu":
         result.sort(key=lambda r: min(c.logical for c in r.cores))
     return result, notes
+
+
+def _preset_variables(topo: Topology, gpus: Sequence[Gpu]) -> list[str]:
+    """A live plan inside a job that already narrows the visible GPUs (Slurm's --gpus sets
+    CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES): the runtime renumbers them from 0, the plan
+    numbers the node's GPUs."""
+    import os
+
+    if topo.source != "live":
+        return []
+    names = sorted({g.variable for g in gpus if g.variable and g.variable in os.environ})
+    return [
+        f"{name}={os.environ[name]} is already set (the job holds only some GPUs): the plan "
+        "numbers the node's GPUs, so its per-rank values replace it; plan with the whole "
+        "node's GPUs (sbatch --exclusive) or check the indexes"
+        for name in names
+    ]
 
 
 def _order_key(group: tuple[_Domain, tuple[Gpu, ...]], order: str) -> tuple[object, ...]:
