@@ -169,3 +169,29 @@ def test_deep_io_nesting_is_read_without_recursion() -> None:
     )
     gpus = read_devices(ET.fromstring(xml), {0}, set()).gpus
     assert [(g.os, g.index, g.pus) for g in gpus] == [("cuda0", 0, (0,))]
+
+
+def test_gpu_options_belong_to_per_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["plan", "-t", "synthetic:pack:1 core:2 pu:1", "-l", "compact", "--order", "cpu"]) == 2
+    )
+    assert "are per-gpu options, not compact's" in capsys.readouterr().err
+
+
+def test_run_writes_each_ranks_variables_into_the_plan_file(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The launch step reads ranks[].env from the plan file topobind run writes."""
+    import re
+
+    for var in ("SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    src = str(TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml")
+    args = ["run", "--dry-run", "-t", src, "-l", "per-gpu", "--launcher", "mpirun", "--", "true"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    workdir = re.search(r"files this command reads \(kept; remove when done\): (\S+)", out)
+    assert workdir, out
+    doc = json.loads((Path(workdir.group(1)) / "plan.json").read_text())
+    assert [r["env"] for r in doc["ranks"]] == [{"ROCR_VISIBLE_DEVICES": str(i)} for i in range(8)]

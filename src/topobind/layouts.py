@@ -262,6 +262,10 @@ def make_plan(
     full, (topo, notes) = topo, cpukinds.restrict(topo, cpukind)
     if layout == "per-gpu":
         return gpu_plan(full, topo, req, gpu or GpuOptions(), notes)
+    if gpu is not None and gpu != GpuOptions():
+        raise PlanError(
+            f"--gpus-per-rank, --reserve and --order are per-gpu options, not {layout}'s"
+        )
     simple: dict[str, Callable[[Topology, Request], list[list[Slot]]]] = {
         "compact": compact,
         "spread": spread,
