@@ -61,7 +61,8 @@ def _tree(plan: Plan) -> list[_Box]:
     for box in pkgs.values():
         box.pus = frozenset(pu for ch in box.children for pu in ch.pus)
     tree = list(pkgs.values())
-    for dev in (*topo.devices.gpus, *topo.devices.nics):
+    devices: list[Gpu | Nic] = [*topo.devices.gpus, *topo.devices.nics]
+    for dev in devices:
         _home(tree, dev).devices.append(dev)
     return tree
 
