@@ -150,3 +150,34 @@ def test_slurm_launch_verified(local_slurm: dict[str, str], tmp_path: Path) -> N
     assert job.returncode == 0, job.output
     assert "--gpu-bind=none" in srun
     assert "4 of 4 device variables as planned" in job.output
+
+
+def test_slurmd_reads_the_gres_conf(tmp_path: Path) -> None:
+    """slurmd -G (real Slurm, no daemon started) parses the gres.conf lines for this node and
+    keeps each GPU's Cores=; the device files become /dev/null and /dev/zero, which exist."""
+    import re
+    import shutil
+
+    if shutil.which("slurmd") is None:
+        pytest.skip("slurmd not installed")
+    xml = live_gpu_xml(tmp_path / "node.xml")
+    made = topobind("plan", "-t", str(xml), "-l", "per-gpu", "-f", "gres", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    wanted = re.findall(r"^Name=gpu .*Cores=(\S+)$", made.stdout, re.M)
+    if len(wanted) > 2:
+        pytest.skip("more than 2 cores: only /dev/null and /dev/zero stand in for GPUs")
+    files = iter(["/dev/null", "/dev/zero"])
+    gres = re.sub(r"(?m)^Name=gpu File=\S+", lambda _m: f"Name=gpu File={next(files)}", made.stdout)
+    (tmp_path / "gres.conf").write_text(gres)
+    node = subprocess.run(["slurmd", "-C"], capture_output=True, text=True).stdout.splitlines()[0]
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(
+        f"ClusterName=t\nSlurmctldHost=localhost\nGresTypes=gpu\n{node} Gres=gpu:{len(wanted)}\n"
+    )
+    out = subprocess.run(
+        ["slurmd", "-G", "-f", str(conf)], capture_output=True, text=True, timeout=60
+    )
+    text = out.stdout + out.stderr
+    assert "error" not in text.lower(), text
+    assert re.findall(r"Cores=(\S+)", text) == wanted  # core i holds GPU i (live_gpu_xml)
+    assert wanted == [str(c.logical) for c in load("live").cores]
