@@ -181,3 +181,59 @@ def test_slurmd_reads_the_gres_conf(tmp_path: Path) -> None:
     assert "error" not in text.lower(), text
     assert re.findall(r"Cores=(\S+)", text) == wanted  # core i holds GPU i (live_gpu_xml)
     assert wanted == [str(c.logical) for c in load("live").cores]
+
+
+def test_topobind_run_sets_and_verifies_each_ranks_variables(tmp_path: Path) -> None:
+    """topobind run: the per-rank step exports ranks[].env; --verify proves it (mpirun)."""
+    if not have_ompi5():
+        pytest.skip("OpenMPI 5 not installed")
+    xml = live_gpu_xml(tmp_path / "node.xml")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    out = subprocess.run(
+        [
+            TOPOBIND,
+            "run",
+            "-t",
+            str(xml),
+            "-l",
+            "per-gpu",
+            "--launcher",
+            "mpirun",
+            "--mpi",
+            "openmpi5",
+            "--verify",
+            "--",
+            "sh",
+            "-c",
+            'echo "rank=$OMPI_COMM_WORLD_RANK gpu=$ROCR_VISIBLE_DEVICES nic=$UCX_NET_DEVICES"',
+        ],
+        capture_output=True,
+        text=True,
+        env={**env, **ROOT_ENV},
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "all 4 device variables as planned" in out.stderr
+    assert sorted(ln for ln in out.stdout.splitlines() if ln.startswith("rank=")) == [
+        "rank=0 gpu=0 nic=mlx5_0:1",
+        "rank=1 gpu=1 nic=mlx5_0:1",
+    ]
+
+
+def test_topobind_run_in_slurm(local_slurm: dict[str, str], tmp_path: Path) -> None:
+    """The same inside a Slurm job: srun with the masks, --gpu-bind=none, the variables."""
+    xml = live_gpu_xml(tmp_path / "node.xml")
+    script = tmp_path / "run.sbatch"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --exclusive\n"
+        f"{TOPOBIND} run -t {xml} -l per-gpu --verify -- "
+        "sh -c 'echo rank=$SLURM_PROCID gpu=$ROCR_VISIBLE_DEVICES'\n"
+    )
+    job = sbatch_wait(script, tmp_path, local_slurm)
+    assert job.returncode == 0, job.output
+    assert "all 4 device variables as planned" in job.output
+    assert sorted(ln for ln in job.output.splitlines() if ln.startswith("rank=")) == [
+        "rank=0 gpu=0",
+        "rank=1 gpu=1",
+    ]

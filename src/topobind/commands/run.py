@@ -271,6 +271,12 @@ def run_run(args: argparse.Namespace) -> int:
                 f"topobind: verify: all {len(rows)} threads on their planned CPUs, bound to them",
                 file=sys.stderr,
             )
+            if env_rows:
+                print(
+                    f"topobind: verify: all {len(env_rows)} device variables as planned"
+                    f" (the variables only{why_variables_only()})",
+                    file=sys.stderr,
+                )
         done = _execute(launch)
         if done.returncode != 0:
             print(
@@ -344,7 +350,9 @@ def run_rank_exec(args: argparse.Namespace) -> int:
         raise TopobindError(f"rank-exec: cannot read plan {args.plan!r}: {exc}") from exc
     rank = local_rank()
     if rank is not None:
-        os.environ["OMP_PLACES"] = format_places(list(planned[rank % len(planned)].places))
+        mine = planned[rank % len(planned)]
+        os.environ["OMP_PLACES"] = format_places(list(mine.places))
+        os.environ.update(mine.env)  # per-gpu plans: the rank's GPU/NIC variables
     try:
         os.execvp(program[0], program)
     except OSError as exc:  # as a shell says it: exit 127 (not found) or 126
