@@ -22,6 +22,7 @@ from topobind.commands.common import (
     print_warnings,
 )
 from topobind.emit import launch_dict
+from topobind.emit.devices import env_notes
 from topobind.emit.omp import format_places, omp_env, omp_notes
 from topobind.errors import CannotRun, TopobindError
 from topobind.fsutil import atomic_write_text
@@ -290,7 +291,7 @@ def run_run(args: argparse.Namespace) -> int:
 
 def run_env(args: argparse.Namespace) -> int:
     plan = plan_for_job(args)
-    print_warnings(plan, omp_notes(plan))
+    print_warnings(plan, omp_notes(plan) + env_notes(plan))  # per-gpu: per-rank variables
     for k, v in {**omp_env(plan), "TOPOBIND_LAYOUT": plan.layout}.items():
         print(f"export {k}={shlex.quote(v)}")
     return 0

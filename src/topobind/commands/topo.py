@@ -18,7 +18,13 @@ from topobind.commands.common import (
 )
 from topobind.cpukinds import kinds_text
 from topobind.emit import launch_dict
-from topobind.emit.devices import device_lines, rank_env_script, show_json, show_lines
+from topobind.emit.devices import (
+    device_lines,
+    env_notes,
+    rank_env_script,
+    show_json,
+    show_lines,
+)
 from topobind.emit.gres import gres_conf
 from topobind.emit.omp import omp_env, omp_notes
 from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
@@ -278,7 +284,7 @@ def run_plan(args: argparse.Namespace) -> int:
     elif fmt == "picture":
         print(plan_picture(plan))
     elif fmt == "env":
-        notes = omp_notes(plan)
+        notes = omp_notes(plan) + env_notes(plan)
         for k, v in omp_env(plan).items():
             print(f"export {k}={shlex.quote(v)}")
     elif fmt in ("openmpi", "openmpi4"):
