@@ -107,6 +107,9 @@ def run(args: argparse.Namespace) -> int:
         and not os.environ.get("NO_COLOR")
     )
     text = draw_text(plan, colour=colour)
+    from topobind.emit.devices import device_lines  # per-gpu: each rank's GPUs and NIC
+
+    text += "".join(line + "\n" for line in device_lines(plan))
     if args.output:
         atomic_write_text(args.output, text)
         print(f"wrote {args.output}")
