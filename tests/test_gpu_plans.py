@@ -195,3 +195,27 @@ def test_run_writes_each_ranks_variables_into_the_plan_file(
     assert workdir, out
     doc = json.loads((Path(workdir.group(1)) / "plan.json").read_text())
     assert [r["env"] for r in doc["ranks"]] == [{"ROCR_VISIBLE_DEVICES": str(i)} for i in range(8)]
+
+
+def test_nested_localities_give_each_core_once() -> None:
+    """GPU cuda1 near both L3 domains, cuda0 and cuda2 near one each: the cores go to the
+    nearest GPUs, cuda1 is left out with a note (never a core planned twice)."""
+    import dataclasses
+
+    from topobind.devices import Devices, Gpu
+    from topobind.layouts import make_plan
+
+    topo = load("synthetic:pack:1 l3:2 core:2 pu:1")
+
+    def gpu(i: int, pus: tuple[int, ...]) -> Gpu:
+        return Gpu(
+            f"cuda{i}", (f"cuda{i}",), i, f"0000:0{i}:00.0", "10de", None, pus, (0,), "L3", "cuda"
+        )
+
+    devices = Devices(gpus=(gpu(0, (0, 1)), gpu(1, (0, 1, 2, 3)), gpu(2, (2, 3))))
+    plan = make_plan(dataclasses.replace(topo, devices=devices), "per-gpu")
+    assert [(r.cpus, [g.os for g in r.gpus]) for r in plan.ranks] == [
+        ((0, 1), ["cuda0"]),
+        ((2, 3), ["cuda2"]),
+    ]
+    assert plan.notes == ("GPUs cuda1: every core near them went to GPUs nearer still; not used",)

@@ -107,7 +107,8 @@ def _divisors(sizes: list[int]) -> str:
 
 
 def _disjoint(domains: list[_Domain]) -> list[_Domain]:
-    """A core local to several domains (nested localities) goes to the smallest one."""
+    """A core local to several domains (nested localities) goes to the smallest one; a
+    domain left without cores keeps no GPU (the caller notes the GPUs left out)."""
     taken: set[int] = set()
     for dom in sorted(domains, key=lambda d: len(d.cores)):
         dom.cores = [c for c in dom.cores if c.logical not in taken]
@@ -184,7 +185,12 @@ def assign(
     if len({g.vendor for g in gpus}) > 1:
         notes.append("GPUs of several vendors: each rank's variable names only its own GPUs")
     groups: list[tuple[_Domain, tuple[Gpu, ...]]] = []
-    for dom in _domains(usable, gpus, opts.gpus_per_rank):
+    domains = _domains(usable, gpus, opts.gpus_per_rank)
+    kept = {g.os for d in domains for g in d.gpus}
+    if len(kept) < len(gpus):
+        left = ", ".join(g.os for g in gpus if g.os not in kept)
+        notes.append(f"GPUs {left}: every core near them went to GPUs nearer still; not used")
+    for dom in domains:
         members = sorted(dom.gpus, key=lambda g: (g.index, g.pci or ""))
         for k in range(0, len(members), opts.gpus_per_rank):
             groups.append((dom, tuple(members[k : k + opts.gpus_per_rank])))
