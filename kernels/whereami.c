@@ -3,7 +3,8 @@
  *
  * Every OpenMP thread spins for --spin-ms (so the OS scheduler has settled) and records its
  * rank, thread number, CPU (sched_getcpu, OS index), NUMA node, affinity mask (OS indexes,
- * pthread_getaffinity_np) and host.
+ * pthread_getaffinity_np) and host; params.device_env holds the rank's GPU/NIC selection
+ * variables (ROCR_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, ZE_AFFINITY_MASK, UCX_NET_DEVICES).
  *
  *   whereami       rank from the launcher environment (OMPI_COMM_WORLD_RANK, PMIX_RANK,
  *                  SLURM_PROCID); every rank prints its own one-line JSON document, so a
@@ -196,6 +197,13 @@ int main(int argc, char **argv)
     env_param(&j, "OMP_NUM_THREADS");
     env_param(&j, "OMP_PLACES");
     env_param(&j, "OMP_PROC_BIND");
+    /* the per-rank device variables of GPU plans (topobind verify checks them) */
+    tbj_obj_begin(&j, "device_env");
+    env_param(&j, "ROCR_VISIBLE_DEVICES");
+    env_param(&j, "CUDA_VISIBLE_DEVICES");
+    env_param(&j, "ZE_AFFINITY_MASK");
+    env_param(&j, "UCX_NET_DEVICES");
+    tbj_obj_end(&j);
     tbj_str(&j, "omp_proc_bind", bind_name(omp_get_proc_bind()));
     tbj_arr_begin(&j, "omp_places");
     for (int pl = 0; pl < omp_get_num_places(); pl++) {

@@ -8,10 +8,13 @@ the exact semantics and pictures.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from topobind import cpukinds
 from topobind.errors import PlanError
+from topobind.layout_gpu import GPU_LAYOUTS, GpuOptions
 from topobind.plan import Plan, RankPlan
 from topobind.topology import Core, Topology
 
@@ -236,7 +239,7 @@ LAYOUTS: dict[str, str] = {
 
 
 #: Layouts whose rank count comes from the topology: one rank per domain.
-PER_DOMAIN_LAYOUTS = ("per-l3", "per-numa", "per-socket", "l3-groups:N")
+PER_DOMAIN_LAYOUTS = ("per-l3", "per-numa", "per-socket", "l3-groups:N", "per-gpu")
 
 
 def one_rank_per_domain(layout: str) -> bool:
@@ -250,8 +253,19 @@ def make_plan(
     ranks: int | None = None,
     threads: int | None = None,
     smt: bool = False,
+    cpukind: str = "performance",
+    gpu: GpuOptions | None = None,
 ) -> Plan:
+    """The plan of ``layout``; ``cpukind``: which kind of cores to plan on (topobind.cpukinds);
+    ``gpu``: the per-gpu layout's options (topobind.layout_gpu)."""
     req = Request(layout=layout, ranks=ranks, threads=threads, smt=smt)
+    full, (topo, notes) = topo, cpukinds.restrict(topo, cpukind)
+    if layout == "per-gpu":
+        return gpu_plan(full, topo, req, gpu or GpuOptions(), notes)
+    if gpu is not None and gpu != GpuOptions():
+        raise PlanError(
+            f"--gpus-per-rank, --reserve and --order are per-gpu options, not {layout}'s"
+        )
     simple: dict[str, Callable[[Topology, Request], list[list[Slot]]]] = {
         "compact": compact,
         "spread": spread,
@@ -268,16 +282,18 @@ def make_plan(
             raise PlanError(f"layout {layout!r}: N must be a positive integer, e.g. l3-groups:32")
         assignment = l3_groups(topo, req, int(size_text))
     else:
-        raise PlanError(f"unknown layout {layout!r}; choose one of: {', '.join(LAYOUTS)}")
+        choices = ", ".join([*LAYOUTS, *GPU_LAYOUTS])
+        raise PlanError(f"unknown layout {layout!r}; choose one of: {choices}")
 
     rank_plans = tuple(_rank(i, slots) for i, slots in enumerate(assignment))
     return Plan(
-        topology=topo,
+        topology=full,
         layout=layout,
         threads=len(assignment[0]),
         smt=smt,
         ranks=rank_plans,
         warnings=tuple(_warnings(topo, rank_plans, smt)),
+        notes=tuple(notes),
     )
 
 
@@ -291,3 +307,26 @@ def _warnings(topo: Topology, ranks: Sequence[RankPlan], smt: bool) -> list[str]
     if any(not r.numa for r in ranks):
         out.append("the topology reports no NUMA node for some cores; memory locality unknown")
     return out
+
+
+def gpu_plan(
+    full: Topology, view: Topology, req: Request, opts: GpuOptions, notes: list[str]
+) -> Plan:
+    """The per-gpu layout (topobind.layout_gpu) as a Plan of the whole topology ``full``."""
+    from topobind.layout_gpu import assign, rank_env
+
+    ranks, more = assign(full, view.cores, req.ranks, req.threads, req.smt, opts)
+    rank_plans = []
+    for i, r in enumerate(ranks):
+        base = _rank(i, [Slot(c, p) for p in r.places for c in r.cores if p[0] in c.pus])
+        env = rank_env(r.gpus, r.nic)
+        rank_plans.append(dataclasses.replace(base, gpus=r.gpus, nic=r.nic, env=env))
+    return Plan(
+        topology=full,
+        layout=req.layout,
+        threads=len(ranks[0].places),
+        smt=req.smt,
+        ranks=tuple(rank_plans),
+        warnings=tuple(_warnings(full, rank_plans, req.smt)),
+        notes=(*notes, *more),
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from topobind.devices import Gpu, Nic
 from topobind.errors import TopobindError
 from topobind.topology import Topology, format_list
 
@@ -29,6 +30,9 @@ class RankPlan:
     cores: tuple[int, ...]
     numa: tuple[int, ...]
     l3: tuple[int, ...]
+    gpus: tuple[Gpu, ...] = ()  # per-gpu layout: the rank's GPUs (topobind.layout_gpu)
+    nic: Nic | None = None  # per-gpu layout: the NIC nearest the rank
+    env: dict[str, str] = field(default_factory=dict, hash=False)  # per-rank variables
 
     @property
     def cpus(self) -> tuple[int, ...]:
@@ -47,6 +51,7 @@ class Plan:
     smt: bool  # threads use every PU of a core (True) or one PU per core (False)
     ranks: tuple[RankPlan, ...]
     warnings: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())  # what the plan chose (CPU kinds, GPUs left out)
 
     @property
     def nranks(self) -> int:
@@ -74,14 +79,36 @@ class Plan:
                     "cores": list(r.cores),
                     "numa": list(r.numa),
                     "l3": list(r.l3),
+                    **_devices_dict(r),
                 }
                 for r in self.ranks
             ],
             "warnings": list(self.warnings),
         }
+        if self.notes:
+            out["notes"] = list(self.notes)
         if launch is not None:
             out["launch"] = launch
         return out
+
+
+def _devices_dict(r: RankPlan) -> dict[str, Any]:
+    """``gpus``, ``nic`` and ``env`` of a rank of the per-gpu layout (nothing otherwise)."""
+    if not r.gpus and r.nic is None and not r.env:
+        return {}
+    nic = {"os": r.nic.os, "pci": r.nic.pci, "kind": r.nic.kind} if r.nic else None
+    return {
+        "gpus": [{"os": g.os, "index": g.index, "pci": g.pci, "vendor": g.vendor} for g in r.gpus],
+        "nic": nic,
+        "env": dict(r.env),
+    }
+
+
+def rank_envs(plan: Plan) -> dict[int, dict[str, str]]:
+    """rank -> the variables that rank alone must see (``ROCR_VISIBLE_DEVICES``,
+    ``CUDA_VISIBLE_DEVICES``, ``ZE_AFFINITY_MASK``, ``UCX_NET_DEVICES``); empty for layouts
+    without devices. For the per-rank launch step, prepared once on the batch host."""
+    return {r.rank: dict(r.env) for r in plan.ranks if r.env}
 
 
 def plan_schema() -> dict[str, Any]:
@@ -110,6 +137,7 @@ class PlannedRank:
     rank: int
     places: tuple[tuple[int, ...], ...]
     cpus: tuple[int, ...]
+    env: dict[str, str] = field(default_factory=dict, hash=False)  # ranks[].env
 
 
 def ranks_from_json(doc: dict[str, Any]) -> list[PlannedRank]:
@@ -119,6 +147,7 @@ def ranks_from_json(doc: dict[str, Any]) -> list[PlannedRank]:
             rank=int(r["rank"]),
             places=tuple(tuple(int(x) for x in p) for p in r["places"]),
             cpus=tuple(int(x) for x in r["cpus"]),
+            env={str(k): str(v) for k, v in r.get("env", {}).items()},
         )
         for r in doc["ranks"]
     ]

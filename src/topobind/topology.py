@@ -15,6 +15,7 @@ import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from topobind.devices import Devices, read_devices
 from topobind.errors import TopologyError
 
 SYNTHETIC_PREFIX = "synthetic:"
@@ -151,6 +152,7 @@ class Topology:
     numa_distances: dict[str, list[list[int]]] = field(default_factory=dict)
     numa_distance_index: tuple[int, ...] = ()
     cpu_kinds: tuple[CpuKind, ...] = ()
+    devices: Devices = field(default_factory=Devices)  # GPUs and NICs (topobind.devices)
     xml: str = field(default="", repr=False, compare=False)  # the XML it was read from
 
     # ----- derived views
@@ -546,6 +548,7 @@ def parse_xml(
         numa_distances=distances,
         numa_distance_index=dist_index,
         cpu_kinds=tuple(kinds),
+        devices=read_devices(root, usable_set, {n[0] for n in numa_cpusets} | set(cpuless)),
         xml=text,
     )
 

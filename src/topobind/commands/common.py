@@ -8,6 +8,7 @@ import os
 import sys
 
 from topobind.errors import PlanError, TopobindError
+from topobind.layout_gpu import GPU_LAYOUTS
 from topobind.layouts import LAYOUTS, make_plan, one_rank_per_domain
 from topobind.plan import Plan
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
@@ -32,7 +33,7 @@ def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> N
         required=required,
         default=None if required else "compact",
         metavar="L",
-        help="; ".join(f"{k}: {v}" for k, v in LAYOUTS.items()),
+        help="; ".join(f"{k}: {v}" for k, v in {**LAYOUTS, **GPU_LAYOUTS}.items()),
     )
     parser.add_argument("--ranks", "-r", type=int, metavar="R", help="MPI ranks on the node")
     parser.add_argument("--threads", "-T", type=int, metavar="T", help="OpenMP threads per rank")
@@ -42,6 +43,46 @@ def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> N
         help="use every PU (hardware thread) of a core; default: one thread per core, on its "
         "first PU",
     )
+    add_device_args(parser)
+
+
+def add_device_args(parser: argparse.ArgumentParser) -> None:
+    """--cpukind (every layout) and the per-gpu layout's options (docs/gpu.md)."""
+    from topobind import cpukinds, layout_gpu
+
+    parser.add_argument(
+        "--cpukind",
+        choices=cpukinds.CHOICES,
+        default=cpukinds.DEFAULT,
+        help="on nodes with several kinds of cores: plan on the most performant kind "
+        "(default), the most efficient one, or all",
+    )
+    g = parser.add_argument_group("per-gpu layout")
+    g.add_argument("--gpus-per-rank", type=int, default=1, metavar="G", help="default 1")
+    g.add_argument(
+        "--reserve",
+        choices=layout_gpu.RESERVES,
+        default="none",
+        help="cores left out (low-noise nodes reserve the first core of every L3)",
+    )
+    g.add_argument(
+        "--order",
+        choices=layout_gpu.ORDERS,
+        default="gpu",
+        help="rank i gets GPU i (gpu, default), or ranks in core order (cpu)",
+    )
+
+
+def layout_options(args: argparse.Namespace) -> dict[str, object]:
+    """make_plan's keyword arguments for --cpukind and the per-gpu options."""
+    from topobind.layout_gpu import GpuOptions
+
+    gpu = GpuOptions(
+        getattr(args, "gpus_per_rank", 1),
+        getattr(args, "reserve", "none"),
+        getattr(args, "order", "gpu"),
+    )
+    return {"cpukind": getattr(args, "cpukind", "performance"), "gpu": gpu}
 
 
 def topology_from(args: argparse.Namespace) -> Topology:
@@ -50,7 +91,14 @@ def topology_from(args: argparse.Namespace) -> Topology:
 
 def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
     topo = topo if topo is not None else topology_from(args)
-    return make_plan(topo, args.layout, ranks=args.ranks, threads=args.threads, smt=args.smt)
+    return make_plan(
+        topo,
+        args.layout,
+        ranks=args.ranks,
+        threads=args.threads,
+        smt=args.smt,
+        **layout_options(args),  # type: ignore[arg-type]
+    )
 
 
 #: environment variable: "1" = plan without the allocation's task count (see plan_for_job)
@@ -85,7 +133,14 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
         ranks = alloc.count
     topo = topo if topo is not None else topology_from(args)
     try:
-        plan = make_plan(topo, args.layout, ranks=ranks, threads=args.threads, smt=args.smt)
+        plan = make_plan(
+            topo,
+            args.layout,
+            ranks=ranks,
+            threads=args.threads,
+            smt=args.smt,
+            **layout_options(args),  # type: ignore[arg-type]
+        )
     except PlanError as exc:
         if not from_alloc:
             raise
@@ -112,5 +167,5 @@ def print_warnings(plan: Plan, notes: list[str] | tuple[str, ...] = ()) -> None:
     """The plan's warnings (and launch notes) on stderr, so job logs show them."""
     for warning in plan.warnings:
         print(f"topobind: warning: {warning}", file=sys.stderr)
-    for note in notes:
+    for note in (*plan.notes, *notes):
         print(f"topobind: note: {note}", file=sys.stderr)

@@ -91,6 +91,12 @@ def run(args: argparse.Namespace) -> int:
     fmt = output_format(args.output, args.format)
     plan = plan_from(args)
     if fmt == "png":
+        if any(r.gpus for r in plan.ranks):  # per-gpu: ranks, GPUs and NICs together
+            from topobind.report.draw_devices import draw_gpu_png
+
+            atomic_write_bytes(args.output, draw_gpu_png(plan, title=args.title))
+            print(f"wrote {args.output}")
+            return 0
         atomic_write_bytes(args.output, draw_png(plan, title=args.title))
         print(f"wrote {args.output}")
         return 0
@@ -101,6 +107,9 @@ def run(args: argparse.Namespace) -> int:
         and not os.environ.get("NO_COLOR")
     )
     text = draw_text(plan, colour=colour)
+    from topobind.emit.devices import device_lines  # per-gpu: each rank's GPUs and NIC
+
+    text += "".join(line + "\n" for line in device_lines(plan))
     if args.output:
         atomic_write_text(args.output, text)
         print(f"wrote {args.output}")

@@ -22,12 +22,14 @@ from topobind.commands.common import (
     print_warnings,
 )
 from topobind.emit import launch_dict
+from topobind.emit.devices import env_notes
 from topobind.emit.omp import format_places, omp_env, omp_notes
 from topobind.errors import CannotRun, TopobindError
 from topobind.fsutil import atomic_write_text
 from topobind.launch import LAUNCHERS, Launch, build, in_slurm, local_rank, slurm_nodes
 from topobind.plan import Plan, PlannedRank, ranks_from_json
 from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
+from topobind.verify_devices import check_env, env_table, why_variables_only
 
 RUN_EPILOG = """\
 examples (in an sbatch script, or on a workstation):
@@ -192,7 +194,7 @@ def _status(code: int) -> int:
 
 
 def _verify_rows(plan: Plan, out: str, nodes: int) -> list[Any]:
-    planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
+    planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks]
     return compare(planned, parse_probe_output(out), nnodes=nodes)
 
 
@@ -252,6 +254,13 @@ def run_run(args: argparse.Namespace) -> int:
                 )
                 return _status(done.returncode) or 1
             rows = _verify_rows(plan, done.stdout, probe_launch.nodes)
+            env_rows = check_env(  # per-gpu plans: each rank's device variables
+                [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks], done.stdout
+            )
+            if not all(r.ok for r in env_rows):
+                print(env_table(env_rows, why_variables_only()), file=sys.stderr)
+                print("topobind: error: device variables differ from the plan", file=sys.stderr)
+                return 1
             if not all_ok(rows):
                 print(table(rows), file=sys.stderr)
                 print(
@@ -263,6 +272,12 @@ def run_run(args: argparse.Namespace) -> int:
                 f"topobind: verify: all {len(rows)} threads on their planned CPUs, bound to them",
                 file=sys.stderr,
             )
+            if env_rows:
+                print(
+                    f"topobind: verify: all {len(env_rows)} device variables as planned"
+                    f" (the variables only{why_variables_only()})",
+                    file=sys.stderr,
+                )
         done = _execute(launch)
         if done.returncode != 0:
             print(
@@ -276,7 +291,7 @@ def run_run(args: argparse.Namespace) -> int:
 
 def run_env(args: argparse.Namespace) -> int:
     plan = plan_for_job(args)
-    print_warnings(plan, omp_notes(plan))
+    print_warnings(plan, omp_notes(plan) + env_notes(plan))  # per-gpu: per-rank variables
     for k, v in {**omp_env(plan), "TOPOBIND_LAYOUT": plan.layout}.items():
         print(f"export {k}={shlex.quote(v)}")
     return 0
@@ -299,7 +314,7 @@ def run_verify(args: argparse.Namespace) -> int:
     else:
         plan = plan_for_job(args)
         print_warnings(plan)
-        planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
+        planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks]
     done = _execute(Launch(argv=[*command, _probe()], env={}, launcher="given"), capture=True)
     if done.returncode != 0:
         print(
@@ -309,11 +324,18 @@ def run_verify(args: argparse.Namespace) -> int:
         return _status(done.returncode) or 1
     nodes = args.nodes if args.nodes is not None else (slurm_nodes() if in_slurm() else None)
     rows = compare(planned, parse_probe_output(done.stdout), nnodes=nodes)
+    env_rows = check_env(planned, done.stdout)  # per-gpu plans: the device variables
+    ok = all_ok(rows) and all(r.ok for r in env_rows)
     if args.format == "json":
-        print(jsonfmt.dumps({"ok": all_ok(rows), "rows": rows_json(rows)}))
+        doc = {"ok": ok, "rows": rows_json(rows)}
+        if env_rows:
+            doc["device_env"] = [dataclasses.asdict(r) | {"ok": r.ok} for r in env_rows]
+        print(jsonfmt.dumps(doc))
     else:
         print(table(rows))
-    return 0 if all_ok(rows) else 1
+        if env_rows:
+            print(env_table(env_rows, why_variables_only()))
+    return 0 if ok else 1
 
 
 def run_rank_exec(args: argparse.Namespace) -> int:
@@ -329,7 +351,9 @@ def run_rank_exec(args: argparse.Namespace) -> int:
         raise TopobindError(f"rank-exec: cannot read plan {args.plan!r}: {exc}") from exc
     rank = local_rank()
     if rank is not None:
-        os.environ["OMP_PLACES"] = format_places(list(planned[rank % len(planned)].places))
+        mine = planned[rank % len(planned)]
+        os.environ["OMP_PLACES"] = format_places(list(mine.places))
+        os.environ.update(mine.env)  # per-gpu plans: the rank's GPU/NIC variables
     try:
         os.execvp(program[0], program)
     except OSError as exc:  # as a shell says it: exit 127 (not found) or 126

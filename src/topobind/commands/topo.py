@@ -16,7 +16,16 @@ from topobind.commands.common import (
     print_warnings,
     topology_from,
 )
+from topobind.cpukinds import kinds_text
 from topobind.emit import launch_dict
+from topobind.emit.devices import (
+    device_lines,
+    env_notes,
+    rank_env_script,
+    show_json,
+    show_lines,
+)
+from topobind.emit.gres import gres_conf
 from topobind.emit.omp import omp_env, omp_notes
 from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
 from topobind.emit.srun import srun_argv
@@ -48,7 +57,8 @@ examples:
 
 formats: text (table, default), picture (one cell per core, holding its rank), json (the
 plan, docs/plan-format.md), env (bash exports), openmpi (OpenMPI 5 mpirun argv),
-openmpi4, srun, rankfile, rankfile4.
+openmpi4, srun, rankfile, rankfile4, gres (Slurm gres.conf lines for the node's GPUs), rank-env
+(per-gpu: a sh wrapper exporting each local rank's GPU/NIC variables).
 When no --map-by expresses the plan, the openmpi formats refer to a rankfile, which is
 written to --rankfile PATH (default ./topobind.rankfile).
 """
@@ -88,6 +98,8 @@ def add_subparser(subparsers: Any) -> None:
             "srun",
             "rankfile",
             "rankfile4",
+            "gres",
+            "rank-env",
         ),
         default="text",
     )
@@ -160,12 +172,8 @@ def topology_text(topo: Topology) -> str:
             reasons.setdefault(why, []).append(pu)
         for why, pus in reasons.items():
             lines.append(f"excluded PUs {format_list(pus)}: {why}")
-    if topo.cpu_kinds and len(topo.cpu_kinds) > 1:
-        for i, kind in enumerate(topo.cpu_kinds):
-            lines.append(
-                f"CPU kind {i} (efficiency {kind.efficiency}, {kind.core_type or 'unnamed'}): "
-                f"PUs {format_list(kind.pus)}"
-            )
+    lines.extend(kinds_text(topo))  # CPU kinds, when several
+    lines.extend(show_lines(topo))  # GPUs and NICs
     for name, matrix in topo.numa_distances.items():
         idx = topo.numa_distance_index
         lines.append(f"{name} (NUMA OS indexes {','.join(map(str, idx))}):")
@@ -222,6 +230,7 @@ def topology_json(topo: Topology) -> dict[str, Any]:
         "cpuless_numa": list(topo.cpuless_numa),
         "numa_distances": topo.numa_distances,
         "numa_distance_index": list(topo.numa_distance_index),
+        **show_json(topo),
     }
 
 
@@ -250,13 +259,14 @@ def plan_text(plan: Plan) -> str:
             f"{r.rank:>4}  {format_list(r.cpus):<24} {format_list(r.numa):<8} "
             f"{format_list(r.l3):<8} {format_places(list(r.places))}"
         )
+    lines.extend(device_lines(plan))  # per-gpu plans: GPUs, NIC, variables per rank
     launch = launch_dict(plan)
     lines.append("")
     lines.extend(f"export {k}={shlex.quote(v)}" for k, v in launch["env"].items())
     lines.append("OpenMPI 5: " + shlex.join(launch["openmpi"]))
     lines.append("OpenMPI 4: " + shlex.join(launch["openmpi4"]))
     lines.append("Slurm:     " + shlex.join(launch["srun"]))
-    for note in launch["notes"]:
+    for note in (*plan.notes, *launch["notes"]):
         lines.append(f"note: {note}")
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
@@ -274,7 +284,7 @@ def run_plan(args: argparse.Namespace) -> int:
     elif fmt == "picture":
         print(plan_picture(plan))
     elif fmt == "env":
-        notes = omp_notes(plan)
+        notes = omp_notes(plan) + env_notes(plan)
         for k, v in omp_env(plan).items():
             print(f"export {k}={shlex.quote(v)}")
     elif fmt in ("openmpi", "openmpi4"):
@@ -289,6 +299,10 @@ def run_plan(args: argparse.Namespace) -> int:
         srun = srun_argv(plan)
         notes = srun.notes
         print(shlex.join(srun.argv))
+    elif fmt == "rank-env":
+        sys.stdout.write(rank_env_script(plan))
+    elif fmt == "gres":
+        sys.stdout.write(gres_conf(plan.topology))
     elif fmt in ("rankfile", "rankfile4"):
         sys.stdout.write(rankfile_text(plan, 5 if fmt == "rankfile" else 4, args.host))
     print_warnings(plan, notes)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from topobind.emit.devices import env_notes
 from topobind.plan import Plan
 from topobind.topology import format_list
 
@@ -104,7 +105,7 @@ def openmpi_argv(
     """``mpirun`` argv for the plan (one node; ``hosts``: the same plan on each of them, in a
     rankfile when one is needed). ``exact_places``: every rank exports its exact OMP_PLACES
     (``topobind rank-exec``), so no note about OMP_PLACES=cores on SMT cores."""
-    notes: list[str] = []
+    notes: list[str] = env_notes(plan)  # per-gpu plans: per-rank device variables
     if not exact_places and not plan.smt and plan.topology.smt > 1:
         notes.append(WHOLE_CORE_NOTE)
     bind = "hwthread" if plan.smt else "core"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from topobind.emit.devices import srun_extra
 from topobind.plan import Plan
 
 STEP_NOTE = (
@@ -53,6 +54,9 @@ def srun_argv(plan: Plan) -> SrunLaunch:
         f"--cpu-bind=mask_cpu:{','.join(masks)}",
     ]
     notes = [STEP_NOTE]
+    extra, device_notes = srun_extra(plan)  # per-gpu plans: --gpu-bind=none
+    argv += extra
+    notes += device_notes
     all_pus = set(plan.topology.pus)
     if any(set(r.cpus) == all_pus for r in plan.ranks) and plan.nranks == 1:
         notes.append("a mask holding every CPU of the node is treated by Slurm as unbound")

@@ -1,0 +1,145 @@
+"""What GPU plans (layout per-gpu) add to the launchers' flags: ``--gpu-bind=none`` for
+srun, and the per-rank variables (``ranks[].env``), which only a per-rank step can set."""
+
+from __future__ import annotations
+
+from topobind.errors import TopobindError
+from topobind.plan import Plan, rank_envs
+from topobind.topology import Topology, format_list
+
+ENV_NOTE = (
+    "each rank needs its own {names} (ranks[].env of the plan): 'topobind run' sets them per "
+    "rank; for a hand-written launch, 'topobind plan -f rank-env' writes a wrapper that does"
+)
+GPU_BIND_NOTE = (
+    "--gpu-bind=none: the plan's per-rank variables choose the GPUs, so Slurm must not also "
+    "bind them (its --gpu-bind=closest would renumber the devices each rank sees)"
+)
+
+
+def has_devices(plan: Plan) -> bool:
+    return any(r.gpus or r.env for r in plan.ranks)
+
+
+def srun_extra(plan: Plan) -> tuple[list[str], list[str]]:
+    """(extra srun arguments, notes) for a plan with devices."""
+    if not has_devices(plan):
+        return [], []
+    return ["--gpu-bind=none"], [GPU_BIND_NOTE, *env_notes(plan)]
+
+
+def env_notes(plan: Plan) -> list[str]:
+    names = sorted({k for env in rank_envs(plan).values() for k in env})
+    return [ENV_NOTE.format(names="/".join(names))] if names else []
+
+
+def device_lines(plan: Plan) -> list[str]:
+    """Text lines: each rank's GPUs, NIC and variables."""
+    if not has_devices(plan):
+        return []
+    lines = [f"{'rank':>4}  {'GPUs (PCI bus id)':<32} {'NIC':<10} per-rank variables"]
+    for r in plan.ranks:
+        gpus = ",".join(f"{g.os}({g.pci})" for g in r.gpus) or "-"
+        env = " ".join(f"{k}={v}" for k, v in r.env.items()) or "-"
+        lines.append(f"{r.rank:>4}  {gpus:<32} {r.nic.os if r.nic else '-':<10} {env}")
+    return lines
+
+
+def show_lines(topo: Topology) -> list[str]:
+    """``topobind show`` lines: every GPU and NIC with its locality."""
+    lines = []
+    for g in topo.devices.gpus:
+        lines.append(
+            f"GPU {g.os} (index {g.index}, PCI {g.pci}, vendor {g.vendor}"
+            + (f", {g.model}" if g.model else "")
+            + f"): near {g.near}, PUs {format_list(g.pus) or 'none usable'}, "
+            f"NUMA {format_list(g.numa) or '?'}"
+        )
+    for n in topo.devices.nics:
+        also = ",".join(x for x in n.names if x != n.os)
+        lines.append(
+            f"NIC {n.os} ({n.kind}, PCI {n.pci}"
+            + (f", also {also}" if also else "")
+            + f"): near {n.near}, PUs {format_list(n.pus) or 'none usable'}, "
+            f"NUMA {format_list(n.numa) or '?'}"
+        )
+    return lines
+
+
+def show_json(topo: Topology) -> dict[str, object]:
+    """``topobind show -f json``: GPUs, NICs and CPU kinds."""
+    from topobind.cpukinds import kind_names
+
+    names = kind_names(topo)
+    return {
+        "gpus": [
+            {
+                "os": g.os,
+                "names": list(g.names),
+                "index": g.index,
+                "pci": g.pci,
+                "vendor": g.vendor,
+                "model": g.model,
+                "near": g.near,
+                "pus": list(g.pus),
+                "numa": list(g.numa),
+            }
+            for g in topo.devices.gpus
+        ],
+        "nics": [
+            {
+                "os": n.os,
+                "names": list(n.names),
+                "kind": n.kind,
+                "pci": n.pci,
+                "near": n.near,
+                "pus": list(n.pus),
+                "numa": list(n.numa),
+            }
+            for n in topo.devices.nics
+        ],
+        "cpu_kinds": [
+            {
+                "index": i,
+                "name": names[i],
+                "efficiency": k.efficiency,
+                "core_type": k.core_type,
+                "pus": list(k.pus),
+            }
+            for i, k in enumerate(topo.cpu_kinds)
+        ],
+    }
+
+
+#: the launcher variables of the local rank, innermost launcher first (as topobind.launch)
+_LOCAL_RANK = "${OMPI_COMM_WORLD_LOCAL_RANK:-${PMIX_LOCAL_RANK:-${SLURM_LOCALID:-}}}"
+
+
+def rank_env_script(plan: Plan) -> str:
+    """A POSIX sh wrapper exporting each local rank's variables (``ranks[].env``), for
+    hand-written launch lines: ``srun ... ./select.sh ./app`` or ``mpirun ... ./select.sh
+    ./app``. One ``sh`` per rank, no Python."""
+    import shlex
+
+    if not has_devices(plan):
+        raise TopobindError(
+            f"layout {plan.layout} sets no per-rank variables; -f rank-env is for --layout per-gpu"
+        )
+    lines = [
+        "#!/bin/sh",
+        f"# topobind per-rank variables: layout {plan.layout}, {plan.nranks} ranks per node, "
+        f"{plan.topology.source}",
+        "# usage: srun|mpirun ... THIS_FILE PROGRAM ARGS...",
+        f'r="{_LOCAL_RANK}"',
+        'case "$r" in',
+    ]
+    for r in plan.ranks:
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in r.env.items())
+        lines.append(f"{r.rank}) export {exports} ;;" if exports else f"{r.rank}) ;;")
+    lines += [
+        f"*) echo \"topobind rank-env: local rank '$r' is not one of the plan's 0-"
+        f'{plan.nranks - 1}" >&2; exit 1 ;;',
+        "esac",
+        'exec "$@"',
+    ]
+    return "\n".join(lines) + "\n"
