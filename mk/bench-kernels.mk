@@ -7,3 +7,12 @@ bench-kernels: kernels
 	$(PY) scripts/bench-kernels.py
 
 BENCH_TARGETS += bench-kernels
+
+# Hugepages for programs topobind does not build (issue 12): the LD_PRELOAD shim against
+# glibc's GLIBC_TUNABLES=glibc.malloc.hugetlb, on HPL (hpcc) and a malloc'd DGEMM.
+# Writes results/bench/hugetlb.json (root: it reserves and restores the hugepage pools).
+.PHONY: bench-hugetlb
+bench-hugetlb: kernels
+	$(PY) scripts/bench-hugetlb.py -o results/bench/hugetlb.json
+
+BENCH_TARGETS += bench-hugetlb
