@@ -233,7 +233,8 @@ def main() -> int:
                     results["dgemm"].setdefault(v, []).append(d)
                     print(
                         f"[{rep + 1}/{args.repeat}] {v:9s} HPL {h.get('gflops', 'FAILED')}"
-                        f" DGEMM {d.get('gflops', 'FAILED')} MiB of hugetlb HPL {h['hugetlb_mib_peak']} DGEMM {d['hugetlb_mib_peak']}",
+                        f" DGEMM {d.get('gflops', 'FAILED')} MiB of hugetlb"
+                        f" HPL {h['hugetlb_mib_peak']} DGEMM {d['hugetlb_mib_peak']}",
                         file=sys.stderr,
                     )
     finally:
