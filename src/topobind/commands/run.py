@@ -233,6 +233,9 @@ def run_run(args: argparse.Namespace) -> int:
     program = _strip_dashes(args.program)
     if not program:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
+    node_plans = _node_plans(args)
+    if node_plans is not None:  # the job's nodes differ: a plan per group of nodes
+        return _run_per_node(node_plans, program, args)
     plan = plan_for_job(args)
     if args.dry_run:
         return _dry_run(plan, program, args)
@@ -272,6 +275,82 @@ def run_run(args: argparse.Namespace) -> int:
         return _status(done.returncode)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _node_plans(args: argparse.Namespace) -> list[Any] | None:
+    """Plans per group of nodes when the job holds different shares of its nodes (see
+    topobind.pernode); None on one node or when one plan fits every node."""
+    if not in_slurm() or slurm_nodes() < 2:
+        return None
+    from topobind import pernode
+    from topobind.commands.common import topology_from
+
+    node_plans = pernode.plans(args, topology_from(args))
+    if node_plans is not None and args.launcher not in (None, "srun"):
+        shares = "; ".join(pernode.describe(np_.share) for np_ in node_plans)
+        raise TopobindError(
+            f"the job's nodes hold different shares ({shares}); topobind plans them per node "
+            "through srun only: use --launcher srun"
+        )
+    return node_plans
+
+
+def _run_per_node(node_plans: list[Any], program: list[str], args: argparse.Namespace) -> int:
+    from topobind import pernode
+    from topobind.launch import rank_exec_prefix
+
+    for np_ in node_plans:
+        print_warnings(np_.plan)
+    workdir = _workdir()  # several nodes: where every node reads the plan files
+    keep = False
+    try:
+        files = [os.path.join(workdir, f"plan-{k}.json") for k in range(len(node_plans))]
+        for f, np_ in zip(files, node_plans, strict=True):
+            atomic_write_text(f, jsonfmt.dumps(np_.plan.to_dict(launch_dict(np_.plan))))
+
+        def launch_of(prog: list[str]) -> Launch:
+            step = [rank_exec_prefix(f) + prog for f in files]
+            argv = pernode.srun_argv_per_node(node_plans, step)
+            return Launch(argv=argv, env={"TOPOBIND_LAYOUT": args.layout}, launcher="srun")
+
+        launch = launch_of(program)
+        if args.dry_run:
+            print("# the job's nodes hold different shares: one plan per group of nodes")
+            for np_ in node_plans:
+                print(f"#   {pernode.describe(np_.share)}")
+            for k, v in launch.env.items():
+                print(f"export {k}={shlex.quote(v)}")
+            print(shlex.join(launch.argv))
+            print(f"# files this command reads (kept; remove when done): {workdir}")
+            keep = True
+            return 0
+        if args.verify:
+            done = _execute(launch_of([_probe()]), capture=True)
+            if done.returncode != 0:
+                print(
+                    f"topobind: error: the placement probe failed (exit {done.returncode})",
+                    file=sys.stderr,
+                )
+                return _status(done.returncode) or 1
+            rows = pernode.compare_per_node(node_plans, parse_probe_output(done.stdout))
+            if not all_ok(rows):
+                print(table(rows), file=sys.stderr)
+                print(
+                    "topobind: error: placement differs from the plan; not launching",
+                    file=sys.stderr,
+                )
+                return 1
+            print(
+                f"topobind: verify: all {len(rows)} threads on their planned CPUs, bound to them",
+                file=sys.stderr,
+            )
+        done = _execute(launch)
+        if done.returncode != 0:
+            print(f"topobind: srun exited with status {_status(done.returncode)}", file=sys.stderr)
+        return _status(done.returncode)
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def run_env(args: argparse.Namespace) -> int:
