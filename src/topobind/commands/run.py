@@ -25,7 +25,15 @@ from topobind.emit import launch_dict
 from topobind.emit.omp import format_places, omp_env, omp_notes
 from topobind.errors import CannotRun, TopobindError
 from topobind.fsutil import atomic_write_text
-from topobind.launch import LAUNCHERS, Launch, build, in_slurm, local_rank, slurm_nodes
+from topobind.launch import (
+    LAUNCHERS,
+    Launch,
+    build,
+    find_mpirun,
+    in_slurm,
+    local_rank,
+    slurm_nodes,
+)
 from topobind.plan import Plan, PlannedRank, ranks_from_json
 from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
 
@@ -286,12 +294,8 @@ def _node_plans(args: argparse.Namespace) -> list[Any] | None:
     from topobind.commands.common import topology_from
 
     node_plans = pernode.plans(args, topology_from(args))
-    if node_plans is not None and args.launcher not in (None, "srun"):
-        shares = "; ".join(pernode.describe(np_.share) for np_ in node_plans)
-        raise TopobindError(
-            f"the job's nodes hold different shares ({shares}); topobind plans them per node "
-            "through srun only: use --launcher srun"
-        )
+    if node_plans is not None and args.launcher == "none":
+        raise TopobindError("--launcher none runs one process; the job spans several nodes")
     return node_plans
 
 
@@ -308,10 +312,26 @@ def _run_per_node(node_plans: list[Any], program: list[str], args: argparse.Name
         for f, np_ in zip(files, node_plans, strict=True):
             atomic_write_text(f, jsonfmt.dumps(np_.plan.to_dict(launch_dict(np_.plan))))
 
+        env = {"TOPOBIND_LAYOUT": args.layout}
+        rankfile = None
+        if args.launcher == "mpirun":
+            path, flavour = find_mpirun(args.mpi)
+            version = 5 if flavour == "openmpi5" else 4
+            rankfile = (
+                os.path.join(workdir, "rankfile"),
+                pernode.rankfile_per_node(node_plans, version),
+            )
+            atomic_write_text(*rankfile)
+            if os.geteuid() == 0:
+                env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
         def launch_of(prog: list[str]) -> Launch:
             step = [rank_exec_prefix(f) + prog for f in files]
-            argv = pernode.srun_argv_per_node(node_plans, step)
-            return Launch(argv=argv, env={"TOPOBIND_LAYOUT": args.layout}, launcher="srun")
+            if rankfile is None:
+                argv = pernode.srun_argv_per_node(node_plans, step)
+                return Launch(argv=argv, env=env, launcher="srun")
+            argv = pernode.mpirun_argv_per_node(node_plans, step, version, rankfile[0])
+            return Launch(argv=[path, *argv[1:]], env=env, launcher="mpirun")
 
         launch = launch_of(program)
         if args.dry_run:
@@ -321,6 +341,8 @@ def _run_per_node(node_plans: list[Any], program: list[str], args: argparse.Name
             for k, v in launch.env.items():
                 print(f"export {k}={shlex.quote(v)}")
             print(shlex.join(launch.argv))
+            if rankfile is not None:
+                print(f"# rankfile {rankfile[0]}:\n" + rankfile[1], end="")
             print(f"# files this command reads (kept; remove when done): {workdir}")
             keep = True
             return 0
@@ -346,7 +368,8 @@ def _run_per_node(node_plans: list[Any], program: list[str], args: argparse.Name
             )
         done = _execute(launch)
         if done.returncode != 0:
-            print(f"topobind: srun exited with status {_status(done.returncode)}", file=sys.stderr)
+            status = _status(done.returncode)
+            print(f"topobind: {launch.argv[0]} exited with status {status}", file=sys.stderr)
         return _status(done.returncode)
     finally:
         if not keep:
