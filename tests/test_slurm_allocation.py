@@ -14,12 +14,15 @@ import re
 import shlex
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from slurm_helpers import (
+    FINAL_STATES,
     CompletedJob,
     SlurmCluster,
+    job_info,
     revive_nodes,
     run_script,
     sbatch_wait,
@@ -262,6 +265,7 @@ def test_three_nodes_verified(
     assert "topobind: verify: all 6 threads on their planned CPUs, bound to them" in job.output
     # block distribution: ranks 0,1 on node1 ... 4,5 on node3, each node's local rank i on CPU i
     assert placed(job.output) == {r: (f"node{r // 2 + 1}", r % 2) for r in range(6)}, job.output
+    assert "different shares" not in job.output  # the same share on every node: one plan
     line = next(ln for ln in job.output.splitlines() if ln.startswith(("srun ", "/")))
     if launcher == "srun":
         assert line.startswith("srun --nodes=3 --ntasks=6 --ntasks-per-node=2 ")
@@ -368,3 +372,84 @@ def test_a_node_that_dies_mid_job_fails_the_run(
         assert "lost communication with a remote daemon" in job.output, job.describe()
         assert re.search(r"^topobind: \S*mpirun exited with status [1-9]", job.output, re.M)
         assert re.search(r"^run-exit=[1-9]", job.output, re.M), job.describe()
+
+
+@pytest.fixture
+def node3_half_busy(slurm_cluster3: SlurmCluster) -> Iterator[SlurmCluster]:  # noqa: F811
+    """Another job holds CPU 0 of node3 (Slurm gives the lowest free core), so the next job
+    gets CPU 1 there: the job's nodes differ."""
+    c = slurm_cluster3
+    args = ["sbatch", "--parsable", "-w", "node3", "-n", "1", "-o", "/dev/null"]
+    sub = c.run([*args, "--wrap", "sleep 900"], cwd="/")
+    assert sub.returncode == 0, sub.stderr
+    blocker = int(sub.stdout.split(";")[0])
+    try:
+        deadline = time.monotonic() + 60
+        while job_info(blocker, c.env).get("JobState") != "RUNNING":
+            assert time.monotonic() < deadline, job_info(blocker, c.env)
+            time.sleep(0.2)
+        yield c
+    finally:
+        c.run(["scancel", str(blocker)])
+        deadline = time.monotonic() + 60
+        while job_info(blocker, c.env).get("JobState") not in FINAL_STATES:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+
+
+def placed_threads(path: Path) -> dict[tuple[int, int], tuple[str, int]]:
+    """{(rank, thread): (host, cpu)} from the probe's JSON lines in PATH."""
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("{"):
+            for p in json.loads(line)["placement"]:
+                out[(p["rank"], p["thread"])] = (p["host"], p["cpu"])
+    return out
+
+
+@needs_probe
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS3))
+def test_a_plan_per_node_when_the_nodes_differ(
+    node3_half_busy: SlurmCluster, tmp_path: Path, launcher: str
+) -> None:
+    """sbatch -N 3 -n 5 while node3's CPU 0 is taken: the job holds 2 tasks on CPUs 0,1 of
+    node1 and node2, 1 task on CPU 1 of node3. topobind plans each group on its own CPUs and
+    --verify proves it; with --ranks 1 the ranks on node1,2 get 2 threads, node3's one."""
+    if _mpi_missing(launcher):
+        pytest.skip(_mpi_missing(launcher))
+    run = f"{RUN} --layout compact {LAUNCHERS3[launcher]}"
+    body = (
+        f"{run} --dry-run -- {WHEREAMI}\n"
+        f"{run} --verify -- {WHEREAMI} > five.json\n"
+        f"{run} --ranks 1 --verify -- {WHEREAMI} > three.json\n"
+    )
+    job = job3(node3_half_busy, tmp_path, body, "-N", "3", "-n", "5")
+    assert job.ok, job.describe()
+    assert "#   node1,node2: 2 task(s), CPUs 0,1\n#   node3: 1 task(s), CPUs 1\n" in job.output
+    assert "all 5 threads on their planned CPUs" in job.output
+    assert placed_threads(tmp_path / "five.json") == {
+        (0, 0): ("node1", 0), (1, 0): ("node1", 1),
+        (2, 0): ("node2", 0), (3, 0): ("node2", 1),
+        (4, 0): ("node3", 1),
+    }  # fmt: skip
+    assert placed_threads(tmp_path / "three.json") == {
+        (0, 0): ("node1", 0), (0, 1): ("node1", 1),
+        (1, 0): ("node2", 0), (1, 1): ("node2", 1),
+        (2, 0): ("node3", 1),
+    }  # fmt: skip
+    if launcher == "srun":  # one heterogeneous step, a component per group of nodes
+        assert (
+            " : --nodes=1 --nodelist=node3 --ntasks=1 --ntasks-per-node=1 "
+            "--cpu-bind=mask_cpu:0x2 env OMP_NUM_THREADS=1 'OMP_PLACES={1}' " in job.output
+        )
+    else:  # a rankfile naming every host; node3's rank on CPU 1 (OS PU 1 = logical core 1)
+        ranks = re.findall(r"^rank \d+=\S+ slot=\S+$", job.output, re.M)
+        assert ranks == [
+            "rank 0=node1 slot=0", "rank 1=node1 slot=1",
+            "rank 2=node2 slot=0", "rank 3=node2 slot=1",
+            "rank 4=node3 slot=1",
+        ]  # fmt: skip
+        assert re.search(r" -np 4 env .* : -np 1 env ", job.output), job.output
