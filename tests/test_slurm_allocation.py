@@ -30,8 +30,9 @@ from slurm_helpers import (
     wait_job,
 )
 
+from topobind.errors import TopobindError
 from topobind.plan import PlannedRank
-from topobind.slurm import expand_counts
+from topobind.slurm import expand_counts, tasks_on_each_node
 from topobind.verify import Observed, compare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,6 +67,17 @@ def test_expand_counts() -> None:
     assert expand_counts("2") == [2]
     assert expand_counts("2(x3)") == [2, 2, 2]
     assert expand_counts("2(x2),1") == [2, 2, 1]
+
+
+def test_tasks_on_each_node() -> None:
+    three = {"SLURM_JOB_ID": "1", "SLURM_JOB_NUM_NODES": "3"}
+    assert tasks_on_each_node({**three, "SLURM_NTASKS_PER_NODE": "2"}) == [2, 2, 2]
+    uneven = {**three, "SLURM_NTASKS": "5", "SLURM_TASKS_PER_NODE": "2(x2),1"}
+    assert tasks_on_each_node(uneven) == [2, 2, 1]
+    # sbatch sets SLURM_TASKS_PER_NODE without -n too: no task count was asked
+    assert tasks_on_each_node({**three, "SLURM_TASKS_PER_NODE": "2(x3)"}) is None
+    with pytest.raises(TopobindError, match=r"tasks per node \(2\(x2\)\) do not name its 3"):
+        tasks_on_each_node({**three, "SLURM_NTASKS": "4", "SLURM_TASKS_PER_NODE": "2(x2)"})
 
 
 @pytest.mark.parametrize(
