@@ -87,14 +87,19 @@ def _script_env(state_dir: Path | str | None) -> dict[str, str]:
 
 
 def run_script(
-    command: str, state_dir: Path | str | None = None, timeout: float = 180
+    command: str,
+    state_dir: Path | str | None = None,
+    timeout: float = 180,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``scripts/local-slurm COMMAND`` for that state directory (output captured)."""
+    """``scripts/local-slurm COMMAND ARGS`` for that state directory (output captured);
+    ``env`` adds variables (e.g. TOPOBIND_SLURMD_TIMEOUT) to the script's environment."""
     return subprocess.run(
-        [str(SCRIPT), command],
+        [str(SCRIPT), command, *args],
         capture_output=True,
         text=True,
-        env=_script_env(state_dir),
+        env={**_script_env(state_dir), **(env or {})},
         timeout=timeout,
     )
 
@@ -110,9 +115,11 @@ def is_running(state_dir: Path | str | None = None) -> bool:
     return run_script("status", state_dir, timeout=60).returncode == 0
 
 
-def start(state_dir: Path | str | None = None) -> str:
-    """Start the cluster (a no-op when running); returns the script's output."""
-    out = run_script("start", state_dir)
+def start(
+    state_dir: Path | str | None = None, nodes: int = 1, env: Mapping[str, str] | None = None
+) -> str:
+    """Start the cluster with NODES nodes (a no-op when running); returns the output."""
+    out = run_script("start", state_dir, args=["--nodes", str(nodes)], env=env)
     if out.returncode != 0:
         raise SlurmUnavailable(
             f"scripts/local-slurm start failed (exit {out.returncode}):\n{out.stdout}{out.stderr}"
@@ -141,9 +148,10 @@ def why_unavailable() -> str | None:
 class SlurmCluster:
     state_dir: Path
     conf: Path
-    node: str  # the node's name (hostname -s)
+    node: str  # the first node's name (node1)
     env: dict[str, str]  # environment for Slurm commands: SLURM_CONF set, no outer SLURM_*
     started_here: bool  # True when ensure_local_slurm() started it (release() stops it)
+    nodes: tuple[str, ...] = ()  # every node: node1, node2, ...
 
     def run(
         self, args: Sequence[str], timeout: float = 120, **kwargs: object
@@ -162,20 +170,36 @@ class SlurmCluster:
 _started_here: set[Path] = set()
 
 
-def ensure_local_slurm(state_dir: Path | str | None = None) -> SlurmCluster:
-    """Start the local cluster if it is not running and return how to use it."""
+def conf_nodes(conf: Path) -> tuple[str, ...]:
+    """The node names of a slurm.conf (its NodeName= lines)."""
+    return tuple(re.findall(r"^NodeName=(\S+)", conf.read_text(), re.M))
+
+
+def ensure_local_slurm(
+    state_dir: Path | str | None = None, nodes: int = 1, env: Mapping[str, str] | None = None
+) -> SlurmCluster:
+    """Start the local cluster (NODES nodes) if it is not running and return how to use it.
+
+    A cluster already running in that state directory with another node count is an error
+    (SlurmUnavailable): stop it first."""
     reason = why_unavailable()
     if reason:
         raise SlurmUnavailable(reason)
     d = state_dir_of(state_dir)
     started = False
     if not is_running(d):
-        start(d)
+        start(d, nodes, env)
         started = True
         _started_here.add(d)
-    env = slurm_env(d)
-    node = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
-    return SlurmCluster(d, d / "slurm.conf", node, env, started or d in _started_here)
+    have = conf_nodes(d / "slurm.conf")
+    if len(have) != nodes:
+        raise SlurmUnavailable(
+            f"the cluster of {d} runs {len(have)} node(s), not {nodes}: "
+            f"TOPOBIND_SLURM_DIR={d} scripts/local-slurm stop"
+        )
+    return SlurmCluster(
+        d, d / "slurm.conf", have[0], slurm_env(d), started or d in _started_here, have
+    )
 
 
 def release(cluster: SlurmCluster) -> None:
@@ -201,6 +225,50 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         pytest.skip(str(e))
     yield cluster
     release(cluster)
+
+
+#: SlurmdTimeout of the multi-node cluster: a killed node is DOWN (its jobs NODE_FAIL) within
+#: about three times this (slurmctld pings every third of it), not the default 60 s.
+MULTI_SLURMD_TIMEOUT = 10
+
+
+def multi_node_dir() -> Path:
+    """State directory of the 3-node cluster: beside the one-node cluster's, its own ports,
+    bridge and subnet (both may run at once)."""
+    d = state_dir_of()
+    return d.with_name(d.name + "-3nodes")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster3() -> Iterator[SlurmCluster]:
+    """A local cluster of 3 nodes (node1..node3, each slurmd in its own namespaces), started
+    for the session if needed and stopped at its end if started here (root only)."""
+    try:
+        cluster = ensure_local_slurm(
+            multi_node_dir(), nodes=3, env={"TOPOBIND_SLURMD_TIMEOUT": str(MULTI_SLURMD_TIMEOUT)}
+        )
+    except SlurmUnavailable as e:
+        pytest.skip(str(e))
+    yield cluster
+    release(cluster)
+
+
+def node_states(cluster: SlurmCluster) -> dict[str, str]:
+    """{node: state} from sinfo (idle, down*, ...)."""
+    out = cluster.run(["sinfo", "-h", "-N", "-o", "%N %T"], timeout=30)
+    return dict(line.split() for line in out.stdout.splitlines() if len(line.split()) == 2)
+
+
+def revive_nodes(cluster: SlurmCluster, timeout: float = 60) -> None:
+    """Restart the slurmd of killed nodes ('start' on a running cluster) and wait until every
+    node is idle again."""
+    out = run_script("start", cluster.state_dir)
+    assert out.returncode == 0, out.stdout + out.stderr
+    deadline = time.monotonic() + timeout
+    while set(node_states(cluster).values()) != {"idle"}:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nodes not idle after revival: {node_states(cluster)}")
+        time.sleep(0.5)
 
 
 @dataclass(frozen=True)
@@ -276,7 +344,8 @@ def sbatch_wait(
 
     env: environment for sbatch (default: cluster.env, else slurm_env()); the job gets it
     (--export=ALL). workdir: the job's working directory (-D; default: a new temporary
-    directory). On timeout the job is cancelled and TimeoutError raised.
+    directory; sbatch runs there, so it is also SLURM_SUBMIT_DIR). On timeout the job is
+    cancelled and TimeoutError raised.
 
     The older form ``sbatch_wait(script, workdir, env, *args)`` is accepted too.
     """
@@ -298,14 +367,29 @@ def sbatch_wait(
     if use_wait:
         cmd.append("--wait")
     cmd += [*sargs, str(script)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(env), timeout=timeout)
+    # submitted from the working directory, as users do: SLURM_SUBMIT_DIR is WORKDIR too
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=dict(env), timeout=timeout, cwd=wd
+    )
     m = re.match(r"\s*(\d+)", proc.stdout)
     if not m:
         raise RuntimeError(
             f"sbatch did not submit (exit {proc.returncode}): {' '.join(cmd)}\n"
             f"{proc.stdout}{proc.stderr}"
         )
-    job_id = int(m.group(1))
+    return wait_job(int(m.group(1)), env, wd, timeout, proc.stdout)
+
+
+def wait_job(
+    job_id: int,
+    env: Mapping[str, str],
+    workdir: Path,
+    timeout: float = 300,
+    submit_stdout: str = "",
+) -> CompletedJob:
+    """Poll job JOB_ID every 0.2 s until it ends; its output file is read (relative to
+    WORKDIR). On timeout the job is cancelled and TimeoutError raised."""
+    wd = workdir
     deadline = time.monotonic() + timeout
     info: dict[str, str] = {}
     while True:
@@ -340,5 +424,5 @@ def sbatch_wait(
         signal=int(sig or 0),
         output=output,
         output_path=out_path,
-        submit_stdout=proc.stdout,
+        submit_stdout=submit_stdout,
     )

@@ -26,6 +26,7 @@ from slurm_helpers import (
     run_script,
     sbatch_wait,
     slurm_cluster,  # noqa: F401  (session fixture)
+    slurm_cluster3,  # noqa: F401  (session fixture)
     slurm_env,
     why_unavailable,
 )
@@ -192,6 +193,35 @@ def test_mask_must_lie_in_the_step_allocation(two_cpus: SlurmCluster, tmp_path: 
     assert job.output.count("CPU binding outside of job step allocation") == 2, job.describe()
 
 
+# --- several nodes ---------------------------------------------------------------------------
+
+
+def test_three_nodes_are_separate_hosts_on_the_same_cpus(
+    slurm_cluster3: SlurmCluster,  # noqa: F811
+) -> None:
+    """sinfo shows 3 idle nodes; a step on each runs with that node's host name and address,
+    resolves every node's name (the nodes' own /etc/hosts), and sees this machine's CPUs."""
+    c = slurm_cluster3
+    assert c.nodes == ("node1", "node2", "node3")
+    sinfo = c.run(["sinfo", "-h", "-o", "%D %T %N"])
+    assert sinfo.stdout.split() == ["3", "idle", "node[1-3]"], sinfo.stdout + sinfo.stderr
+    probe = (
+        'echo "$(hostname) $SLURM_NODEID $(hostname -I) '
+        "$(getent hosts node1 node2 node3 | awk '{print $1}' | tr '\\n' ,) "
+        '$(nproc --all)"'
+    )
+    out = c.run(["srun", "-N", "3", "--ntasks-per-node=1", "bash", "-c", probe])
+    assert out.returncode == 0, out.stderr
+    rows = sorted(line.split() for line in out.stdout.splitlines())
+    assert [r[:2] for r in rows] == [["node1", "0"], ["node2", "1"], ["node3", "2"]]
+    addresses = rows[0][3].rstrip(",").split(",")
+    assert [r[2] for r in rows] == addresses  # each node's address is the one all resolve
+    assert len(set(addresses)) == 3 and all(r[3] == rows[0][3] for r in rows)
+    assert {r[4] for r in rows} == {str(os.cpu_count())}
+    # the host's /etc/hosts is untouched: node names do not resolve here
+    assert subprocess.run(["getent", "hosts", "node2"], capture_output=True).returncode != 0
+
+
 # --- MPI -------------------------------------------------------------------------------------
 
 HELLO_C = r"""
@@ -319,7 +349,7 @@ def test_lifecycle_unclean_stop_and_stale_pid_files(own_dir: Path) -> None:
     assert st.returncode == 1 and "not running" in st.stdout
     first = run_script("start", d)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "is idle" in first.stdout
+    assert "nodes node1 are idle" in first.stdout
     default_conf = REPO / "build" / "local-slurm" / "slurm.conf"
     conf = (d / "slurm.conf").read_text()
     if default_conf.exists():  # ports derive from the directory: no clash with the other one
@@ -329,14 +359,14 @@ def test_lifecycle_unclean_stop_and_stale_pid_files(own_dir: Path) -> None:
 
     # a drained node is resumed by 'start'
     env = slurm_env(d)
-    node = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+    node = "node1"
     subprocess.run(
         ["scontrol", "update", f"nodename={node}", "state=drain", "reason=test"],
         env=env,
         check=True,
     )
     resumed = run_script("start", d)
-    assert "state=resume" in resumed.stdout and f"node {node} is idle" in resumed.stdout
+    assert "state=resume" in resumed.stdout and f"{node} idle" in resumed.stdout
 
     # a running job, then the daemons die without a clean stop
     sub = subprocess.run(
@@ -356,11 +386,11 @@ def test_lifecycle_unclean_stop_and_stale_pid_files(own_dir: Path) -> None:
         + (d / "sleep.out").read_text(errors="replace")
         + (d / "log" / "slurmd.log").read_text(errors="replace")[-3000:]
     )
-    for name in ("slurmctld", "slurmd"):
+    for name in ("slurmctld", "slurmd-node1"):
         os.kill(int((d / f"{name}.pid").read_text()), signal.SIGKILL)
     time.sleep(0.3)
     # stale pid files: one names a dead pid, the other a live process that is not Slurm (us)
-    (d / "slurmd.pid").write_text("4194000\n")
+    (d / "slurmd-node1.pid").write_text("4194000\n")
     (d / "slurmctld.pid").write_text(f"{os.getpid()}\n")
     st = run_script("status", d)
     assert st.returncode == 1 and "not running properly" in st.stdout, st.stdout
@@ -372,9 +402,20 @@ def test_lifecycle_unclean_stop_and_stale_pid_files(own_dir: Path) -> None:
     queue = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env=env)
     assert queue.returncode == 0 and queue.stdout.strip() == ""  # no ghost job
 
+    busy = run_script("start", d, args=["--nodes", "2"])
+    assert busy.returncode == 1 and "already running with 1 node(s)" in busy.stderr
+    netns = run_script("netns", d, args=["node1"]).stdout.strip()
+    assert netns in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
     stop = run_script("stop", d)
     assert stop.returncode == 0, stop.stdout + stop.stderr
     assert _pids_with(f"{d}/") == []
+    # the node's namespace, its veth and the bridge are gone
+    assert (
+        netns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    )
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert netns.split("-")[0] not in links
     assert not (d / "running").exists()
     st = run_script("status", d)
     assert st.returncode == 1 and "not running" in st.stdout
@@ -397,7 +438,17 @@ def test_port_in_use_is_a_clear_error(own_dir: Path) -> None:
     assert _pids_with(f"{own_dir}/") == []
 
 
+def test_bad_node_counts() -> None:
+    for bad in ("0", "5", "x"):
+        out = subprocess.run(
+            [str(SCRIPT), "start", "--nodes", bad], capture_output=True, text=True, timeout=30
+        )
+        assert out.returncode == 1 and out.stderr == (
+            f"local-slurm: error: --nodes {bad}: give 1 to 4 nodes\n"
+        )
+
+
 def test_usage() -> None:
     out = subprocess.run([str(SCRIPT), "bogus"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2
-    assert out.stderr.startswith("usage: scripts/local-slurm start|stop|status|env")
+    assert out.stderr.startswith("usage: scripts/local-slurm start [--nodes N]|stop|status|env")

@@ -1,24 +1,38 @@
 """Inside Slurm, `topobind run/env/verify` plan for the allocation: ranks per node from
-SLURM_NTASKS_PER_NODE (or SLURM_NTASKS / SLURM_JOB_NUM_NODES), one rankfile block per node
-(host names from `scontrol show hostnames`), and verification per node.
+SLURM_NTASKS_PER_NODE (or SLURM_NTASKS / SLURM_JOB_NUM_NODES) and verification per node.
 
-Multi-node cases use fake SLURM_* variables and a stand-in `scontrol` on PATH (dry runs);
-per-node verification runs the real probe on two "hosts" (a second UTS namespace); the
-one-node case also runs on the real local cluster."""
+One-node planning rules use SLURM_* variables of a job (dry runs); everything on several
+nodes runs on a real 3-node cluster (scripts/local-slurm start --nodes 3, fixture
+slurm_cluster3): sbatch -N 3 jobs through srun and OpenMPI 4 and 5's mpirun, per-node
+verification, and a node that dies mid-job."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
-import shutil
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from slurm_helpers import (
+    FINAL_STATES,
+    CompletedJob,
+    SlurmCluster,
+    job_info,
+    revive_nodes,
+    run_script,
+    sbatch_wait,
+    slurm_cluster3,  # noqa: F401  (session fixture)
+    wait_job,
+)
 
+from topobind.errors import TopobindError
 from topobind.plan import PlannedRank
-from topobind.slurm import expand_counts
+from topobind.slurm import expand_counts, tasks_on_each_node
 from topobind.verify import Observed, compare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,12 +69,21 @@ def test_expand_counts() -> None:
     assert expand_counts("2(x2),1") == [2, 2, 1]
 
 
+def test_tasks_on_each_node() -> None:
+    three = {"SLURM_JOB_ID": "1", "SLURM_JOB_NUM_NODES": "3"}
+    assert tasks_on_each_node({**three, "SLURM_NTASKS_PER_NODE": "2"}) == [2, 2, 2]
+    uneven = {**three, "SLURM_NTASKS": "5", "SLURM_TASKS_PER_NODE": "2(x2),1"}
+    assert tasks_on_each_node(uneven) == [2, 2, 1]
+    # sbatch sets SLURM_TASKS_PER_NODE without -n too: no task count was asked
+    assert tasks_on_each_node({**three, "SLURM_TASKS_PER_NODE": "2(x3)"}) is None
+    with pytest.raises(TopobindError, match=r"tasks per node \(2\(x2\)\) do not name its 3"):
+        tasks_on_each_node({**three, "SLURM_NTASKS": "4", "SLURM_TASKS_PER_NODE": "2(x2)"})
+
+
 @pytest.mark.parametrize(
     "slurm,nodes,per_node",
     [
         (job(ntasks="2", ntasks_per_node="2"), 1, 2),  # the audit's example
-        (job(ntasks="6", ntasks_per_node="2(x3)", job_num_nodes="3"), 3, 2),
-        (job(ntasks="6", job_num_nodes="3"), 3, 2),
         (job(ntasks="4"), 1, 4),
     ],
 )
@@ -123,8 +146,6 @@ def test_layouts_with_one_rank_per_domain_keep_their_count(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     "slurm,args,message",
     [
-        (job(ntasks="5", job_num_nodes="2"), [], "tasks do not divide evenly over its nodes"),
-        (job(ntasks_per_node="2(x2),1", job_num_nodes="3"), [], "different task counts per"),
         (job(ntasks="8"), [], "the 8 ranks per node come from the allocation, SLURM_NTASKS=8"),
         (job(ntasks="4"), ["-l", "every-other-core"], "4 ranks but only 2 usable cores"),
     ],
@@ -147,88 +168,6 @@ def test_env_follows_the_allocation(tmp_path: Path) -> None:
     assert "export OMP_NUM_THREADS=2" in out.stdout and "export OMP_PLACES=cores" in out.stdout
     out = tb("env", "-t", NODE4, cwd=tmp_path)  # outside Slurm: one process, exact places
     assert "export OMP_NUM_THREADS=4" in out.stdout
-
-
-# --------------------------------------------------------------------------- several nodes
-@pytest.fixture
-def fake_scontrol(tmp_path: Path) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "scontrol"
-    script.write_text(
-        "#!/bin/sh\n"
-        'echo "$@" >> "$(dirname "$0")/calls"\n'
-        '[ "$1 $2" = "show hostnames" ] || exit 1\n'
-        'case "$3" in\n'
-        "  'cn[07-08]') printf 'cn07\\ncn08\\n' ;;\n"
-        '  *) echo "scontrol: error: Invalid hostlist: $3" >&2; exit 1 ;;\n'
-        "esac\n"
-    )
-    script.chmod(0o755)
-    return bin_dir
-
-
-TWO_NODES = job(ntasks="4", ntasks_per_node="2", job_num_nodes="2", job_nodelist="cn[07-08]")
-
-
-@pytest.mark.parametrize("mpi", ["openmpi4", "openmpi5"])
-def test_rankfile_has_one_block_per_node(mpi: str, fake_scontrol: Path, tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    args = ["run", "--dry-run", "-t", NODE8_SMT, "-l", "every-other-core", "--launcher",
-            "mpirun", "--mpi", mpi, "--", "./app"]  # fmt: skip
-    out = tb(*args, slurm=TWO_NODES, path=str(fake_scontrol), cwd=work)
-    if "mpirun not found" in out.stderr:
-        pytest.skip(out.stderr)
-    assert out.returncode == 0, out.stderr
-    argv = command(out.stdout)
-    assert argv[1:3] == ["-np", "4"]
-    # several nodes: the rankfile goes where every node reads it (here: the working directory)
-    rankfile = Path(work.glob(".topobind-run-*/rankfile").__next__()).read_text()
-    ranks = [ln for ln in rankfile.splitlines() if ln.startswith("rank ")]
-    slots = ["0,2", "4,6"] if mpi == "openmpi5" else ["0-1,4-5", "8-9,12-13"]  # 5: logical
-    assert ranks == [
-        f"rank 0=cn07 slot={slots[0]}",
-        f"rank 1=cn07 slot={slots[1]}",
-        f"rank 2=cn08 slot={slots[0]}",
-        f"rank 3=cn08 slot={slots[1]}",
-    ]
-    assert (fake_scontrol / "calls").read_text() == "show hostnames cn[07-08]\n"
-
-
-def test_ppr_launch_on_several_nodes_needs_no_host_names(
-    fake_scontrol: Path, tmp_path: Path
-) -> None:
-    args = ["run", "--dry-run", "-t", NODE4, "--launcher", "mpirun", "--", "./app"]
-    out = tb(*args, slurm=TWO_NODES, path=str(fake_scontrol), cwd=tmp_path)
-    if "mpirun not found" in out.stderr:
-        pytest.skip(out.stderr)
-    assert out.returncode == 0, out.stderr
-    argv = command(out.stdout)
-    assert argv[1:3] == ["-np", "4"] and "ppr:2:" in argv[4] and "# rankfile" not in out.stdout
-    assert not (fake_scontrol / "calls").exists()
-
-
-def test_host_names_that_cannot_be_expanded(fake_scontrol: Path, tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    slurm = {**TWO_NODES, "SLURM_JOB_NODELIST": "bad[1-2"}
-    args = ["run", "--dry-run", "-t", NODE8_SMT, "-l", "every-other-core", "--launcher",
-            "mpirun", "--", "./app"]  # fmt: skip
-    out = tb(*args, slurm=slurm, path=str(fake_scontrol), cwd=work)
-    if "mpirun not found" in out.stderr:
-        pytest.skip(out.stderr)
-    assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.splitlines() == [
-        "topobind: error: cannot expand SLURM_JOB_NODELIST ('scontrol show hostnames bad[1-2': "
-        "scontrol: error: Invalid hostlist: bad[1-2); the rankfile needs every node's host name"
-    ]
-    assert not list(work.iterdir())
-    out = tb(*args, slurm={**TWO_NODES, "SLURM_JOB_NODELIST": ""}, cwd=work)
-    assert out.returncode == 2 and out.stderr.splitlines() == [
-        "topobind: error: cannot name the job's nodes: SLURM_JOB_NODELIST is unset (the "
-        "rankfile needs every node's host name)"
-    ]
 
 
 # --------------------------------------------------------------------------- verify per node
@@ -266,85 +205,6 @@ def test_compare_per_node_missing_and_crowded_nodes() -> None:
     assert len(rows) == 4 and all(r.status == "OK" for r in rows)  # nodes: the hosts seen
 
 
-TWO_HOST_LAUNCH = """#!/usr/bin/env python3
-# Two "nodes": ranks 0,1 on this host, ranks 2,3 in a new UTS namespace named node-b; rank i
-# bound with taskset to the i-th CPU of $CPUS, one OpenMP thread each.
-import os, subprocess, sys
-procs = []
-for rank, cpu in enumerate(os.environ["CPUS"].split()):
-    cmd = ["taskset", "-c", cpu, *sys.argv[1:]]
-    if rank >= 2:
-        cmd = ["unshare", "--uts", "sh", "-c", 'hostname node-b && exec "$@"', "sh", *cmd]
-    env = {**os.environ, "OMPI_COMM_WORLD_RANK": str(rank), "OMP_NUM_THREADS": "1",
-           "OMP_PLACES": "cores", "OMP_PROC_BIND": "close"}
-    procs.append(subprocess.Popen(cmd, env=env))
-sys.exit(max(p.wait() for p in procs))
-"""
-
-
-@pytest.mark.skipif(not WHEREAMI.exists(), reason="run 'make kernels' first")
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root")
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 PUs")
-def test_verify_compares_each_node_with_the_plan(tmp_path: Path) -> None:
-    launch = tmp_path / "two-hosts"
-    launch.write_text(TWO_HOST_LAUNCH)
-    launch.chmod(0o755)
-
-    def verify(cpus: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [
-                TOPOBIND,
-                "verify",
-                "-l",
-                "compact",
-                "-r",
-                "2",
-                *extra,
-                "-f",
-                "json",
-                "--",
-                str(launch),
-            ],  # fmt: skip
-            capture_output=True,
-            text=True,
-            env={**NO_SLURM, "CPUS": cpus},
-            timeout=60,
-        )
-
-    out = verify("0 1 0 1")
-    assert out.returncode == 0, out.stdout + out.stderr
-    rows = json.loads(out.stdout)["rows"]
-    assert [(r["rank"], r["cpu"], r["status"]) for r in rows] == [
-        (0, 0, "OK"), (1, 1, "OK"), (2, 0, "OK"), (3, 1, "OK")]  # fmt: skip
-    assert len({r["host"] for r in rows}) == 2 and rows[2]["host"] == "node-b"
-    out = verify("0 1 1 0")  # node-b's ranks swapped: caught on that node only
-    assert out.returncode == 1
-    rows = json.loads(out.stdout)["rows"]
-    assert [r["status"] for r in rows] == ["OK", "OK", "MISMATCH", "MISMATCH"]
-    out = verify("0 1 0 1", "--nodes", "3")  # a third node never reported
-    assert out.returncode == 1
-    assert [r["status"] for r in json.loads(out.stdout)["rows"]][4:] == ["MISSING"] * 2
-
-
-def test_dry_run_on_several_nodes_puts_the_plan_where_every_node_reads_it(tmp_path: Path) -> None:
-    shared = tmp_path / "submit"
-    shared.mkdir()
-    local = tmp_path / "local-tmp"
-    local.mkdir()
-    slurm = {**job(ntasks="4", job_num_nodes="2"), "SLURM_SUBMIT_DIR": str(shared)}
-    env_tmp = {**slurm, "TMPDIR": str(local)}
-    out = tb("run", "--dry-run", "-t", NODE4, "--", "./a", slurm=env_tmp, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    argv = command(out.stdout)
-    plan = Path(argv[argv.index("--plan") + 1])
-    assert plan.parent.parent == shared and plan.exists()
-    assert not list(local.iterdir())
-    one_node = tb("run", "--dry-run", "-t", NODE4, "--", "./a",
-                  slurm={**job(ntasks="2"), "TMPDIR": str(local)}, cwd=tmp_path)  # fmt: skip
-    argv = command(one_node.stdout)
-    assert Path(argv[argv.index("--plan") + 1]).parent.parent == local
-
-
 def test_compare_after_a_missing_rank_checks_the_others_against_their_own_pus() -> None:
     plan = _plan(0, 1)
     # block (a: 0,1; b: 2,3), rank 2 missing: rank 3 is b's local rank 1, planned CPU 1
@@ -358,3 +218,250 @@ def test_compare_after_a_missing_rank_checks_the_others_against_their_own_pus() 
     # and a rank after the gap on the wrong PU is still caught
     rows = compare(plan, [_obs("a", 0, 0), _obs("a", 1, 1), _obs("b", 3, 0)], nnodes=2)
     assert [r.status for r in rows] == ["OK", "OK", "MISSING", "MISMATCH"]
+
+
+# --------------------------------------------------------------------------- several nodes, real
+# A real 3-node cluster (scripts/local-slurm start --nodes 3: node1..node3, each slurmd in its
+# own network/UTS/mount namespace, every node the same 2 real CPUs), shared by these tests.
+
+RUN = REPO / "launchers" / "topobind-run"
+LAUNCHERS3 = {
+    "srun": "--launcher srun",
+    "openmpi4": "--launcher mpirun --mpi openmpi4",
+    "openmpi5": "--launcher mpirun --mpi openmpi5",
+}
+needs_probe = pytest.mark.skipif(not WHEREAMI.exists(), reason="run 'make kernels' first")
+
+
+def job3(
+    cluster: SlurmCluster, tmp_path: Path, body: str, *sbatch: str, timeout: float = 240
+) -> CompletedJob:
+    script = tmp_path / "job.sbatch"
+    script.write_text(f"#!/bin/bash\n#SBATCH --time=5\n{body}")
+    return sbatch_wait(script, *sbatch, cluster=cluster, workdir=tmp_path, timeout=timeout)
+
+
+def placed(output: str) -> dict[int, tuple[str, int]]:
+    """{rank: (host, cpu)} from the probe's JSON lines (one thread per rank)."""
+    out = {}
+    for line in output.splitlines():
+        if line.startswith("{") and '"kernel":"whereami"' in line:
+            for p in json.loads(line)["placement"]:
+                out[p["rank"]] = (p["host"], p["cpu"])
+    return out
+
+
+def _mpi_missing(launcher: str) -> str | None:
+    path = {"openmpi4": Path("/usr/bin/mpirun"), "openmpi5": REPO / ".venv" / "bin" / "mpirun"}
+    p = path.get(launcher)
+    return f"{p} not installed" if p is not None and not p.exists() else None
+
+
+@needs_probe
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS3))
+def test_three_nodes_verified(
+    slurm_cluster3: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+    launcher: str,
+) -> None:
+    """sbatch -N 3 --ntasks-per-node=2: topobind-run plans 2 ranks per node, launches 6 over
+    the 3 nodes and --verify proves every rank on its planned CPU of its own node."""
+    if _mpi_missing(launcher):
+        pytest.skip(_mpi_missing(launcher))
+    run = f"{RUN} --layout compact {LAUNCHERS3[launcher]}"
+    body = f"{run} --dry-run -- {WHEREAMI}\n{run} --verify -- {WHEREAMI}\n"
+    job = job3(slurm_cluster3, tmp_path, body, "-N", "3", "--ntasks-per-node=2")
+    assert job.ok, job.describe()
+    assert "topobind: verify: all 6 threads on their planned CPUs, bound to them" in job.output
+    # block distribution: ranks 0,1 on node1 ... 4,5 on node3, each node's local rank i on CPU i
+    assert placed(job.output) == {r: (f"node{r // 2 + 1}", r % 2) for r in range(6)}, job.output
+    assert "different shares" not in job.output  # the same share on every node: one plan
+    line = next(ln for ln in job.output.splitlines() if ln.startswith(("srun ", "/")))
+    if launcher == "srun":
+        assert line.startswith("srun --nodes=3 --ntasks=6 --ntasks-per-node=2 ")
+    else:
+        assert " -np 6 --map-by ppr:" in line and "# rankfile" not in job.output
+    # the plan file every rank reads lies in the job's submit directory (shared by the nodes)
+    plan = Path(shlex.split(line)[shlex.split(line).index("--plan") + 1])
+    assert plan.parent.parent == tmp_path and plan.exists()  # the dry run's, kept
+    assert len(list(tmp_path.glob(".topobind-run-*"))) == 1  # the real run's is removed
+
+
+# One node's ranks bound the wrong way round: each node is compared with the plan on its own.
+SWAP_ON_NODE2 = (
+    "srun --cpu-bind=none bash -c "
+    '\'c=$SLURM_LOCALID; [ "$(hostname)" = node2 ] && c=$((1 - c)); '
+    'exec taskset -c $c env OMP_NUM_THREADS=1 OMP_PROC_BIND=true "$@"\' sh'
+)
+
+
+@needs_probe
+@pytest.mark.root
+@pytest.mark.slow
+def test_verify_compares_each_node_with_the_plan(
+    slurm_cluster3: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    tb_bin = REPO / ".venv" / "bin" / "topobind"
+    body = (
+        f"{tb_bin} verify -l compact -f json -- {SWAP_ON_NODE2} > swapped.json; echo rc=$?\n"
+        f"{tb_bin} verify -l compact -f json -- srun --cpu-bind=map_cpu:0,1 > right.json;"
+        " echo rc=$?\n"
+    )
+    job = job3(slurm_cluster3, tmp_path, body, "-N", "3", "--ntasks-per-node=2")
+    assert job.ok, job.describe()
+    assert re.findall(r"^rc=(\d+)$", job.output, re.M) == ["1", "0"], job.describe()
+    swapped = json.loads((tmp_path / "swapped.json").read_text())["rows"]
+    assert [(r["rank"], r["host"], r["cpu"], r["status"]) for r in swapped] == [
+        (0, "node1", 0, "OK"), (1, "node1", 1, "OK"),
+        (2, "node2", 1, "MISMATCH"), (3, "node2", 0, "MISMATCH"),
+        (4, "node3", 0, "OK"), (5, "node3", 1, "OK"),
+    ]  # fmt: skip
+    right = json.loads((tmp_path / "right.json").read_text())["rows"]
+    assert [(r["host"], r["status"]) for r in right] == [
+        (f"node{r // 2 + 1}", "OK") for r in range(6)
+    ]
+
+
+def _pids_on(cluster: SlurmCluster, node: str) -> dict[int, str]:
+    """{pid: command line} of every process on NODE (in its network namespace)."""
+    ns = run_script("netns", cluster.state_dir, args=[node]).stdout.strip()
+    out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+    cmds = {}
+    for pid in out.stdout.split():
+        try:
+            cmds[int(pid)] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+    return cmds
+
+
+@needs_probe
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["srun", "openmpi4"])
+def test_a_node_that_dies_mid_job_fails_the_run(
+    slurm_cluster3: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+    launcher: str,
+) -> None:
+    """Everything on node3 is killed (slurmd, its job steps, the ranks) while the program runs
+    after a passing --verify: the run ends with the launcher's error and a non-zero status
+    (or Slurm ends the job NODE_FAIL); nothing reports success."""
+    if _mpi_missing(launcher):
+        pytest.skip(_mpi_missing(launcher))
+    cluster = slurm_cluster3
+    marker = f"sleep 3{os.getpid() % 1000:03d}"
+    body = (
+        f"{RUN} --layout compact {LAUNCHERS3[launcher]} --verify -- {marker}\n"
+        "rc=$?; echo run-exit=$rc; exit $rc\n"
+    )
+    script = tmp_path / "dies.sbatch"
+    script.write_text(f"#!/bin/bash\n#SBATCH --time=5\n{body}")
+    out = str(tmp_path / "out-%j")
+    args = ["sbatch", "--parsable", "-o", out, "-N", "3", "--ntasks-per-node=2", str(script)]
+    sub = cluster.run(args, cwd=tmp_path)
+    assert sub.returncode == 0, sub.stderr
+    job_id = int(sub.stdout.split(";")[0])
+    try:
+        deadline = time.monotonic() + 120
+        while not any(c.startswith(marker) for c in _pids_on(cluster, "node3").values()):
+            assert time.monotonic() < deadline, (tmp_path / f"out-{job_id}").read_text()
+            time.sleep(0.3)
+        killed = run_script("kill-node", cluster.state_dir, args=["node3"])
+        assert killed.returncode == 0, killed.stdout + killed.stderr
+        job = wait_job(job_id, cluster.env, tmp_path, timeout=180)
+    finally:
+        revive_nodes(cluster)
+    assert "all 6 threads on their planned CPUs" in job.output  # before the node died
+    assert not job.ok and job.state in ("FAILED", "NODE_FAIL"), job.describe()
+    assert "run-exit=0" not in job.output
+    if launcher == "srun":
+        assert "srun: error: Node failure on node3" in job.output, job.describe()
+    else:
+        assert "lost communication with a remote daemon" in job.output, job.describe()
+        assert re.search(r"^topobind: \S*mpirun exited with status [1-9]", job.output, re.M)
+        assert re.search(r"^run-exit=[1-9]", job.output, re.M), job.describe()
+
+
+@pytest.fixture
+def node3_half_busy(slurm_cluster3: SlurmCluster) -> Iterator[SlurmCluster]:  # noqa: F811
+    """Another job holds CPU 0 of node3 (Slurm gives the lowest free core), so the next job
+    gets CPU 1 there: the job's nodes differ."""
+    c = slurm_cluster3
+    args = ["sbatch", "--parsable", "-w", "node3", "-n", "1", "-o", "/dev/null"]
+    sub = c.run([*args, "--wrap", "sleep 900"], cwd="/")
+    assert sub.returncode == 0, sub.stderr
+    blocker = int(sub.stdout.split(";")[0])
+    try:
+        deadline = time.monotonic() + 60
+        while job_info(blocker, c.env).get("JobState") != "RUNNING":
+            assert time.monotonic() < deadline, job_info(blocker, c.env)
+            time.sleep(0.2)
+        yield c
+    finally:
+        c.run(["scancel", str(blocker)])
+        deadline = time.monotonic() + 60
+        while job_info(blocker, c.env).get("JobState") not in FINAL_STATES:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+
+
+def placed_threads(path: Path) -> dict[tuple[int, int], tuple[str, int]]:
+    """{(rank, thread): (host, cpu)} from the probe's JSON lines in PATH."""
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("{"):
+            for p in json.loads(line)["placement"]:
+                out[(p["rank"], p["thread"])] = (p["host"], p["cpu"])
+    return out
+
+
+@needs_probe
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS3))
+def test_a_plan_per_node_when_the_nodes_differ(
+    node3_half_busy: SlurmCluster, tmp_path: Path, launcher: str
+) -> None:
+    """sbatch -N 3 -n 5 while node3's CPU 0 is taken: the job holds 2 tasks on CPUs 0,1 of
+    node1 and node2, 1 task on CPU 1 of node3. topobind plans each group on its own CPUs and
+    --verify proves it; with --ranks 1 the ranks on node1,2 get 2 threads, node3's one."""
+    if _mpi_missing(launcher):
+        pytest.skip(_mpi_missing(launcher))
+    run = f"{RUN} --layout compact {LAUNCHERS3[launcher]}"
+    body = (
+        f"{run} --dry-run -- {WHEREAMI}\n"
+        f"{run} --verify -- {WHEREAMI} > five.json\n"
+        f"{run} --ranks 1 --verify -- {WHEREAMI} > three.json\n"
+    )
+    job = job3(node3_half_busy, tmp_path, body, "-N", "3", "-n", "5")
+    assert job.ok, job.describe()
+    assert "#   node1,node2: 2 task(s), CPUs 0,1\n#   node3: 1 task(s), CPUs 1\n" in job.output
+    assert "all 5 threads on their planned CPUs" in job.output
+    assert placed_threads(tmp_path / "five.json") == {
+        (0, 0): ("node1", 0), (1, 0): ("node1", 1),
+        (2, 0): ("node2", 0), (3, 0): ("node2", 1),
+        (4, 0): ("node3", 1),
+    }  # fmt: skip
+    assert placed_threads(tmp_path / "three.json") == {
+        (0, 0): ("node1", 0), (0, 1): ("node1", 1),
+        (1, 0): ("node2", 0), (1, 1): ("node2", 1),
+        (2, 0): ("node3", 1),
+    }  # fmt: skip
+    if launcher == "srun":  # one heterogeneous step, a component per group of nodes
+        assert (
+            " : --nodes=1 --nodelist=node3 --ntasks=1 --ntasks-per-node=1 "
+            "--cpu-bind=mask_cpu:0x2 env OMP_NUM_THREADS=1 'OMP_PLACES={1}' " in job.output
+        )
+    else:  # a rankfile naming every host; node3's rank on CPU 1 (OS PU 1 = logical core 1)
+        ranks = re.findall(r"^rank \d+=\S+ slot=\S+$", job.output, re.M)
+        assert ranks == [
+            "rank 0=node1 slot=0", "rank 1=node1 slot=1",
+            "rank 2=node2 slot=0", "rank 3=node2 slot=1",
+            "rank 4=node3 slot=1",
+        ]  # fmt: skip
+        assert re.search(r" -np 4 env .* : -np 1 env ", job.output), job.output

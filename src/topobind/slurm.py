@@ -84,13 +84,16 @@ def tasks_per_node(env: Mapping[str, str] | None = None) -> TasksPerNode | None:
     return TasksPerNode(int(total) // n, source)
 
 
-def hostnames(env: Mapping[str, str] | None = None) -> list[str]:
-    """The job's nodes, in Slurm's order (``scontrol show hostnames $SLURM_JOB_NODELIST``)."""
+def hostnames(env: Mapping[str, str] | None = None, nodelist: str | None = None) -> list[str]:
+    """The job's nodes, in Slurm's order (``scontrol show hostnames $SLURM_JOB_NODELIST``);
+    with ``nodelist``: the nodes of that host list (any number)."""
     import subprocess  # lazily: `topobind plan` does not pay for it
 
     e = _env(env)
-    nodelist = e.get("SLURM_JOB_NODELIST") or e.get("SLURM_NODELIST") or ""
-    want = nodes(e)
+    want: int | None = None
+    if nodelist is None:
+        nodelist = e.get("SLURM_JOB_NODELIST") or e.get("SLURM_NODELIST") or ""
+        want = nodes(e)
     if not nodelist:
         raise TopobindError(
             "cannot name the job's nodes: SLURM_JOB_NODELIST is unset (the rankfile needs "
@@ -111,7 +114,7 @@ def hostnames(env: Mapping[str, str] | None = None) -> list[str]:
             "the rankfile needs every node's host name"
         ) from exc
     hosts = done.stdout.split()
-    if done.returncode != 0 or len(hosts) != want:
+    if done.returncode != 0 or (want is not None and len(hosts) != want):
         why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         if done.returncode == 0:
             why = f"{len(hosts)} host names for SLURM_JOB_NUM_NODES={want}"
@@ -120,3 +123,87 @@ def hostnames(env: Mapping[str, str] | None = None) -> list[str]:
             "node's host name"
         )
     return hosts
+
+
+@dataclass(frozen=True)
+class NodeShare:
+    """What the job holds on some of its nodes: the same task count and CPUs on each."""
+
+    hosts: tuple[str, ...]  # the nodes, in Slurm's order
+    tasks: int  # tasks on each node
+    cpus: frozenset[int]  # the job's CPUs on each node (scontrol's CPU_IDs)
+
+
+def _job_cpu_ids(env: Mapping[str, str]) -> dict[str, frozenset[int]]:
+    """{host: the job's CPU ids on it} from ``scontrol show job -d $SLURM_JOB_ID``."""
+    import subprocess
+
+    from topobind.topology import parse_list
+
+    job = env.get("SLURM_JOB_ID", "")
+    what = f"'scontrol show job -d {job}'"
+    try:
+        done = subprocess.run(
+            ["scontrol", "show", "job", "-d", job],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=dict(env),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TopobindError(f"cannot read the job's CPUs per node ({what}: {exc})") from exc
+    pairs = re.findall(r"^\s*Nodes=(\S+) CPU_IDs=(\S+)", done.stdout, re.M)
+    if done.returncode != 0 or not pairs:
+        why = (done.stderr.strip().splitlines() or ["no 'Nodes= CPU_IDs=' lines"])[-1]
+        raise TopobindError(f"cannot read the job's CPUs per node ({what}: {why})")
+    out: dict[str, frozenset[int]] = {}
+    for nodelist, ids in pairs:
+        cpus = frozenset(parse_list(ids))
+        for host in hostnames(env, nodelist):
+            out[host] = cpus
+    return out
+
+
+def tasks_on_each_node(env: Mapping[str, str] | None = None) -> list[int] | None:
+    """Tasks on each node of the job, in Slurm's order; None when no task count was asked."""
+    e = _env(env)
+    per_node = e.get("SLURM_NTASKS_PER_NODE", "").strip()
+    if not per_node and e.get("SLURM_NTASKS", "").strip():
+        per_node = e.get("SLURM_STEP_TASKS_PER_NODE") or e.get("SLURM_TASKS_PER_NODE", "")
+    if not per_node.strip():
+        return None
+    counts = expand_counts(per_node.strip())
+    n = nodes(e)
+    if len(counts) == 1 and n > 1:
+        counts *= n
+    if len(counts) != n:
+        raise TopobindError(
+            f"the allocation's tasks per node ({per_node}) do not name its {n} nodes"
+        )
+    return counts
+
+
+def node_shares(env: Mapping[str, str] | None = None) -> list[NodeShare] | None:
+    """The job's nodes grouped by what it holds on them (tasks, CPUs), in Slurm's order;
+    None outside Slurm, on one node, or when the job asked for no task count."""
+    e = _env(env)
+    if not in_slurm(e) or nodes(e) < 2:
+        return None
+    counts = tasks_on_each_node(e)
+    if counts is None:
+        return None
+    hosts = hostnames(e)
+    cpus = _job_cpu_ids(e)
+    missing = [h for h in hosts if h not in cpus]
+    if missing:
+        raise TopobindError(
+            f"'scontrol show job -d' names no CPUs of the job on {', '.join(missing)}"
+        )
+    shares: list[NodeShare] = []
+    for host, count in zip(hosts, counts, strict=True):
+        last = shares[-1] if shares else None
+        if last is not None and (last.tasks, last.cpus) == (count, cpus[host]):
+            shares[-1] = NodeShare((*last.hosts, host), count, cpus[host])
+        else:
+            shares.append(NodeShare((host,), count, cpus[host]))
+    return shares

@@ -26,7 +26,15 @@ from topobind.emit.devices import env_notes
 from topobind.emit.omp import format_places, omp_env, omp_notes
 from topobind.errors import CannotRun, TopobindError
 from topobind.fsutil import atomic_write_text
-from topobind.launch import LAUNCHERS, Launch, build, in_slurm, local_rank, slurm_nodes
+from topobind.launch import (
+    LAUNCHERS,
+    Launch,
+    build,
+    find_mpirun,
+    in_slurm,
+    local_rank,
+    slurm_nodes,
+)
 from topobind.plan import Plan, PlannedRank, ranks_from_json
 from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
 from topobind.verify_devices import check_env, env_table, why_variables_only
@@ -235,6 +243,9 @@ def run_run(args: argparse.Namespace) -> int:
     program = _strip_dashes(args.program)
     if not program:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
+    node_plans = _node_plans(args)
+    if node_plans is not None:  # the job's nodes differ: a plan per group of nodes
+        return _run_per_node(node_plans, program, args)
     plan = plan_for_job(args)
     if args.dry_run:
         return _dry_run(plan, program, args)
@@ -287,6 +298,97 @@ def run_run(args: argparse.Namespace) -> int:
         return _status(done.returncode)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _node_plans(args: argparse.Namespace) -> list[Any] | None:
+    """Plans per group of nodes when the job holds different shares of its nodes (see
+    topobind.pernode); None on one node or when one plan fits every node."""
+    if not in_slurm() or slurm_nodes() < 2:
+        return None
+    from topobind import pernode
+    from topobind.commands.common import topology_from
+
+    node_plans = pernode.plans(args, topology_from(args))
+    if node_plans is not None and args.launcher == "none":
+        raise TopobindError("--launcher none runs one process; the job spans several nodes")
+    return node_plans
+
+
+def _run_per_node(node_plans: list[Any], program: list[str], args: argparse.Namespace) -> int:
+    from topobind import pernode
+    from topobind.launch import rank_exec_prefix
+
+    for np_ in node_plans:
+        print_warnings(np_.plan)
+    workdir = _workdir()  # several nodes: where every node reads the plan files
+    keep = False
+    try:
+        files = [os.path.join(workdir, f"plan-{k}.json") for k in range(len(node_plans))]
+        for f, np_ in zip(files, node_plans, strict=True):
+            atomic_write_text(f, jsonfmt.dumps(np_.plan.to_dict(launch_dict(np_.plan))))
+
+        env = {"TOPOBIND_LAYOUT": args.layout}
+        rankfile = None
+        if args.launcher == "mpirun":
+            path, flavour = find_mpirun(args.mpi)
+            version = 5 if flavour == "openmpi5" else 4
+            rankfile = (
+                os.path.join(workdir, "rankfile"),
+                pernode.rankfile_per_node(node_plans, version),
+            )
+            atomic_write_text(*rankfile)
+            if os.geteuid() == 0:
+                env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+        def launch_of(prog: list[str]) -> Launch:
+            step = [rank_exec_prefix(f) + prog for f in files]
+            if rankfile is None:
+                argv = pernode.srun_argv_per_node(node_plans, step)
+                return Launch(argv=argv, env=env, launcher="srun")
+            argv = pernode.mpirun_argv_per_node(node_plans, step, version, rankfile[0])
+            return Launch(argv=[path, *argv[1:]], env=env, launcher="mpirun")
+
+        launch = launch_of(program)
+        if args.dry_run:
+            print("# the job's nodes hold different shares: one plan per group of nodes")
+            for np_ in node_plans:
+                print(f"#   {pernode.describe(np_.share)}")
+            for k, v in launch.env.items():
+                print(f"export {k}={shlex.quote(v)}")
+            print(shlex.join(launch.argv))
+            if rankfile is not None:
+                print(f"# rankfile {rankfile[0]}:\n" + rankfile[1], end="")
+            print(f"# files this command reads (kept; remove when done): {workdir}")
+            keep = True
+            return 0
+        if args.verify:
+            done = _execute(launch_of([_probe()]), capture=True)
+            if done.returncode != 0:
+                print(
+                    f"topobind: error: the placement probe failed (exit {done.returncode})",
+                    file=sys.stderr,
+                )
+                return _status(done.returncode) or 1
+            rows = pernode.compare_per_node(node_plans, parse_probe_output(done.stdout))
+            if not all_ok(rows):
+                print(table(rows), file=sys.stderr)
+                print(
+                    "topobind: error: placement differs from the plan; not launching",
+                    file=sys.stderr,
+                )
+                return 1
+            print(
+                f"topobind: verify: all {len(rows)} threads on their planned CPUs, bound to them",
+                file=sys.stderr,
+            )
+        done = _execute(launch)
+        if done.returncode != 0:
+            status = _status(done.returncode)
+            print(f"topobind: {launch.argv[0]} exited with status {status}", file=sys.stderr)
+        return _status(done.returncode)
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def run_env(args: argparse.Namespace) -> int:
