@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from topobind import stats
-from topobind.fleetgen import (
+from fleetgen import (
     FleetSpec,
     generate_fleet,
     host_name,
     parse_slow,
 )
-from topobind.fleetgen import (
+from fleetgen import (
     main as fleetgen_main,
 )
 from topobind.report.analysis import Options, analyse

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from topobind.fleetgen import FleetSpec, generate_fleet, parse_slow
+from fleetgen import FleetSpec, generate_fleet, parse_slow
 from topobind.report.analysis import Options
 from topobind.report.build import build_report
 

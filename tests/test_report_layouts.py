@@ -1,6 +1,6 @@
 """The report draws every layout of its results where the threads really ran (placement).
 
-Generated fleets (topobind.fleetgen, marked generated) record a layout's default placement on
+Generated fleets (tests/fleetgen.py, marked generated) record a layout's default placement on
 their node and the node as params.topology; real results made here are drawn on this
 machine's topology. What cannot be drawn is reported with the reason, never a crash.
 """
@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topobind.fleetgen import TOPOLOGY, FleetSpec, generate_fleet
+from fleetgen import TOPOLOGY, FleetSpec, generate_fleet
 from topobind.layouts import LAYOUTS, make_plan
 from topobind.report.analysis import Options
 from topobind.report.build import build_report
-from topobind.report.draw import rank_colour
+from topobind.plan_drawing import rank_colour
 from topobind.report.layouts import collect_layouts
 from topobind.report.reader import read_results
 from topobind.topology import load
@@ -277,7 +277,7 @@ def test_real_runs_here_are_drawn_on_this_machine(tmp_path: Path) -> None:
 def test_planned_layouts_from_a_hook_are_marked_planned(tmp_path: Path) -> None:
     """layout_pictures_hook adds drawings of plans: kind 'plan', in the Layouts section apart
     from the recorded drawings, never captioned as where threads really ran."""
-    from topobind.report.draw import layout_pictures_hook
+    from topobind.report.layout_pictures import layout_pictures_hook
     from topobind.topology import load
 
     generate_fleet(tmp_path / "fleet", FleetSpec(hosts=3, runs=2, kernels=("stream",),

@@ -13,7 +13,7 @@ from typing import Any
 from topobind import stats
 from topobind.report import fmt
 from topobind.report.analysis import FleetGroup, HostStats, Report, page_label
-from topobind.report.pictures import Picture
+from topobind.report.picture import Picture
 from topobind.topology import format_list
 
 REPORT_SCHEMA = "topobind.report/1"

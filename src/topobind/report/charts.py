@@ -1,20 +1,15 @@
-"""The report's pictures (matplotlib, Agg backend, PNG bytes).
+"""The report's charts of the figures (matplotlib, Agg backend, PNG bytes): ECDF and
+spread per host of every fleet group, page sizes compared, matrix heatmaps.
 
-Every picture is titled, its axes carry units and the direction of "better", and pictures
-made from generated (synthetic) results say so in their title.
-
-The layouts that appear in the results are drawn too (:mod:`topobind.report.layouts`,
-:func:`topobind.report.draw.layout_picture`). Extra pictures plug in as a
-:data:`PictureHook`: a callable ``Report -> list[Picture]`` passed to
-:func:`topobind.report.build.build_report` (or registered in :data:`PICTURE_HOOKS`).
+Every chart is titled, its axes carry units and the direction of "better", and charts made
+from generated (synthetic) results say so in their title. The layout drawings are in
+:mod:`topobind.report.layout_pictures`; :mod:`topobind.report.gallery` draws them all.
 """
 
 from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from topobind.report import fmt
@@ -26,7 +21,7 @@ from topobind.report.analysis import (
     metric_label,
     page_label,
 )
-from topobind.report.parallel import fork_map
+from topobind.report.picture import Picture
 
 SLOW_COLOUR = "#d62728"  # red
 NORMAL_COLOUR = "#1f77b4"  # blue
@@ -38,21 +33,8 @@ MAX_ANNOTATED_CELLS = 100  # matrices up to 10 x 10 get their values written in 
 DPI = 100
 
 
-@dataclass(frozen=True)
-class Picture:
-    filename: str  # e.g. "hosts-stream-nolayout-2MiB.png"
-    title: str  # shown above the picture in HTML
-    caption: str  # one or two sentences: how to read it
-    kind: str  # ecdf | hosts | matrix | pages | layout (recorded) | plan (planned) | ...
-    png: bytes
-
-
-PictureHook = Callable[[Report], list[Picture]]
-PICTURE_HOOKS: list[PictureHook] = []
-"""Hooks that every report runs after its own pictures (e.g. draw.layout_pictures_hook)."""
-
-
-def _plt() -> Any:
+def matplotlib_pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend, with the report's defaults."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -119,7 +101,7 @@ def _side_panel(ax: Any, fig: Any, lines: list[str], title: str, colour: str) ->
 
 
 def ecdf_picture(report: Report, g: FleetGroup) -> Picture:
-    plt = _plt()
+    plt = matplotlib_pyplot()
     s = g.all_runs
     fig, ax = plt.subplots(figsize=(11, 5.2))
     xs = [p[0] for p in s.ecdf]
@@ -178,7 +160,7 @@ def ecdf_picture(report: Report, g: FleetGroup) -> Picture:
 
 
 def hosts_picture(report: Report, g: FleetGroup) -> Picture:
-    plt = _plt()
+    plt = matplotlib_pyplot()
     hosts = list(reversed(g.hosts))  # best first, worst (slow) at the right
     n = len(hosts)
     many = n > MAX_TICK_HOSTS
@@ -289,7 +271,7 @@ def _kind_label(kind: str, axis: str) -> str:
 
 
 def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
-    plt = _plt()
+    plt = matplotlib_pyplot()
     import numpy as np
 
     fleet = f"fleet: median of {fmt.plural(m.runs, 'run')} on {fmt.plural(m.hosts, 'host')}"
@@ -364,7 +346,7 @@ def _where_m(m: MatrixGroup) -> str:
 
 
 def pages_picture(report: Report, pc: PageComparison) -> Picture:
-    plt = _plt()
+    plt = matplotlib_pyplot()
     import numpy as np
 
     fig, ax = plt.subplots(figsize=(max(7.0, 2.6 * len(pc.rows) + 2), 5.2))
@@ -411,45 +393,3 @@ def pages_picture(report: Report, pc: PageComparison) -> Picture:
         kind="pages",
         png=_png(fig),
     )
-
-
-_SHARED: list[Report] = []  # the report being drawn, inherited by forked workers
-
-
-def _draw(task: tuple[str, int]) -> Picture:
-    report = _SHARED[0]
-    kind, i = task
-    if kind == "hosts":
-        return hosts_picture(report, report.groups[i])
-    if kind == "ecdf":
-        return ecdf_picture(report, report.groups[i])
-    if kind == "pages":
-        return pages_picture(report, report.pages[i])
-    if kind == "layout":
-        from topobind.report.draw import layout_picture
-
-        return layout_picture(report.layouts.seen[i])
-    return matrix_picture(report, report.matrices[i])
-
-
-def all_pictures(report: Report, hooks: list[PictureHook] | None = None) -> list[Picture]:
-    """Every picture of the report, in the order the HTML page shows them.
-
-    The report's own pictures are drawn in parallel (forked workers); hooks run here.
-    """
-    tasks: list[tuple[str, int]] = []
-    for i in range(len(report.groups)):
-        tasks += [("hosts", i), ("ecdf", i)]
-    tasks += [("pages", i) for i in range(len(report.pages))]
-    # a 1 x 1 matrix (one NUMA node) is in the tables; a heatmap of one cell says nothing
-    tasks += [("matrix", i) for i, m in enumerate(report.matrices) if len(m.rows) * len(m.cols) > 1]
-    tasks += [("layout", i) for i in range(len(report.layouts.seen))]
-    _plt()  # import matplotlib once, before any fork
-    _SHARED[:] = [report]
-    try:
-        pics = fork_map(_draw, tasks, min_items=4)
-    finally:
-        _SHARED.clear()
-    for hook in [*PICTURE_HOOKS, *(hooks or [])]:
-        pics.extend(hook(report))
-    return pics
