@@ -203,7 +203,8 @@ def text_grid(plan: Plan) -> str:
     lines = [
         f"{plan.layout}: {plan.nranks} ranks x {plan.threads} threads on {topo.source}",
         "one cell per core, in hwloc logical order; the number is the rank using it "
-        "('.' unused)" + ("; SMT: rank per PU of the core" if plan.smt else "")
+        "('.' unused)"
+        + ("; SMT: rank per PU of the core" if plan.smt else "")
         + "; PUs: OS indexes of the cores of the line, SMT siblings included",
     ]
     for pkg in build_tree(plan):

@@ -18,8 +18,10 @@ from topobind.report.analysis import (
     MatrixGroup,
     PageComparison,
     Report,
+    kernel_and,
     metric_label,
-    page_label,
+    pages_slug,
+    where_text,
 )
 from topobind.report.picture import Picture
 
@@ -27,6 +29,7 @@ SLOW_COLOUR = "#d62728"  # red
 NORMAL_COLOUR = "#1f77b4"  # blue
 FLEET_COLOUR = "#2ca02c"  # green
 GREY = "#7f7f7f"
+FLAT_COLOUR = "#c6dbef"  # light blue: a heatmap whose cells all hold one value
 MAX_NAMED_SLOW = 15  # slow hosts named in one picture; the rest are in the tables
 MAX_TICK_HOSTS = 40  # up to this many hosts, every host is named on the x axis
 MAX_ANNOTATED_CELLS = 100  # matrices up to 10 x 10 get their values written in the cells
@@ -78,8 +81,10 @@ def _axis_label(g: FleetGroup) -> str:
     return f"{metric_label(g.kernel, g.metric)}{stat} [{g.unit}]   ({arrow})"
 
 
-def _where(g: FleetGroup) -> str:
-    return f"layout {g.layout or '-'}, {page_label(g.page_kib)} pages"
+def _where(g: FleetGroup | MatrixGroup) -> str:
+    """`` (layout per-l3, 2 MiB pages)``, or "" when the results record neither."""
+    text = where_text(g.layout, g.pages)
+    return f" ({text})" if text else ""
 
 
 def _side_panel(ax: Any, fig: Any, lines: list[str], title: str, colour: str) -> None:
@@ -135,8 +140,7 @@ def ecdf_picture(report: Report, g: FleetGroup) -> Picture:
     ax.xaxis.set_major_formatter(_value_formatter())
     ax.set_title(
         f"{g.kernel}: distribution of {fmt.plural(s.n, 'run')} on "
-        f"{fmt.plural(len(g.hosts), 'host')} "
-        f"({_where(g)}){_tag(report)}",
+        f"{fmt.plural(len(g.hosts), 'host')}{_where(g)}{_tag(report)}",
         pad=22,
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
@@ -146,7 +150,7 @@ def ecdf_picture(report: Report, g: FleetGroup) -> Picture:
     _side_panel(ax, fig, rows, f"runs [{g.unit}]", "black")
     return Picture(
         filename=f"ecdf-{g.slug}.png",
-        title=f"{g.kernel}: distribution of all runs ({_where(g)})",
+        title=f"{g.kernel}: distribution of all runs{_where(g)}",
         caption=(
             "Empirical CDF of every run's headline value across the fleet: a point (x, y) means "
             "y % of runs scored at most x. A steep curve is a uniform fleet; a long tail on the "
@@ -190,14 +194,15 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
         lw=1.5,
         label=f"fleet median\n{fmt.value(g.fleet_median)} {g.unit}",
     )
-    ax.axhline(
-        g.threshold,
-        color=SLOW_COLOUR,
-        lw=1.2,
-        ls="--",
-        label=f"slow {side} {fmt.value(g.threshold)}\n(> {report.options.slow_mads:g} MADs and"
-        f"\n > {report.options.slow_pct:g}% worse)",
-    )
+    if g.threshold is not None:  # one host: nothing to compare it with, no threshold
+        ax.axhline(
+            g.threshold,
+            color=SLOW_COLOUR,
+            lw=1.2,
+            ls="--",
+            label=f"slow {side} {fmt.value(g.threshold)}\n(> {report.options.slow_mads:g} MADs "
+            f"and\n > {report.options.slow_pct:g}% worse)",
+        )
     slow = [h for h in hosts if h.slow]
     named = sorted(slow, key=lambda h: -h.worse_pct)[:MAX_NAMED_SLOW]
     if not many:
@@ -235,8 +240,8 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
     runs = {h.summary.n for h in g.hosts}
     per = f"{min(runs)}-{max(runs)}" if len(runs) > 1 else str(runs.pop())
     ax.set_title(
-        f"{g.kernel} per host: {fmt.plural(n, 'host')} x {per} runs, {len(slow)} slow "
-        f"({_where(g)}){_tag(report)}"
+        f"{g.kernel} per host: {fmt.plural(n, 'host')} x {per} runs, {len(slow)} slow"
+        f"{_where(g)}{_tag(report)}"
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5)
     rows = [
@@ -248,7 +253,7 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
     _side_panel(ax, fig, rows, "slow hosts vs fleet:", SLOW_COLOUR)
     return Picture(
         filename=f"hosts-{g.slug}.png",
-        title=f"{g.kernel}: spread per host ({_where(g)})",
+        title=f"{g.kernel}: spread per host{_where(g)}",
         caption=(
             "Each column is one host: dots are its runs, the bar its median. Hosts are sorted "
             "by median with the worst at the right. Green: fleet median (median of host "
@@ -283,6 +288,13 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
     vmin = float(finite.min()) if finite.size else 0.0
     vmax = float(finite.max()) if finite.size else 1.0
     cmap = plt.get_cmap("YlOrRd" if m.lower_is_better else "YlOrRd_r").with_extremes(bad="#dddddd")
+    # one value (e.g. the two off-diagonal cells of a 2 x 2 c2c): nothing is better or worse
+    flat = fmt.value(vmin) == fmt.value(vmax)
+    if flat:
+        from matplotlib.colors import ListedColormap
+
+        cmap = ListedColormap([FLAT_COLOUR]).with_extremes(bad="#dddddd")
+        vmax = vmin + 1.0
     nr, nc = len(m.rows), len(m.cols)
     cell = 0.3 if nr * nc > 64 else 0.9
     w = max(5.0, nc * cell + 2.2)
@@ -309,7 +321,7 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
             for i in range(nr):
                 for j in range(nc):
                     v = arr[i, j]
-                    dark = (v > mid) if m.lower_is_better else (v < mid)
+                    dark = not flat and ((v > mid) if m.lower_is_better else (v < mid))
                     ax.text(
                         j,
                         i,
@@ -320,15 +332,22 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
                         color="white" if math.isfinite(v) and dark else "black",
                     )
     better = "lower" if m.lower_is_better else "higher"
-    cbar = fig.colorbar(im, ax=list(axes), shrink=0.85, format=_value_formatter())
-    cbar.set_label(f"{m.name} [{m.unit}] ({better} is better; red = worse)")
-    fig.suptitle(f"{m.kernel} {m.name} [{m.unit}] ({_where_m(m)}){_tag(report)}", fontsize=12)
-    pages = "nopages" if m.page_kib is None else page_label(m.page_kib).replace(" ", "")
-    slug = f"{m.kernel}-{m.name}-{m.layout or 'nolayout'}-{pages}"
+    if flat:
+        fig.supxlabel(
+            f"every measured cell is {fmt.value(vmin)} {m.unit}: one colour, no better or worse",
+            fontsize=10,
+        )
+    else:
+        cbar = fig.colorbar(im, ax=list(axes), shrink=0.85, format=_value_formatter())
+        cbar.set_label(f"{m.name} [{m.unit}] ({better} is better; red = worse)")
+    name = kernel_and(m.kernel, m.name)
+    fig.suptitle(f"{name} [{m.unit}]{_where(m)}{_tag(report)}", fontsize=12)
+    slug = f"{m.kernel}-{m.name}-{m.layout or 'nolayout'}"
     slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in slug)
+    slug += "-" + pages_slug(m.page_kib, m.page_fallback)
     return Picture(
         filename=f"matrix-{slug}.png",
-        title=f"{m.kernel} {m.name} [{m.unit}] ({_where_m(m)})",
+        title=f"{name} [{m.unit}]{_where(m)}",
         caption=(
             f"Row = {_kind_label(m.row_kind, 'row')}, column = {_kind_label(m.col_kind, 'col')}; "
             "each cell is "
@@ -341,8 +360,8 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
     )
 
 
-def _where_m(m: MatrixGroup) -> str:
-    return f"layout {m.layout or '-'}, {page_label(m.page_kib)} pages"
+def _layout(layout: str | None) -> str:
+    return f" (layout {layout})" if layout else ""
 
 
 def pages_picture(report: Report, pc: PageComparison) -> Picture:
@@ -351,16 +370,16 @@ def pages_picture(report: Report, pc: PageComparison) -> Picture:
 
     fig, ax = plt.subplots(figsize=(max(7.0, 2.6 * len(pc.rows) + 2), 5.2))
     data = [list(r.values) for r in pc.rows]
-    labels = [page_label(r.page_kib) for r in pc.rows]
+    labels = [r.pages for r in pc.rows]
     ax.boxplot(data, widths=0.5, showfliers=False, medianprops={"color": "black", "lw": 2})
     rng = np.random.default_rng(0)
     for i, vals in enumerate(data, start=1):
         jitter = rng.uniform(-0.15, 0.15, len(vals))
         ax.scatter(i + jitter, vals, s=14, color=NORMAL_COLOUR, alpha=0.6, lw=0)
-    ref = page_label(pc.reference_kib)
+    ref = pc.reference
     for i, r in enumerate(pc.rows, start=1):
         txt = f"median {fmt.value(r.fleet_median)}"
-        if r.page_kib != pc.reference_kib:
+        if r is not pc.rows[0]:
             txt += f"\n{fmt.pct(r.better_pct, True)} vs {ref}"
         ax.annotate(
             txt,
@@ -377,14 +396,12 @@ def pages_picture(report: Report, pc: PageComparison) -> Picture:
     arrow = "higher is better" if pc.higher_is_better else "lower is better"
     ax.set_ylabel(f"{metric_label(pc.kernel, pc.metric)} [{pc.unit}],\nmedian per host ({arrow})")
     ax.yaxis.set_major_formatter(_value_formatter())
-    ax.set_title(
-        f"{pc.kernel} by page size (layout {pc.layout or '-'}): one dot per host{_tag(report)}"
-    )
+    ax.set_title(f"{pc.kernel} by page size{_layout(pc.layout)}: one dot per host{_tag(report)}")
     kernel = "".join(c if c.isalnum() else "_" for c in pc.kernel)
     lay = "".join(c if c.isalnum() or c in "-_" else "_" for c in (pc.layout or "nolayout"))
     return Picture(
         filename=f"pages-{kernel}-{lay}.png",
-        title=f"{pc.kernel}: page sizes compared (layout {pc.layout or '-'})",
+        title=f"{pc.kernel}: page sizes compared{_layout(pc.layout)}",
         caption=(
             f"Each dot is one host's median on that page size; boxes span the middle half of "
             f"the hosts. Percentages compare the fleet medians against {ref} pages "

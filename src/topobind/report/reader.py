@@ -65,7 +65,7 @@ class Run:
     layout: str | None
     page_kib: int | None
     page_requested: str | None
-    page_fallback: bool
+    page_fallback: str | None  # e.g. "THP fallback from 1G"; None: the page size asked for
     metric: str | None  # headline metric; None when the kernel has no headline (whereami)
     stat: str | None
     value: float | None
@@ -191,6 +191,17 @@ def _placement(raw: object) -> tuple[PlacementEntry, ...] | None:
     return _PLACEMENTS.setdefault(key, key)  # runs of one layout share one tuple
 
 
+_METHODS = {"thp": "THP ", "hugetlb-2M": "hugetlbfs ", "hugetlb-1G": "hugetlbfs ", "4k": "4 KiB "}
+
+
+def fallback_text(requested: str | None, method: object) -> str:
+    """What a page-size fallback was: ``THP fallback from 1G`` (the result's ``pages``
+    ``requested`` and ``method``; ``auto`` tries 1G first)."""
+    how = _METHODS.get(method, "") if isinstance(method, str) else ""
+    asked = "1G (auto)" if requested == "auto" else (requested or "another size")
+    return f"{how}fallback from {asked}"
+
+
 def _count(value: object) -> int | None:
     return value if type(value) is int and value >= 1 else None
 
@@ -215,7 +226,7 @@ def parse_document(doc: object) -> Run:
     pages = doc.get("pages")
     page_kib: int | None = None
     page_requested: str | None = None
-    page_fallback = False
+    page_fallback: str | None = None
     if pages is not None:
         if not isinstance(pages, dict):
             raise _Bad('"pages" must be an object like {"requested": "2M", "kib": 2048, ...}')
@@ -225,7 +236,8 @@ def parse_document(doc: object) -> Run:
         page_kib = kib
         req = pages.get("requested")
         page_requested = req if isinstance(req, str) else None
-        page_fallback = pages.get("fallback") is True
+        if pages.get("fallback") is True:
+            page_fallback = fallback_text(page_requested, pages.get("method"))
     valid = _field(doc, "valid", bool, "true or false")
     validation = doc.get("validation")
     params = doc.get("params")

@@ -12,7 +12,7 @@ from typing import Any
 
 from topobind import stats
 from topobind.report import fmt
-from topobind.report.analysis import FleetGroup, HostStats, Report, page_label
+from topobind.report.analysis import FleetGroup, HostStats, Report, kernel_and, where_text
 from topobind.report.picture import Picture
 from topobind.topology import format_list
 
@@ -49,6 +49,12 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int
         return "  " + "  ".join(out).rstrip()
 
     return [line(headers), *[line(r) for r in rows]]
+
+
+def _in(layout: str | None, pages: str | None) -> str:
+    """`` (layout per-l3, 2 MiB pages)``; what the results did not record is left out."""
+    text = where_text(layout, pages)
+    return f" ({text})" if text else ""
 
 
 def _what(g: FleetGroup) -> str:
@@ -92,7 +98,7 @@ def text_summary(report: Report, pictures: Sequence[Picture] = ()) -> str:
                 h.host,
                 g.kernel,
                 g.layout or "-",
-                page_label(g.page_kib),
+                g.pages,
                 f"{fmt.value(h.summary.median)} {g.unit}",
                 f"{fmt.value(g.fleet_median)} {g.unit}",
                 _signed_worse(g, h),
@@ -128,7 +134,7 @@ def text_summary(report: Report, pictures: Sequence[Picture] = ()) -> str:
             [
                 g.kernel,
                 g.layout or "-",
-                page_label(g.page_kib),
+                g.pages,
                 _what(g),
                 g.unit,
                 "higher" if g.higher_is_better else "lower",
@@ -160,10 +166,10 @@ def text_summary(report: Report, pictures: Sequence[Picture] = ()) -> str:
         for pc in report.pages:
             parts = []
             for r in pc.rows:
-                rel = "ref" if r.page_kib == pc.reference_kib else fmt.pct(r.better_pct, True)
-                parts.append(f"{page_label(r.page_kib)} {fmt.value(r.fleet_median)} ({rel})")
+                rel = "ref" if r is pc.rows[0] else fmt.pct(r.better_pct, True)
+                parts.append(f"{r.pages} {fmt.value(r.fleet_median)} ({rel})")
             out.append(
-                f"  {pc.kernel} {pc.metric} [{pc.unit}] layout {pc.layout or '-'}: "
+                f"  {kernel_and(pc.kernel, pc.metric)} [{pc.unit}]{_in(pc.layout, None)}: "
                 + " | ".join(parts)
             )
     if report.matrices:
@@ -172,9 +178,9 @@ def text_summary(report: Report, pictures: Sequence[Picture] = ()) -> str:
         for m in report.matrices:
             worst = f"; slowest host {m.worst_host} shown beside" if m.worst_host else ""
             out.append(
-                f"  {m.kernel} {m.name} [{m.unit}] {len(m.rows)}x{len(m.cols)} "
+                f"  {kernel_and(m.kernel, m.name)} [{m.unit}] {len(m.rows)}x{len(m.cols)} "
                 f"{m.row_kind or '?'} x {m.col_kind or '?'}: median of {m.runs} runs on "
-                f"{m.hosts} hosts ({page_label(m.page_kib)} pages){worst}"
+                f"{m.hosts} hosts{_in(m.layout, m.pages)}{worst}"
             )
     for g in report.groups:
         out.append("")
@@ -229,8 +235,7 @@ def _layout_lines(report: Report, pictures: Sequence[Picture]) -> list[str]:
 def _host_section(report: Report, g: FleetGroup) -> list[str]:
     n = len(g.hosts)
     shown = g.hosts if n <= TEXT_HOST_ROWS else g.hosts[:TEXT_WORST_ROWS]
-    title = f"PER HOST: {g.kernel} {_what(g)} [{g.unit}] (layout {g.layout or '-'}, "
-    title += f"{page_label(g.page_kib)} pages), worst first"
+    title = f"PER HOST: {g.kernel} {_what(g)} [{g.unit}]{_in(g.layout, g.pages)}, worst first"
     if len(shown) < n:
         title += f": the {len(shown)} worst of {n} hosts"
     warm = report.options.warmup > 0
@@ -291,7 +296,7 @@ def markdown_summary(report: Report) -> str:
         out.append("|---|---|---|---|--:|--:|--:|--:|")
         for g, h in slow:
             out.append(
-                f"| `{h.host}` | {g.kernel} | {g.layout or '-'} | {page_label(g.page_kib)} | "
+                f"| `{h.host}` | {g.kernel} | {g.layout or '-'} | {g.pages} | "
                 f"{fmt.value(h.summary.median)} {g.unit} | {fmt.value(g.fleet_median)} {g.unit} | "
                 f"{_signed_worse(g, h)} | {fmt.mads(h.mads)} |"
             )
@@ -306,7 +311,7 @@ def markdown_summary(report: Report) -> str:
     for g in report.groups:
         s = g.all_runs
         out.append(
-            f"| {g.kernel} | {g.layout or '-'} | {page_label(g.page_kib)} | "
+            f"| {g.kernel} | {g.layout or '-'} | {g.pages} | "
             f"{_what(g)} [{g.unit}] | "
             f"{len(g.hosts)} | {s.n} | {fmt.value(g.fleet_median)} | {fmt.value(s.p90)} | "
             f"{fmt.value(s.p99)} | {fmt.frac_pct(s.cv)} | {len(g.slow_hosts)} |"
@@ -438,7 +443,7 @@ def report_json(report: Report, pictures: Sequence[Picture] = ()) -> dict[str, A
                 "kernel": g.kernel,
                 "layout": g.layout,
                 "page_kib": g.page_kib,
-                "pages": page_label(g.page_kib),
+                "pages": g.pages,
                 "metric": g.metric,
                 "stat": g.stat,
                 "unit": g.unit,
@@ -467,7 +472,7 @@ def report_json(report: Report, pictures: Sequence[Picture] = ()) -> dict[str, A
                 "rows": [
                     {
                         "page_kib": r.page_kib,
-                        "pages": page_label(r.page_kib),
+                        "pages": r.pages,
                         "hosts": r.hosts,
                         "runs": r.runs,
                         "fleet_median": r.fleet_median,
@@ -655,7 +660,7 @@ def html_page(
             (
                 True,
                 [
-                    h.host, g.kernel, g.layout or "-", page_label(g.page_kib),
+                    h.host, g.kernel, g.layout or "-", g.pages,
                     f"{fmt.value(h.summary.median)} {g.unit}",
                     f"{fmt.value(g.fleet_median)} {g.unit}",
                     _signed_worse(g, h), fmt.mads(h.mads),
@@ -692,7 +697,7 @@ def html_page(
             (
                 False,
                 [
-                    g.kernel, g.layout or "-", page_label(g.page_kib), f"{_what(g)} [{g.unit}]",
+                    g.kernel, g.layout or "-", g.pages, f"{_what(g)} [{g.unit}]",
                     "higher" if g.higher_is_better else "lower", str(len(g.hosts)), str(s.n),
                     fmt.value(g.fleet_median), fmt.value(g.fleet_mad), fmt.value(s.p50),
                     fmt.value(s.p90), fmt.value(s.p99), fmt.value(s.best), fmt.value(s.worst),
@@ -719,12 +724,12 @@ def html_page(
         rows3 = []
         for pc in report.pages:
             for r in pc.rows:
-                rel = "reference" if r.page_kib == pc.reference_kib else fmt.pct(r.better_pct, True)
+                rel = "reference" if r is pc.rows[0] else fmt.pct(r.better_pct, True)
                 rows3.append(
                     (
                         False,
                         [
-                            pc.kernel, pc.layout or "-", page_label(r.page_kib), str(r.hosts),
+                            pc.kernel, pc.layout or "-", r.pages, str(r.hosts),
                             str(r.runs), f"{fmt.value(r.fleet_median)} {pc.unit}", rel,
                         ],
                     )
@@ -754,7 +759,7 @@ def html_page(
         open_attr = " open" if n <= HTML_OPEN_HOSTS or g.slow_hosts and n <= 200 else ""
         parts.append(
             f"<details{open_attr}><summary><b>{_e(g.kernel)} {_e(_what(g))} [{_e(g.unit)}]</b> "
-            f"layout {_e(g.layout or '-')}, {_e(page_label(g.page_kib))} pages: {n} hosts, "
+            f"{_e(where_text(g.layout, g.pages) or 'no layout or pages recorded')}: {n} hosts, "
             f"{len(g.slow_hosts)} slow (worst first)</summary>"
         )
         warm = o.warmup > 0
