@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from fleetgen import FleetSpec, generate_fleet, parse_slow  # noqa: E402 (tests/fleetgen.py)
+
 from topobind.fsutil import atomic_write_text
 from topobind.report.parallel import usable_cpus  # noqa: E402
 

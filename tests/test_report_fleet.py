@@ -6,8 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
-from topobind import stats
 from fleetgen import (
     FleetSpec,
     generate_fleet,
@@ -17,6 +15,8 @@ from fleetgen import (
 from fleetgen import (
     main as fleetgen_main,
 )
+
+from topobind import stats
 from topobind.report.analysis import Options, analyse
 from topobind.report.reader import read_results
 from topobind.report.render import markdown_summary, report_json, text_summary

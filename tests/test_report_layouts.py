@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fleetgen import TOPOLOGY, FleetSpec, generate_fleet
+
 from topobind.layouts import LAYOUTS, make_plan
+from topobind.plan_drawing import rank_colour
 from topobind.report.analysis import Options
 from topobind.report.build import build_report
-from topobind.plan_drawing import rank_colour
 from topobind.report.layouts import collect_layouts
 from topobind.report.reader import read_results
 from topobind.topology import load

@@ -16,7 +16,8 @@ import textwrap
 from typing import Any
 
 from topobind.plan import Plan, RankPlan
-from topobind.plan_drawing import PALETTE, Box, build_tree, rank_style, title as plan_title
+from topobind.plan_drawing import PALETTE, Box, build_tree, rank_style
+from topobind.plan_drawing import title as plan_title
 from topobind.topology import format_list
 from topobind.words import plural
 

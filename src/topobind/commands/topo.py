@@ -21,8 +21,8 @@ from topobind.emit.omp import omp_env, omp_notes
 from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
 from topobind.emit.srun import srun_argv
 from topobind.errors import TopobindError
-from topobind.plan_drawing import text_grid
 from topobind.plan import Plan
+from topobind.plan_drawing import text_grid
 from topobind.topology import CacheDomain, Topology, format_list
 from topobind.words import plural
 

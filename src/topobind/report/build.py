@@ -19,8 +19,8 @@ from pathlib import Path
 
 from topobind.errors import TopobindError
 from topobind.report.analysis import Options, Report, analyse
-from topobind.report.layouts import collect_layouts
 from topobind.report.gallery import all_pictures
+from topobind.report.layouts import collect_layouts
 from topobind.report.picture import Picture, PictureHook
 from topobind.report.reader import read_results
 from topobind.report.render import (
