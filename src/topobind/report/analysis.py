@@ -20,6 +20,7 @@ Definitions (docs/report.md repeats them for site admins):
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -31,6 +32,8 @@ from topobind.errors import TopobindError
 from topobind.report.layouts import Layouts
 from topobind.report.reader import Run
 
+MAX_WARMUP = 1_000_000
+MAX_SLOW_LIMIT = 1000.0  # --slow-mads / --slow-pct: beyond it nothing could ever be slow
 TIME_UNITS = frozenset({"ns", "us", "µs", "ms", "s", "cycles", "clocks"})
 
 
@@ -105,10 +108,20 @@ class Options:
     confidence: float = 0.95
 
     def __post_init__(self) -> None:
-        if self.warmup < 0:
-            raise TopobindError(f"--warmup must be 0 or more, got {self.warmup}")
-        if self.slow_mads < 0 or self.slow_pct < 0:
-            raise TopobindError("--slow-mads and --slow-pct must not be negative")
+        if not 0 <= self.warmup <= MAX_WARMUP:
+            raise TopobindError(
+                f"--warmup {self.warmup}: give the number of first runs per host to leave out, "
+                f"0 to {MAX_WARMUP:,} (default 0)"
+            )
+        for option, value, default, what in (
+            ("--slow-mads", self.slow_mads, 3, "fleet MADs"),
+            ("--slow-pct", self.slow_pct, 5, "percent"),
+        ):
+            if not (math.isfinite(value) and 0 <= value <= MAX_SLOW_LIMIT):
+                raise TopobindError(
+                    f"{option} {value:g}: give a number of {what} from 0 to {MAX_SLOW_LIMIT:g} "
+                    f"(default {default}); nan and inf would turn slow-host detection off"
+                )
 
 
 GroupKey = tuple[str, str | None, int | None, str | None]  # kernel, layout, kib, fallback

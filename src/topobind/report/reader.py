@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ _LINES_SUFFIXES = (".jsonl", ".ndjson")
 _NAN = math.nan
 PARALLEL_MIN_FILES = 2000  # from this many files on, decode in forked workers
 CHUNK_FILES = 500
+MAX_FILE_BYTES = 64 * 2**20  # a result file is KiB to a few MiB (c2c of 512 PUs: ~3 MiB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,14 +339,57 @@ def _decode_lines(path: str, data: bytes) -> list[Run]:
     return out
 
 
+def _kind(mode: int) -> str:
+    for test, what in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def read_bytes(name: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the regular file ``name``, at most ``limit``; TopobindError naming it for
+    a special file (never opened blocking: a FIFO does not hang the report) or a bigger one."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise TopobindError(f"{name}: cannot read: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise TopobindError(
+                f"{name}: {_kind(info.st_mode)}, not a result file: remove it or move it out "
+                "of the results"
+            )
+        if info.st_size > limit:
+            raise TopobindError(
+                f"{name}: {info.st_size / 2**20:,.0f} MiB, larger than any kernel result "
+                f"(limit {limit // 2**20} MiB): not a result file: remove it or move it out of "
+                "the results"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)  # the file may have grown since fstat
+    except OSError as exc:
+        raise TopobindError(f"{name}: cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise TopobindError(
+            f"{name}: larger than any kernel result (limit {limit // 2**20} MiB): not a result "
+            "file: remove it or move it out of the results"
+        )
+    return data
+
+
 def read_file(path: str | os.PathLike[str]) -> list[Run]:
     """All runs in one file (one JSON document, or JSON Lines)."""
     name = os.fspath(path)
-    try:
-        with open(name, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise TopobindError(f"{name}: cannot read: {exc.strerror}") from None
+    data = read_bytes(name)
     if not data.strip():
         raise TopobindError(
             f"{name}: empty file (truncated?): re-run the kernel or remove the file"
