@@ -83,9 +83,7 @@ def _copy(fleet: Path, tmp_path: Path) -> Path:
     return res
 
 
-def test_fifo_named_json_in_results_is_refused_without_hanging(
-    fleet: Path, tmp_path: Path
-) -> None:
+def test_fifo_named_json_in_results_is_refused_without_hanging(fleet: Path, tmp_path: Path) -> None:
     res = _copy(fleet, tmp_path)
     fifo = res / "gen-node0001" / "stuck.json"
     os.mkfifo(fifo)  # nobody ever writes to it: opening it blocking would hang forever
