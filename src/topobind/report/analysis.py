@@ -75,14 +75,16 @@ def kernel_and(kernel: str, name: str | None) -> str:
     return f"{kernel} {name}"
 
 
-def where_text(layout: str | None, pages: str | None) -> str:
-    """``layout per-l3, 2 MiB pages``; what a result did not record is left out (no
-    "layout -"); "" when neither is known."""
+def where_text(layout: str | None, kib: int | None, fallback: str | None = None) -> str:
+    """``layout per-l3, 2 MiB pages[, THP fallback from 1G]``; what a result did not record
+    is left out (no "layout -"); "" when neither is known."""
     parts = []
     if layout:
         parts.append(f"layout {layout}")
-    if pages and pages != "n/a":
-        parts.append(f"{pages} pages")
+    if kib is not None:
+        parts.append(f"{page_label(kib)} pages")
+    if fallback:
+        parts.append(fallback)
     return ", ".join(parts)
 
 

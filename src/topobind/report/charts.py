@@ -83,7 +83,7 @@ def _axis_label(g: FleetGroup) -> str:
 
 def _where(g: FleetGroup | MatrixGroup) -> str:
     """`` (layout per-l3, 2 MiB pages)``, or "" when the results record neither."""
-    text = where_text(g.layout, g.pages)
+    text = where_text(g.layout, g.page_kib, g.page_fallback)
     return f" ({text})" if text else ""
 
 
@@ -259,6 +259,11 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
             "by median with the worst at the right. Green: fleet median (median of host "
             "medians); dashed red: the slow threshold. Slow hosts are red and listed with how "
             "far their median is from the fleet median."
+            + (
+                " One host only: nothing to compare it with, so no slow threshold."
+                if g.threshold is None
+                else ""
+            )
         ),
         kind="hosts",
         png=_png(fig),

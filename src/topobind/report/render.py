@@ -51,9 +51,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int
     return [line(headers), *[line(r) for r in rows]]
 
 
-def _in(layout: str | None, pages: str | None) -> str:
+def _in(layout: str | None, kib: int | None = None, fallback: str | None = None) -> str:
     """`` (layout per-l3, 2 MiB pages)``; what the results did not record is left out."""
-    text = where_text(layout, pages)
+    text = where_text(layout, kib, fallback)
     return f" ({text})" if text else ""
 
 
@@ -78,7 +78,7 @@ def _intro(report: Report) -> list[str]:
         lines.insert(
             0,
             f"GENERATED DATA: {fmt.count(report.generated)} of {fmt.count(report.documents)} "
-            "results are synthetic (params.generated=true, topobind.fleetgen): "
+            "results are synthetic (params.generated=true, tests/fleetgen.py): "
             "nothing was measured",
         )
     return lines
@@ -169,7 +169,7 @@ def text_summary(report: Report, pictures: Sequence[Picture] = ()) -> str:
                 rel = "ref" if r is pc.rows[0] else fmt.pct(r.better_pct, True)
                 parts.append(f"{r.pages} {fmt.value(r.fleet_median)} ({rel})")
             out.append(
-                f"  {kernel_and(pc.kernel, pc.metric)} [{pc.unit}]{_in(pc.layout, None)}: "
+                f"  {kernel_and(pc.kernel, pc.metric)} [{pc.unit}]{_in(pc.layout)}: "
                 + " | ".join(parts)
             )
     if report.matrices:
@@ -180,7 +180,7 @@ def text_summary(report: Report, pictures: Sequence[Picture] = ()) -> str:
             out.append(
                 f"  {kernel_and(m.kernel, m.name)} [{m.unit}] {len(m.rows)}x{len(m.cols)} "
                 f"{m.row_kind or '?'} x {m.col_kind or '?'}: median of {m.runs} runs on "
-                f"{m.hosts} hosts{_in(m.layout, m.pages)}{worst}"
+                f"{m.hosts} hosts{_in(m.layout, m.page_kib, m.page_fallback)}{worst}"
             )
     for g in report.groups:
         out.append("")
@@ -235,7 +235,8 @@ def _layout_lines(report: Report, pictures: Sequence[Picture]) -> list[str]:
 def _host_section(report: Report, g: FleetGroup) -> list[str]:
     n = len(g.hosts)
     shown = g.hosts if n <= TEXT_HOST_ROWS else g.hosts[:TEXT_WORST_ROWS]
-    title = f"PER HOST: {g.kernel} {_what(g)} [{g.unit}]{_in(g.layout, g.pages)}, worst first"
+    where = _in(g.layout, g.page_kib, g.page_fallback)
+    title = f"PER HOST: {g.kernel} {_what(g)} [{g.unit}]{where}, worst first"
     if len(shown) < n:
         title += f": the {len(shown)} worst of {n} hosts"
     warm = report.options.warmup > 0
@@ -277,7 +278,7 @@ def markdown_summary(report: Report) -> str:
     if report.generated:
         out += [
             f"> **Generated data**: {report.generated} of {report.documents} results are "
-            "synthetic (topobind.fleetgen); nothing was measured.",
+            "synthetic (tests/fleetgen.py); nothing was measured.",
             "",
         ]
     out.append(
@@ -639,7 +640,7 @@ def html_page(
     if report.generated:
         parts.append(
             f'<div class="banner">GENERATED DATA: {report.generated} of {report.documents} '
-            "results are synthetic (params.generated=true, made by topobind.fleetgen). "
+            "results are synthetic (params.generated=true, made by tests/fleetgen.py). "
             "Nothing on this page was measured.</div>"
         )
     parts.append(
@@ -759,7 +760,8 @@ def html_page(
         open_attr = " open" if n <= HTML_OPEN_HOSTS or g.slow_hosts and n <= 200 else ""
         parts.append(
             f"<details{open_attr}><summary><b>{_e(g.kernel)} {_e(_what(g))} [{_e(g.unit)}]</b> "
-            f"{_e(where_text(g.layout, g.pages) or 'no layout or pages recorded')}: {n} hosts, "
+            f"{_e(where_text(g.layout, g.page_kib, g.page_fallback) or 'no layout or pages')}: "
+            f"{n} hosts, "
             f"{len(g.slow_hosts)} slow (worst first)</summary>"
         )
         warm = o.warmup > 0
