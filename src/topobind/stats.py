@@ -138,14 +138,6 @@ def slowdowns(values: Sequence[float], reference: float, higher_is_better: bool)
     return [slowdown(v, reference, higher_is_better) for v in _checked(values)]
 
 
-def fraction_slower(
-    values: Sequence[float], reference: float, threshold: float, higher_is_better: bool
-) -> float:
-    """Fraction of values whose slowdown against ``reference`` is strictly above ``threshold``."""
-    sd = slowdowns(values, reference, higher_is_better)
-    return sum(1 for s in sd if s > threshold) / len(sd)
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0 <= q <= 100) by linear interpolation (numpy's default)."""
     if not 0.0 <= q <= 100.0:
