@@ -133,11 +133,6 @@ def slowdown(value: float, reference: float, higher_is_better: bool) -> float:
     return value / reference - 1.0
 
 
-def slowdowns(values: Sequence[float], reference: float, higher_is_better: bool) -> list[float]:
-    """:func:`slowdown` of every value against one reference, in input order."""
-    return [slowdown(v, reference, higher_is_better) for v in _checked(values)]
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0 <= q <= 100) by linear interpolation (numpy's default)."""
     if not 0.0 <= q <= 100.0:
