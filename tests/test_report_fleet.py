@@ -18,8 +18,9 @@ from fleetgen import (
 
 from topobind import stats
 from topobind.report.analysis import Options, analyse
+from topobind.report.document import report_json
 from topobind.report.reader import read_results
-from topobind.report.render import markdown_summary, report_json, text_summary
+from topobind.report.text import markdown_summary, text_summary
 
 
 def analysed(path: Path, opts: Options | None = None):  # noqa: ANN201 - test helper

@@ -119,7 +119,7 @@ def test_the_graph_sees_the_report_imports() -> None:
     graph = import_graph()
     assert "topobind.report.analysis" in graph["topobind.report.charts"]
     assert "topobind.report.layout_pictures" in graph["topobind.report.gallery"]
-    assert "topobind.report.fmt" in graph["topobind.report.render"]  # "from . import fmt"
+    assert "topobind.report.fmt" in graph["topobind.report.text"]  # "from . import fmt"
 
 
 def test_no_import_cycle_in_topobind() -> None:
