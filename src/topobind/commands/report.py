@@ -33,7 +33,7 @@ examples:
   topobind report results/ -o report/
   topobind report results/*/stream-*.json -o /tmp/stream-report --slow-pct 8
   topobind report results/ -o report/ --format markdown --fail-on-slow   # in CI
-  python -m topobind.fleetgen --hosts 40 --runs 7 --slow gen-node0007:1.12 -o /tmp/fleet
+  python tests/fleetgen.py --hosts 40 --runs 7 --slow gen-node0007:1.12 -o /tmp/fleet
   topobind report /tmp/fleet -o /tmp/fleet-report        # a generated (synthetic) fleet
   topobind report results/ -o report/ --topology node042.xml   # draw the layouts on it
 """

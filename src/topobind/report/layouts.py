@@ -56,7 +56,7 @@ class LayoutSeen:
     hosts: tuple[str, ...]  # hosts that ran exactly this placement, sorted
     kernels: tuple[str, ...]
     source: str  # a result file it was read from
-    generated: bool  # made by topobind.fleetgen (synthetic)
+    generated: bool  # params.generated: synthetic (tests/fleetgen.py)
     variant: int  # 1 = the placement most hosts had; 2, 3, ... = other placements
     variants: int  # placements drawn for this layout, ranks and threads
     shared_pus: tuple[int, ...]  # OS indexes of PUs that ran more than one thread
