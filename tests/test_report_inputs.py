@@ -129,3 +129,18 @@ def test_unreadable_and_missing_files_are_named(fleet: Path, tmp_path: Path) -> 
     dangling.symlink_to(tmp_path / "does-not-exist.json")
     refused(topobind("report", str(res), "-o", str(out)), "gone.json", "cannot read")
     assert not out.exists()
+
+
+def test_the_kernels_loader_refuses_a_fifo_too(tmp_path: Path) -> None:
+    """topobind.results reads every result file, for the checks as for the report."""
+    fifo = tmp_path / "result.json"
+    os.mkfifo(fifo)
+    code = (
+        "import sys\nfrom topobind.errors import TopobindError\n"
+        "from topobind.kernels import load_result\n"
+        "try:\n    load_result(sys.argv[1])\nexcept TopobindError as e:\n    print(e)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0 and "FIFO" in proc.stdout and str(fifo) in proc.stdout
