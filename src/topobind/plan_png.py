@@ -13,6 +13,7 @@ import io
 import math
 import re
 import textwrap
+from dataclasses import dataclass
 from typing import Any
 
 from topobind.plan import Plan, RankPlan
@@ -155,152 +156,105 @@ def _legend_handle(rank: int | None, label: str) -> Any:
     )
 
 
-def draw_png(plan: Plan, title: str | None = None, dpi: int = 100, note: str = "") -> bytes:
-    """The plan as a PNG. ``note`` is printed under the standard key (e.g. where it came from)."""
-    import matplotlib
+@dataclass(frozen=True)
+class _Layout:
+    """Sizes of the figure around the drawing (inches unless said otherwise)."""
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
+    fig_w: float
+    pt: float  # points per unit (one core box)
+    legend: list[str]  # legend labels, "" entries none (many ranks: no legend)
+    ncol: int
+    legend_size: float
+    legend_h: float
+    head: str  # the wrapped title
+    title_size: float
+    title_h: float
+    key: str  # the wrapped key under the title
+    note_size: float
+    top_h: float
 
-    tree, width, height = layout_tree(plan)
+
+def _frame(plan: Plan, width: float, title: str | None, note: str) -> _Layout:
     scale = min(0.75, 22.0 / width)  # inches per core box, figure at most ~22 in wide
     fig_w = max(10.0, width * scale + 0.6)
-    pt = scale * 72  # points per unit
+    pt = scale * 72
     legend_size = max(9.0, 0.2 * pt)
     ncol = max(1, min(4, int(fig_w / 4.8)))
     labels: list[str] = []
+    legend_h = 0.3
     if plan.nranks <= MAX_LEGEND_RANKS:
         chars = int((fig_w / ncol - 0.5) * 72 / (legend_size * 0.6))
         labels = [_legend_label(r, chars) for r in plan.ranks] + ["idle core"]
         ncol = min(ncol, len(labels))
         lines = max(label.count("\n") + 1 for label in labels)
         legend_h = 0.5 + 0.3 * math.ceil(len(labels) / ncol) * lines * legend_size / 10
-    else:
-        legend_h = 0.3
     title_size = max(12.0, 0.3 * pt)
     head = textwrap.fill(title or plan_title(plan), width=int(fig_w * 72 / (title_size * 0.6)))
-    head_lines = head.count("\n") + 1
     note_size = max(9.0, 0.2 * pt)
-    key = (
-        "each core: L#<hwloc logical index>, PU <OS indexes of its PUs, SMT siblings "
-        "included: as in Slurm masks, OMP_PLACES and /proc>, r<rank>:<OpenMP thread numbers> "
-        "of the threads it runs; white = idle. NUMA node numbers are OS indexes."
-    )
+    key = KEY
     if plan.nranks > len(PALETTE):
         key += " Colours repeat every 20 ranks with a different hatching: read the rank number."
     if note:
         key += " " + note
     key = textwrap.fill(key, width=int(fig_w * 72 / (note_size * 0.55)))
-    key_lines = key.count("\n") + 1
-    title_h = 0.15 + head_lines * title_size * 1.3 / 72  # inches, from the top
-    top_h = title_h + 0.15 + key_lines * note_size * 1.35 / 72 + 0.25
-    fig = plt.figure(figsize=(fig_w, height * scale + top_h + 0.3 + legend_h))
+    title_h = 0.15 + (head.count("\n") + 1) * title_size * 1.3 / 72  # from the top
+    top_h = title_h + 0.15 + (key.count("\n") + 1) * note_size * 1.35 / 72 + 0.25
+    return _Layout(
+        fig_w, pt, labels, ncol, legend_size, legend_h, head, title_size, title_h, key,
+        note_size, top_h,
+    )  # fmt: skip
+
+
+KEY = (
+    "each core: L#<hwloc logical index>, PU <OS indexes of its PUs, SMT siblings "
+    "included: as in Slurm masks, OMP_PLACES and /proc>, r<rank>:<OpenMP thread numbers> "
+    "of the threads it runs; white = idle. NUMA node numbers are OS indexes."
+)
+BOX_STYLE = {
+    "package": {"ec": "black", "lw": 2.0, "fc": "#f4f4f4", "ls": "-"},
+    "numa": {"ec": "#1f4e9e", "lw": 1.6, "fc": "#eaf1fb", "ls": "-"},
+    "l3": {"ec": "#2a7a2a", "lw": 1.2, "fc": "#f3faf0", "ls": "--"},
+}
+
+
+def draw_png(plan: Plan, title: str | None = None, dpi: int = 100, note: str = "") -> bytes:
+    """The plan as a PNG. ``note`` is printed under the standard key (e.g. where it came from)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    tree, width, height = layout_tree(plan)
+    f = _frame(plan, width, title, note)
+    fig = plt.figure(figsize=(f.fig_w, height * f.pt / 72 + f.top_h + 0.3 + f.legend_h))
     fig_h = fig.get_figheight()
-    ax = fig.add_axes((0.01, legend_h / fig_h, 0.98, 1 - (legend_h + top_h) / fig_h))
+    ax = fig.add_axes((0.01, f.legend_h / fig_h, 0.98, 1 - (f.legend_h + f.top_h) / fig_h))
     ax.set_xlim(-0.1, width + 0.1)
     ax.set_ylim(height + 0.1, -0.1)
     ax.set_aspect("equal")
     ax.axis("off")
-    style = {
-        "package": {"ec": "black", "lw": 2.0, "fc": "#f4f4f4", "ls": "-"},
-        "numa": {"ec": "#1f4e9e", "lw": 1.6, "fc": "#eaf1fb", "ls": "-"},
-        "l3": {"ec": "#2a7a2a", "lw": 1.2, "fc": "#f3faf0", "ls": "--"},
-    }
-
-    def walk(box: Box) -> None:
-        if box.kind == "core":
-            use = box.use
-            assert use is not None
-            ranks = use.ranks
-            x, y, size = box.x + 0.04, box.y + 0.04, 0.92
-            if not ranks:
-                ax.add_patch(Rectangle((x, y), size, size, fc="white", ec="#555555", lw=0.6))
-            for k, r in enumerate(ranks):  # a core shared by ranks: one stripe each
-                _rank_patches(ax, r, x + k * size / len(ranks), y, size / len(ranks), size)
-            first = rank_style(ranks[0]) if ranks else None
-            ink = first.ink if first else "#333333"
-            # on a hatched or bordered fill, the labels sit on a plain patch of the colour
-            plain = (
-                {"boxstyle": "square,pad=0.1", "fc": first.colour, "ec": "none"}
-                if first and (first.hatch or first.edge != "solid")
-                else None
-            )
-            ax.text(
-                box.x + 0.5,
-                box.y + 0.17,
-                f"L#{use.core.logical}",
-                ha="center",
-                va="center",
-                fontsize=max(3.5, 0.18 * pt),
-                color=ink,
-                bbox=plain,
-            )
-            pus = _pu_label(use.pus)
-            ax.text(
-                box.x + 0.5,
-                box.y + 0.38,
-                pus,
-                ha="center",
-                va="center",
-                fontsize=max(3.0, min(0.16, 1.3 / max(len(x) for x in pus.split("\n"))) * pt),
-                color=ink,
-                bbox=plain,
-                linespacing=0.9,
-            )
-            if ranks:
-                ax.text(
-                    box.x + 0.5,
-                    box.y + 0.7,
-                    use.label().replace("/", "\n"),
-                    ha="center",
-                    va="center",
-                    fontsize=max(3.5, 0.22 * pt),
-                    color=ink,
-                    fontweight="bold",
-                    bbox=plain,
-                )
-            return
-        st = style[box.kind]
-        ax.add_patch(
-            Rectangle(
-                (box.x, box.y), box.w, box.h, fc=st["fc"], ec=st["ec"], lw=st["lw"], ls=st["ls"]
-            )
-        )
-        ax.text(
-            box.x + 0.12,
-            box.y + HEAD[box.kind] * 0.55,
-            box.label,
-            va="center",
-            ha="left",
-            fontsize=max(4.0, 0.36 * pt if box.kind == "package" else 0.3 * pt),
-            color=st["ec"],
-        )
-        for child in box.children:
-            walk(child)
-
     for pkg in tree:
-        walk(pkg)
-    fig.suptitle(head, fontsize=title_size, y=1 - 0.15 / fig_h, va="top")
+        _draw_box(ax, pkg, f.pt)
+    fig.suptitle(f.head, fontsize=f.title_size, y=1 - 0.15 / fig_h, va="top")
     fig.text(
         0.5,
-        1 - (title_h + 0.15) / fig_h,
-        key,
+        1 - (f.title_h + 0.15) / fig_h,
+        f.key,
         ha="center",
         va="top",
-        fontsize=note_size,
+        fontsize=f.note_size,
         color="#444444",
     )
-    if labels:
+    if f.legend:
         ranks: list[int | None] = [r.rank for r in plan.ranks]
         handles = [
-            _legend_handle(r, label) for r, label in zip([*ranks, None], labels, strict=True)
+            _legend_handle(r, label) for r, label in zip([*ranks, None], f.legend, strict=True)
         ]
         fig.legend(
             handles=handles,
             loc="lower center",
-            ncol=ncol,
-            fontsize=legend_size,
+            ncol=f.ncol,
+            fontsize=f.legend_size,
             frameon=False,
             bbox_to_anchor=(0.5, 0.1 / fig_h),
         )
@@ -308,6 +262,75 @@ def draw_png(plan: Plan, title: str | None = None, dpi: int = 100, note: str = "
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     plt.close(fig)
     return _small_png(buf.getvalue())
+
+
+def _draw_box(ax: Any, box: Box, pt: float) -> None:
+    """A package, NUMA node or L3 box with its label, then what it holds."""
+    from matplotlib.patches import Rectangle
+
+    if box.kind == "core":
+        _draw_core(ax, box, pt)
+        return
+    st = BOX_STYLE[box.kind]
+    ax.add_patch(
+        Rectangle((box.x, box.y), box.w, box.h, fc=st["fc"], ec=st["ec"], lw=st["lw"], ls=st["ls"])
+    )
+    ax.text(
+        box.x + 0.12,
+        box.y + HEAD[box.kind] * 0.55,
+        box.label,
+        va="center",
+        ha="left",
+        fontsize=max(4.0, 0.36 * pt if box.kind == "package" else 0.3 * pt),
+        color=st["ec"],
+    )
+    for child in box.children:
+        _draw_box(ax, child, pt)
+
+
+def _draw_core(ax: Any, box: Box, pt: float) -> None:
+    """A core: its ranks' colours (a stripe each), L#, its PUs, and r<rank>:<threads>."""
+    from matplotlib.patches import Rectangle
+
+    use = box.use
+    assert use is not None
+    ranks = use.ranks
+    x, y, size = box.x + 0.04, box.y + 0.04, 0.92
+    if not ranks:
+        ax.add_patch(Rectangle((x, y), size, size, fc="white", ec="#555555", lw=0.6))
+    for k, r in enumerate(ranks):  # a core shared by ranks: one stripe each
+        _rank_patches(ax, r, x + k * size / len(ranks), y, size / len(ranks), size)
+    first = rank_style(ranks[0]) if ranks else None
+    # on a hatched or bordered fill, the labels sit on a plain patch of the colour
+    plain = (
+        {"boxstyle": "square,pad=0.1", "fc": first.colour, "ec": "none"}
+        if first and (first.hatch or first.edge != "solid")
+        else None
+    )
+    text = {"ha": "center", "va": "center", "color": first.ink if first else "#333333"}
+    text["bbox"] = plain  # type: ignore[assignment]
+    ax.text(
+        box.x + 0.5, box.y + 0.17, f"L#{use.core.logical}", fontsize=max(3.5, 0.18 * pt), **text
+    )
+    pus = _pu_label(use.pus)
+    longest = max(len(line) for line in pus.split("\n"))
+    ax.text(
+        box.x + 0.5,
+        box.y + 0.38,
+        pus,
+        fontsize=max(3.0, min(0.16, 1.3 / longest) * pt),
+        linespacing=0.9,
+        **text,
+    )
+    if ranks:
+        ax.text(
+            box.x + 0.5,
+            box.y + 0.7,
+            use.label().replace("/", "\n"),
+            fontsize=max(3.5, 0.22 * pt),
+            fontweight="bold",
+            **text,
+        )
 
 
 def _pu_label(pus: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from topobind.report import fmt
 from topobind.report.analysis import (
     FleetGroup,
+    HostStats,
     MatrixGroup,
     PageComparison,
     Report,
@@ -163,12 +164,8 @@ def ecdf_picture(report: Report, g: FleetGroup) -> Picture:
     )
 
 
-def hosts_picture(report: Report, g: FleetGroup) -> Picture:
-    plt = matplotlib_pyplot()
-    hosts = list(reversed(g.hosts))  # best first, worst (slow) at the right
-    n = len(hosts)
-    many = n > MAX_TICK_HOSTS
-    fig, ax = plt.subplots(figsize=(max(11.0, min(16.0, 5 + 0.22 * n)), 5.6))
+def _host_runs(ax: Any, hosts: list[HostStats], many: bool) -> None:
+    """Every run as a dot in its host's column (slow hosts red), every host's median a bar."""
     xs_n: list[int] = []
     ys_n: list[float] = []
     xs_s: list[int] = []
@@ -183,10 +180,14 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
         ax.scatter(
             xs_s, ys_s, s=dot * 1.6, color=SLOW_COLOUR, alpha=0.8, lw=0, label="run of a slow host"
         )
-    med_x = list(range(n))
+    med_x = list(range(len(hosts)))
     med_y = [h.summary.median for h in hosts]
     med_c = [SLOW_COLOUR if h.slow else "black" for h in hosts]
     ax.scatter(med_x, med_y, marker="_", s=40 if many else 200, c=med_c, lw=2, label="host median")
+
+
+def _fleet_lines(ax: Any, report: Report, g: FleetGroup) -> None:
+    """The fleet median (green) and the slow threshold (dashed red; none for one host)."""
     side = "below" if g.higher_is_better else "above"
     ax.axhline(
         g.fleet_median,
@@ -203,36 +204,53 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
             label=f"slow {side} {fmt.value(g.threshold)}\n(> {report.options.slow_mads:g} MADs "
             f"and\n > {report.options.slow_pct:g}% worse)",
         )
-    slow = [h for h in hosts if h.slow]
-    named = sorted(slow, key=lambda h: -h.worse_pct)[:MAX_NAMED_SLOW]
+
+
+def _host_axis(
+    ax: Any, g: FleetGroup, hosts: list[HostStats], named: list[HostStats], many: bool
+) -> None:
+    """Host names on the x axis (slow ones red); with too many hosts, the named slow hosts
+    pointed at from labels stacked in the corner where the slow hosts are."""
+    n = len(hosts)
     if not many:
-        ax.set_xticks(med_x)
+        ax.set_xticks(list(range(n)))
         ax.set_xticklabels([h.host for h in hosts], rotation=90, fontsize=8)
         for tick, h in zip(ax.get_xticklabels(), hosts, strict=True):
             if h.slow:
                 tick.set_color(SLOW_COLOUR)
                 tick.set_fontweight("bold")
         ax.set_xlabel("host (sorted by median, worst at the right)")
-    else:
-        # too many hosts to name on the axis: point at each named slow host from a label
-        # stacked in the corner where the slow hosts are (bottom right for higher-is-better)
-        index = {h.host: i for i, h in enumerate(hosts)}
-        for k, h in enumerate(named):
-            y = 0.05 + 0.065 * k if g.higher_is_better else 0.95 - 0.065 * k
-            ax.annotate(
-                h.host,
-                xy=(index[h.host], h.summary.median),
-                xytext=(0.84, y),
-                textcoords="axes fraction",
-                ha="right",
-                va="center",
-                fontsize=8.5,
-                color=SLOW_COLOUR,
-                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
-                arrowprops={"arrowstyle": "-", "color": SLOW_COLOUR, "lw": 0.7, "alpha": 0.8},
-            )
-        ax.set_xticks([])
-        ax.set_xlabel(f"{n} hosts sorted by median, worst at the right (slow hosts in red)")
+        return
+    index = {h.host: i for i, h in enumerate(hosts)}
+    for k, h in enumerate(named):
+        y = 0.05 + 0.065 * k if g.higher_is_better else 0.95 - 0.065 * k
+        ax.annotate(
+            h.host,
+            xy=(index[h.host], h.summary.median),
+            xytext=(0.84, y),
+            textcoords="axes fraction",
+            ha="right",
+            va="center",
+            fontsize=8.5,
+            color=SLOW_COLOUR,
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
+            arrowprops={"arrowstyle": "-", "color": SLOW_COLOUR, "lw": 0.7, "alpha": 0.8},
+        )
+    ax.set_xticks([])
+    ax.set_xlabel(f"{n} hosts sorted by median, worst at the right (slow hosts in red)")
+
+
+def hosts_picture(report: Report, g: FleetGroup) -> Picture:
+    plt = matplotlib_pyplot()
+    hosts = list(reversed(g.hosts))  # best first, worst (slow) at the right
+    n = len(hosts)
+    many = n > MAX_TICK_HOSTS
+    fig, ax = plt.subplots(figsize=(max(11.0, min(16.0, 5 + 0.22 * n)), 5.6))
+    _host_runs(ax, hosts, many)
+    _fleet_lines(ax, report, g)
+    slow = [h for h in hosts if h.slow]
+    named = sorted(slow, key=lambda h: -h.worse_pct)[:MAX_NAMED_SLOW]
+    _host_axis(ax, g, hosts, named, many)
     ax.set_xlim(-1, n + (n * 0.01 if many else 0.0))
     better = "higher" if g.higher_is_better else "lower"
     ax.set_ylabel(f"{metric_label(g.kernel, g.metric)} [{g.unit}]  ({better} is better)")
