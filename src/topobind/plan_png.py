@@ -106,7 +106,7 @@ def _wrap(text: str, width: int, indent: str = "  ") -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _hatch_ink(ink: str, edge: str | None, hatchcolor: bool | None = None) -> dict[str, str]:
+def _hatch_ink(ink: str, edge: str | None, hatchcolor: bool | None = None) -> dict[str, Any]:
     """Keywords that draw a patch's hatch in ``ink``: ``hatchcolor`` from matplotlib 3.11 on
     (``hatchcolor=None``: ask matplotlib); before it the hatch takes the edge colour
     (``edge``, or ``ink`` where the patch has no visible edge)."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 import socket
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from topobind.errors import TopobindError
@@ -244,6 +244,35 @@ def _order(s: LayoutSeen) -> tuple[str, int, int, int]:
     return (s.layout, -s.ranks * s.threads, s.ranks, s.variant)
 
 
+def _variants(accs: Iterable[_Acc]) -> list[LayoutSeen]:
+    """One LayoutSeen per distinct placement; the placements of one layout, ranks and
+    threads numbered by how many hosts ran them (1 = the most common)."""
+    by_layout: dict[tuple[str, int, int], list[_Acc]] = defaultdict(list)
+    for acc in accs:
+        by_layout[(acc.layout, acc.ranks, acc.threads)].append(acc)
+    seen: list[LayoutSeen] = []
+    for lkey in sorted(by_layout):
+        variants = sorted(by_layout[lkey], key=lambda a: (-len(a.hosts), min(a.labels), a.cpus))
+        for i, acc in enumerate(variants, start=1):
+            seen.append(
+                LayoutSeen(
+                    layout=acc.layout,
+                    ranks=acc.ranks,
+                    threads=acc.threads,
+                    plan=recorded_plan(acc.topo, acc.layout, acc.ranks, acc.cpus),
+                    topology=" and ".join(sorted(acc.labels)),
+                    hosts=tuple(sorted(acc.hosts)),
+                    kernels=tuple(sorted(acc.kernels)),
+                    source=min(acc.sources),
+                    generated=acc.generated,
+                    variant=i,
+                    variants=len(variants),
+                    shared_pus=tuple(p for p, n in sorted(_counts(acc.cpus).items()) if n > 1),
+                )
+            )
+    return seen
+
+
 def collect_layouts(
     runs: Sequence[Run],
     given: Topology | None = None,
@@ -291,29 +320,7 @@ def collect_layouts(
         acc.kernels.add(kernel)
         acc.sources.append(rs[0].source)
         acc.generated = acc.generated or any(r.generated for r in rs)
-    by_layout: dict[tuple[str, int, int], list[_Acc]] = defaultdict(list)
-    for acc in accs.values():
-        by_layout[(acc.layout, acc.ranks, acc.threads)].append(acc)
-    seen: list[LayoutSeen] = []
-    for lkey in sorted(by_layout):
-        variants = sorted(by_layout[lkey], key=lambda a: (-len(a.hosts), min(a.labels), a.cpus))
-        for i, acc in enumerate(variants, start=1):
-            seen.append(
-                LayoutSeen(
-                    layout=acc.layout,
-                    ranks=acc.ranks,
-                    threads=acc.threads,
-                    plan=recorded_plan(acc.topo, acc.layout, acc.ranks, acc.cpus),
-                    topology=" and ".join(sorted(acc.labels)),
-                    hosts=tuple(sorted(acc.hosts)),
-                    kernels=tuple(sorted(acc.kernels)),
-                    source=min(acc.sources),
-                    generated=acc.generated,
-                    variant=i,
-                    variants=len(variants),
-                    shared_pus=tuple(p for p, n in sorted(_counts(acc.cpus).items()) if n > 1),
-                )
-            )
+    seen = _variants(accs.values())
     # the most common placement of every layout first, then the other placements
     seen.sort(key=lambda s: (s.variant > 1, _order(s)))
     for extra in seen[max_pictures:]:
