@@ -16,7 +16,7 @@ from topobind.layouts import make_plan
 from topobind.plan_drawing import core_uses, rank_colour, rank_style
 from topobind.plan_drawing import text_tree as draw_text
 from topobind.plan_png import _legend_label, draw_png
-from topobind.topology import load
+from topobind.topology import format_list, load
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
@@ -201,3 +201,21 @@ def test_hatch_ink_without_hatchcolor() -> None:
     assert _hatch_ink("#fff", None, hatchcolor=True) == {"hatchcolor": "#fff"}
     assert _hatch_ink("#fff", None, hatchcolor=False) == {"ec": "#fff"}
     assert _hatch_ink("#fff", "#555", hatchcolor=False) == {"ec": "#555"}
+
+
+def test_text_grid_names_the_pus_of_every_numa_line() -> None:
+    """`topobind plan --format picture`: one cell per core and, per NUMA node, the OS indexes
+    of its PUs, SMT siblings included, as the topology has them."""
+    from topobind.plan_drawing import text_grid
+
+    plan = make_plan(load(EPYC), "compact", ranks=8, threads=4)
+    lines = text_grid(plan).splitlines()
+    rows = [line for line in lines if line.startswith("  NUMA ")]
+    assert len(rows) == 8
+    for node, row in zip(plan.topology.numa_nodes, rows, strict=True):
+        cells = re.findall(r"\[([^\]]*)\]", row)
+        assert sum(len(c.split()) for c in cells) == 16  # 16 cores per NUMA node
+        pus = row.split("  PUs ")[1]
+        assert pus == format_list(node.pus), (row, node)
+    assert rows[0].startswith("  NUMA 0  [0 0 0 0][1 1 1 1]")
+    assert rows[0].endswith("PUs 0-15,128-143")
