@@ -65,14 +65,14 @@ def add_subparser(subparsers: Any) -> None:
         type=float,
         default=3.0,
         metavar="K",
-        help="slow needs a host median more than K fleet MADs worse (default 3)",
+        help="slow needs a host median more than K fleet MADs worse (default 3; 0 to 1000)",
     )
     p.add_argument(
         "--slow-pct",
         type=float,
         default=5.0,
         metavar="P",
-        help="... and more than P percent worse than the fleet median (default 5)",
+        help="... and more than P percent worse than the fleet median (default 5; 0 to 1000)",
     )
     p.add_argument("--fail-on-slow", action="store_true", help="exit 1 when any slow host is found")
     p.add_argument(
