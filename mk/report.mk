@@ -5,7 +5,7 @@
 # 1,000 generated hosts x 7 runs x 5 kernels = 35,000 result files (generation not timed);
 # times `topobind report` and its peak RSS against the targets (20 s, 1 GiB).
 bench-report:
-	$(PY) -m topobind.report.bench --hosts 1000 --runs 7 \
+	$(PY) scripts/bench-report.py --hosts 1000 --runs 7 \
 	    --kernels stream,dgemm,hpl,latency,c2c -o results/bench/report.json
 
 BENCH_TARGETS += bench-report
@@ -13,12 +13,12 @@ BENCH_TARGETS += bench-report
 # Regenerate the example pictures shown in docs/report.md (generated data, clearly labelled).
 report-docs-img:
 	rm -rf build/report-docs && mkdir -p build/report-docs docs/img
-	$(PY) -m topobind.fleetgen --hosts 40 --runs 7 --kernels stream,dgemm,latency,c2c \
+	$(PY) tests/fleetgen.py --hosts 40 --runs 7 --kernels stream,dgemm,latency,c2c \
 	    --slow gen-node0007:1.12,gen-node0019:1.15:stream,gen-node0031:1.10 \
 	    -o build/report-docs/fleet
-	$(PY) -m topobind.fleetgen --hosts 12 --runs 5 --kernels stream,latency \
+	$(PY) tests/fleetgen.py --hosts 12 --runs 5 --kernels stream,latency \
 	    --pages 4k,2M,1G --seed 2 -o build/report-docs/pages
-	$(PY) -m topobind.fleetgen --hosts 8 --runs 2 --kernels stream --layout per-l3 \
+	$(PY) tests/fleetgen.py --hosts 8 --runs 2 --kernels stream --layout per-l3 \
 	    -o build/report-docs/layout
 	$(TOPOBIND) report build/report-docs/fleet -o build/report-docs/report
 	$(TOPOBIND) report build/report-docs/pages -o build/report-docs/pages-report

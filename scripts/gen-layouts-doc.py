@@ -147,10 +147,13 @@ The pictures below are of **betzy-epyc7742** (2x AMD EPYC 7742 in NPS4 mode: 2 p
 `"""
     + BETZY
     + """`. Each layout is shown twice: as text from `topobind plan --format
-picture` (one cell per core, holding the rank that uses it; `.`: unused), and as a PNG from
-`topobind draw` (packages, NUMA nodes, L3 domains and cores as nested boxes; each rank in
-its own colour, `r<rank>:<OpenMP thread numbers>` on the cores its threads run on, white
-cores idle; after 20 ranks the colours come round again with a hatching).
+picture` (one cell per core, holding the rank that uses it; `.`: unused; each line ends
+with the OS indexes of its PUs), and as a PNG from `topobind draw` (packages, NUMA nodes, L3
+domains and cores as nested boxes; every core shows `L#<logical index>` and `PU <OS
+indexes>` of its PUs, SMT siblings included, so you can read off what Slurm masks,
+`OMP_PLACES` and `/proc` will say; each rank in its own colour, `r<rank>:<OpenMP thread
+numbers>` on the cores its threads run on, white cores idle; after 20 ranks the colours come
+round again with a hatching; the legend lists every rank's cores and PUs).
 
 ```console
 $ topobind show -t '"""

@@ -16,8 +16,8 @@ from topo_sources import TOPOLOGIES
 from topobind.devices import Devices
 from topobind.layout_gpu import GpuOptions
 from topobind.layouts import make_plan
-from topobind.report.draw import rank_colour
-from topobind.report.draw_devices import _tree, draw_gpu_png
+from topobind.plan_devices_png import _tree, draw_gpu_png
+from topobind.plan_drawing import rank_colour
 from topobind.topology import load
 
 REPO = Path(__file__).resolve().parents[1]

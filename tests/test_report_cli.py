@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from topobind.fleetgen import FleetSpec, generate_fleet, parse_slow
+from fleetgen import FleetSpec, generate_fleet, parse_slow
 
 SLOW = "gen-node0005:1.10,gen-node0017:1.13,gen-node0031:1.15"
 

@@ -13,15 +13,10 @@ import numpy as np
 import pytest
 
 from topobind.layouts import make_plan
-from topobind.report.draw import (
-    _legend_label,
-    core_uses,
-    draw_png,
-    draw_text,
-    rank_colour,
-    rank_style,
-)
-from topobind.topology import load
+from topobind.plan_drawing import core_uses, rank_colour, rank_style
+from topobind.plan_drawing import text_tree as draw_text
+from topobind.plan_png import _legend_label, draw_png
+from topobind.topology import format_list, load
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
@@ -42,8 +37,13 @@ def test_core_uses_follow_the_plan_smt() -> None:
 def test_text_lists_every_thread_on_its_core() -> None:
     plan = make_plan(load(EPYC), "every-other-core", ranks=4)
     text = draw_text(plan)
-    cells = dict(re.findall(r"L#(\d+) (r\d+:\d+|-)", text))
+    found = re.findall(r"L#(\d+) \(PU ([\d,-]+)\) (r\d+:\d+|-)", text)
+    cells = {core: who for core, _, who in found}
     assert len(cells) == 128  # every core drawn once
+    # every core shows the OS indexes of its PUs, SMT siblings included (PU n and n + 128)
+    assert {core: pus for core, pus, _ in found} == {
+        str(c.logical): f"{c.pus[0]},{c.pus[1]}" for c in plan.topology.cores
+    }
     expected = {}
     pu_core = plan.topology.pu_to_core()
     for r in plan.ranks:
@@ -134,7 +134,7 @@ def test_legend_lists_cores_like_the_text_output() -> None:
     plan = make_plan(load("synthetic:pack:1 numa:2 l3:2 core:4 pu:2"), "spread", 2, 4, smt=True)
     assert plan.ranks[0].cores == (0, 2, 4, 6)
     label = _legend_label(plan.ranks[0], 200)
-    assert label == "rank 0: 4 threads on cores L#0,2,4,6; NUMA 0"
+    assert label == "rank 0: 4 threads on cores L#0,2,4,6 (PUs 0,4,8,12); NUMA 0"
     assert "core L#0,2,4,6;" in draw_text(plan)  # the same list in the text output
     # a long list wraps after a comma, never inside a number
     eoc = make_plan(load(EPYC), "every-other-core", ranks=4)
@@ -146,7 +146,7 @@ def test_legend_lists_cores_like_the_text_output() -> None:
         r"\s",
         "",
         "rank 3: 16 threads on cores L#96,98,100,102,104,106,108,110,112,114,116,118,120,122,"
-        "124,126; NUMA 6-7",
+        "124,126 (PUs 96,98,100,102,104,106,108,110,112,114,116,118,120,122,124,126); NUMA 6-7",
     )
 
 
@@ -195,9 +195,27 @@ def test_cli_writes_text_and_png_by_extension(tmp_path: Path) -> None:
 def test_hatch_ink_without_hatchcolor() -> None:
     """matplotlib < 3.11 has no hatchcolor: the hatch takes the edge colour there (drawn for
     real with matplotlib 3.6.3 when this was written; CI has one matplotlib)."""
-    from topobind.report.draw import _hatch_ink
+    from topobind.plan_png import _hatch_ink
 
     assert _hatch_ink("#fff", "#555", hatchcolor=True) == {"hatchcolor": "#fff", "ec": "#555"}
     assert _hatch_ink("#fff", None, hatchcolor=True) == {"hatchcolor": "#fff"}
     assert _hatch_ink("#fff", None, hatchcolor=False) == {"ec": "#fff"}
     assert _hatch_ink("#fff", "#555", hatchcolor=False) == {"ec": "#555"}
+
+
+def test_text_grid_names_the_pus_of_every_numa_line() -> None:
+    """`topobind plan --format picture`: one cell per core and, per NUMA node, the OS indexes
+    of its PUs, SMT siblings included, as the topology has them."""
+    from topobind.plan_drawing import text_grid
+
+    plan = make_plan(load(EPYC), "compact", ranks=8, threads=4)
+    lines = text_grid(plan).splitlines()
+    rows = [line for line in lines if line.startswith("  NUMA ")]
+    assert len(rows) == 8
+    for node, row in zip(plan.topology.numa_nodes, rows, strict=True):
+        cells = re.findall(r"\[([^\]]*)\]", row)
+        assert sum(len(c.split()) for c in cells) == 16  # 16 cores per NUMA node
+        pus = row.split("  PUs ")[1]
+        assert pus == format_list(node.pus), (row, node)
+    assert rows[0].startswith("  NUMA 0  [0 0 0 0][1 1 1 1]")
+    assert rows[0].endswith("PUs 0-15,128-143")

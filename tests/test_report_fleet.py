@@ -6,20 +6,21 @@ import json
 from pathlib import Path
 
 import pytest
-
-from topobind import stats
-from topobind.fleetgen import (
+from fleetgen import (
     FleetSpec,
     generate_fleet,
     host_name,
     parse_slow,
 )
-from topobind.fleetgen import (
+from fleetgen import (
     main as fleetgen_main,
 )
+
+from topobind import stats
 from topobind.report.analysis import Options, analyse
+from topobind.report.document import report_json
 from topobind.report.reader import read_results
-from topobind.report.render import markdown_summary, report_json, text_summary
+from topobind.report.text import markdown_summary, text_summary
 
 
 def analysed(path: Path, opts: Options | None = None):  # noqa: ANN201 - test helper

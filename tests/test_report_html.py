@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fleetgen import FleetSpec, generate_fleet, parse_slow
 
-from topobind.fleetgen import FleetSpec, generate_fleet, parse_slow
 from topobind.report.analysis import Options
 from topobind.report.build import build_report
 

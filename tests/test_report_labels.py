@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fleetgen import FleetSpec, generate_fleet
 
-from topobind.fleetgen import FleetSpec, generate_fleet
 from topobind.report.analysis import Options, Report, analyse, metric_label
-from topobind.report.pictures import ecdf_picture, hosts_picture, matrix_picture, pages_picture
+from topobind.report.charts import ecdf_picture, hosts_picture, matrix_picture, pages_picture
 from topobind.report.reader import read_results
 
 

@@ -1,6 +1,6 @@
 """The report draws every layout of its results where the threads really ran (placement).
 
-Generated fleets (topobind.fleetgen, marked generated) record a layout's default placement on
+Generated fleets (tests/fleetgen.py, marked generated) record a layout's default placement on
 their node and the node as params.topology; real results made here are drawn on this
 machine's topology. What cannot be drawn is reported with the reason, never a crash.
 """
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fleetgen import TOPOLOGY, FleetSpec, generate_fleet
 
-from topobind.fleetgen import TOPOLOGY, FleetSpec, generate_fleet
 from topobind.layouts import LAYOUTS, make_plan
+from topobind.plan_drawing import rank_colour
 from topobind.report.analysis import Options
 from topobind.report.build import build_report
-from topobind.report.draw import rank_colour
 from topobind.report.layouts import collect_layouts
 from topobind.report.reader import read_results
 from topobind.topology import load
@@ -277,7 +277,7 @@ def test_real_runs_here_are_drawn_on_this_machine(tmp_path: Path) -> None:
 def test_planned_layouts_from_a_hook_are_marked_planned(tmp_path: Path) -> None:
     """layout_pictures_hook adds drawings of plans: kind 'plan', in the Layouts section apart
     from the recorded drawings, never captioned as where threads really ran."""
-    from topobind.report.draw import layout_pictures_hook
+    from topobind.report.layout_pictures import layout_pictures_hook
     from topobind.topology import load
 
     generate_fleet(tmp_path / "fleet", FleetSpec(hosts=3, runs=2, kernels=("stream",),
@@ -294,3 +294,44 @@ def test_planned_layouts_from_a_hook_are_marked_planned(tmp_path: Path) -> None:
     assert "plan-every-other-core-64x1.png" in planned
     assert "(planned)" in planned and "really ran" not in planned.split("</figure>")[0]
     assert (tmp_path / "r" / "plan-every-other-core-64x1.png").exists()
+
+
+def test_identical_placements_share_one_drawing_however_the_topology_was_found(
+    tmp_path: Path,
+) -> None:
+    """One placement on one host is one drawing: a kernel whose results record
+    params.topology and another whose results do not (drawn on this machine), and another host
+    of the same node type recording params.topology, all share it (issue 11 item 7)."""
+    from topobind.topology import load_live, synthetic_description
+
+    live = load_live()
+    desc = synthetic_description(live)
+    if desc is None:
+        pytest.skip("hwloc cannot describe this machine as a synthetic topology")
+    first, _ = _stream_docs(tmp_path)
+    pu = live.cores[0].pus[0]
+    numa = live.cores[0].numa[0] if live.cores[0].numa else 0
+
+    def result(host: str, kernel: str, topology: str | None) -> dict[str, object]:
+        doc = json.loads(json.dumps(first))
+        params = doc["params"]
+        params.pop("topology", None)
+        if topology is not None:
+            params["topology"] = topology
+        placement = [{"rank": 0, "thread": 0, "cpu": pu, "numa": numa}]
+        return doc | {"host": host, "kernel": kernel, "ranks": 1, "threads": 1,
+                      "placement": placement}  # fmt: skip
+
+    res = tmp_path / "res"
+    _write(res / "here" / "stream.json", result("here", "stream", desc))
+    _write(res / "here" / "dgemm.json", result("here", "dgemm", None))
+    _write(res / "other" / "stream.json", result("other", "stream", desc))
+    lay = collect_layouts(read_results([res]).runs, local_host="here")
+    assert lay.not_drawn == ()
+    (seen,) = lay.seen
+    assert (seen.variant, seen.variants, seen.hosts) == (1, 1, ("here", "other"))
+    assert seen.kernels == ("dgemm", "stream") and seen.filename == "layout-per-numa-1x1.png"
+    # a result without params.topology from this host is drawn on the same node as the rest
+    _write(res / "here" / "dgemm.json", result("here", "dgemm", None))
+    only_live = collect_layouts(read_results([res / "here" / "dgemm.json"]).runs, None, "here")
+    assert only_live.seen[0].topology.startswith("this machine's topology")

@@ -61,7 +61,7 @@ def write(path: Path, obj: Any) -> Path:
 def test_reads_the_documented_fields(tmp_path: Path) -> None:
     (run,) = read_file(write(tmp_path / "r.json", doc()))
     assert (run.kernel, run.host, run.layout) == ("stream", "node042", "every-other-core")
-    assert (run.page_kib, run.page_requested, run.page_fallback) == (2048, "2M", False)
+    assert (run.page_kib, run.page_requested, run.page_fallback) == (2048, "2M", None)
     assert (run.metric, run.stat, run.value, run.unit) == ("triad", "best", 12345.6, "MB/s")
     assert run.higher_is_better is True and run.valid is True and run.generated is False
     assert run.timestamp.isoformat() == "2026-11-22T22:40:00+00:00"

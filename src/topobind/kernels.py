@@ -6,7 +6,8 @@ LD_PRELOAD shim libtbhugepages.so) write one JSON document per run in the format
 
 * :func:`find_kernel` / :func:`run_kernel` locate a binary (``TOPOBIND_KERNELS_DIR``, then
   ``kernels/bin`` of this repository, then ``PATH``) and run it with ``--json``.
-* :func:`load_result` / :func:`load_results` parse and validate a result (file or text).
+* :func:`load_result` / :func:`load_results` parse and validate a result (file or text):
+  :mod:`topobind.results`, re-exported here.
 * :func:`hugepages_status` / :func:`reserve_hugepages` read and (as root) change the hugetlb
   page pools in ``/sys/kernel/mm/hugepages`` and ``/sys/devices/system/node/node*/hugepages``.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import re
 import shutil
@@ -24,15 +24,25 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from topobind.errors import TopobindError
+from topobind.results import (  # noqa: F401 (re-exported: the result model of the kernels)
+    RESULT_SCHEMA_ID,
+    Headline,
+    Matrix,
+    Metric,
+    Pages,
+    Placement,
+    Result,
+    load_result,
+    load_results,
+    parse_result,
+    result_schema,
+    validate_result_document,
+)
 
-RESULT_SCHEMA_ID = "topobind.result/1"
 KERNEL_BINARIES = ("stream", "dgemm", "latency", "c2c", "whereami", "whereami-mpi")
 HUGEPAGE_SHIM = "libtbhugepages.so"
 
@@ -44,279 +54,7 @@ EXIT_INVALID = 4
 _REPO_KERNELS_BIN = Path(__file__).resolve().parents[2] / "kernels" / "bin"
 
 
-# --------------------------------------------------------------------------- result model
-@dataclass(frozen=True)
-class Pages:
-    """Page size requested and obtained (``kib`` read back from /proc/self/smaps)."""
-
-    requested: str
-    kib: int
-    fallback: bool
-    note: str
-    method: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a thread ran: ``cpu``, ``affinity``: OS PU indexes; ``numa``: node OS index."""
-
-    rank: int
-    thread: int
-    cpu: int
-    numa: int
-    affinity: tuple[int, ...] | None = None
-    host: str | None = None
-
-
-@dataclass(frozen=True)
-class Metric:
-    unit: str
-    higher_is_better: bool
-    trials: tuple[float, ...]
-    best: float
-    avg: float
-    min: float
-    max: float
-    median: float | None = None
-    warmup: int = 0
-
-
-@dataclass(frozen=True)
-class Headline:
-    metric: str
-    stat: str
-    value: float
-    unit: str
-    higher_is_better: bool
-
-
-@dataclass(frozen=True)
-class Matrix:
-    unit: str
-    rows: tuple[int | str, ...]
-    cols: tuple[int | str, ...]
-    row_kind: str
-    col_kind: str
-    values: tuple[tuple[float | None, ...], ...]
-
-    def value(self, row: int | str, col: int | str) -> float | None:
-        return self.values[self.rows.index(row)][self.cols.index(col)]
-
-
-@dataclass(frozen=True)
-class Result:
-    """One kernel run (``topobind.result/1``)."""
-
-    schema: str
-    kernel: str
-    host: str
-    timestamp: str
-    layout: str | None
-    ranks: int
-    threads: int
-    params: dict[str, Any]
-    pages: Pages | None
-    placement: tuple[Placement, ...]
-    metrics: dict[str, Metric]
-    headline: Headline | None
-    matrices: dict[str, Matrix]
-    valid: bool
-    validation: str
-    rank: int | None = None
-    source: str = "<text>"
-    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def headline_value(self) -> float | None:
-        return None if self.headline is None else self.headline.value
-
-    def cpus(self) -> list[int]:
-        """CPU (OS index) of every placement entry, in order."""
-        return [p.cpu for p in self.placement]
-
-
-# --------------------------------------------------------------------------- schema + parsing
-@lru_cache(maxsize=1)
-def result_schema() -> dict[str, Any]:
-    text = resources.files("topobind").joinpath("schemas/result.schema.json").read_text()
-    doc: dict[str, Any] = json.loads(text)
-    return doc
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-def validate_result_document(doc: Any, source: str = "<text>") -> None:
-    """Raise TopobindError (one line, naming ``source``) unless ``doc`` is a valid result."""
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(result_schema())
-    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise TopobindError(
-            f"{source}: not a valid {RESULT_SCHEMA_ID} document: at {where}: "
-            f"{_one_line(error.message)[:300]}"
-        )
-    # consistency the schema cannot express
-    headline = doc.get("headline")
-    if headline is not None:
-        metric = doc["metrics"].get(headline["metric"])
-        if metric is None:
-            raise TopobindError(
-                f"{source}: headline names metric {headline['metric']!r} "
-                f"which is not in metrics ({', '.join(sorted(doc['metrics'])) or 'none'})"
-            )
-        if metric["unit"] != headline["unit"]:
-            raise TopobindError(
-                f"{source}: headline unit {headline['unit']!r} differs from metric "
-                f"{headline['metric']!r} unit {metric['unit']!r}"
-            )
-    for name, mat in (doc.get("matrices") or {}).items():
-        shape_ok = len(mat["values"]) == len(mat["rows"]) and all(
-            len(row) == len(mat["cols"]) for row in mat["values"]
-        )
-        if not shape_ok:
-            raise TopobindError(
-                f"{source}: matrix {name!r} values are not {len(mat['rows'])} rows x "
-                f"{len(mat['cols'])} columns"
-            )
-
-
-def _build(doc: dict[str, Any], source: str) -> Result:
-    pages = None
-    if doc["pages"] is not None:
-        p = doc["pages"]
-        known = {"requested", "kib", "fallback", "note", "method"}
-        pages = Pages(
-            requested=p["requested"],
-            kib=p["kib"],
-            fallback=p["fallback"],
-            note=p["note"],
-            method=p.get("method"),
-            extra={k: v for k, v in p.items() if k not in known},
-        )
-    placement = tuple(
-        Placement(
-            rank=e["rank"],
-            thread=e["thread"],
-            cpu=e["cpu"],
-            numa=e["numa"],
-            affinity=tuple(e["affinity"]) if "affinity" in e else None,
-            host=e.get("host"),
-        )
-        for e in doc["placement"]
-    )
-    metrics = {
-        name: Metric(
-            unit=m["unit"],
-            higher_is_better=m["higher_is_better"],
-            trials=tuple(float(x) for x in m["trials"]),
-            best=float(m["best"]),
-            avg=float(m["avg"]),
-            min=float(m["min"]),
-            max=float(m["max"]),
-            median=float(m["median"]) if "median" in m else None,
-            warmup=int(m.get("warmup", 0)),
-        )
-        for name, m in doc["metrics"].items()
-    }
-    h = doc["headline"]
-    headline = (
-        None
-        if h is None
-        else Headline(h["metric"], h["stat"], float(h["value"]), h["unit"], h["higher_is_better"])
-    )
-    matrices = {
-        name: Matrix(
-            unit=m["unit"],
-            rows=tuple(m["rows"]),
-            cols=tuple(m["cols"]),
-            row_kind=m["row_kind"],
-            col_kind=m["col_kind"],
-            values=tuple(tuple(v) for v in m["values"]),
-        )
-        for name, m in (doc.get("matrices") or {}).items()
-    }
-    return Result(
-        schema=doc["schema"],
-        kernel=doc["kernel"],
-        host=doc["host"],
-        timestamp=doc["timestamp"],
-        layout=doc["layout"],
-        ranks=doc["ranks"],
-        threads=doc["threads"],
-        params=dict(doc["params"]),
-        pages=pages,
-        placement=placement,
-        metrics=metrics,
-        headline=headline,
-        matrices=matrices,
-        valid=doc["valid"],
-        validation=doc["validation"],
-        rank=doc.get("rank"),
-        source=source,
-        raw=doc,
-    )
-
-
-def _read_source(src: str | os.PathLike[str] | bytes) -> tuple[str, str]:
-    """(text, source name) from a path or from JSON text."""
-    if isinstance(src, bytes):
-        return src.decode("utf-8", errors="replace"), "<text>"
-    if isinstance(src, str) and src.lstrip().startswith(("{", "[")):
-        return src, "<text>"
-    path = Path(src)
-    try:
-        return path.read_text(encoding="utf-8", errors="replace"), str(path)
-    except OSError as exc:
-        raise TopobindError(f"{path}: cannot read kernel result: {exc.strerror}") from exc
-
-
-def _parse_json(text: str, source: str) -> Any:
-    if not text.strip():
-        raise TopobindError(f"{source}: empty kernel result (the kernel wrote nothing)")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TopobindError(
-            f"{source}: corrupt or truncated JSON at line {exc.lineno} column {exc.colno}: "
-            f"{exc.msg}"
-        ) from None
-
-
-def parse_result(doc: Any, source: str = "<text>") -> Result:
-    """Validate an already-decoded document and build the :class:`Result`."""
-    validate_result_document(doc, source)
-    return _build(doc, source)
-
-
-def load_result(src: str | os.PathLike[str] | bytes) -> Result:
-    """Read ONE result from a file path or JSON text; TopobindError names the file on any defect."""
-    text, source = _read_source(src)
-    return parse_result(_parse_json(text, source), source)
-
-
-def load_results(src: str | os.PathLike[str] | bytes) -> list[Result]:
-    """Read one document, a JSON array of documents, or JSON Lines (one document per line)."""
-    text, source = _read_source(src)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
-        docs = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                docs.append((_parse_json(line, f"{source}:{lineno}"), f"{source}:{lineno}"))
-        if not docs:
-            _parse_json(text, source)  # raises the empty/corrupt error
-        return [parse_result(d, s) for d, s in docs]
-    if isinstance(doc, list):
-        return [parse_result(d, f"{source}[{i}]") for i, d in enumerate(doc)]
-    return [parse_result(doc, source)]
-
-
+# The result model and its parsing live in topobind.results (re-exported here).
 # --------------------------------------------------------------------------- locating + running
 def kernels_dir() -> Path | None:
     """Directory holding the built kernels, or None when only PATH can help."""

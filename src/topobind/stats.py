@@ -133,19 +133,6 @@ def slowdown(value: float, reference: float, higher_is_better: bool) -> float:
     return value / reference - 1.0
 
 
-def slowdowns(values: Sequence[float], reference: float, higher_is_better: bool) -> list[float]:
-    """:func:`slowdown` of every value against one reference, in input order."""
-    return [slowdown(v, reference, higher_is_better) for v in _checked(values)]
-
-
-def fraction_slower(
-    values: Sequence[float], reference: float, threshold: float, higher_is_better: bool
-) -> float:
-    """Fraction of values whose slowdown against ``reference`` is strictly above ``threshold``."""
-    sd = slowdowns(values, reference, higher_is_better)
-    return sum(1 for s in sd if s > threshold) / len(sd)
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0 <= q <= 100) by linear interpolation (numpy's default)."""
     if not 0.0 <= q <= 100.0:

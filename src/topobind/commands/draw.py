@@ -10,12 +10,14 @@ from typing import Any
 from topobind.commands.common import add_layout_args, add_topology_arg, plan_from
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_bytes, atomic_write_text
+from topobind.plan_drawing import text_tree
 
 EPILOG = """\
 Draws packages, NUMA nodes, L3 domains and cores as nested boxes; every rank has its own
 colour and each core shows r<rank>:<OpenMP thread numbers> of the threads placed on it.
-Cores are labelled by hwloc logical index (L#n); NUMA node numbers are OS indexes; the text
-format also lists every rank's PUs (OS indexes).
+Cores are labelled by hwloc logical index (L#n) and the OS indexes of their PUs, SMT
+siblings included (what Slurm masks, OMP_PLACES and /proc use); NUMA node numbers are OS
+indexes; the legend (text format: the list below the tree) gives every rank's PUs.
 
 examples:
   topobind draw --layout per-l3 -o per-l3.png
@@ -86,17 +88,17 @@ def output_format(output: str | None, asked: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from topobind.report.draw import draw_png, draw_text
-
     fmt = output_format(args.output, args.format)
     plan = plan_from(args)
     if fmt == "png":
         if any(r.gpus for r in plan.ranks):  # per-gpu: ranks, GPUs and NICs together
-            from topobind.report.draw_devices import draw_gpu_png
+            from topobind.plan_devices_png import draw_gpu_png
 
             atomic_write_bytes(args.output, draw_gpu_png(plan, title=args.title))
             print(f"wrote {args.output}")
             return 0
+        from topobind.plan_png import draw_png  # matplotlib: only for PNGs
+
         atomic_write_bytes(args.output, draw_png(plan, title=args.title))
         print(f"wrote {args.output}")
         return 0
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         and sys.stdout.isatty()
         and not os.environ.get("NO_COLOR")
     )
-    text = draw_text(plan, colour=colour)
+    text = text_tree(plan, colour=colour)
     from topobind.emit.devices import device_lines  # per-gpu: each rank's GPUs and NIC
 
     text += "".join(line + "\n" for line in device_lines(plan))

@@ -33,7 +33,7 @@ examples:
   topobind report results/ -o report/
   topobind report results/*/stream-*.json -o /tmp/stream-report --slow-pct 8
   topobind report results/ -o report/ --format markdown --fail-on-slow   # in CI
-  python -m topobind.fleetgen --hosts 40 --runs 7 --slow gen-node0007:1.12 -o /tmp/fleet
+  python tests/fleetgen.py --hosts 40 --runs 7 --slow gen-node0007:1.12 -o /tmp/fleet
   topobind report /tmp/fleet -o /tmp/fleet-report        # a generated (synthetic) fleet
   topobind report results/ -o report/ --topology node042.xml   # draw the layouts on it
 """
@@ -65,14 +65,14 @@ def add_subparser(subparsers: Any) -> None:
         type=float,
         default=3.0,
         metavar="K",
-        help="slow needs a host median more than K fleet MADs worse (default 3)",
+        help="slow needs a host median more than K fleet MADs worse (default 3; 0 to 1000)",
     )
     p.add_argument(
         "--slow-pct",
         type=float,
         default=5.0,
         metavar="P",
-        help="... and more than P percent worse than the fleet median (default 5)",
+        help="... and more than P percent worse than the fleet median (default 5; 0 to 1000)",
     )
     p.add_argument("--fail-on-slow", action="store_true", help="exit 1 when any slow host is found")
     p.add_argument(

@@ -30,8 +30,8 @@ from topobind.emit.omp import omp_env, omp_notes
 from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
 from topobind.emit.srun import srun_argv
 from topobind.errors import TopobindError
-from topobind.picture import plan_picture
 from topobind.plan import Plan
+from topobind.plan_drawing import text_grid
 from topobind.topology import CacheDomain, Topology, format_list
 from topobind.words import plural
 
@@ -282,7 +282,7 @@ def run_plan(args: argparse.Namespace) -> int:
     elif fmt == "text":
         print(plan_text(plan))
     elif fmt == "picture":
-        print(plan_picture(plan))
+        print(text_grid(plan))
     elif fmt == "env":
         notes = omp_notes(plan) + env_notes(plan)
         for k, v in omp_env(plan).items():

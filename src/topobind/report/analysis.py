@@ -20,6 +20,7 @@ Definitions (docs/report.md repeats them for site admins):
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -31,6 +32,8 @@ from topobind.errors import TopobindError
 from topobind.report.layouts import Layouts
 from topobind.report.reader import Run
 
+MAX_WARMUP = 1_000_000
+MAX_SLOW_LIMIT = 1000.0  # --slow-mads / --slow-pct: beyond it nothing could ever be slow
 TIME_UNITS = frozenset({"ns", "us", "µs", "ms", "s", "cycles", "clocks"})
 
 
@@ -49,6 +52,42 @@ def page_label(kib: int | None) -> str:
     return f"{kib} KiB"
 
 
+def pages_label(kib: int | None, fallback: str | None = None) -> str:
+    """``2 MiB``, or ``2 MiB (THP fallback from 1G)`` when the runs did not get what they asked."""
+    return page_label(kib) + (f" ({fallback})" if fallback else "")
+
+
+def pages_slug(kib: int | None, fallback: str | None = None) -> str:
+    """The page size in a file name: ``2MiB``, ``2MiB_THP_fallback_from_1G``, ``nopages``."""
+    if kib is None:
+        return "nopages"
+    text = page_label(kib).replace(" ", "") + (f" {fallback}" if fallback else "")
+    return re.sub(r"[^A-Za-z0-9-]+", "_", text).strip("_")
+
+
+def kernel_and(kernel: str, name: str | None) -> str:
+    """``kernel name`` without saying the kernel twice: ("c2c", "c2c") -> "c2c",
+    ("c2c", "c2c_latency") -> "c2c_latency", ("stream", "triad") -> "stream triad"."""
+    if not name:
+        return kernel
+    if name == kernel or name.startswith(kernel + "_"):
+        return name
+    return f"{kernel} {name}"
+
+
+def where_text(layout: str | None, kib: int | None, fallback: str | None = None) -> str:
+    """``layout per-l3, 2 MiB pages[, THP fallback from 1G]``; what a result did not record
+    is left out (no "layout -"); "" when neither is known."""
+    parts = []
+    if layout:
+        parts.append(f"layout {layout}")
+    if kib is not None:
+        parts.append(f"{page_label(kib)} pages")
+    if fallback:
+        parts.append(fallback)
+    return ", ".join(parts)
+
+
 _SIZE_METRIC = re.compile(r"^latency_(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?$", re.IGNORECASE)
 _SIZE_UNITS = {"": "B", "K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB"}
 
@@ -60,7 +99,7 @@ def metric_label(kernel: str, metric: str | None) -> str:
     if m:
         size = f"{m.group(1)} {_SIZE_UNITS[m.group(2).upper()]}"
         return f"memory latency at {size} working set"
-    return f"{kernel} {metric or '-'}"
+    return kernel_and(kernel, metric)
 
 
 @dataclass(frozen=True)
@@ -71,10 +110,27 @@ class Options:
     confidence: float = 0.95
 
     def __post_init__(self) -> None:
-        if self.warmup < 0:
-            raise TopobindError(f"--warmup must be 0 or more, got {self.warmup}")
-        if self.slow_mads < 0 or self.slow_pct < 0:
-            raise TopobindError("--slow-mads and --slow-pct must not be negative")
+        if not 0 <= self.warmup <= MAX_WARMUP:
+            raise TopobindError(
+                f"--warmup {self.warmup}: give the number of first runs per host to leave out, "
+                f"0 to {MAX_WARMUP:,} (default 0)"
+            )
+        for option, value, default, what in (
+            ("--slow-mads", self.slow_mads, 3, "fleet MADs"),
+            ("--slow-pct", self.slow_pct, 5, "percent"),
+        ):
+            if not (math.isfinite(value) and 0 <= value <= MAX_SLOW_LIMIT):
+                raise TopobindError(
+                    f"{option} {value:g}: give a number of {what} from 0 to {MAX_SLOW_LIMIT:g} "
+                    f"(default {default}); nan and inf would turn slow-host detection off"
+                )
+
+
+GroupKey = tuple[str, str | None, int | None, str | None]  # kernel, layout, kib, fallback
+
+
+def _group_order(key: GroupKey) -> tuple[str, str, int, str]:
+    return (key[0], key[1] or "", key[2] or 0, key[3] or "")
 
 
 @dataclass(frozen=True)
@@ -102,25 +158,30 @@ class FleetGroup:
     all_runs: stats.Summary  # every kept run of every host
     fleet_median: float  # median of host medians
     fleet_mad: float  # scaled MAD of host medians
-    threshold: float  # a host median beyond this value is slow
+    threshold: float | None  # a host median beyond this value is slow; None: one host only
     only_warmup: tuple[str, ...]  # hosts that had no run left after the warm-up
+    page_fallback: str | None = None  # the runs fell back from another page size (reader)
 
     @property
-    def key(self) -> tuple[str, str | None, int | None]:
-        return (self.kernel, self.layout, self.page_kib)
+    def key(self) -> GroupKey:
+        return (self.kernel, self.layout, self.page_kib, self.page_fallback)
+
+    @property
+    def pages(self) -> str:
+        return pages_label(self.page_kib, self.page_fallback)
 
     @property
     def label(self) -> str:
-        return f"{self.kernel} [layout {self.layout or '-'}, {page_label(self.page_kib)} pages]"
+        return f"{self.kernel} [layout {self.layout or '-'}, {self.pages} pages]"
 
     @property
     def slug(self) -> str:
-        pages = "nopages" if self.page_kib is None else page_label(self.page_kib).replace(" ", "")
-        parts = [self.kernel, self.layout or "nolayout", pages]
-        return "-".join("".join(c if c.isalnum() or c in "-_" else "_" for c in p) for p in parts)
+        parts = [self.kernel, self.layout or "nolayout"]
+        slug = "-".join("".join(c if c.isalnum() or c in "-_" else "_" for c in p) for p in parts)
+        return f"{slug}-{pages_slug(self.page_kib, self.page_fallback)}"
 
-    def sort_key(self) -> tuple[str, str, int]:
-        return (self.kernel, self.layout or "", self.page_kib or 0)
+    def sort_key(self) -> tuple[str, str, int, str]:
+        return _group_order(self.key)
 
     @property
     def slow_hosts(self) -> tuple[HostStats, ...]:
@@ -135,6 +196,11 @@ class PageRow:
     fleet_median: float
     better_pct: float  # vs the reference page size; > 0 = better
     values: tuple[float, ...]  # host medians, for the picture
+    page_fallback: str | None = None
+
+    @property
+    def pages(self) -> str:
+        return pages_label(self.page_kib, self.page_fallback)
 
 
 @dataclass(frozen=True)
@@ -145,7 +211,11 @@ class PageComparison:
     unit: str
     higher_is_better: bool
     reference_kib: int
-    rows: tuple[PageRow, ...]  # by page size, ascending
+    rows: tuple[PageRow, ...]  # by page size, ascending; the first is the reference
+
+    @property
+    def reference(self) -> str:
+        return self.rows[0].pages
 
 
 @dataclass(frozen=True)
@@ -165,6 +235,11 @@ class MatrixGroup:
     median: list[list[float]]  # elementwise median over all runs (NaN where never measured)
     worst_host: str | None  # the host with the worst headline median (fleets of 2+ hosts)
     worst_host_median: list[list[float]] | None
+    page_fallback: str | None = None
+
+    @property
+    def pages(self) -> str:
+        return pages_label(self.page_kib, self.page_fallback)
 
 
 @dataclass(frozen=True)
@@ -230,9 +305,7 @@ def _host_stats(
     return kept, warm, stats.summarize(values, hib, confidence=opts.confidence)
 
 
-def _fleet_group(
-    key: tuple[str, str | None, int | None], by_host: dict[str, list[Run]], opts: Options
-) -> FleetGroup | None:
+def _fleet_group(key: GroupKey, by_host: dict[str, list[Run]], opts: Options) -> FleetGroup | None:
     sample = next(iter(by_host.values()))[0]
     hib = bool(sample.higher_is_better)
     per_host: list[tuple[str, tuple[Run, ...], tuple[Run, ...], stats.Summary]] = []
@@ -249,12 +322,18 @@ def _fleet_group(
     fleet_median = stats.median(medians)
     fleet_mad = stats.mad(medians, scaled=True)
     margin = max(opts.slow_mads * fleet_mad, opts.slow_pct / 100.0 * fleet_median)
-    threshold = fleet_median - margin if hib else fleet_median + margin
+    threshold: float | None = fleet_median - margin if hib else fleet_median + margin
+    if len(per_host) < 2:  # one host has nothing to be compared with: no threshold
+        threshold = None
     hosts = []
     for host, kept, warm, s in per_host:
         dist = (fleet_median - s.median) if hib else (s.median - fleet_median)
         worse_pct = dist / fleet_median * 100.0
-        slow = dist > opts.slow_mads * fleet_mad and worse_pct > opts.slow_pct
+        slow = (
+            threshold is not None
+            and dist > opts.slow_mads * fleet_mad
+            and worse_pct > opts.slow_pct
+        )
         hosts.append(
             HostStats(
                 host=host,
@@ -283,6 +362,7 @@ def _fleet_group(
         fleet_mad=fleet_mad,
         threshold=threshold,
         only_warmup=tuple(only_warmup),
+        page_fallback=key[3],
     )
 
 
@@ -295,7 +375,7 @@ def _page_comparisons(groups: Sequence[FleetGroup]) -> list[PageComparison]:
     for (kernel, layout), gs in sorted(by_kl.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
         if len(gs) < 2:
             continue
-        gs.sort(key=lambda g: g.page_kib or 0)
+        gs.sort(key=lambda g: (g.page_kib or 0, g.page_fallback or ""))
         ref = gs[0]
         hib = ref.higher_is_better
         rows = []
@@ -311,6 +391,7 @@ def _page_comparisons(groups: Sequence[FleetGroup]) -> list[PageComparison]:
                     fleet_median=g.fleet_median,
                     better_pct=diff / ref.fleet_median * 100.0,
                     values=tuple(h.summary.median for h in g.hosts),
+                    page_fallback=g.page_fallback,
                 )
             )
         out.append(
@@ -374,6 +455,7 @@ def _matrix_groups(groups: Sequence[FleetGroup]) -> list[MatrixGroup]:
                     median=med.tolist(),
                     worst_host=worst if worst_med is not None else None,
                     worst_host_median=worst_med,
+                    page_fallback=g.page_fallback,
                 )
             )
     return out
@@ -409,13 +491,11 @@ def analyse(
             else f"none of the {len(runs)} results has a headline value (whereami has none)"
         )
         raise TopobindError(f"{', '.join(inputs) or 'input'}: nothing to report: {why}")
-    grouped: dict[tuple[str, str | None, int | None], dict[str, list[Run]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
+    grouped: dict[GroupKey, dict[str, list[Run]]] = defaultdict(lambda: defaultdict(list))
     for r in good:
-        grouped[(r.kernel, r.layout, r.page_kib)][r.host].append(r)
+        grouped[(r.kernel, r.layout, r.page_kib, r.page_fallback)][r.host].append(r)
     groups = []
-    for key in sorted(grouped, key=lambda k: (k[0], k[1] or "", k[2] or 0)):
+    for key in sorted(grouped, key=_group_order):
         g = _fleet_group(key, grouped[key], opts)
         if g is not None:
             groups.append(g)

@@ -19,16 +19,13 @@ from pathlib import Path
 
 from topobind.errors import TopobindError
 from topobind.report.analysis import Options, Report, analyse
+from topobind.report.document import json_bytes, report_json
+from topobind.report.gallery import all_pictures
+from topobind.report.html import html_page
 from topobind.report.layouts import collect_layouts
-from topobind.report.pictures import Picture, PictureHook, all_pictures
+from topobind.report.picture import Picture, PictureHook
 from topobind.report.reader import read_results
-from topobind.report.render import (
-    html_page,
-    json_bytes,
-    markdown_summary,
-    report_json,
-    text_summary,
-)
+from topobind.report.text import markdown_summary, text_summary
 from topobind.topology import load as load_topology
 
 

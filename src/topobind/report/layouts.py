@@ -17,9 +17,12 @@ Rules (docs/report.md repeats them):
   host), ``params.topology`` of the results (an hwloc synthetic description, as the fleet
   generator writes), or this machine's live topology when the results' host is this machine.
 - Every PU of the placement must exist in that topology, on the NUMA node the result says.
-- Hosts whose placements are identical (same layout, ranks, threads, topology and PU of
-  every thread) share one drawing; a layout that ran with different placements on different
-  hosts gets one drawing per placement, the most common first.
+- A host's topology is found once for all its results (a host is one node, whichever of its
+  results records ``params.topology``).
+- Results whose placements are identical (same layout, ranks, threads, PU of every thread,
+  on topologies of the same shape: the same cores, PUs, NUMA nodes and L3 domains) share one
+  drawing, however their topology was found; a layout that ran with different placements
+  gets one drawing per placement, the most common first.
 - A group that cannot be drawn (no ranks/threads, incomplete placement, unknown PU, no
   topology, a topology that does not fit) is listed with the reason; nothing fails.
 """
@@ -29,7 +32,7 @@ from __future__ import annotations
 import re
 import socket
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from topobind.errors import TopobindError
@@ -53,7 +56,7 @@ class LayoutSeen:
     hosts: tuple[str, ...]  # hosts that ran exactly this placement, sorted
     kernels: tuple[str, ...]
     source: str  # a result file it was read from
-    generated: bool  # made by topobind.fleetgen (synthetic)
+    generated: bool  # params.generated: synthetic (tests/fleetgen.py)
     variant: int  # 1 = the placement most hosts had; 2, 3, ... = other placements
     variants: int  # placements drawn for this layout, ranks and threads
     shared_pus: tuple[int, ...]  # OS indexes of PUs that ran more than one thread
@@ -105,8 +108,8 @@ class _Acc:
     ranks: int
     threads: int
     topo: Topology
-    topology: str
     cpus: tuple[int, ...]  # PU of (rank 0 thread 0), (rank 0 thread 1), ...
+    labels: dict[str, None] = field(default_factory=dict)  # where the topology came from
     hosts: set[str] = field(default_factory=set)
     kernels: set[str] = field(default_factory=set)
     sources: list[str] = field(default_factory=list)
@@ -231,9 +234,43 @@ def _counts(cpus: Sequence[int]) -> dict[int, int]:
     return out
 
 
+def _shape(topo: Topology) -> tuple[tuple[object, ...], ...]:
+    """What a drawing shows of a topology: every core with its PUs, package, NUMA and L3."""
+    return tuple((c.logical, c.pus, c.package, c.numa, c.l3) for c in topo.cores)
+
+
 def _order(s: LayoutSeen) -> tuple[str, int, int, int]:
     """By layout; the run with the most threads (the whole-node kernels) first."""
     return (s.layout, -s.ranks * s.threads, s.ranks, s.variant)
+
+
+def _variants(accs: Iterable[_Acc]) -> list[LayoutSeen]:
+    """One LayoutSeen per distinct placement; the placements of one layout, ranks and
+    threads numbered by how many hosts ran them (1 = the most common)."""
+    by_layout: dict[tuple[str, int, int], list[_Acc]] = defaultdict(list)
+    for acc in accs:
+        by_layout[(acc.layout, acc.ranks, acc.threads)].append(acc)
+    seen: list[LayoutSeen] = []
+    for lkey in sorted(by_layout):
+        variants = sorted(by_layout[lkey], key=lambda a: (-len(a.hosts), min(a.labels), a.cpus))
+        for i, acc in enumerate(variants, start=1):
+            seen.append(
+                LayoutSeen(
+                    layout=acc.layout,
+                    ranks=acc.ranks,
+                    threads=acc.threads,
+                    plan=recorded_plan(acc.topo, acc.layout, acc.ranks, acc.cpus),
+                    topology=" and ".join(sorted(acc.labels)),
+                    hosts=tuple(sorted(acc.hosts)),
+                    kernels=tuple(sorted(acc.kernels)),
+                    source=min(acc.sources),
+                    generated=acc.generated,
+                    variant=i,
+                    variants=len(variants),
+                    shared_pus=tuple(p for p, n in sorted(_counts(acc.cpus).items()) if n > 1),
+                )
+            )
+    return seen
 
 
 def collect_layouts(
@@ -250,13 +287,16 @@ def collect_layouts(
     if local_host is None:
         local_host = socket.gethostname()
     groups: dict[tuple[str, int | None, int | None, str, str], list[Run]] = defaultdict(list)
+    by_host: dict[str, list[Run]] = defaultdict(list)
     for r in runs:
         if r.layout:
             groups[(r.layout, r.ranks, r.threads, r.host, r.kernel)].append(r)
+            by_host[r.host].append(r)
     if not groups:
         return Layouts()
     topologies = _Topologies(given, local_host)
-    accs: dict[tuple[str, int, int, str, tuple[int, ...]], _Acc] = {}
+    shapes: dict[int, tuple[object, ...]] = {}  # id(topology) -> _shape, once per topology
+    accs: dict[tuple[str, int, int, tuple[object, ...], tuple[int, ...]], _Acc] = {}
     skipped: dict[tuple[str, int | None, int | None, str], set[str]] = defaultdict(set)
     for key in sorted(groups, key=lambda k: (k[0], k[1] or 0, k[2] or 0, k[3], k[4])):
         layout, ranks, threads, host, kernel = key
@@ -265,43 +305,22 @@ def collect_layouts(
             if ranks is None or threads is None:
                 raise _Skip('the results do not record "ranks" and "threads" (integers >= 1)')
             placed = _recorded(rs, ranks, threads)
-            topo, label = topologies.for_runs(host, rs)
+            topo, label = topologies.for_runs(host, by_host[host])
             _check_fits(topo, label, placed)
         except _Skip as why:
             skipped[(layout, ranks, threads, str(why))].add(host)
             continue
         order = tuple(placed[(rk, t)][0] for rk in range(ranks) for t in range(threads))
         acc = accs.setdefault(
-            (layout, ranks, threads, label, order),
-            _Acc(layout, ranks, threads, topo, label, order),
+            (layout, ranks, threads, shapes.setdefault(id(topo), _shape(topo)), order),
+            _Acc(layout, ranks, threads, topo, order),
         )
+        acc.labels[label] = None
         acc.hosts.add(host)
         acc.kernels.add(kernel)
         acc.sources.append(rs[0].source)
         acc.generated = acc.generated or any(r.generated for r in rs)
-    by_layout: dict[tuple[str, int, int], list[_Acc]] = defaultdict(list)
-    for acc in accs.values():
-        by_layout[(acc.layout, acc.ranks, acc.threads)].append(acc)
-    seen: list[LayoutSeen] = []
-    for lkey in sorted(by_layout):
-        variants = sorted(by_layout[lkey], key=lambda a: (-len(a.hosts), a.topology, a.cpus))
-        for i, acc in enumerate(variants, start=1):
-            seen.append(
-                LayoutSeen(
-                    layout=acc.layout,
-                    ranks=acc.ranks,
-                    threads=acc.threads,
-                    plan=recorded_plan(acc.topo, acc.layout, acc.ranks, acc.cpus),
-                    topology=acc.topology,
-                    hosts=tuple(sorted(acc.hosts)),
-                    kernels=tuple(sorted(acc.kernels)),
-                    source=min(acc.sources),
-                    generated=acc.generated,
-                    variant=i,
-                    variants=len(variants),
-                    shared_pus=tuple(p for p, n in sorted(_counts(acc.cpus).items()) if n > 1),
-                )
-            )
+    seen = _variants(accs.values())
     # the most common placement of every layout first, then the other placements
     seen.sort(key=lambda s: (s.variant > 1, _order(s)))
     for extra in seen[max_pictures:]:

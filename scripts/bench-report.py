@@ -7,7 +7,10 @@ process of the report, its forked workers included). Writes one JSON document wi
 figures, the targets and pass/fail; exit status 1 when a target is missed or the report
 does not find exactly the slow hosts the generator planted.
 
-    python -m topobind.report.bench -o results/bench/report.json
+    .venv/bin/python scripts/bench-report.py -o results/bench/report.json
+
+It lives beside the other benchmarks, outside the runtime package, with the fleet generator
+it uses (``tests/fleetgen.py``).
 """
 
 from __future__ import annotations
@@ -26,9 +29,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from topobind.fleetgen import FleetSpec, generate_fleet, parse_slow
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from fleetgen import FleetSpec, generate_fleet, parse_slow  # noqa: E402 (tests/fleetgen.py)
+
 from topobind.fsutil import atomic_write_text
-from topobind.report.parallel import usable_cpus
+from topobind.report.parallel import usable_cpus  # noqa: E402
 
 TARGET_SECONDS = 20.0
 TARGET_PEAK_MIB = 1024.0
@@ -88,7 +94,7 @@ def run_bench(
             "host": socket.gethostname(),
             "cpus_usable": usable_cpus(),
             "python": platform.python_version(),
-            "data": "GENERATED (topobind.fleetgen, synthetic, seed 1)",
+            "data": "GENERATED (tests/fleetgen.py, synthetic, seed 1)",
             "hosts": hosts,
             "runs_per_host": runs,
             "kernels": list(kernels),
@@ -114,7 +120,7 @@ def run_bench(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m topobind.report.bench",
+        prog="python scripts/bench-report.py",
         description="Time 'topobind report' and measure its peak RSS on a generated fleet.",
     )
     p.add_argument("--hosts", type=int, default=1000)

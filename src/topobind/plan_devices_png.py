@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from topobind.devices import Gpu, Nic
 from topobind.plan import Plan
-from topobind.report.draw import rank_colour, rank_style
+from topobind.plan_drawing import rank_colour, rank_style
 from topobind.topology import Core
 
 PAD = 0.25

@@ -1,58 +1,44 @@
-"""The report's pictures (matplotlib, Agg backend, PNG bytes).
+"""The report's charts of the figures (matplotlib, Agg backend, PNG bytes): ECDF and
+spread per host of every fleet group, page sizes compared, matrix heatmaps.
 
-Every picture is titled, its axes carry units and the direction of "better", and pictures
-made from generated (synthetic) results say so in their title.
-
-The layouts that appear in the results are drawn too (:mod:`topobind.report.layouts`,
-:func:`topobind.report.draw.layout_picture`). Extra pictures plug in as a
-:data:`PictureHook`: a callable ``Report -> list[Picture]`` passed to
-:func:`topobind.report.build.build_report` (or registered in :data:`PICTURE_HOOKS`).
+Every chart is titled, its axes carry units and the direction of "better", and charts made
+from generated (synthetic) results say so in their title. The layout drawings are in
+:mod:`topobind.report.layout_pictures`; :mod:`topobind.report.gallery` draws them all.
 """
 
 from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from topobind.report import fmt
 from topobind.report.analysis import (
     FleetGroup,
+    HostStats,
     MatrixGroup,
     PageComparison,
     Report,
+    kernel_and,
     metric_label,
-    page_label,
+    pages_slug,
+    where_text,
 )
-from topobind.report.parallel import fork_map
+from topobind.report.picture import Picture
 
 SLOW_COLOUR = "#d62728"  # red
 NORMAL_COLOUR = "#1f77b4"  # blue
 FLEET_COLOUR = "#2ca02c"  # green
 GREY = "#7f7f7f"
+FLAT_COLOUR = "#c6dbef"  # light blue: a heatmap whose cells all hold one value
 MAX_NAMED_SLOW = 15  # slow hosts named in one picture; the rest are in the tables
 MAX_TICK_HOSTS = 40  # up to this many hosts, every host is named on the x axis
 MAX_ANNOTATED_CELLS = 100  # matrices up to 10 x 10 get their values written in the cells
 DPI = 100
 
 
-@dataclass(frozen=True)
-class Picture:
-    filename: str  # e.g. "hosts-stream-nolayout-2MiB.png"
-    title: str  # shown above the picture in HTML
-    caption: str  # one or two sentences: how to read it
-    kind: str  # ecdf | hosts | matrix | pages | layout (recorded) | plan (planned) | ...
-    png: bytes
-
-
-PictureHook = Callable[[Report], list[Picture]]
-PICTURE_HOOKS: list[PictureHook] = []
-"""Hooks that every report runs after its own pictures (e.g. draw.layout_pictures_hook)."""
-
-
-def _plt() -> Any:
+def matplotlib_pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend, with the report's defaults."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -96,8 +82,10 @@ def _axis_label(g: FleetGroup) -> str:
     return f"{metric_label(g.kernel, g.metric)}{stat} [{g.unit}]   ({arrow})"
 
 
-def _where(g: FleetGroup) -> str:
-    return f"layout {g.layout or '-'}, {page_label(g.page_kib)} pages"
+def _where(g: FleetGroup | MatrixGroup) -> str:
+    """`` (layout per-l3, 2 MiB pages)``, or "" when the results record neither."""
+    text = where_text(g.layout, g.page_kib, g.page_fallback)
+    return f" ({text})" if text else ""
 
 
 def _side_panel(ax: Any, fig: Any, lines: list[str], title: str, colour: str) -> None:
@@ -119,7 +107,7 @@ def _side_panel(ax: Any, fig: Any, lines: list[str], title: str, colour: str) ->
 
 
 def ecdf_picture(report: Report, g: FleetGroup) -> Picture:
-    plt = _plt()
+    plt = matplotlib_pyplot()
     s = g.all_runs
     fig, ax = plt.subplots(figsize=(11, 5.2))
     xs = [p[0] for p in s.ecdf]
@@ -153,8 +141,7 @@ def ecdf_picture(report: Report, g: FleetGroup) -> Picture:
     ax.xaxis.set_major_formatter(_value_formatter())
     ax.set_title(
         f"{g.kernel}: distribution of {fmt.plural(s.n, 'run')} on "
-        f"{fmt.plural(len(g.hosts), 'host')} "
-        f"({_where(g)}){_tag(report)}",
+        f"{fmt.plural(len(g.hosts), 'host')}{_where(g)}{_tag(report)}",
         pad=22,
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
@@ -164,7 +151,7 @@ def ecdf_picture(report: Report, g: FleetGroup) -> Picture:
     _side_panel(ax, fig, rows, f"runs [{g.unit}]", "black")
     return Picture(
         filename=f"ecdf-{g.slug}.png",
-        title=f"{g.kernel}: distribution of all runs ({_where(g)})",
+        title=f"{g.kernel}: distribution of all runs{_where(g)}",
         caption=(
             "Empirical CDF of every run's headline value across the fleet: a point (x, y) means "
             "y % of runs scored at most x. A steep curve is a uniform fleet; a long tail on the "
@@ -177,12 +164,8 @@ def ecdf_picture(report: Report, g: FleetGroup) -> Picture:
     )
 
 
-def hosts_picture(report: Report, g: FleetGroup) -> Picture:
-    plt = _plt()
-    hosts = list(reversed(g.hosts))  # best first, worst (slow) at the right
-    n = len(hosts)
-    many = n > MAX_TICK_HOSTS
-    fig, ax = plt.subplots(figsize=(max(11.0, min(16.0, 5 + 0.22 * n)), 5.6))
+def _host_runs(ax: Any, hosts: list[HostStats], many: bool) -> None:
+    """Every run as a dot in its host's column (slow hosts red), every host's median a bar."""
     xs_n: list[int] = []
     ys_n: list[float] = []
     xs_s: list[int] = []
@@ -197,10 +180,14 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
         ax.scatter(
             xs_s, ys_s, s=dot * 1.6, color=SLOW_COLOUR, alpha=0.8, lw=0, label="run of a slow host"
         )
-    med_x = list(range(n))
+    med_x = list(range(len(hosts)))
     med_y = [h.summary.median for h in hosts]
     med_c = [SLOW_COLOUR if h.slow else "black" for h in hosts]
     ax.scatter(med_x, med_y, marker="_", s=40 if many else 200, c=med_c, lw=2, label="host median")
+
+
+def _fleet_lines(ax: Any, report: Report, g: FleetGroup) -> None:
+    """The fleet median (green) and the slow threshold (dashed red; none for one host)."""
     side = "below" if g.higher_is_better else "above"
     ax.axhline(
         g.fleet_median,
@@ -208,44 +195,62 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
         lw=1.5,
         label=f"fleet median\n{fmt.value(g.fleet_median)} {g.unit}",
     )
-    ax.axhline(
-        g.threshold,
-        color=SLOW_COLOUR,
-        lw=1.2,
-        ls="--",
-        label=f"slow {side} {fmt.value(g.threshold)}\n(> {report.options.slow_mads:g} MADs and"
-        f"\n > {report.options.slow_pct:g}% worse)",
-    )
-    slow = [h for h in hosts if h.slow]
-    named = sorted(slow, key=lambda h: -h.worse_pct)[:MAX_NAMED_SLOW]
+    if g.threshold is not None:  # one host: nothing to compare it with, no threshold
+        ax.axhline(
+            g.threshold,
+            color=SLOW_COLOUR,
+            lw=1.2,
+            ls="--",
+            label=f"slow {side} {fmt.value(g.threshold)}\n(> {report.options.slow_mads:g} MADs "
+            f"and\n > {report.options.slow_pct:g}% worse)",
+        )
+
+
+def _host_axis(
+    ax: Any, g: FleetGroup, hosts: list[HostStats], named: list[HostStats], many: bool
+) -> None:
+    """Host names on the x axis (slow ones red); with too many hosts, the named slow hosts
+    pointed at from labels stacked in the corner where the slow hosts are."""
+    n = len(hosts)
     if not many:
-        ax.set_xticks(med_x)
+        ax.set_xticks(list(range(n)))
         ax.set_xticklabels([h.host for h in hosts], rotation=90, fontsize=8)
         for tick, h in zip(ax.get_xticklabels(), hosts, strict=True):
             if h.slow:
                 tick.set_color(SLOW_COLOUR)
                 tick.set_fontweight("bold")
         ax.set_xlabel("host (sorted by median, worst at the right)")
-    else:
-        # too many hosts to name on the axis: point at each named slow host from a label
-        # stacked in the corner where the slow hosts are (bottom right for higher-is-better)
-        index = {h.host: i for i, h in enumerate(hosts)}
-        for k, h in enumerate(named):
-            y = 0.05 + 0.065 * k if g.higher_is_better else 0.95 - 0.065 * k
-            ax.annotate(
-                h.host,
-                xy=(index[h.host], h.summary.median),
-                xytext=(0.84, y),
-                textcoords="axes fraction",
-                ha="right",
-                va="center",
-                fontsize=8.5,
-                color=SLOW_COLOUR,
-                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
-                arrowprops={"arrowstyle": "-", "color": SLOW_COLOUR, "lw": 0.7, "alpha": 0.8},
-            )
-        ax.set_xticks([])
-        ax.set_xlabel(f"{n} hosts sorted by median, worst at the right (slow hosts in red)")
+        return
+    index = {h.host: i for i, h in enumerate(hosts)}
+    for k, h in enumerate(named):
+        y = 0.05 + 0.065 * k if g.higher_is_better else 0.95 - 0.065 * k
+        ax.annotate(
+            h.host,
+            xy=(index[h.host], h.summary.median),
+            xytext=(0.84, y),
+            textcoords="axes fraction",
+            ha="right",
+            va="center",
+            fontsize=8.5,
+            color=SLOW_COLOUR,
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
+            arrowprops={"arrowstyle": "-", "color": SLOW_COLOUR, "lw": 0.7, "alpha": 0.8},
+        )
+    ax.set_xticks([])
+    ax.set_xlabel(f"{n} hosts sorted by median, worst at the right (slow hosts in red)")
+
+
+def hosts_picture(report: Report, g: FleetGroup) -> Picture:
+    plt = matplotlib_pyplot()
+    hosts = list(reversed(g.hosts))  # best first, worst (slow) at the right
+    n = len(hosts)
+    many = n > MAX_TICK_HOSTS
+    fig, ax = plt.subplots(figsize=(max(11.0, min(16.0, 5 + 0.22 * n)), 5.6))
+    _host_runs(ax, hosts, many)
+    _fleet_lines(ax, report, g)
+    slow = [h for h in hosts if h.slow]
+    named = sorted(slow, key=lambda h: -h.worse_pct)[:MAX_NAMED_SLOW]
+    _host_axis(ax, g, hosts, named, many)
     ax.set_xlim(-1, n + (n * 0.01 if many else 0.0))
     better = "higher" if g.higher_is_better else "lower"
     ax.set_ylabel(f"{metric_label(g.kernel, g.metric)} [{g.unit}]  ({better} is better)")
@@ -253,8 +258,8 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
     runs = {h.summary.n for h in g.hosts}
     per = f"{min(runs)}-{max(runs)}" if len(runs) > 1 else str(runs.pop())
     ax.set_title(
-        f"{g.kernel} per host: {fmt.plural(n, 'host')} x {per} runs, {len(slow)} slow "
-        f"({_where(g)}){_tag(report)}"
+        f"{g.kernel} per host: {fmt.plural(n, 'host')} x {per} runs, {len(slow)} slow"
+        f"{_where(g)}{_tag(report)}"
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5)
     rows = [
@@ -266,12 +271,17 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
     _side_panel(ax, fig, rows, "slow hosts vs fleet:", SLOW_COLOUR)
     return Picture(
         filename=f"hosts-{g.slug}.png",
-        title=f"{g.kernel}: spread per host ({_where(g)})",
+        title=f"{g.kernel}: spread per host{_where(g)}",
         caption=(
             "Each column is one host: dots are its runs, the bar its median. Hosts are sorted "
             "by median with the worst at the right. Green: fleet median (median of host "
             "medians); dashed red: the slow threshold. Slow hosts are red and listed with how "
             "far their median is from the fleet median."
+            + (
+                " One host only: nothing to compare it with, so no slow threshold."
+                if g.threshold is None
+                else ""
+            )
         ),
         kind="hosts",
         png=_png(fig),
@@ -289,7 +299,7 @@ def _kind_label(kind: str, axis: str) -> str:
 
 
 def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
-    plt = _plt()
+    plt = matplotlib_pyplot()
     import numpy as np
 
     fleet = f"fleet: median of {fmt.plural(m.runs, 'run')} on {fmt.plural(m.hosts, 'host')}"
@@ -301,6 +311,13 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
     vmin = float(finite.min()) if finite.size else 0.0
     vmax = float(finite.max()) if finite.size else 1.0
     cmap = plt.get_cmap("YlOrRd" if m.lower_is_better else "YlOrRd_r").with_extremes(bad="#dddddd")
+    # one value (e.g. the two off-diagonal cells of a 2 x 2 c2c): nothing is better or worse
+    flat = fmt.value(vmin) == fmt.value(vmax)
+    if flat:
+        from matplotlib.colors import ListedColormap
+
+        cmap = ListedColormap([FLAT_COLOUR]).with_extremes(bad="#dddddd")
+        vmax = vmin + 1.0
     nr, nc = len(m.rows), len(m.cols)
     cell = 0.3 if nr * nc > 64 else 0.9
     w = max(5.0, nc * cell + 2.2)
@@ -327,7 +344,7 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
             for i in range(nr):
                 for j in range(nc):
                     v = arr[i, j]
-                    dark = (v > mid) if m.lower_is_better else (v < mid)
+                    dark = not flat and ((v > mid) if m.lower_is_better else (v < mid))
                     ax.text(
                         j,
                         i,
@@ -338,15 +355,22 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
                         color="white" if math.isfinite(v) and dark else "black",
                     )
     better = "lower" if m.lower_is_better else "higher"
-    cbar = fig.colorbar(im, ax=list(axes), shrink=0.85, format=_value_formatter())
-    cbar.set_label(f"{m.name} [{m.unit}] ({better} is better; red = worse)")
-    fig.suptitle(f"{m.kernel} {m.name} [{m.unit}] ({_where_m(m)}){_tag(report)}", fontsize=12)
-    pages = "nopages" if m.page_kib is None else page_label(m.page_kib).replace(" ", "")
-    slug = f"{m.kernel}-{m.name}-{m.layout or 'nolayout'}-{pages}"
+    if flat:
+        fig.supxlabel(
+            f"every measured cell is {fmt.value(vmin)} {m.unit}: one colour, no better or worse",
+            fontsize=10,
+        )
+    else:
+        cbar = fig.colorbar(im, ax=list(axes), shrink=0.85, format=_value_formatter())
+        cbar.set_label(f"{m.name} [{m.unit}] ({better} is better; red = worse)")
+    name = kernel_and(m.kernel, m.name)
+    fig.suptitle(f"{name} [{m.unit}]{_where(m)}{_tag(report)}", fontsize=12)
+    slug = f"{m.kernel}-{m.name}-{m.layout or 'nolayout'}"
     slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in slug)
+    slug += "-" + pages_slug(m.page_kib, m.page_fallback)
     return Picture(
         filename=f"matrix-{slug}.png",
-        title=f"{m.kernel} {m.name} [{m.unit}] ({_where_m(m)})",
+        title=f"{name} [{m.unit}]{_where(m)}",
         caption=(
             f"Row = {_kind_label(m.row_kind, 'row')}, column = {_kind_label(m.col_kind, 'col')}; "
             "each cell is "
@@ -359,26 +383,26 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
     )
 
 
-def _where_m(m: MatrixGroup) -> str:
-    return f"layout {m.layout or '-'}, {page_label(m.page_kib)} pages"
+def _layout(layout: str | None) -> str:
+    return f" (layout {layout})" if layout else ""
 
 
 def pages_picture(report: Report, pc: PageComparison) -> Picture:
-    plt = _plt()
+    plt = matplotlib_pyplot()
     import numpy as np
 
     fig, ax = plt.subplots(figsize=(max(7.0, 2.6 * len(pc.rows) + 2), 5.2))
     data = [list(r.values) for r in pc.rows]
-    labels = [page_label(r.page_kib) for r in pc.rows]
+    labels = [r.pages for r in pc.rows]
     ax.boxplot(data, widths=0.5, showfliers=False, medianprops={"color": "black", "lw": 2})
     rng = np.random.default_rng(0)
     for i, vals in enumerate(data, start=1):
         jitter = rng.uniform(-0.15, 0.15, len(vals))
         ax.scatter(i + jitter, vals, s=14, color=NORMAL_COLOUR, alpha=0.6, lw=0)
-    ref = page_label(pc.reference_kib)
+    ref = pc.reference
     for i, r in enumerate(pc.rows, start=1):
         txt = f"median {fmt.value(r.fleet_median)}"
-        if r.page_kib != pc.reference_kib:
+        if r is not pc.rows[0]:
             txt += f"\n{fmt.pct(r.better_pct, True)} vs {ref}"
         ax.annotate(
             txt,
@@ -395,14 +419,12 @@ def pages_picture(report: Report, pc: PageComparison) -> Picture:
     arrow = "higher is better" if pc.higher_is_better else "lower is better"
     ax.set_ylabel(f"{metric_label(pc.kernel, pc.metric)} [{pc.unit}],\nmedian per host ({arrow})")
     ax.yaxis.set_major_formatter(_value_formatter())
-    ax.set_title(
-        f"{pc.kernel} by page size (layout {pc.layout or '-'}): one dot per host{_tag(report)}"
-    )
+    ax.set_title(f"{pc.kernel} by page size{_layout(pc.layout)}: one dot per host{_tag(report)}")
     kernel = "".join(c if c.isalnum() else "_" for c in pc.kernel)
     lay = "".join(c if c.isalnum() or c in "-_" else "_" for c in (pc.layout or "nolayout"))
     return Picture(
         filename=f"pages-{kernel}-{lay}.png",
-        title=f"{pc.kernel}: page sizes compared (layout {pc.layout or '-'})",
+        title=f"{pc.kernel}: page sizes compared{_layout(pc.layout)}",
         caption=(
             f"Each dot is one host's median on that page size; boxes span the middle half of "
             f"the hosts. Percentages compare the fleet medians against {ref} pages "
@@ -411,45 +433,3 @@ def pages_picture(report: Report, pc: PageComparison) -> Picture:
         kind="pages",
         png=_png(fig),
     )
-
-
-_SHARED: list[Report] = []  # the report being drawn, inherited by forked workers
-
-
-def _draw(task: tuple[str, int]) -> Picture:
-    report = _SHARED[0]
-    kind, i = task
-    if kind == "hosts":
-        return hosts_picture(report, report.groups[i])
-    if kind == "ecdf":
-        return ecdf_picture(report, report.groups[i])
-    if kind == "pages":
-        return pages_picture(report, report.pages[i])
-    if kind == "layout":
-        from topobind.report.draw import layout_picture
-
-        return layout_picture(report.layouts.seen[i])
-    return matrix_picture(report, report.matrices[i])
-
-
-def all_pictures(report: Report, hooks: list[PictureHook] | None = None) -> list[Picture]:
-    """Every picture of the report, in the order the HTML page shows them.
-
-    The report's own pictures are drawn in parallel (forked workers); hooks run here.
-    """
-    tasks: list[tuple[str, int]] = []
-    for i in range(len(report.groups)):
-        tasks += [("hosts", i), ("ecdf", i)]
-    tasks += [("pages", i) for i in range(len(report.pages))]
-    # a 1 x 1 matrix (one NUMA node) is in the tables; a heatmap of one cell says nothing
-    tasks += [("matrix", i) for i, m in enumerate(report.matrices) if len(m.rows) * len(m.cols) > 1]
-    tasks += [("layout", i) for i in range(len(report.layouts.seen))]
-    _plt()  # import matplotlib once, before any fork
-    _SHARED[:] = [report]
-    try:
-        pics = fork_map(_draw, tasks, min_items=4)
-    finally:
-        _SHARED.clear()
-    for hook in [*PICTURE_HOOKS, *(hooks or [])]:
-        pics.extend(hook(report))
-    return pics

@@ -1,0 +1,23 @@
+"""One picture of a report (PNG bytes and the words around it), and the hook type that adds
+pictures to a report. A leaf module: every picture maker imports it, it imports none."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from topobind.report.analysis import Report
+
+
+@dataclass(frozen=True)
+class Picture:
+    filename: str  # e.g. "hosts-stream-nolayout-2MiB.png"
+    title: str  # shown above the picture in HTML
+    caption: str  # one or two sentences: how to read it
+    kind: str  # ecdf | hosts | matrix | pages | layout (recorded) | plan (planned) | ...
+    png: bytes
+
+
+PictureHook = Callable[["Report"], list[Picture]]
