@@ -65,6 +65,17 @@ class HplCheck(TopobindCheck):
     def tb_check_setup(self) -> None:
         why = hpl_driver_missing()
         self.skip_if(why is not None, str(why))
+        if self.tb_partition.scheduler != "local":
+            # mpirun inside a batch job starts no more ranks than the job has tasks: ask the
+            # scheduler for one task per core, the ranks topobind bench hpl launches.
+            cores = self.tb_cores()
+            self.skip_if(
+                cores is None,
+                f"the cores of partition {self.current_partition.fullname}'s node are unknown "
+                f"(add node: to site_configs/{self.tb_site.name}/site.yaml, or run topobind "
+                f"calibrate --site {self.tb_site.name})",
+            )
+            self.num_tasks = self.num_tasks_per_node = int(cores or 1)
         runs = 1 if self.size == "quick" else max(1, self.runs)
         opts = ["--layout compact", '--ranks "$ranks"', f"--repeat {runs}", "--results hpl"]
         if self.size == "quick":

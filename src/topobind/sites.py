@@ -45,6 +45,7 @@ class MetricSpec:
     unit: str
     higher_is_better: bool
     description: str
+    maximum: float | None = None  # the largest value the metric can take (None: unbounded)
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,10 @@ CHECKS: dict[str, CheckSpec] = {
             "max_slowdown": MetricSpec(_PCT_LOWER, False, "slowest repetition vs the median"),
             "cv": MetricSpec(_PCT_LOWER, False, "coefficient of variation of the repetitions"),
             "frac_slower_5pct": MetricSpec(
-                _PCT_LOWER, False, "share of repetitions more than 5 % slower than the median"
+                _PCT_LOWER,
+                False,
+                "share of repetitions more than 5 % slower than the median",
+                maximum=50.0,  # no more than half of the repetitions lie below their median
             ),
         },
         "DGEMM run-to-run variability on all cores, by page size",
@@ -260,6 +264,21 @@ class Calibration:
     tags: str | None
     command: str | None
     settings: dict[str, Any]
+    load: dict[str, Any] | None = None  # other processes' CPU use meanwhile (calibration.py)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.load and self.load.get("busy"))
+
+    def busy_text(self) -> str:
+        """Why the references are suspect, or ''."""
+        if not self.busy or not self.load:
+            return ""
+        return (
+            f"calibrated on {self.date[:10]} while other processes kept "
+            f"{self.load['others_cpus']:g} of {self.load['cpus']} CPUs busy (over "
+            f"{100 * float(self.load.get('threshold', 0.25)):.0f} % of the CPU time)"
+        )
 
 
 @dataclass(frozen=True)
@@ -712,6 +731,7 @@ def load_site_file(path: str | os.PathLike[str]) -> Site:
                 tags=c.get("tags"),
                 command=c.get("command"),
                 settings=dict(c.get("settings", {})),
+                load=dict(c["load"]) if c.get("load") else None,
             )
         else:
             notes.append(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import math
 import os
 import re
 import shlex
@@ -50,20 +49,20 @@ examples:
 Runs the checks (default: the quick set) --repeat times as whole ReFrame sessions
 (reframe --reruns), so slow drifts and neighbours are sampled between checks too, then
 writes site_configs/SITE/references.yaml (atomically): for each figure the median of the
-sessions as reference and a tolerance from their spread:
-  bandwidth, GFLOP/s, latency: lower = -max(FLOOR, 3 x (median - min) / median) (at most
-  -90 %), upper = max(FLOOR, 3 x (max - median) / median) (at most max(50 %, FLOOR));
-  FLOOR = --min-tolerance (default 0.10; calibrate on a quiet node);
-  variability (%): pass while 0 <= value <= max(2 x the worst session, a floor of
-  10 % for max_slowdown, 5 % for cv, 20 % for frac_slower_5pct).
+sessions as reference and a tolerance from their spread, every one a limit a bad node can
+cross (docs/site-admins.md, "How calibrate sets references"):
+  rates (MB/s, GFLOP/s): lower = -max(FLOOR, 3 x (median - min) / median), at most -90 %;
+  upper = max(FLOOR, 3 x (max - median) / median), at most max(50 %, FLOOR); latencies the
+  same with the sides swapped; FLOOR = --min-tolerance (default 0.10);
+  variability (%): pass while value <= min(CAP, max(FLOOR', 2 x the worst session)), CAP
+  50 % for max_slowdown, 25 % for cv, 40 % for frac_slower_5pct (FLOOR' 10, 5, 20 %).
+A node is busy when other processes used more than 25 % of its CPU time while the checks
+ran (local partitions): calibrate warns and records the load; the good side of rates and
+latencies is left open and no variability reference is written.
 Provenance: kind measured, method calibration, the date, the host and the number of runs.
 The -S settings are recorded and reapplied by topobind validate. Nothing is written when a
 check fails.
 """
-
-QUICK_VARIABILITY_FLOORS = {"max_slowdown": 10.0, "cv": 5.0, "frac_slower_5pct": 20.0}
-TOLERANCE_CAP_LOW = 0.9  # a lower bound of -100 % would accept anything
-TOLERANCE_CAP_HIGH = 0.5  # unless --min-tolerance is larger
 
 
 def add_subparser(subparsers: Any) -> None:
@@ -403,6 +402,24 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def mark_busy(rows: list[Row], site: Any) -> list[Row]:
+    """Rows whose reference was calibrated on a busy node get ' (busy)' after it."""
+    from dataclasses import replace
+
+    from topobind.calibration import figure_key
+
+    if site.calibration is None or not site.calibration.busy:
+        return rows
+    out = []
+    for r in rows:
+        key = figure_key(r.check, r.variant, r.metric)
+        target = site.targets.get(key) if key else None
+        if target is not None and r.reference != "-" and target.provenance.method == "calibration":
+            r = replace(r, reference=f"{r.reference} (busy)")
+        out.append(r)
+    return out
+
+
 def _failed(rows: list[Row]) -> list[Row]:
     return [r for r in rows if r.result not in ("PASS", "PASS (no ref)", "SKIP")]
 
@@ -521,8 +538,15 @@ def run_validate(args: argparse.Namespace) -> int:
                 f"{site.name}:{partition}",
                 file=sys.stderr,
             )
+        rows = mark_busy(rows, site)
         print(f"\nsite {site.name}, partition {partition} (tags {args.tags}):")
         print(table(rows) + "\n")
+        if site.calibration is not None and site.calibration.busy:
+            print(
+                f"(busy): the reference was {site.calibration.busy_text()}: it describes the "
+                "node under that load (no variability reference was written); calibrate "
+                f"again on a quiet node: topobind calibrate --site {site.name}\n"
+            )
         for r in _failed(rows):
             print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
         skipped = [r for r in rows if r.result == "SKIP"]
@@ -545,203 +569,8 @@ def run_validate(args: argparse.Namespace) -> int:
     return 1 if bad or failed_sessions else 0
 
 
-# --------------------------------------------------------------------------- calibrate
-def _node_from(testcases: list[dict[str, Any]]) -> dict[str, Any] | None:
-    import json
-
-    for tc in reversed(testcases):
-        if tc.get("name") == "NodeCheck" and tc.get("result") == "pass":
-            path = Path(tc.get("outputdir") or "") / "node.json"
-            if path.exists():
-                s = json.loads(path.read_text())["summary"]
-                return {
-                    "packages": s["packages"],
-                    "numa_nodes": len(s["numa_nodes"]),
-                    "l3_domains": s["l3_domains"],
-                    "cores": s["cores"],
-                    "smt": s["smt"],
-                    "description": f"{s.get('hostname')} as topobind show saw it",
-                }
-    return None
-
-
-def nominal_peak(cores: int) -> tuple[float, str] | None:
-    """Nominal double-precision peak of this machine: cores x GHz x flop/cycle by ISA."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return None
-
-    def field(name: str) -> str:
-        m = re.search(rf"^{name}\s*:\s*(.*)$", text, re.M)
-        return m.group(1) if m else ""
-
-    flags = set(field("flags").split())
-    ghz: float | None = None
-    m = re.search(r"@\s*([\d.]+)\s*GHz", field("model name"))
-    if m:
-        ghz = float(m.group(1))
-    elif field("cpu MHz"):
-        ghz = float(field("cpu MHz")) / 1000
-    if not ghz:
-        return None
-    if "avx512f" in flags:
-        fpc, isa = 32, "AVX-512, 2 FMA units assumed"
-    elif "fma" in flags and "avx2" in flags:
-        fpc, isa = 16, "AVX2 + FMA"
-    elif "avx" in flags:
-        fpc, isa = 8, "AVX"
-    else:
-        fpc, isa = 4, "SSE2"
-    return cores * ghz * fpc, f"nominal: {cores} cores x {ghz:g} GHz x {fpc} flop/cycle ({isa})"
-
-
-def _class_map() -> dict[str, Any]:
-    from topobind.sites import CHECKS
-
-    return {spec.reframe_class: spec for spec in CHECKS.values()}
-
-
-def collect(testcases: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[float]]:
-    """Values of every registered figure: {(check, variant, metric): [one per session]}."""
-    classes = _class_map()
-    out: dict[tuple[str, str, str], list[float]] = {}
-    for tc in testcases:
-        if tc.get("result") != "pass":
-            continue
-        cls = tc.get("name", "").split(" %")[0]
-        spec = classes.get(cls)
-        if spec is None:
-            continue
-        variant = str(tc.get(spec.parameter)) if spec.parameter else spec.variants[0]
-        for key, v in (tc.get("perfvalues") or {}).items():
-            metric = key.split(":")[-1]
-            if metric in spec.metrics and v and v[0] is not None and math.isfinite(v[0]):
-                out.setdefault((spec.name, variant, metric), []).append(float(v[0]))
-    return out
-
-
-def derive_target(
-    check: str, metric: str, values: list[float], floor: float
-) -> tuple[float, float | None, float | None, dict[str, float]]:
-    """(reference, lower, upper, spread) of a figure from its per-session values."""
-    from topobind import stats
-    from topobind.sites import CHECKS
-
-    spec = CHECKS[check].metrics[metric]
-    med = stats.median(values)
-    spread = {"min": min(values), "median": med, "max": max(values)}
-    if spec.unit == "%" and not spec.higher_is_better:
-        ref = max(2.0 * max(values), QUICK_VARIABILITY_FLOORS.get(metric, 10.0))
-        return round(ref, 3), -1.0, 0.0, spread
-    if med <= 0:
-        raise TopobindError(f"{check} {metric}: median {med} is not positive; cannot calibrate")
-    lo = (med - min(values)) / med
-    hi = (max(values) - med) / med
-    lower = -min(TOLERANCE_CAP_LOW, max(floor, 3 * lo))
-    upper = min(max(TOLERANCE_CAP_HIGH, floor), max(floor, 3 * hi))
-    return round(med, 4), round(lower, 3), round(upper, 3), spread
-
-
-def references_yaml(
-    site: Any,
-    values: dict[tuple[str, str, str], list[float]],
-    runs: int,
-    floor: float,
-    partition: str,
-    tags: str,
-    settings: dict[str, str],
-    node: dict[str, Any] | None,
-    command: str,
-) -> str:
-    import yaml
-
-    from topobind.sites import CHECKS, REFERENCES_SCHEMA_ID
-
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    date = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    host = socket.gethostname()
-    targets: dict[str, Any] = {}
-    for (check, variant, metric), vals in sorted(values.items()):
-        ref, lower, upper, spread = derive_target(check, metric, vals, floor)
-        targets.setdefault(check, {}).setdefault(variant, {})[metric] = {
-            "reference": ref,
-            "tolerance": {"lower": lower, "upper": upper},
-            "unit": CHECKS[check].metrics[metric].unit,
-            "provenance": {
-                "kind": "measured",
-                "date": date,
-                "method": "calibration",
-                "host": host,
-                "runs": len(vals),
-                "spread": {k: round(v, 4) for k, v in spread.items()},
-            },
-        }
-    doc: dict[str, Any] = {
-        "schema": REFERENCES_SCHEMA_ID,
-        "site": site.name,
-        "calibration": {
-            "date": date,
-            "host": host,
-            "method": "calibration",
-            "runs": runs,
-            "partition": partition,
-            "tags": tags,
-            "command": command,
-            "settings": {k: v for k, v in settings.items() if k != "calibrating"},
-            "tolerance_rule": (
-                f"rates and latencies: -max({floor:g}, 3 x (median-min)/median) (at most "
-                f"-0.9) .. +max({floor:g}, 3 x (max-median)/median) (at most "
-                f"{max(TOLERANCE_CAP_HIGH, floor):g}); variability (%): 0 .. max(2 x worst, "
-                "floor)"
-            ),
-        },
-    }
-    if node is not None:
-        doc["node"] = node
-    doc["targets"] = targets
-    header = (
-        f"# Written by '{command}' on {date} (host {host}).\n"
-        f"# Measured references of site {site.name}; topobind validate compares against them.\n"
-        "# Re-run calibrate to refresh them: hand edits are overwritten (quoted targets belong\n"
-        "# in site.yaml, which this file overrides figure by figure).\n"
-    )
-    return header + yaml.safe_dump(doc, sort_keys=False, width=100)
-
-
-def _record_node(
-    site: Any, partition: str, measured: dict[str, Any] | None
-) -> dict[str, Any] | None:
-    """The node: section of references.yaml: the measured counts when the site describes no
-    node, plus a nominal peak (for HPL efficiency) when the site gives none and the checks
-    ran on this very machine."""
-    if measured is None:
-        return None
-    here = site.partition(partition).scheduler == "local" or site.name == "local"
-    peak = nominal_peak(measured["cores"]) if here else None
-    counts = ("packages", "numa_nodes", "l3_domains", "cores", "smt")
-    if site.node is None:
-        node = dict(measured)
-    elif not site.node.peak_gflops and peak:
-        node = {k: getattr(site.node, k) for k in counts}
-    else:
-        return None
-    note = "counts from topobind show on the partition's node"
-    if peak and not (site.node and site.node.peak_gflops):
-        node["peak_gflops"] = round(peak[0], 1)
-        note += f"; peak_gflops {peak[1]}"
-    node["provenance"] = {
-        "kind": "measured",
-        "date": dt.date.today().isoformat(),
-        "method": "calibration",
-        "host": socket.gethostname(),
-        "note": note,
-    }
-    return node
-
-
 def run_calibrate(args: argparse.Namespace) -> int:
-    from topobind import sites
+    from topobind import calibration, sites
     from topobind.fsutil import atomic_write_text
 
     if args.retries:
@@ -765,6 +594,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     results = _results_dir(args)
     setvars = _setvars(site, args.setvars, calibrating=True)
     extra = ["--reruns", str(args.repeat - 1)] if args.repeat > 1 else []
+    here = site.partition(partitions[0]).scheduler == "local"
+    before = calibration.cpu_sample() if here else None
     session = run_reframe(
         site,
         partitions[0],
@@ -777,6 +608,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         extra=extra,
         label="calibrate",
     )
+    load = calibration.load_between(before, calibration.cpu_sample() if here else None)
     if session.report is None:
         raise TopobindError(
             f"ReFrame wrote no report (exit {session.returncode}); see {session.log_path}"
@@ -793,25 +625,26 @@ def run_calibrate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    values = collect(session.testcases)
+    values = calibration.collect(session.testcases)
     if not values:
         raise TopobindError(f"no figures measured with tags {args.tags!r}; nothing to write")
-    node = _record_node(site, partitions[0], _node_from(session.testcases))
     command = "topobind calibrate " + shlex.join(
         [f"--site={site.name}", f"--partition={partitions[0]}", f"--tags={args.tags}",
          f"--repeat={args.repeat}", *[f"-S{s}" for s in args.setvars]]
     )  # fmt: skip
-    text = references_yaml(
-        site,
-        values,
-        args.repeat,
-        args.min_tolerance,
-        partitions[0],
-        args.tags,
-        setvars,
-        node,
-        command,
+    cal = calibration.CalibrationRun(
+        site=site,
+        values=values,
+        runs=args.repeat,
+        floor=args.min_tolerance,
+        partition=partitions[0],
+        tags=args.tags,
+        settings=setvars,
+        node=calibration.record_node(site, partitions[0], calibration.node_from(session.testcases)),
+        command=command,
+        load=load,
     )
+    text = calibration.references_yaml(cal)
     # Check what we are about to write with the same rules a reader applies.
     import yaml
 
@@ -820,14 +653,27 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise TopobindError("internal: calibrate produced an invalid file: " + problems[0])
     atomic_write_text(site.references_path, text)
     print(f"\nsite {site.name}, partition {partitions[0]}: {args.repeat} sessions")
+    if load is not None:
+        print(f"load: {load.text()}")
     print(f"{'figure':<42} {'reference':>14} {'tolerance':>12}  runs (min .. max)")
-    for (check, variant, metric), vals in sorted(values.items()):
-        ref, lower, upper, spread = derive_target(check, metric, vals, args.min_tolerance)
+    for (check, variant, metric), d in cal.derived().items():
+        vals = values[(check, variant, metric)]
         unit = sites.CHECKS[check].metrics[metric].unit
+        if d is None:
+            ref_text, tol_text = "not written", "(busy node)"
+        else:
+            ref_text, tol_text = _fmt(d.reference) + " " + unit, sites.tolerance_text(
+                d.lower, d.upper)  # fmt: skip
         print(
-            f"{check + '.' + variant + '.' + metric:<42} {_fmt(ref) + ' ' + unit:>14} "
-            f"{sites.tolerance_text(lower, upper):>12}  {len(vals)} ({_fmt(spread['min'])} .. "
-            f"{_fmt(spread['max'])})"
+            f"{check + '.' + variant + '.' + metric:<42} {ref_text:>14} {tol_text:>12}  "
+            f"{len(vals)} ({_fmt(min(vals))} .. {_fmt(max(vals))})"
         )
     print(f"wrote {site.references_path}")
+    if cal.busy and load is not None:
+        print(
+            f"topobind: warning: busy node: {load.text()}; the references describe the node "
+            "under that load (rates got no upper bound, latencies no lower one, variability "
+            f"no reference); calibrate again on a quiet node: {command}",
+            file=sys.stderr,
+        )
     return 0
