@@ -210,7 +210,7 @@ def _partitions(site: Any, requested: list[str] | None) -> list[str]:
     return requested
 
 
-_STATUS_LINE = re.compile(r"^\[\s*(RUN|OK|FAIL|SKIP|PASSED|FAILED|ABORT\w*|XFAIL|XPASS)\s*\]")
+_STATUS_LINE = re.compile(r"^\[\s*(OK|FAIL|SKIP|PASSED|FAILED|ABORT\w*|XFAIL|XPASS)\s*\]")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # [     SKIP ] ( 4/17) NodeCheck /68d43045 @local:default+builtin [site local describes no node]
 _SKIP_LINE = re.compile(r"^\[\s*SKIP\s*\].*? /([0-9a-f]{8}) @\S+ \[(.*)\]\s*$")
