@@ -456,8 +456,12 @@ def test_foreign_config_runs_checks_with_the_site_targets(
     assert re.search(r"\[\s*FAIL\s*\] .*StreamCheck %layout=compact .*@mycluster:cpu\+gnu", out)
     assert "failed to meet reference(s): triad=" in out
     # the environment that cannot compile C with OpenMP is skipped with the reason
-    assert re.search(r"SKIP .*@mycluster:cpu\+nocc .*compiles C with OpenMP", out) is None
-    assert re.search(r"\[\s*SKIP\s*\] .*@mycluster:cpu\+nocc \[.*/nonexistent/cc", out), out
+    assert re.search(
+        r"\[\s*SKIP\s*\] .*StreamCheck .*@mycluster:cpu\+nocc \[environment nocc does not "
+        r"compile C with OpenMP \('/nonexistent/cc .*-fopenmp .*' failed: .*\); the checks run "
+        r"in gnu\]",
+        out,
+    ), out
     assert re.search(r"Ran 2/4 test case\(s\) .*1 failure.* 2 skipped", out), out
 
 

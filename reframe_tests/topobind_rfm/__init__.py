@@ -221,13 +221,19 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     def tb_pick_environment(self) -> None:
         """Run once per partition: in its first environment that compiles C with OpenMP."""
         tried = []
+        here = self.current_environ.name
         for env in self.current_partition.environs:
             why = openmp_problem(env)
             if why is None:
-                self.skip_if(
-                    env.name != self.current_environ.name,
-                    f"runs once per partition, in its first OpenMP environment ({env.name})",
-                )
+                if env.name != here:
+                    mine = openmp_problem(self.current_environ)
+                    self.skip(
+                        f"environment {here} does not compile C with OpenMP ({mine}); the "
+                        f"checks run in {env.name}"
+                        if mine
+                        else f"runs once per partition, in its first OpenMP environment "
+                        f"({env.name})"
+                    )
                 return
             tried.append(f"{env.name}: {why}")
         self.skip(
