@@ -1,24 +1,18 @@
 """``topobind validate`` (run the ReFrame checks of a site, table of PASS/FAIL) and
 ``topobind calibrate`` (measure references for a site and write its references.yaml).
 
-Both run ReFrame with ``site_configs/reframe_config.py`` (the configuration derived from the
-site files) on ``reframe_tests/``, and read ReFrame's JSON run report. Calibration runs
-through ReFrame too, so that references are measured by exactly the code, sizes, launch and
-binding that validation later compares against them.
+The options and the printing; the engine is :mod:`topobind.validation` (running ReFrame,
+reading its report, the table) and :mod:`topobind.calibration` (references from the
+sessions). Calibration runs through ReFrame too, so that references are measured by exactly
+the code, sizes, launch and binding that validation later compares against them.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
-import re
 import shlex
-import shutil
 import socket
-import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -147,283 +141,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", "-v", action="store_true", help="show ReFrame's whole output")
 
 
-# --------------------------------------------------------------------------- running ReFrame
-def reframe_exe() -> list[str]:
-    exe = Path(sys.executable).parent / "reframe"
-    if exe.exists():
-        return [str(exe)]
-    found = shutil.which("reframe")
-    if found:
-        return [found]
-    raise TopobindError(
-        "ReFrame is not installed; install it into the venv: pip install 'reframe-hpc==4.10.4' "
-        "(or pip install -e '.[reframe]')"
-    )
-
-
-def _utc_stamp() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-
-
-@dataclass
-class Session:
-    partition: str
-    returncode: int
-    report_path: Path
-    log_path: Path
-    report: dict[str, Any] | None = None
-    testcases: list[dict[str, Any]] = field(default_factory=list)
-    skip_reasons: dict[str, str] = field(default_factory=dict)  # test hash -> reason
-    errors: list[str] = field(default_factory=list)  # ReFrame's ERROR lines
-    final: list[dict[str, Any]] = field(default_factory=list)  # last attempt of each case
-
-
-def _parse_setvar(text: str) -> tuple[str, str]:
-    if "=" not in text:
-        raise TopobindError(f"-S {text!r}: write it as [CHECK.]VAR=VALUE, e.g. -S elements=20M")
-    k, v = text.split("=", 1)
-    if not re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*\.)?[a-z_][a-z0-9_]*", k):
-        raise TopobindError(f"-S {text!r}: {k!r} is not a [CHECK.]variable name")
-    return k, v
-
-
-def _setvars(site: Any, user: list[str], calibrating: bool) -> dict[str, str]:
-    merged = {k: str(v) for k, v in (site.settings if calibrating else site.all_settings).items()}
-    for text in user:
-        k, v = _parse_setvar(text)
-        merged[k] = v
-    for k, v in merged.items():
-        if isinstance(v, bool) or v in ("True", "False"):
-            merged[k] = v.lower()
-    if calibrating:
-        merged["calibrating"] = "true"
-    return merged
-
-
-def _partitions(site: Any, requested: list[str] | None) -> list[str]:
-    if not requested:
-        return [site.partitions[0].name]
-    if "all" in requested:
-        return [p.name for p in site.partitions]
-    for name in requested:
-        site.partition(name)  # raises with the list of partitions
-    return requested
-
-
-_STATUS_LINE = re.compile(r"^\[\s*(OK|FAIL|SKIP|PASSED|FAILED|ABORT\w*|XFAIL|XPASS)\s*\]")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# [     SKIP ] ( 4/17) NodeCheck /68d43045 @local:default+builtin [site local describes no node]
-_SKIP_LINE = re.compile(r"^\[\s*SKIP\s*\].*? /([0-9a-f]{8}) @\S+ \[(.*)\]\s*$")
-
-
-def run_reframe(
-    site: Any,
-    partition: str,
-    tags: str,
-    names: list[str] | None,
-    setvars: dict[str, str],
-    exec_policy: str,
-    results: Path,
-    verbose: bool,
-    extra: list[str] | None = None,
-    label: str = "validate",
-) -> Session:
-    from topobind.sites import REPO
-
-    stamp = _utc_stamp()
-    report = results / "reports" / f"{label}-{site.name}-{partition}-{stamp}.json"
-    log = results / "logs" / f"{label}-{site.name}-{partition}-{stamp}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [
-        *reframe_exe(),
-        "-C",
-        str(REPO / "site_configs" / "reframe_config.py"),
-        "-c",
-        str(REPO / "reframe_tests"),
-        "--system",
-        f"{site.name}:{partition}",
-        "-t",
-        tags,
-        "--exec-policy",
-        exec_policy,
-        "--report-file",
-        str(report),
-        "--nocolor",
-    ]
-    for n in names or []:
-        argv += ["-n", n]
-    for k, v in setvars.items():
-        argv += ["-S", f"{k}={v}"]
-    argv += [*(extra or []), "-r"]
-    env = dict(os.environ)
-    env["TOPOBIND_REFRAME_RESULTS"] = str(results)
-    env.setdefault("TOPOBIND_ROOT", str(REPO))
-    print(f"topobind: {shlex.join(argv)}", file=sys.stderr)
-    skips: dict[str, str] = {}
-    errors: list[str] = []
-    with open(log, "w", encoding="utf-8") as logfh:
-        proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        )
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            logfh.write(line)
-            plain = _ANSI.sub("", line)
-            skipped = _SKIP_LINE.match(plain)
-            if skipped:
-                skips[skipped.group(1)] = skipped.group(2)
-            if plain.startswith("ERROR"):
-                errors.append(" ".join(plain.split()))
-            noise = "variables were not set" in plain  # site settings other checks lack
-            if (
-                verbose
-                or _STATUS_LINE.match(plain)
-                or (plain.startswith(("ERROR", "WARNING")) and not noise)
-            ):
-                sys.stderr.write(plain)
-                sys.stderr.flush()
-        rc = proc.wait()
-    session = Session(partition, rc, report, log, skip_reasons=skips, errors=errors)
-    if report.exists():
-        import json
-
-        session.report = json.loads(report.read_text())
-        runs = session.report.get("runs", [])
-        session.testcases = [tc for run in runs for tc in run.get("testcases", [])]
-        # the last attempt of every test case (after --max-retries), in first-run order
-        last: dict[str, dict[str, Any]] = {}
-        for tc in session.testcases:
-            last[f"{tc.get('name')}@{tc.get('system')}:{tc.get('partition')}"] = tc
-        session.final = list(last.values())
-    return session
-
-
-# --------------------------------------------------------------------------- report table
-@dataclass(frozen=True)
-class Row:
-    check: str
-    variant: str
-    metric: str
-    measured: str
-    reference: str
-    tolerance: str
-    result: str
-    reason: str = ""
-
-
-def _variant(tc: dict[str, Any]) -> str:
-    parts = tc.get("name", "").split(" %")[1:]
-    return ",".join(p.split("=", 1)[1] for p in parts if "=" in p) or "-"
-
-
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if abs(value) >= 100:
-        return f"{value:,.1f}"
-    return f"{value:.3g}"
-
-
-def rows_from(
-    testcases: list[dict[str, Any]],
-    skips: dict[str, str] | None = None,
-    errors: list[str] | None = None,
-) -> list[Row]:
-    from topobind.sites import tolerance_text
-
-    rows: list[Row] = []
-    for tc in testcases:
-        check = tc.get("name", "?").split(" %")[0]
-        variant = _variant(tc)
-        result = str(tc.get("result", "?"))
-        reason = " ".join(str(tc.get("fail_reason") or "").split())
-        if result not in ("pass", "fail", "skip"):  # aborted: the session stopped early
-            why = reason or "; ".join(errors or []) or f"ReFrame result {result!r}"
-            rows.append(Row(check, variant, "-", "-", "-", "-", "ABORT", why))
-            continue
-        if result == "skip":
-            reason = (skips or {}).get(str(tc.get("hashcode")), reason)
-            rows.append(Row(check, variant, "-", "-", "-", "-", "SKIP", reason))
-            continue
-        perf = tc.get("perfvalues") or {}
-        figures = [(k.split(":")[-1], v) for k, v in perf.items() if v and v[0] is not None]
-        if result == "fail" and tc.get("fail_phase") != "performance":
-            rows.append(Row(check, variant, "sanity", "-", "-", "-", "FAIL", reason))
-            continue
-        if not figures:
-            rows.append(
-                Row(check, variant, "sanity", "-", "-", "-", "PASS" if result == "pass" else
-                    result.upper(), reason)
-            )  # fmt: skip
-            continue
-        for metric, (val, ref, lower, upper, unit, *res) in figures:
-            has_ref = not (ref == 0 and lower is None and upper is None)
-            verdict = (res[0] if res else None) or ("pass" if result == "pass" else result)
-            if not has_ref:
-                verdict_text = "PASS (no ref)" if verdict == "pass" else verdict.upper()
-            else:
-                verdict_text = verdict.upper()
-            why = ""
-            if verdict == "fail":
-                lo = "-inf" if lower is None else _fmt(ref * (1 + lower))
-                hi = "+inf" if upper is None else _fmt(ref * (1 + upper))
-                why = f"{_fmt(val)} {unit} is outside {lo} .. {hi} {unit}"
-            rows.append(
-                Row(
-                    check,
-                    variant,
-                    metric,
-                    f"{_fmt(val)} {unit}",
-                    f"{_fmt(ref)} {unit}" if has_ref else "-",
-                    tolerance_text(lower, upper) if has_ref else "-",
-                    verdict_text,
-                    why,
-                )
-            )
-    return rows
-
-
-def table(rows: list[Row]) -> str:
-    head = ("check", "variant", "metric", "measured", "reference", "tolerance", "result")
-    data = [head] + [
-        (r.check, r.variant, r.metric, r.measured, r.reference, r.tolerance, r.result) for r in rows
-    ]
-    widths = [max(len(str(row[i])) for row in data) for i in range(len(head))]
-    right = {3, 4}
-    lines = []
-    for n, row in enumerate(data):
-        cells = [
-            str(c).rjust(widths[i]) if i in right else str(c).ljust(widths[i])
-            for i, c in enumerate(row)
-        ]
-        lines.append("  ".join(cells).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def mark_busy(rows: list[Row], site: Any) -> list[Row]:
-    """Rows whose reference was calibrated on a busy node get ' (busy)' after it."""
-    from dataclasses import replace
-
-    from topobind.calibration import figure_key
-
-    if site.calibration is None or not site.calibration.busy:
-        return rows
-    out = []
-    for r in rows:
-        key = figure_key(r.check, r.variant, r.metric)
-        target = site.targets.get(key) if key else None
-        if target is not None and r.reference != "-" and target.provenance.method == "calibration":
-            r = replace(r, reference=f"{r.reference} (busy)")
-        out.append(r)
-    return out
-
-
-def _failed(rows: list[Row]) -> list[Row]:
-    return [r for r in rows if r.result not in ("PASS", "PASS (no ref)", "SKIP")]
-
-
 # --------------------------------------------------------------------------- validate
 def _load(site_name: str | None) -> Any:
     from topobind import sites
@@ -437,55 +154,28 @@ def _results_dir(args: argparse.Namespace) -> Path:
     return Path(args.results).resolve() if args.results else reframe_results_dir()
 
 
-def _compare(site: Any, session: Session, since: str, results: Path) -> None:
-    from topobind.sites import REPO
+def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
+    from topobind import validation  # not at import: the CLI starts fast
 
-    if not session.report:
+    got = validation.compare(site, session, since, results)
+    if got is None:
         return
-    info = session.report["session_info"]
-    start = dt.datetime.fromtimestamp(float(info["time_start_unix"]), dt.UTC)
-    m = re.fullmatch(r"(\d+)([mhdw])", since)
-    if not m:
-        raise TopobindError(f"--since {since!r}: write it as a number and m/h/d/w, e.g. 30d")
-    unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
-    begin = start - dt.timedelta(**{unit: int(m.group(1))})
-    end = start - dt.timedelta(seconds=1)
-    fmt = "%Y%m%dT%H%M%S%z"
-    spec = f"{info['uuid']}/{begin.strftime(fmt)}:{end.strftime(fmt)}/median:/name,pvar,pval,punit"
-    argv = [
-        *reframe_exe(),
-        "-C",
-        str(REPO / "site_configs" / "reframe_config.py"),
-        "--system",
-        f"{site.name}:{session.partition}",
-        "--nocolor",
-        "--table-format",
-        "plain",
-        "--term-lhs",
-        "this run",
-        "--term-rhs",
-        f"previous {since}",
-        "--performance-compare",
-        spec,
-    ]
-    env = dict(os.environ, TOPOBIND_REFRAME_RESULTS=str(results))
-    print(f"\ncompared with earlier runs: {shlex.join(argv[-2:])}")
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
-    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
-    # drop ReFrame's banner; keep the table
-    start_idx = next((i for i, ln in enumerate(lines) if ln.startswith("name ")), None)
-    if start_idx is None:
-        print("(no earlier runs of these checks in the results database)")
-    else:
-        print("\n".join(lines[start_idx:]))
-    if done.returncode != 0:
-        print(f"topobind: warning: --performance-compare failed: {done.stderr.strip()[-300:]}")
+    print(f"\ncompared with earlier runs: {got.spec}")
+    print(
+        "\n".join(got.table)
+        if got.table
+        else "(no earlier runs of these checks in the results database)"
+    )
+    if got.error is not None:
+        print(f"topobind: warning: --performance-compare failed: {got.error}")
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    from topobind import validation  # not at import: the CLI starts fast
+
     site = _load(args.site)
     results = _results_dir(args)
-    setvars = _setvars(site, args.setvars, calibrating=False)
+    setvars = validation.setvars_for(site, args.setvars, calibrating=False)
     host = socket.gethostname()
     if site.calibration and site.calibration.host != host:
         print(
@@ -499,11 +189,11 @@ def run_validate(args: argparse.Namespace) -> int:
             f"references (write them with: topobind calibrate --site {site.name})",
             file=sys.stderr,
         )
-    all_rows: list[Row] = []
+    all_rows: list[validation.Row] = []
     failed_sessions = 0
-    for partition in _partitions(site, args.partition):
+    for partition in validation.partitions_of(site, args.partition):
         retry = ["--max-retries", str(args.retries)] if args.retries > 0 else []
-        session = run_reframe(
+        session = validation.run_reframe(
             site,
             partition,
             args.tags,
@@ -531,36 +221,36 @@ def run_validate(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             continue
-        rows = rows_from(session.final, session.skip_reasons, session.errors)
+        rows = validation.rows_from(session.final, session.skip_reasons, session.errors)
         if not rows:
             print(
                 f"topobind: warning: no check matched tags {args.tags!r} on "
                 f"{site.name}:{partition}",
                 file=sys.stderr,
             )
-        rows = mark_busy(rows, site)
+        rows = validation.mark_busy(rows, site)
         print(f"\nsite {site.name}, partition {partition} (tags {args.tags}):")
-        print(table(rows) + "\n")
+        print(validation.table(rows) + "\n")
         if site.calibration is not None and site.calibration.busy:
             print(
                 f"(busy): the reference was {site.calibration.busy_text()}: it describes the "
                 "node under that load (no variability reference was written); calibrate "
                 f"again on a quiet node: topobind calibrate --site {site.name}\n"
             )
-        for r in _failed(rows):
+        for r in validation.failed(rows):
             print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
         skipped = [r for r in rows if r.result == "SKIP"]
         for r in skipped:
             print(f"skip {r.check} {r.variant}: {r.reason}")
         print(f"report: {session.report_path}")
         print(f"perflogs: {results / 'perflogs' / site.name / partition}")
-        if session.returncode != 0 and not _failed(rows):
+        if session.returncode != 0 and not validation.failed(rows):
             failed_sessions += 1
             print(f"topobind: error: ReFrame exited with {session.returncode}", file=sys.stderr)
         if args.compare:
-            _compare(site, session, args.since, results)
+            _print_compare(site, session, args.since, results)
         all_rows += rows
-    bad = _failed(all_rows)
+    bad = validation.failed(all_rows)
     passed = sum(1 for r in all_rows if r.result.startswith("PASS"))
     print(
         f"\n{passed} passed, {len(bad)} failed, "
@@ -570,7 +260,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from topobind import calibration, sites
+    from topobind import calibration, sites, validation
     from topobind.fsutil import atomic_write_text
 
     if args.retries:
@@ -588,15 +278,15 @@ def run_calibrate(args: argparse.Namespace) -> int:
             f"{site.path}: has no 'references:' key, so calibrate has nowhere to write; add "
             "references: references.yaml"
         )
-    partitions = _partitions(site, args.partition)
+    partitions = validation.partitions_of(site, args.partition)
     if len(partitions) != 1:
         raise TopobindError("calibrate measures one partition; name it with --partition P")
     results = _results_dir(args)
-    setvars = _setvars(site, args.setvars, calibrating=True)
+    setvars = validation.setvars_for(site, args.setvars, calibrating=True)
     extra = ["--reruns", str(args.repeat - 1)] if args.repeat > 1 else []
     here = site.partition(partitions[0]).scheduler == "local"
     before = calibration.cpu_sample() if here else None
-    session = run_reframe(
+    session = validation.run_reframe(
         site,
         partitions[0],
         args.tags,
@@ -613,10 +303,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise TopobindError(
             f"ReFrame wrote no report (exit {session.returncode}); see {session.log_path}"
         )
-    rows = rows_from(session.testcases, session.skip_reasons, session.errors)
-    bad = _failed(rows)
+    rows = validation.rows_from(session.testcases, session.skip_reasons, session.errors)
+    bad = validation.failed(rows)
     if bad:
-        print(table(rows))
+        print(validation.table(rows))
         for r in bad:
             print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
         print(
@@ -662,11 +352,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
         if d is None:
             ref_text, tol_text = "not written", "(busy node)"
         else:
-            ref_text, tol_text = _fmt(d.reference) + " " + unit, sites.tolerance_text(
+            ref_text, tol_text = validation.fmt(d.reference) + " " + unit, sites.tolerance_text(
                 d.lower, d.upper)  # fmt: skip
         print(
             f"{check + '.' + variant + '.' + metric:<42} {ref_text:>14} {tol_text:>12}  "
-            f"{len(vals)} ({_fmt(min(vals))} .. {_fmt(max(vals))})"
+            f"{len(vals)} ({validation.fmt(min(vals))} .. {validation.fmt(max(vals))})"
         )
     print(f"wrote {site.references_path}")
     if cal.busy and load is not None:
