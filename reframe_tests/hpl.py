@@ -25,7 +25,7 @@ from reframe.core.exceptions import SanityError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from topobind_rfm import PROBE, TopobindCheck, python_cmd, status_line, topobind_cmd  # noqa: E402
+from topobind_rfm import PROBE, TopobindCheck, python_cmd, site_settings, status_line, topobind_cmd  # noqa: E402
 
 
 def hpl_driver_missing() -> str | None:
@@ -41,6 +41,7 @@ def hpl_driver_missing() -> str | None:
 
 
 @rfm.simple_test
+@site_settings
 class HplCheck(TopobindCheck):
     descr = "HPL GFLOP/s, efficiency vs the node's peak, run-to-run variability"
     tb_family = "hpl"

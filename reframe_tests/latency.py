@@ -27,6 +27,7 @@ from topobind_rfm import (  # noqa: E402
     kernels_dir,
     python_cmd,
     shell_join,
+    site_settings,
     status_line,
     topobind_cmd,
     which,
@@ -52,6 +53,7 @@ def _load_one(check: TopobindCheck, pattern: str, kernel: str):  # -> topobind.k
 
 
 @rfm.simple_test
+@site_settings
 class LatencyCheck(TopobindCheck):
     descr = "memory load latency, thread and memory on NUMA node 0"
     tb_family = "latency"
@@ -98,6 +100,7 @@ class LatencyCheck(TopobindCheck):
 
 
 @rfm.simple_test
+@site_settings
 class C2CCheck(TopobindCheck):
     descr = "core-to-core latency inside one L3 domain or across two"
     tb_family = "c2c"

@@ -446,9 +446,10 @@ def test_foreign_config_runs_checks_with_the_site_targets(
     triad = doc["targets"]["stream"]["compact"]["triad"]
     triad["reference"], triad["tolerance"] = 10 * triad["reference"], {"lower": -0.1, "upper": 0.1}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    # no -S: the settings the references were calibrated with (SMALL) apply by themselves
     done = foreign_reframe(
         tmp_path, CPU_PARTITION, "-n", "BindingCheck%case=compact",
-        "-n", "StreamCheck%layout=compact", *SMALL, site="local", sites_dir=sites_dir,
+        "-n", "StreamCheck%layout=compact", site="local", sites_dir=sites_dir,
     )  # fmt: skip
     out = done.stdout + done.stderr
     assert done.returncode == 1, out  # the impossible STREAM reference of site local
@@ -463,6 +464,8 @@ def test_foreign_config_runs_checks_with_the_site_targets(
         out,
     ), out
     assert re.search(r"Ran 2/4 test case\(s\) .*1 failure.* 2 skipped", out), out
+    job = next((tmp_path / "stage" / "mycluster" / "cpu" / "gnu").glob("StreamCheck*"))
+    assert "--elements 8M" in (job / "rfm_job.sh").read_text()
 
 
 def test_foreign_config_through_local_slurm(

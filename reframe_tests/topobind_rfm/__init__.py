@@ -82,6 +82,26 @@ if _SYSTEM is not None:
 else:
     SITE = None
 
+
+def site_settings(cls: Any) -> Any:
+    """Class decorator: the site's ``settings:`` and the settings its references were
+    calibrated with, as if given with ``-S`` (a ``-S`` on the command line still wins: ReFrame
+    applies it after loading), so a figure is measured as its reference was under any
+    configuration."""
+    from reframe.core.fields import make_convertible
+
+    if SITE is None:
+        return cls
+    calibrating = os.environ.get("TOPOBIND_CALIBRATING") == "1"  # set by topobind calibrate
+    for key, value in (SITE.settings if calibrating else SITE.all_settings).items():
+        check, _, var = str(key).rpartition(".")
+        if check and check != cls.__name__:
+            continue
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        cls.setvar(var, make_convertible(text))  # False when this check has no such variable
+    return cls
+
+
 _LAUNCHERS = {"srun": "srun", "local": "local", "mpirun": "mpirun", "mpiexec": "mpirun"}
 
 

@@ -134,6 +134,8 @@ def run_reframe(
     argv += [*(extra or []), "-r"]
     env = dict(os.environ)
     env["TOPOBIND_REFRAME_RESULTS"] = str(results)
+    # calibrating: the checks must not reapply the settings of the previous calibration
+    env["TOPOBIND_CALIBRATING"] = "1" if setvars.get("calibrating") == "true" else "0"
     env.setdefault("TOPOBIND_ROOT", str(REPO))
     say = echo or _stderr
     say(f"topobind: {shlex.join(argv)}\n")
