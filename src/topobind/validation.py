@@ -134,6 +134,7 @@ def run_reframe(
     argv += [*(extra or []), "-r"]
     env = dict(os.environ)
     env["TOPOBIND_REFRAME_RESULTS"] = str(results)
+    env["TOPOBIND_SITE"] = site.name  # the checks' targets: this site, whatever was exported
     # calibrating: the checks must not reapply the settings of the previous calibration
     env["TOPOBIND_CALIBRATING"] = "1" if setvars.get("calibrating") == "true" else "0"
     env.setdefault("TOPOBIND_ROOT", str(REPO))
