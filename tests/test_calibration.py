@@ -128,3 +128,19 @@ def test_mpirun_error_is_the_real_message() -> None:
     )
     assert mpirun_error(crash).startswith("HPL ERROR: out of memory; mpirun: Primary job")
     assert mpirun_error("") == "(no message)"
+
+
+def test_mpirun_error_of_a_real_mpirun() -> None:
+    import os
+    import subprocess
+
+    too_many = 4 * len(os.sched_getaffinity(0))  # more ranks than the machine has slots
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    done = subprocess.run(
+        ["/usr/bin/mpirun", "-np", str(too_many), "true"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    message = mpirun_error(done.stderr or done.stdout)
+    assert message.startswith("There are not enough slots available in the system"), message
+    assert f"satisfy the {too_many} slots" in message and "---" not in message
