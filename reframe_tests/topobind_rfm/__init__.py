@@ -216,10 +216,9 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     @run_after("init")
     def tb_set_references(self) -> None:
         if self.tb_family and not self.calibrating and SITE is not None:
-            refs = {m: t.reframe_tuple() for m, t in SITE.targets_for(
-                self.tb_family, self.tb_variant()).items()}  # fmt: skip
+            refs = tbsites.reframe_references(SITE, self.tb_family, self.tb_variant())
             if refs:
-                self.reference = {"*": refs}
+                self.reference = refs
 
     @run_after("setup")
     def tb_set_site(self) -> None:

@@ -3,7 +3,6 @@ that ``site_configs/reframe_config.py`` hands to ReFrame)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +13,14 @@ from topobind.sites.paths import REPO
 
 # --- ReFrame
 def reframe_references(
-    check: str, variant: str, sites: Iterable[Site] | None = None
+    site: Site, check: str, variant: str
 ) -> dict[str, dict[str, tuple[float, float | None, float | None, str]]]:
-    """ReFrame ``reference`` of one check variant on every site: ``{'site': {metric: (ref,
-    lower, upper, unit)}}``. Site targets hold for every partition of the site."""
-    out: dict[str, dict[str, tuple[float, float | None, float | None, str]]] = {}
-    for site in sites if sites is not None else load_sites():
-        refs = {m: t.reframe_tuple() for m, t in site.targets_for(check, variant).items()}
-        if refs:
-            out[site.name] = refs
-    return out
+    """ReFrame ``reference`` of one check variant: ``{'*': {metric: (ref, lower, upper,
+    unit)}}`` from the site's targets, for every system and partition of the run (the site
+    is chosen before the run: ``TOPOBIND_SITE`` or the system's name); ``{}`` without
+    targets."""
+    refs = {m: t.reframe_tuple() for m, t in site.targets_for(check, variant).items()}
+    return {"*": refs} if refs else {}
 
 
 def _processor(node: ExpectedNode | None) -> dict[str, int]:
