@@ -111,6 +111,9 @@ def test_calibration_writes_medians_with_provenance(calibrated: Calibrated) -> N
     # --min-tolerance 1.0, lower capped; a busy node's rates get no upper bound
     assert (triad.lower, triad.upper) == (-0.9, None if busy else 1.0)
     assert ("busy node" in (triad.provenance.note or "")) == busy
+    check = run("site", "check", "local", sites_dir=calibrated.sites)
+    assert check.returncode == 0, check.stderr
+    assert ("calibration: BUSY NODE: references calibrated on" in check.stdout) == busy
     # the reference is the median of the two sessions' values in ReFrame's own report
     report = max((calibrated.results / "reports").glob("calibrate-*.json"))
     values = [
