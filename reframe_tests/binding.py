@@ -18,12 +18,20 @@ from reframe.core.exceptions import SanityError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from topobind_rfm import TopobindCheck, read_json, shell_join, status_line, topobind_cmd  # noqa: E402
+from topobind_rfm import (  # noqa: E402
+    TopobindCheck,
+    read_json,
+    shell_join,
+    site_settings,
+    status_line,
+    topobind_cmd,
+)
 
 CASES = ["compact", "every-other-core", "spread/2", "per-l3", "per-numa", "l3-groups:32"]
 
 
 @rfm.simple_test
+@site_settings
 class BindingCheck(TopobindCheck):
     descr = "threads and ranks run on their planned CPUs under topobind run's launch"
     case = parameter(CASES)

@@ -39,6 +39,7 @@ from topobind_rfm import (  # noqa: E402
     kernels_dir,
     read_json,
     shell_join,
+    site_settings,
     status_line,
     topobind_cmd,
 )
@@ -47,6 +48,7 @@ from topobind.sites import CHECKS  # noqa: E402
 
 
 @rfm.simple_test
+@site_settings
 class DgemmCheck(TopobindCheck):
     descr = "DGEMM variability over repetitions on all cores, by page size"
     tb_family = "dgemm"

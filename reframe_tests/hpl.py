@@ -25,7 +25,7 @@ from reframe.core.exceptions import SanityError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from topobind_rfm import PROBE, TopobindCheck, python_cmd, status_line, topobind_cmd  # noqa: E402
+from topobind_rfm import PROBE, TopobindCheck, python_cmd, site_settings, status_line, topobind_cmd  # noqa: E402
 
 
 def hpl_driver_missing() -> str | None:
@@ -41,6 +41,7 @@ def hpl_driver_missing() -> str | None:
 
 
 @rfm.simple_test
+@site_settings
 class HplCheck(TopobindCheck):
     descr = "HPL GFLOP/s, efficiency vs the node's peak, run-to-run variability"
     tb_family = "hpl"
@@ -65,6 +66,17 @@ class HplCheck(TopobindCheck):
     def tb_check_setup(self) -> None:
         why = hpl_driver_missing()
         self.skip_if(why is not None, str(why))
+        if self.tb_partition.scheduler != "local":
+            # mpirun inside a batch job starts no more ranks than the job has tasks: ask the
+            # scheduler for one task per core, the ranks topobind bench hpl launches.
+            cores = self.tb_cores()
+            self.skip_if(
+                cores is None,
+                f"the cores of partition {self.current_partition.fullname}'s node are unknown "
+                f"(add node: to site_configs/{self.tb_site.name}/site.yaml, or run topobind "
+                f"calibrate --site {self.tb_site.name})",
+            )
+            self.num_tasks = self.num_tasks_per_node = int(cores or 1)
         runs = 1 if self.size == "quick" else max(1, self.runs)
         opts = ["--layout compact", '--ranks "$ranks"', f"--repeat {runs}", "--results hpl"]
         if self.size == "quick":

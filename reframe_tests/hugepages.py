@@ -14,7 +14,7 @@ from reframe.core.exceptions import SanityError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from topobind_rfm import PROBE, TopobindCheck, python_cmd, read_json, status_line  # noqa: E402
+from topobind_rfm import PROBE, TopobindCheck, python_cmd, read_json, site_settings, status_line  # noqa: E402
 
 from topobind.sites import HUGEPAGES_1G_NR  # noqa: E402
 
@@ -22,6 +22,7 @@ GIB_KIB = "1048576"
 
 
 @rfm.simple_test
+@site_settings
 class HugepagesCheck(TopobindCheck):
     descr = "enough free 1 GiB pages on every NUMA node"
     #: override the site's requirement (free 1 GiB pages per NUMA node); -1: the site's

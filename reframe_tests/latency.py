@@ -1,5 +1,5 @@
-"""Memory latency and core-to-core latency, run where a site sets targets for them (and
-always under ``topobind calibrate``).
+"""Memory latency and core-to-core latency. Like every check, they run whether or not the
+site has targets for them yet (figures without a target show as ``PASS (no ref)``).
 
 LatencyCheck: kernels/bin/latency, one thread on NUMA node 0 with its memory there
 (``numactl -N 0 -m 0`` + ``topobind run --layout compact --ranks 1 --threads 1``);
@@ -27,6 +27,7 @@ from topobind_rfm import (  # noqa: E402
     kernels_dir,
     python_cmd,
     shell_join,
+    site_settings,
     status_line,
     topobind_cmd,
     which,
@@ -52,6 +53,7 @@ def _load_one(check: TopobindCheck, pattern: str, kernel: str):  # -> topobind.k
 
 
 @rfm.simple_test
+@site_settings
 class LatencyCheck(TopobindCheck):
     descr = "memory load latency, thread and memory on NUMA node 0"
     tb_family = "latency"
@@ -64,10 +66,6 @@ class LatencyCheck(TopobindCheck):
         return "local"
 
     def tb_check_setup(self) -> None:
-        self.skip_if(
-            not self.calibrating and not self.tb_site.has_targets("latency"),
-            f"site {self.tb_site.name} sets no latency targets",
-        )
         self.skip_if(which("numactl") is None, "numactl is not installed")
         args = self.tb_run("compact", ranks=1, threads=1)
         self.executable = shell_join(
@@ -102,6 +100,7 @@ class LatencyCheck(TopobindCheck):
 
 
 @rfm.simple_test
+@site_settings
 class C2CCheck(TopobindCheck):
     descr = "core-to-core latency inside one L3 domain or across two"
     tb_family = "c2c"
@@ -113,10 +112,6 @@ class C2CCheck(TopobindCheck):
         return str(self.pair)
 
     def tb_check_setup(self) -> None:
-        self.skip_if(
-            not self.calibrating and not self.tb_site.targets_for("c2c", str(self.pair)),
-            f"site {self.tb_site.name} sets no c2c target for {self.pair}",
-        )
         node = self.tb_node()
         if node is not None:
             if self.pair == "cross-l3":

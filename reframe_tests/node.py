@@ -16,10 +16,11 @@ from reframe.core.exceptions import SanityError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from topobind_rfm import TopobindCheck, read_json, status_line, topobind_cmd  # noqa: E402
+from topobind_rfm import TopobindCheck, read_json, site_settings, status_line, topobind_cmd  # noqa: E402
 
 
 @rfm.simple_test
+@site_settings
 class NodeCheck(TopobindCheck):
     descr = "the partition's node has the site's packages, NUMA nodes, L3 domains, cores, SMT"
     tags = {"quick", "full", "binding"}

@@ -37,6 +37,7 @@ from topobind_rfm import (  # noqa: E402
     kernels_dir,
     read_json,
     shell_join,
+    site_settings,
     status_line,
     topobind_cmd,
     which,
@@ -51,6 +52,7 @@ NUMA0 = "numactl --cpunodebind=0 --membind=0"
 
 
 @rfm.simple_test
+@site_settings
 class StreamCheck(TopobindCheck):
     descr = "STREAM Copy/Scale/Add/Triad bandwidth under a topobind layout"
     tb_family = "stream"

@@ -6,9 +6,16 @@ under ``topobind run``, which plans the layout *on the node the job runs on* and
 it with the partition's launcher (srun masks, mpirun flags, or no launcher for one rank).
 ReFrame's own launcher is replaced by the ``local`` one: topobind launches the ranks.
 
-References come from the sites (``site_configs/<site>/site.yaml`` and its
-``references.yaml``) through :func:`topobind.sites.reframe_references`, keyed
-``'<site>'`` (a ReFrame scope holding all its partitions), so one check file serves every site.
+The site whose targets apply is ``$TOPOBIND_SITE`` (any ReFrame configuration, e.g. a
+cluster's own), else the ReFrame system of the same name (``site_configs/reframe_config.py``
+names its systems after the sites). Without either the run stops at loading with one message:
+a run that tests nothing must not pass. References come from that site
+(``site_configs/<site>/site.yaml`` and its ``references.yaml``), keyed ``'*'`` (every system
+and partition of the run).
+
+Under a configuration that is not derived from the site files, a partition's scheduler and
+launcher come from ReFrame's partition, and the checks run once per partition, in the first
+of its environments that compiles and links a C program with OpenMP (the others SKIP).
 """
 
 from __future__ import annotations
@@ -18,11 +25,14 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import reframe as rfm
+import reframe.core.runtime as rt
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
@@ -32,6 +42,127 @@ from topobind.errors import TopobindError
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "probe.py"
+SITE_VARIABLE = "TOPOBIND_SITE"
+
+
+def site_for(system: str) -> tbsites.Site:
+    """The site whose targets the checks use on ReFrame system ``system`` (see the module
+    docstring); raises TopobindError with the fix when there is none."""
+    named = os.environ.get(SITE_VARIABLE, "").strip()
+    if named:
+        try:
+            return tbsites.load_site(named)
+        except TopobindError as exc:
+            raise TopobindError(f"{SITE_VARIABLE}={named}: {exc}") from None
+    if system in tbsites.site_names():
+        return tbsites.load_site(system)
+    known = ", ".join(tbsites.site_names()) or "none"
+    raise TopobindError(
+        f"ReFrame system {system!r} is not a topobind site and {SITE_VARIABLE} is not set: "
+        f"name the site whose targets to check against, e.g. {SITE_VARIABLE}=local reframe ... "
+        f"(sites in {tbsites.sites_dir()}: {known}); nothing was run"
+    )
+
+
+def _current_system() -> str | None:
+    try:
+        return str(rt.runtime().system.name)
+    except Exception:  # imported outside a ReFrame session (e.g. by a linter)
+        return None
+
+
+_SYSTEM = _current_system()
+if _SYSTEM is not None:
+    try:
+        SITE: tbsites.Site | None = site_for(_SYSTEM)
+    except TopobindError as _exc:
+        # Stop the whole session here: ReFrame skips a test file whose import fails with an
+        # ordinary error and then reports 'Ran 0/0 test case(s) ... PASSED'.
+        sys.exit(f"topobind: error: {_exc}")
+else:
+    SITE = None
+
+
+def site_settings(cls: Any) -> Any:
+    """Class decorator: the site's ``settings:`` and the settings its references were
+    calibrated with, as if given with ``-S`` (a ``-S`` on the command line still wins: ReFrame
+    applies it after loading), so a figure is measured as its reference was under any
+    configuration."""
+    from reframe.core.fields import make_convertible
+
+    if SITE is None:
+        return cls
+    calibrating = os.environ.get("TOPOBIND_CALIBRATING") == "1"  # set by topobind calibrate
+    for key, value in (SITE.settings if calibrating else SITE.all_settings).items():
+        check, _, var = str(key).rpartition(".")
+        if check and check != cls.__name__:
+            continue
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        cls.setvar(var, make_convertible(text))  # False when this check has no such variable
+    return cls
+
+
+_LAUNCHERS = {"srun": "srun", "local": "local", "mpirun": "mpirun", "mpiexec": "mpirun"}
+
+
+def partition_for(site: tbsites.Site, partition: Any) -> tbsites.Partition:
+    """topobind's view of a ReFrame partition: the site's own partition when the configuration
+    is derived from the site files, else one built from ReFrame's scheduler and launcher."""
+    if partition.fullname.split(":")[0] == site.name:
+        for p in site.partitions:
+            if p.name == partition.name:
+                return p
+    scheduler = str(partition.scheduler.registered_name)
+    launcher = str(partition.launcher_type.registered_name)
+    slurm = scheduler in ("slurm", "squeue")
+    return tbsites.Partition(
+        name=partition.name,
+        scheduler="slurm" if slurm else scheduler,
+        launcher=_LAUNCHERS.get(launcher, "mpirun"),
+        access=tuple(partition.access),
+        environments=tuple(e.name for e in partition.environs),
+        max_jobs=int(partition.max_jobs or 1),
+        exclusive=bool(partition.extras.get("exclusive", slurm)),
+        description=str(partition.descr),
+        accounting=scheduler == "slurm",
+    )
+
+
+_OPENMP_PROGRAM = "#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n"
+_OPENMP_VERDICTS: dict[tuple[str, str], str | None] = {}
+
+
+def openmp_problem(environ: Any) -> str | None:
+    """Why ReFrame environment ``environ`` cannot compile and link C with OpenMP, or None.
+    Its modules are loaded and its variables set as ReFrame would; cached per process."""
+    key = (environ.name, " ".join([environ.cc, *environ.cflags, *environ.modules]))
+    if key in _OPENMP_VERDICTS:
+        return _OPENMP_VERDICTS[key]
+    flag = str((environ.extras or {}).get("omp_flag", "-fopenmp"))
+    lines = ["set -e"]
+    modules = rt.runtime().modules_system
+    for mod in environ.modules:
+        lines += modules.emit_load_commands(mod)
+    for name, value in environ.env_vars.items():
+        lines.append(f"export {name}={shlex.quote(str(value))}")
+    with tempfile.TemporaryDirectory(prefix="topobind-omp-") as tmp:
+        src = Path(tmp) / "omp.c"
+        src.write_text(_OPENMP_PROGRAM)
+        flags = [f for f in environ.cflags if f != flag]
+        cc = shlex.join([environ.cc or "cc", *flags, flag, str(src), "-o", f"{tmp}/omp"])
+        lines.append(cc)
+        try:
+            done = subprocess.run(
+                ["bash", "-c", "\n".join(lines)], capture_output=True, text=True, timeout=120
+            )
+            why = None
+            if done.returncode != 0:
+                msg = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
+                why = f"'{cc}' failed: {msg[0] if msg else f'exit {done.returncode}'}"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why = f"'{cc}' failed: {exc}"
+    _OPENMP_VERDICTS[key] = why
+    return why
 
 
 def repo_root() -> Path:
@@ -70,7 +201,7 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     """Base of every topobind check: site lookup, references, kernels, launch."""
 
     valid_systems = ["*"]
-    valid_prog_environs = ["builtin"]
+    valid_prog_environs = ["*"]  # once per partition: see tb_pick_environment
     maintainers = ["topobind"]
     #: calibration mode: no references, and checks that need targets run anyway
     calibrating = variable(bool, value=False)
@@ -84,23 +215,18 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     # ------------------------------------------------------------------ hooks
     @run_after("init")
     def tb_set_references(self) -> None:
-        if self.tb_family and not self.calibrating:
-            try:
-                self.reference = tbsites.reframe_references(self.tb_family, self.tb_variant())
-            except TopobindError as exc:
-                # A malformed site file must stop the run with its message, not be ignored.
-                raise SanityError(str(exc)) from exc
+        if self.tb_family and not self.calibrating and SITE is not None:
+            refs = tbsites.reframe_references(SITE, self.tb_family, self.tb_variant())
+            if refs:
+                self.reference = refs
 
     @run_after("setup")
     def tb_set_site(self) -> None:
-        try:
-            self.tb_site = tbsites.load_site(self.current_system.name)
-        except TopobindError as exc:
-            self.skip(
-                f"system {self.current_system.name!r} is not a topobind site ({exc}); run with "
-                "-C site_configs/reframe_config.py"
-            )
-        self.tb_partition = self.tb_site.partition(self.current_partition.name)
+        if SITE is None:  # only when imported outside a session
+            self.skip("no topobind site (see TOPOBIND_SITE)")
+        self.tb_site = SITE
+        self.tb_partition = partition_for(SITE, self.current_partition)
+        self.tb_pick_environment()
         self.num_tasks = 1
         if self.tb_partition.exclusive:
             self.exclusive_access = True
@@ -110,6 +236,29 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
         # each layout's own rank count, not the job's one task.
         self.env_vars["TOPOBIND_IGNORE_ALLOCATION_TASKS"] = "1"
         self.tb_check_setup()
+
+    def tb_pick_environment(self) -> None:
+        """Run once per partition: in its first environment that compiles C with OpenMP."""
+        tried = []
+        here = self.current_environ.name
+        for env in self.current_partition.environs:
+            why = openmp_problem(env)
+            if why is None:
+                if env.name != here:
+                    mine = openmp_problem(self.current_environ)
+                    self.skip(
+                        f"environment {here} does not compile C with OpenMP ({mine}); the "
+                        f"checks run in {env.name}"
+                        if mine
+                        else f"runs once per partition, in its first OpenMP environment "
+                        f"({env.name})"
+                    )
+                return
+            tried.append(f"{env.name}: {why}")
+        self.skip(
+            f"no environment of partition {self.current_partition.fullname} compiles C with "
+            f"OpenMP ({'; '.join(tried)})"
+        )
 
     def tb_check_setup(self) -> None:
         """Per-check setup (executable, options); runs after the site is known."""
@@ -143,6 +292,14 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
 
             return tbsites.ExpectedNode(**tbsites.node_counts(load("live")))
         return None
+
+    def tb_cores(self) -> int | None:
+        """Cores of the partition's node: the site's node, the live one (local checks), else
+        ReFrame's processor info of the partition (e.g. from --detect-host-topology)."""
+        node = self.tb_node()
+        if node is not None:
+            return node.cores
+        return self.current_partition.processor.num_cores or None
 
     def tb_exit_status(self) -> int | None:
         """Exit status of the main command, echoed by the post-run line."""

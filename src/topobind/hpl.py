@@ -288,6 +288,32 @@ def _run_with_heartbeat(
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
+_RULE = re.compile(r"\s*-{20,}\s*")
+
+
+def mpirun_error(text: str) -> str:
+    """One line for a failed mpirun: the program's own last line of output outside OpenMPI's
+    banner blocks (framed by lines of dashes), then the first paragraph of the first block."""
+    own: list[str] = []
+    first_block: list[str] = []
+    inside, blocks = False, 0
+    for line in text.splitlines():
+        if _RULE.fullmatch(line):
+            inside = not inside
+            blocks += inside
+            continue
+        if not line.strip():
+            if inside and blocks == 1 and first_block:
+                blocks += 1  # the first paragraph ends
+            continue
+        if not inside:
+            own.append(line.strip())
+        elif blocks == 1:
+            first_block.append(line.strip())
+    parts = ([own[-1]] if own else []) + ([" ".join(first_block)] if first_block else [])
+    return "; mpirun: ".join(parts) if parts else "(no message)"
+
+
 def run_hpl(
     plan: Plan,
     *,
@@ -366,10 +392,9 @@ def run_hpl(
             else proc.stdout
         )
         if proc.returncode != 0:
-            last = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
             raise TopobindError(
                 f"{program} under mpirun exited with status {proc.returncode}: "
-                f"{last[-1] if last else '(no message)'}"
+                f"{mpirun_error(proc.stderr or proc.stdout)}"
             )
         out = parse_output(
             text, f"{program} output ({outfile.name if program == 'hpcc' else 'stdout'})"

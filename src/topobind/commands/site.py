@@ -183,6 +183,8 @@ def run_check(args: argparse.Namespace) -> int:
             "settings (ReFrame -S): "
             + ", ".join(f"{k}={v}" for k, v in sorted(site.all_settings.items()))
         )
+    if site.calibration is not None and site.calibration.busy:
+        print(f"calibration: BUSY NODE: references {site.calibration.busy_text()}")
     if site.targets:
         print(f"targets ({len(site.targets)}):")
         for (check, variant, metric), t in sorted(site.targets.items()):

@@ -1,25 +1,18 @@
 """``topobind validate`` (run the ReFrame checks of a site, table of PASS/FAIL) and
 ``topobind calibrate`` (measure references for a site and write its references.yaml).
 
-Both run ReFrame with ``site_configs/reframe_config.py`` (the configuration derived from the
-site files) on ``reframe_tests/``, and read ReFrame's JSON run report. Calibration runs
-through ReFrame too, so that references are measured by exactly the code, sizes, launch and
-binding that validation later compares against them.
+The options and the printing; the engine is :mod:`topobind.validation` (running ReFrame,
+reading its report, the table) and :mod:`topobind.calibration` (references from the
+sessions). Calibration runs through ReFrame too, so that references are measured by exactly
+the code, sizes, launch and binding that validation later compares against them.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import math
-import os
-import re
 import shlex
-import shutil
 import socket
-import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,20 +43,20 @@ examples:
 Runs the checks (default: the quick set) --repeat times as whole ReFrame sessions
 (reframe --reruns), so slow drifts and neighbours are sampled between checks too, then
 writes site_configs/SITE/references.yaml (atomically): for each figure the median of the
-sessions as reference and a tolerance from their spread:
-  bandwidth, GFLOP/s, latency: lower = -max(FLOOR, 3 x (median - min) / median) (at most
-  -90 %), upper = max(FLOOR, 3 x (max - median) / median) (at most max(50 %, FLOOR));
-  FLOOR = --min-tolerance (default 0.10; calibrate on a quiet node);
-  variability (%): pass while 0 <= value <= max(2 x the worst session, a floor of
-  10 % for max_slowdown, 5 % for cv, 20 % for frac_slower_5pct).
+sessions as reference and a tolerance from their spread, every one a limit a bad node can
+cross (docs/site-admins.md, "How calibrate sets references"):
+  rates (MB/s, GFLOP/s): lower = -max(FLOOR, 3 x (median - min) / median), at most -90 %;
+  upper = max(FLOOR, 3 x (max - median) / median), at most max(50 %, FLOOR); latencies the
+  same with the sides swapped; FLOOR = --min-tolerance (default 0.10);
+  variability (%): pass while value <= min(CAP, max(FLOOR', 2 x the worst session)), CAP
+  50 % for max_slowdown, 25 % for cv, 40 % for frac_slower_5pct (FLOOR' 10, 5, 20 %).
+A node is busy when other processes used more than 25 % of its CPU time while the checks
+ran (local partitions): calibrate warns and records the load; the good side of rates and
+latencies is left open and no variability reference is written.
 Provenance: kind measured, method calibration, the date, the host and the number of runs.
 The -S settings are recorded and reapplied by topobind validate. Nothing is written when a
 check fails.
 """
-
-QUICK_VARIABILITY_FLOORS = {"max_slowdown": 10.0, "cv": 5.0, "frac_slower_5pct": 20.0}
-TOLERANCE_CAP_LOW = 0.9  # a lower bound of -100 % would accept anything
-TOLERANCE_CAP_HIGH = 0.5  # unless --min-tolerance is larger
 
 
 def add_subparser(subparsers: Any) -> None:
@@ -148,265 +141,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", "-v", action="store_true", help="show ReFrame's whole output")
 
 
-# --------------------------------------------------------------------------- running ReFrame
-def reframe_exe() -> list[str]:
-    exe = Path(sys.executable).parent / "reframe"
-    if exe.exists():
-        return [str(exe)]
-    found = shutil.which("reframe")
-    if found:
-        return [found]
-    raise TopobindError(
-        "ReFrame is not installed; install it into the venv: pip install 'reframe-hpc==4.10.4' "
-        "(or pip install -e '.[reframe]')"
-    )
-
-
-def _utc_stamp() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-
-
-@dataclass
-class Session:
-    partition: str
-    returncode: int
-    report_path: Path
-    log_path: Path
-    report: dict[str, Any] | None = None
-    testcases: list[dict[str, Any]] = field(default_factory=list)
-    skip_reasons: dict[str, str] = field(default_factory=dict)  # test hash -> reason
-    errors: list[str] = field(default_factory=list)  # ReFrame's ERROR lines
-    final: list[dict[str, Any]] = field(default_factory=list)  # last attempt of each case
-
-
-def _parse_setvar(text: str) -> tuple[str, str]:
-    if "=" not in text:
-        raise TopobindError(f"-S {text!r}: write it as [CHECK.]VAR=VALUE, e.g. -S elements=20M")
-    k, v = text.split("=", 1)
-    if not re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*\.)?[a-z_][a-z0-9_]*", k):
-        raise TopobindError(f"-S {text!r}: {k!r} is not a [CHECK.]variable name")
-    return k, v
-
-
-def _setvars(site: Any, user: list[str], calibrating: bool) -> dict[str, str]:
-    merged = {k: str(v) for k, v in (site.settings if calibrating else site.all_settings).items()}
-    for text in user:
-        k, v = _parse_setvar(text)
-        merged[k] = v
-    for k, v in merged.items():
-        if isinstance(v, bool) or v in ("True", "False"):
-            merged[k] = v.lower()
-    if calibrating:
-        merged["calibrating"] = "true"
-    return merged
-
-
-def _partitions(site: Any, requested: list[str] | None) -> list[str]:
-    if not requested:
-        return [site.partitions[0].name]
-    if "all" in requested:
-        return [p.name for p in site.partitions]
-    for name in requested:
-        site.partition(name)  # raises with the list of partitions
-    return requested
-
-
-_STATUS_LINE = re.compile(r"^\[\s*(RUN|OK|FAIL|SKIP|PASSED|FAILED|ABORT\w*|XFAIL|XPASS)\s*\]")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# [     SKIP ] ( 4/17) NodeCheck /68d43045 @local:default+builtin [site local describes no node]
-_SKIP_LINE = re.compile(r"^\[\s*SKIP\s*\].*? /([0-9a-f]{8}) @\S+ \[(.*)\]\s*$")
-
-
-def run_reframe(
-    site: Any,
-    partition: str,
-    tags: str,
-    names: list[str] | None,
-    setvars: dict[str, str],
-    exec_policy: str,
-    results: Path,
-    verbose: bool,
-    extra: list[str] | None = None,
-    label: str = "validate",
-) -> Session:
-    from topobind.sites import REPO
-
-    stamp = _utc_stamp()
-    report = results / "reports" / f"{label}-{site.name}-{partition}-{stamp}.json"
-    log = results / "logs" / f"{label}-{site.name}-{partition}-{stamp}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [
-        *reframe_exe(),
-        "-C",
-        str(REPO / "site_configs" / "reframe_config.py"),
-        "-c",
-        str(REPO / "reframe_tests"),
-        "--system",
-        f"{site.name}:{partition}",
-        "-t",
-        tags,
-        "--exec-policy",
-        exec_policy,
-        "--report-file",
-        str(report),
-        "--nocolor",
-    ]
-    for n in names or []:
-        argv += ["-n", n]
-    for k, v in setvars.items():
-        argv += ["-S", f"{k}={v}"]
-    argv += [*(extra or []), "-r"]
-    env = dict(os.environ)
-    env["TOPOBIND_REFRAME_RESULTS"] = str(results)
-    env.setdefault("TOPOBIND_ROOT", str(REPO))
-    print(f"topobind: {shlex.join(argv)}", file=sys.stderr)
-    skips: dict[str, str] = {}
-    errors: list[str] = []
-    with open(log, "w", encoding="utf-8") as logfh:
-        proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        )
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            logfh.write(line)
-            plain = _ANSI.sub("", line)
-            skipped = _SKIP_LINE.match(plain)
-            if skipped:
-                skips[skipped.group(1)] = skipped.group(2)
-            if plain.startswith("ERROR"):
-                errors.append(" ".join(plain.split()))
-            noise = "variables were not set" in plain  # site settings other checks lack
-            if (
-                verbose
-                or _STATUS_LINE.match(plain)
-                or (plain.startswith(("ERROR", "WARNING")) and not noise)
-            ):
-                sys.stderr.write(plain)
-                sys.stderr.flush()
-        rc = proc.wait()
-    session = Session(partition, rc, report, log, skip_reasons=skips, errors=errors)
-    if report.exists():
-        import json
-
-        session.report = json.loads(report.read_text())
-        runs = session.report.get("runs", [])
-        session.testcases = [tc for run in runs for tc in run.get("testcases", [])]
-        # the last attempt of every test case (after --max-retries), in first-run order
-        last: dict[str, dict[str, Any]] = {}
-        for tc in session.testcases:
-            last[f"{tc.get('name')}@{tc.get('system')}:{tc.get('partition')}"] = tc
-        session.final = list(last.values())
-    return session
-
-
-# --------------------------------------------------------------------------- report table
-@dataclass(frozen=True)
-class Row:
-    check: str
-    variant: str
-    metric: str
-    measured: str
-    reference: str
-    tolerance: str
-    result: str
-    reason: str = ""
-
-
-def _variant(tc: dict[str, Any]) -> str:
-    parts = tc.get("name", "").split(" %")[1:]
-    return ",".join(p.split("=", 1)[1] for p in parts if "=" in p) or "-"
-
-
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if abs(value) >= 100:
-        return f"{value:,.1f}"
-    return f"{value:.3g}"
-
-
-def rows_from(
-    testcases: list[dict[str, Any]],
-    skips: dict[str, str] | None = None,
-    errors: list[str] | None = None,
-) -> list[Row]:
-    from topobind.sites import tolerance_text
-
-    rows: list[Row] = []
-    for tc in testcases:
-        check = tc.get("name", "?").split(" %")[0]
-        variant = _variant(tc)
-        result = str(tc.get("result", "?"))
-        reason = " ".join(str(tc.get("fail_reason") or "").split())
-        if result not in ("pass", "fail", "skip"):  # aborted: the session stopped early
-            why = reason or "; ".join(errors or []) or f"ReFrame result {result!r}"
-            rows.append(Row(check, variant, "-", "-", "-", "-", "ABORT", why))
-            continue
-        if result == "skip":
-            reason = (skips or {}).get(str(tc.get("hashcode")), reason)
-            rows.append(Row(check, variant, "-", "-", "-", "-", "SKIP", reason))
-            continue
-        perf = tc.get("perfvalues") or {}
-        figures = [(k.split(":")[-1], v) for k, v in perf.items() if v and v[0] is not None]
-        if result == "fail" and tc.get("fail_phase") != "performance":
-            rows.append(Row(check, variant, "sanity", "-", "-", "-", "FAIL", reason))
-            continue
-        if not figures:
-            rows.append(
-                Row(check, variant, "sanity", "-", "-", "-", "PASS" if result == "pass" else
-                    result.upper(), reason)
-            )  # fmt: skip
-            continue
-        for metric, (val, ref, lower, upper, unit, *res) in figures:
-            has_ref = not (ref == 0 and lower is None and upper is None)
-            verdict = (res[0] if res else None) or ("pass" if result == "pass" else result)
-            if not has_ref:
-                verdict_text = "PASS (no ref)" if verdict == "pass" else verdict.upper()
-            else:
-                verdict_text = verdict.upper()
-            why = ""
-            if verdict == "fail":
-                lo = "-inf" if lower is None else _fmt(ref * (1 + lower))
-                hi = "+inf" if upper is None else _fmt(ref * (1 + upper))
-                why = f"{_fmt(val)} {unit} is outside {lo} .. {hi} {unit}"
-            rows.append(
-                Row(
-                    check,
-                    variant,
-                    metric,
-                    f"{_fmt(val)} {unit}",
-                    f"{_fmt(ref)} {unit}" if has_ref else "-",
-                    tolerance_text(lower, upper) if has_ref else "-",
-                    verdict_text,
-                    why,
-                )
-            )
-    return rows
-
-
-def table(rows: list[Row]) -> str:
-    head = ("check", "variant", "metric", "measured", "reference", "tolerance", "result")
-    data = [head] + [
-        (r.check, r.variant, r.metric, r.measured, r.reference, r.tolerance, r.result) for r in rows
-    ]
-    widths = [max(len(str(row[i])) for row in data) for i in range(len(head))]
-    right = {3, 4}
-    lines = []
-    for n, row in enumerate(data):
-        cells = [
-            str(c).rjust(widths[i]) if i in right else str(c).ljust(widths[i])
-            for i, c in enumerate(row)
-        ]
-        lines.append("  ".join(cells).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _failed(rows: list[Row]) -> list[Row]:
-    return [r for r in rows if r.result not in ("PASS", "PASS (no ref)", "SKIP")]
-
-
 # --------------------------------------------------------------------------- validate
 def _load(site_name: str | None) -> Any:
     from topobind import sites
@@ -420,55 +154,28 @@ def _results_dir(args: argparse.Namespace) -> Path:
     return Path(args.results).resolve() if args.results else reframe_results_dir()
 
 
-def _compare(site: Any, session: Session, since: str, results: Path) -> None:
-    from topobind.sites import REPO
+def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
+    from topobind import validation  # not at import: the CLI starts fast
 
-    if not session.report:
+    got = validation.compare(site, session, since, results)
+    if got is None:
         return
-    info = session.report["session_info"]
-    start = dt.datetime.fromtimestamp(float(info["time_start_unix"]), dt.UTC)
-    m = re.fullmatch(r"(\d+)([mhdw])", since)
-    if not m:
-        raise TopobindError(f"--since {since!r}: write it as a number and m/h/d/w, e.g. 30d")
-    unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
-    begin = start - dt.timedelta(**{unit: int(m.group(1))})
-    end = start - dt.timedelta(seconds=1)
-    fmt = "%Y%m%dT%H%M%S%z"
-    spec = f"{info['uuid']}/{begin.strftime(fmt)}:{end.strftime(fmt)}/median:/name,pvar,pval,punit"
-    argv = [
-        *reframe_exe(),
-        "-C",
-        str(REPO / "site_configs" / "reframe_config.py"),
-        "--system",
-        f"{site.name}:{session.partition}",
-        "--nocolor",
-        "--table-format",
-        "plain",
-        "--term-lhs",
-        "this run",
-        "--term-rhs",
-        f"previous {since}",
-        "--performance-compare",
-        spec,
-    ]
-    env = dict(os.environ, TOPOBIND_REFRAME_RESULTS=str(results))
-    print(f"\ncompared with earlier runs: {shlex.join(argv[-2:])}")
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
-    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
-    # drop ReFrame's banner; keep the table
-    start_idx = next((i for i, ln in enumerate(lines) if ln.startswith("name ")), None)
-    if start_idx is None:
-        print("(no earlier runs of these checks in the results database)")
-    else:
-        print("\n".join(lines[start_idx:]))
-    if done.returncode != 0:
-        print(f"topobind: warning: --performance-compare failed: {done.stderr.strip()[-300:]}")
+    print(f"\ncompared with earlier runs: {got.spec}")
+    print(
+        "\n".join(got.table)
+        if got.table
+        else "(no earlier runs of these checks in the results database)"
+    )
+    if got.error is not None:
+        print(f"topobind: warning: --performance-compare failed: {got.error}")
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    from topobind import validation  # not at import: the CLI starts fast
+
     site = _load(args.site)
     results = _results_dir(args)
-    setvars = _setvars(site, args.setvars, calibrating=False)
+    setvars = validation.setvars_for(site, args.setvars, calibrating=False)
     host = socket.gethostname()
     if site.calibration and site.calibration.host != host:
         print(
@@ -482,11 +189,11 @@ def run_validate(args: argparse.Namespace) -> int:
             f"references (write them with: topobind calibrate --site {site.name})",
             file=sys.stderr,
         )
-    all_rows: list[Row] = []
+    all_rows: list[validation.Row] = []
     failed_sessions = 0
-    for partition in _partitions(site, args.partition):
+    for partition in validation.partitions_of(site, args.partition):
         retry = ["--max-retries", str(args.retries)] if args.retries > 0 else []
-        session = run_reframe(
+        session = validation.run_reframe(
             site,
             partition,
             args.tags,
@@ -514,29 +221,36 @@ def run_validate(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             continue
-        rows = rows_from(session.final, session.skip_reasons, session.errors)
+        rows = validation.rows_from(session.final, session.skip_reasons, session.errors)
         if not rows:
             print(
                 f"topobind: warning: no check matched tags {args.tags!r} on "
                 f"{site.name}:{partition}",
                 file=sys.stderr,
             )
+        rows = validation.mark_busy(rows, site)
         print(f"\nsite {site.name}, partition {partition} (tags {args.tags}):")
-        print(table(rows) + "\n")
-        for r in _failed(rows):
+        print(validation.table(rows) + "\n")
+        if site.calibration is not None and site.calibration.busy:
+            print(
+                f"(busy): the reference was {site.calibration.busy_text()}: it describes the "
+                "node under that load (no variability reference was written); calibrate "
+                f"again on a quiet node: topobind calibrate --site {site.name}\n"
+            )
+        for r in validation.failed(rows):
             print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
         skipped = [r for r in rows if r.result == "SKIP"]
         for r in skipped:
             print(f"skip {r.check} {r.variant}: {r.reason}")
         print(f"report: {session.report_path}")
         print(f"perflogs: {results / 'perflogs' / site.name / partition}")
-        if session.returncode != 0 and not _failed(rows):
+        if session.returncode != 0 and not validation.failed(rows):
             failed_sessions += 1
             print(f"topobind: error: ReFrame exited with {session.returncode}", file=sys.stderr)
         if args.compare:
-            _compare(site, session, args.since, results)
+            _print_compare(site, session, args.since, results)
         all_rows += rows
-    bad = _failed(all_rows)
+    bad = validation.failed(all_rows)
     passed = sum(1 for r in all_rows if r.result.startswith("PASS"))
     print(
         f"\n{passed} passed, {len(bad)} failed, "
@@ -545,203 +259,8 @@ def run_validate(args: argparse.Namespace) -> int:
     return 1 if bad or failed_sessions else 0
 
 
-# --------------------------------------------------------------------------- calibrate
-def _node_from(testcases: list[dict[str, Any]]) -> dict[str, Any] | None:
-    import json
-
-    for tc in reversed(testcases):
-        if tc.get("name") == "NodeCheck" and tc.get("result") == "pass":
-            path = Path(tc.get("outputdir") or "") / "node.json"
-            if path.exists():
-                s = json.loads(path.read_text())["summary"]
-                return {
-                    "packages": s["packages"],
-                    "numa_nodes": len(s["numa_nodes"]),
-                    "l3_domains": s["l3_domains"],
-                    "cores": s["cores"],
-                    "smt": s["smt"],
-                    "description": f"{s.get('hostname')} as topobind show saw it",
-                }
-    return None
-
-
-def nominal_peak(cores: int) -> tuple[float, str] | None:
-    """Nominal double-precision peak of this machine: cores x GHz x flop/cycle by ISA."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return None
-
-    def field(name: str) -> str:
-        m = re.search(rf"^{name}\s*:\s*(.*)$", text, re.M)
-        return m.group(1) if m else ""
-
-    flags = set(field("flags").split())
-    ghz: float | None = None
-    m = re.search(r"@\s*([\d.]+)\s*GHz", field("model name"))
-    if m:
-        ghz = float(m.group(1))
-    elif field("cpu MHz"):
-        ghz = float(field("cpu MHz")) / 1000
-    if not ghz:
-        return None
-    if "avx512f" in flags:
-        fpc, isa = 32, "AVX-512, 2 FMA units assumed"
-    elif "fma" in flags and "avx2" in flags:
-        fpc, isa = 16, "AVX2 + FMA"
-    elif "avx" in flags:
-        fpc, isa = 8, "AVX"
-    else:
-        fpc, isa = 4, "SSE2"
-    return cores * ghz * fpc, f"nominal: {cores} cores x {ghz:g} GHz x {fpc} flop/cycle ({isa})"
-
-
-def _class_map() -> dict[str, Any]:
-    from topobind.sites import CHECKS
-
-    return {spec.reframe_class: spec for spec in CHECKS.values()}
-
-
-def collect(testcases: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[float]]:
-    """Values of every registered figure: {(check, variant, metric): [one per session]}."""
-    classes = _class_map()
-    out: dict[tuple[str, str, str], list[float]] = {}
-    for tc in testcases:
-        if tc.get("result") != "pass":
-            continue
-        cls = tc.get("name", "").split(" %")[0]
-        spec = classes.get(cls)
-        if spec is None:
-            continue
-        variant = str(tc.get(spec.parameter)) if spec.parameter else spec.variants[0]
-        for key, v in (tc.get("perfvalues") or {}).items():
-            metric = key.split(":")[-1]
-            if metric in spec.metrics and v and v[0] is not None and math.isfinite(v[0]):
-                out.setdefault((spec.name, variant, metric), []).append(float(v[0]))
-    return out
-
-
-def derive_target(
-    check: str, metric: str, values: list[float], floor: float
-) -> tuple[float, float | None, float | None, dict[str, float]]:
-    """(reference, lower, upper, spread) of a figure from its per-session values."""
-    from topobind import stats
-    from topobind.sites import CHECKS
-
-    spec = CHECKS[check].metrics[metric]
-    med = stats.median(values)
-    spread = {"min": min(values), "median": med, "max": max(values)}
-    if spec.unit == "%" and not spec.higher_is_better:
-        ref = max(2.0 * max(values), QUICK_VARIABILITY_FLOORS.get(metric, 10.0))
-        return round(ref, 3), -1.0, 0.0, spread
-    if med <= 0:
-        raise TopobindError(f"{check} {metric}: median {med} is not positive; cannot calibrate")
-    lo = (med - min(values)) / med
-    hi = (max(values) - med) / med
-    lower = -min(TOLERANCE_CAP_LOW, max(floor, 3 * lo))
-    upper = min(max(TOLERANCE_CAP_HIGH, floor), max(floor, 3 * hi))
-    return round(med, 4), round(lower, 3), round(upper, 3), spread
-
-
-def references_yaml(
-    site: Any,
-    values: dict[tuple[str, str, str], list[float]],
-    runs: int,
-    floor: float,
-    partition: str,
-    tags: str,
-    settings: dict[str, str],
-    node: dict[str, Any] | None,
-    command: str,
-) -> str:
-    import yaml
-
-    from topobind.sites import CHECKS, REFERENCES_SCHEMA_ID
-
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    date = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    host = socket.gethostname()
-    targets: dict[str, Any] = {}
-    for (check, variant, metric), vals in sorted(values.items()):
-        ref, lower, upper, spread = derive_target(check, metric, vals, floor)
-        targets.setdefault(check, {}).setdefault(variant, {})[metric] = {
-            "reference": ref,
-            "tolerance": {"lower": lower, "upper": upper},
-            "unit": CHECKS[check].metrics[metric].unit,
-            "provenance": {
-                "kind": "measured",
-                "date": date,
-                "method": "calibration",
-                "host": host,
-                "runs": len(vals),
-                "spread": {k: round(v, 4) for k, v in spread.items()},
-            },
-        }
-    doc: dict[str, Any] = {
-        "schema": REFERENCES_SCHEMA_ID,
-        "site": site.name,
-        "calibration": {
-            "date": date,
-            "host": host,
-            "method": "calibration",
-            "runs": runs,
-            "partition": partition,
-            "tags": tags,
-            "command": command,
-            "settings": {k: v for k, v in settings.items() if k != "calibrating"},
-            "tolerance_rule": (
-                f"rates and latencies: -max({floor:g}, 3 x (median-min)/median) (at most "
-                f"-0.9) .. +max({floor:g}, 3 x (max-median)/median) (at most "
-                f"{max(TOLERANCE_CAP_HIGH, floor):g}); variability (%): 0 .. max(2 x worst, "
-                "floor)"
-            ),
-        },
-    }
-    if node is not None:
-        doc["node"] = node
-    doc["targets"] = targets
-    header = (
-        f"# Written by '{command}' on {date} (host {host}).\n"
-        f"# Measured references of site {site.name}; topobind validate compares against them.\n"
-        "# Re-run calibrate to refresh them: hand edits are overwritten (quoted targets belong\n"
-        "# in site.yaml, which this file overrides figure by figure).\n"
-    )
-    return header + yaml.safe_dump(doc, sort_keys=False, width=100)
-
-
-def _record_node(
-    site: Any, partition: str, measured: dict[str, Any] | None
-) -> dict[str, Any] | None:
-    """The node: section of references.yaml: the measured counts when the site describes no
-    node, plus a nominal peak (for HPL efficiency) when the site gives none and the checks
-    ran on this very machine."""
-    if measured is None:
-        return None
-    here = site.partition(partition).scheduler == "local" or site.name == "local"
-    peak = nominal_peak(measured["cores"]) if here else None
-    counts = ("packages", "numa_nodes", "l3_domains", "cores", "smt")
-    if site.node is None:
-        node = dict(measured)
-    elif not site.node.peak_gflops and peak:
-        node = {k: getattr(site.node, k) for k in counts}
-    else:
-        return None
-    note = "counts from topobind show on the partition's node"
-    if peak and not (site.node and site.node.peak_gflops):
-        node["peak_gflops"] = round(peak[0], 1)
-        note += f"; peak_gflops {peak[1]}"
-    node["provenance"] = {
-        "kind": "measured",
-        "date": dt.date.today().isoformat(),
-        "method": "calibration",
-        "host": socket.gethostname(),
-        "note": note,
-    }
-    return node
-
-
 def run_calibrate(args: argparse.Namespace) -> int:
-    from topobind import sites
+    from topobind import calibration, sites, validation
     from topobind.fsutil import atomic_write_text
 
     if args.retries:
@@ -759,13 +278,15 @@ def run_calibrate(args: argparse.Namespace) -> int:
             f"{site.path}: has no 'references:' key, so calibrate has nowhere to write; add "
             "references: references.yaml"
         )
-    partitions = _partitions(site, args.partition)
+    partitions = validation.partitions_of(site, args.partition)
     if len(partitions) != 1:
         raise TopobindError("calibrate measures one partition; name it with --partition P")
     results = _results_dir(args)
-    setvars = _setvars(site, args.setvars, calibrating=True)
+    setvars = validation.setvars_for(site, args.setvars, calibrating=True)
     extra = ["--reruns", str(args.repeat - 1)] if args.repeat > 1 else []
-    session = run_reframe(
+    here = site.partition(partitions[0]).scheduler == "local"
+    before = calibration.cpu_sample() if here else None
+    session = validation.run_reframe(
         site,
         partitions[0],
         args.tags,
@@ -777,14 +298,15 @@ def run_calibrate(args: argparse.Namespace) -> int:
         extra=extra,
         label="calibrate",
     )
+    load = calibration.load_between(before, calibration.cpu_sample() if here else None)
     if session.report is None:
         raise TopobindError(
             f"ReFrame wrote no report (exit {session.returncode}); see {session.log_path}"
         )
-    rows = rows_from(session.testcases, session.skip_reasons, session.errors)
-    bad = _failed(rows)
+    rows = validation.rows_from(session.testcases, session.skip_reasons, session.errors)
+    bad = validation.failed(rows)
     if bad:
-        print(table(rows))
+        print(validation.table(rows))
         for r in bad:
             print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
         print(
@@ -793,25 +315,26 @@ def run_calibrate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    values = collect(session.testcases)
+    values = calibration.collect(session.testcases)
     if not values:
         raise TopobindError(f"no figures measured with tags {args.tags!r}; nothing to write")
-    node = _record_node(site, partitions[0], _node_from(session.testcases))
     command = "topobind calibrate " + shlex.join(
         [f"--site={site.name}", f"--partition={partitions[0]}", f"--tags={args.tags}",
          f"--repeat={args.repeat}", *[f"-S{s}" for s in args.setvars]]
     )  # fmt: skip
-    text = references_yaml(
-        site,
-        values,
-        args.repeat,
-        args.min_tolerance,
-        partitions[0],
-        args.tags,
-        setvars,
-        node,
-        command,
+    cal = calibration.CalibrationRun(
+        site=site,
+        values=values,
+        runs=args.repeat,
+        floor=args.min_tolerance,
+        partition=partitions[0],
+        tags=args.tags,
+        settings=setvars,
+        node=calibration.record_node(site, partitions[0], calibration.node_from(session.testcases)),
+        command=command,
+        load=load,
     )
+    text = calibration.references_yaml(cal)
     # Check what we are about to write with the same rules a reader applies.
     import yaml
 
@@ -820,14 +343,27 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise TopobindError("internal: calibrate produced an invalid file: " + problems[0])
     atomic_write_text(site.references_path, text)
     print(f"\nsite {site.name}, partition {partitions[0]}: {args.repeat} sessions")
+    if load is not None:
+        print(f"load: {load.text()}")
     print(f"{'figure':<42} {'reference':>14} {'tolerance':>12}  runs (min .. max)")
-    for (check, variant, metric), vals in sorted(values.items()):
-        ref, lower, upper, spread = derive_target(check, metric, vals, args.min_tolerance)
+    for (check, variant, metric), d in cal.derived().items():
+        vals = values[(check, variant, metric)]
         unit = sites.CHECKS[check].metrics[metric].unit
+        if d is None:
+            ref_text, tol_text = "not written", "(busy node)"
+        else:
+            ref_text, tol_text = validation.fmt(d.reference) + " " + unit, sites.tolerance_text(
+                d.lower, d.upper)  # fmt: skip
         print(
-            f"{check + '.' + variant + '.' + metric:<42} {_fmt(ref) + ' ' + unit:>14} "
-            f"{sites.tolerance_text(lower, upper):>12}  {len(vals)} ({_fmt(spread['min'])} .. "
-            f"{_fmt(spread['max'])})"
+            f"{check + '.' + variant + '.' + metric:<42} {ref_text:>14} {tol_text:>12}  "
+            f"{len(vals)} ({validation.fmt(min(vals))} .. {validation.fmt(max(vals))})"
         )
     print(f"wrote {site.references_path}")
+    if cal.busy and load is not None:
+        print(
+            f"topobind: warning: busy node: {load.text()}; the references describe the node "
+            "under that load (rates got no upper bound, latencies no lower one, variability "
+            f"no reference); calibrate again on a quiet node: {command}",
+            file=sys.stderr,
+        )
     return 0
