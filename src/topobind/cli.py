@@ -18,7 +18,7 @@ from topobind.errors import TopobindError
 # Modules that provide subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "topobind.commands.topo",  # show, plan
-    "topobind.commands.run",  # run, env, verify, rank-exec
+    "topobind.commands.run",  # run, env, verify
     "topobind.commands.spack",  # spack check, spack externals
     "topobind.commands.report",  # report
     "topobind.commands.draw",  # draw
@@ -34,7 +34,6 @@ FAST_COMMANDS: dict[str, str] = {
     "show": "topobind.commands.topo",
     "plan": "topobind.commands.topo",
     "env": "topobind.commands.run",
-    "rank-exec": "topobind.commands.run",
 }
 
 
