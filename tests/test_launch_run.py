@@ -90,7 +90,8 @@ def test_dry_run_prints_exact_command(tmp_path: Path) -> None:
     assert "export OMP_NUM_THREADS=1" in lines and "export OMP_PROC_BIND=close" in lines
     cmd = next(ln for ln in lines if ln.startswith("/usr/bin/mpirun"))
     assert cmd.startswith("/usr/bin/mpirun -np 2 --map-by ppr:2:l3cache:PE=1 --bind-to core ")
-    assert cmd.endswith("-- ./app 'x y'")
+    # one PU per core, each rank's mask is its planned PU: no per-rank step, uniform places
+    assert cmd.endswith("--bind-to core ./app 'x y'") and "export OMP_PLACES=threads" in lines
 
 
 def test_verify_catches_a_wrong_binding() -> None:
@@ -172,7 +173,7 @@ def test_verify_catches_an_ignored_binding() -> None:
             want = (
                 f"unbound: affinity 0-1, planned {planned}"
                 if row["cpu"] == planned
-                else f"ran on {row['cpu']}, planned {planned}"
+                else f"ran on {row['cpu']}, planned {planned}; unbound: affinity 0-1"
             )
             assert row["reason"] == want
 
@@ -191,7 +192,7 @@ def test_verify_table_says_why_and_run_verify_refuses(tmp_path: Path) -> None:
         "    print('mpirun (Open MPI) 4.1.4')\n"
         "    sys.exit(0)\n"
         "n = int(a[a.index('-np') + 1])\n"
-        "cmd = a[a.index('rank-exec') - 3 :]\n"
+        "cmd = a[a.index('--bind-to') + 2 :]\n"
         "env = lambda r: {**os.environ, 'OMPI_COMM_WORLD_RANK': str(r),\n"
         "                 'OMPI_COMM_WORLD_LOCAL_RANK': str(r), 'OMP_PROC_BIND': 'false'}\n"
         "procs = [subprocess.Popen(cmd, env=env(r)) for r in range(n)]\n"
@@ -213,7 +214,7 @@ def test_verify_table_says_why_and_run_verify_refuses(tmp_path: Path) -> None:
     assert len(rows) == 2 and all("MISMATCH (" in r for r in rows), out.stderr
     assert all(("unbound: affinity 0-1, planned" in r) or ("ran on" in r) for r in rows)
     assert "0 of 2 threads bound to their planned CPU; 2 not" in out.stderr
-    assert "placement differs from the plan; not launching" in out.stderr
+    assert "verification failed, so the program is not launched" in out.stderr
     assert not marker.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["bin"], "run left files behind"
 
@@ -271,15 +272,19 @@ def _dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_dry_run_writes_nothing_to_the_working_directory(tmp_path: Path) -> None:
-    out = _dry_run(tmp_path, "--layout", "compact", "--ranks", "2", "--", "./app")
+    out = _dry_run(
+        tmp_path, "--layout", "compact", "--ranks", "2", "--rank-step", "always", "--", "./app"
+    )
     assert out.returncode == 0, out.stderr
     assert not list((tmp_path / "cwd").iterdir())
-    # the command refers to a plan file; it lives in a fresh directory under $TMPDIR
+    # the command refers to the per-rank step's file; it lives in a fresh directory under $TMPDIR
     kept = [d for d in (tmp_path / "tmp").iterdir()]
     assert len(kept) == 1 and kept[0].name.startswith("topobind-dry-run-")
     assert f"# files this command reads (kept; remove when done): {kept[0]}" in out.stdout
-    assert f"--plan {kept[0]}/plan.json" in out.stdout
-    json.loads((kept[0] / "plan.json").read_text())
+    assert f"kernels/bin/rankexec {kept[0]}/rankexec.txt -- ./app" in out.stdout
+    text = (kept[0] / "rankexec.txt").read_text()
+    assert text.splitlines()[0] == "topobind-rankexec 1" and "1\tOMP_NUM_THREADS=1\t" in text
+    assert (kept[0] / "rankexec.txt").stat().st_mode & 0o777 == 0o600
 
 
 def test_dry_run_without_launcher_or_failing_keeps_nothing(tmp_path: Path) -> None:

@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 
 from topobind import slurm
 from topobind.emit.omp import omp_env, rank_env
-from topobind.emit.openmpi import MpiLaunch, openmpi_argv, rankfile_flags, rankfile_text
+from topobind.emit.openmpi import (
+    MpiLaunch,
+    affinity_restricted,
+    openmpi_argv,
+    rankfile_flags,
+    rankfile_text,
+)
 from topobind.emit.srun import STEP_NOTE, srun_argv
 from topobind.errors import TopobindError
 from topobind.plan import Plan
@@ -141,8 +147,14 @@ def choose_launcher(plan: Plan, requested: str | None) -> str:
 
 def launcher_masks(plan: Plan, launcher: str) -> list[tuple[int, ...]]:
     """The CPU mask each rank gets from the launcher's binding: srun masks and hwthread
-    bindings are the planned PUs; ``--bind-to core`` (and 5.x rankfiles) whole cores."""
-    if launcher == "srun" or plan.smt or plan.topology.smt == 1:
+    bindings (and rankfiles under a restricted mask) are the planned PUs; ``--bind-to core``
+    whole cores."""
+    if (
+        launcher == "srun"
+        or plan.smt
+        or plan.topology.smt == 1
+        or affinity_restricted(plan.topology)
+    ):
         return [r.cpus for r in plan.ranks]
     return [plan.core_pus(r) for r in plan.ranks]
 

@@ -21,7 +21,7 @@ from topobind.commands.common import (
     print_warnings,
 )
 from topobind.emit.omp import omp_env, omp_notes
-from topobind.errors import TopobindError
+from topobind.errors import CannotRun, TopobindError
 from topobind.launch import (
     LAUNCHERS,
     Launch,
@@ -252,6 +252,7 @@ def run_run(args: argparse.Namespace) -> int:
     plan = plan_for_job(args)
     if args.dry_run:
         return _dry_run(plan, program, args)
+    _check_program(program[0])
     workdir = _workdir()
     try:
         launch = _prepare(plan, program, args, workdir, sample=args.verify_running)
@@ -273,6 +274,18 @@ def run_run(args: argparse.Namespace) -> int:
         return status
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _check_program(name: str) -> None:
+    """The program must exist here, on the batch host, before any rank is started: a launcher
+    would report a missing program in its own words, once per rank."""
+    import errno
+
+    path = name if "/" in name else shutil.which(name)
+    if path is None or not os.path.exists(path):
+        raise CannotRun(name, FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT)))
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise CannotRun(name, PermissionError(errno.EACCES, os.strerror(errno.EACCES)))
 
 
 def _verify_first(

@@ -165,12 +165,18 @@ def openmpi_argv(
     return MpiLaunch(argv=argv, rankfile=text, notes=notes, resource=None)
 
 
+def _by_pu(plan: Plan) -> bool:
+    """Rankfiles list PUs, not cores: SMT plans, and plans under a restricted affinity mask
+    (a whole core could hold PUs outside the mask)."""
+    return plan.smt or affinity_restricted(plan.topology)
+
+
 def rankfile_flags(plan: Plan, version: int, rankfile_path: str, notes: list[str]) -> list[str]:
     """The mpirun flags that map and bind by the rankfile at ``rankfile_path``."""
     if version == 5:
-        mod = ":hwtcpus" if plan.smt else ""
+        mod = ":hwtcpus" if _by_pu(plan) else ""
         mod += _oversubscribe_5(plan, notes)
-        bind = "hwthread" if plan.smt else "core"
+        bind = "hwthread" if _by_pu(plan) else "core"
         return ["--map-by", f"rankfile:file={rankfile_path}{mod}", "--bind-to", bind]
     return ["--rankfile", rankfile_path, "--mca", "rmaps_rank_file_physical", "1"]
 
@@ -204,13 +210,13 @@ def rankfile_text(
         for r in plan.ranks:
             if version == 5:
                 ids = (
-                    [pu_logical[pu] for pu in r.cpus]
-                    if plan.smt
+                    sorted(pu_logical[pu] for pu in r.cpus)
+                    if _by_pu(plan)
                     else sorted({core_of[pu] for pu in r.cpus})
                 )
                 lines.append(f"# rank {k * plan.nranks + r.rank}: OS PUs {format_list(r.cpus)}")
             else:
-                ids = list(r.cpus) if plan.smt else list(plan.core_pus(r))
+                ids = list(r.cpus) if _by_pu(plan) else list(plan.core_pus(r))
             # Ranges keep lines short: OpenMPI's rankfile parser truncates long lines.
             lines.append(f"rank {k * plan.nranks + r.rank}={name} slot={format_list(ids)}")
     return "\n".join(lines) + "\n"
