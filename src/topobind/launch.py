@@ -183,12 +183,15 @@ def job_shape(
     forward: Sequence[str] = (),
     mpirun: str | None = None,
     node_plans: Sequence[NodePlan] = (),
+    nodes: int | None = None,
 ) -> JobShape:
     """The shape of this job: launcher, nodes (from Slurm), MPI flavour, per-rank step.
 
-    ``rank_step``: ``auto`` (only where needed, or to sample), ``always`` or ``never``."""
+    ``rank_step``: ``auto`` (only where needed, or to sample), ``always`` or ``never``;
+    ``nodes``: default, the job's nodes inside Slurm (1 without a launcher)."""
     which = choose_launcher(plan, launcher)
-    nodes = slurm_nodes() if in_slurm() and which != "none" else 1
+    if nodes is None:
+        nodes = slurm_nodes() if in_slurm() and which != "none" else 1
     if which == "none" and plan.nranks > 1:
         raise TopobindError(
             f"the plan has {plan.nranks} ranks; --launcher none runs one process "
@@ -253,13 +256,19 @@ def rank_step_argv(shape: JobShape) -> list[str]:
     return [str(exe), shape.rank_file, "--"]
 
 
+def job_env(shape: JobShape) -> dict[str, str]:
+    """The variables every rank gets (the per-rank step adds each rank's exact places)."""
+    plan = shape.plan
+    uniform = "threads" if not shape.rank_step and plan.nranks > 1 else None
+    return {**omp_env(plan, uniform), "TOPOBIND_LAYOUT": plan.layout, **shape.env}
+
+
 def build(shape: JobShape, program: Sequence[str]) -> Launch:
     """The command (and the files to write first) that runs ``program`` in this job shape."""
     if not program:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
     plan = shape.plan
-    uniform = "threads" if not shape.rank_step and plan.nranks > 1 else None
-    env = {**omp_env(plan, uniform), "TOPOBIND_LAYOUT": plan.layout, **shape.env}
+    env = job_env(shape)
     files: list[tuple[str, str]] = []
     step: list[str] = []
     if shape.rank_step:
