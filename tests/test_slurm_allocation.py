@@ -67,7 +67,8 @@ def test_expand_counts() -> None:
 def test_ranks_per_node_come_from_the_allocation(
     slurm: dict[str, str], nodes: int, per_node: int, tmp_path: Path
 ) -> None:
-    out = tb("run", "--dry-run", "-t", NODE4, "--", "./app", slurm=slurm, cwd=tmp_path)
+    args = ["run", "--dry-run", "-t", NODE4, "--rank-step", "always", "--", "./app"]
+    out = tb(*args, slurm=slurm, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     argv = command(out.stdout)
     t = 4 // per_node
@@ -81,8 +82,8 @@ def test_ranks_per_node_come_from_the_allocation(
     ]
     assert f"export OMP_NUM_THREADS={4 // per_node}" in out.stdout
     assert "warning" not in out.stderr
-    plan = json.loads((Path(argv[argv.index("--plan") + 1])).read_text())
-    assert plan["nranks"] == per_node
+    step = Path(next(a for a in argv if a.endswith("/rankexec.txt"))).read_text()
+    assert [ln.split("\t")[0] for ln in step.splitlines()[3:]] == [str(r) for r in range(per_node)]
 
 
 def test_wrappers_can_ignore_the_allocations_task_count(tmp_path: Path) -> None:
@@ -333,16 +334,17 @@ def test_dry_run_on_several_nodes_puts_the_plan_where_every_node_reads_it(tmp_pa
     local.mkdir()
     slurm = {**job(ntasks="4", job_num_nodes="2"), "SLURM_SUBMIT_DIR": str(shared)}
     env_tmp = {**slurm, "TMPDIR": str(local)}
-    out = tb("run", "--dry-run", "-t", NODE4, "--", "./a", slurm=env_tmp, cwd=tmp_path)
+    always = ("--rank-step", "always")
+    out = tb("run", "--dry-run", "-t", NODE4, *always, "--", "./a", slurm=env_tmp, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     argv = command(out.stdout)
-    plan = Path(argv[argv.index("--plan") + 1])
-    assert plan.parent.parent == shared and plan.exists()
+    step = Path(next(a for a in argv if a.endswith("/rankexec.txt")))
+    assert step.parent.parent == shared and step.exists()
     assert not list(local.iterdir())
-    one_node = tb("run", "--dry-run", "-t", NODE4, "--", "./a",
+    one_node = tb("run", "--dry-run", "-t", NODE4, *always, "--", "./a",
                   slurm={**job(ntasks="2"), "TMPDIR": str(local)}, cwd=tmp_path)  # fmt: skip
     argv = command(one_node.stdout)
-    assert Path(argv[argv.index("--plan") + 1]).parent.parent == local
+    assert Path(next(a for a in argv if a.endswith("/rankexec.txt"))).parent.parent == local
 
 
 def test_compare_after_a_missing_rank_checks_the_others_against_their_own_pus() -> None:
