@@ -341,3 +341,38 @@ def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:
     assert probe.returncode == 0, probe.stderr
     doc = json.loads(probe.stdout)
     assert (doc["rank"], doc["ranks"]) == (1, 2)
+
+
+# --------------------------------------------------------------------------- a new user's steps
+def test_launchers_are_on_the_path_setup_prints(tmp_path: Path) -> None:
+    """After `make setup`, the one PATH entry it prints finds topobind and both launchers,
+    from any directory (no $TOPOBIND_ROOT)."""
+    venv_bin = REPO / ".venv" / "bin"
+    if not (venv_bin / "topobind-run").exists():
+        pytest.skip("run 'make setup' (it links the launchers into .venv/bin)")
+    env = {**NO_SLURM, "PATH": f"{venv_bin}:/usr/bin:/bin"}
+    script = 'eval "$(topobind-env --layout compact --threads 2)"; echo "$OMP_PLACES"; ' + (
+        "topobind-run --layout compact --ranks 1 -- true && echo ran"
+    )
+    out = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+    )
+    assert out.stdout.split() == ["{0},{1}", "ran"], out.stderr
+
+
+def test_plan_openmpi_says_where_and_never_overwrites_a_rankfile(tmp_path: Path) -> None:
+    args = [TOPOBIND, "plan", "-t", "synthetic:pack:2 l3:1 core:4 pu:2", "-l",
+            "every-other-core", "-f", "openmpi"]  # fmt: skip
+    first = run(*args, cwd=tmp_path)
+    rankfile = tmp_path / "topobind.rankfile"
+    assert first.returncode == 0 and f"topobind: wrote rankfile {rankfile}\n" in first.stderr
+    rankfile.write_text("# mine\n")
+    again = run(*args, cwd=tmp_path)
+    assert again.returncode == 2 and again.stdout == ""
+    assert again.stderr == (
+        f"topobind: error: rankfile topobind.rankfile exists; give --force to replace it, or "
+        "another --rankfile PATH\n"
+    )
+    assert rankfile.read_text() == "# mine\n"
+    forced = run(*args, "--force", cwd=tmp_path)
+    assert forced.returncode == 0 and rankfile.read_text().startswith("# topobind rankfile")

@@ -50,7 +50,8 @@ formats: text (table, default), picture (one cell per core, holding its rank), j
 plan, docs/plan-format.md), env (bash exports), openmpi (OpenMPI 5 mpirun argv),
 openmpi4, srun, rankfile, rankfile4.
 When no --map-by expresses the plan, the openmpi formats refer to a rankfile, which is
-written to --rankfile PATH (default ./topobind.rankfile).
+written to --rankfile PATH (default ./topobind.rankfile; stderr says where). An existing file
+there is not replaced unless --force is given.
 """
 
 
@@ -96,6 +97,9 @@ def add_subparser(subparsers: Any) -> None:
         default=DEFAULT_RANKFILE,
         metavar="PATH",
         help="where the openmpi formats write a rankfile when one is needed",
+    )
+    plan.add_argument(
+        "--force", action="store_true", help="replace an existing rankfile at --rankfile PATH"
     )
     plan.add_argument("--host", help="host name in rankfiles (default: the topology's host)")
     plan.set_defaults(func=run_plan)
@@ -281,8 +285,8 @@ def run_plan(args: argparse.Namespace) -> int:
         version = 5 if fmt == "openmpi" else 4
         launch = openmpi_argv(plan, version, rankfile_path=args.rankfile, host=args.host)
         if launch.rankfile is not None:
-            _write_rankfile(args.rankfile, launch.rankfile)
-            print(f"topobind: wrote rankfile {args.rankfile}", file=sys.stderr)
+            _write_rankfile(args.rankfile, launch.rankfile, args.force)
+            print(f"topobind: wrote rankfile {os.path.abspath(args.rankfile)}", file=sys.stderr)
         notes = launch.notes
         print(shlex.join(launch.argv))
     elif fmt == "srun":
@@ -295,10 +299,15 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_rankfile(path: str, text: str) -> None:
-    """Write the rankfile into an existing directory; never create directories."""
+def _write_rankfile(path: str, text: str, force: bool = False) -> None:
+    """Write the rankfile into an existing directory; never create directories, never
+    replace a file silently."""
     from topobind.fsutil import atomic_write_text
 
+    if os.path.lexists(path) and not force:
+        raise TopobindError(
+            f"rankfile {path} exists; give --force to replace it, or another --rankfile PATH"
+        )
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise TopobindError(

@@ -114,8 +114,8 @@ def _spell(resource: str, version: int) -> str:
 WHOLE_CORE_NOTE = (
     "--bind-to core binds each rank to every PU of its cores, so OMP_PLACES=cores gives each "
     "thread a whole core (all its PUs), not only the planned PU; for exactly the planned PUs "
-    "launch with 'topobind run' (its 'topobind rank-exec' exports each rank's exact "
-    "OMP_PLACES) or export OMP_PLACES per rank from ranks[].places"
+    "launch with 'topobind run' (its per-rank step, kernels/bin/rankexec, exports each "
+    "rank's exact OMP_PLACES) or export OMP_PLACES per rank from ranks[].places"
 )
 
 
@@ -131,7 +131,7 @@ def openmpi_argv(
     """``mpirun`` argv for the plan (one node; ``hosts``: the same plan on each of them, in a
     rankfile when one is needed; ``nodes``: the same plan on that many nodes, no rankfile
     needed). ``exact_places``: every rank exports its exact OMP_PLACES
-    (``topobind rank-exec``), so no note about OMP_PLACES=cores on SMT cores."""
+    (the per-rank step), so no note about OMP_PLACES=cores on SMT cores."""
     notes: list[str] = []
     if not exact_places and not plan.smt and plan.topology.smt > 1:
         notes.append(WHOLE_CORE_NOTE)
