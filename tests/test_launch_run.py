@@ -370,7 +370,7 @@ def test_plan_openmpi_says_where_and_never_overwrites_a_rankfile(tmp_path: Path)
     again = run(*args, cwd=tmp_path)
     assert again.returncode == 2 and again.stdout == ""
     assert again.stderr == (
-        f"topobind: error: rankfile topobind.rankfile exists; give --force to replace it, or "
+        "topobind: error: rankfile topobind.rankfile exists; give --force to replace it, or "
         "another --rankfile PATH\n"
     )
     assert rankfile.read_text() == "# mine\n"
