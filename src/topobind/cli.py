@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -37,8 +38,24 @@ FAST_COMMANDS: dict[str, str] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's formatter asks shutil for the terminal width, and shutil imports the zlib,
+    bz2 and lzma modules: a few ms at every start-up, for every plan. Ask os directly."""
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return self.formatter_class(prog=self.prog, width=_width())
+
+
+def _width() -> int:
+    try:
+        columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size().columns
+    except (ValueError, OSError):
+        columns = 80
+    return max(columns - 2, 20)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="topobind",
         description=(
             "Topology-aware binding for HPC jobs: detect the node (hwloc), plan a layout, "

@@ -6,7 +6,6 @@ import argparse
 import os
 import shlex
 import sys
-from typing import Any
 
 from topobind import jsonfmt
 from topobind.commands.common import (
@@ -25,6 +24,10 @@ from topobind.picture import plan_picture
 from topobind.plan import Plan
 from topobind.topology import CacheDomain, Topology, format_list
 from topobind.words import plural
+
+TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 SHOW_EPILOG = """\
 Indexes: PU lists are OS (physical) indexes, as Linux, Slurm masks and OMP_PLACES use them;
