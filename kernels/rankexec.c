@@ -314,6 +314,8 @@ static void start_sampler(const choice_t *c, long rank, const char *host)
     if (child == 0) {
         if (fork() != 0)
             _exit(0);
+        setsid(); /* out of the launch's process group: a program that ends before its
+                     sample still gets its (empty) report; the sampler ends right after */
         close(0); /* keep no pipe of the launcher open */
         close(1);
         close(2);

@@ -250,7 +250,7 @@ def test_verify_running_catches_sched_setaffinity(tmp_path: Path) -> None:
 def test_verify_running_reports_a_program_gone_before_the_sample() -> None:
     out = run_checked("true", threads="1")
     assert out.returncode == 1
-    assert "MISSING" in out.stderr
+    assert "MISSING (rank not sampled: it ended before its sample" in out.stderr
 
 
 def test_build_puts_the_step_before_the_program(tmp_path: Path) -> None:

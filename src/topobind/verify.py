@@ -224,7 +224,12 @@ def compare(
     for rank in range(expected):
         if rank not in reported:
             for t, place in enumerate(planned[rank % per_node].places):
-                rows.append(Row(rank, t, place, None, "MISSING", "rank not reported by the probe"))
+                why = (
+                    "rank not sampled: it ended before its sample, or never started"
+                    if match_threads
+                    else "rank not reported by the probe"
+                )
+                rows.append(Row(rank, t, place, None, "MISSING", why))
     rows.sort(key=lambda r: (r.rank, r.thread, r.observed.host if r.observed else ""))
     return rows
 
