@@ -43,7 +43,7 @@ class _Parser(argparse.ArgumentParser):
     bz2 and lzma modules: a few ms at every start-up, for every plan. Ask os directly."""
 
     def _get_formatter(self) -> argparse.HelpFormatter:
-        return self.formatter_class(prog=self.prog, width=_width())
+        return self.formatter_class(prog=self.prog, width=_width())  # type: ignore[call-arg]
 
 
 def _width() -> int:
