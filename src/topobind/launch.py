@@ -257,9 +257,11 @@ def rank_step_argv(shape: JobShape) -> list[str]:
 
 
 def job_env(shape: JobShape) -> dict[str, str]:
-    """The variables every rank gets (the per-rank step adds each rank's exact places)."""
+    """The variables every rank gets (the per-rank step adds each rank's exact places). Without
+    a known launcher (``topobind env``: the script launches) the places are ``cores``."""
     plan = shape.plan
-    uniform = "threads" if not shape.rank_step and plan.nranks > 1 else None
+    exact = shape.launcher != "none" and uniform_env_is_exact(plan, shape.launcher)
+    uniform = "threads" if not shape.rank_step and plan.nranks > 1 and exact else None
     return {**omp_env(plan, uniform), "TOPOBIND_LAYOUT": plan.layout, **shape.env}
 
 

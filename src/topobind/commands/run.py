@@ -20,13 +20,15 @@ from topobind.commands.common import (
     plan_for_job,
     print_warnings,
 )
-from topobind.emit.omp import omp_env, omp_notes
+from topobind.emit.omp import omp_notes
 from topobind.errors import CannotRun, TopobindError
 from topobind.launch import (
     LAUNCHERS,
+    JobShape,
     Launch,
     build,
     in_slurm,
+    job_env,
     job_shape,
     slurm_nodes,
     write_files,
@@ -350,7 +352,7 @@ def _sample_files(workdir: str) -> list[str]:
 def run_env(args: argparse.Namespace) -> int:
     plan = plan_for_job(args)
     print_warnings(plan, omp_notes(plan))
-    for k, v in {**omp_env(plan), "TOPOBIND_LAYOUT": plan.layout}.items():
+    for k, v in job_env(JobShape(plan=plan)).items():
         print(f"export {k}={shlex.quote(v)}")
     return 0
 
