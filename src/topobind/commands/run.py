@@ -174,7 +174,7 @@ def _workdir() -> str:
     system when the job spans several nodes ($TOPOBIND_WORKDIR, else the submit directory)."""
     base = os.environ.get("TOPOBIND_WORKDIR") or os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd()
     try:
-        return tempfile.mkdtemp(prefix=".topobind-run-", dir=base)
+        return os.path.abspath(tempfile.mkdtemp(prefix=".topobind-run-", dir=base))
     except OSError as exc:
         raise TopobindError(
             f"cannot create topobind run's scratch directory in {base}: {exc.strerror}; set "
