@@ -12,3 +12,10 @@ kernels-clean:
 	$(MAKE) -C kernels clean
 
 TEST_PREREQS += kernels
+
+# The per-rank step (kernels/bin/rankexec) against a bare exec: results/bench/rankstep.json.
+.PHONY: bench-rankstep
+bench-rankstep: kernels
+	$(PY) scripts/bench-rankstep.py
+
+BENCH_TARGETS += bench-rankstep

@@ -80,7 +80,7 @@ def test_srun_notes_name_the_traps() -> None:
 def test_whole_core_note_is_exact_for_ppr_and_rankfile_forms() -> None:
     """--bind-to core on SMT cores: OMP_PLACES=cores gives a thread the whole core. The note
     says so wherever --bind-to core is emitted (ppr and rankfile forms, 4.x and 5.x), and
-    not for topobind run's launch, whose ranks export exact places (rank-exec)."""
+    not for topobind run's launch, whose ranks export exact places (the per-rank step)."""
     from topobind.emit.openmpi import WHOLE_CORE_NOTE, openmpi_argv
 
     topo = load(BETZY)

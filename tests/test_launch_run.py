@@ -90,7 +90,8 @@ def test_dry_run_prints_exact_command(tmp_path: Path) -> None:
     assert "export OMP_NUM_THREADS=1" in lines and "export OMP_PROC_BIND=close" in lines
     cmd = next(ln for ln in lines if ln.startswith("/usr/bin/mpirun"))
     assert cmd.startswith("/usr/bin/mpirun -np 2 --map-by ppr:2:l3cache:PE=1 --bind-to core ")
-    assert cmd.endswith("-- ./app 'x y'")
+    # one PU per core, each rank's mask is its planned PU: no per-rank step, uniform places
+    assert cmd.endswith("--bind-to core ./app 'x y'") and "export OMP_PLACES=threads" in lines
 
 
 def test_verify_catches_a_wrong_binding() -> None:
@@ -172,7 +173,7 @@ def test_verify_catches_an_ignored_binding() -> None:
             want = (
                 f"unbound: affinity 0-1, planned {planned}"
                 if row["cpu"] == planned
-                else f"ran on {row['cpu']}, planned {planned}"
+                else f"ran on {row['cpu']}, planned {planned}; unbound: affinity 0-1"
             )
             assert row["reason"] == want
 
@@ -191,7 +192,7 @@ def test_verify_table_says_why_and_run_verify_refuses(tmp_path: Path) -> None:
         "    print('mpirun (Open MPI) 4.1.4')\n"
         "    sys.exit(0)\n"
         "n = int(a[a.index('-np') + 1])\n"
-        "cmd = a[a.index('rank-exec') - 3 :]\n"
+        "cmd = a[a.index('--bind-to') + 2 :]\n"
         "env = lambda r: {**os.environ, 'OMPI_COMM_WORLD_RANK': str(r),\n"
         "                 'OMPI_COMM_WORLD_LOCAL_RANK': str(r), 'OMP_PROC_BIND': 'false'}\n"
         "procs = [subprocess.Popen(cmd, env=env(r)) for r in range(n)]\n"
@@ -213,7 +214,7 @@ def test_verify_table_says_why_and_run_verify_refuses(tmp_path: Path) -> None:
     assert len(rows) == 2 and all("MISMATCH (" in r for r in rows), out.stderr
     assert all(("unbound: affinity 0-1, planned" in r) or ("ran on" in r) for r in rows)
     assert "0 of 2 threads bound to their planned CPU; 2 not" in out.stderr
-    assert "placement differs from the plan; not launching" in out.stderr
+    assert "verification failed, so the program is not launched" in out.stderr
     assert not marker.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["bin"], "run left files behind"
 
@@ -271,15 +272,19 @@ def _dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_dry_run_writes_nothing_to_the_working_directory(tmp_path: Path) -> None:
-    out = _dry_run(tmp_path, "--layout", "compact", "--ranks", "2", "--", "./app")
+    out = _dry_run(
+        tmp_path, "--layout", "compact", "--ranks", "2", "--rank-step", "always", "--", "./app"
+    )
     assert out.returncode == 0, out.stderr
     assert not list((tmp_path / "cwd").iterdir())
-    # the command refers to a plan file; it lives in a fresh directory under $TMPDIR
+    # the command refers to the per-rank step's file; it lives in a fresh directory under $TMPDIR
     kept = [d for d in (tmp_path / "tmp").iterdir()]
     assert len(kept) == 1 and kept[0].name.startswith("topobind-dry-run-")
     assert f"# files this command reads (kept; remove when done): {kept[0]}" in out.stdout
-    assert f"--plan {kept[0]}/plan.json" in out.stdout
-    json.loads((kept[0] / "plan.json").read_text())
+    assert f"kernels/bin/rankexec {kept[0]}/rankexec.txt -- ./app" in out.stdout
+    text = (kept[0] / "rankexec.txt").read_text()
+    assert text.splitlines()[0] == "topobind-rankexec 1" and "1\tOMP_NUM_THREADS=1\t" in text
+    assert (kept[0] / "rankexec.txt").stat().st_mode & 0o777 == 0o600
 
 
 def test_dry_run_without_launcher_or_failing_keeps_nothing(tmp_path: Path) -> None:
@@ -336,3 +341,38 @@ def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:
     assert probe.returncode == 0, probe.stderr
     doc = json.loads(probe.stdout)
     assert (doc["rank"], doc["ranks"]) == (1, 2)
+
+
+# --------------------------------------------------------------------------- a new user's steps
+def test_launchers_are_on_the_path_setup_prints(tmp_path: Path) -> None:
+    """After `make setup`, the one PATH entry it prints finds topobind and both launchers,
+    from any directory (no $TOPOBIND_ROOT)."""
+    venv_bin = REPO / ".venv" / "bin"
+    if not (venv_bin / "topobind-run").exists():
+        pytest.skip("run 'make setup' (it links the launchers into .venv/bin)")
+    env = {**NO_SLURM, "PATH": f"{venv_bin}:/usr/bin:/bin"}
+    script = 'eval "$(topobind-env --layout compact --threads 2)"; echo "$OMP_PLACES"; ' + (
+        "topobind-run --layout compact --ranks 1 -- true && echo ran"
+    )
+    out = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+    )
+    assert out.stdout.split() == ["{0},{1}", "ran"], out.stderr
+
+
+def test_plan_openmpi_says_where_and_never_overwrites_a_rankfile(tmp_path: Path) -> None:
+    args = [TOPOBIND, "plan", "-t", "synthetic:pack:2 l3:1 core:4 pu:2", "-l",
+            "every-other-core", "-f", "openmpi"]  # fmt: skip
+    first = run(*args, cwd=tmp_path)
+    rankfile = tmp_path / "topobind.rankfile"
+    assert first.returncode == 0 and f"topobind: wrote rankfile {rankfile}\n" in first.stderr
+    rankfile.write_text("# mine\n")
+    again = run(*args, cwd=tmp_path)
+    assert again.returncode == 2 and again.stdout == ""
+    assert again.stderr == (
+        "topobind: error: rankfile topobind.rankfile exists; give --force to replace it, or "
+        "another --rankfile PATH\n"
+    )
+    assert rankfile.read_text() == "# mine\n"
+    forced = run(*args, "--force", cwd=tmp_path)
+    assert forced.returncode == 0 and rankfile.read_text().startswith("# topobind rankfile")

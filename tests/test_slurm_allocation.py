@@ -90,7 +90,8 @@ def test_tasks_on_each_node() -> None:
 def test_ranks_per_node_come_from_the_allocation(
     slurm: dict[str, str], nodes: int, per_node: int, tmp_path: Path
 ) -> None:
-    out = tb("run", "--dry-run", "-t", NODE4, "--", "./app", slurm=slurm, cwd=tmp_path)
+    args = ["run", "--dry-run", "-t", NODE4, "--rank-step", "always", "--", "./app"]
+    out = tb(*args, slurm=slurm, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     argv = command(out.stdout)
     t = 4 // per_node
@@ -104,8 +105,8 @@ def test_ranks_per_node_come_from_the_allocation(
     ]
     assert f"export OMP_NUM_THREADS={4 // per_node}" in out.stdout
     assert "warning" not in out.stderr
-    plan = json.loads((Path(argv[argv.index("--plan") + 1])).read_text())
-    assert plan["nranks"] == per_node
+    step = Path(next(a for a in argv if a.endswith("/rankexec.txt"))).read_text()
+    assert [ln.split("\t")[0] for ln in step.splitlines()[3:]] == [str(r) for r in range(per_node)]
 
 
 def test_wrappers_can_ignore_the_allocations_task_count(tmp_path: Path) -> None:

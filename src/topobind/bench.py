@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topobind import stats
-from topobind.emit.omp import omp_env
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
 from topobind.kernels import Result, load_result, run_kernel
+from topobind.launch import JobShape, job_env
 from topobind.plan import Plan
 from topobind.topology import format_list
 
@@ -55,9 +55,8 @@ def result_path(root: str | os.PathLike[str], host: str, kernel: str, layout: st
 
 
 def kernel_env(plan: Plan) -> dict[str, str]:
-    env = dict(omp_env(plan))
-    env["TOPOBIND_LAYOUT"] = plan.layout
-    return env
+    """A one-process kernel's environment: the launch path's (no launcher)."""
+    return job_env(JobShape(plan=plan))
 
 
 def headline_text(res: Result) -> str:

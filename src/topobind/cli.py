@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -18,7 +19,7 @@ from topobind.errors import TopobindError
 # Modules that provide subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "topobind.commands.topo",  # show, plan
-    "topobind.commands.run",  # run, env, verify, rank-exec
+    "topobind.commands.run",  # run, env, verify
     "topobind.commands.spack",  # spack check, spack externals
     "topobind.commands.report",  # report
     "topobind.commands.draw",  # draw
@@ -34,12 +35,27 @@ FAST_COMMANDS: dict[str, str] = {
     "show": "topobind.commands.topo",
     "plan": "topobind.commands.topo",
     "env": "topobind.commands.run",
-    "rank-exec": "topobind.commands.run",
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's formatter asks shutil for the terminal width, and shutil imports the zlib,
+    bz2 and lzma modules: a few ms at every start-up, for every plan. Ask os directly."""
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return self.formatter_class(prog=self.prog, width=_width())  # type: ignore[call-arg]
+
+
+def _width() -> int:
+    try:
+        columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size().columns
+    except (ValueError, OSError):
+        columns = 80
+    return max(columns - 2, 20)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="topobind",
         description=(
             "Topology-aware binding for HPC jobs: detect the node (hwloc), plan a layout, "

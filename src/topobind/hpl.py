@@ -15,7 +15,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from topobind.emit.openmpi import openmpi_argv
 from topobind.errors import TopobindError
 from topobind.kernels import HUGEPAGE_SHIM, RESULT_SCHEMA_ID, find_kernel
+from topobind.launch import build, job_shape, write_files
 from topobind.plan import Plan
+from topobind.runner import run_process
 
 DEFAULT_NB = 192
 MPIRUN4 = "/usr/bin/mpirun"
@@ -255,39 +255,6 @@ def _hpcc_section(outfile: Path) -> str | None:
     return begins[-1] if begins else None
 
 
-def _run_with_heartbeat(
-    argv: list[str],
-    wd: Path,
-    env: dict[str, str],
-    timeout: float,
-    program: str,
-    outfile: Path,
-    progress: Callable[[str], None] | None,
-    heartbeat: float,
-    t0: float,
-) -> subprocess.CompletedProcess[str]:
-    with subprocess.Popen(
-        argv, cwd=wd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as proc:
-        while True:
-            left = timeout - (time.monotonic() - t0)
-            if left <= 0:
-                proc.kill()
-                proc.communicate()
-                raise TopobindError(f"{program} did not finish within {timeout:g} s")
-            try:
-                out, err = proc.communicate(timeout=min(heartbeat, left))
-                break
-            except subprocess.TimeoutExpired:
-                if progress is not None:
-                    section = _hpcc_section(outfile) if program == "hpcc" else None
-                    progress(
-                        f"hpl: {time.monotonic() - t0:.0f} s"
-                        + (f", hpcc in its {section} test" if section else "")
-                    )
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
 _RULE = re.compile(r"\s*-{20,}\s*")
 
 
@@ -336,44 +303,35 @@ def run_hpl(
         raise TopobindError(f"{MPIRUN4} (OpenMPI 4, which hpcc is linked against) not found")
     program, exe = find_hpl()
     cfg = make_config(plan.nranks, n=n, nb=nb, mem_fraction=mem_fraction)
-    launch = openmpi_argv(plan, 4, rankfile_path="topobind.rankfile")
-    env = dict(os.environ)
-    env.update(
-        OMP_NUM_THREADS=str(plan.threads),
-        OPENBLAS_NUM_THREADS=str(plan.threads),
-        TOPOBIND_LAYOUT=plan.layout,
-    )
-    if os.geteuid() == 0:
-        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    extra = {"OPENBLAS_NUM_THREADS": str(plan.threads)}
     with tempfile.TemporaryDirectory(prefix="topobind-hpl-", dir=workdir) as tmp:
         wd = Path(tmp)
         report: Path | None = None
-        xflags: list[str] = ["-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS"]
         if pages != "none":
             report = wd / "huge-{rank}.json"
-            env.update(
+            extra.update(
                 LD_PRELOAD=str(find_kernel(HUGEPAGE_SHIM)),
                 TOPOBIND_HUGE_PAGES=pages,
                 TOPOBIND_HUGE_REPORT=str(report),
                 TOPOBIND_HUGE_MIN=os.environ.get("TOPOBIND_HUGE_MIN", HUGE_MIN),
             )
-            xflags += [
-                "-x",
-                "LD_PRELOAD",
-                "-x",
-                "TOPOBIND_HUGE_PAGES",
-                "-x",
-                "TOPOBIND_HUGE_REPORT",
-                "-x",
-                "TOPOBIND_HUGE_MIN",
-            ]
-        if launch.rankfile is not None:
-            (wd / "topobind.rankfile").write_text(launch.rankfile)
+        # The one launch path: OpenMPI 4's mpirun (hpcc's MPI), the plan's flags, one node.
+        shape = job_shape(
+            plan,
+            "mpirun",
+            mpirun=MPIRUN4,
+            workdir=str(wd),
+            nodes=1,
+            env=extra,
+            forward=("OMP_NUM_THREADS", *extra),
+        )
+        launch = build(shape, [exe])
+        write_files(launch)
         if program == "hpcc":
             (wd / "hpccinf.txt").write_text(hpccinf_txt(cfg))
         else:
             (wd / "HPL.dat").write_text(hpl_dat(cfg))
-        argv = [MPIRUN4, *launch.argv[1:], *xflags, exe]
+        argv = launch.argv
         started = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         t0 = time.monotonic()
         outfile = wd / "hpccoutf.txt"
@@ -382,8 +340,24 @@ def run_hpl(
                 f"hpl: {program} N={cfg.n} NB={cfg.nb} P={cfg.p} Q={cfg.q}, {plan.nranks} rank(s)"
                 + (" (hpcc runs every HPC Challenge test, HPL last)" if program == "hpcc" else "")
             )
-        proc = _run_with_heartbeat(
-            argv, wd, env, timeout, program, outfile, progress, heartbeat, t0
+
+        def beat(elapsed: float) -> None:
+            if progress is not None:
+                section = _hpcc_section(outfile) if program == "hpcc" else None
+                progress(
+                    f"hpl: {elapsed:.0f} s" + (f", hpcc in its {section} test" if section else "")
+                )
+
+        proc = run_process(
+            argv,
+            env={**os.environ, **launch.env},
+            cwd=wd,
+            timeout=timeout,
+            capture=True,
+            capture_stderr=True,
+            heartbeat=heartbeat,
+            on_heartbeat=beat,
+            what=program,
         )
         wall = time.monotonic() - t0
         text = (

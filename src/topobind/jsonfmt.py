@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 _scalar = json.dumps
 # one encoder for the one-line values (json.dumps with separators= builds a new one per call)

@@ -19,7 +19,6 @@ import fcntl
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -127,21 +126,20 @@ def run_kernel_raw(
 
     ``env`` entries override the current environment; a value of None removes the variable.
     """
+    from topobind.runner import run_process
+
     exe = find_kernel(name)
     argv = (*launcher, str(exe), *args)
     t0 = time.monotonic()
-    try:
-        proc = subprocess.run(
-            argv,
-            env=_merge_env(env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=cwd,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise TopobindError(f"{name} did not finish within {timeout:g} s") from exc
+    proc = run_process(
+        argv,
+        env=_merge_env(env),
+        capture=True,
+        capture_stderr=True,
+        timeout=timeout,
+        cwd=cwd,
+        what=name,
+    )
     return KernelRun(argv, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - t0)
 
 

@@ -1,13 +1,20 @@
-"""From a Plan to the final command line: which runtime am I in, which launcher, which flags.
+"""One launch path: from the job's shape to the command line (run, verify, bench, HPL).
+
+:class:`JobShape` holds the whole job: the plan of every node (or a plan per group of hosts),
+the nodes, the launcher, the MPI flavour, the per-rank step and the extra variables. One
+builder, :func:`build`, turns it into a :class:`Launch` (argv, environment, the files to
+write); :func:`topobind.runner.run_process` runs it.
 
 - Inside a Slurm allocation (``SLURM_JOB_ID`` set) the default launcher is ``srun``;
   outside, ``mpirun`` for several ranks and no launcher for one.
 - The OpenMPI flavour (4.x or 5.x) is read from ``mpirun --version``.
-- Every rank runs through ``topobind rank-exec``, which exports the exact ``OMP_PLACES`` of
-  its local rank (from the plan file) before it execs the program.
-- On several Slurm nodes the plan (one node) is applied on each: ``srun --nodes=N
-  --ntasks=R*N``, ``mpirun -np R*N``, and a rankfile with one block per node (host names
-  from ``scontrol show hostnames``).
+- The per-rank step is ``kernels/bin/rankexec`` (C, no interpreter): it reads the line of its
+  local rank in a file prepared once by ``topobind run`` (exact ``OMP_PLACES`` and any other
+  per-rank variable) and execs the program. It is left out where the launcher's mask and one
+  uniform environment already give every thread its planned PU.
+- On several Slurm nodes the plan is applied on each: ``srun --nodes=N --ntasks=R*N``,
+  ``mpirun -np R*N``, and a rankfile with one block per node (host names from
+  ``scontrol show hostnames``) when the flags need one.
 """
 
 from __future__ import annotations
@@ -17,16 +24,59 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from topobind import slurm
-from topobind.emit.omp import omp_env
-from topobind.emit.openmpi import openmpi_argv
+from topobind.emit.omp import omp_env, rank_env
+from topobind.emit.openmpi import (
+    MpiLaunch,
+    affinity_restricted,
+    openmpi_argv,
+    rankfile_flags,
+    rankfile_text,
+)
 from topobind.emit.srun import STEP_NOTE, srun_argv
 from topobind.errors import TopobindError
 from topobind.plan import Plan
 
 LAUNCHERS = ("srun", "mpirun", "none")
+RANK_STEP_HEADER = "topobind-rankexec 1"
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """A plan for some hosts of the job (per-node plans: nodes that differ)."""
+
+    hosts: tuple[str, ...]
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """Everything the command line depends on.
+
+    ``plan``: every node's plan, unless ``node_plans`` names the node (each with the same
+    number of ranks). ``nodes``: how many nodes; ``hosts``: their names when known (needed by
+    rankfiles that span nodes). ``rank_step``: run the per-rank step (rankexec) with the file
+    ``rank_file``; ``sample_ms``: the step also samples where the program's threads run that
+    many ms after start (written to ``sample_dir``). ``env``: extra variables for every rank;
+    ``forward``: variables mpirun must pass by name (``-x``)."""
+
+    plan: Plan
+    launcher: str = "none"
+    nodes: int = 1
+    hosts: tuple[str, ...] = ()
+    node_plans: tuple[NodePlan, ...] = ()
+    mpirun: str | None = None
+    mpi: str | None = None  # "openmpi4" | "openmpi5"
+    rank_step: bool = False
+    rank_file: str = "rankexec.txt"
+    rankfile_path: str = "topobind.rankfile"
+    sample_ms: int | None = None
+    sample_dir: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    forward: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -35,9 +85,13 @@ class Launch:
     env: dict[str, str]  # variables to export on top of the caller's environment
     launcher: str
     mpi: str | None = None  # "openmpi4" | "openmpi5"
-    rankfile: tuple[str, str] | None = None  # (path, text) to write before launching
+    files: tuple[tuple[str, str], ...] = ()  # (path, text) to write (mode 0600) before
     notes: list[str] = field(default_factory=list)
-    nodes: int = 1  # nodes the launch spans (the plan is applied on each)
+    nodes: int = 1  # nodes the launch spans
+
+    @property
+    def rankfile(self) -> tuple[str, str] | None:
+        return next((f for f in self.files if not f[1].startswith(RANK_STEP_HEADER)), None)
 
 
 def in_slurm(env: dict[str, str] | None = None) -> bool:
@@ -60,7 +114,10 @@ def find_mpirun(prefer: str | None = None) -> tuple[str, str]:
     ]
     if not found:
         raise TopobindError("mpirun not found; install OpenMPI (make setup) or use --launcher srun")
-    path = found[0]
+    return found[0], mpi_flavour(found[0])
+
+
+def mpi_flavour(path: str) -> str:
     out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
     m = re.search(r"Open MPI\)?\s+(\d+)\.", out)
     if not m:
@@ -68,7 +125,7 @@ def find_mpirun(prefer: str | None = None) -> tuple[str, str]:
     major = int(m.group(1))
     if major not in (4, 5):
         raise TopobindError(f"{path} is OpenMPI {major}.x; topobind emits flags for 4.x and 5.x")
-    return path, f"openmpi{major}"
+    return f"openmpi{major}"
 
 
 def choose_launcher(plan: Plan, requested: str | None) -> str:
@@ -78,83 +135,243 @@ def choose_launcher(plan: Plan, requested: str | None) -> str:
             "or --launcher mpirun"
         )
     if requested:
+        if requested not in LAUNCHERS:
+            raise TopobindError(
+                f"unknown launcher {requested!r}; choose one of {', '.join(LAUNCHERS)}"
+            )
         return requested
     if in_slurm():
         return "srun"
     return "mpirun" if plan.nranks > 1 else "none"
 
 
-def rank_exec_prefix(plan_file: str) -> list[str]:
-    return [sys.executable, "-m", "topobind.cli", "rank-exec", "--plan", plan_file, "--"]
+def launcher_masks(plan: Plan, launcher: str) -> list[tuple[int, ...]]:
+    """The CPU mask each rank gets from the launcher's binding: srun masks and hwthread
+    bindings (and rankfiles under a restricted mask) are the planned PUs; ``--bind-to core``
+    whole cores."""
+    if (
+        launcher == "srun"
+        or plan.smt
+        or plan.topology.smt == 1
+        or affinity_restricted(plan.topology)
+    ):
+        return [r.cpus for r in plan.ranks]
+    return [plan.core_pus(r) for r in plan.ranks]
 
 
-def build(
+def uniform_env_is_exact(plan: Plan, launcher: str) -> bool:
+    """True when ``OMP_PLACES=threads`` inside each rank's launcher mask gives every thread
+    its planned PU (libgomp and LLVM build that list in increasing OS order): no per-rank
+    step needed. Per-rank variables (per-gpu plans' device variables) always need it."""
+    if plan.nranks == 1:
+        return True  # its exact places (and variables) are exported to it directly
+    if any(r.env for r in plan.ranks):
+        return False
+    return all(
+        list(r.places) == [(pu,) for pu in sorted(mask)]
+        for r, mask in zip(plan.ranks, launcher_masks(plan, launcher), strict=True)
+    )
+
+
+def job_shape(
     plan: Plan,
-    program: list[str],
-    plan_file: str,
     launcher: str | None = None,
     mpi: str | None = None,
-    rankfile_path: str = "topobind.rankfile",
-) -> Launch:
+    *,
+    rank_step: str = "auto",
+    workdir: str = ".",
+    sample_ms: int | None = None,
+    env: Mapping[str, str] | None = None,
+    forward: Sequence[str] = (),
+    mpirun: str | None = None,
+    node_plans: Sequence[NodePlan] = (),
+    nodes: int | None = None,
+) -> JobShape:
+    """The shape of this job: launcher, nodes (from Slurm), MPI flavour, per-rank step.
+
+    ``rank_step``: ``auto`` (only where needed, or to sample), ``always`` or ``never``;
+    ``nodes``: default, the job's nodes inside Slurm (1 without a launcher)."""
+    which = choose_launcher(plan, launcher)
+    if nodes is None:
+        nodes = slurm_nodes() if in_slurm() and which != "none" else 1
+    if which == "none" and plan.nranks > 1:
+        raise TopobindError(
+            f"the plan has {plan.nranks} ranks; --launcher none runs one process "
+            "(use --ranks 1 or a launcher)"
+        )
+    path, flavour = None, None
+    if which == "mpirun":
+        path, flavour = (mpirun, mpi_flavour(mpirun)) if mpirun else find_mpirun(mpi)
+    if rank_step not in ("auto", "always", "never"):
+        raise TopobindError(f"rank step {rank_step!r}: choose auto, always or never")
+    step = rank_step == "always" or sample_ms is not None or bool(node_plans)
+    if rank_step == "auto" and which != "none":
+        step = step or not all(uniform_env_is_exact(p, which) for p in _plans(plan, node_plans))
+    if rank_step == "never" and sample_ms is not None:
+        raise TopobindError("sampling the program's threads needs the per-rank step")
+    return JobShape(
+        plan=plan,
+        launcher=which,
+        nodes=nodes,
+        node_plans=tuple(node_plans),
+        mpirun=path,
+        mpi=flavour,
+        rank_step=step,
+        rank_file=os.path.join(workdir, "rankexec.txt"),
+        rankfile_path=os.path.join(workdir, "rankfile"),
+        sample_ms=sample_ms,
+        sample_dir=workdir if sample_ms is not None else None,
+        env=dict(env or {}),
+        forward=tuple(forward),
+    )
+
+
+def _plans(plan: Plan, node_plans: Sequence[NodePlan]) -> list[Plan]:
+    return [plan, *(n.plan for n in node_plans)]
+
+
+def rank_step_text(shape: JobShape) -> str:
+    """The file rankexec reads: a group per set of hosts, one line per local rank with its
+    variables (see kernels/rankexec.c)."""
+    lines = [RANK_STEP_HEADER, f"# layout {shape.plan.layout}; one line per local rank"]
+    if shape.sample_ms is not None:
+        lines.append(f"%sample {shape.sample_dir} {shape.sample_ms}")
+    groups = [*((",".join(n.hosts), n.plan) for n in shape.node_plans), ("*", shape.plan)]
+    for hosts, plan in groups:
+        lines.append(f"@{hosts}")
+        for r in plan.ranks:
+            env = {**rank_env(plan, r.rank), **shape.env}
+            for k, v in env.items():
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or "\t" in v or "\n" in v:
+                    raise TopobindError(f"per-rank variable {k}={v!r} cannot be passed on")
+            lines.append("\t".join([str(r.rank), *(f"{k}={v}" for k, v in env.items())]))
+    return "\n".join(lines) + "\n"
+
+
+def rank_step_argv(shape: JobShape) -> list[str]:
+    from topobind.kernels import find_kernel
+
+    try:
+        exe = find_kernel("rankexec")
+    except TopobindError as exc:
+        raise TopobindError(f"the per-rank step is not built ({exc})") from exc
+    return [str(exe), shape.rank_file, "--"]
+
+
+def job_env(shape: JobShape) -> dict[str, str]:
+    """The variables every rank gets (the per-rank step adds each rank's exact places). Without
+    a known launcher (``topobind env``: the script launches) the places are ``cores``."""
+    plan = shape.plan
+    exact = shape.launcher != "none" and uniform_env_is_exact(plan, shape.launcher)
+    uniform = "threads" if not shape.rank_step and plan.nranks > 1 and exact else None
+    one = dict(plan.ranks[0].env) if plan.nranks == 1 else {}  # a single rank's variables
+    return {**omp_env(plan, uniform), **one, "TOPOBIND_LAYOUT": plan.layout, **shape.env}
+
+
+def build(shape: JobShape, program: Sequence[str]) -> Launch:
+    """The command (and the files to write first) that runs ``program`` in this job shape."""
     if not program:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
-    which = choose_launcher(plan, launcher)
-    env = dict(omp_env(plan))
-    env["TOPOBIND_LAYOUT"] = plan.layout
-    if which == "none":
-        if plan.nranks > 1:
-            raise TopobindError(
-                f"the plan has {plan.nranks} ranks; --launcher none runs one process "
-                "(use --ranks 1 or a launcher)"
-            )
-        return Launch(argv=list(program), env=env, launcher="none")
-    wrapped = rank_exec_prefix(plan_file) + list(program)
-    nodes = slurm_nodes() if in_slurm() else 1
-    if which == "srun":
-        s = srun_argv(plan)
-        argv = [s.argv[0], f"--nodes={nodes}", f"--ntasks={plan.nranks * nodes}", *s.argv[1:]]
+    plan = shape.plan
+    env = job_env(shape)
+    files: list[tuple[str, str]] = []
+    step: list[str] = []
+    if shape.rank_step:
+        files.append((shape.rank_file, rank_step_text(shape)))
+        step = rank_step_argv(shape)
+    if shape.launcher == "none":
+        return Launch(argv=[*step, *program], env=env, launcher="none", files=tuple(files))
+    if shape.launcher == "srun":
+        if shape.node_plans:
+            raise TopobindError("per-node plans need --launcher mpirun (one srun mask list)")
+        s = srun_argv(plan, nodes=shape.nodes)
         # The srun line is topobind's own (no -c/--exact/--hint, masks from the job's CPUs):
         # the advice for hand-written srun lines does not apply.
         notes = [n for n in s.notes if n != STEP_NOTE]
-        return Launch(argv=argv + wrapped, env=env, launcher="srun", notes=notes, nodes=nodes)
-    if which == "mpirun":
-        path, flavour = find_mpirun(mpi)
-        version = 5 if flavour == "openmpi5" else 4
-        m = openmpi_argv(plan, version, rankfile_path=rankfile_path, exact_places=True)
-        if nodes > 1:
-            # The same plan on every node: -np is ranks per node x nodes, and a rankfile
-            # names every node (scontrol show hostnames $SLURM_JOB_NODELIST).
-            if m.rankfile is not None:
-                m = openmpi_argv(
-                    plan,
-                    version,
-                    rankfile_path=rankfile_path,
-                    exact_places=True,
-                    hosts=slurm.hostnames(),
-                )
-            m.argv[2] = str(plan.nranks * nodes)  # ppr flags: the same per node
-        argv = [path, *m.argv[1:]]
-        if os.geteuid() == 0:
-            env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-            env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-        # Exported OMP_* reach every rank; mpirun -x is not needed with OpenMPI's env forwarding
-        # of OMP_* (OpenMPI forwards the launching environment for local ranks).
-        rankfile = (rankfile_path, m.rankfile) if m.rankfile is not None else None
         return Launch(
-            argv=argv + wrapped,
+            argv=[*s.argv, *step, *program],
             env=env,
-            launcher="mpirun",
-            mpi=flavour,
-            rankfile=rankfile,
-            notes=m.notes,
-            nodes=nodes,
+            launcher="srun",
+            files=tuple(files),
+            notes=notes,
+            nodes=shape.nodes,
         )
-    raise TopobindError(f"unknown launcher {which!r}; choose one of {', '.join(LAUNCHERS)}")
+    return _build_mpirun(shape, program, env, files, step)
+
+
+def _build_mpirun(
+    shape: JobShape,
+    program: Sequence[str],
+    env: dict[str, str],
+    files: list[tuple[str, str]],
+    step: list[str],
+) -> Launch:
+    plan, version = shape.plan, (5 if shape.mpi == "openmpi5" else 4)
+    m = openmpi_argv(
+        plan, version, rankfile_path=shape.rankfile_path, exact_places=True, nodes=shape.nodes
+    )
+    if shape.node_plans:
+        hosts = list(shape.hosts) or slurm.hostnames()
+        notes: list[str] = []
+        flags = rankfile_flags(plan, version, shape.rankfile_path, notes)
+        np_ = str(plan.nranks * len(hosts))
+        m = MpiLaunch(argv=["mpirun", "-np", np_, *flags], notes=notes)
+        files.append((shape.rankfile_path, _rankfile_per_node(shape, hosts, version)))
+    elif m.rankfile is not None:
+        if shape.nodes > 1:  # the rankfile names every node
+            hosts = list(shape.hosts) or slurm.hostnames()
+            m = openmpi_argv(
+                plan, version, rankfile_path=shape.rankfile_path, exact_places=True, hosts=hosts
+            )
+        files.append((shape.rankfile_path, m.rankfile or ""))
+    forward = [a for v in shape.forward for a in ("-x", v)]
+    if os.geteuid() == 0:
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    # Exported variables reach the local ranks (OpenMPI forwards the launching environment);
+    # ``forward`` names those that must also reach other nodes' ranks.
+    return Launch(
+        argv=[shape.mpirun or "mpirun", *m.argv[1:], *forward, *step, *program],
+        env=env,
+        launcher="mpirun",
+        mpi=shape.mpi,
+        files=tuple(files),
+        notes=m.notes,
+        nodes=shape.nodes,
+    )
+
+
+def _rankfile_per_node(shape: JobShape, hosts: list[str], version: int) -> str:
+    """One rankfile block per host, each from that host's own plan."""
+    if not hosts:
+        raise TopobindError("per-node plans need the job's host names")
+    own = {h: n.plan for n in shape.node_plans for h in n.hosts}
+    blocks = []
+    per = shape.plan.nranks
+    for k, host in enumerate(hosts):
+        text = rankfile_text(own.get(host, shape.plan), version, host)
+        for line in text.splitlines():
+            if line.startswith("rank "):
+                num, rest = line[5:].split("=", 1)
+                blocks.append(f"rank {k * per + int(num)}={rest}")
+    return (
+        "\n".join([f"# topobind rankfile for OpenMPI {version}.x, per-node plans", *blocks]) + "\n"
+    )
+
+
+def write_files(launch: Launch) -> None:
+    """Write the launch's files (rankfile, per-rank step file), readable by the user only."""
+    from topobind.fsutil import atomic_write_text
+
+    for path, text in launch.files:
+        atomic_write_text(path, text)
+        os.chmod(path, 0o600)
 
 
 #: The launcher's rank variables, innermost launcher first: an mpirun inside a Slurm job
 #: inherits the batch step's SLURM_PROCID=0 and SLURM_LOCALID=0 in every rank it starts, so
 #: OpenMPI's own variables (set only by mpirun/prterun) and PMIx's must win over Slurm's.
+#: kernels/rankexec.c reads them in the same order.
 LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK", "SLURM_LOCALID")
 RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 

@@ -7,11 +7,14 @@ A plan knows nothing about launchers; :mod:`topobind.emit` turns it into flags.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from topobind.devices import Gpu, Nic
 from topobind.errors import TopobindError
 from topobind.topology import Topology, format_list
+
+TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 PLAN_SCHEMA_ID = "topobind.plan/1"
 

@@ -8,6 +8,10 @@ binding the launcher ignored) is a MISMATCH ("unbound"): it ran there by luck an
 migrate. A rank or thread the plan expects and the probe did not report is MISSING; one the
 plan does not have is UNPLANNED.
 
+``topobind run --verify-running`` checks the real program instead of a probe: the per-rank
+step samples each rank's threads from /proc (see kernels/rankexec.c) in the same format, and
+:func:`compare` matches the sampled threads to the planned places (``match_threads``).
+
 The plan describes one node. Ranks are compared per node: the ranks the probe reports on one
 host, in rank order, are that node's local ranks 0, 1, ... (what ``SLURM_LOCALID`` and
 ``OMPI_COMM_WORLD_LOCAL_RANK`` number, for block and cyclic distributions alike), and local
@@ -16,6 +20,7 @@ rank *i* must match rank *i* of the plan.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -74,20 +79,63 @@ def parse_probe_output(text: str) -> list[Observed]:
 def check_thread(place: tuple[int, ...], o: Observed) -> Row:
     """OK only when the thread ran in its place *and* its affinity mask lies inside it."""
     planned = format_list(place)
+    unbound = bool(o.affinity) and len(set(o.affinity)) > len(place)
     if o.cpu not in place:
-        return Row(o.rank, o.thread, place, o, "MISMATCH", f"ran on {o.cpu}, planned {planned}")
+        why = f"ran on {o.cpu}, planned {planned}"
+        if unbound:
+            why += f"; unbound: affinity {format_list(o.affinity)}"
+        return Row(o.rank, o.thread, place, o, "MISMATCH", why)
     if not o.affinity:
         return Row(o.rank, o.thread, place, o, "MISMATCH", "the probe reported no affinity mask")
     if not set(o.affinity) <= set(place):
+        what = "unbound: affinity" if unbound else "bound elsewhere: affinity"
         return Row(
             o.rank,
             o.thread,
             place,
             o,
             "MISMATCH",
-            f"unbound: affinity {format_list(o.affinity)}, planned {planned}",
+            f"{what} {format_list(o.affinity)}, planned {planned}",
         )
     return Row(o.rank, o.thread, place, o, "OK")
+
+
+def read_samples(paths: list[str]) -> list[Observed]:
+    """The per-rank step's samples of a running program (one whereami-like line per rank);
+    [] when there are none (every rank is then MISSING)."""
+    text = ""
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text += fh.read(1 << 20) + "\n"
+        except OSError:
+            continue
+    try:
+        return parse_probe_output(text)
+    except TopobindError:
+        return []
+
+
+def _bound_in(place: tuple[int, ...], o: Observed) -> bool:
+    return o.cpu in place and bool(o.affinity) and set(o.affinity) <= set(place)
+
+
+def _match_threads(
+    places: tuple[tuple[int, ...], ...], seen: dict[int, Observed]
+) -> list[Observed | None]:
+    """Sampled threads of one rank for its planned places. A running program has threads of
+    its own besides the OpenMP team (MPI progress threads, ...), in any creation order: each
+    place takes a distinct thread bound inside it; a place no thread is bound in takes the
+    first thread left (in creation order) as the evidence of its MISMATCH; threads left over
+    are not judged."""
+    free = [seen[t] for t in sorted(seen)]
+    got: list[Observed | None] = []
+    for place in places:
+        hit = next((o for o in free if _bound_in(place, o)), None)
+        if hit is not None:
+            free.remove(hit)
+        got.append(hit)
+    return [g if g is not None else (free.pop(0) if free else None) for g in got]
 
 
 def _cyclic(ranks_on: dict[str, list[int]], per_node: int, nnodes: int) -> bool:
@@ -112,10 +160,14 @@ def _local_indexes(
 
 
 def compare(
-    planned: list[PlannedRank], observed: list[Observed], nnodes: int | None = None
+    planned: list[PlannedRank],
+    observed: list[Observed],
+    nnodes: int | None = None,
+    match_threads: bool = False,
 ) -> list[Row]:
     """Rows for every planned thread of ``nnodes`` nodes (default: the hosts reported), and
-    for every reported thread the plan does not have."""
+    for every reported thread the plan does not have. ``match_threads``: the observations
+    are samples of the real program (see :func:`_match_threads`), not the probe's threads."""
     per_node = len(planned)
     threads: dict[tuple[str, int], dict[int, Observed]] = {}
     for o in observed:
@@ -142,6 +194,16 @@ def compare(
                 rows.extend(Row(rank, t, (), o, "UNPLANNED", why) for t, o in seen.items())
                 continue
             pr = planned[local]
+            if match_threads:
+                for t, (place, got) in enumerate(
+                    zip(pr.places, _match_threads(pr.places, seen), strict=True)
+                ):
+                    rows.append(
+                        Row(rank, t, place, None, "MISSING", "no thread of the program to match")
+                        if got is None
+                        else dataclasses.replace(check_thread(place, got), thread=t)
+                    )
+                continue
             for t, place in enumerate(pr.places):
                 got = seen.pop(t, None)
                 if got is None:
@@ -162,7 +224,12 @@ def compare(
     for rank in range(expected):
         if rank not in reported:
             for t, place in enumerate(planned[rank % per_node].places):
-                rows.append(Row(rank, t, place, None, "MISSING", "rank not reported by the probe"))
+                why = (
+                    "rank not sampled: it ended before its sample, or never started"
+                    if match_threads
+                    else "rank not reported by the probe"
+                )
+                rows.append(Row(rank, t, place, None, "MISSING", why))
     rows.sort(key=lambda r: (r.rank, r.thread, r.observed.host if r.observed else ""))
     return rows
 

@@ -1,17 +1,16 @@
-"""``topobind run``, ``topobind env``, ``topobind verify`` and the per-rank ``rank-exec``."""
+"""``topobind run``, ``topobind env`` and ``topobind verify`` (per-rank step: kernels/rankexec.c)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any
 
 from topobind import jsonfmt
@@ -21,22 +20,30 @@ from topobind.commands.common import (
     plan_for_job,
     print_warnings,
 )
-from topobind.emit import launch_dict
 from topobind.emit.devices import env_notes
-from topobind.emit.omp import format_places, omp_env, omp_notes
+from topobind.emit.omp import omp_notes
 from topobind.errors import CannotRun, TopobindError
-from topobind.fsutil import atomic_write_text
 from topobind.launch import (
     LAUNCHERS,
+    JobShape,
     Launch,
     build,
-    find_mpirun,
     in_slurm,
-    local_rank,
+    job_env,
+    job_shape,
     slurm_nodes,
+    write_files,
 )
 from topobind.plan import Plan, PlannedRank, ranks_from_json
-from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
+from topobind.runner import run_process
+from topobind.verify import (
+    all_ok,
+    compare,
+    parse_probe_output,
+    read_samples,
+    rows_json,
+    table,
+)
 from topobind.verify_devices import check_env, env_table, why_variables_only
 
 RUN_EPILOG = """\
@@ -50,8 +57,13 @@ Inside Slurm the default launcher is srun (one --cpu-bind mask per task); outsid
 (OpenMPI 4 or 5, detected) for several ranks, none for one. Inside Slurm, without --ranks,
 the ranks per node are the job's tasks per node (SLURM_NTASKS_PER_NODE, or SLURM_NTASKS /
 SLURM_JOB_NUM_NODES), except for layouts with one rank per domain (per-l3, per-numa,
-per-socket, l3-groups:N); the plan is applied on every node of the job. Every rank runs
-through 'topobind rank-exec', which exports the exact OMP_PLACES of its local rank.
+per-socket, l3-groups:N); the plan is applied on every node of the job. Where the launcher's
+binding alone does not give every thread its planned PU, every rank runs through the per-rank
+step kernels/bin/rankexec (C, no interpreter), which exports the exact OMP_PLACES of its
+local rank from a file prepared once in a scratch directory only you can write.
+--verify runs the placement probe (kernels/bin/whereami) in the program's place first and
+does not launch the program when verification fails; --verify-running checks the program
+itself: the per-rank step samples where each rank's threads run (/proc) after start-up.
 Warnings and launch notes go to stderr ('topobind: warning: ...'). The program's exit status
 is passed through; a program that cannot be started exits 127 (not found) or 126.
 """
@@ -82,7 +94,31 @@ def add_subparser(subparsers: Any) -> None:
     _plan_args(run)
     run.add_argument("--launcher", choices=LAUNCHERS, help="default: srun in Slurm, else mpirun")
     run.add_argument("--mpi", choices=("openmpi4", "openmpi5"), help="which mpirun to use")
-    run.add_argument("--verify", action="store_true", help="run the placement probe first")
+    run.add_argument(
+        "--verify",
+        action="store_true",
+        help="run the placement probe first; do not launch the program when it fails",
+    )
+    run.add_argument(
+        "--verify-running",
+        action="store_true",
+        help="check the real program: sample where its threads run after start-up (see "
+        "--sample-ms); exit 1 when they differ from the plan",
+    )
+    run.add_argument(
+        "--sample-ms",
+        type=int,
+        default=1000,
+        metavar="MS",
+        help="with --verify-running: sample this long after each rank starts (default 1000)",
+    )
+    run.add_argument(
+        "--rank-step",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="the per-rank step (kernels/bin/rankexec): only where the launcher's binding "
+        "does not give the exact places (auto), always, or never",
+    )
     run.add_argument("--dry-run", action="store_true", help="print the command, do not run")
     run.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
     run.set_defaults(func=run_run)
@@ -116,14 +152,6 @@ def add_subparser(subparsers: Any) -> None:
     verify.add_argument("command", nargs=argparse.REMAINDER, help="-- LAUNCH COMMAND...")
     verify.set_defaults(func=run_verify)
 
-    rank_exec = subparsers.add_parser(
-        "rank-exec",
-        help="(used by topobind run) export this rank's exact OMP_PLACES, then exec",
-    )
-    rank_exec.add_argument("--plan", required=True, metavar="FILE")
-    rank_exec.add_argument("program", nargs=argparse.REMAINDER)
-    rank_exec.set_defaults(func=run_rank_exec)
-
 
 def _plan_args(p: argparse.ArgumentParser) -> None:
     add_topology_arg(p)
@@ -148,7 +176,7 @@ def _workdir() -> str:
     system when the job spans several nodes ($TOPOBIND_WORKDIR, else the submit directory)."""
     base = os.environ.get("TOPOBIND_WORKDIR") or os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd()
     try:
-        return tempfile.mkdtemp(prefix=".topobind-run-", dir=base)
+        return os.path.abspath(tempfile.mkdtemp(prefix=".topobind-run-", dir=base))
     except OSError as exc:
         raise TopobindError(
             f"cannot create topobind run's scratch directory in {base}: {exc.strerror}; set "
@@ -156,45 +184,25 @@ def _workdir() -> str:
         ) from exc
 
 
-def _prepare(plan: Plan, program: list[str], args: argparse.Namespace, workdir: str) -> Launch:
-    plan_file = os.path.join(workdir, "plan.json")
-    launch = build(
-        plan, program, plan_file, args.launcher, args.mpi, os.path.join(workdir, "rankfile")
+def _prepare(
+    plan: Plan, program: list[str], args: argparse.Namespace, workdir: str, sample: bool = False
+) -> Launch:
+    shape = job_shape(
+        plan,
+        args.launcher,
+        args.mpi,
+        rank_step=args.rank_step,
+        workdir=workdir,
+        sample_ms=args.sample_ms if sample else None,
     )
-    if launch.launcher != "none":  # only the ranks of a launcher read the plan file
-        atomic_write_text(plan_file, jsonfmt.dumps(plan.to_dict(launch_dict(plan))))
-    if launch.rankfile is not None:
-        atomic_write_text(*launch.rankfile)
+    launch = build(shape, program)
+    write_files(launch)
     return launch
 
 
 def _execute(launch: Launch, capture: bool = False) -> subprocess.CompletedProcess[str]:
     """Run in a new process group; Ctrl-C / SIGTERM stop the whole group."""
-    env = {**os.environ, **launch.env}
-    try:
-        proc = subprocess.Popen(
-            launch.argv,
-            env=env,
-            start_new_session=True,
-            text=True,
-            stdout=subprocess.PIPE if capture else None,
-        )
-    except OSError as exc:  # as a shell says it: exit 127 (not found) or 126
-        raise CannotRun(launch.argv[0], exc) from exc
-
-    def stop(signum: int, _frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signum)
-
-    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        out, _ = proc.communicate()
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # nothing left running
-    return subprocess.CompletedProcess(launch.argv, proc.returncode, out or "", "")
+    return run_process(launch.argv, env={**os.environ, **launch.env}, capture=capture)
 
 
 def _status(code: int) -> int:
@@ -221,9 +229,9 @@ def _dry_run(plan: Plan, program: list[str], args: argparse.Namespace) -> int:
     for k, v in launch.env.items():
         print(f"export {k}={shlex.quote(v)}")
     print(shlex.join(launch.argv))
-    if launch.rankfile:
-        print(f"# rankfile {launch.rankfile[0]}:\n" + launch.rankfile[1], end="")
-    if launch.launcher == "none":
+    for path, text in launch.files:
+        print(f"# {os.path.basename(path)} ({path}):\n" + text, end="")
+    if not launch.files:
         shutil.rmtree(workdir, ignore_errors=True)
     else:
         print(f"# files this command reads (kept; remove when done): {workdir}")
@@ -243,59 +251,34 @@ def run_run(args: argparse.Namespace) -> int:
     program = _strip_dashes(args.program)
     if not program:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
+    if args.sample_ms < 0 or args.sample_ms > 600_000:
+        raise TopobindError(f"--sample-ms must be 0 .. 600000 (got {args.sample_ms})")
     node_plans = _node_plans(args)
     if node_plans is not None:  # the job's nodes differ: a plan per group of nodes
         return _run_per_node(node_plans, program, args)
     plan = plan_for_job(args)
     if args.dry_run:
         return _dry_run(plan, program, args)
+    _check_program(program[0])
     workdir = _workdir()
     try:
-        launch = _prepare(plan, program, args, workdir)
+        launch = _prepare(plan, program, args, workdir, sample=args.verify_running)
         print_warnings(plan, launch.notes)
         if args.verify:
-            probe_launch = _with_program(launch, program, _probe())
-            if probe_launch is None:  # a launch that does not end in the program itself
-                probe_launch = _prepare(plan, [_probe()], args, workdir)
-            done = _execute(probe_launch, capture=True)
-            if done.returncode != 0:
-                print(
-                    f"topobind: error: the placement probe failed (exit {done.returncode})",
-                    file=sys.stderr,
-                )
-                return _status(done.returncode) or 1
-            rows = _verify_rows(plan, done.stdout, probe_launch.nodes)
-            env_rows = check_env(  # per-gpu plans: each rank's device variables
-                [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks], done.stdout
-            )
-            if not all(r.ok for r in env_rows):
-                print(env_table(env_rows, why_variables_only()), file=sys.stderr)
-                print("topobind: error: device variables differ from the plan", file=sys.stderr)
-                return 1
-            if not all_ok(rows):
-                print(table(rows), file=sys.stderr)
-                print(
-                    "topobind: error: placement differs from the plan; not launching",
-                    file=sys.stderr,
-                )
-                return 1
-            print(
-                f"topobind: verify: all {len(rows)} threads on their planned CPUs, bound to them",
-                file=sys.stderr,
-            )
-            if env_rows:
-                print(
-                    f"topobind: verify: all {len(env_rows)} device variables as planned"
-                    f" (the variables only{why_variables_only()})",
-                    file=sys.stderr,
-                )
+            status = _verify_first(plan, program, args, workdir, launch)
+            if status:
+                return status
         done = _execute(launch)
         if done.returncode != 0:
             print(
                 f"topobind: {launch.argv[0]} exited with status {_status(done.returncode)}",
                 file=sys.stderr,
             )
-        return _status(done.returncode)
+        status = _status(done.returncode)
+        if args.verify_running:
+            ok = _check_samples(plan, launch, workdir, args.sample_ms)
+            status = status or (0 if ok else 1)
+        return status
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -316,16 +299,20 @@ def _node_plans(args: argparse.Namespace) -> list[Any] | None:
 
 def _run_per_node(node_plans: list[Any], program: list[str], args: argparse.Namespace) -> int:
     from topobind import pernode
-    from topobind.launch import rank_exec_prefix
+    from topobind.launch import find_mpirun, rank_step_argv, rank_step_text
 
     for np_ in node_plans:
         print_warnings(np_.plan)
-    workdir = _workdir()  # several nodes: where every node reads the plan files
+    workdir = _workdir()  # several nodes: where every node reads the per-rank step files
     keep = False
     try:
-        files = [os.path.join(workdir, f"plan-{k}.json") for k in range(len(node_plans))]
-        for f, np_ in zip(files, node_plans, strict=True):
-            atomic_write_text(f, jsonfmt.dumps(np_.plan.to_dict(launch_dict(np_.plan))))
+        steps: list[list[str]] = []  # each group's per-rank step (its exact places, its env)
+        for k, np_ in enumerate(node_plans):
+            shape = JobShape(
+                plan=np_.plan, rank_step=True, rank_file=os.path.join(workdir, f"rankexec-{k}.txt")
+            )
+            write_files(Launch([], {}, "none", files=((shape.rank_file, rank_step_text(shape)),)))
+            steps.append(rank_step_argv(shape))
 
         env = {"TOPOBIND_LAYOUT": args.layout}
         rankfile = None
@@ -336,12 +323,12 @@ def _run_per_node(node_plans: list[Any], program: list[str], args: argparse.Name
                 os.path.join(workdir, "rankfile"),
                 pernode.rankfile_per_node(node_plans, version),
             )
-            atomic_write_text(*rankfile)
+            write_files(Launch([], {}, "none", files=(rankfile,)))
             if os.geteuid() == 0:
                 env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
         def launch_of(prog: list[str]) -> Launch:
-            step = [rank_exec_prefix(f) + prog for f in files]
+            step = [st + prog for st in steps]
             if rankfile is None:
                 argv = pernode.srun_argv_per_node(node_plans, step)
                 return Launch(argv=argv, env=env, launcher="srun")
@@ -391,10 +378,98 @@ def _run_per_node(node_plans: list[Any], program: list[str], args: argparse.Name
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _check_program(name: str) -> None:
+    """The program must exist here, on the batch host, before any rank is started: a launcher
+    would report a missing program in its own words, once per rank."""
+    import errno
+
+    path = name if "/" in name else shutil.which(name)
+    if path is None or not os.path.exists(path):
+        raise CannotRun(name, FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT)))
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise CannotRun(name, PermissionError(errno.EACCES, os.strerror(errno.EACCES)))
+
+
+def _verify_first(
+    plan: Plan, program: list[str], args: argparse.Namespace, workdir: str, launch: Launch
+) -> int:
+    """Run the probe in the program's place; 0 when every thread is where planned."""
+    probe_launch = _with_program(launch, program, _probe())
+    if probe_launch is None:  # a launch that does not end in the program itself
+        probe_launch = _prepare(plan, [_probe()], args, workdir)
+    done = _execute(probe_launch, capture=True)
+    if done.returncode != 0:
+        print(
+            f"topobind: error: the placement probe failed (exit {done.returncode})",
+            file=sys.stderr,
+        )
+        return _status(done.returncode) or 1
+    rows = _verify_rows(plan, done.stdout, probe_launch.nodes)
+    env_rows = check_env(  # per-gpu plans: each rank's device variables
+        [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks], done.stdout
+    )
+    if not all(r.ok for r in env_rows):
+        print(env_table(env_rows, why_variables_only()), file=sys.stderr)
+        print(
+            "topobind: error: device variables differ from the plan; verification failed, so "
+            "the program is not launched",
+            file=sys.stderr,
+        )
+        return 1
+    if not all_ok(rows):
+        print(table(rows), file=sys.stderr)
+        print(
+            "topobind: error: placement differs from the plan; verification failed, so the "
+            "program is not launched",
+            file=sys.stderr,
+        )
+        return 1
+    print(
+        f"topobind: verify: all {len(rows)} threads on their planned CPUs, bound to them",
+        file=sys.stderr,
+    )
+    if env_rows:
+        print(
+            f"topobind: verify: all {len(env_rows)} device variables as planned"
+            f" (the variables only{why_variables_only()})",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _check_samples(plan: Plan, launch: Launch, workdir: str, sample_ms: int) -> bool:
+    """Compare the per-rank step's samples of the running program with the plan."""
+    expected = plan.nranks * launch.nodes
+    deadline = time.monotonic() + sample_ms / 1000 + 12.0
+    while time.monotonic() < deadline and len(_sample_files(workdir)) < expected:
+        time.sleep(0.05)
+    observed = read_samples(_sample_files(workdir))
+    planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
+    rows = compare(planned, observed, nnodes=launch.nodes, match_threads=True)
+    print(table(rows), file=sys.stderr)
+    if all_ok(rows):
+        print(
+            f"topobind: verify: the program's {len(rows)} threads ran on their planned CPUs "
+            f"({sample_ms} ms after start)",
+            file=sys.stderr,
+        )
+        return True
+    print(
+        "topobind: error: the program ran with a placement that differs from the plan",
+        file=sys.stderr,
+    )
+    return False
+
+
+def _sample_files(workdir: str) -> list[str]:
+    names = [n for n in os.listdir(workdir) if n.startswith("sample-") and n.endswith(".json")]
+    return [os.path.join(workdir, n) for n in sorted(names)]
+
+
 def run_env(args: argparse.Namespace) -> int:
     plan = plan_for_job(args)
     print_warnings(plan, omp_notes(plan) + env_notes(plan))  # per-gpu: per-rank variables
-    for k, v in {**omp_env(plan), "TOPOBIND_LAYOUT": plan.layout}.items():
+    for k, v in job_env(JobShape(plan=plan)).items():
         print(f"export {k}={shlex.quote(v)}")
     return 0
 
@@ -418,6 +493,7 @@ def run_verify(args: argparse.Namespace) -> int:
         print_warnings(plan)
         planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks]
     done = _execute(Launch(argv=[*command, _probe()], env={}, launcher="given"), capture=True)
+
     if done.returncode != 0:
         print(
             f"topobind: error: the launch command exited with {_status(done.returncode)}",
@@ -438,26 +514,3 @@ def run_verify(args: argparse.Namespace) -> int:
         if env_rows:
             print(env_table(env_rows, why_variables_only()))
     return 0 if ok else 1
-
-
-def run_rank_exec(args: argparse.Namespace) -> int:
-    import json
-
-    program = _strip_dashes(args.program)
-    if not program:
-        raise TopobindError("rank-exec: no program given")
-    try:
-        with open(args.plan, encoding="utf-8") as fh:
-            planned = ranks_from_json(json.load(fh))
-    except (OSError, ValueError) as exc:
-        raise TopobindError(f"rank-exec: cannot read plan {args.plan!r}: {exc}") from exc
-    rank = local_rank()
-    if rank is not None:
-        mine = planned[rank % len(planned)]
-        os.environ["OMP_PLACES"] = format_places(list(mine.places))
-        os.environ.update(mine.env)  # per-gpu plans: the rank's GPU/NIC variables
-    try:
-        os.execvp(program[0], program)
-    except OSError as exc:  # as a shell says it: exit 127 (not found) or 126
-        raise CannotRun(program[0], exc) from exc
-    return 127  # not reached

@@ -6,7 +6,6 @@ import argparse
 import os
 import shlex
 import sys
-from typing import Any
 
 from topobind import jsonfmt
 from topobind.commands.common import (
@@ -35,6 +34,10 @@ from topobind.plan_drawing import text_grid
 from topobind.topology import CacheDomain, Topology, format_list
 from topobind.words import plural
 
+TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
+if TYPE_CHECKING:
+    from typing import Any
+
 SHOW_EPILOG = """\
 Indexes: PU lists are OS (physical) indexes, as Linux, Slurm masks and OMP_PLACES use them;
 'L#n' marks an hwloc logical index (what OpenMPI prints).
@@ -60,7 +63,8 @@ plan, docs/plan-format.md), env (bash exports), openmpi (OpenMPI 5 mpirun argv),
 openmpi4, srun, rankfile, rankfile4, gres (Slurm gres.conf lines for the node's GPUs), rank-env
 (per-gpu: a sh wrapper exporting each local rank's GPU/NIC variables).
 When no --map-by expresses the plan, the openmpi formats refer to a rankfile, which is
-written to --rankfile PATH (default ./topobind.rankfile).
+written to --rankfile PATH (default ./topobind.rankfile; stderr says where). An existing file
+there is not replaced unless --force is given.
 """
 
 
@@ -108,6 +112,9 @@ def add_subparser(subparsers: Any) -> None:
         default=DEFAULT_RANKFILE,
         metavar="PATH",
         help="where the openmpi formats write a rankfile when one is needed",
+    )
+    plan.add_argument(
+        "--force", action="store_true", help="replace an existing rankfile at --rankfile PATH"
     )
     plan.add_argument("--host", help="host name in rankfiles (default: the topology's host)")
     plan.set_defaults(func=run_plan)
@@ -291,8 +298,8 @@ def run_plan(args: argparse.Namespace) -> int:
         version = 5 if fmt == "openmpi" else 4
         launch = openmpi_argv(plan, version, rankfile_path=args.rankfile, host=args.host)
         if launch.rankfile is not None:
-            _write_rankfile(args.rankfile, launch.rankfile)
-            print(f"topobind: wrote rankfile {args.rankfile}", file=sys.stderr)
+            _write_rankfile(args.rankfile, launch.rankfile, args.force)
+            print(f"topobind: wrote rankfile {os.path.abspath(args.rankfile)}", file=sys.stderr)
         notes = launch.notes
         print(shlex.join(launch.argv))
     elif fmt == "srun":
@@ -309,10 +316,15 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_rankfile(path: str, text: str) -> None:
-    """Write the rankfile into an existing directory; never create directories."""
+def _write_rankfile(path: str, text: str, force: bool = False) -> None:
+    """Write the rankfile into an existing directory; never create directories, never
+    replace a file silently."""
     from topobind.fsutil import atomic_write_text
 
+    if os.path.lexists(path) and not force:
+        raise TopobindError(
+            f"rankfile {path} exists; give --force to replace it, or another --rankfile PATH"
+        )
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise TopobindError(

@@ -3,7 +3,9 @@
 Single-process plans get explicit places (exact OS PU indexes, in the compact interval
 notation where the places are regular). Multi-rank plans get ``cores`` (or ``threads``
 with SMT): each rank's launcher binding (srun mask, mpirun --bind-to, rankfile) restricts
-the places to that rank's CPUs, and ``close`` puts thread t on the rank's t-th place.
+the places to that rank's CPUs, and ``close`` puts thread t on the rank's t-th place. The
+runtime builds that list in increasing OS order, so ``topobind run`` exports each rank's
+exact places through its per-rank step (``rank_env``) where the plan's order differs.
 """
 
 from __future__ import annotations
@@ -88,11 +90,17 @@ def parse_places(text: str) -> list[tuple[int, ...]]:
     return out
 
 
-def omp_env(plan: Plan) -> dict[str, str]:
+def omp_env(plan: Plan, uniform_places: str | None = None) -> dict[str, str]:
+    """The OMP_* variables of every rank: the one place they are assembled.
+
+    One rank: its exact places. Several ranks: ``cores`` (``threads`` with SMT) inside each
+    rank's launcher mask, or ``uniform_places`` when the caller knows better (``threads``
+    where the masks give the exact plan); the per-rank step overrides OMP_PLACES per rank
+    with :func:`rank_env`."""
     if plan.nranks == 1:
         places = format_places(list(plan.ranks[0].places))
     else:
-        places = "threads" if plan.smt else "cores"
+        places = uniform_places or ("threads" if plan.smt else "cores")
     return {
         "OMP_NUM_THREADS": str(plan.threads),
         "OMP_PLACES": places,
@@ -103,6 +111,12 @@ def omp_env(plan: Plan) -> dict[str, str]:
 def rank_places(plan: Plan, rank: int) -> str:
     """Explicit OMP_PLACES for one rank (what topobind-run exports per rank)."""
     return format_places(list(plan.ranks[rank].places))
+
+
+def rank_env(plan: Plan, rank: int) -> dict[str, str]:
+    """The variables one rank gets from the per-rank step: its exact places, and for per-gpu
+    plans its device variables (``ranks[].env``)."""
+    return {**omp_env(plan), "OMP_PLACES": rank_places(plan, rank), **plan.ranks[rank].env}
 
 
 def omp_notes(plan: Plan) -> list[str]:

@@ -5,6 +5,12 @@ module simulates that mapper (objects in hwloc logical order, N ranks per object
 taking ``pe`` consecutive cores/PUs of the object) and compares rank by rank. When no
 ``--map-by ppr:N:RESOURCE:pe=M`` expresses the plan, a rankfile is emitted instead.
 Tests check every emitted form against OpenMPI's own mapper (tests/test_openmpi_oracle.py).
+
+Under a restricted affinity mask (``taskset``, a Slurm step's task/affinity mask) the plan
+sees only the allowed PUs, but OpenMPI maps and numbers the whole node (the cgroup cpuset is
+the only restriction hwloc applies): a ``ppr`` mapping would land on the node's first cores.
+There a rankfile is emitted, with OS PU numbers (4.x, physical) or the whole node's hwloc
+logical numbers (5.x), which is what OpenMPI reads.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from dataclasses import dataclass, field
 
 from topobind.emit.devices import env_notes
 from topobind.plan import Plan
-from topobind.topology import format_list
+from topobind.topology import Topology, format_list, parse_xml
 
 DEFAULT_RANKFILE = "topobind.rankfile"
 
@@ -60,11 +66,31 @@ def _simulate(objects: list[list[int]], per: int, pe: int) -> list[list[int]] | 
     return out
 
 
+def affinity_restricted(topo: Topology) -> bool:
+    """True when this process's affinity mask hides PUs that OpenMPI will still map."""
+    return any(
+        why.startswith("not in this process's affinity") for why in topo.excluded_pus.values()
+    )
+
+
+def _node_numbering(topo: Topology) -> tuple[dict[int, int], dict[int, int]]:
+    """(OS PU -> hwloc logical core index, OS PU -> hwloc logical PU index) over the node as
+    OpenMPI numbers it: the affinity mask does not restrict it, the cgroup cpuset does."""
+    whole = topo
+    if affinity_restricted(topo) and topo.xml:
+        whole = parse_xml(topo.xml, topo.source, affinity=None, hostname=topo.hostname)
+    core_of = {pu: c.logical for c in whole.cores for pu in c.pus}
+    return core_of, whole.pu_logical()
+
+
 def find_ppr(plan: Plan, version: int = 5) -> tuple[str, int] | None:
     """The first (resource, ranks-per-object) whose ppr mapping equals the plan, else None.
 
     OpenMPI 5 refuses a ppr binding that spans packages ("bound to CPUs in more than one
-    package"); such plans get a rankfile there."""
+    package"); such plans get a rankfile there. Under a restricted affinity mask OpenMPI's
+    ppr mapper starts at the node's first core, not the plan's: a rankfile there too."""
+    if affinity_restricted(plan.topology):
+        return None
     if version == 5:
         core_pkg = {c.logical: c.package for c in plan.topology.cores}
         if any(len({core_pkg[c] for c in r.cores}) > 1 for r in plan.ranks):
@@ -89,8 +115,8 @@ def _spell(resource: str, version: int) -> str:
 WHOLE_CORE_NOTE = (
     "--bind-to core binds each rank to every PU of its cores, so OMP_PLACES=cores gives each "
     "thread a whole core (all its PUs), not only the planned PU; for exactly the planned PUs "
-    "launch with 'topobind run' (its 'topobind rank-exec' exports each rank's exact "
-    "OMP_PLACES) or export OMP_PLACES per rank from ranks[].places"
+    "launch with 'topobind run' (its per-rank step, kernels/bin/rankexec, exports each "
+    "rank's exact OMP_PLACES) or export OMP_PLACES per rank from ranks[].places"
 )
 
 
@@ -101,16 +127,18 @@ def openmpi_argv(
     host: str | None = None,
     exact_places: bool = False,
     hosts: Sequence[str] | None = None,
+    nodes: int = 1,
 ) -> MpiLaunch:
     """``mpirun`` argv for the plan (one node; ``hosts``: the same plan on each of them, in a
-    rankfile when one is needed). ``exact_places``: every rank exports its exact OMP_PLACES
-    (``topobind rank-exec``), so no note about OMP_PLACES=cores on SMT cores."""
+    rankfile when one is needed; ``nodes``: the same plan on that many nodes, no rankfile
+    needed). ``exact_places``: every rank exports its exact OMP_PLACES
+    (the per-rank step), so no note about OMP_PLACES=cores on SMT cores."""
     notes: list[str] = env_notes(plan)  # per-gpu plans: per-rank device variables
     if not exact_places and not plan.smt and plan.topology.smt > 1:
         notes.append(WHOLE_CORE_NOTE)
     bind = "hwthread" if plan.smt else "core"
     found = find_ppr(plan, version)
-    argv = ["mpirun", "-np", str(plan.nranks * (len(hosts) if hosts else 1))]
+    argv = ["mpirun", "-np", str(plan.nranks * (len(hosts) if hosts else nodes))]
     if found is not None:
         resource, per = found
         res = _spell(resource, version)
@@ -128,16 +156,30 @@ def openmpi_argv(
         return MpiLaunch(argv=argv, notes=notes, resource=resource)
 
     text = rankfile_text(plan, version, host, hosts=hosts)
-    if version == 5:
-        mod = ":hwtcpus" if plan.smt else ""
-        mod += _oversubscribe_5(plan, notes)
-        argv += ["--map-by", f"rankfile:file={rankfile_path}{mod}", "--bind-to", bind]
-    else:
-        argv += ["--rankfile", rankfile_path, "--mca", "rmaps_rank_file_physical", "1"]
+    argv += rankfile_flags(plan, version, rankfile_path, notes)
     notes.append(
-        f"no --map-by ppr:N:RESOURCE:pe=M expresses this plan: use the rankfile ({version}.x)"
+        f"this process's affinity mask hides PUs that OpenMPI maps anyway: the rankfile names "
+        f"the planned PUs ({version}.x)"
+        if affinity_restricted(plan.topology)
+        else f"no --map-by ppr:N:RESOURCE:pe=M expresses this plan: use the rankfile ({version}.x)"
     )
     return MpiLaunch(argv=argv, rankfile=text, notes=notes, resource=None)
+
+
+def _by_pu(plan: Plan) -> bool:
+    """Rankfiles list PUs, not cores: SMT plans, and plans under a restricted affinity mask
+    (a whole core could hold PUs outside the mask)."""
+    return plan.smt or affinity_restricted(plan.topology)
+
+
+def rankfile_flags(plan: Plan, version: int, rankfile_path: str, notes: list[str]) -> list[str]:
+    """The mpirun flags that map and bind by the rankfile at ``rankfile_path``."""
+    if version == 5:
+        mod = ":hwtcpus" if _by_pu(plan) else ""
+        mod += _oversubscribe_5(plan, notes)
+        bind = "hwthread" if _by_pu(plan) else "core"
+        return ["--map-by", f"rankfile:file={rankfile_path}{mod}", "--bind-to", bind]
+    return ["--rankfile", rankfile_path, "--mca", "rmaps_rank_file_physical", "1"]
 
 
 def _oversubscribe_5(plan: Plan, notes: list[str]) -> str:
@@ -156,21 +198,26 @@ def rankfile_text(
     plan: Plan, version: int = 5, host: str | None = None, hosts: Sequence[str] | None = None
 ) -> str:
     """OpenMPI rankfile. 5.x: ``slot=`` lists hwloc logical core indexes (logical PU
-    indexes with SMT, used with ``:hwtcpus``). 4.x: OS PU indexes, used with
+    indexes with SMT, used with ``:hwtcpus``), numbered over the node as OpenMPI sees it
+    (not restricted by this process's affinity mask). 4.x: OS PU indexes, used with
     ``--mca rmaps_rank_file_physical 1``. With ``hosts``: one block per node, node *k*
     holding ranks ``k*R .. k*R+R-1`` placed like the plan's ranks ``0 .. R-1``."""
     names = list(hosts) if hosts else [host or plan.topology.hostname or "localhost"]
-    pu_logical = plan.topology.pu_logical()
+    core_of, pu_logical = _node_numbering(plan.topology)
     lines = [f"# topobind rankfile for OpenMPI {version}.x, layout {plan.layout}"]
     for k, name in enumerate(names):
         if len(names) > 1:
             lines.append(f"# node {k}: {name}")
         for r in plan.ranks:
             if version == 5:
-                ids = [pu_logical[pu] for pu in r.cpus] if plan.smt else list(r.cores)
+                ids = (
+                    sorted(pu_logical[pu] for pu in r.cpus)
+                    if _by_pu(plan)
+                    else sorted({core_of[pu] for pu in r.cpus})
+                )
                 lines.append(f"# rank {k * plan.nranks + r.rank}: OS PUs {format_list(r.cpus)}")
             else:
-                ids = list(r.cpus) if plan.smt else list(plan.core_pus(r))
+                ids = list(r.cpus) if _by_pu(plan) else list(plan.core_pus(r))
             # Ranges keep lines short: OpenMPI's rankfile parser truncates long lines.
             lines.append(f"rank {k * plan.nranks + r.rank}={name} slot={format_list(ids)}")
     return "\n".join(lines) + "\n"

@@ -46,13 +46,14 @@ def decode_mask(mask: str) -> list[int]:
     return [i for i in range(value.bit_length()) if value >> i & 1]
 
 
-def srun_argv(plan: Plan) -> SrunLaunch:
+def srun_argv(plan: Plan, nodes: int | None = None) -> SrunLaunch:
+    """``srun`` flags; ``nodes``: a launch over that many nodes (``--nodes``, ``--ntasks``),
+    the plan applied on each."""
     masks = [cpu_mask(r.cpus) for r in plan.ranks]
-    argv = [
-        "srun",
-        f"--ntasks-per-node={plan.nranks}",
-        f"--cpu-bind=mask_cpu:{','.join(masks)}",
-    ]
+    argv = ["srun"]
+    if nodes is not None:
+        argv += [f"--nodes={nodes}", f"--ntasks={plan.nranks * nodes}"]
+    argv += [f"--ntasks-per-node={plan.nranks}", f"--cpu-bind=mask_cpu:{','.join(masks)}"]
     notes = [STEP_NOTE]
     extra, device_notes = srun_extra(plan)  # per-gpu plans: --gpu-bind=none
     argv += extra

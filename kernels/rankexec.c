@@ -1,0 +1,356 @@
+/*
+ * rankexec.c - topobind's per-rank step: export this rank's prepared environment, then exec.
+ *
+ *   rankexec FILE [--] PROGRAM [ARGS...]
+ *
+ * `topobind run` writes FILE once, on the batch host, in its 0700 scratch directory; every
+ * rank of the job runs `rankexec FILE PROGRAM ...`, which picks the line of its local rank
+ * (OMPI_COMM_WORLD_LOCAL_RANK, PMIX_LOCAL_RANK, SLURM_LOCALID, in that order: an mpirun inside
+ * sbatch passes the batch step's SLURM_LOCALID=0 to every rank), exports that line's
+ * variables and execs PROGRAM. No interpreter, one open(2) and one read(2) of FILE.
+ *
+ * FILE (text, "topobind-rankexec 1" on its first line):
+ *   # comment
+ *   %sample DIR MS       optional: sample where this rank's threads run MS ms after start
+ *   @*                   the lines that follow apply to every host (the default group)
+ *   @node1,node2         the lines that follow apply to these hosts only (per-node plans)
+ *   0<TAB>NAME=VALUE<TAB>NAME=VALUE...   local rank 0's variables (values hold no TAB/NL)
+ *
+ * A host takes the group naming it, else the "@*" group. FILE must be a regular file owned
+ * by the user running rankexec and not writable by group or others (per-rank environment
+ * from a file someone else can change would be a way into every job): otherwise rankexec
+ * refuses it and exits 125, as it does for a rank the file does not plan.
+ *
+ * With %sample, a detached process (double fork: not a child of the program) waits MS ms,
+ * reads /proc/PID/task/TID/{stat,status} of the program (the CPU each thread last ran on,
+ * field 39 of stat, and Cpus_allowed_list) and writes one JSON line in the whereami format
+ * to DIR/sample-HOST-PID.json, retrying (up to 10 s) while the program has fewer threads
+ * than OMP_NUM_THREADS of the rank's line.
+ */
+#include "tb_common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_STEP 125 /* the step itself failed (bad file, rank not planned) */
+#define MAX_FILE (64L << 20)
+#define MAX_VARS 64
+#define MAX_TASKS 4096
+
+static const char *LOCAL_VARS[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK",
+                                   "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+                                   "SLURM_PROCID", NULL};
+static const char *RANK_VARS[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", NULL};
+
+__attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "topobind rankexec: error: %s\n", msg);
+    exit(EXIT_STEP);
+}
+
+static long env_number(const char *const *names)
+{
+    for (int i = 0; names[i]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end == '\0' && n >= 0)
+                return n;
+        }
+    }
+    return -1;
+}
+
+/* Read FILE after checking, on the open descriptor, who owns it and who may write it. */
+static char *read_plan(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        fail("cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        fail("cannot stat %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        fail("%s is not a regular file", path);
+    if (st.st_uid != geteuid())
+        fail("%s is owned by uid %ld, not by this user (uid %ld): refused", path,
+             (long)st.st_uid, (long)geteuid());
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        fail("%s is writable by group or others (mode %04o): refused", path,
+             (unsigned)(st.st_mode & 07777));
+    if (st.st_size <= 0 || st.st_size > MAX_FILE)
+        fail("%s has %lld bytes (expected 1 .. %ld)", path, (long long)st.st_size, MAX_FILE);
+    char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf)
+        fail("out of memory");
+    ssize_t got = 0;
+    while (got < st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)(st.st_size - got));
+        if (n <= 0)
+            fail("cannot read %s: %s", path, n ? strerror(errno) : "file shrank");
+        got += n;
+    }
+    close(fd);
+    buf[got] = '\0';
+    return buf;
+}
+
+/* Does the "@a,b,c" group line name this host? */
+static int names_host(const char *list, const char *host)
+{
+    size_t hl = strlen(host);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == hl && strncmp(p, host, n) == 0)
+            return 1;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    char *line; /* the rank's line: "RANK\tNAME=VALUE\t..." (NUL-terminated) */
+    char *sample_dir;
+    long sample_ms;
+} choice_t;
+
+static choice_t choose(char *text, const char *path, const char *host, long rank)
+{
+    choice_t c = {0};
+    char *own = NULL, *any = NULL; /* the rank's line in this host's group / in "@*" */
+    int in_own = 0, in_any = 1, host_has_group = 0; /* before any "@": every host */
+    char *save = NULL;
+    char *line = strtok_r(text, "\n", &save);
+    if (!line || strcmp(line, "topobind-rankexec 1") != 0)
+        fail("%s is not a topobind-rankexec 1 file", path);
+    while ((line = strtok_r(NULL, "\n", &save))) {
+        if (line[0] == '#' || line[0] == '\0')
+            continue;
+        if (line[0] == '%') {
+            char *dir = strchr(line, ' ');
+            char *ms = dir ? strrchr(dir + 1, ' ') : NULL;
+            if (strncmp(line, "%sample ", 8) != 0 || !ms)
+                fail("%s: unknown directive %.40s", path, line);
+            *ms = '\0';
+            c.sample_dir = dir + 1;
+            c.sample_ms = strtol(ms + 1, NULL, 10);
+            continue;
+        }
+        if (line[0] == '@') {
+            in_any = strcmp(line + 1, "*") == 0;
+            in_own = !in_any && names_host(line + 1, host);
+            host_has_group |= in_own;
+            continue;
+        }
+        char *end;
+        long r = strtol(line, &end, 10);
+        if (end == line || (*end != '\t' && *end != '\0'))
+            fail("%s: malformed line %.40s", path, line);
+        if (r != rank)
+            continue;
+        if (in_own && !own)
+            own = line;
+        else if (in_any && !any)
+            any = line;
+    }
+    c.line = host_has_group ? own : any;
+    if (!c.line)
+        fail("%s plans no local rank %ld on %s (more ranks on this node than planned?)", path,
+             rank, host);
+    return c;
+}
+
+static void export_line(char *line)
+{
+    char *save = NULL;
+    char *tok = strtok_r(line, "\t", &save); /* the rank number */
+    while ((tok = strtok_r(NULL, "\t", &save))) {
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok)
+            fail("malformed variable %.40s", tok);
+        *eq = '\0';
+        if (setenv(tok, eq + 1, 1) != 0)
+            fail("cannot set %s: %s", tok, strerror(errno));
+    }
+}
+
+/* ---------------------------------------------------------------- sampler */
+static int read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return (int)n;
+}
+
+static int count_tasks(pid_t pid, int *tids, int max)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max)
+        if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
+            tids[n++] = atoi(e->d_name);
+    closedir(d);
+    return n;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* One thread as a whereami placement entry; 0 when the thread is gone. */
+static int thread_json(FILE *f, pid_t pid, int tid, long rank, int index, const char *host)
+{
+    char path[96], buf[8192];
+    snprintf(path, sizeof path, "/proc/%ld/task/%d/stat", (long)pid, tid);
+    if (read_small(path, buf, sizeof buf) < 0)
+        return 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (!p)
+        return 0;
+    long cpu = -1;
+    /* after ')' come fields 3, 4, ...: field 39 is the 37th of them */
+    for (int field = 3; field <= 39 && p; field++) {
+        p = strchr(p + 1, ' ');
+        if (p && field == 39)
+            cpu = strtol(p + 1, NULL, 10);
+    }
+    snprintf(path, sizeof path, "/proc/%ld/task/%d/status", (long)pid, tid);
+    if (read_small(path, buf, sizeof buf) < 0)
+        return 0;
+    char *a = strstr(buf, "Cpus_allowed_list:");
+    int *cpus = NULL, ncpus = 0;
+    if (a) {
+        a += strlen("Cpus_allowed_list:");
+        while (*a == ' ' || *a == '\t')
+            a++;
+        a[strcspn(a, "\n")] = '\0';
+        ncpus = tb_list_parse(a, &cpus);
+    }
+    fprintf(f, "%s{\"rank\":%ld,\"thread\":%d,\"tid\":%d,\"cpu\":%ld,\"affinity\":[", index ? "," : "",
+            rank, index, tid, cpu);
+    for (int i = 0; i < ncpus; i++)
+        fprintf(f, "%s%d", i ? "," : "", cpus[i]);
+    fprintf(f, "],\"host\":\"%s\"}", host);
+    free(cpus);
+    return 1;
+}
+
+static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, const char *host)
+{
+    long want = env_number((const char *const[]){"OMP_NUM_THREADS", NULL});
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    static int tids[MAX_TASKS];
+    int n = count_tasks(pid, tids, MAX_TASKS);
+    for (long waited = 0; n >= 0 && n < want && waited < 10000; waited += 50) {
+        struct timespec step = {0, 50 * 1000000L};
+        nanosleep(&step, NULL);
+        n = count_tasks(pid, tids, MAX_TASKS);
+    }
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/sample-%s-%ld.json", dir, host, (long)pid);
+    snprintf(tmp, sizeof tmp, "%s.part", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        _exit(1);
+    FILE *f = fdopen(fd, "w");
+    if (!f)
+        _exit(1);
+    if (n > 0)
+        qsort(tids, (size_t)n, sizeof tids[0], cmp_int);
+    fprintf(f, "{\"kernel\":\"whereami\",\"sampled\":true,\"host\":\"%s\",\"rank\":%ld,"
+            "\"ranks\":%ld,\"pid\":%ld,\"after_ms\":%ld,\"placement\":[", host, rank, ranks,
+            (long)pid, ms);
+    int index = 0;
+    for (int i = 0; i < n; i++)
+        index += thread_json(f, pid, tids[i], rank, index, host);
+    fprintf(f, "]}\n");
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        _exit(1);
+    _exit(0);
+}
+
+/* A detached sampler: the grandchild is adopted by init, the program never sees it. */
+static void start_sampler(const choice_t *c, long rank, const char *host)
+{
+    pid_t self = getpid();
+    long global = env_number(RANK_VARS);
+    long ranks = env_number((const char *const[]){"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE",
+                                                   "SLURM_NTASKS", NULL});
+    pid_t child = fork();
+    if (child < 0)
+        fail("cannot fork the sampler: %s", strerror(errno));
+    if (child == 0) {
+        if (fork() != 0)
+            _exit(0);
+        setsid(); /* out of the launch's process group: a program that ends before its
+                     sample still gets its (empty) report; the sampler ends right after */
+        close(0); /* keep no pipe of the launcher open */
+        close(1);
+        close(2);
+        sample(self, c->sample_dir, c->sample_ms, global >= 0 ? global : rank, ranks, host);
+    }
+    waitpid(child, NULL, 0);
+}
+
+int main(int argc, char **argv)
+{
+    tb_prog = "rankexec";
+    if (argc < 3 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        fputs("usage: rankexec FILE [--] PROGRAM [ARGS...]\n"
+              "topobind's per-rank step: export the local rank's line of FILE, exec PROGRAM\n",
+              argc < 3 ? stderr : stdout);
+        return argc < 3 ? EXIT_STEP : 0;
+    }
+    int prog = 2;
+    if (strcmp(argv[prog], "--") == 0)
+        prog++;
+    if (prog >= argc)
+        fail("no program given after %s", argv[1]);
+    long rank = env_number(LOCAL_VARS);
+    if (rank < 0)
+        rank = 0; /* no launcher variable: a single process */
+    char host[256] = "localhost";
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    char *text = read_plan(argv[1]);
+    choice_t c = choose(text, argv[1], host, rank);
+    export_line(c.line);
+    if (c.sample_dir)
+        start_sampler(&c, rank, host);
+    execvp(argv[prog], argv + prog);
+    int err = errno;
+    fprintf(stderr, "topobind: error: cannot run %s: %s\n", argv[prog], strerror(err));
+    return err == ENOENT ? 127 : 126;
+}

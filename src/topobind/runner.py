@@ -1,0 +1,78 @@
+"""The one process runner of topobind: run, verify, bench, the kernels and HPL start here.
+
+The command runs in a new session (its own process group). Ctrl-C / SIGTERM sent to topobind
+are passed to the whole group; on a timeout the group is killed and a TopobindError raised;
+when the command ends, whatever it left in its group is killed, so nothing keeps running.
+``heartbeat``: call ``on_heartbeat(elapsed_seconds)`` every so many seconds while it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from topobind.errors import CannotRun, TopobindError
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
+    capture: bool = False,
+    capture_stderr: bool = False,
+    heartbeat: float | None = None,
+    on_heartbeat: Callable[[float], None] | None = None,
+    what: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv``; stdout (and stderr) captured as text when asked. A command that cannot
+    be started raises :class:`CannotRun` (exit 127/126, as a shell says it)."""
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+            text=True,
+            stdout=subprocess.PIPE if capture else None,
+            stderr=subprocess.PIPE if capture_stderr else None,
+        )
+    except OSError as exc:
+        raise CannotRun(argv[0], exc) from exc
+
+    def stop(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signum)
+
+    main = threading.current_thread() is threading.main_thread()
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    t0 = time.monotonic()
+    try:
+        while True:
+            left = None if timeout is None else timeout - (time.monotonic() - t0)
+            if left is not None and left <= 0:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                raise TopobindError(
+                    f"{what or os.path.basename(argv[0])} did not finish within {timeout:g} s"
+                )
+            wait = min(x for x in (left, heartbeat, 1e9) if x is not None)
+            try:
+                out, err = proc.communicate(timeout=wait if (left or heartbeat) else None)
+                break
+            except subprocess.TimeoutExpired:
+                if on_heartbeat is not None and heartbeat is not None:
+                    on_heartbeat(time.monotonic() - t0)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # nothing left running
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out or "", err or "")
