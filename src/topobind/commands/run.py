@@ -1,4 +1,4 @@
-"""``topobind run``, ``topobind env`` and ``topobind verify`` (per-rank step: kernels/rankexec.c)."""
+"""``topobind run``, ``topobind env``, ``topobind verify`` (per-rank step: kernels/rankexec.c)."""
 
 from __future__ import annotations
 
