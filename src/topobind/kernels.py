@@ -33,7 +33,6 @@ from typing import Any
 from topobind.errors import TopobindError
 
 RESULT_SCHEMA_ID = "topobind.result/1"
-KERNEL_BINARIES = ("stream", "dgemm", "latency", "c2c", "whereami", "whereami-mpi")
 HUGEPAGE_SHIM = "libtbhugepages.so"
 
 #: exit statuses of the kernels (kernels/common/tb_common.h)

@@ -785,9 +785,6 @@ def reframe_references(
     return out
 
 
-NODE_COUNTS = ("packages", "numa_nodes", "l3_domains", "cores", "smt")
-
-
 def node_counts(topo: Any) -> dict[str, int]:
     """The counts an expected node names, from a :class:`topobind.topology.Topology`."""
     return {

@@ -100,11 +100,6 @@ def omp_env(plan: Plan) -> dict[str, str]:
     }
 
 
-def rank_places(plan: Plan, rank: int) -> str:
-    """Explicit OMP_PLACES for one rank (what topobind-run exports per rank)."""
-    return format_places(list(plan.ranks[rank].places))
-
-
 def omp_notes(plan: Plan) -> list[str]:
     """What the ``OMP_*`` exports alone mean, for scripts that launch by themselves."""
     if plan.nranks > 1 and not plan.smt and plan.topology.smt > 1:
