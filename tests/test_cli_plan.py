@@ -71,7 +71,7 @@ def test_openmpi_format_writes_rankfile_only_when_needed(tmp_path: Path) -> None
             "needs a cache shared",
         ),
         (["-l", "compact", "-t", "/nonexistent/node.xml"], "does not exist"),
-        (["-l", "l3-groups:x"], "positive integer"),
+        (["-l", "l3-groups:x"], "must be a whole number"),
         (["-l", "compact", "-r", "0"], "at least 1"),
     ],
 )

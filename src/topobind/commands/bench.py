@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from topobind.commands.common import add_topology_arg, topology_from
+from topobind.commands.common import add_layout_arg, add_topology_arg, layout_options, topology_from
 from topobind.errors import TopobindError
-from topobind.layouts import LAYOUTS, make_plan
+from topobind.layouts import make_plan
 from topobind.topology import synthetic_description
 
 KERNELS = {
@@ -93,13 +93,7 @@ def inner_parser() -> argparse.ArgumentParser:
 
 def _add_options(p: argparse.ArgumentParser) -> None:
     add_topology_arg(p)
-    p.add_argument(
-        "--layout",
-        "-l",
-        default="compact",
-        metavar="L",
-        help="layout (default compact); " + "; ".join(f"{k}: {v}" for k, v in LAYOUTS.items()),
-    )
+    add_layout_arg(p, required=False, help_prefix="layout (default compact); ")
     p.add_argument("--ranks", "-r", type=int, metavar="R", help="ranks (default 1; hpl: required)")
     p.add_argument(
         "--threads", "-T", type=int, metavar="T", help="OpenMP threads per rank (default: all)"
@@ -147,7 +141,14 @@ def run(outer: argparse.Namespace) -> int:
     topo = topology_from(args)
     if args.kernel == "hpl":
         return _run_hpl(args, topo, extra)
-    plan = make_plan(topo, args.layout, ranks=args.ranks or 1, threads=args.threads, smt=args.smt)
+    plan = make_plan(
+        topo,
+        args.layout,
+        ranks=args.ranks or 1,
+        threads=args.threads,
+        smt=args.smt,
+        options=layout_options(args),
+    )
     try:
         runs = bench.run_repeats(
             args.kernel,
@@ -174,7 +175,14 @@ def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
         raise TopobindError("topobind bench hpl needs --ranks R (MPI ranks, e.g. --ranks 2)")
     if args.repeat != 1 or args.strict or extra:
         raise TopobindError("hpl takes no --repeat/--strict/kernel arguments (one run per call)")
-    plan = make_plan(topo, args.layout, ranks=args.ranks, threads=args.threads or 1, smt=args.smt)
+    plan = make_plan(
+        topo,
+        args.layout,
+        ranks=args.ranks,
+        threads=args.threads or 1,
+        smt=args.smt,
+        options=layout_options(args),
+    )
     out = hpl.run_hpl(
         plan,
         n=args.n,

@@ -8,7 +8,7 @@ import os
 import sys
 
 from topobind.errors import PlanError, TopobindError
-from topobind.layouts import LAYOUTS, make_plan, one_rank_per_domain
+from topobind.layouts import LAYOUTS, REGISTRY, make_plan, one_rank_per_domain
 from topobind.plan import Plan
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
 from topobind.words import plural
@@ -25,15 +25,31 @@ def add_topology_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topology", "-t", default="live", metavar="SRC", help=TOPOLOGY_HELP)
 
 
-def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+def add_layout_arg(
+    parser: argparse.ArgumentParser, required: bool = True, help_prefix: str = ""
+) -> None:
+    """--layout (help from the layout registry) and the options some layouts read."""
     parser.add_argument(
         "--layout",
         "-l",
         required=required,
         default=None if required else "compact",
         metavar="L",
-        help="; ".join(f"{k}: {v}" for k, v in LAYOUTS.items()),
+        help=help_prefix + "; ".join(f"{k}: {v}" for k, v in LAYOUTS.items()),
     )
+    for layout in REGISTRY:
+        for opt in layout.options:
+            parser.add_argument(
+                opt.flag,
+                dest=opt.dest,
+                type=opt.type,
+                metavar=opt.metavar,
+                help=f"({layout.usage}) {opt.help}",
+            )
+
+
+def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    add_layout_arg(parser, required)
     parser.add_argument("--ranks", "-r", type=int, metavar="R", help="MPI ranks on the node")
     parser.add_argument("--threads", "-T", type=int, metavar="T", help="OpenMP threads per rank")
     parser.add_argument(
@@ -44,13 +60,26 @@ def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> N
     )
 
 
+def layout_options(args: argparse.Namespace) -> dict[str, object]:
+    """The per-layout options given on the command line (``Request.options``)."""
+    dests = {opt.dest for layout in REGISTRY for opt in layout.options}
+    return {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
+
+
 def topology_from(args: argparse.Namespace) -> Topology:
     return load(args.topology)
 
 
 def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
     topo = topo if topo is not None else topology_from(args)
-    return make_plan(topo, args.layout, ranks=args.ranks, threads=args.threads, smt=args.smt)
+    return make_plan(
+        topo,
+        args.layout,
+        ranks=args.ranks,
+        threads=args.threads,
+        smt=args.smt,
+        options=layout_options(args),
+    )
 
 
 #: environment variable: "1" = plan without the allocation's task count (see plan_for_job)
@@ -85,7 +114,14 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
         ranks = alloc.count
     topo = topo if topo is not None else topology_from(args)
     try:
-        plan = make_plan(topo, args.layout, ranks=ranks, threads=args.threads, smt=args.smt)
+        plan = make_plan(
+            topo,
+            args.layout,
+            ranks=ranks,
+            threads=args.threads,
+            smt=args.smt,
+            options=layout_options(args),
+        )
     except PlanError as exc:
         if not from_alloc:
             raise

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 from typing import Any
 
 from topobind import jsonfmt
@@ -26,6 +27,7 @@ from topobind.emit.omp import format_places, omp_env, omp_notes
 from topobind.errors import CannotRun, TopobindError
 from topobind.fsutil import atomic_write_text
 from topobind.launch import LAUNCHERS, Launch, build, in_slurm, local_rank, slurm_nodes
+from topobind.layouts import per_domain_names
 from topobind.plan import Plan, PlannedRank, ranks_from_json
 from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
 
@@ -36,15 +38,18 @@ examples (in an sbatch script, or on a workstation):
   topobind run --layout spread --ranks 1 --threads 8 -- ./omp_app
   topobind run --dry-run --layout compact --ranks 2 -- ./app  # print, do not run
 
-Inside Slurm the default launcher is srun (one --cpu-bind mask per task); outside, mpirun
-(OpenMPI 4 or 5, detected) for several ranks, none for one. Inside Slurm, without --ranks,
-the ranks per node are the job's tasks per node (SLURM_NTASKS_PER_NODE, or SLURM_NTASKS /
-SLURM_JOB_NUM_NODES), except for layouts with one rank per domain (per-l3, per-numa,
-per-socket, l3-groups:N); the plan is applied on every node of the job. Every rank runs
-through 'topobind rank-exec', which exports the exact OMP_PLACES of its local rank.
-Warnings and launch notes go to stderr ('topobind: warning: ...'). The program's exit status
-is passed through; a program that cannot be started exits 127 (not found) or 126.
-"""
+""" + textwrap.fill(
+    "Inside Slurm the default launcher is srun (one --cpu-bind mask per task); outside, mpirun "
+    "(OpenMPI 4 or 5, detected) for several ranks, none for one. Inside Slurm, without --ranks, "
+    "the ranks per node are the job's tasks per node (SLURM_NTASKS_PER_NODE, or SLURM_NTASKS / "
+    "SLURM_JOB_NUM_NODES), except for layouts with one rank per domain "
+    f"({per_domain_names()}); the plan is applied on every node of the job. Every rank runs "
+    "through 'topobind rank-exec', which exports the exact OMP_PLACES of its local rank. "
+    "Warnings and launch notes go to stderr ('topobind: warning: ...'). The program's exit "
+    "status is passed through; a program that cannot be started exits 127 (not found) or 126.",
+    width=92,
+    break_on_hyphens=False,
+)
 
 VERIFY_EPILOG = """\
 examples:
