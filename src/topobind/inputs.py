@@ -65,7 +65,13 @@ def host_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--host ")) from exc
 
 
-def read_input_file(path: str | os.PathLike[str], what: str, max_bytes: int, fix: str) -> bytes:
+def read_input_file(
+    path: str | os.PathLike[str],
+    what: str,
+    max_bytes: int,
+    fix: str,
+    error: type[TopobindError] = TopobindError,
+) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``. Never blocks on a FIFO, never
     reads a device or a directory; every refusal names ``what`` and the path and ends with
     ``fix`` (what to give instead)."""
@@ -74,42 +80,48 @@ def read_input_file(path: str | os.PathLike[str], what: str, max_bytes: int, fix
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise TopobindError(f"{what} {shown} does not exist; {fix}") from None
+        raise error(f"{what} {shown} does not exist; {fix}") from None
     except IsADirectoryError:
-        raise TopobindError(f"{what} {shown} is a directory, not a file; {fix}") from None
+        raise error(f"{what} {shown} is a directory, not a file; {fix}") from None
     except OSError as exc:
-        raise TopobindError(f"cannot read {what} {shown}: {exc.strerror or exc}; {fix}") from None
+        raise error(f"cannot read {what} {shown}: {exc.strerror or exc}; {fix}") from None
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise TopobindError(f"{what} {shown} is a directory, not a file; {fix}")
+            raise error(f"{what} {shown} is a directory, not a file; {fix}")
         if not stat.S_ISREG(st.st_mode):
             kind = _kind(st.st_mode)
-            raise TopobindError(f"{what} {shown} is {kind}, not a regular file; {fix}")
+            raise error(f"{what} {shown} is {kind}, not a regular file; {fix}")
         if st.st_size > max_bytes:
-            raise TopobindError(
+            raise error(
                 f"{what} {shown} is {st.st_size} bytes, more than the limit of {max_bytes}; {fix}"
             )
         data = _read_at_most(fd, max_bytes + 1)
     except OSError as exc:
-        raise TopobindError(f"cannot read {what} {shown}: {exc.strerror or exc}; {fix}") from None
+        raise error(f"cannot read {what} {shown}: {exc.strerror or exc}; {fix}") from None
     finally:
         os.close(fd)
     if len(data) > max_bytes:  # grew while read (or /proc-like size 0 files)
-        raise TopobindError(f"{what} {shown} is more than the limit of {max_bytes} bytes; {fix}")
+        raise error(f"{what} {shown} is more than the limit of {max_bytes} bytes; {fix}")
     if not data:
-        raise TopobindError(f"{what} {shown} is empty; {fix}")
+        raise error(f"{what} {shown} is empty; {fix}")
     return data
 
 
-def read_input_text(path: str | os.PathLike[str], what: str, max_bytes: int, fix: str) -> str:
+def read_input_text(
+    path: str | os.PathLike[str],
+    what: str,
+    max_bytes: int,
+    fix: str,
+    error: type[TopobindError] = TopobindError,
+) -> str:
     """:func:`read_input_file` decoded as UTF-8 (a binary file is refused, not decoded)."""
-    data = read_input_file(path, what, max_bytes, fix)
+    data = read_input_file(path, what, max_bytes, fix, error)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         name = os.fspath(path)
-        raise TopobindError(f"{what} {name[:200]!r} is not UTF-8 text (binary?); {fix}") from None
+        raise error(f"{what} {name[:200]!r} is not UTF-8 text (binary?); {fix}") from None
 
 
 def _read_at_most(fd: int, limit: int) -> bytes:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from topobind.errors import PlanError, TopobindError
 from topobind.inputs import whole_number
 from topobind.plan import Plan, RankPlan
-from topobind.topology import Core, Topology
+from topobind.topology import Core, Topology, format_list
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,15 @@ def per_l3(topo: Topology, req: Request) -> list[list[Slot]]:
 
 def per_numa(topo: Topology, req: Request) -> list[list[Slot]]:
     # NUMA nodes sharing the same cores (KNL DDR + MCDRAM) form one domain.
-    domains = _cores_by(topo, lambda c: c.numa) if all(c.numa for c in topo.cores) else []
+    homeless = [pu for c in topo.cores if not c.numa for pu in c.pus]
+    if homeless and topo.numa_nodes:
+        raise PlanError(
+            f"layout 'per-numa': usable PUs {format_list(homeless)} belong to no usable NUMA "
+            f"node (the topology's NUMA nodes with usable PUs: "
+            f"{format_list([n.os_index for n in topo.numa_nodes])}; the others are not in the "
+            "allowed nodeset or hold no usable PU); use per-socket"
+        )
+    domains = _cores_by(topo, lambda c: c.numa) if not homeless else []
     return _per_domain(topo, req, domains, "NUMA nodes")
 
 

@@ -12,12 +12,28 @@ Indexes, always named:
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from topobind.errors import TopologyError
 
 SYNTHETIC_PREFIX = "synthetic:"
+
+#: Most PUs a topology may have. Linux builds hold at most 8192 CPUs (x86 MAXSMP; arm64 4096);
+#: twice that leaves room. It bounds the work on a bad input: hwloc's lstopo needs ~6 s of
+#: CPU for a synthetic node of 16384 PUs, minutes for 65536, hours for a million.
+MAX_PUS = 16384
+#: Largest OS index of a PU or NUMA node (hwloc bitmaps longer than this are refused).
+MAX_OS_INDEX = (1 << 20) - 1
+#: Largest hwloc XML read: a 16384-PU node is ~14 MB of XML, a 384-PU one with PCI 0.3 MB.
+MAX_XML_BYTES = 64 << 20
+#: Deepest object nesting read from an XML (real nodes: under 20 levels).
+MAX_XML_DEPTH = 200
+_XML_FIX = (
+    "give an hwloc XML file (lstopo-no-graphics --of xml > node.xml on the node), 'live', "
+    "synthetic:DESCRIPTION or a named node"
+)
 
 
 # --------------------------------------------------------------------------- cpusets
@@ -28,6 +44,11 @@ def parse_hwloc_bitmap(text: str) -> frozenset[int]:
     if not text or text == "0x0":
         return frozenset()
     words = text.split(",")
+    if len(words) * 32 > MAX_OS_INDEX + 1:
+        raise TopologyError(
+            f"hwloc cpuset {text[:40]!r}... has {len(words)} words: OS indexes beyond "
+            f"{MAX_OS_INDEX}; not a node topology"
+        )
     out: set[int] = set()
     for pos, word in enumerate(reversed(words)):
         word = word.strip()
@@ -35,18 +56,19 @@ def parse_hwloc_bitmap(text: str) -> frozenset[int]:
             continue
         if "..." in word:  # "0xf...f": infinite; keep what is finite
             continue
-        try:
-            value = int(word, 16)
-        except ValueError as exc:
-            raise TopologyError(f"bad hwloc cpuset word {word!r} in {text!r}") from exc
+        if not _HEX_WORD.fullmatch(word):
+            raise TopologyError(f"bad hwloc cpuset word {word[:20]!r} in {text[:60]!r}")
+        value = int(word, 16)
         base = 32 * pos
-        bit = 0
         while value:
-            if value & 1:
-                out.add(base + bit)
-            value >>= 1
-            bit += 1
+            low = value & -value
+            out.add(base + low.bit_length() - 1)
+            value ^= low
     return frozenset(out)
+
+
+_HEX_WORD = re.compile(r"0x[0-9a-fA-F]{1,8}")
+_INT = re.compile(r"-?[0-9]{1,20}")
 
 
 def format_list(indexes: list[int] | tuple[int, ...] | frozenset[int]) -> str:
@@ -275,26 +297,49 @@ def load_synthetic(description: str) -> Topology:
     """An hwloc synthetic description, e.g. ``pack:2 numa:4 l3:4 core:4 pu:2``."""
     if not description.strip():
         raise TopologyError("empty synthetic description; example: synthetic:'pack:2 core:4 pu:2'")
+    _check_synthetic_size(description)
     xml = _run_lstopo(["-i", description], f"synthetic description {description!r}")
     return parse_xml(xml, source=SYNTHETIC_PREFIX + description)
 
 
+_SYNTHETIC_LEVEL = re.compile(r"(?:[A-Za-z][A-Za-z0-9]*:)?([0-9]+)")
+
+
+def _check_synthetic_size(description: str) -> None:
+    """Refuse a synthetic description of more than :data:`MAX_PUS` PUs before hwloc expands
+    it (a million PUs would keep lstopo busy for hours): the product of its level arities."""
+    shown = description if len(description) <= 60 else description[:60] + "..."
+    levels = re.sub(r"\([^()]*\)|\[[^\[\]]*\]", " ", description).split()
+    pus = 1
+    for level in levels:
+        m = _SYNTHETIC_LEVEL.fullmatch(level)
+        if m is None:
+            raise TopologyError(
+                f"synthetic description {shown!r}: level {level[:30]!r} is not TYPE:COUNT; "
+                "example: synthetic:'pack:2 numa:4 l3:4 core:4 pu:2'"
+            )
+        if int(m.group(1)[:9]) < 1:
+            raise TopologyError(
+                f"synthetic description {shown!r}: level {level[:30]!r} has no objects; "
+                "every count must be at least 1"
+            )
+        pus = MAX_PUS + 1 if len(m.group(1)) > 6 else pus * int(m.group(1))
+        if pus > MAX_PUS:
+            raise TopologyError(
+                f"synthetic description {shown!r} has more than {MAX_PUS} PUs (the limit; no "
+                "Linux node has more); give smaller counts"
+            )
+
+
 def load_xml(path: str | os.PathLike[str]) -> Topology:
-    """An hwloc v2 XML file (e.g. ``lstopo-no-graphics --of xml`` run on a compute node)."""
-    if not os.path.isfile(path):
-        hint = (
-            ""
-            if str(path).endswith(".xml")
-            else " (or use 'live', 'synthetic:DESCRIPTION' or a named node: "
-            + ", ".join(NAMED_TOPOLOGIES)
-            + ")"
-        )
-        raise TopologyError(f"topology file {str(path)!r} does not exist{hint}")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopologyError(f"cannot read topology file {str(path)!r}: {exc}") from exc
+    """An hwloc v2 XML file (e.g. ``lstopo-no-graphics --of xml`` run on a compute node):
+    a regular file of at most :data:`MAX_XML_BYTES`, never a FIFO or a device."""
+    from topobind.inputs import read_input_text
+
+    fix = _XML_FIX
+    if not os.path.lexists(path) and not str(path).endswith(".xml"):
+        fix += ": " + ", ".join(NAMED_TOPOLOGIES)
+    text = read_input_text(path, "topology file", MAX_XML_BYTES, fix, TopologyError)
     return parse_xml(text, source=str(path))
 
 
@@ -341,7 +386,11 @@ def parse_xml(
     cache_elems: dict[int, ET.Element] = {}
     package_elems: dict[int, ET.Element] = {}
 
-    def walk(elem: ET.Element, ctx: dict[str, object]) -> None:
+    def walk(elem: ET.Element, ctx: dict[str, object], depth: int) -> None:
+        if depth > MAX_XML_DEPTH:
+            raise TopologyError(
+                f"{source}: hwloc XML objects nest deeper than {MAX_XML_DEPTH} levels; {_XML_FIX}"
+            )
         for child in elem:
             if child.tag != "object":
                 continue
@@ -361,23 +410,30 @@ def parse_xml(
             elif typ == "NUMANode":
                 numa_elems.append(child)
             if typ == "PU":
+                if len(pus) >= MAX_PUS:
+                    raise TopologyError(
+                        f"{source}: more than {MAX_PUS} PUs, more than any Linux node has; "
+                        f"{_XML_FIX}"
+                    )
                 core = sub.get("core")
                 pkg = sub.get("package")
+                assert core is None or isinstance(core, ET.Element)
+                assert pkg is None or isinstance(pkg, ET.Element)
+                caches = sub.get("caches", {})
+                assert isinstance(caches, dict)
                 pus.append(
                     _PuRecord(
-                        os_index=int(child.get("os_index", "-1")),
+                        os_index=_int_attr(child, "os_index", source, hi=MAX_OS_INDEX),
                         core_key=id(core) if core is not None else id(child),
-                        core_os=_int_or_none(core.get("os_index"))  # type: ignore[union-attr]
-                        if core is not None
-                        else None,
+                        core_os=_opt_int_attr(core, "os_index", source),
                         package_key=id(pkg) if pkg is not None else None,
-                        package_os=_int_or_none(pkg.get("os_index")) if pkg is not None else None,  # type: ignore[union-attr]
-                        caches=dict(sub.get("caches", {})),  # type: ignore[arg-type]
+                        package_os=_opt_int_attr(pkg, "os_index", source),
+                        caches=dict(caches),
                     )
                 )
-            walk(child, sub)
+            walk(child, sub, depth + 1)
 
-    walk(root, {})
+    walk(root, {}, 0)
     if not pus:
         raise TopologyError(f"{source}: hwloc XML contains no PU objects")
 
@@ -422,7 +478,7 @@ def parse_xml(
     numa_cpusets: list[tuple[int, frozenset[int], int, str | None]] = []
     cpuless: list[int] = []
     for elem in numa_elems:
-        os_idx = int(elem.get("os_index", "-1"))
+        os_idx = _int_attr(elem, "os_index", source, hi=MAX_OS_INDEX)
         cs = parse_hwloc_bitmap(elem.get("cpuset", "")) & usable_set
         if allowed is not None and machine.get("allowed_nodeset"):
             nodes_allowed = parse_hwloc_bitmap(machine.get("allowed_nodeset", ""))
@@ -431,7 +487,8 @@ def parse_xml(
         if not cs:
             cpuless.append(os_idx)
             continue
-        numa_cpusets.append((os_idx, cs, int(elem.get("local_memory", "0")), elem.get("subtype")))
+        memory = _int_attr(elem, "local_memory", source, 0, hi=1 << 62)
+        numa_cpusets.append((os_idx, cs, memory, elem.get("subtype")))
     pu_numa: dict[int, list[int]] = {}
     for os_idx, cs, _mem, _sub in numa_cpusets:
         for pu in cs:
@@ -492,7 +549,7 @@ def parse_xml(
             CacheDomain(
                 logical=cache_logical[ck],
                 level=shared_level or 0,
-                size_bytes=int(elem.get("cache_size", "0")),
+                size_bytes=_int_attr(elem, "cache_size", source, 0, hi=1 << 62),
                 cores=tuple(c.logical for c in members),
                 pus=tuple(pu for c in members for pu in c.pus),
                 numa=tuple(sorted({n for c in members for n in c.numa})),
@@ -520,11 +577,11 @@ def parse_xml(
     for pk in pkg_order:
         idx = pkg_logical[pk]
         members = [c for c in cores if c.package == idx]
-        os_idx = package_elems[pk].get("os_index") if pk is not None else None
+        pkg_os = _opt_int_attr(package_elems[pk] if pk is not None else None, "os_index", source)
         packages.append(
             Package(
                 logical=idx,
-                os_index=_int_or_none(os_idx),
+                os_index=pkg_os,
                 cores=tuple(c.logical for c in members),
                 pus=tuple(pu for c in members for pu in c.pus),
                 numa=tuple(sorted({n for c in members for n in c.numa})),
@@ -532,7 +589,7 @@ def parse_xml(
             )
         )
 
-    distances, dist_index = _parse_numa_distances(root)
+    distances, dist_index = _parse_numa_distances(root, source)
     return Topology(
         source=source,
         hostname=hostname,
@@ -550,8 +607,31 @@ def parse_xml(
     )
 
 
+def _int_attr(
+    elem: ET.Element, name: str, source: str, default: int = -1, hi: int = 1 << 62
+) -> int:
+    """An integer attribute of an hwloc XML object (``default`` when absent). A value that
+    is not a whole number (``os_index="abc"``, ``"²"``, 30 digits) is a broken file."""
+    value = elem.get(name)
+    if value is None:
+        return default
+    if not _INT.fullmatch(value) or not -1 <= int(value) <= hi:
+        raise TopologyError(
+            f"{source}: {elem.get('type', elem.tag)} object has {name}={value[:40]!r}, not a "
+            f"whole number from 0 to {hi}; {_XML_FIX}"
+        )
+    return int(value)
+
+
+def _opt_int_attr(elem: ET.Element | None, name: str, source: str) -> int | None:
+    """:func:`_int_attr`, None when the object or the attribute is absent."""
+    if elem is None or elem.get(name) is None:
+        return None
+    return _int_attr(elem, name, source)
+
+
 def _int_or_none(value: str | None) -> int | None:
-    return int(value) if value is not None and value.lstrip("-").isdigit() else None
+    return int(value) if value is not None and _INT.fullmatch(value) else None
 
 
 def _parse_cpukinds(root: ET.Element, usable: set[int]) -> list[CpuKind]:
@@ -570,18 +650,24 @@ def _parse_cpukinds(root: ET.Element, usable: set[int]) -> list[CpuKind]:
     return kinds
 
 
-def _parse_numa_distances(root: ET.Element) -> tuple[dict[str, list[list[int]]], tuple[int, ...]]:
+def _parse_numa_distances(
+    root: ET.Element, source: str
+) -> tuple[dict[str, list[list[int]]], tuple[int, ...]]:
     out: dict[str, list[list[int]]] = {}
     index: tuple[int, ...] = ()
     for elem in root.findall("distances2"):
         if elem.get("type") != "NUMANode" or elem.get("indexing", "os") != "os":
             continue
-        n = int(elem.get("nbobjs", "0"))
+        n = _int_attr(elem, "nbobjs", source, 0, hi=MAX_OS_INDEX)
         idx_el = elem.find("indexes")
         if idx_el is None or not n:
             continue
-        idx = tuple(int(x) for x in (idx_el.text or "").split())
-        values = [int(x) for v in elem.findall("u64values") for x in (v.text or "").split()]
+        idx_words = (idx_el.text or "").split()
+        value_words = [x for v in elem.findall("u64values") for x in (v.text or "").split()]
+        if not all(_INT.fullmatch(x) for x in (*idx_words, *value_words)):
+            continue  # not numbers: the distances are left out, like a malformed matrix
+        idx = tuple(int(x) for x in idx_words)
+        values = [int(x) for x in value_words]
         if len(idx) != n or len(values) != n * n:
             continue
         index = idx
