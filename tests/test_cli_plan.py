@@ -72,7 +72,7 @@ def test_openmpi_format_writes_rankfile_only_when_needed(tmp_path: Path) -> None
         ),
         (["-l", "compact", "-t", "/nonexistent/node.xml"], "does not exist"),
         (["-l", "l3-groups:x"], "must be a whole number"),
-        (["-l", "compact", "-r", "0"], "at least 1"),
+        (["-l", "compact", "-r", "0"], "--ranks/-r: '0': give a whole number from 1"),
     ],
 )
 def test_bad_input_one_line_exit_2_nothing_written(

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from topobind import __version__
 from topobind.errors import TopobindError
+from topobind.inputs import OneLineParser
 
 # Modules that provide subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
@@ -39,7 +40,7 @@ FAST_COMMANDS: dict[str, str] = {
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="topobind",
         description=(
             "Topology-aware binding for HPC jobs: detect the node (hwloc), plan a layout, "

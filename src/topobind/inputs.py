@@ -11,6 +11,7 @@ import os
 import re
 import stat
 from collections.abc import Callable
+from typing import NoReturn
 
 from topobind.errors import TopobindError
 
@@ -146,3 +147,11 @@ def _kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "a special file"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with the project's error form: one line, naming the argument and where the
+    help is (argparse's own form prints the whole usage first), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"topobind: error: {message} (see '{self.prog} --help')\n")

@@ -226,7 +226,10 @@ def _run_lstopo(args: list[str], what: str) -> str:
     import subprocess
 
     cmd = [_hwloc_tool("lstopo-no-graphics"), *args, "--of", "xml", "-"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:  # bounded: a node at MAX_PUS takes seconds
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise TopologyError(f"hwloc took more than 300 s to build a topology from {what}") from None
     if proc.returncode != 0 or "<topology" not in proc.stdout:
         err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise TopologyError(f"hwloc could not build a topology from {what}: {err}")
@@ -374,8 +377,8 @@ def parse_xml(
         raise TopologyError(f"{source}: hwloc XML has no root object")
 
     allowed_attr = machine.get("allowed_cpuset")
-    allowed = parse_hwloc_bitmap(allowed_attr) if allowed_attr else None
-    complete = parse_hwloc_bitmap(machine.get("complete_cpuset") or machine.get("cpuset") or "")
+    allowed = _bitmap(source, allowed_attr) if allowed_attr else None
+    complete = _bitmap(source, machine.get("complete_cpuset") or machine.get("cpuset") or "")
     if hostname is None:
         for info in machine.findall("info"):
             if info.get("name") == "HostName":
@@ -479,9 +482,9 @@ def parse_xml(
     cpuless: list[int] = []
     for elem in numa_elems:
         os_idx = _int_attr(elem, "os_index", source, hi=MAX_OS_INDEX)
-        cs = parse_hwloc_bitmap(elem.get("cpuset", "")) & usable_set
+        cs = _bitmap(source, elem.get("cpuset", "")) & usable_set
         if allowed is not None and machine.get("allowed_nodeset"):
-            nodes_allowed = parse_hwloc_bitmap(machine.get("allowed_nodeset", ""))
+            nodes_allowed = _bitmap(source, machine.get("allowed_nodeset", ""))
             if os_idx not in nodes_allowed:
                 continue
         if not cs:
@@ -516,7 +519,7 @@ def parse_xml(
                 cache_order.append(ck)
     cache_logical = {ck: i for i, ck in enumerate(cache_order)}
 
-    kinds = _parse_cpukinds(root, usable_set)
+    kinds = _parse_cpukinds(root, usable_set, source)
     pu_kind: dict[int, int] = {}
     if len(kinds) > 1:
         for i, kind in enumerate(kinds):
@@ -607,6 +610,14 @@ def parse_xml(
     )
 
 
+def _bitmap(source: str, text: str) -> frozenset[int]:
+    """:func:`parse_hwloc_bitmap` of an XML attribute; a bad one names the file."""
+    try:
+        return parse_hwloc_bitmap(text)
+    except TopologyError as exc:
+        raise TopologyError(f"{source}: {exc}; {_XML_FIX}") from None
+
+
 def _int_attr(
     elem: ET.Element, name: str, source: str, default: int = -1, hi: int = 1 << 62
 ) -> int:
@@ -615,7 +626,7 @@ def _int_attr(
     value = elem.get(name)
     if value is None:
         return default
-    if not _INT.fullmatch(value) or not -1 <= int(value) <= hi:
+    if not _INT.fullmatch(value) or not 0 <= int(value) <= hi:
         raise TopologyError(
             f"{source}: {elem.get('type', elem.tag)} object has {name}={value[:40]!r}, not a "
             f"whole number from 0 to {hi}; {_XML_FIX}"
@@ -634,10 +645,10 @@ def _int_or_none(value: str | None) -> int | None:
     return int(value) if value is not None and _INT.fullmatch(value) else None
 
 
-def _parse_cpukinds(root: ET.Element, usable: set[int]) -> list[CpuKind]:
+def _parse_cpukinds(root: ET.Element, usable: set[int], source: str) -> list[CpuKind]:
     kinds: list[CpuKind] = []
     for elem in root.findall("cpukind"):
-        pus = tuple(sorted(parse_hwloc_bitmap(elem.get("cpuset", "")) & usable))
+        pus = tuple(sorted(_bitmap(source, elem.get("cpuset", "")) & usable))
         if not pus:
             continue
         eff = elem.get("forced_efficiency") or elem.get("efficiency")

@@ -8,6 +8,7 @@ import os
 import sys
 
 from topobind.errors import PlanError, TopobindError
+from topobind.inputs import count_arg
 from topobind.layouts import LAYOUTS, REGISTRY, make_plan, one_rank_per_domain
 from topobind.plan import Plan
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
@@ -50,8 +51,16 @@ def add_layout_arg(
 
 def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
     add_layout_arg(parser, required)
-    parser.add_argument("--ranks", "-r", type=int, metavar="R", help="MPI ranks on the node")
-    parser.add_argument("--threads", "-T", type=int, metavar="T", help="OpenMP threads per rank")
+    parser.add_argument(
+        "--ranks", "-r", type=count_arg("--ranks"), metavar="R", help="MPI ranks on the node"
+    )
+    parser.add_argument(
+        "--threads",
+        "-T",
+        type=count_arg("--threads"),
+        metavar="T",
+        help="OpenMP threads per rank",
+    )
     parser.add_argument(
         "--smt",
         action="store_true",

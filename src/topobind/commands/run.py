@@ -28,7 +28,7 @@ from topobind.errors import CannotRun, TopobindError
 from topobind.fsutil import atomic_write_text
 from topobind.launch import LAUNCHERS, Launch, build, in_slurm, local_rank, slurm_nodes
 from topobind.layouts import per_domain_names
-from topobind.plan import Plan, PlannedRank, ranks_from_json
+from topobind.plan import Plan, PlannedRank, read_plan_file
 from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
 
 RUN_EPILOG = """\
@@ -288,7 +288,6 @@ def run_env(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    import json
 
     command = _strip_dashes(args.command)
     if not command:
@@ -296,11 +295,7 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.nodes is not None and args.nodes < 1:
         raise TopobindError(f"--nodes must be at least 1 (got {args.nodes})")
     if args.plan:
-        try:
-            with open(args.plan, encoding="utf-8") as fh:
-                planned = ranks_from_json(json.load(fh))
-        except (OSError, ValueError) as exc:
-            raise TopobindError(f"cannot read plan {args.plan!r}: {exc}") from exc
+        planned = read_plan_file(args.plan)
     else:
         plan = plan_for_job(args)
         print_warnings(plan)
@@ -322,16 +317,14 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_rank_exec(args: argparse.Namespace) -> int:
-    import json
 
     program = _strip_dashes(args.program)
     if not program:
         raise TopobindError("rank-exec: no program given")
     try:
-        with open(args.plan, encoding="utf-8") as fh:
-            planned = ranks_from_json(json.load(fh))
-    except (OSError, ValueError) as exc:
-        raise TopobindError(f"rank-exec: cannot read plan {args.plan!r}: {exc}") from exc
+        planned = read_plan_file(args.plan)
+    except TopobindError as exc:
+        raise TopobindError(f"rank-exec: {exc}") from exc
     rank = local_rank()
     if rank is not None:
         os.environ["OMP_PLACES"] = format_places(list(planned[rank % len(planned)].places))

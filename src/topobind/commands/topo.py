@@ -21,6 +21,7 @@ from topobind.emit.omp import omp_env, omp_notes
 from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
 from topobind.emit.srun import srun_argv
 from topobind.errors import TopobindError
+from topobind.inputs import host_arg
 from topobind.picture import plan_picture
 from topobind.plan import Plan
 from topobind.topology import CacheDomain, Topology, format_list
@@ -97,7 +98,9 @@ def add_subparser(subparsers: Any) -> None:
         metavar="PATH",
         help="where the openmpi formats write a rankfile when one is needed",
     )
-    plan.add_argument("--host", help="host name in rankfiles (default: the topology's host)")
+    plan.add_argument(
+        "--host", type=host_arg, help="host name in rankfiles (default: the topology's host)"
+    )
     plan.set_defaults(func=run_plan)
 
 
@@ -300,6 +303,11 @@ def _write_rankfile(path: str, text: str) -> None:
     from topobind.fsutil import atomic_write_text
 
     parent = os.path.dirname(os.path.abspath(path))
+    if os.path.lexists(path) and not os.path.isfile(path):  # never replace a FIFO or /dev/null
+        raise TopobindError(
+            f"cannot write rankfile {path}: it exists and is not a regular file; give another "
+            "--rankfile PATH"
+        )
     if not os.path.isdir(parent):
         raise TopobindError(
             f"cannot write rankfile {path}: directory {parent} does not exist; create it or "

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from topobind.inputs import host_name
 from topobind.plan import Plan
 from topobind.topology import format_list
 
@@ -159,6 +160,8 @@ def rankfile_text(
     ``--mca rmaps_rank_file_physical 1``. With ``hosts``: one block per node, node *k*
     holding ranks ``k*R .. k*R+R-1`` placed like the plan's ranks ``0 .. R-1``."""
     names = list(hosts) if hosts else [host or plan.topology.hostname or "localhost"]
+    for name in names:  # a space or '=' in a name would write a rankfile OpenMPI misreads
+        host_name(name, "rankfile host")
     pu_logical = plan.topology.pu_logical()
     lines = [f"# topobind rankfile for OpenMPI {version}.x, layout {plan.layout}"]
     for k, name in enumerate(names):
