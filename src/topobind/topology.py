@@ -174,6 +174,10 @@ class Topology:
     numa_distance_index: tuple[int, ...] = ()
     cpu_kinds: tuple[CpuKind, ...] = ()
     xml: str = field(default="", repr=False, compare=False)  # the XML it was read from
+    #: hwloc levels the XML lacks ("Package", "Core"): PUs right under a cache or NUMA node
+    #: (topobind then takes each PU as a core). MPI mappers that count these levels must not
+    #: be asked to map on them (see topobind.emit.openmpi).
+    missing_levels: tuple[str, ...] = ()
 
     # ----- derived views
     @property
@@ -388,6 +392,7 @@ def parse_xml(
     numa_elems: list[ET.Element] = []
     cache_elems: dict[int, ET.Element] = {}
     package_elems: dict[int, ET.Element] = {}
+    types_seen: set[str] = set()
 
     def walk(elem: ET.Element, ctx: dict[str, object], depth: int) -> None:
         if depth > MAX_XML_DEPTH:
@@ -398,6 +403,7 @@ def parse_xml(
             if child.tag != "object":
                 continue
             typ = child.get("type", "")
+            types_seen.add(typ)
             sub = ctx  # copied only where this object adds to the context
             if typ == "Package":
                 sub = {**ctx, "package": child}
@@ -607,6 +613,7 @@ def parse_xml(
         numa_distance_index=dist_index,
         cpu_kinds=tuple(kinds),
         xml=text,
+        missing_levels=tuple(t for t in ("Package", "Core") if t not in types_seen),
     )
 
 

@@ -27,9 +27,20 @@ class MpiLaunch:
     resource: str | None = None  # the ppr resource used (None: rankfile)
 
 
-def _resources(plan: Plan, smt: bool) -> list[tuple[str, list[list[int]]]]:
-    """(PRRTE resource name, objects) with each object's cores (or PUs with SMT) in order."""
+def _hwthreads_only(plan: Plan, version: int) -> bool:
+    """OpenMPI 5 counts slots and binds by hwloc Core objects. A topology without them (PUs
+    right under a cache or NUMA node; topobind takes each PU as a core) has no slot and no
+    core for it: map and bind hardware threads there (``:hwtcpus``, ``--bind-to hwthread``,
+    ``:oversubscribe``), and name PUs in rankfiles."""
+    return version == 5 and "Core" in plan.topology.missing_levels
+
+
+def _resources(plan: Plan, smt: bool, version: int = 5) -> list[tuple[str, list[list[int]]]]:
+    """(PRRTE resource name, objects) with each object's cores (or PUs with SMT) in order.
+    Levels hwloc does not have are left out for OpenMPI 5: no ``package`` without Package
+    objects (nor ``node``: its ``pe`` bindings are refused there as spanning packages)."""
     topo = plan.topology
+    missing = topo.missing_levels if version == 5 else ()
     core_by = {c.logical: c for c in topo.cores}
 
     def units(core_ids: tuple[int, ...]) -> list[int]:
@@ -40,13 +51,15 @@ def _resources(plan: Plan, smt: bool) -> list[tuple[str, list[list[int]]]]:
     res: list[tuple[str, list[list[int]]]] = []
     if smt:
         res.append(("hwthread", [[pu] for pu in topo.pus]))
-    res.append(("core", [units((c.logical,)) for c in topo.cores]))
+    if "Core" not in missing:
+        res.append(("core", [units((c.logical,)) for c in topo.cores]))
     if topo.shared_cache_level == 3:
         res.append(("l3cache", [units(d.cores) for d in topo.l3_domains]))
     if topo.numa_nodes:
         res.append(("numa", [units(n.cores) for n in topo.numa_nodes]))
-    res.append(("package", [units(p.cores) for p in topo.packages]))
-    res.append(("node", [units(tuple(c.logical for c in topo.cores))]))
+    if "Package" not in missing:
+        res.append(("package", [units(p.cores) for p in topo.packages]))
+        res.append(("node", [units(tuple(c.logical for c in topo.cores))]))
     return res
 
 
@@ -69,8 +82,9 @@ def find_ppr(plan: Plan, version: int = 5) -> tuple[str, int] | None:
         core_pkg = {c.logical: c.package for c in plan.topology.cores}
         if any(len({core_pkg[c] for c in r.cores}) > 1 for r in plan.ranks):
             return None
-    want = [sorted(r.cpus) if plan.smt else sorted(r.cores) for r in plan.ranks]
-    for name, objects in _resources(plan, plan.smt):
+    pus = plan.smt or _hwthreads_only(plan, version)
+    want = [sorted(r.cpus) if pus else sorted(r.cores) for r in plan.ranks]
+    for name, objects in _resources(plan, pus, version):
         if version == 4 and name in ("core", "hwthread"):
             continue  # OpenMPI 4 leaves ppr:N:core ranks unbound ("Bound: N/A")
         if plan.nranks % len(objects):
@@ -108,7 +122,8 @@ def openmpi_argv(
     notes: list[str] = []
     if not exact_places and not plan.smt and plan.topology.smt > 1:
         notes.append(WHOLE_CORE_NOTE)
-    bind = "hwthread" if plan.smt else "core"
+    pus = plan.smt or _hwthreads_only(plan, version)
+    bind = "hwthread" if pus else "core"
     found = find_ppr(plan, version)
     argv = ["mpirun", "-np", str(plan.nranks * (len(hosts) if hosts else 1))]
     if found is not None:
@@ -117,7 +132,7 @@ def openmpi_argv(
         pe = plan.threads
         if version == 5:
             mod = f":pe={pe}" if pe > 1 else ""
-            mod += ":hwtcpus" if plan.smt else ""
+            mod += ":hwtcpus" if pus else ""
             mod += _oversubscribe_5(plan, notes)
             argv += ["--map-by", f"ppr:{per}:{res}{mod}", "--bind-to", bind]
         else:
@@ -129,7 +144,7 @@ def openmpi_argv(
 
     text = rankfile_text(plan, version, host, hosts=hosts)
     if version == 5:
-        mod = ":hwtcpus" if plan.smt else ""
+        mod = ":hwtcpus" if pus else ""
         mod += _oversubscribe_5(plan, notes)
         argv += ["--map-by", f"rankfile:file={rankfile_path}{mod}", "--bind-to", bind]
     else:
@@ -143,6 +158,12 @@ def openmpi_argv(
 def _oversubscribe_5(plan: Plan, notes: list[str]) -> str:
     """OpenMPI 5 counts one slot per core even with ``:hwtcpus``; more ranks than cores
     (one rank per PU) is refused unless oversubscription is allowed."""
+    if _hwthreads_only(plan, 5):
+        notes.append(
+            "this topology has no hwloc Core objects, so OpenMPI 5 counts no slots: "
+            "':oversubscribe' lets it place the ranks (each still gets its own planned PUs)"
+        )
+        return ":oversubscribe"
     if plan.smt and plan.nranks > len(plan.topology.cores):
         notes.append(
             "OpenMPI 5 counts cores, not PUs, as slots: ':oversubscribe' lets it place one "
@@ -169,7 +190,8 @@ def rankfile_text(
             lines.append(f"# node {k}: {name}")
         for r in plan.ranks:
             if version == 5:
-                ids = [pu_logical[pu] for pu in r.cpus] if plan.smt else list(r.cores)
+                pus = plan.smt or _hwthreads_only(plan, version)
+                ids = [pu_logical[pu] for pu in r.cpus] if pus else list(r.cores)
                 lines.append(f"# rank {k * plan.nranks + r.rank}: OS PUs {format_list(r.cpus)}")
             else:
                 ids = list(r.cpus) if plan.smt else list(plan.core_pus(r))
