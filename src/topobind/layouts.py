@@ -107,18 +107,21 @@ def _resolve_counts(
 
 
 def _check_counts(topo: Topology, req: Request) -> None:
-    """Bound the work before any layout runs: no layout places more ranks, or more threads
-    per rank, than the topology has usable PUs."""
-    npus = len(topo.pus)
+    """Bound the work before any layout runs: no layout gives a rank, or a thread, less than
+    a slot of its own, so neither count may exceed the usable slots (cores, or PUs with
+    --smt)."""
+    slots = sum(len(c.pus) for c in topo.cores) if req.smt else len(topo.cores)
     for flag, value in (("--ranks", req.ranks), ("--threads", req.threads)):
         if value is None:
             continue
         if value < 1:
             raise PlanError(f"{flag} must be at least 1 (got {value})")
-        if value > npus:
+        if value > slots:
+            more = len(topo.pus) > slots
             raise PlanError(
-                f"{flag} {value} is more than the {npus} usable PUs of this topology; "
-                f"use {flag} {npus} or fewer"
+                f"{flag} {value} is more than the {slots} usable {_unit(req.smt)} of this "
+                f"topology; use {flag} {slots} or fewer"
+                + (f" (or --smt to use all {len(topo.pus)} PUs)" if more else "")
             )
 
 
