@@ -65,7 +65,8 @@ def test_openmpi_format_writes_rankfile_only_when_needed(tmp_path: Path) -> None
     "args,message",
     [
         (["-l", "zigzag"], "unknown layout 'zigzag'"),
-        (["-l", "compact", "-r", "200", "-T", "2"], "lower --ranks/--threads"),
+        (["-l", "compact", "-r", "100", "-T", "2"], "lower --ranks/--threads"),
+        (["-l", "compact", "-r", "200"], "--ranks 200 is more than the 128 usable cores"),
         (
             ["-l", "per-l3", "-t", str(TOPOLOGIES / "16-2gr2gr2n2c+misc.xml")],
             "needs a cache shared",
