@@ -101,3 +101,37 @@ def test_registry_names_are_unique_and_schema_safe() -> None:
     assert len(names) == len(set(names))
     assert all(re.fullmatch(r"[a-z0-9][a-z0-9-]*", n) for n in names)
     assert json.dumps(layout_pattern())  # a plain string the schema file can hold
+
+
+def test_a_new_layout_with_its_own_option_joins_by_one_registry_entry(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """How per-gpu (or any layout) joins: one Layout with its options; the CLI grows the
+    option, the help and the parser know the name, the planner gets the option's value."""
+    from topobind import cli, layouts
+    from topobind.commands.common import plan_from
+    from topobind.layouts import Layout, LayoutOption, Request, Slot, compact
+
+    seen: list[Request] = []
+
+    def every_nth(topo, req: Request) -> list[list[Slot]]:  # type: ignore[no-untyped-def]
+        seen.append(req)
+        return compact(topo, req)
+
+    extra = Layout(
+        "every-nth",
+        every_nth,
+        "a test layout",
+        options=(LayoutOption("--nth", "nth", "take every Nth core", type=int),),
+    )
+    monkeypatch.setattr(layouts, "REGISTRY", (*layouts.REGISTRY, extra))
+    parser = cli.build_parser("topobind.commands.topo")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["plan", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "every-nth: a test layout" in shown and "--nth N (every-nth) take every" in shown
+    args = parser.parse_args(["plan", "-t", BETZY, "-l", "every-nth", "--nth", "3", "-r", "2"])
+    plan = plan_from(args)
+    assert plan.layout == "every-nth" and plan.nranks == 2
+    assert seen[0].options == {"nth": 3}
+    assert re.fullmatch(layout_pattern(), "every-nth")

@@ -344,15 +344,18 @@ REGISTRY: tuple[Layout, ...] = (
     ),
 )
 
-_BY_NAME: dict[str, Layout] = {lay.name: lay for lay in REGISTRY}
-
 #: usage -> help, e.g. ``{"l3-groups:N": "bundle ..."}`` (for help texts and listings).
 LAYOUTS: dict[str, str] = {lay.usage: lay.help for lay in REGISTRY}
 
 
 def layout_names() -> str:
     """``compact, spread, ..., l3-groups:N``: every layout as help and errors list them."""
-    return ", ".join(LAYOUTS)
+    return ", ".join(lay.usage for lay in REGISTRY)
+
+
+def layout_help() -> str:
+    """``--layout``'s help: every layout and what it does."""
+    return "; ".join(f"{lay.usage}: {lay.help}" for lay in REGISTRY)
 
 
 def per_domain_names() -> str:
@@ -368,7 +371,7 @@ def layout_pattern() -> str:
 def parse_layout(text: str) -> tuple[Layout, int | None]:
     """``"l3-groups:32"`` -> (the l3-groups Layout, 32). Raises PlanError naming the layout."""
     name, sep, param = text.partition(":")
-    layout = _BY_NAME.get(name)
+    layout = next((lay for lay in REGISTRY if lay.name == name), None)
     if layout is None:
         shown = text if len(text) <= 60 else text[:60] + "..."
         raise PlanError(f"unknown layout {shown!r}; choose one of: {layout_names()}")

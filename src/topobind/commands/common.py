@@ -7,9 +7,10 @@ import dataclasses
 import os
 import sys
 
+from topobind import layouts
 from topobind.errors import PlanError, TopobindError
 from topobind.inputs import count_arg
-from topobind.layouts import LAYOUTS, REGISTRY, make_plan, one_rank_per_domain
+from topobind.layouts import make_plan, one_rank_per_domain
 from topobind.plan import Plan
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
 from topobind.words import plural
@@ -36,9 +37,9 @@ def add_layout_arg(
         required=required,
         default=None if required else "compact",
         metavar="L",
-        help=help_prefix + "; ".join(f"{k}: {v}" for k, v in LAYOUTS.items()),
+        help=help_prefix + layouts.layout_help(),
     )
-    for layout in REGISTRY:
+    for layout in layouts.REGISTRY:
         for opt in layout.options:
             parser.add_argument(
                 opt.flag,
@@ -71,7 +72,7 @@ def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> N
 
 def layout_options(args: argparse.Namespace) -> dict[str, object]:
     """The per-layout options given on the command line (``Request.options``)."""
-    dests = {opt.dest for layout in REGISTRY for opt in layout.options}
+    dests = {opt.dest for layout in layouts.REGISTRY for opt in layout.options}
     return {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
 
 
