@@ -24,12 +24,15 @@ from topobind.errors import TopobindError
 from topobind.inputs import host_arg
 from topobind.picture import plan_picture
 from topobind.plan import Plan
-from topobind.topology import CacheDomain, Topology, format_list
+from topobind.topology import MAX_PUS, MAX_XML_BYTES, CacheDomain, Topology, format_list
 from topobind.words import plural
 
-SHOW_EPILOG = """\
+SHOW_EPILOG = f"""\
 Indexes: PU lists are OS (physical) indexes, as Linux, Slurm masks and OMP_PLACES use them;
 'L#n' marks an hwloc logical index (what OpenMPI prints).
+Limits: an XML topology is a regular file of at most {MAX_XML_BYTES >> 20} MiB (a FIFO, device or
+directory is refused unread); a topology has at most {MAX_PUS} PUs (a synthetic description
+is counted before hwloc builds it).
 
 examples:
   topobind show
