@@ -98,6 +98,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         put(name, _xml_variant(old, new))
     put("too-deep.xml", _deep_xml(5000))
     put("too-many-pus.xml", _many_pus_xml(16385))
+    put(
+        "too-many-tags.xml",
+        _many_pus_xml(1).replace("<object type", "<misc/>" * 530000 + "<object type", 1),
+    )
     put("plan-not-json.json", "{not json")
     put("plan-deep.json", "[" * 100000)
     put("plan-wrong.json", '{"schema": "topobind.plan/1", "ranks": [{"rank": "nan"}]}')
@@ -131,6 +135,7 @@ def topology_cases() -> list[Bad]:
         *XML_VARIANTS,
         "too-deep.xml",
         "too-many-pus.xml",
+        "too-many-tags.xml",
         "fifo.xml",
         "huge.xml",
         "unreadable.xml",
@@ -239,7 +244,8 @@ def test_bad_numbers_and_names(command: str, bad: Bad, tmp_path: Path) -> None:
     [
         Bad("per-l3-billion-ranks", ("-l", "per-l3", "-r", "100000000"), "--ranks"),
         Bad("l3-groups-many-ranks", ("-l", "l3-groups:8", "-r", "256000"), "--ranks"),
-        Bad("per-numa-too-many-ranks", ("-l", "per-numa", "-r", "200"), "per-numa"),
+        Bad("per-numa-uneven-ranks", ("-l", "per-numa", "-r", "12"), "per-numa"),
+        Bad("per-numa-too-many-ranks", ("-l", "per-numa", "-r", "200"), "--ranks 200"),
         Bad("host-with-slot", ("-l", "every-other-core", "--host", "node 1 slot=99"), "--host"),
         Bad("host-empty", ("-l", "every-other-core", "--host", ""), "--host"),
         Bad("host-equals", ("-l", "every-other-core", "--host", "a=b"), "--host"),

@@ -28,6 +28,10 @@ MAX_PUS = 16384
 MAX_OS_INDEX = (1 << 20) - 1
 #: Largest hwloc XML read: a 16384-PU node is ~14 MB of XML, a 384-PU one with PCI 0.3 MB.
 MAX_XML_BYTES = 64 << 20
+#: Most tags ('<') an XML may hold before it is parsed: 32 per PU at MAX_PUS (an lstopo
+#: export has ~6 per PU, ~3 with PCI devices counted in), so parsing stays bounded in time
+#: and memory (ElementTree needs ~400 bytes per element).
+MAX_XML_TAGS = 32 * MAX_PUS
 #: Deepest object nesting read from an XML (real nodes: under 20 levels).
 MAX_XML_DEPTH = 200
 _XML_FIX = (
@@ -370,6 +374,11 @@ def parse_xml(
     affinity: frozenset[int] | None = None,
     hostname: str | None = None,
 ) -> Topology:
+    if text.count("<") > MAX_XML_TAGS:
+        raise TopologyError(
+            f"{source}: more than {MAX_XML_TAGS} XML tags, more than a node of {MAX_PUS} PUs "
+            f"has; {_XML_FIX}"
+        )
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
