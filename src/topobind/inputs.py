@@ -11,6 +11,7 @@ import os
 import re
 import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NoReturn
 
 from topobind.errors import TopobindError
@@ -29,8 +30,7 @@ def whole_number(text: str, what: str, lo: int = 1, hi: int = 1 << 20) -> int:
     """``text`` as an integer in ``lo..hi``: ASCII digits only (no sign, no '1_000', no
     non-ASCII digits that ``int()`` would take), at most :data:`MAX_DIGITS` of them."""
     if not _WHOLE.fullmatch(text) or not lo <= int(text) <= hi:
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        raise TopobindError(f"{what} {shown!r}: give a whole number from {lo} to {hi}")
+        raise TopobindError(f"{what} {_shown(text, 40)!r}: give a whole number from {lo} to {hi}")
     return int(text)
 
 
@@ -50,10 +50,9 @@ def count_arg(flag: str, lo: int = 1, hi: int = 1 << 20) -> Callable[[str], int]
 def host_name(text: str, what: str = "--host") -> str:
     """A host name that can stand in a rankfile line (``rank 0=NAME slot=...``)."""
     if not _HOST.fullmatch(text):
-        shown = text if len(text) <= 40 else text[:40] + "..."
         raise TopobindError(
-            f"{what} {shown!r} is not a host name (letters, digits, '.', '-', '_'); give the "
-            "node's name as 'hostname' or Slurm prints it"
+            f"{what} {_shown(text, 40)!r} is not a host name (letters, digits, '.', '-', "
+            "'_'); give the node's name as 'hostname' or Slurm prints it"
         )
     return text
 
@@ -66,63 +65,64 @@ def host_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--host ")) from exc
 
 
-def read_input_file(
-    path: str | os.PathLike[str],
-    what: str,
-    max_bytes: int,
-    fix: str,
-    error: type[TopobindError] = TopobindError,
-) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes``. Never blocks on a FIFO, never
-    reads a device or a directory; every refusal names ``what`` and the path and ends with
-    ``fix`` (what to give instead)."""
-    name = os.fspath(path)
-    shown = repr(name if len(name) <= 200 else name[:200] + "...")
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise error(f"{what} {shown} does not exist; {fix}") from None
-    except IsADirectoryError:
-        raise error(f"{what} {shown} is a directory, not a file; {fix}") from None
-    except OSError as exc:
-        raise error(f"cannot read {what} {shown}: {exc.strerror or exc}; {fix}") from None
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise error(f"{what} {shown} is a directory, not a file; {fix}")
-        if not stat.S_ISREG(st.st_mode):
-            kind = _kind(st.st_mode)
-            raise error(f"{what} {shown} is {kind}, not a regular file; {fix}")
-        if st.st_size > max_bytes:
-            raise error(
-                f"{what} {shown} is {st.st_size} bytes, more than the limit of {max_bytes}; {fix}"
-            )
-        data = _read_at_most(fd, max_bytes + 1)
-    except OSError as exc:
-        raise error(f"cannot read {what} {shown}: {exc.strerror or exc}; {fix}") from None
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:  # grew while read (or /proc-like size 0 files)
-        raise error(f"{what} {shown} is more than the limit of {max_bytes} bytes; {fix}")
-    if not data:
-        raise error(f"{what} {shown} is empty; {fix}")
-    return data
+@dataclass(frozen=True)
+class InputFile:
+    """A kind of input file: ``what`` it is (named in every refusal), its size limit, the
+    ``fix`` each refusal ends with (what to give instead) and the error type raised."""
+
+    what: str
+    max_bytes: int
+    fix: str
+    error: type[TopobindError] = TopobindError
+
+    def read_bytes(self, path: str | os.PathLike[str]) -> bytes:
+        """The bytes of a regular file of at most ``max_bytes``; never blocks on a FIFO,
+        never reads a device or a directory."""
+        what, fix, error = self.what, self.fix, self.error
+        shown = repr(_shown(os.fspath(path), 200))
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            raise error(f"{what} {shown} does not exist; {fix}") from None
+        except IsADirectoryError:
+            raise error(f"{what} {shown} is a directory, not a file; {fix}") from None
+        except OSError as exc:
+            raise error(f"cannot read {what} {shown}: {exc.strerror or exc}; {fix}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise error(f"{what} {shown} is {_kind(st.st_mode)}, not a regular file; {fix}")
+            if st.st_size > self.max_bytes:
+                raise error(
+                    f"{what} {shown} is {st.st_size} bytes, more than the limit of "
+                    f"{self.max_bytes}; {fix}"
+                )
+            data = _read_at_most(fd, self.max_bytes + 1)
+        except OSError as exc:
+            raise error(f"cannot read {what} {shown}: {exc.strerror or exc}; {fix}") from None
+        finally:
+            os.close(fd)
+        if len(data) > self.max_bytes:  # grew while read (or a /proc-like size of 0)
+            raise error(f"{what} {shown} is more than the limit of {self.max_bytes} bytes; {fix}")
+        if not data:
+            raise error(f"{what} {shown} is empty; {fix}")
+        return data
+
+    def read_text(self, path: str | os.PathLike[str]) -> str:
+        """:meth:`read_bytes` decoded as UTF-8 (a binary file is refused, not decoded)."""
+        data = self.read_bytes(path)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            shown = repr(_shown(os.fspath(path), 200))
+            raise self.error(
+                f"{self.what} {shown} is not UTF-8 text (binary?); {self.fix}"
+            ) from None
 
 
-def read_input_text(
-    path: str | os.PathLike[str],
-    what: str,
-    max_bytes: int,
-    fix: str,
-    error: type[TopobindError] = TopobindError,
-) -> str:
-    """:func:`read_input_file` decoded as UTF-8 (a binary file is refused, not decoded)."""
-    data = read_input_file(path, what, max_bytes, fix, error)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        name = os.fspath(path)
-        raise error(f"{what} {name[:200]!r} is not UTF-8 text (binary?); {fix}") from None
+def _shown(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters for an error line."""
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _read_at_most(fd: int, limit: int) -> bytes:
@@ -138,6 +138,8 @@ def _read_at_most(fd: int, limit: int) -> bytes:
 
 
 def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
     if stat.S_ISFIFO(mode):
         return "a FIFO (named pipe)"
     if stat.S_ISCHR(mode):

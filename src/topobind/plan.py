@@ -135,10 +135,10 @@ def read_plan_file(path: str) -> list[PlannedRank]:
     :data:`MAX_PLAN_BYTES`, valid JSON that follows the plan schema."""
     import json
 
-    from topobind.inputs import read_input_text
+    from topobind.inputs import InputFile
 
     fix = "give a plan written by 'topobind plan -f json'"
-    text = read_input_text(path, "plan", MAX_PLAN_BYTES, fix)
+    text = InputFile("plan", MAX_PLAN_BYTES, fix).read_text(path)
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:

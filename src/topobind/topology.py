@@ -345,12 +345,12 @@ def _check_synthetic_size(description: str) -> None:
 def load_xml(path: str | os.PathLike[str]) -> Topology:
     """An hwloc v2 XML file (e.g. ``lstopo-no-graphics --of xml`` run on a compute node):
     a regular file of at most :data:`MAX_XML_BYTES`, never a FIFO or a device."""
-    from topobind.inputs import read_input_text
+    from topobind.inputs import InputFile
 
     fix = _XML_FIX
     if not os.path.lexists(path) and not str(path).endswith(".xml"):
         fix += ": " + ", ".join(NAMED_TOPOLOGIES)
-    text = read_input_text(path, "topology file", MAX_XML_BYTES, fix, TopologyError)
+    text = InputFile("topology file", MAX_XML_BYTES, fix, TopologyError).read_text(path)
     return parse_xml(text, source=str(path))
 
 
