@@ -120,6 +120,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     unreadable.write_text(SMALL_XML.read_text())
     unreadable.chmod(0)
     out["unreadable.xml"] = unreadable
+    os.symlink("loop.xml", d / "loop.xml")  # a symlink to itself
+    out["loop.xml"] = d / "loop.xml"
     (d / "a-dir.xml").mkdir()
     out["a-dir.xml"] = d / "a-dir.xml"
     return out
@@ -140,6 +142,7 @@ def topology_cases() -> list[Bad]:
         "huge.xml",
         "unreadable.xml",
         "a-dir.xml",
+        "loop.xml",
     ]
     cases = [Bad(n, ("-t", f"@{n}"), f"@{n}") for n in named]
     cases += [
@@ -147,6 +150,8 @@ def topology_cases() -> list[Bad]:
         Bad("missing-no-suffix", ("-t", "nodeX"), "nodeX"),
         Bad("dev-zero", ("-t", "/dev/zero"), "/dev/zero"),
         Bad("dev-null", ("-t", "/dev/null"), "/dev/null"),
+        Bad("unreadable-even-for-root", ("-t", "/proc/self/mem"), "/proc/self/mem"),
+        Bad("a-sysfs-directory", ("-t", "/sys/kernel"), "/sys/kernel"),
         Bad("name-too-long", ("-t", "x" * 5000 + ".xml"), "xxxxxxxx"),
         Bad("synthetic-million", ("-t", "synthetic:pack:1000 core:1000 pu:1"), "pack:1000"),
         Bad("synthetic-digits", ("-t", "synthetic:pack:" + "9" * 40), "synthetic"),
