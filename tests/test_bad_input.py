@@ -324,3 +324,18 @@ def test_valid_neighbours_still_work(files: dict[str, Path], tmp_path: Path) -> 
             timeout=HANG,
         )
         assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("ranks", ["3", "4"])
+def test_threads_not_blamed_when_not_given(ranks: str, tmp_path: Path) -> None:
+    """per-numa -r 3 on a 2-core node said '--threads must be at least 1 (got 0)'."""
+    argv = ["plan", "-t", str(SMALL_XML), "-l", "per-numa", "-r", ranks]
+    _check(argv, "--ranks", *_dirs(tmp_path))
+    out = subprocess.run([TOPOBIND, *argv], capture_output=True, text=True, timeout=HANG)
+    assert "--threads" not in out.stderr
+
+
+def test_per_numa_names_the_pus_outside_allowed_numa_nodes(tmp_path: Path) -> None:
+    """NUMA nodes that `show` lists but the allowed nodeset excludes: not 'has none'."""
+    src = str(TOPOLOGIES / "16amd64-8n2c-cpusets.xml")
+    _check(["plan", "-t", src, "-l", "per-numa"], "usable PUs 0-1,12-15", *_dirs(tmp_path))
