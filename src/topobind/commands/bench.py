@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from topobind.commands.common import add_layout_arg, add_topology_arg, layout_options, topology_from
+from topobind.commands.common import add_layout_arg, add_topology_arg, topology_from
 from topobind.errors import TopobindError
 from topobind.layouts import make_plan
 from topobind.topology import synthetic_description
@@ -141,14 +141,7 @@ def run(outer: argparse.Namespace) -> int:
     topo = topology_from(args)
     if args.kernel == "hpl":
         return _run_hpl(args, topo, extra)
-    plan = make_plan(
-        topo,
-        args.layout,
-        ranks=args.ranks or 1,
-        threads=args.threads,
-        smt=args.smt,
-        options=layout_options(args),
-    )
+    plan = make_plan(topo, args.layout, ranks=args.ranks or 1, threads=args.threads, smt=args.smt)
     try:
         runs = bench.run_repeats(
             args.kernel,
@@ -175,14 +168,7 @@ def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
         raise TopobindError("topobind bench hpl needs --ranks R (MPI ranks, e.g. --ranks 2)")
     if args.repeat != 1 or args.strict or extra:
         raise TopobindError("hpl takes no --repeat/--strict/kernel arguments (one run per call)")
-    plan = make_plan(
-        topo,
-        args.layout,
-        ranks=args.ranks,
-        threads=args.threads or 1,
-        smt=args.smt,
-        options=layout_options(args),
-    )
+    plan = make_plan(topo, args.layout, ranks=args.ranks, threads=args.threads or 1, smt=args.smt)
     out = hpl.run_hpl(
         plan,
         n=args.n,
