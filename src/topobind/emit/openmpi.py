@@ -27,20 +27,21 @@ class MpiLaunch:
     resource: str | None = None  # the ppr resource used (None: rankfile)
 
 
-def _hwthreads_only(plan: Plan, version: int) -> bool:
-    """OpenMPI 5 counts slots and binds by hwloc Core objects. A topology without them (PUs
-    right under a cache or NUMA node; topobind takes each PU as a core) has no slot and no
-    core for it: map and bind hardware threads there (``:hwtcpus``, ``--bind-to hwthread``,
-    ``:oversubscribe``), and name PUs in rankfiles."""
-    return version == 5 and "Core" in plan.topology.missing_levels
+def _hwthreads_only(plan: Plan) -> bool:
+    """OpenMPI counts slots and binds by hwloc Core objects. A topology without them (PUs
+    right under a cache or NUMA node; topobind takes each PU as a core) has no core for it
+    ("No objects of type core", 4.x; no slots, 5.x): map and bind hardware threads there
+    (5.x: ``:hwtcpus``, ``:oversubscribe``; 4.x: ``--use-hwthread-cpus``; both
+    ``--bind-to hwthread``), and name PUs in rankfiles."""
+    return "Core" in plan.topology.missing_levels
 
 
-def _resources(plan: Plan, smt: bool, version: int = 5) -> list[tuple[str, list[list[int]]]]:
+def _resources(plan: Plan, smt: bool) -> list[tuple[str, list[list[int]]]]:
     """(PRRTE resource name, objects) with each object's cores (or PUs with SMT) in order.
-    Levels hwloc does not have are left out for OpenMPI 5: no ``package`` without Package
-    objects (nor ``node``: its ``pe`` bindings are refused there as spanning packages)."""
+    Levels hwloc does not have are left out: no ``package`` without Package objects (nor
+    ``node``: OpenMPI 5 refuses its ``pe`` bindings there as spanning packages)."""
     topo = plan.topology
-    missing = topo.missing_levels if version == 5 else ()
+    missing = topo.missing_levels
     core_by = {c.logical: c for c in topo.cores}
 
     def units(core_ids: tuple[int, ...]) -> list[int]:
@@ -82,9 +83,9 @@ def find_ppr(plan: Plan, version: int = 5) -> tuple[str, int] | None:
         core_pkg = {c.logical: c.package for c in plan.topology.cores}
         if any(len({core_pkg[c] for c in r.cores}) > 1 for r in plan.ranks):
             return None
-    pus = plan.smt or _hwthreads_only(plan, version)
+    pus = plan.smt or _hwthreads_only(plan)
     want = [sorted(r.cpus) if pus else sorted(r.cores) for r in plan.ranks]
-    for name, objects in _resources(plan, pus, version):
+    for name, objects in _resources(plan, pus):
         if version == 4 and name in ("core", "hwthread"):
             continue  # OpenMPI 4 leaves ppr:N:core ranks unbound ("Bound: N/A")
         if plan.nranks % len(objects):
@@ -122,7 +123,7 @@ def openmpi_argv(
     notes: list[str] = []
     if not exact_places and not plan.smt and plan.topology.smt > 1:
         notes.append(WHOLE_CORE_NOTE)
-    pus = plan.smt or _hwthreads_only(plan, version)
+    pus = plan.smt or _hwthreads_only(plan)
     bind = "hwthread" if pus else "core"
     found = find_ppr(plan, version)
     argv = ["mpirun", "-np", str(plan.nranks * (len(hosts) if hosts else 1))]
@@ -138,7 +139,7 @@ def openmpi_argv(
         else:
             mod = f":PE={pe}"  # always: without PE OpenMPI 4 may leave ranks unbound
             argv += ["--map-by", f"ppr:{per}:{res}{mod}", "--bind-to", bind]
-            if plan.smt:
+            if pus:
                 argv.append("--use-hwthread-cpus")
         return MpiLaunch(argv=argv, notes=notes, resource=resource)
 
@@ -158,7 +159,7 @@ def openmpi_argv(
 def _oversubscribe_5(plan: Plan, notes: list[str]) -> str:
     """OpenMPI 5 counts one slot per core even with ``:hwtcpus``; more ranks than cores
     (one rank per PU) is refused unless oversubscription is allowed."""
-    if _hwthreads_only(plan, 5):
+    if _hwthreads_only(plan):
         notes.append(
             "this topology has no hwloc Core objects, so OpenMPI 5 counts no slots: "
             "':oversubscribe' lets it place the ranks (each still gets its own planned PUs)"
@@ -190,7 +191,7 @@ def rankfile_text(
             lines.append(f"# node {k}: {name}")
         for r in plan.ranks:
             if version == 5:
-                pus = plan.smt or _hwthreads_only(plan, version)
+                pus = plan.smt or _hwthreads_only(plan)
                 ids = [pu_logical[pu] for pu in r.cpus] if pus else list(r.cores)
                 lines.append(f"# rank {k * plan.nranks + r.rank}: OS PUs {format_list(r.cpus)}")
             else:
