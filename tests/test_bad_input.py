@@ -53,6 +53,8 @@ XML_VARIANTS = {
     "memory-lots.xml": (NUMA0, NUMA0 + ' local_memory="lots"'),
     "numa-os_index-nan.xml": (NUMA0, 'type="NUMANode" os_index="nan"'),
     "cpuset-garbage.xml": (ALLOWED, 'allowed_cpuset="0xZZ"'),
+    "cpuset-negative.xml": (ALLOWED, 'allowed_cpuset="-0x1"'),
+    "cpuset-wide-word.xml": (ALLOWED, 'allowed_cpuset="0x' + "f" * 5000 + '"'),
     "cpuset-long.xml": (ALLOWED, 'allowed_cpuset="' + "0xffffffff," * 40000 + '0xf"'),
 }
 

@@ -15,6 +15,7 @@ import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from typing import cast
 
 from topobind.errors import TopologyError
 
@@ -53,26 +54,31 @@ def parse_hwloc_bitmap(text: str) -> frozenset[int]:
             f"hwloc cpuset {text[:40]!r}... has {len(words)} words: OS indexes beyond "
             f"{MAX_OS_INDEX}; not a node topology"
         )
-    out: set[int] = set()
+    out: list[int] = []
     for pos, word in enumerate(reversed(words)):
         word = word.strip()
-        if word in ("", "0x", "0x0"):
+        if word in _ZERO_WORDS or "..." in word:  # "0xf...f": infinite, keep what is finite
             continue
-        if "..." in word:  # "0xf...f": infinite; keep what is finite
-            continue
-        if not _HEX_WORD.fullmatch(word):
+        hexa = word[2:]
+        if len(word) > 10 or word[:2] != "0x" or not (hexa.isascii() and hexa.isalnum()):
             raise TopologyError(f"bad hwloc cpuset word {word[:20]!r} in {text[:60]!r}")
-        value = int(word, 16)
+        try:
+            value = int(hexa, 16)
+        except ValueError:
+            raise TopologyError(f"bad hwloc cpuset word {word!r} in {text[:60]!r}") from None
         base = 32 * pos
+        if value == 0xFFFFFFFF:  # a full word: the common case of big cpusets
+            out.extend(range(base, base + 32))
+            continue
         while value:
             low = value & -value
-            out.add(base + low.bit_length() - 1)
+            out.append(base + low.bit_length() - 1)
             value ^= low
     return frozenset(out)
 
 
-_HEX_WORD = re.compile(r"0x[0-9a-fA-F]{1,8}")
 _INT = re.compile(r"-?[0-9]{1,20}")
+_ZERO_WORDS = frozenset(("", "0x", "0x0", "0x00000000"))
 
 
 def format_list(indexes: list[int] | tuple[int, ...] | frozenset[int]) -> str:
@@ -362,9 +368,8 @@ _CACHE_LEVEL = {"L1Cache": 1, "L2Cache": 2, "L3Cache": 3, "L4Cache": 4, "L5Cache
 class _PuRecord:
     os_index: int
     core_key: int  # id() of the Core element or of the PU itself
-    core_os: int | None
+    core_elem: ET.Element | None  # its Core object (os_index read once per core)
     package_key: int | None
-    package_os: int | None
     caches: dict[int, int]  # level -> id() of the unified/data cache element above
 
 
@@ -374,7 +379,8 @@ def parse_xml(
     affinity: frozenset[int] | None = None,
     hostname: str | None = None,
 ) -> Topology:
-    if text.count("<") > MAX_XML_TAGS:
+    # Every tag takes 3 characters or more ('<a>'): a shorter text needs no count.
+    if len(text) > 3 * MAX_XML_TAGS and text.count("<") > MAX_XML_TAGS:
         raise TopologyError(
             f"{source}: more than {MAX_XML_TAGS} XML tags, more than a node of {MAX_PUS} PUs "
             f"has; {_XML_FIX}"
@@ -412,13 +418,13 @@ def parse_xml(
             if child.tag != "object":
                 continue
             typ = child.get("type", "")
-            types_seen.add(typ)
             sub = ctx  # copied only where this object adds to the context
             if typ == "Package":
                 sub = {**ctx, "package": child}
                 package_elems[id(child)] = child
             elif typ == "Core":
                 sub = {**ctx, "core": child}
+                types_seen.add(typ)
             elif typ in _CACHE_LEVEL and child.get("cache_type", "0") in ("0", "1"):
                 level = _CACHE_LEVEL[typ]
                 caches = dict(ctx.get("caches", {}))  # type: ignore[call-overload]
@@ -433,19 +439,15 @@ def parse_xml(
                         f"{source}: more than {MAX_PUS} PUs, more than any Linux node has; "
                         f"{_XML_FIX}"
                     )
-                core = sub.get("core")
-                pkg = sub.get("package")
-                assert core is None or isinstance(core, ET.Element)
-                assert pkg is None or isinstance(pkg, ET.Element)
-                caches = sub.get("caches", {})
-                assert isinstance(caches, dict)
+                core = cast("ET.Element | None", sub.get("core"))
+                pkg = cast("ET.Element | None", sub.get("package"))
+                caches = cast("dict[int, int]", sub.get("caches", {}))
                 pus.append(
                     _PuRecord(
                         os_index=_int_attr(child, "os_index", source, hi=MAX_OS_INDEX),
                         core_key=id(core) if core is not None else id(child),
-                        core_os=_opt_int_attr(core, "os_index", source),
+                        core_elem=core,
                         package_key=id(pkg) if pkg is not None else None,
-                        package_os=_opt_int_attr(pkg, "os_index", source),
                         caches=dict(caches),
                     )
                 )
@@ -550,7 +552,7 @@ def parse_xml(
         cores.append(
             Core(
                 logical=core_logical[key],
-                os_index=rec.core_os,
+                os_index=_opt_int_attr(rec.core_elem, "os_index", source),
                 pus=cpus,
                 package=pkg_logical[rec.package_key],
                 numa=numa,
@@ -622,7 +624,8 @@ def parse_xml(
         numa_distance_index=dist_index,
         cpu_kinds=tuple(kinds),
         xml=text,
-        missing_levels=tuple(t for t in ("Package", "Core") if t not in types_seen),
+        missing_levels=(() if package_elems else ("Package",))
+        + (() if "Core" in types_seen else ("Core",)),
     )
 
 
@@ -642,7 +645,7 @@ def _int_attr(
     value = elem.get(name)
     if value is None:
         return default
-    if not _INT.fullmatch(value) or not 0 <= int(value) <= hi:
+    if not (value.isascii() and value.isdigit()) or len(value) > 20 or int(value) > hi:
         raise TopologyError(
             f"{source}: {elem.get('type', elem.tag)} object has {name}={value[:40]!r}, not a "
             f"whole number from 0 to {hi}; {_XML_FIX}"
