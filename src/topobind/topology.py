@@ -15,7 +15,6 @@ import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import cast
 
 from topobind.errors import TopologyError
 
@@ -439,16 +438,16 @@ def parse_xml(
                         f"{source}: more than {MAX_PUS} PUs, more than any Linux node has; "
                         f"{_XML_FIX}"
                     )
-                core = cast("ET.Element | None", sub.get("core"))
-                pkg = cast("ET.Element | None", sub.get("package"))
-                caches = cast("dict[int, int]", sub.get("caches", {}))
+                core: ET.Element | None = sub.get("core")  # type: ignore[assignment]
+                pkg: ET.Element | None = sub.get("package")  # type: ignore[assignment]
+                above: dict[int, int] = sub.get("caches", {})  # type: ignore[assignment]
                 pus.append(
                     _PuRecord(
                         os_index=_int_attr(child, "os_index", source, hi=MAX_OS_INDEX),
                         core_key=id(core) if core is not None else id(child),
                         core_elem=core,
                         package_key=id(pkg) if pkg is not None else None,
-                        caches=dict(caches),
+                        caches=dict(above),
                     )
                 )
             walk(child, sub, depth + 1)
@@ -645,12 +644,13 @@ def _int_attr(
     value = elem.get(name)
     if value is None:
         return default
-    if not (value.isascii() and value.isdigit()) or len(value) > 20 or int(value) > hi:
+    number = int(value) if value.isdigit() and value.isascii() and len(value) <= 20 else -1
+    if not 0 <= number <= hi:
         raise TopologyError(
             f"{source}: {elem.get('type', elem.tag)} object has {name}={value[:40]!r}, not a "
             f"whole number from 0 to {hi}; {_XML_FIX}"
         )
-    return int(value)
+    return number
 
 
 def _opt_int_attr(elem: ET.Element | None, name: str, source: str) -> int | None:
