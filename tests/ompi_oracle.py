@@ -68,6 +68,23 @@ def _core_to_pus(xml: Path, cores: str) -> list[int]:
 
 
 def ompi5_map(xml: Path, np: int, flags: list[str], cwd: Path | None = None) -> list[list[int]]:
+    text = _run5(xml, np, flags, cwd)
+    ranks = _bindings5(xml, text)
+    if len(ranks) != np:
+        raise MapperFailed(f"OpenMPI 5 mapped {len(ranks)} of {np} ranks: {_tail(text)}")
+    if any(not pus for pus in ranks.values()) and not _has_packages(xml):
+        # PRRTE maps without Package objects but prints "Binding: (null)": it prints each
+        # binding as package[i][...]. Its bindings are read from the same topology with one
+        # Package around the whole machine (the flags above were accepted as they are).
+        wrapped = xml.with_name(xml.stem + "-display-package.xml")
+        wrapped.write_text(wrap_in_package(xml.read_text()))
+        ranks = _bindings5(wrapped, _run5(wrapped, np, flags, cwd))
+    if len(ranks) != np:
+        raise MapperFailed(f"OpenMPI 5 mapped {len(ranks)} of {np} ranks: {_tail(text)}")
+    return [ranks[i] for i in range(np)]
+
+
+def _run5(xml: Path, np: int, flags: list[str], cwd: Path | None) -> str:
     cmd = [
         OMPI5,
         "--prtemca",
@@ -82,7 +99,35 @@ def ompi5_map(xml: Path, np: int, flags: list[str], cwd: Path | None = None) -> 
         "true",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=cwd, timeout=60)
-    text = proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def _has_packages(xml: Path) -> bool:
+    return 'type="Package"' in xml.read_text()
+
+
+def wrap_in_package(text: str) -> str:
+    """The topology with one Package object holding everything under the Machine."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text)
+    machine = root.find("object")
+    assert machine is not None
+    gp = max(int(e.get("gp_index", "0")) for e in root.iter("object")) + 1
+    attrs = {k: v for k, v in machine.attrib.items() if k.endswith(("cpuset", "nodeset"))}
+    package = ET.Element("object", {"type": "Package", "os_index": "0", **attrs})
+    package.set("gp_index", str(gp))
+    children = [c for c in machine if c.tag == "object"]
+    first = list(machine).index(children[0])
+    for c in children:
+        machine.remove(c)
+        package.append(c)
+    machine.insert(first, package)
+    return ET.tostring(root, encoding="unicode")
+
+
+def _bindings5(xml: Path, text: str) -> dict[int, list[int]]:
+    """App rank -> bound OS PUs, from PRRTE's --display map."""
     single_pu_cores = _single_pu_cores(xml)
     ranks: dict[int, list[int]] = {}
     current: int | None = None
@@ -99,9 +144,7 @@ def ompi5_map(xml: Path, np: int, flags: list[str], cwd: Path | None = None) -> 
                 else:
                     pus.update(_core_to_pus(xml, nums))
             ranks[current] = sorted(pus)
-    if len(ranks) != np:
-        raise MapperFailed(f"OpenMPI 5 mapped {len(ranks)} of {np} ranks: {_tail(text)}")
-    return [ranks[i] for i in range(np)]
+    return ranks
 
 
 def _single_pu_cores(xml: Path) -> bool:

@@ -65,14 +65,15 @@ def test_openmpi_format_writes_rankfile_only_when_needed(tmp_path: Path) -> None
     "args,message",
     [
         (["-l", "zigzag"], "unknown layout 'zigzag'"),
-        (["-l", "compact", "-r", "200", "-T", "2"], "lower --ranks/--threads"),
+        (["-l", "compact", "-r", "100", "-T", "2"], "lower --ranks/--threads"),
+        (["-l", "compact", "-r", "200"], "--ranks 200 is more than the 128 usable cores"),
         (
             ["-l", "per-l3", "-t", str(TOPOLOGIES / "16-2gr2gr2n2c+misc.xml")],
             "needs a cache shared",
         ),
         (["-l", "compact", "-t", "/nonexistent/node.xml"], "does not exist"),
-        (["-l", "l3-groups:x"], "positive integer"),
-        (["-l", "compact", "-r", "0"], "at least 1"),
+        (["-l", "l3-groups:x"], "must be a whole number"),
+        (["-l", "compact", "-r", "0"], "--ranks/-r: '0': give a whole number from 1"),
     ],
 )
 def test_bad_input_one_line_exit_2_nothing_written(

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ompi_oracle import MapperFailed, PartialMap, have_ompi4, have_ompi5, ompi4_map, ompi5_map
+from ompi_oracle import PartialMap, have_ompi4, have_ompi5, ompi4_map, ompi5_map
 from topo_sources import BETZY, TOPOLOGIES, layout_cases, plan_or_skip
 
 from topobind.emit.openmpi import openmpi_argv
@@ -20,8 +20,24 @@ from topobind.plan import Plan
 from topobind.topology import load
 
 CASES, IDS = layout_cases(4)
-# Topologies PRRTE cannot display or map (it needs Package and Core objects).
-PRRTE_CANNOT = {"16-2gr2gr2n2c+misc", "8intel64-4n2t-memattrs"}
+# Topologies that lack a level hwloc usually has (made by hwloc from synthetic strings):
+# no Package objects, and/or no Core objects (PUs right under an L3 cache or a NUMA node).
+LACKING = {
+    "no-package-no-core": "synthetic:numa:2 l3:2 pu:4",
+    "no-core": "synthetic:pack:2 l3:2 pu:4",
+    "no-package": "synthetic:numa:2 core:4 pu:2",
+    "no-package-l3": "synthetic:numa:2 l3:2 core:2 pu:2",
+    "no-package-no-numa": "synthetic:l3:2 core:4 pu:1",
+    "no-core-smt-numa": "synthetic:pack:1 numa:2 pu:4",
+}
+LAYOUTS = ["compact", "spread", "every-other-core", "per-l3", "per-numa", "per-socket"]
+LACKING_CASES = [
+    (n, src, lay, smt)
+    for n, src in LACKING.items()
+    for lay in [*LAYOUTS, "l3-groups:4"]
+    for smt in (False, True)
+]
+LACKING_IDS = [f"{c[0]}-{c[2]}-{'smt' if c[3] else 'core'}" for c in LACKING_CASES]
 # With offline PUs and mixed SMT, PRRTE's printed core numbers follow neither hwloc's
 # logical core index nor the PU OS index: its display cannot serve as an oracle there.
 PRRTE_DISPLAY_AMBIGUOUS = {"16em64t-4s2c2t-offlines"}
@@ -54,8 +70,6 @@ def _flags(plan: Plan, version: int, tmp: Path) -> list[str]:
 def test_openmpi5_mapper_agrees(
     name: str, src: str, layout: str, smt: bool, tmp_path: Path
 ) -> None:
-    if name in PRRTE_CANNOT:
-        pytest.skip("PRRTE cannot map a topology without Package/Core objects")
     plan = _plan(src, layout, smt)
     got = ompi5_map(_xml(plan, tmp_path), plan.nranks, _flags(plan, 5, tmp_path), cwd=tmp_path)
     if name in PRRTE_DISPLAY_AMBIGUOUS and got != expected(plan):
@@ -63,8 +77,87 @@ def test_openmpi5_mapper_agrees(
     assert got == expected(plan)
 
 
+@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
+@pytest.mark.parametrize("name,src,layout,smt", LACKING_CASES, ids=LACKING_IDS)
+def test_openmpi5_on_topologies_lacking_a_level(
+    name: str, src: str, layout: str, smt: bool, tmp_path: Path
+) -> None:
+    """Every layout on topologies without Package or Core objects: OpenMPI 5 accepts the
+    flags and binds every rank where the plan says."""
+    plan = _plan(src, layout, smt)
+    assert plan.topology.missing_levels  # the case is about a missing level
+    got = ompi5_map(_xml(plan, tmp_path), plan.nranks, _flags(plan, 5, tmp_path), cwd=tmp_path)
+    assert got == expected(plan)
+
+
+def _pus(a: int, b: int) -> list[int]:
+    return list(range(a, b))
+
+
+# topology, layout, smt | the OpenMPI 5 flags | where OpenMPI 5 binds each rank (OS PUs)
+SIDE_BY_SIDE = [
+    (
+        ("synthetic:numa:2 l3:2 pu:4", "per-l3", False),
+        "--map-by ppr:1:l3cache:pe=4:hwtcpus:oversubscribe --bind-to hwthread",
+        [_pus(0, 4), _pus(4, 8), _pus(8, 12), _pus(12, 16)],
+    ),
+    (
+        ("synthetic:numa:2 l3:2 pu:4", "per-numa", False),
+        "--map-by ppr:1:numa:pe=8:hwtcpus:oversubscribe --bind-to hwthread",
+        [_pus(0, 8), _pus(8, 16)],
+    ),
+    (
+        ("synthetic:numa:2 l3:2 pu:4", "compact", False),  # one rank over both NUMA nodes
+        "--map-by rankfile:file=RF:hwtcpus:oversubscribe --bind-to hwthread",
+        [_pus(0, 16)],
+    ),
+    (
+        ("synthetic:pack:2 l3:2 pu:4", "per-socket", False),
+        "--map-by ppr:2:numa:pe=8:hwtcpus:oversubscribe --bind-to hwthread",  # 1 NUMA node
+        [_pus(0, 8), _pus(8, 16)],
+    ),
+    (
+        ("synthetic:numa:2 core:4 pu:2", "per-numa", False),
+        "--map-by ppr:1:numa:pe=4 --bind-to core",
+        [_pus(0, 8), _pus(8, 16)],
+    ),
+    (
+        ("synthetic:numa:2 core:4 pu:2", "compact", False),  # no package: no ppr:1:package
+        "--map-by rankfile:file=RF --bind-to core",
+        [_pus(0, 16)],
+    ),
+    (
+        ("synthetic:numa:2 core:4 pu:2", "per-socket", True),
+        "--map-by rankfile:file=RF:hwtcpus --bind-to hwthread",
+        [_pus(0, 16)],
+    ),
+    (
+        ("synthetic:l3:2 core:4 pu:1", "per-l3", False),
+        "--map-by ppr:1:l3cache:pe=4 --bind-to core",
+        [_pus(0, 4), _pus(4, 8)],
+    ),
+]
+
+
+@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
+@pytest.mark.parametrize(
+    "case,flags,binding", SIDE_BY_SIDE, ids=[f"{c[0][0][10:]}-{c[0][1]}" for c in SIDE_BY_SIDE]
+)
+def test_openmpi5_lacking_levels_side_by_side(
+    case: tuple[str, str, bool], flags: str, binding: list[list[int]], tmp_path: Path
+) -> None:
+    src, layout, smt = case
+    plan = make_plan(load(src), layout, smt=smt)
+    emitted = _flags(plan, 5, tmp_path)
+    assert " ".join(emitted).replace(str(tmp_path / "rf"), "RF") == flags
+    assert expected(plan) == binding
+    assert ompi5_map(_xml(plan, tmp_path), plan.nranks, emitted, cwd=tmp_path) == binding
+
+
 @pytest.mark.skipif(not have_ompi4(), reason="OpenMPI 4 (Debian openmpi-bin) not installed")
-@pytest.mark.parametrize("name,src,layout,smt", CASES, ids=IDS)
+@pytest.mark.parametrize(
+    "name,src,layout,smt", CASES + LACKING_CASES, ids=IDS + [f"v4-{i}" for i in LACKING_IDS]
+)
 def test_openmpi4_mapper_agrees(
     name: str, src: str, layout: str, smt: bool, tmp_path: Path
 ) -> None:
@@ -76,10 +169,6 @@ def test_openmpi4_mapper_agrees(
         )
     try:
         got = ompi4_map(_xml(plan, tmp_path), plan.nranks, _flags(plan, 4, tmp_path))
-    except MapperFailed as exc:
-        if name in PRRTE_CANNOT:
-            pytest.skip(str(exc))
-        raise
     except PartialMap as exc:
         want = expected(plan)
         assert {r: want[r] for r in exc.ranks} == exc.ranks  # what was printed must agree
@@ -136,7 +225,12 @@ def test_non_default_counts_openmpi4(
     launch = openmpi_argv(plan, 4)
     if launch.rankfile is not None:
         pytest.skip("rankfile: OpenMPI 4's simulator cannot map it")
-    got = ompi4_map(_xml(plan, tmp_path), plan.nranks, _flags(plan, 4, tmp_path))
+    try:
+        got = ompi4_map(_xml(plan, tmp_path), plan.nranks, _flags(plan, 4, tmp_path))
+    except PartialMap as exc:  # ORTE lost lines (busy machine): what it printed must agree
+        want = expected(plan)
+        assert {r: want[r] for r in exc.ranks} == exc.ranks
+        pytest.xfail(f"{exc}; the printed ones agree with the plan")
     assert got == expected(plan)
 
 

@@ -104,6 +104,8 @@ def test_list_roundtrip() -> None:
         ("/no/such/file.xml", "does not exist"),
         ("synthetic:", "empty synthetic description"),
         ("synthetic:pack:2 bogus:3", "hwloc could not build a topology"),
+        ("synthetic:pack:1000 core:1000 pu:1", "more than 16384 PUs"),
+        ("/tmp", "is a directory"),
     ],
 )
 def test_bad_sources(source: str, message: str) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from topobind import __version__
 from topobind.errors import TopobindError
+from topobind.inputs import OneLineParser
 
 # Modules that provide subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
@@ -38,7 +39,7 @@ FAST_COMMANDS: dict[str, str] = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(OneLineParser):
     """argparse's formatter asks shutil for the terminal width, and shutil imports the zlib,
     bz2 and lzma modules: a few ms at every start-up, for every plan. Ask os directly."""
 

@@ -42,7 +42,6 @@ from topobind.results import (  # noqa: F401 (re-exported: the result model of t
     validate_result_document,
 )
 
-KERNEL_BINARIES = ("stream", "dgemm", "latency", "c2c", "whereami", "whereami-mpi")
 HUGEPAGE_SHIM = "libtbhugepages.so"
 
 #: exit statuses of the kernels (kernels/common/tb_common.h)

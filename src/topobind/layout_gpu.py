@@ -24,10 +24,11 @@ from topobind.devices import Gpu, Nic
 from topobind.errors import PlanError
 from topobind.topology import Core, Topology, format_list
 
-GPU_LAYOUTS: dict[str, str] = {
-    "per-gpu": "one rank per GPU (--gpus-per-rank G), threads on the cores local to it, "
-    "with its NIC; --reserve, --order gpu|cpu",
-}
+#: per-gpu's help in the layout registry (topobind.layouts.REGISTRY)
+GPU_HELP = (
+    "one rank per GPU (--gpus-per-rank G), threads on the cores local to it, with its NIC; "
+    "--reserve, --order gpu|cpu"
+)
 RESERVES = ("none", "first-core-per-l3", "first-core-per-numa")
 ORDERS = ("gpu", "cpu")
 

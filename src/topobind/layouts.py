@@ -9,14 +9,15 @@ the exact semantics and pictures.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from topobind import cpukinds
-from topobind.errors import PlanError
-from topobind.layout_gpu import GPU_LAYOUTS, GpuOptions
+from topobind.errors import PlanError, TopobindError
+from topobind.inputs import count_arg, whole_number
+from topobind.layout_gpu import GPU_HELP, ORDERS, RESERVES, GpuOptions
 from topobind.plan import Plan, RankPlan
-from topobind.topology import Core, Topology
+from topobind.topology import Core, Topology, format_list
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class Request:
     ranks: int | None = None
     threads: int | None = None
     smt: bool = False
+    parameter: int | None = None  # N of a layout spelled NAME:N (l3-groups:N)
+    options: Mapping[str, object] = field(default_factory=dict)  # per-layout options
 
 
 def _slots(cores: Sequence[Core], smt: bool) -> list[Slot]:
@@ -106,6 +109,25 @@ def _resolve_counts(
     return ranks, threads
 
 
+def _check_counts(topo: Topology, req: Request) -> None:
+    """Bound the work before any layout runs: no layout gives a rank, or a thread, less than
+    a slot of its own, so neither count may exceed the usable slots (cores, or PUs with
+    --smt)."""
+    slots = sum(len(c.pus) for c in topo.cores) if req.smt else len(topo.cores)
+    for flag, value in (("--ranks", req.ranks), ("--threads", req.threads)):
+        if value is None:
+            continue
+        if value < 1:
+            raise PlanError(f"{flag} must be at least 1 (got {value})")
+        if value > slots:
+            more = len(topo.pus) > slots
+            raise PlanError(
+                f"{flag} {value} is more than the {slots} usable {_unit(req.smt)} of this "
+                f"topology; use {flag} {slots} or fewer"
+                + (f" (or --smt to use all {len(topo.pus)} PUs)" if more else "")
+            )
+
+
 # --------------------------------------------------------------------------- layouts
 def compact(topo: Topology, req: Request) -> list[list[Slot]]:
     """Fill slots in logical order: rank 0 takes the first T slots, rank 1 the next T..."""
@@ -149,9 +171,7 @@ def _per_domain(
     if not domains:
         raise PlanError(f"layout {req.layout!r} needs {what}, and this topology has none")
     nd = len(domains)
-    ranks = req.ranks if req.ranks is not None else nd
-    if ranks < 1:
-        raise PlanError(f"--ranks must be at least 1 (got {ranks})")
+    ranks = req.ranks if req.ranks is not None else nd  # at least 1 (_check_counts)
     if ranks > nd and ranks % nd:
         raise PlanError(
             f"layout {req.layout!r}: {ranks} ranks over {nd} {what}; use at most {nd} ranks "
@@ -167,9 +187,14 @@ def _per_domain(
             s = _slots(d, req.smt)
             regions.extend(s[(i * len(s)) // per : ((i + 1) * len(s)) // per] for i in range(per))
     smallest = min(len(r) for r in regions)
+    if smallest < 1:  # more ranks per domain than its slots
+        fewest = min(len(_slots(d, req.smt)) for d in domains)
+        raise PlanError(
+            f"layout {req.layout!r}: {ranks} ranks over {nd} {what} leave a rank without a "
+            f"usable {_unit(req.smt)[:-1]} (the smallest holds {fewest}); use --ranks "
+            f"{nd * fewest} or fewer" + ("" if req.smt else " (or --smt to use every PU)")
+        )
     threads = req.threads if req.threads is not None else smallest
-    if threads < 1:
-        raise PlanError(f"--threads must be at least 1 (got {threads})")
     if threads > smallest:
         raise PlanError(
             f"layout {req.layout!r}: {threads} threads per rank but the smallest of the {what} "
@@ -194,9 +219,17 @@ def per_l3(topo: Topology, req: Request) -> list[list[Slot]]:
     return _per_domain(topo, req, _cores_by(topo, lambda c: c.l3), "L3 domains")
 
 
-def per_numa(topo: Topology, req: Request) -> list[list[Core]] | list[list[Slot]]:
+def per_numa(topo: Topology, req: Request) -> list[list[Slot]]:
     # NUMA nodes sharing the same cores (KNL DDR + MCDRAM) form one domain.
-    domains = _cores_by(topo, lambda c: c.numa) if all(c.numa for c in topo.cores) else []
+    homeless = [pu for c in topo.cores if not c.numa for pu in c.pus]
+    if homeless and topo.numa_nodes:
+        raise PlanError(
+            f"layout 'per-numa': usable PUs {format_list(homeless)} belong to no usable NUMA "
+            f"node (the topology's NUMA nodes with usable PUs: "
+            f"{format_list([n.os_index for n in topo.numa_nodes])}; the others are not in the "
+            "allowed nodeset or hold no usable PU); use per-socket"
+        )
+    domains = _cores_by(topo, lambda c: c.numa) if not homeless else []
     return _per_domain(topo, req, domains, "NUMA nodes")
 
 
@@ -223,28 +256,182 @@ def l3_groups(topo: Topology, req: Request, size: int) -> list[list[Slot]]:
         groups.append(current)
     if req.threads is None:
         sizes = [len(_slots(g, req.smt)) for g in groups]
-        req = Request(req.layout, req.ranks, min(size, min(sizes)), req.smt)
+        req = replace(req, threads=min(size, min(sizes)))
     return _per_domain(topo, req, groups, f"L3 groups of {size} {_unit(req.smt)}")
 
 
-LAYOUTS: dict[str, str] = {
-    "compact": "fill cores in hwloc logical order (rank 0 first)",
-    "spread": "ranks spread evenly over the node, threads spread inside each rank's share",
-    "every-other-core": "half the cores, every other core of each L3 domain, spread over all",
-    "per-l3": "one rank per L3 domain (shared cache domain), threads = its cores",
-    "per-numa": "one rank per NUMA node, threads = its cores",
-    "per-socket": "one rank per package (socket), threads = its cores",
-    "l3-groups:N": "bundle neighbouring L3 domains of one NUMA node up to N threads per rank",
-}
+# --------------------------------------------------------------------------- the registry
+#: Largest N of ``l3-groups:N`` (and of any numeric layout parameter): more than any node's PUs.
+MAX_LAYOUT_PARAMETER = 1 << 20
+
+Planner = Callable[[Topology, Request], list[list[Slot]]]
 
 
-#: Layouts whose rank count comes from the topology: one rank per domain.
-PER_DOMAIN_LAYOUTS = ("per-l3", "per-numa", "per-socket", "l3-groups:N", "per-gpu")
+@dataclass(frozen=True)
+class LayoutOption:
+    """A command-line option that only some layouts read (``--gpus-per-rank N`` ...).
+    :func:`topobind.commands.common.add_layout_args` adds it to every planning command; the
+    parsed value reaches the planner as ``Request.options[dest]``."""
+
+    flag: str
+    dest: str
+    help: str
+    metavar: str = "N"
+    type: Callable[[str], object] = str
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One layout of the vocabulary: the CLI, its help, the plan schema and docs/layouts.md
+    all derive from (or are tested against) :data:`REGISTRY`."""
+
+    name: str  # what --layout takes (before any ':PARAMETER')
+    planner: Planner
+    help: str
+    one_rank_per_domain: bool = False  # sets its own rank count (one rank per domain)
+    parameter: str | None = None  # e.g. "N": the layout is spelled NAME:N, N a positive integer
+    options: tuple[LayoutOption, ...] = ()
+
+    @property
+    def usage(self) -> str:
+        """How it is spelled in help and docs: ``per-l3``, ``l3-groups:N``."""
+        return f"{self.name}:{self.parameter}" if self.parameter else self.name
+
+    @property
+    def pattern(self) -> str:
+        """Regular expression of every valid spelling (the plan schema's ``layout``)."""
+        return f"{self.name}:[1-9][0-9]*" if self.parameter else self.name
+
+
+def _l3_groups_planner(topo: Topology, req: Request) -> list[list[Slot]]:
+    assert req.parameter is not None
+    return l3_groups(topo, req, req.parameter)
+
+
+def _choice(flag: str, choices: Sequence[str]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"{flag} {text[:40]!r}: choose one of {', '.join(choices)}")
+        return text
+
+    parse.__name__ = flag.lstrip("-")  # argparse names the option's type in its errors
+    return parse
+
+
+def _no_slots(topo: Topology, req: Request) -> list[list[Slot]]:
+    raise AssertionError("per-gpu plans through gpu_plan (it carries devices)")
+
+
+REGISTRY: tuple[Layout, ...] = (
+    Layout("compact", compact, "fill cores in hwloc logical order (rank 0 first)"),
+    Layout(
+        "spread",
+        spread,
+        "ranks spread evenly over the node, threads spread inside each rank's share",
+    ),
+    Layout(
+        "every-other-core",
+        every_other_core,
+        "half the cores, every other core of each L3 domain, spread over all",
+    ),
+    Layout(
+        "per-l3",
+        per_l3,
+        "one rank per L3 domain (shared cache domain), threads = its cores",
+        one_rank_per_domain=True,
+    ),
+    Layout(
+        "per-numa",
+        per_numa,
+        "one rank per NUMA node, threads = its cores",
+        one_rank_per_domain=True,
+    ),
+    Layout(
+        "per-socket",
+        per_socket,
+        "one rank per package (socket), threads = its cores",
+        one_rank_per_domain=True,
+    ),
+    Layout(
+        "l3-groups",
+        _l3_groups_planner,
+        "bundle neighbouring L3 domains of one NUMA node up to N threads per rank",
+        one_rank_per_domain=True,
+        parameter="N",
+    ),
+    Layout(
+        "per-gpu",
+        _no_slots,
+        GPU_HELP,
+        one_rank_per_domain=True,
+        options=(
+            LayoutOption(
+                "--gpus-per-rank", "gpus_per_rank", "GPUs per rank (default 1)", "G",
+                count_arg("--gpus-per-rank", 1, 64),
+            ),
+            LayoutOption(
+                "--reserve", "reserve",
+                "cores left out: none (default), first-core-per-l3 (low-noise nodes), "
+                "first-core-per-numa", "WHICH", _choice("--reserve", RESERVES),
+            ),
+            LayoutOption(
+                "--order", "order", "rank i gets GPU i (gpu, default), or ranks in core "
+                "order (cpu)", "gpu|cpu", _choice("--order", ORDERS),
+            ),
+        ),
+    ),
+)  # fmt: skip
+
+#: usage -> help, e.g. ``{"l3-groups:N": "bundle ..."}`` (for help texts and listings).
+LAYOUTS: dict[str, str] = {lay.usage: lay.help for lay in REGISTRY}
+
+
+def layout_names() -> str:
+    """``compact, spread, ..., l3-groups:N``: every layout as help and errors list them."""
+    return ", ".join(lay.usage for lay in REGISTRY)
+
+
+def layout_help() -> str:
+    """``--layout``'s help: every layout and what it does."""
+    return "; ".join(f"{lay.usage}: {lay.help}" for lay in REGISTRY)
+
+
+def per_domain_names() -> str:
+    """The layouts that set their own rank count, as help texts list them."""
+    return ", ".join(lay.usage for lay in REGISTRY if lay.one_rank_per_domain)
+
+
+def layout_pattern() -> str:
+    """The regular expression a plan's ``layout`` matches (plan.schema.json)."""
+    return "^(" + "|".join(lay.pattern for lay in REGISTRY) + ")$"
+
+
+def parse_layout(text: str) -> tuple[Layout, int | None]:
+    """``"l3-groups:32"`` -> (the l3-groups Layout, 32). Raises PlanError naming the layout."""
+    name, sep, param = text.partition(":")
+    layout = next((lay for lay in REGISTRY if lay.name == name), None)
+    if layout is None:
+        shown = text if len(text) <= 60 else text[:60] + "..."
+        raise PlanError(f"unknown layout {shown!r}; choose one of: {layout_names()}")
+    if layout.parameter is None:
+        if sep:
+            raise PlanError(f"layout {name!r} takes no ':{param[:20]}'; use --layout {name}")
+        return layout, None
+    example = f"{name}:32"
+    if not sep:
+        raise PlanError(f"layout {name!r} needs a size: {layout.usage}, e.g. {example}")
+    try:
+        return layout, whole_number(param, layout.parameter, 1, MAX_LAYOUT_PARAMETER)
+    except TopobindError:
+        raise PlanError(
+            f"layout {text[:60]!r}: {layout.parameter} must be a whole number from 1 to "
+            f"{MAX_LAYOUT_PARAMETER} (ASCII digits), e.g. {example}"
+        ) from None
 
 
 def one_rank_per_domain(layout: str) -> bool:
     """True for a layout that sets its own rank count (``l3-groups:N`` for any N)."""
-    return layout in PER_DOMAIN_LAYOUTS or layout.startswith("l3-groups:")
+    return parse_layout(layout)[0].one_rank_per_domain
 
 
 def make_plan(
@@ -254,36 +441,21 @@ def make_plan(
     threads: int | None = None,
     smt: bool = False,
     cpukind: str = "performance",
-    gpu: GpuOptions | None = None,
+    options: Mapping[str, object] | None = None,
 ) -> Plan:
     """The plan of ``layout``; ``cpukind``: which kind of cores to plan on (topobind.cpukinds);
-    ``gpu``: the per-gpu layout's options (topobind.layout_gpu)."""
-    req = Request(layout=layout, ranks=ranks, threads=threads, smt=smt)
+    ``options``: the per-layout options given (``LayoutOption.dest`` -> value)."""
+    spec, parameter = parse_layout(layout)
+    req = Request(layout, ranks, threads, smt, parameter, dict(options or {}))
+    foreign = sorted(set(req.options) - {o.dest for o in spec.options})
+    if foreign:
+        flags = ", ".join("--" + d.replace("_", "-") for d in foreign)
+        raise PlanError(f"{flags}: not an option of layout {spec.usage!r}; leave it out")
     full, (topo, notes) = topo, cpukinds.restrict(topo, cpukind)
-    if layout == "per-gpu":
-        return gpu_plan(full, topo, req, gpu or GpuOptions(), notes)
-    if gpu is not None and gpu != GpuOptions():
-        raise PlanError(
-            f"--gpus-per-rank, --reserve and --order are per-gpu options, not {layout}'s"
-        )
-    simple: dict[str, Callable[[Topology, Request], list[list[Slot]]]] = {
-        "compact": compact,
-        "spread": spread,
-        "every-other-core": every_other_core,
-        "per-l3": per_l3,
-        "per-numa": per_numa,  # type: ignore[dict-item]
-        "per-socket": per_socket,
-    }
-    if layout in simple:
-        assignment = simple[layout](topo, req)
-    elif layout.startswith("l3-groups:"):
-        size_text = layout.split(":", 1)[1]
-        if not size_text.isdigit() or int(size_text) < 1:
-            raise PlanError(f"layout {layout!r}: N must be a positive integer, e.g. l3-groups:32")
-        assignment = l3_groups(topo, req, int(size_text))
-    else:
-        choices = ", ".join([*LAYOUTS, *GPU_LAYOUTS])
-        raise PlanError(f"unknown layout {layout!r}; choose one of: {choices}")
+    _check_counts(topo, req)
+    if spec.name == "per-gpu":
+        return gpu_plan(full, topo, req, GpuOptions(**req.options), notes)  # type: ignore[arg-type]
+    assignment = spec.planner(topo, req)
 
     rank_plans = tuple(_rank(i, slots) for i, slots in enumerate(assignment))
     return Plan(

@@ -129,8 +129,10 @@ def validate_plan_json(doc: dict[str, Any]) -> None:
     try:
         jsonschema.validate(doc, plan_schema())
     except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
-        raise TopobindError(f"plan JSON invalid at {where}: {exc.message}") from exc
+        where = "/".join(str(p) for p in exc.absolute_path)[:100] or "(top)"
+        message = " ".join(exc.message.split())
+        message = message if len(message) <= 200 else message[:200] + "..."
+        raise TopobindError(f"plan JSON invalid at {where}: {message}") from exc
 
 
 @dataclass(frozen=True)
@@ -154,3 +156,29 @@ def ranks_from_json(doc: dict[str, Any]) -> list[PlannedRank]:
         )
         for r in doc["ranks"]
     ]
+
+
+#: Largest plan JSON read back (one of 16384 ranks is ~4 MB).
+MAX_PLAN_BYTES = 64 << 20
+
+
+def read_plan_file(path: str) -> list[PlannedRank]:
+    """The ranks of a plan JSON file (``topobind plan -f json``): a regular file of at most
+    :data:`MAX_PLAN_BYTES`, valid JSON that follows the plan schema."""
+    import json
+
+    from topobind.inputs import InputFile
+
+    fix = "give a plan written by 'topobind plan -f json'"
+    text = InputFile("plan", MAX_PLAN_BYTES, fix).read_text(path)
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        why = str(exc).splitlines()[0][:120] if str(exc) else "nested too deeply"
+        raise TopobindError(f"plan {path[:200]!r} is not valid JSON ({why}); {fix}") from None
+    if not isinstance(doc, dict):
+        raise TopobindError(f"plan {path[:200]!r} is not a JSON object; {fix}")
+    try:
+        return ranks_from_json(doc)
+    except TopobindError as exc:
+        raise TopobindError(f"plan {path[:200]!r}: {exc}") from None

@@ -12,6 +12,7 @@ Indexes, always named:
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
@@ -19,6 +20,25 @@ from topobind.devices import Devices, read_devices
 from topobind.errors import TopologyError
 
 SYNTHETIC_PREFIX = "synthetic:"
+
+#: Most PUs a topology may have. Linux builds hold at most 8192 CPUs (x86 MAXSMP; arm64 4096);
+#: twice that leaves room. It bounds the work on a bad input: hwloc's lstopo needs ~6 s of
+#: CPU for a synthetic node of 16384 PUs, minutes for 65536, hours for a million.
+MAX_PUS = 16384
+#: Largest OS index of a PU or NUMA node (hwloc bitmaps longer than this are refused).
+MAX_OS_INDEX = (1 << 20) - 1
+#: Largest hwloc XML read: a 16384-PU node is ~14 MB of XML, a 384-PU one with PCI 0.3 MB.
+MAX_XML_BYTES = 64 << 20
+#: Most tags ('<') an XML may hold before it is parsed: 32 per PU at MAX_PUS (an lstopo
+#: export has ~6 per PU, ~3 with PCI devices counted in), so parsing stays bounded in time
+#: and memory (ElementTree needs ~400 bytes per element).
+MAX_XML_TAGS = 32 * MAX_PUS
+#: Deepest object nesting read from an XML (real nodes: under 20 levels).
+MAX_XML_DEPTH = 200
+_XML_FIX = (
+    "give an hwloc XML file (lstopo-no-graphics --of xml > node.xml on the node), 'live', "
+    "synthetic:DESCRIPTION or a named node"
+)
 
 
 # --------------------------------------------------------------------------- cpusets
@@ -29,25 +49,36 @@ def parse_hwloc_bitmap(text: str) -> frozenset[int]:
     if not text or text == "0x0":
         return frozenset()
     words = text.split(",")
-    out: set[int] = set()
+    if len(words) * 32 > MAX_OS_INDEX + 1:
+        raise TopologyError(
+            f"hwloc cpuset {text[:40]!r}... has {len(words)} words: OS indexes beyond "
+            f"{MAX_OS_INDEX}; not a node topology"
+        )
+    out: list[int] = []
     for pos, word in enumerate(reversed(words)):
         word = word.strip()
-        if word in ("", "0x", "0x0"):
+        if word in _ZERO_WORDS or "..." in word:  # "0xf...f": infinite, keep what is finite
             continue
-        if "..." in word:  # "0xf...f": infinite; keep what is finite
-            continue
+        hexa = word[2:]
+        if len(word) > 10 or word[:2] != "0x" or not (hexa.isascii() and hexa.isalnum()):
+            raise TopologyError(f"bad hwloc cpuset word {word[:20]!r} in {text[:60]!r}")
         try:
-            value = int(word, 16)
-        except ValueError as exc:
-            raise TopologyError(f"bad hwloc cpuset word {word!r} in {text!r}") from exc
+            value = int(hexa, 16)
+        except ValueError:
+            raise TopologyError(f"bad hwloc cpuset word {word!r} in {text[:60]!r}") from None
         base = 32 * pos
-        bit = 0
+        if value == 0xFFFFFFFF:  # a full word: the common case of big cpusets
+            out.extend(range(base, base + 32))
+            continue
         while value:
-            if value & 1:
-                out.add(base + bit)
-            value >>= 1
-            bit += 1
+            low = value & -value
+            out.append(base + low.bit_length() - 1)
+            value ^= low
     return frozenset(out)
+
+
+_INT = re.compile(r"-?[0-9]{1,20}")
+_ZERO_WORDS = frozenset(("", "0x", "0x0", "0x00000000"))
 
 
 def format_list(indexes: list[int] | tuple[int, ...] | frozenset[int]) -> str:
@@ -154,6 +185,10 @@ class Topology:
     cpu_kinds: tuple[CpuKind, ...] = ()
     devices: Devices = field(default_factory=Devices)  # GPUs and NICs (topobind.devices)
     xml: str = field(default="", repr=False, compare=False)  # the XML it was read from
+    #: hwloc levels the XML lacks ("Package", "Core"): PUs right under a cache or NUMA node
+    #: (topobind then takes each PU as a core). MPI mappers that count these levels must not
+    #: be asked to map on them (see topobind.emit.openmpi).
+    missing_levels: tuple[str, ...] = ()
 
     # ----- derived views
     @property
@@ -206,7 +241,10 @@ def _run_lstopo(args: list[str], what: str) -> str:
     import subprocess
 
     cmd = [_hwloc_tool("lstopo-no-graphics"), *args, "--of", "xml", "-"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:  # bounded: a node at MAX_PUS takes seconds
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise TopologyError(f"hwloc took more than 300 s to build a topology from {what}") from None
     if proc.returncode != 0 or "<topology" not in proc.stdout:
         err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise TopologyError(f"hwloc could not build a topology from {what}: {err}")
@@ -277,26 +315,49 @@ def load_synthetic(description: str) -> Topology:
     """An hwloc synthetic description, e.g. ``pack:2 numa:4 l3:4 core:4 pu:2``."""
     if not description.strip():
         raise TopologyError("empty synthetic description; example: synthetic:'pack:2 core:4 pu:2'")
+    _check_synthetic_size(description)
     xml = _run_lstopo(["-i", description], f"synthetic description {description!r}")
     return parse_xml(xml, source=SYNTHETIC_PREFIX + description)
 
 
+_SYNTHETIC_LEVEL = re.compile(r"(?:[A-Za-z][A-Za-z0-9]*:)?([0-9]+)")
+
+
+def _check_synthetic_size(description: str) -> None:
+    """Refuse a synthetic description of more than :data:`MAX_PUS` PUs before hwloc expands
+    it (a million PUs would keep lstopo busy for hours): the product of its level arities."""
+    shown = description if len(description) <= 60 else description[:60] + "..."
+    levels = re.sub(r"\([^()]*\)|\[[^\[\]]*\]", " ", description).split()
+    pus = 1
+    for level in levels:
+        m = _SYNTHETIC_LEVEL.fullmatch(level)
+        if m is None:
+            raise TopologyError(
+                f"synthetic description {shown!r}: level {level[:30]!r} is not TYPE:COUNT; "
+                "example: synthetic:'pack:2 numa:4 l3:4 core:4 pu:2'"
+            )
+        if int(m.group(1)[:9]) < 1:
+            raise TopologyError(
+                f"synthetic description {shown!r}: level {level[:30]!r} has no objects; "
+                "every count must be at least 1"
+            )
+        pus = MAX_PUS + 1 if len(m.group(1)) > 6 else pus * int(m.group(1))
+        if pus > MAX_PUS:
+            raise TopologyError(
+                f"synthetic description {shown!r} has more than {MAX_PUS} PUs (the limit; no "
+                "Linux node has more); give smaller counts"
+            )
+
+
 def load_xml(path: str | os.PathLike[str]) -> Topology:
-    """An hwloc v2 XML file (e.g. ``lstopo-no-graphics --of xml`` run on a compute node)."""
-    if not os.path.isfile(path):
-        hint = (
-            ""
-            if str(path).endswith(".xml")
-            else " (or use 'live', 'synthetic:DESCRIPTION' or a named node: "
-            + ", ".join(NAMED_TOPOLOGIES)
-            + ")"
-        )
-        raise TopologyError(f"topology file {str(path)!r} does not exist{hint}")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopologyError(f"cannot read topology file {str(path)!r}: {exc}") from exc
+    """An hwloc v2 XML file (e.g. ``lstopo-no-graphics --of xml`` run on a compute node):
+    a regular file of at most :data:`MAX_XML_BYTES`, never a FIFO or a device."""
+    from topobind.inputs import InputFile
+
+    fix = _XML_FIX
+    if not os.path.lexists(path) and not str(path).endswith(".xml"):
+        fix += ": " + ", ".join(NAMED_TOPOLOGIES)
+    text = InputFile("topology file", MAX_XML_BYTES, fix, TopologyError).read_text(path)
     return parse_xml(text, source=str(path))
 
 
@@ -308,9 +369,8 @@ _CACHE_LEVEL = {"L1Cache": 1, "L2Cache": 2, "L3Cache": 3, "L4Cache": 4, "L5Cache
 class _PuRecord:
     os_index: int
     core_key: int  # id() of the Core element or of the PU itself
-    core_os: int | None
+    core_elem: ET.Element | None  # its Core object (os_index read once per core)
     package_key: int | None
-    package_os: int | None
     caches: dict[int, int]  # level -> id() of the unified/data cache element above
 
 
@@ -320,6 +380,12 @@ def parse_xml(
     affinity: frozenset[int] | None = None,
     hostname: str | None = None,
 ) -> Topology:
+    # Every tag takes 3 characters or more ('<a>'): a shorter text needs no count.
+    if len(text) > 3 * MAX_XML_TAGS and text.count("<") > MAX_XML_TAGS:
+        raise TopologyError(
+            f"{source}: more than {MAX_XML_TAGS} XML tags, more than a node of {MAX_PUS} PUs "
+            f"has; {_XML_FIX}"
+        )
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
@@ -331,8 +397,8 @@ def parse_xml(
         raise TopologyError(f"{source}: hwloc XML has no root object")
 
     allowed_attr = machine.get("allowed_cpuset")
-    allowed = parse_hwloc_bitmap(allowed_attr) if allowed_attr else None
-    complete = parse_hwloc_bitmap(machine.get("complete_cpuset") or machine.get("cpuset") or "")
+    allowed = _bitmap(source, allowed_attr) if allowed_attr else None
+    complete = _bitmap(source, machine.get("complete_cpuset") or machine.get("cpuset") or "")
     if hostname is None:
         for info in machine.findall("info"):
             if info.get("name") == "HostName":
@@ -342,8 +408,13 @@ def parse_xml(
     numa_elems: list[ET.Element] = []
     cache_elems: dict[int, ET.Element] = {}
     package_elems: dict[int, ET.Element] = {}
+    types_seen: set[str] = set()
 
-    def walk(elem: ET.Element, ctx: dict[str, object]) -> None:
+    def walk(elem: ET.Element, ctx: dict[str, object], depth: int) -> None:
+        if depth > MAX_XML_DEPTH:
+            raise TopologyError(
+                f"{source}: hwloc XML objects nest deeper than {MAX_XML_DEPTH} levels; {_XML_FIX}"
+            )
         for child in elem:
             if child.tag != "object":
                 continue
@@ -354,6 +425,7 @@ def parse_xml(
                 package_elems[id(child)] = child
             elif typ == "Core":
                 sub = {**ctx, "core": child}
+                types_seen.add(typ)
             elif typ in _CACHE_LEVEL and child.get("cache_type", "0") in ("0", "1"):
                 level = _CACHE_LEVEL[typ]
                 caches = dict(ctx.get("caches", {}))  # type: ignore[call-overload]
@@ -363,23 +435,26 @@ def parse_xml(
             elif typ == "NUMANode":
                 numa_elems.append(child)
             if typ == "PU":
-                core = sub.get("core")
-                pkg = sub.get("package")
+                if len(pus) >= MAX_PUS:
+                    raise TopologyError(
+                        f"{source}: more than {MAX_PUS} PUs, more than any Linux node has; "
+                        f"{_XML_FIX}"
+                    )
+                core: ET.Element | None = sub.get("core")  # type: ignore[assignment]
+                pkg: ET.Element | None = sub.get("package")  # type: ignore[assignment]
+                above: dict[int, int] = sub.get("caches", {})  # type: ignore[assignment]
                 pus.append(
                     _PuRecord(
-                        os_index=int(child.get("os_index", "-1")),
+                        os_index=_int_attr(child, "os_index", source, hi=MAX_OS_INDEX),
                         core_key=id(core) if core is not None else id(child),
-                        core_os=_int_or_none(core.get("os_index"))  # type: ignore[union-attr]
-                        if core is not None
-                        else None,
+                        core_elem=core,
                         package_key=id(pkg) if pkg is not None else None,
-                        package_os=_int_or_none(pkg.get("os_index")) if pkg is not None else None,  # type: ignore[union-attr]
-                        caches=dict(sub.get("caches", {})),  # type: ignore[arg-type]
+                        caches=dict(above),
                     )
                 )
-            walk(child, sub)
+            walk(child, sub, depth + 1)
 
-    walk(root, {})
+    walk(root, {}, 0)
     if not pus:
         raise TopologyError(f"{source}: hwloc XML contains no PU objects")
 
@@ -424,16 +499,17 @@ def parse_xml(
     numa_cpusets: list[tuple[int, frozenset[int], int, str | None]] = []
     cpuless: list[int] = []
     for elem in numa_elems:
-        os_idx = int(elem.get("os_index", "-1"))
-        cs = parse_hwloc_bitmap(elem.get("cpuset", "")) & usable_set
+        os_idx = _int_attr(elem, "os_index", source, hi=MAX_OS_INDEX)
+        cs = _bitmap(source, elem.get("cpuset", "")) & usable_set
         if allowed is not None and machine.get("allowed_nodeset"):
-            nodes_allowed = parse_hwloc_bitmap(machine.get("allowed_nodeset", ""))
+            nodes_allowed = _bitmap(source, machine.get("allowed_nodeset", ""))
             if os_idx not in nodes_allowed:
                 continue
         if not cs:
             cpuless.append(os_idx)
             continue
-        numa_cpusets.append((os_idx, cs, int(elem.get("local_memory", "0")), elem.get("subtype")))
+        memory = _int_attr(elem, "local_memory", source, 0, hi=1 << 62)
+        numa_cpusets.append((os_idx, cs, memory, elem.get("subtype")))
     pu_numa: dict[int, list[int]] = {}
     for os_idx, cs, _mem, _sub in numa_cpusets:
         for pu in cs:
@@ -461,7 +537,7 @@ def parse_xml(
                 cache_order.append(ck)
     cache_logical = {ck: i for i, ck in enumerate(cache_order)}
 
-    kinds = _parse_cpukinds(root, usable_set)
+    kinds = _parse_cpukinds(root, usable_set, source)
     pu_kind: dict[int, int] = {}
     if len(kinds) > 1:
         for i, kind in enumerate(kinds):
@@ -477,7 +553,7 @@ def parse_xml(
         cores.append(
             Core(
                 logical=core_logical[key],
-                os_index=rec.core_os,
+                os_index=_opt_int_attr(rec.core_elem, "os_index", source),
                 pus=cpus,
                 package=pkg_logical[rec.package_key],
                 numa=numa,
@@ -494,7 +570,7 @@ def parse_xml(
             CacheDomain(
                 logical=cache_logical[ck],
                 level=shared_level or 0,
-                size_bytes=int(elem.get("cache_size", "0")),
+                size_bytes=_int_attr(elem, "cache_size", source, 0, hi=1 << 62),
                 cores=tuple(c.logical for c in members),
                 pus=tuple(pu for c in members for pu in c.pus),
                 numa=tuple(sorted({n for c in members for n in c.numa})),
@@ -522,11 +598,11 @@ def parse_xml(
     for pk in pkg_order:
         idx = pkg_logical[pk]
         members = [c for c in cores if c.package == idx]
-        os_idx = package_elems[pk].get("os_index") if pk is not None else None
+        pkg_os = _opt_int_attr(package_elems[pk] if pk is not None else None, "os_index", source)
         packages.append(
             Package(
                 logical=idx,
-                os_index=_int_or_none(os_idx),
+                os_index=pkg_os,
                 cores=tuple(c.logical for c in members),
                 pus=tuple(pu for c in members for pu in c.pus),
                 numa=tuple(sorted({n for c in members for n in c.numa})),
@@ -534,7 +610,7 @@ def parse_xml(
             )
         )
 
-    distances, dist_index = _parse_numa_distances(root)
+    distances, dist_index = _parse_numa_distances(root, source)
     return Topology(
         source=source,
         hostname=hostname,
@@ -550,17 +626,51 @@ def parse_xml(
         cpu_kinds=tuple(kinds),
         devices=read_devices(root, usable_set, {n[0] for n in numa_cpusets} | set(cpuless)),
         xml=text,
+        missing_levels=(() if package_elems else ("Package",))
+        + (() if "Core" in types_seen else ("Core",)),
     )
 
 
+def _bitmap(source: str, text: str) -> frozenset[int]:
+    """:func:`parse_hwloc_bitmap` of an XML attribute; a bad one names the file."""
+    try:
+        return parse_hwloc_bitmap(text)
+    except TopologyError as exc:
+        raise TopologyError(f"{source}: {exc}; {_XML_FIX}") from None
+
+
+def _int_attr(
+    elem: ET.Element, name: str, source: str, default: int = -1, hi: int = 1 << 62
+) -> int:
+    """An integer attribute of an hwloc XML object (``default`` when absent). A value that
+    is not a whole number (``os_index="abc"``, ``"²"``, 30 digits) is a broken file."""
+    value = elem.get(name)
+    if value is None:
+        return default
+    number = int(value) if value.isdigit() and value.isascii() and len(value) <= 20 else -1
+    if not 0 <= number <= hi:
+        raise TopologyError(
+            f"{source}: {elem.get('type', elem.tag)} object has {name}={value[:40]!r}, not a "
+            f"whole number from 0 to {hi}; {_XML_FIX}"
+        )
+    return number
+
+
+def _opt_int_attr(elem: ET.Element | None, name: str, source: str) -> int | None:
+    """:func:`_int_attr`, None when the object or the attribute is absent."""
+    if elem is None or elem.get(name) is None:
+        return None
+    return _int_attr(elem, name, source)
+
+
 def _int_or_none(value: str | None) -> int | None:
-    return int(value) if value is not None and value.lstrip("-").isdigit() else None
+    return int(value) if value is not None and _INT.fullmatch(value) else None
 
 
-def _parse_cpukinds(root: ET.Element, usable: set[int]) -> list[CpuKind]:
+def _parse_cpukinds(root: ET.Element, usable: set[int], source: str) -> list[CpuKind]:
     kinds: list[CpuKind] = []
     for elem in root.findall("cpukind"):
-        pus = tuple(sorted(parse_hwloc_bitmap(elem.get("cpuset", "")) & usable))
+        pus = tuple(sorted(_bitmap(source, elem.get("cpuset", "")) & usable))
         if not pus:
             continue
         eff = elem.get("forced_efficiency") or elem.get("efficiency")
@@ -573,18 +683,24 @@ def _parse_cpukinds(root: ET.Element, usable: set[int]) -> list[CpuKind]:
     return kinds
 
 
-def _parse_numa_distances(root: ET.Element) -> tuple[dict[str, list[list[int]]], tuple[int, ...]]:
+def _parse_numa_distances(
+    root: ET.Element, source: str
+) -> tuple[dict[str, list[list[int]]], tuple[int, ...]]:
     out: dict[str, list[list[int]]] = {}
     index: tuple[int, ...] = ()
     for elem in root.findall("distances2"):
         if elem.get("type") != "NUMANode" or elem.get("indexing", "os") != "os":
             continue
-        n = int(elem.get("nbobjs", "0"))
+        n = _int_attr(elem, "nbobjs", source, 0, hi=MAX_OS_INDEX)
         idx_el = elem.find("indexes")
         if idx_el is None or not n:
             continue
-        idx = tuple(int(x) for x in (idx_el.text or "").split())
-        values = [int(x) for v in elem.findall("u64values") for x in (v.text or "").split()]
+        idx_words = (idx_el.text or "").split()
+        value_words = [x for v in elem.findall("u64values") for x in (v.text or "").split()]
+        if not all(_INT.fullmatch(x) for x in (*idx_words, *value_words)):
+            continue  # not numbers: the distances are left out, like a malformed matrix
+        idx = tuple(int(x) for x in idx_words)
+        values = [int(x) for x in value_words]
         if len(idx) != n or len(values) != n * n:
             continue
         index = idx

@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from topobind.commands.common import add_topology_arg, topology_from
+from topobind.commands.common import add_layout_arg, add_topology_arg, topology_from
 from topobind.errors import TopobindError
-from topobind.layouts import LAYOUTS, make_plan
+from topobind.layouts import make_plan
 from topobind.topology import synthetic_description
 
 KERNELS = {
@@ -93,13 +93,7 @@ def inner_parser() -> argparse.ArgumentParser:
 
 def _add_options(p: argparse.ArgumentParser) -> None:
     add_topology_arg(p)
-    p.add_argument(
-        "--layout",
-        "-l",
-        default="compact",
-        metavar="L",
-        help="layout (default compact); " + "; ".join(f"{k}: {v}" for k, v in LAYOUTS.items()),
-    )
+    add_layout_arg(p, required=False, help_prefix="layout (default compact); ")
     p.add_argument("--ranks", "-r", type=int, metavar="R", help="ranks (default 1; hpl: required)")
     p.add_argument(
         "--threads", "-T", type=int, metavar="T", help="OpenMP threads per rank (default: all)"

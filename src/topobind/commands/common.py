@@ -7,9 +7,10 @@ import dataclasses
 import os
 import sys
 
+from topobind import layouts
 from topobind.errors import PlanError, TopobindError
-from topobind.layout_gpu import GPU_LAYOUTS
-from topobind.layouts import LAYOUTS, make_plan, one_rank_per_domain
+from topobind.inputs import count_arg
+from topobind.layouts import make_plan, one_rank_per_domain
 from topobind.plan import Plan
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
 from topobind.words import plural
@@ -26,17 +27,41 @@ def add_topology_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topology", "-t", default="live", metavar="SRC", help=TOPOLOGY_HELP)
 
 
-def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+def add_layout_arg(
+    parser: argparse.ArgumentParser, required: bool = True, help_prefix: str = ""
+) -> None:
+    """--layout (help from the layout registry) and the options some layouts read."""
     parser.add_argument(
         "--layout",
         "-l",
         required=required,
         default=None if required else "compact",
         metavar="L",
-        help="; ".join(f"{k}: {v}" for k, v in {**LAYOUTS, **GPU_LAYOUTS}.items()),
+        help=help_prefix + layouts.layout_help(),
     )
-    parser.add_argument("--ranks", "-r", type=int, metavar="R", help="MPI ranks on the node")
-    parser.add_argument("--threads", "-T", type=int, metavar="T", help="OpenMP threads per rank")
+    for layout in layouts.REGISTRY:
+        for opt in layout.options:
+            parser.add_argument(
+                opt.flag,
+                dest=opt.dest,
+                type=opt.type,
+                metavar=opt.metavar,
+                help=f"({layout.usage}) {opt.help}",
+            )
+
+
+def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    add_layout_arg(parser, required)
+    parser.add_argument(
+        "--ranks", "-r", type=count_arg("--ranks"), metavar="R", help="MPI ranks on the node"
+    )
+    parser.add_argument(
+        "--threads",
+        "-T",
+        type=count_arg("--threads"),
+        metavar="T",
+        help="OpenMP threads per rank",
+    )
     parser.add_argument(
         "--smt",
         action="store_true",
@@ -47,8 +72,8 @@ def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> N
 
 
 def add_device_args(parser: argparse.ArgumentParser) -> None:
-    """--cpukind (every layout) and the per-gpu layout's options (docs/gpu.md)."""
-    from topobind import cpukinds, layout_gpu
+    """--cpukind: every layout (the per-gpu layout's own options come from the registry)."""
+    from topobind import cpukinds
 
     parser.add_argument(
         "--cpukind",
@@ -57,32 +82,12 @@ def add_device_args(parser: argparse.ArgumentParser) -> None:
         help="on nodes with several kinds of cores: plan on the most performant kind "
         "(default), the most efficient one, or all",
     )
-    g = parser.add_argument_group("per-gpu layout")
-    g.add_argument("--gpus-per-rank", type=int, default=1, metavar="G", help="default 1")
-    g.add_argument(
-        "--reserve",
-        choices=layout_gpu.RESERVES,
-        default="none",
-        help="cores left out (low-noise nodes reserve the first core of every L3)",
-    )
-    g.add_argument(
-        "--order",
-        choices=layout_gpu.ORDERS,
-        default="gpu",
-        help="rank i gets GPU i (gpu, default), or ranks in core order (cpu)",
-    )
 
 
 def layout_options(args: argparse.Namespace) -> dict[str, object]:
-    """make_plan's keyword arguments for --cpukind and the per-gpu options."""
-    from topobind.layout_gpu import GpuOptions
-
-    gpu = GpuOptions(
-        getattr(args, "gpus_per_rank", 1),
-        getattr(args, "reserve", "none"),
-        getattr(args, "order", "gpu"),
-    )
-    return {"cpukind": getattr(args, "cpukind", "performance"), "gpu": gpu}
+    """The per-layout options given on the command line (``Request.options``)."""
+    dests = {opt.dest for layout in layouts.REGISTRY for opt in layout.options}
+    return {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
 
 
 def topology_from(args: argparse.Namespace) -> Topology:
@@ -97,7 +102,8 @@ def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
         ranks=args.ranks,
         threads=args.threads,
         smt=args.smt,
-        **layout_options(args),  # type: ignore[arg-type]
+        cpukind=getattr(args, "cpukind", "performance"),
+        options=layout_options(args),
     )
 
 
@@ -139,7 +145,8 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
             ranks=ranks,
             threads=args.threads,
             smt=args.smt,
-            **layout_options(args),  # type: ignore[arg-type]
+            cpukind=getattr(args, "cpukind", "performance"),
+            options=layout_options(args),
         )
     except PlanError as exc:
         if not from_alloc:

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from typing import Any
 
@@ -34,7 +35,8 @@ from topobind.launch import (
     slurm_nodes,
     write_files,
 )
-from topobind.plan import Plan, PlannedRank, ranks_from_json
+from topobind.layouts import per_domain_names
+from topobind.plan import Plan, PlannedRank, read_plan_file
 from topobind.runner import run_process
 from topobind.verify import (
     all_ok,
@@ -53,20 +55,24 @@ examples (in an sbatch script, or on a workstation):
   topobind run --layout spread --ranks 1 --threads 8 -- ./omp_app
   topobind run --dry-run --layout compact --ranks 2 -- ./app  # print, do not run
 
-Inside Slurm the default launcher is srun (one --cpu-bind mask per task); outside, mpirun
-(OpenMPI 4 or 5, detected) for several ranks, none for one. Inside Slurm, without --ranks,
-the ranks per node are the job's tasks per node (SLURM_NTASKS_PER_NODE, or SLURM_NTASKS /
-SLURM_JOB_NUM_NODES), except for layouts with one rank per domain (per-l3, per-numa,
-per-socket, l3-groups:N); the plan is applied on every node of the job. Where the launcher's
-binding alone does not give every thread its planned PU, every rank runs through the per-rank
-step kernels/bin/rankexec (C, no interpreter), which exports the exact OMP_PLACES of its
-local rank from a file prepared once in a scratch directory only you can write.
---verify runs the placement probe (kernels/bin/whereami) in the program's place first and
-does not launch the program when verification fails; --verify-running checks the program
-itself: the per-rank step samples where each rank's threads run (/proc) after start-up.
-Warnings and launch notes go to stderr ('topobind: warning: ...'). The program's exit status
-is passed through; a program that cannot be started exits 127 (not found) or 126.
-"""
+""" + textwrap.fill(
+    "Inside Slurm the default launcher is srun (one --cpu-bind mask per task); outside, mpirun "
+    "(OpenMPI 4 or 5, detected) for several ranks, none for one. Inside Slurm, without --ranks, "
+    "the ranks per node are the job's tasks per node (SLURM_NTASKS_PER_NODE, or SLURM_NTASKS / "
+    "SLURM_JOB_NUM_NODES), except for layouts with one rank per domain "
+    f"({per_domain_names()}); the plan is applied on every node of the job. Where the "
+    "launcher's binding alone does not give every thread its planned PU, every rank runs "
+    "through the per-rank step kernels/bin/rankexec (C, no interpreter), which exports the "
+    "exact OMP_PLACES of its local rank from a file prepared once in a scratch directory only "
+    "you can write. --verify runs the placement probe (kernels/bin/whereami) in the program's "
+    "place first and does not launch the program when verification fails; --verify-running "
+    "checks the program itself: the per-rank step samples where each rank's threads run "
+    "(/proc) after start-up. Warnings and launch notes go to stderr ('topobind: warning: "
+    "...'). The program's exit status is passed through; a program that cannot be started "
+    "exits 127 (not found) or 126.",
+    width=92,
+    break_on_hyphens=False,
+)
 
 VERIFY_EPILOG = """\
 examples:
@@ -475,7 +481,6 @@ def run_env(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    import json
 
     command = _strip_dashes(args.command)
     if not command:
@@ -483,11 +488,7 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.nodes is not None and args.nodes < 1:
         raise TopobindError(f"--nodes must be at least 1 (got {args.nodes})")
     if args.plan:
-        try:
-            with open(args.plan, encoding="utf-8") as fh:
-                planned = ranks_from_json(json.load(fh))
-        except (OSError, ValueError) as exc:
-            raise TopobindError(f"cannot read plan {args.plan!r}: {exc}") from exc
+        planned = read_plan_file(args.plan)
     else:
         plan = plan_for_job(args)
         print_warnings(plan)

@@ -29,18 +29,22 @@ from topobind.emit.omp import omp_env, omp_notes
 from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
 from topobind.emit.srun import srun_argv
 from topobind.errors import TopobindError
+from topobind.inputs import host_arg
 from topobind.plan import Plan
 from topobind.plan_drawing import text_grid
-from topobind.topology import CacheDomain, Topology, format_list
+from topobind.topology import MAX_PUS, MAX_XML_BYTES, CacheDomain, Topology, format_list
 from topobind.words import plural
 
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
     from typing import Any
 
-SHOW_EPILOG = """\
+SHOW_EPILOG = f"""\
 Indexes: PU lists are OS (physical) indexes, as Linux, Slurm masks and OMP_PLACES use them;
 'L#n' marks an hwloc logical index (what OpenMPI prints).
+Limits: an XML topology is a regular file of at most {MAX_XML_BYTES >> 20} MiB (a FIFO, device or
+directory is refused unread); a topology has at most {MAX_PUS} PUs (a synthetic description
+is counted before hwloc builds it).
 
 examples:
   topobind show
@@ -116,7 +120,9 @@ def add_subparser(subparsers: Any) -> None:
     plan.add_argument(
         "--force", action="store_true", help="replace an existing rankfile at --rankfile PATH"
     )
-    plan.add_argument("--host", help="host name in rankfiles (default: the topology's host)")
+    plan.add_argument(
+        "--host", type=host_arg, help="host name in rankfiles (default: the topology's host)"
+    )
     plan.set_defaults(func=run_plan)
 
 
@@ -326,6 +332,11 @@ def _write_rankfile(path: str, text: str, force: bool = False) -> None:
             f"rankfile {path} exists; give --force to replace it, or another --rankfile PATH"
         )
     parent = os.path.dirname(os.path.abspath(path))
+    if os.path.lexists(path) and not os.path.isfile(path):  # never replace a FIFO or /dev/null
+        raise TopobindError(
+            f"cannot write rankfile {path}: it exists and is not a regular file; give another "
+            "--rankfile PATH"
+        )
     if not os.path.isdir(parent):
         raise TopobindError(
             f"cannot write rankfile {path}: directory {parent} does not exist; create it or "

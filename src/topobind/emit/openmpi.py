@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from topobind.emit.devices import env_notes
+from topobind.inputs import host_name
 from topobind.plan import Plan
 from topobind.topology import Topology, format_list, parse_xml
 
@@ -33,9 +34,21 @@ class MpiLaunch:
     resource: str | None = None  # the ppr resource used (None: rankfile)
 
 
+def _hwthreads_only(plan: Plan) -> bool:
+    """OpenMPI counts slots and binds by hwloc Core objects. A topology without them (PUs
+    right under a cache or NUMA node; topobind takes each PU as a core) has no core for it
+    ("No objects of type core", 4.x; no slots, 5.x): map and bind hardware threads there
+    (5.x: ``:hwtcpus``, ``:oversubscribe``; 4.x: ``--use-hwthread-cpus``; both
+    ``--bind-to hwthread``), and name PUs in rankfiles."""
+    return "Core" in plan.topology.missing_levels
+
+
 def _resources(plan: Plan, smt: bool) -> list[tuple[str, list[list[int]]]]:
-    """(PRRTE resource name, objects) with each object's cores (or PUs with SMT) in order."""
+    """(PRRTE resource name, objects) with each object's cores (or PUs with SMT) in order.
+    Levels hwloc does not have are left out: no ``package`` without Package objects (nor
+    ``node``: OpenMPI 5 refuses its ``pe`` bindings there as spanning packages)."""
     topo = plan.topology
+    missing = topo.missing_levels
     core_by = {c.logical: c for c in topo.cores}
 
     def units(core_ids: tuple[int, ...]) -> list[int]:
@@ -46,13 +59,15 @@ def _resources(plan: Plan, smt: bool) -> list[tuple[str, list[list[int]]]]:
     res: list[tuple[str, list[list[int]]]] = []
     if smt:
         res.append(("hwthread", [[pu] for pu in topo.pus]))
-    res.append(("core", [units((c.logical,)) for c in topo.cores]))
+    if "Core" not in missing:
+        res.append(("core", [units((c.logical,)) for c in topo.cores]))
     if topo.shared_cache_level == 3:
         res.append(("l3cache", [units(d.cores) for d in topo.l3_domains]))
     if topo.numa_nodes:
         res.append(("numa", [units(n.cores) for n in topo.numa_nodes]))
-    res.append(("package", [units(p.cores) for p in topo.packages]))
-    res.append(("node", [units(tuple(c.logical for c in topo.cores))]))
+    if "Package" not in missing:
+        res.append(("package", [units(p.cores) for p in topo.packages]))
+        res.append(("node", [units(tuple(c.logical for c in topo.cores))]))
     return res
 
 
@@ -95,8 +110,9 @@ def find_ppr(plan: Plan, version: int = 5) -> tuple[str, int] | None:
         core_pkg = {c.logical: c.package for c in plan.topology.cores}
         if any(len({core_pkg[c] for c in r.cores}) > 1 for r in plan.ranks):
             return None
-    want = [sorted(r.cpus) if plan.smt else sorted(r.cores) for r in plan.ranks]
-    for name, objects in _resources(plan, plan.smt):
+    pus = plan.smt or _hwthreads_only(plan)
+    want = [sorted(r.cpus) if pus else sorted(r.cores) for r in plan.ranks]
+    for name, objects in _resources(plan, pus):
         if version == 4 and name in ("core", "hwthread"):
             continue  # OpenMPI 4 leaves ppr:N:core ranks unbound ("Bound: N/A")
         if plan.nranks % len(objects):
@@ -136,7 +152,8 @@ def openmpi_argv(
     notes: list[str] = env_notes(plan)  # per-gpu plans: per-rank device variables
     if not exact_places and not plan.smt and plan.topology.smt > 1:
         notes.append(WHOLE_CORE_NOTE)
-    bind = "hwthread" if plan.smt else "core"
+    pus = plan.smt or _hwthreads_only(plan)
+    bind = "hwthread" if pus else "core"
     found = find_ppr(plan, version)
     argv = ["mpirun", "-np", str(plan.nranks * (len(hosts) if hosts else nodes))]
     if found is not None:
@@ -145,13 +162,13 @@ def openmpi_argv(
         pe = plan.threads
         if version == 5:
             mod = f":pe={pe}" if pe > 1 else ""
-            mod += ":hwtcpus" if plan.smt else ""
+            mod += ":hwtcpus" if pus else ""
             mod += _oversubscribe_5(plan, notes)
             argv += ["--map-by", f"ppr:{per}:{res}{mod}", "--bind-to", bind]
         else:
             mod = f":PE={pe}"  # always: without PE OpenMPI 4 may leave ranks unbound
             argv += ["--map-by", f"ppr:{per}:{res}{mod}", "--bind-to", bind]
-            if plan.smt:
+            if pus:
                 argv.append("--use-hwthread-cpus")
         return MpiLaunch(argv=argv, notes=notes, resource=resource)
 
@@ -168,8 +185,8 @@ def openmpi_argv(
 
 def _by_pu(plan: Plan) -> bool:
     """Rankfiles list PUs, not cores: SMT plans, and plans under a restricted affinity mask
-    (a whole core could hold PUs outside the mask)."""
-    return plan.smt or affinity_restricted(plan.topology)
+    (a whole core could hold PUs outside the mask), and topologies without Core objects."""
+    return plan.smt or affinity_restricted(plan.topology) or _hwthreads_only(plan)
 
 
 def rankfile_flags(plan: Plan, version: int, rankfile_path: str, notes: list[str]) -> list[str]:
@@ -185,6 +202,12 @@ def rankfile_flags(plan: Plan, version: int, rankfile_path: str, notes: list[str
 def _oversubscribe_5(plan: Plan, notes: list[str]) -> str:
     """OpenMPI 5 counts one slot per core even with ``:hwtcpus``; more ranks than cores
     (one rank per PU) is refused unless oversubscription is allowed."""
+    if _hwthreads_only(plan):
+        notes.append(
+            "this topology has no hwloc Core objects, so OpenMPI 5 counts no slots: "
+            "':oversubscribe' lets it place the ranks (each still gets its own planned PUs)"
+        )
+        return ":oversubscribe"
     if plan.smt and plan.nranks > len(plan.topology.cores):
         notes.append(
             "OpenMPI 5 counts cores, not PUs, as slots: ':oversubscribe' lets it place one "
@@ -203,6 +226,8 @@ def rankfile_text(
     ``--mca rmaps_rank_file_physical 1``. With ``hosts``: one block per node, node *k*
     holding ranks ``k*R .. k*R+R-1`` placed like the plan's ranks ``0 .. R-1``."""
     names = list(hosts) if hosts else [host or plan.topology.hostname or "localhost"]
+    for name in names:  # a space or '=' in a name would write a rankfile OpenMPI misreads
+        host_name(name, "rankfile host")
     core_of, pu_logical = _node_numbering(plan.topology)
     lines = [f"# topobind rankfile for OpenMPI {version}.x, layout {plan.layout}"]
     for k, name in enumerate(names):

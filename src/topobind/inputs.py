@@ -1,0 +1,159 @@
+"""Checks of what users hand to topobind, before any work depends on it: whole numbers,
+host names and input files. Each check is bounded (a huge number, a FIFO or /dev/zero costs
+no more than a small valid input) and raises :class:`TopobindError` with one line that names
+the input and says what to give instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NoReturn
+
+from topobind.errors import TopobindError
+
+#: Most digits a count may have before it is even converted (``int`` of a 5000-digit string
+#: raises; of a 4000-digit one costs time): 9 digits hold every count topobind accepts.
+MAX_DIGITS = 9
+
+_WHOLE = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}")
+# RFC 1123 host names (letters, digits, '-', dots between labels) and '_', which some
+# clusters use; what goes unquoted into a rankfile line.
+_HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252}[A-Za-z0-9_])?")
+
+
+def whole_number(text: str, what: str, lo: int = 1, hi: int = 1 << 20) -> int:
+    """``text`` as an integer in ``lo..hi``: ASCII digits only (no sign, no '1_000', no
+    non-ASCII digits that ``int()`` would take), at most :data:`MAX_DIGITS` of them."""
+    if not _WHOLE.fullmatch(text) or not lo <= int(text) <= hi:
+        raise TopobindError(f"{what} {_shown(text, 40)!r}: give a whole number from {lo} to {hi}")
+    return int(text)
+
+
+def count_arg(flag: str, lo: int = 1, hi: int = 1 << 20) -> Callable[[str], int]:
+    """An argparse ``type=`` for a count option: a bad value is one line naming ``flag``."""
+
+    def parse(text: str) -> int:
+        try:
+            return whole_number(text, flag, lo, hi)
+        except TopobindError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag} ")) from exc
+
+    parse.__name__ = flag  # argparse names the type in some messages
+    return parse
+
+
+def host_name(text: str, what: str = "--host") -> str:
+    """A host name that can stand in a rankfile line (``rank 0=NAME slot=...``)."""
+    if not _HOST.fullmatch(text):
+        raise TopobindError(
+            f"{what} {_shown(text, 40)!r} is not a host name (letters, digits, '.', '-', "
+            "'_'); give the node's name as 'hostname' or Slurm prints it"
+        )
+    return text
+
+
+def host_arg(text: str) -> str:
+    """argparse ``type=`` of ``--host``."""
+    try:
+        return host_name(text)
+    except TopobindError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--host ")) from exc
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """A kind of input file: ``what`` it is (named in every refusal), its size limit, the
+    ``fix`` each refusal ends with (what to give instead) and the error type raised."""
+
+    what: str
+    max_bytes: int
+    fix: str
+    error: type[TopobindError] = TopobindError
+
+    def read_bytes(self, path: str | os.PathLike[str]) -> bytes:
+        """The bytes of a regular file of at most ``max_bytes``; never blocks on a FIFO,
+        never reads a device or a directory."""
+        what, fix, error = self.what, self.fix, self.error
+        shown = repr(_shown(os.fspath(path), 200))
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            raise error(f"{what} {shown} does not exist; {fix}") from None
+        except IsADirectoryError:
+            raise error(f"{what} {shown} is a directory, not a file; {fix}") from None
+        except OSError as exc:
+            raise error(f"cannot read {what} {shown}: {exc.strerror or exc}; {fix}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise error(f"{what} {shown} is {_kind(st.st_mode)}, not a regular file; {fix}")
+            if st.st_size > self.max_bytes:
+                raise error(
+                    f"{what} {shown} is {st.st_size} bytes, more than the limit of "
+                    f"{self.max_bytes}; {fix}"
+                )
+            data = _read_at_most(fd, self.max_bytes + 1)
+        except OSError as exc:
+            raise error(f"cannot read {what} {shown}: {exc.strerror or exc}; {fix}") from None
+        finally:
+            os.close(fd)
+        if len(data) > self.max_bytes:  # grew while read (or a /proc-like size of 0)
+            raise error(f"{what} {shown} is more than the limit of {self.max_bytes} bytes; {fix}")
+        if not data:
+            raise error(f"{what} {shown} is empty; {fix}")
+        return data
+
+    def read_text(self, path: str | os.PathLike[str]) -> str:
+        """:meth:`read_bytes` decoded as UTF-8 (a binary file is refused, not decoded)."""
+        data = self.read_bytes(path)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            shown = repr(_shown(os.fspath(path), 200))
+            raise self.error(
+                f"{self.what} {shown} is not UTF-8 text (binary?); {self.fix}"
+            ) from None
+
+
+def _shown(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters for an error line."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    got = 0
+    while got < limit:
+        chunk = os.read(fd, min(1 << 20, limit - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with the project's error form: one line, naming the argument and where the
+    help is (argparse's own form prints the whole usage first), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"topobind: error: {message} (see '{self.prog} --help')\n")
