@@ -78,11 +78,16 @@ def add_subparser(subparsers: Any) -> None:
 def run_check(args: argparse.Namespace) -> int:
     from topobind.spackcheck.check import check_file, check_project
 
-    reports = [check_file(p) for p in args.files] if args.files else [check_project()]
+    def say(line: str) -> None:
+        print(f"spack check: {line}", file=sys.stderr, flush=True)
+
+    if args.files:
+        reports = [check_file(p, say=say) for p in args.files]
+    else:
+        reports = [check_project(say=say)]
     failures = [f for r in reports for f in r.failures]
-    for report in reports:
-        for line in report.log + report.notes:
-            print(f"spack check: {line}", file=sys.stderr)
+    for line in (n for r in reports for n in r.notes):
+        say(line)
     for problem in failures:
         print(problem)
     ran = sum(len(r.ran) for r in reports)

@@ -44,6 +44,11 @@ INSTALL_SPEC = "topobind@main ~hpl +mpi"
 # Spack's message -> what to change (first match wins).
 HINTS: tuple[tuple[str, str], ...] = (
     (
+        r"ordereddict\(\[\(|\{'[^']+': '",
+        "YAML read a spec as a mapping because of ': ' after a version range; quote it: "
+        '"hwloc@2.9: +libxml2"',
+    ),
+    (
         r"is not valid under any of the given schemas|Additional properties are not allowed|"
         r"is not of type",
         "a key or value in the named file is not what Spack's schema allows "
@@ -55,7 +60,7 @@ HINTS: tuple[tuple[str, str], ...] = (
         "the file is not valid YAML; quote a spec that holds ': ' (e.g. \"hwloc@2.9: +libxml2\")",
     ),
     (
-        r"[Uu]nexpected (token|character)|SpecSyntaxError|SpecParseError",
+        r"[Uu]nexpected (token|character)|SpecSyntaxError|SpecParseError|expected a single spec",
         "a spec string does not parse; no spaces around '=' in key=value, quote specs",
     ),
     (
@@ -92,7 +97,7 @@ class Report:
     cached: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
-    log: list[str] = field(default_factory=list)
+    say: Callable[[str], None] = lambda line: None  # progress, as it happens
 
 
 def hint_for(output: str) -> str:
@@ -185,6 +190,7 @@ class Runner:
             self.report.cached.append(name)
             return True
         stamp.unlink(missing_ok=True)
+        self.report.say(f"{name} ...")
         problem = action()
         if problem:
             self.report.failures.append(problem)
@@ -195,7 +201,7 @@ class Runner:
 
     def spack_step(self, name: str, args: list[str], env: dict[str, str], shown: str) -> str:
         result = self.spack.run(args, env)
-        self.report.log.append(f"{name}: {'ok' if result.ok else 'FAILED'}")
+        self.report.say(f"  {' '.join(args[-3:])}: {'ok' if result.ok else 'FAILED'}")
         return "" if result.ok else failure(name, result, shown)
 
 
@@ -216,11 +222,13 @@ def concretize(runner: Runner, env_dir: Path, site: str, shown: str) -> str:
     return problem
 
 
-def check_project(spack: Spack | None = None, install: bool = True) -> Report:
+def check_project(
+    spack: Spack | None = None, say: Callable[[str], None] = lambda line: None
+) -> Report:
     """Every step on the project's own files (see the module docstring)."""
     spack = spack or Spack()
-    report = Report()
-    spack.prepare(report.log)
+    report = Report(say=say)
+    spack.prepare(say)
     runner = Runner(spack, report)
     src = spack.root / "src"
     sync_copy(src)
@@ -261,8 +269,7 @@ def check_project(spack: Spack | None = None, install: bool = True) -> Report:
         ("info topobind", [*e, "info", "topobind"]),
     ):
         runner.step(name, key, lambda a=args, n=name: runner.spack_step(n, a, env, str(site)))
-    if install:
-        real_install(runner, src, overlays[0])
+    real_install(runner, src, overlays[0])
     return report
 
 
@@ -378,14 +385,16 @@ def kind(path: Path) -> str:
     return "env" if re.search(r"^spack:", text, re.M) else "overlay"
 
 
-def check_file(path: Path, spack: Spack | None = None) -> Report:
+def check_file(
+    path: Path, spack: Spack | None = None, say: Callable[[str], None] = lambda line: None
+) -> Report:
     """One file in place of its part of the project: a spack.yaml is concretized (with the
     local overlay), an overlay is concretized as a site's, a recipe is audited."""
     spack = spack or Spack()
-    report = Report()
+    report = Report(say=say)
     if not path.is_file():
         raise TopobindError(f"{path}: no such file")
-    spack.prepare(report.log)
+    spack.prepare(say)
     runner = Runner(spack, report)
     scratch = spack.root / "scratch"
     shutil.rmtree(scratch, ignore_errors=True)

@@ -344,9 +344,9 @@ PYENV_CAVEAT = (
 
 
 def _in_pyenv(exe: str) -> bool:
-    real = os.path.realpath(exe)
-    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
-    return "/.pyenv/" in real or real.startswith(root.rstrip("/") + "/")
+    root = (os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")).rstrip("/") + "/"
+    paths = (os.path.abspath(exe), os.path.realpath(exe))
+    return any("/.pyenv/" in p or p.startswith(root) for p in paths)
 
 
 def detect_python(include_venv: bool = False) -> list[External]:

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +80,7 @@ class Spack:
         """What this Spack is: the archives' names and sizes (they are read-only)."""
         return ";".join(f"{p.name}:{p.stat().st_size}" for p in self.archives())
 
-    def prepare(self, log: list[str]) -> None:
+    def prepare(self, say: Callable[[str], None]) -> None:
         """Extract, make the venv, write the configuration, find the compiler: once."""
         stamp = self.root / "prepared"
         if stamp.is_file() and stamp.read_text() == self.key():
@@ -88,23 +89,23 @@ class Spack:
         if self.root.exists():
             shutil.rmtree(self.root)
         self.root.mkdir(parents=True)
-        log.append(f"extracting Spack into {self.root}")
+        say(f"extracting Spack into {self.root}")
         for archive in (spack_tgz, packages_tgz):
             with tarfile.open(archive) as tar:
                 tar.extractall(self.root, filter="data")
         mirror = self.root / "mirror" / "_source-cache" / "archive" / WRAPPER_SHA256[:2]
         mirror.mkdir(parents=True)
         shutil.copyfile(wrapper_tgz, mirror / f"{WRAPPER_SHA256}.tar.gz")
-        self._make_venv(log)
+        self._make_venv(say)
         self._write_config()
-        log.append("spack compiler find (first use: Spack indexes the builtin repository)")
+        say("spack compiler find (first use: Spack indexes the builtin repository)")
         found = self.run(["compiler", "find", "--scope", "site"])
         if not found.ok:
             raise TopobindError("spack compiler find failed: " + " ".join(found.errors()))
         atomic_write_text(stamp, self.key())
 
-    def _make_venv(self, log: list[str]) -> None:
-        log.append("creating the venv with clingo (Spack's concretizer) from PyPI")
+    def _make_venv(self, say: Callable[[str], None]) -> None:
+        say("creating the venv with clingo (Spack's concretizer) from PyPI")
         base = Path(getattr(sys, "_base_executable", "") or sys.executable)
         python = shutil.which("python3", path="/usr/bin:/bin") or str(base)
         subprocess.run([python, "-m", "venv", str(self.venv)], check=True, timeout=300)

@@ -1,0 +1,152 @@
+"""``topobind spack check`` with real Spack (build/spack, made by ``make spack-check``, which
+runs before the tests): the project concretizes, audits and installs; a second run is
+cached; the installed topobind runs; reframe is a release; every broken file in
+tests/data/spack fails with Spack's own message and topobind's hint; topobind's externals
+carry every variant ``spack external find`` detects, with the same values."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from topobind.spackcheck import externals
+from topobind.spackcheck.check import machine_overlays
+from topobind.spackcheck.locations import REPO, SPACK_YAML
+from topobind.spackcheck.realspack import Spack
+
+DATA = Path(__file__).parent / "data" / "spack"
+TOPOBIND = REPO / ".venv" / "bin" / "topobind"
+CASES = sorted(
+    [*DATA.glob("*.yaml"), *DATA.glob("*/topobind/package.py")],
+    key=lambda p: str(p.relative_to(DATA)),
+)
+
+
+def _check(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(TOPOBIND), "spack", "check", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=3000,
+    )
+
+
+@pytest.fixture(scope="module")
+def project() -> subprocess.CompletedProcess[str]:
+    """The whole check (cached steps when make spack-check ran before)."""
+    return _check()
+
+
+def test_project_passes_and_leaves_spack_yaml_alone(
+    project: subprocess.CompletedProcess[str],
+) -> None:
+    assert project.returncode == 0, project.stdout + project.stderr
+    assert project.stdout == ""
+    assert re.search(r"\d+ steps ran, \d+ unchanged \(cached\), 0 failed", project.stderr)
+    copy = Spack().root / "src" / "spack.yaml"  # what Spack concretized, byte for byte
+    assert copy.read_bytes() == SPACK_YAML.read_bytes()
+
+
+def test_second_run_is_all_cached(project: subprocess.CompletedProcess[str]) -> None:
+    again = _check()
+    assert again.returncode == 0, again.stderr
+    m = re.search(r"(\d+) steps ran, (\d+) unchanged \(cached\), 0 failed", again.stderr)
+    assert m and m.group(1) == "0" and int(m.group(2)) >= 6, again.stderr
+
+
+def test_every_overlay_of_this_machine_was_concretized(
+    project: subprocess.CompletedProcess[str],
+) -> None:
+    overlays, _notes = machine_overlays()
+    assert any(p.parent.name == "local" for p in overlays)
+    for overlay in overlays:
+        lock = json.loads((Spack().root / "locks" / f"{overlay.parent.name}.lock").read_text())
+        nodes = {n["name"]: n for n in lock["concrete_specs"].values()}
+        reframe = str(nodes["reframe"]["version"])
+        assert re.fullmatch(r"4\.(9|[1-9]\d)(\.\d+)*", reframe), reframe  # never develop
+        assert nodes["topobind"]["version"] == "main"
+        text = overlay.read_text()
+        for name in ("openmpi", "hwloc"):  # the overlay's externals, not built
+            if re.search(rf"^  {name}:", text, re.M):
+                assert nodes[name].get("external"), nodes[name]
+
+
+def test_installed_topobind_runs(project: subprocess.CompletedProcess[str]) -> None:
+    spack = Spack()
+    where = spack.run(["-e", str(spack.root / "envs" / "install"), "location", "-i", "topobind"])
+    assert where.ok, where.output
+    prefix = Path(where.output.strip().splitlines()[-1])
+    version = subprocess.run(
+        [str(prefix / "bin" / "topobind"), "--version"], capture_output=True, text=True
+    )
+    assert version.returncode == 0 and "topobind" in version.stdout + version.stderr
+    for name in ("whereami", "whereami-mpi", "stream", "dgemm", "topobind-run", "topobind-env"):
+        assert (prefix / "bin" / name).is_file(), name
+    share = prefix / "share" / "topobind"
+    assert (share / "site_configs" / "reframe_config.py").is_file()
+    assert any((share / "reframe_tests").glob("*.py"))
+
+
+def _expected(path: Path, what: str) -> list[str]:
+    return re.findall(rf"^# {what}: (.+)$", path.read_text(), re.M)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: str(p.relative_to(DATA)))
+def test_broken_file_fails_with_spacks_message_and_a_hint(case: Path) -> None:
+    spack_says, hints = _expected(case, "spack"), _expected(case, "hint")
+    assert spack_says and len(hints) == 1, f"{case} needs '# spack:' and one '# hint:' line"
+    out = _check(str(case))
+    assert out.returncode == 1, out.stdout + out.stderr
+    errors = [ln for ln in out.stdout.splitlines() if ln.startswith("==> Error")]
+    for want in spack_says:
+        assert any(want in e for e in errors), (want, out.stdout)
+    hint_lines = [ln for ln in out.stdout.splitlines() if ln.startswith("topobind: hint: ")]
+    assert len(hint_lines) == 1 and hints[0] in hint_lines[0], out.stdout
+
+
+def _spack_external_find(tmp_path: Path, packages: list[str]) -> dict[str, list[dict[str, str]]]:
+    env = tmp_path / "extenv"
+    env.mkdir()
+    (env / "spack.yaml").write_text("spack:\n  specs: []\n")
+    found = Spack().run(["-e", str(env), "external", "find", "--not-buildable", *packages])
+    assert found.ok, found.output
+    packages_conf = yaml.safe_load((env / "spack.yaml").read_text())["spack"]["packages"]
+    return {k: v.get("externals", []) for k, v in packages_conf.items()}
+
+
+def _variants(spec: str) -> dict[str, str]:
+    """Variants of a spec string: +x / ~x -> 'True'/'False', k=v -> sorted values."""
+    body = spec.split("@", 1)[1]
+    body = re.sub(r"^\S*?(?=[+~ ]|$)", "", body, count=1)  # drop the version
+    out = {}
+    for k, v in re.findall(r"(\w[\w-]*)=(\S+)", body):
+        out[k] = ",".join(sorted(v.split(",")))
+    for sign, name in re.findall(r"([+~])(\w[\w-]*)", re.sub(r"\w[\w-]*=\S+", "", body)):
+        out[name] = str(sign == "+")
+    return out
+
+
+def test_externals_carry_every_variant_spack_detects(tmp_path: Path) -> None:
+    ours = externals.detect()
+    names = sorted({e.package for e in ours})
+    theirs = _spack_external_find(tmp_path, names)
+    both = 0
+    for ext in ours:
+        for entry in theirs.get(ext.package, []):
+            same = entry["prefix"] == ext.prefix and entry["spec"].startswith(
+                f"{ext.package}@{ext.version}"
+            )
+            if not same:
+                continue
+            both += 1
+            detected, written = _variants(entry["spec"]), _variants(ext.spec)
+            missing = {k: v for k, v in detected.items() if written.get(k) != v}
+            assert not missing, (ext.spec, entry["spec"], missing)
+    # here Spack finds hwloc, openmpi and python (Debian's): at least those three agree
+    assert both >= 3, (theirs, ours)
