@@ -331,7 +331,7 @@ def install_env_yaml(src: Path, overlay: Path, pyext: Path) -> str:
             "repos": {"topobind": str(src / "spack" / "spack_repo" / "topobind")},
             "specs": [INSTALL_SPEC],
             "develop": {"topobind": {"spec": "topobind@=main", "path": str(src)}},
-            "view": False,
+            "view": True,  # the site admin walkthrough of docs/install.md uses it
             "concretizer": {"unify": True},
             "packages": packages,
         }
