@@ -11,6 +11,7 @@ is the one of its last success. A failing step prints Spack's own error and one 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -201,7 +202,8 @@ class Runner:
 
     def spack_step(self, name: str, args: list[str], env: dict[str, str], shown: str) -> str:
         result = self.spack.run(args, env)
-        self.report.say(f"  {' '.join(args[-3:])}: {'ok' if result.ok else 'FAILED'}")
+        shown_args = args[args.index("-e") + 2 :] if "-e" in args else args
+        self.report.say(f"  spack {' '.join(shown_args)}: {'ok' if result.ok else 'FAILED'}")
         return "" if result.ok else failure(name, result, shown)
 
 
@@ -361,13 +363,16 @@ def real_install(runner: Runner, src: Path, overlay: Path) -> None:
 
 
 def smoke_test(spack: Spack, env_dir: Path) -> str:
-    """The installed topobind runs: its CLI and a kernel from the install prefix."""
+    """The installed topobind runs: its CLI and a kernel from the install prefix (with the
+    PYTHONPATH that Spack's environment gives it)."""
     where = spack.run(["-e", str(env_dir), "location", "-i", "topobind"])
     prefix = Path(where.output.strip().splitlines()[-1]) if where.ok else Path("/nonexistent")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(map(str, prefix.glob("lib/python3*/site-packages")))
     for argv in ([prefix / "bin" / "topobind", "--version"], [prefix / "bin" / "whereami"]):
         try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        except OSError as exc:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+        except (OSError, subprocess.TimeoutExpired) as exc:
             return f"installed topobind: {argv[0]} does not run ({exc})"
         if p.returncode != 0:
             return f"installed topobind: {' '.join(map(str, argv))} failed: {p.stderr.strip()}"
