@@ -7,7 +7,9 @@ carry every variant ``spack external find`` detects, with the same values."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -77,20 +79,35 @@ def test_every_overlay_of_this_machine_was_concretized(
                 assert nodes[name].get("external"), nodes[name]
 
 
-def test_installed_topobind_runs(project: subprocess.CompletedProcess[str]) -> None:
+def test_installed_topobind_runs_through_the_view(
+    project: subprocess.CompletedProcess[str],
+) -> None:
+    """What `spack env activate` sets up: the view's bin/ on PATH, TOPOBIND_KERNELS_DIR and
+    TOPOBIND_SITES_DIR from the recipe; the CLI, the launchers and the kernels run."""
     spack = Spack()
-    where = spack.run(["-e", str(spack.root / "envs" / "install"), "location", "-i", "topobind"])
-    assert where.ok, where.output
-    prefix = Path(where.output.strip().splitlines()[-1])
-    version = subprocess.run(
-        [str(prefix / "bin" / "topobind"), "--version"], capture_output=True, text=True
-    )
-    assert version.returncode == 0 and "topobind" in version.stdout + version.stderr
+    act = spack.run(["env", "activate", "--sh", str(spack.root / "envs" / "install")])
+    assert act.ok, act.output
+    env = {k: os.environ[k] for k in ("HOME", "LANG") if k in os.environ}
+    env.update(re.findall(r"^export ([A-Z_0-9]+)=(.*);$", act.output, re.M))
+    view = spack.root / "envs" / "install" / ".spack-env" / "view"
+    assert env["PATH"].startswith(f"{view}/bin:")
+    assert env["TOPOBIND_KERNELS_DIR"] == f"{view}/bin"
+    assert (Path(env["TOPOBIND_SITES_DIR"]) / "reframe_config.py").is_file()
+    topobind = shutil.which("topobind", path=env["PATH"])
+    assert topobind == f"{view}/bin/topobind"
+    version = subprocess.run([topobind, "--version"], capture_output=True, text=True, env=env)
+    assert version.returncode == 0, version.stderr
     for name in ("whereami", "whereami-mpi", "stream", "dgemm", "topobind-run", "topobind-env"):
-        assert (prefix / "bin" / name).is_file(), name
-    share = prefix / "share" / "topobind"
-    assert (share / "site_configs" / "reframe_config.py").is_file()
-    assert any((share / "reframe_tests").glob("*.py"))
+        assert shutil.which(name, path=env["PATH"]) == f"{view}/bin/{name}", name
+    where = subprocess.run(
+        ["topobind-run", "--launcher", "none", "--", "whereami"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert where.returncode == 0, where.stdout + where.stderr
+    assert any((view / "share" / "topobind" / "reframe_tests").glob("*.py"))
 
 
 def _expected(path: Path, what: str) -> list[str]:

@@ -427,8 +427,9 @@ def check_file(
         (scratch / "site_configs" / site).mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, scratch / "site_configs" / site / OVERLAY_NAME)
     problem = concretize(runner, scratch, site, shown)
-    if problem:
-        report.failures.append(problem)
+    if problem:  # Spack names the copy; the user knows the file by its own name
+        copy = scratch / ("spack.yaml" if what == "env" else f"site_configs/{site}/{OVERLAY_NAME}")
+        report.failures.append(problem.replace(f"{copy}:", f"{path}:"))
     else:
         report.ran.append("concretize")
     return report
