@@ -229,7 +229,12 @@ def check_project(
 ) -> Report:
     """Every step on the project's own files (see the module docstring)."""
     spack = spack or Spack()
-    report = Report(say=say)
+    with spack.locked():
+        return _check_project(spack, Report(say=say))
+
+
+def _check_project(spack: Spack, report: Report) -> Report:
+    say = report.say
     spack.prepare(say)
     runner = Runner(spack, report)
     src = spack.root / "src"
@@ -396,9 +401,14 @@ def check_file(
     """One file in place of its part of the project: a spack.yaml is concretized (with the
     local overlay), an overlay is concretized as a site's, a recipe is audited."""
     spack = spack or Spack()
-    report = Report(say=say)
     if not path.is_file():
         raise TopobindError(f"{path}: no such file")
+    with spack.locked():
+        return _check_file(path, spack, Report(say=say))
+
+
+def _check_file(path: Path, spack: Spack, report: Report) -> Report:
+    say = report.say
     spack.prepare(say)
     runner = Runner(spack, report)
     scratch = spack.root / "scratch"

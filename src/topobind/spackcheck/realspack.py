@@ -7,13 +7,15 @@ Nothing here knows what is checked: :mod:`~.check` says which commands run."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,9 +88,10 @@ class Spack:
         if stamp.is_file() and stamp.read_text() == self.key():
             return
         spack_tgz, packages_tgz, wrapper_tgz = self.archives()
-        if self.root.exists():
-            shutil.rmtree(self.root)
-        self.root.mkdir(parents=True)
+        stamp.unlink(missing_ok=True)
+        for part in ("spack", "spack-packages", "venv", "mirror"):  # another Spack's, if any
+            shutil.rmtree(self.root / part, ignore_errors=True)
+        self.root.mkdir(parents=True, exist_ok=True)
         say(f"extracting Spack into {self.root}")
         for archive in (spack_tgz, packages_tgz):
             with tarfile.open(archive) as tar:
@@ -137,6 +140,14 @@ class Spack:
         }
         for name, text in files.items():
             atomic_write_text(self.site / name, text)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """One check at a time on this directory (make test and a manual run, say)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root.parent / "spack.lock-file", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            yield
 
     # ------------------------------------------------------------------ running
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
