@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,9 +202,12 @@ class Runner:
         return True
 
     def spack_step(self, name: str, args: list[str], env: dict[str, str], shown: str) -> str:
+        start = time.monotonic()
         result = self.spack.run(args, env)
+        took = f"{time.monotonic() - start:.0f} s"
         shown_args = args[args.index("-e") + 2 :] if "-e" in args else args
-        self.report.say(f"  spack {' '.join(shown_args)}: {'ok' if result.ok else 'FAILED'}")
+        state = "ok" if result.ok else "FAILED"
+        self.report.say(f"  spack {' '.join(shown_args)}: {state} ({took})")
         return "" if result.ok else failure(name, result, shown)
 
 
