@@ -109,8 +109,9 @@ def hint_for(output: str) -> str:
     return "see Spack's message above; docs/install.md shows a working setup"
 
 
-def failure(step: str, result: Result, shown: str) -> str:
-    lines = [f"{step} failed: spack {' '.join(result.argv[1:])} ({shown})", *result.errors()]
+def failure(command: str, result: Result, shown: str) -> str:
+    """``SHOWN: spack COMMAND failed:``, Spack's error lines, topobind's hint."""
+    lines = [f"{shown}: spack {command} failed:", *result.errors()]
     return "\n".join([*lines, f"topobind: hint: {hint_for(result.output)}"])
 
 
@@ -208,7 +209,7 @@ class Runner:
         shown_args = args[args.index("-e") + 2 :] if "-e" in args else args
         state = "ok" if result.ok else "FAILED"
         self.report.say(f"  spack {' '.join(shown_args)}: {state} ({took})")
-        return "" if result.ok else failure(name, result, shown)
+        return "" if result.ok else failure(" ".join(shown_args), result, shown)
 
 
 def concretize(runner: Runner, env_dir: Path, site: str, shown: str) -> str:
