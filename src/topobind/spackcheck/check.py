@@ -280,7 +280,11 @@ def _check_project(spack: Spack, report: Report) -> Report:
         ("audit configs", [*e, "audit", "configs"]),
         ("info topobind", [*e, "info", "topobind"]),
     ):
-        runner.step(name, key, lambda a=args, n=name: runner.spack_step(n, a, env, str(site)))
+
+        def run(n: str = name, a: list[str] = args) -> str:
+            return runner.spack_step(n, a, env, f"TOPOBIND_SITE={site}")
+
+        runner.step(name, key, run)
     real_install(runner, src, overlays[0])
     return report
 
@@ -379,13 +383,16 @@ def smoke_test(spack: Spack, env_dir: Path) -> str:
     prefix = Path(where.output.strip().splitlines()[-1]) if where.ok else Path("/nonexistent")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(map(str, prefix.glob("lib/python3*/site-packages")))
-    for argv in ([prefix / "bin" / "topobind", "--version"], [prefix / "bin" / "whereami"]):
+    for argv in (
+        [str(prefix / "bin" / "topobind"), "--version"],
+        [str(prefix / "bin" / "whereami")],
+    ):
         try:
             p = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"installed topobind: {argv[0]} does not run ({exc})"
         if p.returncode != 0:
-            return f"installed topobind: {' '.join(map(str, argv))} failed: {p.stderr.strip()}"
+            return f"installed topobind: {' '.join(argv)} failed: {p.stderr.strip()}"
     return ""
 
 
