@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from topobind.spackcheck import externals
-from topobind.spackcheck.check import machine_overlays
+from topobind.spackcheck.check import machine_overlays, sync_copy
 from topobind.spackcheck.locations import REPO, SPACK_YAML
 from topobind.spackcheck.realspack import Spack
 
@@ -167,3 +167,31 @@ def test_externals_carry_every_variant_spack_detects(tmp_path: Path) -> None:
             assert not missing, (ext.spec, entry["spec"], missing)
     # here Spack finds hwloc, openmpi and python (Debian's): at least those three agree
     assert both >= 3, (theirs, ours)
+
+
+def test_only_overlays_of_this_machine_are_concretized(tmp_path: Path) -> None:
+    """An overlay whose externals live elsewhere (another cluster's) is skipped, with a note."""
+    here = tmp_path / "here" / "spack-packages.yaml"
+    there = tmp_path / "there" / "spack-packages.yaml"
+    for path, prefix in ((here, "/usr"), (there, "/cluster/apps/slurm-23.02")):
+        path.parent.mkdir()
+        path.write_text(f"packages:\n  slurm:\n    externals:\n    - spec: slurm@23.02.7\n"
+                        f"      prefix: {prefix}\n")  # fmt: skip
+    use, notes = machine_overlays(tmp_path)
+    assert use == [here]
+    assert notes == ["there: not this machine (/cluster/apps/slurm-23.02 does not exist)"]
+
+
+def test_the_copy_keeps_unchanged_files_and_drops_removed_ones(tmp_path: Path) -> None:
+    """Spack rebuilds a develop package whose files changed: the copy must not touch the
+    others, and must not keep files the project no longer has."""
+    dest = tmp_path / "copy"
+    sync_copy(dest)
+    recipe = dest / "spack" / "spack_repo" / "topobind" / "packages" / "topobind" / "package.py"
+    assert recipe.read_bytes() == (REPO / recipe.relative_to(dest)).read_bytes()
+    stamp = recipe.stat().st_mtime_ns
+    stale = dest / "src" / "topobind" / "gone.py"
+    stale.write_text("")
+    sync_copy(dest)
+    assert recipe.stat().st_mtime_ns == stamp and not stale.exists()
+    assert not (dest / "tests").exists() and not (dest / "docs").exists()
