@@ -195,3 +195,24 @@ def test_the_copy_keeps_unchanged_files_and_drops_removed_ones(tmp_path: Path) -
     sync_copy(dest)
     assert recipe.stat().st_mtime_ns == stamp and not stale.exists()
     assert not (dest / "tests").exists() and not (dest / "docs").exists()
+
+
+def test_bad_file_arguments_fail_at_once(tmp_path: Path) -> None:
+    """Not a file, a special file, a huge file: one line, exit 2, before Spack runs."""
+    fifo = tmp_path / "spack.yaml"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.yaml"
+    huge.write_bytes(b"#" * (2 << 20))
+    for path, said in (
+        (tmp_path / "missing.yaml", "no such file"),
+        (tmp_path, "not a regular file"),
+        (fifo, "not a regular file"),
+        (Path("/dev/zero"), "not a regular file"),
+        (huge, "larger than 1024 KiB"),
+    ):
+        out = subprocess.run(
+            [str(TOPOBIND), "spack", "check", str(path)], capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 2 and out.stdout == "", out
+        assert out.stderr == f"topobind: error: {path}: {said}" + out.stderr.split(said, 1)[1]
+        assert len(out.stderr.splitlines()) == 1, out.stderr

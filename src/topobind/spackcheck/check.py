@@ -42,6 +42,7 @@ PYTHON_EXTERNALS = (
 PYPI_REQUIREMENTS = ("setuptools>=64", "wheel", "jsonschema", "pyyaml", "matplotlib",
                      "reframe-hpc>=4.9,<5")  # fmt: skip
 INSTALL_SPEC = "topobind@main ~hpl +mpi"
+MAX_FILE = 1 << 20  # a spack.yaml, an overlay or a recipe is a few KiB
 
 # Spack's message -> what to change (first match wins).
 HINTS: tuple[tuple[str, str], ...] = (
@@ -413,8 +414,14 @@ def check_file(
     """One file in place of its part of the project: a spack.yaml is concretized (with the
     local overlay), an overlay is concretized as a site's, a recipe is audited."""
     spack = spack or Spack()
+    if not path.exists():
+        raise TopobindError(f"{path}: no such file; give a spack.yaml, an overlay or a recipe")
     if not path.is_file():
-        raise TopobindError(f"{path}: no such file")
+        raise TopobindError(
+            f"{path}: not a regular file; give a spack.yaml, an overlay or a recipe"
+        )
+    if path.stat().st_size > MAX_FILE:
+        raise TopobindError(f"{path}: larger than {MAX_FILE // 1024} KiB, not a Spack file")
     with spack.locked():
         return _check_file(path, spack, Report(say=say))
 
