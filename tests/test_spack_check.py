@@ -120,9 +120,11 @@ def test_broken_file_fails_with_spacks_message_and_a_hint(case: Path) -> None:
     assert spack_says and len(hints) == 1, f"{case} needs '# spack:' and one '# hint:' line"
     out = _check(str(case))
     assert out.returncode == 1, out.stdout + out.stderr
-    errors = [ln for ln in out.stdout.splitlines() if ln.startswith("==> Error")]
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(f"{case}: spack ") and lines[0].endswith(" failed:"), lines
+    assert lines[1].startswith("==> Error"), lines  # Spack's own message, as Spack prints it
     for want in spack_says:
-        assert any(want in e for e in errors), (want, out.stdout)
+        assert any(want in line for line in lines[1:-1]), (want, out.stdout)
     hint_lines = [ln for ln in out.stdout.splitlines() if ln.startswith("topobind: hint: ")]
     assert len(hint_lines) == 1 and hints[0] in hint_lines[0], out.stdout
 
