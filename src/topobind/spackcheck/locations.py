@@ -1,4 +1,4 @@
-"""Where things are: the project's files and the shared Spack reference data."""
+"""Where things are: the project's Spack files and the shared Spack archives."""
 
 from __future__ import annotations
 
@@ -17,11 +17,3 @@ OVERLAY_NAME = "spack-packages.yaml"
 def shared_dir() -> Path:
     """``$TOPOBIND_SHARED``, else ``<repo>/../shared``."""
     return Path(os.environ.get("TOPOBIND_SHARED") or REPO.parent / "shared")
-
-
-def display(path: Path) -> str:
-    """A path relative to the project when inside it (as messages show it)."""
-    try:
-        return str(path.resolve().relative_to(REPO))
-    except ValueError:
-        return str(path)

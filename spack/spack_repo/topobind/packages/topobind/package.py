@@ -1,8 +1,8 @@
 # Spack recipe for topobind (Spack 1.x, package API v2: spack_repo/<namespace>/packages/).
 #
 # The build steps call the project's own Makefile targets (make -C kernels, make -C kernels
-# install PREFIX=...), so the recipe and 'make' cannot drift apart; 'topobind spack check'
-# verifies that every target and variable named here exists in kernels/Makefile.
+# install PREFIX=...), so the recipe and 'make' cannot drift apart; 'make spack-check'
+# installs it with real Spack (docs/install.md).
 import os
 
 from spack_repo.builtin.build_systems.python import PythonPackage
@@ -44,7 +44,7 @@ class Topobind(PythonPackage):
     depends_on("py-jsonschema@4.17:", type="run")
     depends_on("py-pyyaml@6:", type="run")
     depends_on("py-matplotlib@3.6:", type="run")
-    depends_on("reframe@4.9:", type="run")
+    depends_on("reframe@4.9:4", type="run")  # a release, never reframe@develop
 
     def kernel_make_args(self):
         spec = self.spec

@@ -1,5 +1,6 @@
 # Broken on purpose: a missing colon.
-# expect: not valid Python: expected ':'
+# spack: cannot load package 'topobind' from the 'topobind' repository: expected ':'
+# hint: the recipe is not valid Python
 from spack.package import *
 
 
