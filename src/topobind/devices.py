@@ -165,7 +165,7 @@ class _Locality:
     """Turns an anchor element into (usable PUs, NUMA nodes)."""
 
     def __init__(self, usable: set[int], numa: set[int]) -> None:
-        from topobind.topology import parse_hwloc_bitmap
+        from topobind.bitmap import parse_hwloc_bitmap
 
         self.parse = parse_hwloc_bitmap
         self.usable = usable

@@ -16,6 +16,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from topobind.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
 from topobind.devices import Devices, read_devices
 from topobind.errors import TopologyError
 
@@ -25,8 +26,6 @@ SYNTHETIC_PREFIX = "synthetic:"
 #: twice that leaves room. It bounds the work on a bad input: hwloc's lstopo needs ~6 s of
 #: CPU for a synthetic node of 16384 PUs, minutes for 65536, hours for a million.
 MAX_PUS = 16384
-#: Largest OS index of a PU or NUMA node (hwloc bitmaps longer than this are refused).
-MAX_OS_INDEX = (1 << 20) - 1
 #: Largest hwloc XML read: a 16384-PU node is ~14 MB of XML, a 384-PU one with PCI 0.3 MB.
 MAX_XML_BYTES = 64 << 20
 #: Most tags ('<') an XML may hold before it is parsed: 32 per PU at MAX_PUS (an lstopo
@@ -41,44 +40,7 @@ _XML_FIX = (
 )
 
 
-# --------------------------------------------------------------------------- cpusets
-def parse_hwloc_bitmap(text: str) -> frozenset[int]:
-    """Parse hwloc's bitmap string (``0xffffffff,,0x00000003``: 32-bit words, most significant
-    first, empty word = 0, ``0xf...f`` = infinitely set) into the set of OS indexes."""
-    text = text.strip()
-    if not text or text == "0x0":
-        return frozenset()
-    words = text.split(",")
-    if len(words) * 32 > MAX_OS_INDEX + 1:
-        raise TopologyError(
-            f"hwloc cpuset {text[:40]!r}... has {len(words)} words: OS indexes beyond "
-            f"{MAX_OS_INDEX}; not a node topology"
-        )
-    out: list[int] = []
-    for pos, word in enumerate(reversed(words)):
-        word = word.strip()
-        if word in _ZERO_WORDS or "..." in word:  # "0xf...f": infinite, keep what is finite
-            continue
-        hexa = word[2:]
-        if len(word) > 10 or word[:2] != "0x" or not (hexa.isascii() and hexa.isalnum()):
-            raise TopologyError(f"bad hwloc cpuset word {word[:20]!r} in {text[:60]!r}")
-        try:
-            value = int(hexa, 16)
-        except ValueError:
-            raise TopologyError(f"bad hwloc cpuset word {word!r} in {text[:60]!r}") from None
-        base = 32 * pos
-        if value == 0xFFFFFFFF:  # a full word: the common case of big cpusets
-            out.extend(range(base, base + 32))
-            continue
-        while value:
-            low = value & -value
-            out.append(base + low.bit_length() - 1)
-            value ^= low
-    return frozenset(out)
-
-
 _INT = re.compile(r"-?[0-9]{1,20}")
-_ZERO_WORDS = frozenset(("", "0x", "0x0", "0x00000000"))
 
 
 def format_list(indexes: list[int] | tuple[int, ...] | frozenset[int]) -> str:
