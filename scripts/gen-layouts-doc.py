@@ -204,6 +204,17 @@ def main() -> int:
         shutil.rmtree(outdir, ignore_errors=True)
     parts.append(
         """
+## per-gpu
+
+One rank per GPU (`--gpus-per-rank G` GPUs each), its threads on the cores local to its
+GPU(s), with the NIC nearest to it; `--reserve first-core-per-l3|first-core-per-numa` leaves
+cores out, `--order gpu|cpu` numbers the ranks by GPU or by core. It plans only on a node
+whose topology lists GPUs (betzy-epyc7742 has none): see [gpu.md](gpu.md), with the LUMI-G /
+Frontier node, its pictures and real output.
+"""
+    )
+    parts.append(
+        """
 ## From a plan to flags
 
 ```console

@@ -14,7 +14,6 @@ import pytest
 from topo_sources import TOPOLOGIES
 
 from topobind.devices import Devices
-from topobind.layout_gpu import GpuOptions
 from topobind.layouts import make_plan
 from topobind.plan_devices_png import _tree, draw_gpu_png
 from topobind.plan_drawing import rank_colour
@@ -68,8 +67,8 @@ def test_each_gpu_badge_has_its_ranks_colour() -> None:
     """7 cores and one GPU badge per rank in the rank's colour: removing the GPUs from the
     plan removes one badge's worth of that colour per rank."""
     _need(TIOGA)
-    opts = GpuOptions(reserve="first-core-per-l3")
-    plan = make_plan(load(str(TIOGA)), "per-gpu", threads=7, gpu=opts)
+    opts = {"reserve": "first-core-per-l3"}
+    plan = make_plan(load(str(TIOGA)), "per-gpu", threads=7, options=opts)
     png = draw_gpu_png(plan)
     assert png.startswith(b"\x89PNG")
     no_devices = dataclasses.replace(plan.topology, devices=Devices())

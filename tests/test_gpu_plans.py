@@ -175,13 +175,14 @@ def test_gpu_options_belong_to_per_gpu(capsys: pytest.CaptureFixture[str]) -> No
     assert (
         main(["plan", "-t", "synthetic:pack:1 core:2 pu:1", "-l", "compact", "--order", "cpu"]) == 2
     )
-    assert "are per-gpu options, not compact's" in capsys.readouterr().err
+    assert "--order: not an option of layout 'compact'" in capsys.readouterr().err
 
 
-def test_run_writes_each_ranks_variables_into_the_plan_file(
+def test_run_writes_each_ranks_variables_into_the_rank_step_file(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The launch step reads ranks[].env from the plan file topobind run writes."""
+    """The per-rank step (kernels/rankexec.c) reads each rank's ranks[].env from the file
+    topobind run writes: one line per local rank."""
     import re
 
     for var in ("SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"):
@@ -193,8 +194,12 @@ def test_run_writes_each_ranks_variables_into_the_plan_file(
     out = capsys.readouterr().out
     workdir = re.search(r"files this command reads \(kept; remove when done\): (\S+)", out)
     assert workdir, out
-    doc = json.loads((Path(workdir.group(1)) / "plan.json").read_text())
-    assert [r["env"] for r in doc["ranks"]] == [{"ROCR_VISIBLE_DEVICES": str(i)} for i in range(8)]
+    lines = (Path(workdir.group(1)) / "rankexec.txt").read_text().splitlines()
+    ranks = [line.split("\t") for line in lines if line[:1].isdigit()]
+    assert [r[0] for r in ranks] == [str(i) for i in range(8)]
+    assert [[v for v in r if v.startswith("ROCR_")] for r in ranks] == [
+        [f"ROCR_VISIBLE_DEVICES={i}"] for i in range(8)
+    ]
 
 
 def test_nested_localities_give_each_core_once() -> None:

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from topo_sources import BETZY
+from topo_sources import BETZY, TOPOLOGIES
 
 from topobind.errors import PlanError
 from topobind.layouts import (
@@ -63,7 +63,9 @@ def test_run_epilog_names_the_layouts_with_their_own_rank_count() -> None:
 def test_every_spelling_plans_and_matches_the_schema(layout: str) -> None:
     spec = next(lay for lay in REGISTRY if lay.name == layout)
     text = f"{layout}:4" if spec.parameter else layout
-    plan = make_plan(load(BETZY), text)
+    tioga = TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml"
+    node = load(str(tioga)) if spec.needs_gpus else load(BETZY)
+    plan = make_plan(node, text)
     assert plan.layout == text
     assert re.fullmatch(layout_pattern(), text)
     assert one_rank_per_domain(text) is spec.one_rank_per_domain

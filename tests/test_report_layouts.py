@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from fleetgen import TOPOLOGY, FleetSpec, generate_fleet
 
-from topobind.layouts import LAYOUTS, make_plan
+from topobind.layouts import REGISTRY, make_plan
 from topobind.plan_drawing import rank_colour
 from topobind.report.analysis import Options
 from topobind.report.build import build_report
@@ -97,7 +97,11 @@ def test_layout_picture_paints_each_recorded_rank(per_l3_report: Path) -> None:
     assert colour_pixels(png, rank_colour(8)) < 50
 
 
-@pytest.mark.parametrize("layout", [*sorted(set(LAYOUTS) - {"l3-groups:N"}), "l3-groups:16"])
+# per-gpu needs a node with GPUs (the generated fleet has none): tests/test_gpu_*.py
+CPU_LAYOUTS = sorted(lay.usage for lay in REGISTRY if not lay.needs_gpus and not lay.parameter)
+
+
+@pytest.mark.parametrize("layout", [*CPU_LAYOUTS, "l3-groups:16"])
 def test_every_generated_layout_is_recorded_and_drawable(tmp_path: Path, layout: str) -> None:
     generate_fleet(
         tmp_path / "f", FleetSpec(hosts=2, runs=1, kernels=("stream", "whereami"), layout=layout)

@@ -291,6 +291,7 @@ class Layout:
     one_rank_per_domain: bool = False  # sets its own rank count (one rank per domain)
     parameter: str | None = None  # e.g. "N": the layout is spelled NAME:N, N a positive integer
     options: tuple[LayoutOption, ...] = ()
+    needs_gpus: bool = False  # plans only on a node whose topology lists GPUs
 
     @property
     def usage(self) -> str:
@@ -364,6 +365,7 @@ REGISTRY: tuple[Layout, ...] = (
         _no_slots,
         GPU_HELP,
         one_rank_per_domain=True,
+        needs_gpus=True,
         options=(
             LayoutOption(
                 "--gpus-per-rank", "gpus_per_rank", "GPUs per rank (default 1)", "G",
