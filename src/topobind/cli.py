@@ -80,8 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args))
-    except TopobindError as exc:
-        print(f"topobind: error: {exc}", file=sys.stderr)
+    except TopobindError as exc:  # the one place errors are printed
+        for line in exc.error_lines():
+            print(f"topobind: error: {line}", file=sys.stderr)
+        if exc.summary:
+            print(f"topobind: {exc.summary}", file=sys.stderr)
         return exc.exit_status
     except BrokenPipeError:
         return 0

@@ -12,6 +12,26 @@ class TopobindError(Exception):
 
     exit_status = 2
 
+    def error_lines(self) -> list[str]:
+        """What the CLI prints, each line after ``topobind: error: ``."""
+        return [str(self)]
+
+    summary: str | None = None  # a last line the CLI prints after ``topobind: ``
+
+
+class Problems(TopobindError):
+    """Several problems found at once (a site file, a node against its description): one
+    ``topobind: error:`` line each, then an optional summary line."""
+
+    def __init__(self, problems: list[str], summary: str | None = None, exit_status: int = 2):
+        super().__init__(problems[0] if problems else summary or "problems found")
+        self.problems = problems
+        self.summary = summary
+        self.exit_status = exit_status
+
+    def error_lines(self) -> list[str]:
+        return list(self.problems)
+
 
 class TopologyError(TopobindError):
     """The topology source is missing, malformed or unusable."""

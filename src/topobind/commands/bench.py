@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from topobind.commands.common import add_layout_arg, add_topology_arg, topology_from
@@ -155,8 +154,8 @@ def run(outer: argparse.Namespace) -> int:
             topology=synthetic_description(topo),
         )
     except KernelError as exc:
-        print(f"topobind: error: {exc}", file=sys.stderr)
-        return exc.returncode
+        exc.exit_status = exc.returncode  # the kernel's own status
+        raise
     print(bench.summary_text(runs))
     return 0 if all(r.result.valid for r in runs) else 4
 

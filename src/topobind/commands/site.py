@@ -7,7 +7,7 @@ import socket
 import sys
 from typing import Any
 
-from topobind.errors import TopobindError
+from topobind.errors import Problems, TopobindError
 
 SITE_EPILOG = """\
 A site is a directory site_configs/<site>/ with a site.yaml (schema topobind.site/1, see
@@ -148,19 +148,14 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         site = sites.load_site(args.site)
     except sites.SiteError as exc:
-        for line in exc.problems:
-            print(f"topobind: error: {line}", file=sys.stderr)
-        print(
-            f"topobind: {len(exc.problems)} problem(s) in site {args.site}; see "
-            "docs/site-admins.md for the format",
-            file=sys.stderr,
+        summary = (
+            f"{len(exc.problems)} problem(s) in site {args.site}; see docs/site-admins.md for "
+            "the format"
         )
-        return 2
+        raise Problems(exc.problems, summary) from exc
     problems = _synthetic_problems(site)
     if problems:
-        for line in problems:
-            print(f"topobind: error: {line}", file=sys.stderr)
-        return 2
+        raise Problems(problems)
     print(f"{site.path}: valid ({sites.SITE_SCHEMA_ID})")
     print(f"site {site.name}: {site.description}")
     print(f"hostnames: {', '.join(site.hostnames)}")
@@ -196,9 +191,8 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     if args.live:
         live = _live_problems(site)
-        for line in live:
-            print(f"topobind: error: {line}", file=sys.stderr)
         if live:
-            return 1
+            sys.stdout.flush()  # what was printed above comes first
+            raise Problems(live, exit_status=1)
         print(f"this machine matches the node: section ({site.node.summary()})")  # type: ignore[union-attr]
     return 0
