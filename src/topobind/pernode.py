@@ -8,7 +8,8 @@ restricted to the CPUs the job holds there. The launch is one heterogeneous srun
 MPI job, ranks numbered across the components in node order): one component per group with
 its ``--nodelist``, tasks, ``--cpu-bind`` masks and OpenMP variables. Through OpenMPI's
 ``mpirun``: a rankfile naming every host with its own group's slots, and one application
-context per group (``-np N ... : -np M ...``) for its OpenMP variables and plan file.
+context per group (``-np N ... : -np M ...``) for its OpenMP variables and its per-rank
+step file (``rankexec-K.txt``, read by kernels/bin/rankexec).
 """
 
 from __future__ import annotations

@@ -178,8 +178,8 @@ def _probe() -> str:
 
 
 def _workdir() -> str:
-    """Scratch directory for the plan file (and rankfile) every rank reads: on a shared file
-    system when the job spans several nodes ($TOPOBIND_WORKDIR, else the submit directory)."""
+    """Scratch directory for the per-rank step file (and rankfile) every rank reads: on a shared
+    file system when the job spans several nodes ($TOPOBIND_WORKDIR, else the submit directory)."""
     base = os.environ.get("TOPOBIND_WORKDIR") or os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd()
     try:
         return os.path.abspath(tempfile.mkdtemp(prefix=".topobind-run-", dir=base))
@@ -221,7 +221,7 @@ def _verify_rows(plan: Plan, out: str, nodes: int) -> list[Any]:
 
 
 def _dry_run(plan: Plan, program: list[str], args: argparse.Namespace) -> int:
-    """Print the exact command. Files the command refers to (plan file, rankfile) go to a
+    """Print the exact command. Files the command refers to (step file, rankfile) go to a
     new directory under $TMPDIR, kept and named only when the command needs them; nothing
     is written to the working directory. A job on several nodes needs them where every node
     reads them: the shared scratch directory of a real run (see :func:`_workdir`)."""
@@ -245,7 +245,7 @@ def _dry_run(plan: Plan, program: list[str], args: argparse.Namespace) -> int:
 
 
 def _with_program(launch: Launch, program: list[str], other: str) -> Launch | None:
-    """The same launch (flags, plan file, rankfile) running ``other`` instead of ``program``,
+    """The same launch (flags, step file, rankfile) running ``other`` instead of ``program``,
     or None when the launch's argv does not end with the program."""
     n = len(program)
     if launch.argv[-n:] != program:
