@@ -83,7 +83,7 @@ class DgemmCheck(TopobindCheck):
         cached = getattr(self, "_tb_summary", None)
         if cached is not None:
             return cached
-        from topobind.kernels import load_result
+        from topobind.results import load_result
         from topobind.stats import summarize
 
         self.tb_require_exit(ok=(0, 4))

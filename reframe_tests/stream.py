@@ -117,7 +117,7 @@ class StreamCheck(TopobindCheck):
         cached = getattr(self, "_tb_results", None)
         if cached is not None:
             return cached
-        from topobind.kernels import load_result
+        from topobind.results import load_result
 
         status = self.tb_require_exit(ok=(0, 4))  # 4: ran, but STREAM's validation failed
         plan = read_json(os.path.join(self.stagedir, "plan.json"), "topobind plan")

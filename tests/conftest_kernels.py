@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from topobind import kernels
+from topobind import hugepages
 from topobind.errors import TopobindError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,11 +38,11 @@ def require_root() -> None:
 
 
 @contextlib.contextmanager
-def reserved(size_kib: int, count: int) -> Iterator[kernels.HugepageSize]:
+def reserved(size_kib: int, count: int) -> Iterator[hugepages.HugepageSize]:
     """reserve_hugepages, or skip the test with the reason when the kernel refuses."""
     require_root()
     try:
-        cm = kernels.reserve_hugepages(size_kib, count)
+        cm = hugepages.reserve_hugepages(size_kib, count)
         status = cm.__enter__()
     except TopobindError as exc:
         pytest.skip(f"cannot reserve hugepages: {exc}")

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from topobind import stats
-from topobind.kernels import hugepages_status, load_result, reserve_hugepages
+from topobind.hugepages import hugepages_status, reserve_hugepages
+from topobind.results import load_result
 
 TOPOBIND = [sys.executable, "-m", "topobind.cli"]
 

@@ -9,8 +9,8 @@ import pytest
 
 from topobind import hpl
 from topobind.errors import TopobindError
-from topobind.kernels import load_result
 from topobind.layouts import make_plan
+from topobind.results import load_result
 from topobind.topology import load
 
 needs_hpl = pytest.mark.skipif(

@@ -1,6 +1,6 @@
 """Kernels: page sizes really obtained (1G/2M hugetlb, THP, 4k), --strict, the LD_PRELOAD shim.
 
-These change /sys/kernel/mm/hugepages/*/nr_hugepages through topobind.kernels.reserve_hugepages
+These change /sys/kernel/mm/hugepages/*/nr_hugepages through topobind.hugepages.reserve_hugepages
 (root only; restored afterwards) and skip with the reason when that is impossible.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest_kernels import KIB_1G, KIB_2M, ensure_built, omp_env, require_root, reserved, thp_mode
 
-from topobind import kernels
+from topobind import hugepages, kernels
 from topobind.errors import TopobindError
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,7 @@ def _strict_failure(name: str, args: list[str]) -> kernels.KernelError:
 
 
 def test_hugepages_status_matches_meminfo() -> None:
-    status = kernels.hugepages_status()
+    status = hugepages.hugepages_status()
     meminfo = dict(
         line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line
     )
@@ -48,22 +48,22 @@ def test_hugepages_status_matches_meminfo() -> None:
 
 
 def test_reserve_hugepages_sets_and_restores() -> None:
-    before = kernels.hugepages_status()[KIB_1G].nr
+    before = hugepages.hugepages_status()[KIB_1G].nr
     with reserved(KIB_1G, 1) as st:
-        assert st.nr == 1 and kernels.hugepages_status()[KIB_1G].nr == 1
-    assert kernels.hugepages_status()[KIB_1G].nr == before
+        assert st.nr == 1 and hugepages.hugepages_status()[KIB_1G].nr == 1
+    assert hugepages.hugepages_status()[KIB_1G].nr == before
 
 
 def test_reserve_hugepages_needs_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with (
         pytest.raises(TopobindError, match="needs root; as root run: echo 2 >"),
-        kernels.reserve_hugepages(KIB_1G, 2),
+        hugepages.reserve_hugepages(KIB_1G, 2),
     ):
         pass
     with (
         pytest.raises(TopobindError, match="no 4 kB hugepage pool"),
-        kernels.reserve_hugepages(4, 1),
+        hugepages.reserve_hugepages(4, 1),
     ):
         pass
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest_kernels import ensure_built, omp_env
 
-from topobind import kernels
+from topobind import kernels, results
 
 pytestmark = pytest.mark.skipif(
     len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0),
@@ -60,12 +60,12 @@ def test_whereami_json_lines_under_mpirun() -> None:
     assert run.returncode == 0, run.stderr
     lines = run.stdout.strip().splitlines()
     assert len(lines) == 2
-    results = sorted(kernels.load_results(run.stdout), key=lambda r: r.placement[0].rank)
-    assert [r.placement[0].rank for r in results] == [0, 1]
-    assert all(r.ranks == 2 for r in results)
-    masks = [r.placement[0].affinity for r in results]
+    docs = sorted(results.load_results(run.stdout), key=lambda r: r.placement[0].rank)
+    assert [r.placement[0].rank for r in docs] == [0, 1]
+    assert all(r.ranks == 2 for r in docs)
+    masks = [r.placement[0].affinity for r in docs]
     assert all(m is not None and len(m) == 1 for m in masks) and masks[0] != masks[1]
-    assert [r.placement[0].cpu for r in results] == [m[0] for m in masks if m]
+    assert [r.placement[0].cpu for r in docs] == [m[0] for m in masks if m]
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 from conftest_kernels import ensure_built, omp_env
 
-from topobind import kernels
+from topobind import kernels, results
 from topobind.errors import TopobindError
 
 KERNELS = ["stream", "dgemm", "latency", "c2c", "whereami"]
@@ -33,7 +33,7 @@ def small_dgemm_text(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def test_schema_is_valid_draft_2020_12() -> None:
-    schema = kernels.result_schema()
+    schema = results.result_schema()
     assert schema["$schema"].endswith("2020-12/schema")
     jsonschema.Draft202012Validator.check_schema(schema)
 
@@ -140,10 +140,10 @@ def test_load_result_rejects_schema_violations(small_dgemm_text: str) -> None:
 def test_load_results_json_lines(small_dgemm_text: str, tmp_path: Path) -> None:
     path = tmp_path / "two.jsonl"
     path.write_text(small_dgemm_text.strip() + "\n" + small_dgemm_text.strip() + "\n")
-    assert [r.kernel for r in kernels.load_results(path)] == ["dgemm", "dgemm"]
+    assert [r.kernel for r in results.load_results(path)] == ["dgemm", "dgemm"]
     path.write_text(small_dgemm_text.strip() + "\n{broken\n")
     with pytest.raises(TopobindError, match=r"two\.jsonl:2: corrupt"):
-        kernels.load_results(path)
+        results.load_results(path)
 
 
 def test_find_kernel_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from topobind import calibration, sites, stats
-from topobind.kernels import hugepages_status
+from topobind.hugepages import hugepages_status
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import sys
 
 
 def _hugepages() -> int:
-    from topobind.kernels import hugepages_status
+    from topobind.hugepages import hugepages_status
 
     status = hugepages_status()
     doc = {

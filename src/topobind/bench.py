@@ -22,9 +22,10 @@ from pathlib import Path
 from topobind import stats
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
-from topobind.kernels import Result, load_result, run_kernel
+from topobind.kernels import run_kernel
 from topobind.launch import JobShape, job_env
 from topobind.plan import Plan
+from topobind.results import Result, load_result
 from topobind.topology import format_list
 
 #: kernels that run as one local process; the value says whether they take --pages/--strict

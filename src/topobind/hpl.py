@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from topobind.errors import TopobindError
-from topobind.kernels import HUGEPAGE_SHIM, RESULT_SCHEMA_ID, find_kernel
+from topobind.kernels import HUGEPAGE_SHIM, find_kernel
 from topobind.launch import build, job_shape, write_files
 from topobind.plan import Plan
+from topobind.results import RESULT_SCHEMA_ID
 from topobind.runner import run_process
 
 DEFAULT_NB = 192

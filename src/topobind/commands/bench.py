@@ -180,7 +180,7 @@ def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
     import json
 
     from topobind.fsutil import atomic_write_text
-    from topobind.kernels import load_result
+    from topobind.results import load_result
 
     atomic_write_text(dest, json.dumps(out.doc, indent=1) + "\n")
     res = load_result(dest)
