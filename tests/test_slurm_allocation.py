@@ -284,10 +284,11 @@ def test_three_nodes_verified(
         assert line.startswith("srun --nodes=3 --ntasks=6 --ntasks-per-node=2 ")
     else:
         assert " -np 6 --map-by ppr:" in line and "# rankfile" not in job.output
-    # the plan file every rank reads lies in the job's submit directory (shared by the nodes)
-    plan = Path(shlex.split(line)[shlex.split(line).index("--plan") + 1])
-    assert plan.parent.parent == tmp_path and plan.exists()  # the dry run's, kept
-    assert len(list(tmp_path.glob(".topobind-run-*"))) == 1  # the real run's is removed
+    # one core per rank, bound by the launcher: OMP_PLACES=threads is exact for every rank, so
+    # no per-rank step and no file for the ranks to read (the real run's scratch is removed)
+    assert "export OMP_PLACES=threads" in job.output
+    assert "rankexec" not in line and "# files this command reads" not in job.output
+    assert not list(tmp_path.glob(".topobind-run-*"))
 
 
 # One node's ranks bound the wrong way round: each node is compared with the plan on its own.
@@ -368,7 +369,8 @@ def test_a_node_that_dies_mid_job_fails_the_run(
     job_id = int(sub.stdout.split(";")[0])
     try:
         deadline = time.monotonic() + 120
-        while not any(c.startswith(marker) for c in _pids_on(cluster, "node3").values()):
+        # srun execs the program by its full path (/usr/bin/sleep 3NNN): match anywhere
+        while not any(marker in c for c in _pids_on(cluster, "node3").values()):
             assert time.monotonic() < deadline, (tmp_path / f"out-{job_id}").read_text()
             time.sleep(0.3)
         killed = run_script("kill-node", cluster.state_dir, args=["node3"])
@@ -466,3 +468,13 @@ def test_a_plan_per_node_when_the_nodes_differ(
             "rank 4=node3 slot=1",
         ]  # fmt: skip
         assert re.search(r" -np 4 env .* : -np 1 env ", job.output), job.output
+    # each group's ranks go through kernels/bin/rankexec with the group's own step file, kept
+    # by the dry run in the submit directory (the real runs' scratch directories are removed)
+    (kept,) = tmp_path.glob(".topobind-run-*")
+    assert f"rankexec {kept / 'rankexec-1.txt'} -- {WHEREAMI}" in job.output, job.output
+    lines = [(kept / f"rankexec-{k}.txt").read_text().splitlines()[3:] for k in (0, 1)]
+    assert [ln.split("\t")[:3] for ln in lines[0]] == [
+        ["0", "OMP_NUM_THREADS=1", "OMP_PLACES={0}"],
+        ["1", "OMP_NUM_THREADS=1", "OMP_PLACES={1}"],
+    ]
+    assert [ln.split("\t")[:3] for ln in lines[1]] == [["0", "OMP_NUM_THREADS=1", "OMP_PLACES={1}"]]
