@@ -271,26 +271,35 @@ def test_build_puts_the_step_before_the_program(tmp_path: Path) -> None:
 
 
 def test_per_node_plans_give_each_host_its_rankfile_block_and_step_group(tmp_path: Path) -> None:
-    """A job whose second node is restricted to its last core: one rankfile block and one
-    step-file group per plan, in the hosts' order."""
+    """A job whose second node holds only its last core (one rank there): build gives one
+    rankfile block per host, one application context and one step file per group."""
     from topobind.launch import NodePlan
 
     topo = load("synthetic:pack:1 core:4 pu:1")
     full = make_plan(topo, "compact", ranks=2, threads=1)
-    small = make_plan(parse_xml(topo.xml, "n2", affinity=frozenset({2, 3})), "compact", ranks=2)
+    small = make_plan(parse_xml(topo.xml, "n2", affinity=frozenset({3})), "compact", ranks=1)
+    groups = (NodePlan(("n1",), full, 0, topo), NodePlan(("n2",), small, 2, topo))
     shape = JobShape(
         plan=full, launcher="mpirun", mpirun="/usr/bin/mpirun", mpi="openmpi4", nodes=2,
-        hosts=("n1", "n2"), node_plans=(NodePlan(("n2",), small),), rank_step=True,
-        rank_file=str(tmp_path / "s.txt"), rankfile_path=str(tmp_path / "rf"),
+        groups=groups, rank_step=True, rank_file=str(tmp_path / "s.txt"),
+        rankfile_path=str(tmp_path / "rf"),
     )  # fmt: skip
     launch = build(shape, ["./app"])
     files = dict(launch.files)
     ranks = [ln for ln in files[str(tmp_path / "rf")].splitlines() if ln.startswith("rank ")]
-    assert ranks == ["rank 0=n1 slot=0", "rank 1=n1 slot=1", "rank 2=n2 slot=2",
-                     "rank 3=n2 slot=3"]  # fmt: skip
-    assert launch.argv[:5] == ["/usr/bin/mpirun", "-np", "4", "--rankfile", str(tmp_path / "rf")]
-    step = files[str(tmp_path / "s.txt")].splitlines()
-    assert step[2:] == ["@n2", "0\tOMP_NUM_THREADS=1\tOMP_PLACES={2}\tOMP_PROC_BIND=close",
-                        "1\tOMP_NUM_THREADS=1\tOMP_PLACES={3}\tOMP_PROC_BIND=close",
-                        "@*", "0\tOMP_NUM_THREADS=1\tOMP_PLACES={0}\tOMP_PROC_BIND=close",
-                        "1\tOMP_NUM_THREADS=1\tOMP_PLACES={1}\tOMP_PROC_BIND=close"]  # fmt: skip
+    assert ranks == ["rank 0=n1 slot=0", "rank 1=n1 slot=1", "rank 2=n2 slot=3"]
+    assert launch.argv[:4] == ["/usr/bin/mpirun", "--rankfile", str(tmp_path / "rf"), "--mca"]
+    step0, step1 = str(tmp_path / "rankexec-0.txt"), str(tmp_path / "rankexec-1.txt")
+    i = launch.argv.index(":")
+    assert launch.argv[i - 4 : i + 1] == [str(RANKEXEC), step0, "--", "./app", ":"]
+    assert launch.argv[i + 1 : i + 3] == ["-np", "1"] and launch.argv[-4:] == [
+        str(RANKEXEC), step1, "--", "./app",
+    ]  # fmt: skip
+    assert files[step0].splitlines()[2:] == [
+        "@*", "0\tOMP_NUM_THREADS=1\tOMP_PLACES={0}\tOMP_PROC_BIND=close",
+        "1\tOMP_NUM_THREADS=1\tOMP_PLACES={1}\tOMP_PROC_BIND=close",
+    ]  # fmt: skip
+    assert files[step1].splitlines()[2:] == [
+        "@*", "0\tOMP_NUM_THREADS=1\tOMP_PLACES={3}\tOMP_PROC_BIND=close",
+    ]  # fmt: skip
+    assert launch.env["TOPOBIND_LAYOUT"] == "compact" and launch.nodes == 2

@@ -48,3 +48,18 @@ class CannotRun(TopobindError):
     def __init__(self, program: str, exc: OSError) -> None:
         super().__init__(f"cannot run {program}: {exc.strerror or exc}")
         self.exit_status = 127 if isinstance(exc, FileNotFoundError) else 126
+
+
+class ProbeFailed(TopobindError):
+    """The placement probe (kernels/bin/whereami) under the launch exited non-zero: the exit
+    status is the probe's (1 when it died of a signal mapped to 0)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"the placement probe failed (exit {status})")
+        self.exit_status = (128 - status if status < 0 else status) or 1
+
+
+class VerifyFailed(TopobindError):
+    """Placement (or device variables) differ from the plan; the program is not launched."""
+
+    exit_status = 1

@@ -15,6 +15,11 @@ write); :func:`topobind.runner.run_process` runs it.
 - On several Slurm nodes the plan is applied on each: ``srun --nodes=N --ntasks=R*N``,
   ``mpirun -np R*N``, and a rankfile with one block per node (host names from
   ``scontrol show hostnames``) when the flags need one.
+- When the job's nodes hold different shares (:mod:`topobind.pernode` makes a plan per group
+  of nodes), ``groups`` carries them: one heterogeneous srun step (a component per group:
+  its ``--nodelist``, tasks, masks and OpenMP variables), or one rankfile naming every host
+  and one mpirun application context per group; each group's ranks run the per-rank step
+  with the group's own file ``rankexec-K.txt``.
 """
 
 from __future__ import annotations
@@ -29,16 +34,11 @@ from dataclasses import dataclass, field
 
 from topobind import slurm
 from topobind.emit.omp import omp_env, rank_env
-from topobind.emit.openmpi import (
-    MpiLaunch,
-    affinity_restricted,
-    openmpi_argv,
-    rankfile_flags,
-    rankfile_text,
-)
+from topobind.emit.openmpi import affinity_restricted, openmpi_argv
 from topobind.emit.srun import STEP_NOTE, srun_argv
 from topobind.errors import TopobindError
 from topobind.plan import Plan
+from topobind.topology import Topology, format_list
 
 LAUNCHERS = ("srun", "mpirun", "none")
 RANK_STEP_HEADER = "topobind-rankexec 1"
@@ -46,28 +46,36 @@ RANK_STEP_HEADER = "topobind-rankexec 1"
 
 @dataclass(frozen=True)
 class NodePlan:
-    """A plan for some hosts of the job (per-node plans: nodes that differ)."""
+    """The plan of a group of the job's nodes when the nodes hold different shares: each of
+    ``hosts`` runs ``plan``; ``first_rank``: the global rank of the plan's rank 0 on
+    ``hosts[0]`` (ranks in node order, block); ``node``: the whole node's topology (not
+    restricted to the CPUs the job holds; OpenMPI 5 rankfiles number its cores);
+    ``about``: the group's share in words (see :func:`topobind.pernode.describe`)."""
 
     hosts: tuple[str, ...]
     plan: Plan
+    first_rank: int = 0
+    node: Topology | None = None
+    about: str = ""
 
 
 @dataclass(frozen=True)
 class JobShape:
     """Everything the command line depends on.
 
-    ``plan``: every node's plan, unless ``node_plans`` names the node (each with the same
-    number of ranks). ``nodes``: how many nodes; ``hosts``: their names when known (needed by
-    rankfiles that span nodes). ``rank_step``: run the per-rank step (rankexec) with the file
-    ``rank_file``; ``sample_ms``: the step also samples where the program's threads run that
-    many ms after start (written to ``sample_dir``). ``env``: extra variables for every rank;
-    ``forward``: variables mpirun must pass by name (``-x``)."""
+    ``plan``: every node's plan; ``groups``: instead, a plan per group of nodes (the nodes
+    hold different shares; ``plan`` is then the first group's). ``nodes``: how many nodes;
+    ``hosts``: their names when known (needed by rankfiles that span nodes). ``rank_step``:
+    run the per-rank step (rankexec) with the file ``rank_file`` (a group's:
+    ``rankexec-K.txt`` beside it); ``sample_ms``: the step also samples where the program's
+    threads run that many ms after start (written to ``sample_dir``). ``env``: extra
+    variables for every rank; ``forward``: variables mpirun must pass by name (``-x``)."""
 
     plan: Plan
     launcher: str = "none"
     nodes: int = 1
     hosts: tuple[str, ...] = ()
-    node_plans: tuple[NodePlan, ...] = ()
+    groups: tuple[NodePlan, ...] = ()
     mpirun: str | None = None
     mpi: str | None = None  # "openmpi4" | "openmpi5"
     rank_step: bool = False
@@ -184,13 +192,16 @@ def job_shape(
     env: Mapping[str, str] | None = None,
     forward: Sequence[str] = (),
     mpirun: str | None = None,
-    node_plans: Sequence[NodePlan] = (),
+    groups: Sequence[NodePlan] = (),
     nodes: int | None = None,
 ) -> JobShape:
     """The shape of this job: launcher, nodes (from Slurm), MPI flavour, per-rank step.
 
     ``rank_step``: ``auto`` (only where needed, or to sample), ``always`` or ``never``;
-    ``nodes``: default, the job's nodes inside Slurm (1 without a launcher)."""
+    ``nodes``: default, the job's nodes inside Slurm (1 without a launcher); ``groups``: a
+    plan per group of nodes (always with the per-rank step)."""
+    if groups and launcher == "none":
+        raise TopobindError("--launcher none runs one process; the job spans several nodes")
     which = choose_launcher(plan, launcher)
     if nodes is None:
         nodes = slurm_nodes() if in_slurm() and which != "none" else 1
@@ -204,16 +215,16 @@ def job_shape(
         path, flavour = (mpirun, mpi_flavour(mpirun)) if mpirun else find_mpirun(mpi)
     if rank_step not in ("auto", "always", "never"):
         raise TopobindError(f"rank step {rank_step!r}: choose auto, always or never")
-    step = rank_step == "always" or sample_ms is not None or bool(node_plans)
+    step = rank_step == "always" or sample_ms is not None or bool(groups)
     if rank_step == "auto" and which != "none":
-        step = step or not all(uniform_env_is_exact(p, which) for p in _plans(plan, node_plans))
+        step = step or not uniform_env_is_exact(plan, which)
     if rank_step == "never" and sample_ms is not None:
         raise TopobindError("sampling the program's threads needs the per-rank step")
     return JobShape(
         plan=plan,
         launcher=which,
         nodes=nodes,
-        node_plans=tuple(node_plans),
+        groups=tuple(groups),
         mpirun=path,
         mpi=flavour,
         rank_step=step,
@@ -226,36 +237,36 @@ def job_shape(
     )
 
 
-def _plans(plan: Plan, node_plans: Sequence[NodePlan]) -> list[Plan]:
-    return [plan, *(n.plan for n in node_plans)]
-
-
-def rank_step_text(shape: JobShape) -> str:
-    """The file rankexec reads: a group per set of hosts, one line per local rank with its
-    variables (see kernels/rankexec.c)."""
-    lines = [RANK_STEP_HEADER, f"# layout {shape.plan.layout}; one line per local rank"]
+def rank_step_text(shape: JobShape, plan: Plan | None = None) -> str:
+    """The file rankexec reads: one line per local rank of ``plan`` (default: the shape's)
+    with its variables (see kernels/rankexec.c)."""
+    plan = plan or shape.plan
+    lines = [RANK_STEP_HEADER, f"# layout {plan.layout}; one line per local rank"]
     if shape.sample_ms is not None:
         lines.append(f"%sample {shape.sample_dir} {shape.sample_ms}")
-    groups = [*((",".join(n.hosts), n.plan) for n in shape.node_plans), ("*", shape.plan)]
-    for hosts, plan in groups:
-        lines.append(f"@{hosts}")
-        for r in plan.ranks:
-            env = {**rank_env(plan, r.rank), **shape.env}
-            for k, v in env.items():
-                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or "\t" in v or "\n" in v:
-                    raise TopobindError(f"per-rank variable {k}={v!r} cannot be passed on")
-            lines.append("\t".join([str(r.rank), *(f"{k}={v}" for k, v in env.items())]))
+    lines.append("@*")
+    for r in plan.ranks:
+        env = {**rank_env(plan, r.rank), **shape.env}
+        for k, v in env.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or "\t" in v or "\n" in v:
+                raise TopobindError(f"per-rank variable {k}={v!r} cannot be passed on")
+        lines.append("\t".join([str(r.rank), *(f"{k}={v}" for k, v in env.items())]))
     return "\n".join(lines) + "\n"
 
 
-def rank_step_argv(shape: JobShape) -> list[str]:
+def group_rank_file(shape: JobShape, k: int) -> str:
+    """The per-rank step file of group ``k`` (beside the shape's own step file)."""
+    return os.path.join(os.path.dirname(shape.rank_file), f"rankexec-{k}.txt")
+
+
+def rank_step_argv(shape: JobShape, rank_file: str | None = None) -> list[str]:
     from topobind.kernels import find_kernel
 
     try:
         exe = find_kernel("rankexec")
     except TopobindError as exc:
         raise TopobindError(f"the per-rank step is not built ({exc})") from exc
-    return [str(exe), shape.rank_file, "--"]
+    return [str(exe), rank_file or shape.rank_file, "--"]
 
 
 def job_env(shape: JobShape) -> dict[str, str]:
@@ -272,6 +283,8 @@ def build(shape: JobShape, program: Sequence[str]) -> Launch:
     """The command (and the files to write first) that runs ``program`` in this job shape."""
     if not program:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
+    if shape.groups:
+        return _build_groups(shape, program)
     plan = shape.plan
     env = job_env(shape)
     files: list[tuple[str, str]] = []
@@ -282,8 +295,6 @@ def build(shape: JobShape, program: Sequence[str]) -> Launch:
     if shape.launcher == "none":
         return Launch(argv=[*step, *program], env=env, launcher="none", files=tuple(files))
     if shape.launcher == "srun":
-        if shape.node_plans:
-            raise TopobindError("per-node plans need --launcher mpirun (one srun mask list)")
         s = srun_argv(plan, nodes=shape.nodes)
         # The srun line is topobind's own (no -c/--exact/--hint, masks from the job's CPUs):
         # the advice for hand-written srun lines does not apply.
@@ -310,14 +321,7 @@ def _build_mpirun(
     m = openmpi_argv(
         plan, version, rankfile_path=shape.rankfile_path, exact_places=True, nodes=shape.nodes
     )
-    if shape.node_plans:
-        hosts = list(shape.hosts) or slurm.hostnames()
-        notes: list[str] = []
-        flags = rankfile_flags(plan, version, shape.rankfile_path, notes)
-        np_ = str(plan.nranks * len(hosts))
-        m = MpiLaunch(argv=["mpirun", "-np", np_, *flags], notes=notes)
-        files.append((shape.rankfile_path, _rankfile_per_node(shape, hosts, version)))
-    elif m.rankfile is not None:
+    if m.rankfile is not None:
         if shape.nodes > 1:  # the rankfile names every node
             hosts = list(shape.hosts) or slurm.hostnames()
             m = openmpi_argv(
@@ -325,9 +329,7 @@ def _build_mpirun(
             )
         files.append((shape.rankfile_path, m.rankfile or ""))
     forward = [a for v in shape.forward for a in ("-x", v)]
-    if os.geteuid() == 0:
-        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    env |= _root_env()
     # Exported variables reach the local ranks (OpenMPI forwards the launching environment);
     # ``forward`` names those that must also reach other nodes' ranks.
     return Launch(
@@ -341,22 +343,111 @@ def _build_mpirun(
     )
 
 
-def _rankfile_per_node(shape: JobShape, hosts: list[str], version: int) -> str:
-    """One rankfile block per host, each from that host's own plan."""
-    if not hosts:
-        raise TopobindError("per-node plans need the job's host names")
-    own = {h: n.plan for n in shape.node_plans for h in n.hosts}
-    blocks = []
-    per = shape.plan.nranks
-    for k, host in enumerate(hosts):
-        text = rankfile_text(own.get(host, shape.plan), version, host)
-        for line in text.splitlines():
-            if line.startswith("rank "):
-                num, rest = line[5:].split("=", 1)
-                blocks.append(f"rank {k * per + int(num)}={rest}")
-    return (
-        "\n".join([f"# topobind rankfile for OpenMPI {version}.x, per-node plans", *blocks]) + "\n"
+def _root_env() -> dict[str, str]:
+    if os.geteuid() != 0:
+        return {}
+    return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def _build_groups(shape: JobShape, program: Sequence[str]) -> Launch:
+    """A plan per group of nodes: each group's per-rank step file, then one heterogeneous
+    srun step or one mpirun with a rankfile and an application context per group."""
+    if shape.launcher not in ("srun", "mpirun"):
+        raise TopobindError("--launcher none runs one process; the job spans several nodes")
+    files = [
+        (group_rank_file(shape, k), rank_step_text(shape, g.plan))
+        for k, g in enumerate(shape.groups)
+    ]
+    steps = [[*rank_step_argv(shape, path), *program] for path, _ in files]
+    env = {"TOPOBIND_LAYOUT": shape.plan.layout, **shape.env}
+    nodes = sum(len(g.hosts) for g in shape.groups)
+    if shape.launcher == "srun":
+        argv = srun_argv_groups(shape.groups, steps)
+        return Launch(argv=argv, env=env, launcher="srun", files=tuple(files), nodes=nodes)
+    version = 5 if shape.mpi == "openmpi5" else 4
+    files.append((shape.rankfile_path, rankfile_groups(shape.groups, version)))
+    argv = mpirun_argv_groups(shape.groups, steps, version, shape.rankfile_path, shape.forward)
+    return Launch(
+        argv=[shape.mpirun or "mpirun", *argv[1:]],
+        env=env | _root_env(),
+        launcher="mpirun",
+        mpi=shape.mpi,
+        files=tuple(files),
+        nodes=nodes,
     )
+
+
+def _omp_prefix(plan: Plan) -> list[str]:
+    """``env K=V ...`` with the plan's OpenMP variables (srun's --export cannot carry the
+    commas of OMP_PLACES; mpirun's application contexts take no variables of their own)."""
+    return ["env", *(f"{key}={value}" for key, value in omp_env(plan).items())]
+
+
+def srun_argv_groups(groups: Sequence[NodePlan], steps: Sequence[list[str]]) -> list[str]:
+    """One heterogeneous srun step: component k runs ``steps[k]`` on groups[k]'s nodes with
+    its masks and OpenMP variables."""
+    argv: list[str] = ["srun"]
+    for k, (g, cmd) in enumerate(zip(groups, steps, strict=True)):
+        s = srun_argv(g.plan)
+        if k:
+            argv.append(":")
+        argv += [
+            f"--nodes={len(g.hosts)}",
+            f"--nodelist={','.join(g.hosts)}",
+            f"--ntasks={g.plan.nranks * len(g.hosts)}",
+            *s.argv[1:],
+            *_omp_prefix(g.plan),
+            *cmd,
+        ]
+    return argv
+
+
+def rankfile_groups(groups: Sequence[NodePlan], version: int) -> str:
+    """One OpenMPI rankfile naming every host with its group's slots, ranks in node order.
+    4.x: OS PU indexes (``--mca rmaps_rank_file_physical 1``). 5.x: hwloc logical core (PU
+    with SMT) indexes of the WHOLE node: PRRTE numbers them over the node, not over the CPUs
+    the job holds there (a plan restricted to CPU 1 of 2 must say slot=1, not 0)."""
+    out = [f"# topobind rankfile for OpenMPI {version}.x, a plan per group of nodes"]
+    rank = 0
+    for g in groups:
+        node = g.node if g.node is not None else g.plan.topology
+        core_of = {pu: i for i, core in enumerate(node.cores) for pu in core.pus}
+        pu_logical = node.pu_logical()
+        out.append(f"# {g.about or ','.join(g.hosts)}")
+        for host in g.hosts:
+            for r in g.plan.ranks:
+                if version == 5:
+                    index = pu_logical if g.plan.smt else core_of
+                    ids = sorted({index[pu] for pu in r.cpus})
+                else:
+                    ids = list(r.cpus) if g.plan.smt else list(g.plan.core_pus(r))
+                out.append(f"rank {rank}={host} slot={format_list(ids)}")
+                rank += 1
+    return "\n".join(out) + "\n"
+
+
+def mpirun_argv_groups(
+    groups: Sequence[NodePlan],
+    steps: Sequence[list[str]],
+    version: int,
+    rankfile_path: str,
+    forward: Sequence[str] = (),
+) -> list[str]:
+    """``mpirun`` (argv[0] to be replaced by its path) with the rankfile of
+    :func:`rankfile_groups` and one application context per group."""
+    smt = any(g.plan.smt for g in groups)
+    bind = "hwthread" if smt else "core"
+    if version == 5:
+        mod = ":hwtcpus" if smt else ""
+        argv = ["mpirun", "--map-by", f"rankfile:file={rankfile_path}{mod}", "--bind-to", bind]
+    else:
+        argv = ["mpirun", "--rankfile", rankfile_path, "--mca", "rmaps_rank_file_physical", "1"]
+    argv += [a for v in forward for a in ("-x", v)]
+    for k, (g, cmd) in enumerate(zip(groups, steps, strict=True)):
+        if k:
+            argv.append(":")
+        argv += ["-np", str(g.plan.nranks * len(g.hosts)), *_omp_prefix(g.plan), *cmd]
+    return argv
 
 
 def write_files(launch: Launch) -> None:

@@ -1,0 +1,193 @@
+"""Running a program in this job (the engine of ``topobind run``): the scratch directory
+every rank reads, the launch prepared once (:func:`topobind.launch.build`, files written),
+the placement probe run first in the program's place, the groups of nodes when the job's
+nodes hold different shares (:mod:`topobind.pernode`), and the samples of the running
+program. :mod:`topobind.commands.run` parses the options and prints."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from topobind.errors import CannotRun, ProbeFailed, TopobindError
+from topobind.launch import (
+    JobShape,
+    Launch,
+    NodePlan,
+    build,
+    in_slurm,
+    job_shape,
+    slurm_nodes,
+    write_files,
+)
+from topobind.plan import Plan, PlannedRank
+from topobind.runner import run_process
+from topobind.verify import Row, compare, parse_probe_output, read_samples
+from topobind.verify_devices import EnvRow, check_env
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The launch options of ``topobind run``."""
+
+    launcher: str | None = None
+    mpi: str | None = None
+    rank_step: str = "auto"
+    sample_ms: int = 1000
+
+
+@dataclass(frozen=True)
+class Job:
+    """A launch prepared in ``workdir`` (its files written) and the shape it was built from."""
+
+    shape: JobShape
+    launch: Launch
+    workdir: str
+
+    def running(self, program: Sequence[str]) -> Launch:
+        """The same launch (flags, files) running ``program`` instead."""
+        return build(self.shape, program)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Planned against observed: each thread's row, and per-gpu plans' device variables."""
+
+    rows: list[Row]
+    env_rows: list[EnvRow] = field(default_factory=list)
+
+
+def workdir() -> str:
+    """Scratch directory for the per-rank step file (and rankfile) every rank reads: on a shared
+    file system when the job spans several nodes ($TOPOBIND_WORKDIR, else the submit directory)."""
+    base = os.environ.get("TOPOBIND_WORKDIR") or os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd()
+    try:
+        return os.path.abspath(tempfile.mkdtemp(prefix=".topobind-run-", dir=base))
+    except OSError as exc:
+        raise TopobindError(
+            f"cannot create topobind run's scratch directory in {base}: {exc.strerror}; set "
+            "TOPOBIND_WORKDIR to a writable directory (shared by the job's nodes)"
+        ) from exc
+
+
+def dry_run_dir() -> str:
+    """Where a dry run writes the files its command reads: under $TMPDIR on one node, the
+    shared scratch directory of a real run (:func:`workdir`) on several."""
+    return workdir() if slurm_nodes() > 1 else tempfile.mkdtemp(prefix="topobind-dry-run-")
+
+
+def node_groups(args: argparse.Namespace) -> list[NodePlan] | None:
+    """Plans per group of nodes when the job holds different shares of its nodes (see
+    :mod:`topobind.pernode`); None on one node or when one plan fits every node."""
+    if not in_slurm() or slurm_nodes() < 2:
+        return None
+    from topobind import pernode
+    from topobind.topology import load
+
+    groups = pernode.plans(args, load(args.topology))
+    if groups is not None and args.launcher == "none":
+        raise TopobindError("--launcher none runs one process; the job spans several nodes")
+    return groups
+
+
+def prepare(
+    plan: Plan,
+    program: Sequence[str],
+    opts: RunOptions,
+    where: str,
+    *,
+    sample: bool = False,
+    groups: Sequence[NodePlan] = (),
+) -> Job:
+    """Build the launch of ``program`` (one builder: :func:`topobind.launch.build`) and write
+    its files in ``where``. ``groups``: a plan per group of nodes (``plan`` is the first's)."""
+    shape = job_shape(
+        plan,
+        opts.launcher,
+        opts.mpi,
+        rank_step=opts.rank_step,
+        workdir=where,
+        sample_ms=opts.sample_ms if sample else None,
+        groups=groups,
+    )
+    launch = build(shape, program)
+    write_files(launch)
+    return Job(shape, launch, where)
+
+
+def execute(launch: Launch, capture: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run in a new process group; Ctrl-C / SIGTERM stop the whole group."""
+    return run_process(launch.argv, env={**os.environ, **launch.env}, capture=capture)
+
+
+def exit_status(code: int) -> int:
+    """A process's return code as a shell's exit status (128 + signal)."""
+    return 128 - code if code < 0 else code
+
+
+def probe() -> str:
+    """The placement probe (kernels/bin/whereami)."""
+    from topobind.kernels import find_kernel
+
+    try:
+        return str(find_kernel("whereami"))
+    except TopobindError as exc:
+        raise TopobindError(f"placement probe not found ({exc}); run 'make kernels'") from exc
+
+
+def check_program(name: str) -> None:
+    """The program must exist here, on the batch host, before any rank is started: a launcher
+    would report a missing program in its own words, once per rank."""
+    path = name if "/" in name else shutil.which(name)
+    if path is None or not os.path.exists(path):
+        raise CannotRun(name, FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT)))
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise CannotRun(name, PermissionError(errno.EACCES, os.strerror(errno.EACCES)))
+
+
+def run_probe(launch: Launch) -> str:
+    """The probe's output under ``launch``; :class:`ProbeFailed` when it exits non-zero."""
+    done = execute(launch, capture=True)
+    if done.returncode != 0:
+        raise ProbeFailed(done.returncode)
+    return done.stdout
+
+
+def verify_first(plan: Plan, job: Job) -> Verdict:
+    """Run the probe in the program's place (same flags and files) and compare with the plan."""
+    out = run_probe(job.running([probe()]))
+    planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks]
+    rows = compare(planned, parse_probe_output(out), nnodes=job.launch.nodes)
+    return Verdict(rows, check_env(planned, out))  # per-gpu plans: each rank's variables
+
+
+def verify_groups(groups: Sequence[NodePlan], job: Job) -> Verdict:
+    """The probe in the program's place, each group's ranks against its own plan."""
+    from topobind.pernode import compare_per_node
+
+    out = run_probe(job.running([probe()]))
+    return Verdict(compare_per_node(list(groups), parse_probe_output(out)))
+
+
+def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> list[Row]:
+    """The per-rank step's samples of the running program against the plan (waiting up to
+    ``sample_ms`` + 12 s for every rank's sample file)."""
+    expected = plan.nranks * job.launch.nodes
+    deadline = time.monotonic() + sample_ms / 1000 + 12.0
+    while time.monotonic() < deadline and len(_sample_files(job.workdir)) < expected:
+        time.sleep(0.05)
+    observed = read_samples(_sample_files(job.workdir))
+    planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
+    return compare(planned, observed, nnodes=job.launch.nodes, match_threads=True)
+
+
+def _sample_files(where: str) -> list[str]:
+    names = [n for n in os.listdir(where) if n.startswith("sample-") and n.endswith(".json")]
+    return [os.path.join(where, n) for n in sorted(names)]
