@@ -315,12 +315,13 @@ def test_many_pus_synthetic_at_the_limit_is_refused_before_hwloc(tmp_path: Path)
 
 
 def test_valid_neighbours_still_work(files: dict[str, Path], tmp_path: Path) -> None:
-    """The limits leave real inputs alone: the shared XMLs, an XML beside the bad ones."""
+    """The limits leave real inputs alone: the shared XMLs, an XML beside the bad ones
+    (every kind of core: fakecpukinds.xml has fewer performance cores than 2)."""
     good = tmp_path / "good.xml"
     good.write_text(SMALL_XML.read_text())
     for src in (str(good), BETZY):
         out = subprocess.run(
-            [TOPOBIND, "plan", "-t", src, "-l", "compact", "-r", "2", "-T", "1"],
+            [TOPOBIND, "plan", "-t", src, "-l", "compact", "-r", "2", "-T", "1", "--cpukind=all"],
             capture_output=True,
             text=True,
             timeout=HANG,
