@@ -106,7 +106,7 @@ def add_subparser(subparsers: Any) -> None:
     )
     run.add_argument("--dry-run", action="store_true", help="print the command, do not run")
     run.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
-    run.set_defaults(func=run_run)
+    run.set_defaults(func=run_program)
 
     env = subparsers.add_parser(
         "env",
@@ -186,7 +186,7 @@ def _launch(launch: Launch) -> int:
     return status
 
 
-def run_run(args: argparse.Namespace) -> int:
+def run_program(args: argparse.Namespace) -> int:
     program = _strip_dashes(args.program)
     if not program:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")

@@ -124,7 +124,7 @@ def find_ppr(plan: Plan, version: int = 5) -> tuple[str, int] | None:
     return None
 
 
-def _spell(resource: str, version: int) -> str:
+def _resource_name(resource: str, version: int) -> str:
     return "socket" if (version == 4 and resource == "package") else resource
 
 
@@ -158,7 +158,7 @@ def openmpi_argv(
     argv = ["mpirun", "-np", str(plan.nranks * (len(hosts) if hosts else nodes))]
     if found is not None:
         resource, per = found
-        res = _spell(resource, version)
+        res = _resource_name(resource, version)
         pe = plan.threads
         if version == 5:
             mod = f":pe={pe}" if pe > 1 else ""
