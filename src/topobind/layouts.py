@@ -19,6 +19,10 @@ from topobind.layout_gpu import GPU_HELP, ORDERS, RESERVES, GpuOptions
 from topobind.plan import Plan, RankPlan
 from topobind.topology import Core, Topology, format_list
 
+TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
+if TYPE_CHECKING:
+    from typing import Any
+
 
 @dataclass(frozen=True)
 class Slot:
@@ -429,6 +433,14 @@ def parse_layout(text: str) -> tuple[Layout, int | None]:
             f"layout {text[:60]!r}: {layout.parameter} must be a whole number from 1 to "
             f"{MAX_LAYOUT_PARAMETER} (ASCII digits), e.g. {example}"
         ) from None
+
+
+def choices_given(args: object) -> dict[str, Any]:
+    """make_plan's ``cpukind`` and ``options`` (the per-layout options) from parsed command-line
+    arguments: every command that plans, once per node or per group of nodes, passes the same."""
+    dests = {opt.dest for layout in REGISTRY for opt in layout.options}
+    options = {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
+    return {"cpukind": getattr(args, "cpukind", "performance"), "options": options}
 
 
 def one_rank_per_domain(layout: str) -> bool:

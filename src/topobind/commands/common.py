@@ -84,12 +84,6 @@ def add_device_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def layout_options(args: argparse.Namespace) -> dict[str, object]:
-    """The per-layout options given on the command line (``Request.options``)."""
-    dests = {opt.dest for layout in layouts.REGISTRY for opt in layout.options}
-    return {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
-
-
 def topology_from(args: argparse.Namespace) -> Topology:
     return load(args.topology)
 
@@ -102,8 +96,7 @@ def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
         ranks=args.ranks,
         threads=args.threads,
         smt=args.smt,
-        cpukind=getattr(args, "cpukind", "performance"),
-        options=layout_options(args),
+        **layouts.choices_given(args),
     )
 
 
@@ -145,8 +138,7 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
             ranks=ranks,
             threads=args.threads,
             smt=args.smt,
-            cpukind=getattr(args, "cpukind", "performance"),
-            options=layout_options(args),
+            **layouts.choices_given(args),
         )
     except PlanError as exc:
         if not from_alloc:
