@@ -8,9 +8,8 @@ logical indexes (rankfiles) and OS indexes (masks) stay those of the node.
 
 from __future__ import annotations
 
-import dataclasses
-
 from topobind.errors import PlanError
+from topobind.record import replace
 from topobind.topology import Core, Topology, format_list
 
 CHOICES = ("performance", "efficiency", "all")
@@ -59,7 +58,7 @@ def restrict(topo: Topology, choice: str) -> tuple[Topology, list[str]]:
     for core in topo.cores:
         pus = tuple(pu for pu in core.pus if pu in keep)
         if pus:
-            cores.append(dataclasses.replace(core, pus=pus))
+            cores.append(replace(core, pus=pus))
     others = sorted(set(topo.pus) - keep)
     notes = [
         f"this node has {len(topo.cpu_kinds)} kinds of cores; the plan uses only the "
@@ -67,4 +66,4 @@ def restrict(topo: Topology, choice: str) -> tuple[Topology, list[str]]:
         f"(PUs {format_list(sorted(keep))}), not PUs {format_list(others)}; "
         "--cpukind all uses every core"
     ]
-    return dataclasses.replace(topo, cores=tuple(cores)), notes
+    return replace(topo, cores=tuple(cores)), notes

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+
+from topobind.record import record
 
 IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc", "MemCache"})
 
@@ -43,7 +44,7 @@ _NIC_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _NIC_CLASSES = ("0200", "0207", "0280", "0c06")  # Ethernet, InfiniBand, other network, IB (old)
 
 
-@dataclass(frozen=True)
+@record
 class Gpu:
     """One physical GPU. ``pus``/``numa``: its locality (usable OS PU indexes, NUMA OS
     indexes); ``near``: the hwloc type of the object that locality comes from."""
@@ -65,7 +66,7 @@ class Gpu:
         return GPU_VENDORS[self.vendor][1] if self.vendor in GPU_VENDORS else None
 
 
-@dataclass(frozen=True)
+@record
 class Nic:
     os: str  # preferred name: the OpenFabrics device (mlx5_0) over its IP interface (ib0)
     names: tuple[str, ...]
@@ -77,13 +78,13 @@ class Nic:
     near: str
 
 
-@dataclass(frozen=True)
+@record
 class Devices:
     gpus: tuple[Gpu, ...] = ()
     nics: tuple[Nic, ...] = ()
 
 
-@dataclass
+@record(frozen=False)
 class _OsDev:
     name: str
     subtype: str
@@ -103,10 +104,15 @@ def _pci_ids(pcidev: ET.Element | None) -> tuple[str | None, str | None, str | N
     return pcidev.get("pci_busid"), cls, vendor
 
 
-def _os_devices(root: ET.Element) -> list[_OsDev]:
-    """Every OS device with its PCI device and nearest non-I/O ancestor, in document order
-    (an explicit stack: a deeply nested XML cannot exhaust Python's recursion limit)."""
-    out: list[_OsDev] = []
+#: An OS device element, its nearest non-I/O ancestor and its PCI device (or None).
+OsDevElems = tuple[ET.Element, ET.Element, ET.Element | None]
+
+
+def os_device_elems(root: ET.Element) -> list[OsDevElems]:
+    """Every OS device with its nearest non-I/O ancestor and PCI device, in document order
+    (an explicit stack: a deeply nested XML cannot exhaust Python's recursion limit).
+    :func:`topobind.topology.parse_xml` collects the same in its own pass."""
+    out: list[OsDevElems] = []
     top = root.find("object")
     if top is None:
         return out
@@ -116,7 +122,7 @@ def _os_devices(root: ET.Element) -> list[_OsDev]:
         elem, anchor, pcidev = stack.pop()
         typ = elem.get("type", "")
         if typ == "OSDev":
-            out.append(_osdev(elem, anchor, pcidev))
+            out.append((elem, anchor, pcidev))
         below = anchor if typ in IO_TYPES else elem
         pci_below = elem if typ == "PCIDev" else pcidev
         kids = [c for c in elem if c.tag == "object"]
@@ -241,10 +247,13 @@ def _nics(devs: list[_OsDev], loc: _Locality) -> list[Nic]:
     return out
 
 
-def read_devices(root: ET.Element, usable: set[int], numa: set[int]) -> Devices:
+def read_devices(
+    root: ET.Element, usable: set[int], numa: set[int], found: list[OsDevElems] | None = None
+) -> Devices:
     """The GPUs and NICs below ``root`` (an hwloc ``<topology>`` element), their locality cut
-    to the ``usable`` PUs and the ``numa`` nodes of the topology."""
-    devs = _os_devices(root)
+    to the ``usable`` PUs and the ``numa`` nodes of the topology. ``found``: its OS devices
+    when the caller has collected them (:func:`os_device_elems`)."""
+    devs = [_osdev(*elems) for elems in (os_device_elems(root) if found is None else found)]
     if not devs:
         return Devices()
     loc = _Locality(usable, numa)

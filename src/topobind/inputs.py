@@ -10,11 +10,14 @@ import argparse
 import os
 import re
 import stat
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import NoReturn
 
 from topobind.errors import TopobindError
+from topobind.record import record
+
+TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import NoReturn
 
 #: Most digits a count may have before it is even converted (``int`` of a 5000-digit string
 #: raises; of a 4000-digit one costs time): 9 digits hold every count topobind accepts.
@@ -65,7 +68,7 @@ def host_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--host ")) from exc
 
 
-@dataclass(frozen=True)
+@record
 class InputFile:
     """A kind of input file: ``what`` it is (named in every refusal), its size limit, the
     ``fix`` each refusal ends with (what to give instead) and the error type raised."""

@@ -1,14 +1,18 @@
-"""JSON for people and machines: indented objects, lists of numbers kept on one line."""
+"""JSON for people and machines: indented objects, lists of numbers kept on one line.
+
+Every plan printed with ``-f json`` goes through :func:`dumps`, so it avoids the generic
+encoder where it can: strings go to json's C escaper, plain ints to ``str``, lists of plain
+ints are joined directly; anything else is the encoder's one-line form."""
 
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring_ascii as _string
 
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
     from typing import Any
 
-_scalar = json.dumps
 # one encoder for the one-line values (json.dumps with separators= builds a new one per call)
 _one_line = json.JSONEncoder(separators=(", ", ": ")).encode
 
@@ -19,28 +23,34 @@ def _inline(value: Any) -> bool:
     )
 
 
-def _dump(value: Any, indent: str, out: list[str]) -> None:
+def _flat(value: Any) -> str | None:
+    """The text of a string, a plain int, or a list of them (or of lists of ints), the
+    common values of a plan, without the generic encoder; None for anything else."""
+    kind = type(value)
+    if kind is str:
+        return _string(value)
+    if kind is int:
+        return str(value)
+    if kind is list:
+        if all(type(v) is int for v in value):
+            return "[" + ", ".join(map(str, value)) + "]"
+        if all(type(v) is list and all(type(x) is int for x in v) for v in value):
+            return "[" + ", ".join("[" + ", ".join(map(str, v)) + "]" for v in value) + "]"
+    return None
+
+
+def _text(value: Any, indent: str) -> str:
+    flat = _flat(value)
+    if flat is not None:
+        return flat
+    inner = indent + " "
     if isinstance(value, dict) and value:
-        inner = indent + " "
-        out.append("{\n")
-        for i, (k, v) in enumerate(value.items()):
-            out.append(f"{inner}{_scalar(str(k))}: ")
-            _dump(v, inner, out)
-            out.append(",\n" if i < len(value) - 1 else "\n")
-        out.append(indent + "}")
-    elif isinstance(value, list) and value and not _inline(value):
-        inner = indent + " "
-        out.append("[\n")
-        for i, v in enumerate(value):
-            out.append(inner)
-            _dump(v, inner, out)
-            out.append(",\n" if i < len(value) - 1 else "\n")
-        out.append(indent + "]")
-    else:  # scalars, empty containers, lists of numbers (nested too) on one line
-        out.append(_one_line(value))
+        lines = [f"{inner}{_string(str(k))}: {_text(v, inner)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(lines) + "\n" + indent + "}"
+    if isinstance(value, list) and value and not _inline(value):
+        return "[\n" + ",\n".join(inner + _text(v, inner) for v in value) + "\n" + indent + "]"
+    return _one_line(value)  # other scalars, empty containers, lists of numbers on one line
 
 
 def dumps(obj: Any) -> str:
-    out: list[str] = []
-    _dump(obj, "", out)
-    return "".join(out)
+    return _text(obj, "")

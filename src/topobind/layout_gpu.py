@@ -18,10 +18,10 @@ nearest to both (docs/gpu.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from topobind.devices import Gpu, Nic
 from topobind.errors import PlanError
+from topobind.record import record
 from topobind.topology import Core, Topology, format_list
 
 #: per-gpu's help in the layout registry (topobind.layouts.REGISTRY)
@@ -33,14 +33,14 @@ RESERVES = ("none", "first-core-per-l3", "first-core-per-numa")
 ORDERS = ("gpu", "cpu")
 
 
-@dataclass(frozen=True)
+@record
 class GpuOptions:
     gpus_per_rank: int = 1
     reserve: str = "none"
     order: str = "gpu"
 
 
-@dataclass(frozen=True)
+@record
 class GpuRank:
     """One rank of the layout: its slots (OS PU tuples, one per thread) and devices."""
 
@@ -50,7 +50,7 @@ class GpuRank:
     nic: Nic | None
 
 
-@dataclass
+@record(frozen=False)
 class _Domain:
     cores: list[Core]
     gpus: list[Gpu]

@@ -8,15 +8,14 @@ the exact semantics and pictures.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 
 from topobind import cpukinds
 from topobind.errors import PlanError, TopobindError
 from topobind.inputs import count_arg, whole_number
 from topobind.layout_gpu import GPU_HELP, ORDERS, RESERVES, GpuOptions
 from topobind.plan import Plan, RankPlan
+from topobind.record import field, record, replace
 from topobind.topology import Core, Topology, format_list
 
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
@@ -24,13 +23,13 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-@dataclass(frozen=True)
+@record
 class Slot:
     core: Core
     place: tuple[int, ...]  # OS PU indexes
 
 
-@dataclass(frozen=True)
+@record
 class Request:
     layout: str
     ranks: int | None = None
@@ -271,7 +270,7 @@ MAX_LAYOUT_PARAMETER = 1 << 20
 Planner = Callable[[Topology, Request], list[list[Slot]]]
 
 
-@dataclass(frozen=True)
+@record
 class LayoutOption:
     """A command-line option that only some layouts read (``--gpus-per-rank N`` ...).
     :func:`topobind.commands.common.add_layout_args` adds it to every planning command; the
@@ -284,7 +283,7 @@ class LayoutOption:
     type: Callable[[str], object] = str
 
 
-@dataclass(frozen=True)
+@record
 class Layout:
     """One layout of the vocabulary: the CLI, its help, the plan schema and docs/layouts.md
     all derive from (or are tested against) :data:`REGISTRY`."""
@@ -506,7 +505,7 @@ def gpu_plan(
     for i, r in enumerate(ranks):
         base = _rank(i, [Slot(c, p) for p in r.places for c in r.cores if p[0] in c.pus])
         env = rank_env(r.gpus, r.nic)
-        rank_plans.append(dataclasses.replace(base, gpus=r.gpus, nic=r.nic, env=env))
+        rank_plans.append(replace(base, gpus=r.gpus, nic=r.nic, env=env))
     return Plan(
         topology=full,
         layout=req.layout,

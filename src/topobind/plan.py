@@ -6,10 +6,9 @@ A plan knows nothing about launchers; :mod:`topobind.emit` turns it into flags.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from topobind.devices import Gpu, Nic
 from topobind.errors import TopobindError
+from topobind.record import field, record
 from topobind.topology import Topology, format_list
 
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
 PLAN_SCHEMA_ID = "topobind.plan/1"
 
 
-@dataclass(frozen=True)
+@record
 class RankPlan:
     """One MPI rank (or the single process of an OpenMP-only job).
 
@@ -46,7 +45,7 @@ class RankPlan:
         return len(self.places)
 
 
-@dataclass(frozen=True)
+@record
 class Plan:
     topology: Topology
     layout: str
@@ -135,7 +134,7 @@ def validate_plan_json(doc: dict[str, Any]) -> None:
         raise TopobindError(f"plan JSON invalid at {where}: {message}") from exc
 
 
-@dataclass(frozen=True)
+@record
 class PlannedRank:
     """A rank as read back from a plan JSON document (for verification and launchers)."""
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
 
 from topobind.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
-from topobind.devices import Devices, read_devices
+from topobind.devices import IO_TYPES, Devices, OsDevElems, read_devices
 from topobind.errors import TopologyError
+from topobind.record import field, record
 
 SYNTHETIC_PREFIX = "synthetic:"
 
@@ -73,7 +73,7 @@ def parse_list(text: str) -> list[int]:
 
 
 # --------------------------------------------------------------------------- model
-@dataclass(frozen=True)
+@record
 class Core:
     """A core. ``pus``: OS indexes of its usable PUs, in hwloc logical order (SMT siblings)."""
 
@@ -86,7 +86,7 @@ class Core:
     kind: int | None = None  # CPU kind index (0 = least efficient) when the machine has several
 
 
-@dataclass(frozen=True)
+@record
 class CacheDomain:
     """A shared cache (normally L3): the cores and PUs behind it."""
 
@@ -99,7 +99,7 @@ class CacheDomain:
     package: int
 
 
-@dataclass(frozen=True)
+@record
 class NumaNode:
     """A NUMA node with CPUs. ``os_index`` is what numactl/Linux call node N."""
 
@@ -112,7 +112,7 @@ class NumaNode:
     subtype: str | None = None  # e.g. "MCDRAM" on KNL
 
 
-@dataclass(frozen=True)
+@record
 class Package:
     logical: int
     os_index: int | None
@@ -122,14 +122,14 @@ class Package:
     l3: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@record
 class CpuKind:
     pus: tuple[int, ...]
     efficiency: int | None
     core_type: str | None
 
 
-@dataclass(frozen=True)
+@record
 class Topology:
     """The usable part of one node: only online PUs allowed to this job/process."""
 
@@ -327,21 +327,79 @@ def load_xml(path: str | os.PathLike[str]) -> Topology:
 _CACHE_LEVEL = {"L1Cache": 1, "L2Cache": 2, "L3Cache": 3, "L4Cache": 4, "L5Cache": 5}
 
 
-@dataclass
-class _PuRecord:
-    os_index: int
-    core_key: int  # id() of the Core element or of the PU itself
-    core_elem: ET.Element | None  # its Core object (os_index read once per core)
-    package_key: int | None
-    caches: dict[int, int]  # level -> id() of the unified/data cache element above
+class _Walk:
+    """What one pass over the XML objects collects. ``pus``: one tuple per PU in document
+    (logical) order: (OS index, key of its core, Core element or None, key of its package or
+    None, {cache level: key of the unified/data cache above}); keys are ``id()`` of elements
+    (a PU without a Core object is its own core)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.pus: list[tuple[int, int, ET.Element | None, int | None, dict[int, int]]] = []
+        self.numa: list[ET.Element] = []
+        self.caches: dict[int, ET.Element] = {}
+        self.packages: dict[int, ET.Element] = {}
+        self.has_core = False
+        self.osdevs: list[OsDevElems] = []  # for topobind.devices
+
+    def visit(
+        self,
+        elem: ET.Element,
+        pkg: ET.Element | None,
+        core: ET.Element | None,
+        caches: dict[int, int],
+        depth: int,
+        anchor: ET.Element | None = None,
+        pcidev: ET.Element | None = None,
+    ) -> None:
+        """The objects below ``elem`` (``pkg``, ``core``, ``caches``: what is above them;
+        ``anchor``: their nearest non-I/O ancestor, ``pcidev``: their PCI device)."""
+        for child in elem:
+            if child.tag != "object":
+                continue
+            if depth >= MAX_XML_DEPTH:
+                raise TopologyError(
+                    f"{self.source}: hwloc XML objects nest deeper than {MAX_XML_DEPTH} levels; "
+                    f"{_XML_FIX}"
+                )
+            typ = child.get("type", "")
+            sub_pkg, sub_core, sub_caches = pkg, core, caches  # what this object adds
+            if typ == "PU":
+                self.add_pu(child, pkg, core, caches)
+            elif typ == "Package":
+                sub_pkg = self.packages[id(child)] = child
+            elif typ == "Core":
+                sub_core, self.has_core = child, True
+            elif typ in _CACHE_LEVEL and child.get("cache_type", "0") in ("0", "1"):
+                sub_caches = {**caches, _CACHE_LEVEL[typ]: id(child)}
+                self.caches[id(child)] = child
+            elif typ == "NUMANode":
+                self.numa.append(child)
+            elif typ == "OSDev" and anchor is not None:
+                self.osdevs.append((child, anchor, pcidev))
+            if len(child):
+                below = anchor if typ in IO_TYPES else child
+                pci = child if typ == "PCIDev" else pcidev
+                self.visit(child, sub_pkg, sub_core, sub_caches, depth + 1, below, pci)
+
+    def add_pu(
+        self,
+        pu: ET.Element,
+        pkg: ET.Element | None,
+        core: ET.Element | None,
+        caches: dict[int, int],
+    ) -> None:
+        if len(self.pus) >= MAX_PUS:
+            raise TopologyError(
+                f"{self.source}: more than {MAX_PUS} PUs, more than any Linux node has; {_XML_FIX}"
+            )
+        os_index = _int_attr(pu, "os_index", self.source, hi=MAX_OS_INDEX)
+        core_key = id(core) if core is not None else id(pu)
+        self.pus.append((os_index, core_key, core, id(pkg) if pkg is not None else None, caches))
 
 
-def parse_xml(
-    text: str,
-    source: str,
-    affinity: frozenset[int] | None = None,
-    hostname: str | None = None,
-) -> Topology:
+def _parse_root(text: str, source: str) -> ET.Element:
+    """The root ``<topology>`` element, the size of the text bounded first."""
     # Every tag takes 3 characters or more ('<a>'): a shorter text needs no count.
     if len(text) > 3 * MAX_XML_TAGS and text.count("<") > MAX_XML_TAGS:
         raise TopologyError(
@@ -354,10 +412,90 @@ def parse_xml(
         raise TopologyError(f"{source}: malformed hwloc XML ({exc})") from exc
     if root.tag != "topology":
         raise TopologyError(f"{source}: not an hwloc XML topology (root element <{root.tag}>)")
+    return root
+
+
+def _usable(
+    walk: _Walk,
+    complete: frozenset[int],
+    allowed: frozenset[int] | None,
+    affinity: frozenset[int] | None,
+) -> tuple[list[tuple[int, int, ET.Element | None, int | None, dict[int, int]]], dict[int, str]]:
+    """The PUs this job may use, and why each other PU of the node may not."""
+    excluded: dict[int, str] = {pu: "offline" for pu in sorted(complete - {p[0] for p in walk.pus})}
+    usable = []
+    for rec in walk.pus:
+        if allowed is not None and rec[0] not in allowed:
+            excluded[rec[0]] = "not in the allowed cpuset (cgroup)"
+        elif affinity is not None and rec[0] not in affinity:
+            excluded[rec[0]] = "not in this process's affinity mask"
+        else:
+            usable.append(rec)
+    if not usable:
+        raise TopologyError(
+            f"{walk.source}: the allowed cpuset is empty (no usable PU); check the job's allocation"
+        )
+    return usable, excluded
+
+
+def _numa_cpusets(
+    walk: _Walk, machine: ET.Element, usable: set[int], allowed: frozenset[int] | None
+) -> tuple[list[tuple[int, frozenset[int], int, str | None]], list[int]]:
+    """(OS index, usable PUs, memory, subtype) of each NUMA node with usable PUs, and the OS
+    indexes of the allowed ones without."""
+    source = walk.source
+    nodes_allowed: frozenset[int] | None = None
+    if allowed is not None and machine.get("allowed_nodeset"):
+        nodes_allowed = _bitmap(source, machine.get("allowed_nodeset", ""))
+    with_cpus: list[tuple[int, frozenset[int], int, str | None]] = []
+    cpuless: list[int] = []
+    for elem in walk.numa:
+        os_idx = _int_attr(elem, "os_index", source, hi=MAX_OS_INDEX)
+        cs = _bitmap(source, elem.get("cpuset", "")) & usable
+        if nodes_allowed is not None and os_idx not in nodes_allowed:
+            continue
+        if not cs:
+            cpuless.append(os_idx)
+            continue
+        memory = _int_attr(elem, "local_memory", source, 0, hi=1 << 62)
+        with_cpus.append((os_idx, cs, memory, elem.get("subtype")))
+    return with_cpus, cpuless
+
+
+def _shared_level(core_caches: list[dict[int, int]]) -> int | None:
+    """L3 when there is one, else the highest cache level that several cores share."""
+    level_cores: dict[int, dict[int, int]] = {}  # level -> cache key -> cores under it
+    for caches in core_caches:
+        for level, ckey in caches.items():
+            per_cache = level_cores.setdefault(level, {})
+            per_cache[ckey] = per_cache.get(ckey, 0) + 1
+    if 3 in level_cores:
+        return 3
+    for level in sorted(level_cores, reverse=True):
+        if any(n > 1 for n in level_cores[level].values()):
+            return level
+    return None
+
+
+def _logical(keys: list[int | None]) -> dict[int | None, int]:
+    """Logical index of each key, in order of first appearance."""
+    out: dict[int | None, int] = {}
+    for key in keys:
+        if key not in out:
+            out[key] = len(out)
+    return out
+
+
+def parse_xml(
+    text: str,
+    source: str,
+    affinity: frozenset[int] | None = None,
+    hostname: str | None = None,
+) -> Topology:
+    root = _parse_root(text, source)
     machine = root.find("object")
     if machine is None:
         raise TopologyError(f"{source}: hwloc XML has no root object")
-
     allowed_attr = machine.get("allowed_cpuset")
     allowed = _bitmap(source, allowed_attr) if allowed_attr else None
     complete = _bitmap(source, machine.get("complete_cpuset") or machine.get("cpuset") or "")
@@ -366,185 +504,120 @@ def parse_xml(
             if info.get("name") == "HostName":
                 hostname = info.get("value")
 
-    pus: list[_PuRecord] = []
-    numa_elems: list[ET.Element] = []
-    cache_elems: dict[int, ET.Element] = {}
-    package_elems: dict[int, ET.Element] = {}
-    types_seen: set[str] = set()
-
-    def walk(elem: ET.Element, ctx: dict[str, object], depth: int) -> None:
-        if depth > MAX_XML_DEPTH:
-            raise TopologyError(
-                f"{source}: hwloc XML objects nest deeper than {MAX_XML_DEPTH} levels; {_XML_FIX}"
-            )
-        for child in elem:
-            if child.tag != "object":
-                continue
-            typ = child.get("type", "")
-            sub = ctx  # copied only where this object adds to the context
-            if typ == "Package":
-                sub = {**ctx, "package": child}
-                package_elems[id(child)] = child
-            elif typ == "Core":
-                sub = {**ctx, "core": child}
-                types_seen.add(typ)
-            elif typ in _CACHE_LEVEL and child.get("cache_type", "0") in ("0", "1"):
-                level = _CACHE_LEVEL[typ]
-                caches = dict(ctx.get("caches", {}))  # type: ignore[call-overload]
-                caches[level] = id(child)
-                sub = {**ctx, "caches": caches}
-                cache_elems[id(child)] = child
-            elif typ == "NUMANode":
-                numa_elems.append(child)
-            if typ == "PU":
-                if len(pus) >= MAX_PUS:
-                    raise TopologyError(
-                        f"{source}: more than {MAX_PUS} PUs, more than any Linux node has; "
-                        f"{_XML_FIX}"
-                    )
-                core: ET.Element | None = sub.get("core")  # type: ignore[assignment]
-                pkg: ET.Element | None = sub.get("package")  # type: ignore[assignment]
-                above: dict[int, int] = sub.get("caches", {})  # type: ignore[assignment]
-                pus.append(
-                    _PuRecord(
-                        os_index=_int_attr(child, "os_index", source, hi=MAX_OS_INDEX),
-                        core_key=id(core) if core is not None else id(child),
-                        core_elem=core,
-                        package_key=id(pkg) if pkg is not None else None,
-                        caches=dict(above),
-                    )
-                )
-            walk(child, sub, depth + 1)
-
-    walk(root, {}, 0)
-    if not pus:
+    walk = _Walk(source)
+    walk.visit(root, None, None, {}, 0)
+    if not walk.pus:
         raise TopologyError(f"{source}: hwloc XML contains no PU objects")
+    usable, excluded = _usable(walk, complete, allowed, affinity)
+    usable_set = {rec[0] for rec in usable}
+    numa_cpusets, cpuless = _numa_cpusets(walk, machine, usable_set, allowed)
+    kinds = _parse_cpukinds(root, usable_set, source)
+    cores, pkg_keys, level, cache_elems = _cores(walk, usable, numa_cpusets, kinds)
+    distances, dist_index = _parse_numa_distances(root, source)
+    return Topology(
+        source=source,
+        hostname=hostname,
+        packages=_packages(cores, [walk.packages.get(k) if k else None for k in pkg_keys], source),
+        numa_nodes=_numa_nodes(cores, numa_cpusets),
+        l3_domains=_l3_domains(cores, level, cache_elems, source),
+        shared_cache_level=level,
+        cores=tuple(cores),
+        excluded_pus=excluded,
+        cpuless_numa=tuple(sorted(cpuless)),
+        numa_distances=distances,
+        numa_distance_index=dist_index,
+        cpu_kinds=tuple(kinds),
+        devices=read_devices(
+            root, usable_set, {n[0] for n in numa_cpusets} | set(cpuless), walk.osdevs
+        ),
+        xml=text,
+        missing_levels=(() if walk.packages else ("Package",))
+        + (() if walk.has_core else ("Core",)),
+    )
 
-    excluded: dict[int, str] = {}
-    for pu in sorted(complete - {p.os_index for p in pus}):
-        excluded[pu] = "offline"
-    usable: list[_PuRecord] = []
-    for rec in pus:
-        if allowed is not None and rec.os_index not in allowed:
-            excluded[rec.os_index] = "not in the allowed cpuset (cgroup)"
-        elif affinity is not None and rec.os_index not in affinity:
-            excluded[rec.os_index] = "not in this process's affinity mask"
-        else:
-            usable.append(rec)
-    if not usable:
-        raise TopologyError(
-            f"{source}: the allowed cpuset is empty (no usable PU); check the job's allocation"
-        )
 
-    # --- cores (logical order of first appearance)
-    core_order: list[int] = []
+_PuRec = tuple[int, int, ET.Element | None, int | None, dict[int, int]]
+
+
+def _cores(
+    walk: _Walk,
+    usable: list[_PuRec],
+    numa_cpusets: list[tuple[int, frozenset[int], int, str | None]],
+    kinds: list[CpuKind],
+) -> tuple[list[Core], list[int | None], int | None, list[ET.Element]]:
+    """The usable cores in logical order; the package keys in logical order, the shared cache
+    level and its cache elements in logical order (their logical indexes are what the cores
+    name)."""
     core_pus: dict[int, list[int]] = {}
-    core_rec: dict[int, _PuRecord] = {}
+    first: dict[int, _PuRec] = {}
     for rec in usable:
-        if rec.core_key not in core_pus:
-            core_order.append(rec.core_key)
-            core_pus[rec.core_key] = []
-            core_rec[rec.core_key] = rec
-        core_pus[rec.core_key].append(rec.os_index)
-    core_logical = {key: i for i, key in enumerate(core_order)}
-
-    # --- packages
-    pkg_order: list[int | None] = []
-    for key in core_order:
-        pk = core_rec[key].package_key
-        if pk not in pkg_order:
-            pkg_order.append(pk)
-    pkg_logical = {pk: i for i, pk in enumerate(pkg_order)}
-
-    # --- NUMA nodes (memory objects; locality from their cpuset)
-    usable_set = {rec.os_index for rec in usable}
-    numa_cpusets: list[tuple[int, frozenset[int], int, str | None]] = []
-    cpuless: list[int] = []
-    for elem in numa_elems:
-        os_idx = _int_attr(elem, "os_index", source, hi=MAX_OS_INDEX)
-        cs = _bitmap(source, elem.get("cpuset", "")) & usable_set
-        if allowed is not None and machine.get("allowed_nodeset"):
-            nodes_allowed = _bitmap(source, machine.get("allowed_nodeset", ""))
-            if os_idx not in nodes_allowed:
-                continue
-        if not cs:
-            cpuless.append(os_idx)
-            continue
-        memory = _int_attr(elem, "local_memory", source, 0, hi=1 << 62)
-        numa_cpusets.append((os_idx, cs, memory, elem.get("subtype")))
+        if rec[1] not in core_pus:
+            core_pus[rec[1]], first[rec[1]] = [], rec
+        core_pus[rec[1]].append(rec[0])
+    recs = [first[key] for key in core_pus]
+    pkg_logical = _logical([rec[3] for rec in recs])
+    level = _shared_level([rec[4] for rec in recs])
+    cache_keys = [rec[4].get(level) if level is not None else None for rec in recs]
+    cache_logical = _logical([ck for ck in cache_keys if ck is not None])
     pu_numa: dict[int, list[int]] = {}
     for os_idx, cs, _mem, _sub in numa_cpusets:
         for pu in cs:
             pu_numa.setdefault(pu, []).append(os_idx)
-
-    # --- shared cache domains: L3, else the highest level shared by several cores
-    level_cores: dict[int, dict[int, set[int]]] = {}
-    for key in core_order:
-        for level, ckey in core_rec[key].caches.items():
-            level_cores.setdefault(level, {}).setdefault(ckey, set()).add(key)
-    shared_level: int | None = None
-    if 3 in level_cores:
-        shared_level = 3
-    else:
-        for level in sorted(level_cores, reverse=True):
-            if any(len(v) > 1 for v in level_cores[level].values()):
-                shared_level = level
-                break
-
-    cache_order: list[int] = []
-    if shared_level is not None:
-        for key in core_order:
-            ck = core_rec[key].caches.get(shared_level)
-            if ck is not None and ck not in cache_order:
-                cache_order.append(ck)
-    cache_logical = {ck: i for i, ck in enumerate(cache_order)}
-
-    kinds = _parse_cpukinds(root, usable_set, source)
-    pu_kind: dict[int, int] = {}
-    if len(kinds) > 1:
-        for i, kind in enumerate(kinds):
-            for pu in kind.pus:
-                pu_kind[pu] = i
-
+    pu_kind = {pu: i for i, kind in enumerate(kinds) for pu in kind.pus} if len(kinds) > 1 else {}
     cores: list[Core] = []
-    for key in core_order:
-        rec = core_rec[key]
-        cpus = tuple(core_pus[key])
-        numa = tuple(sorted({n for pu in cpus for n in pu_numa.get(pu, [])}))
-        ck = rec.caches.get(shared_level) if shared_level is not None else None
+    for logical, (rec, ck) in enumerate(zip(recs, cache_keys, strict=True)):
+        cpus = tuple(core_pus[rec[1]])
         cores.append(
             Core(
-                logical=core_logical[key],
-                os_index=_opt_int_attr(rec.core_elem, "os_index", source),
+                logical=logical,
+                os_index=_opt_int_attr(rec[2], "os_index", walk.source),
                 pus=cpus,
-                package=pkg_logical[rec.package_key],
-                numa=numa,
+                package=pkg_logical[rec[3]],
+                numa=tuple(sorted({n for pu in cpus for n in pu_numa.get(pu, ())})),
                 l3=cache_logical.get(ck) if ck is not None else None,
                 kind=pu_kind.get(cpus[0]),
             )
         )
+    return cores, list(pkg_logical), level, [walk.caches[ck] for ck in cache_logical]
 
-    l3_domains: list[CacheDomain] = []
-    for ck in cache_order:
-        elem = cache_elems[ck]
-        members = [c for c in cores if c.l3 == cache_logical[ck]]
-        l3_domains.append(
-            CacheDomain(
-                logical=cache_logical[ck],
-                level=shared_level or 0,
-                size_bytes=_int_attr(elem, "cache_size", source, 0, hi=1 << 62),
-                cores=tuple(c.logical for c in members),
-                pus=tuple(pu for c in members for pu in c.pus),
-                numa=tuple(sorted({n for c in members for n in c.numa})),
-                package=members[0].package,
-            )
+
+def _group(cores: list[Core], key: str) -> dict[int, list[Core]]:
+    """Cores by one of their indexes (``package``, ``l3``; ``numa``: each node they touch)."""
+    out: dict[int, list[Core]] = {}
+    for c in cores:
+        value = getattr(c, key)
+        for k in value if isinstance(value, tuple) else (value,):
+            out.setdefault(k, []).append(c)
+    return out
+
+
+def _l3_domains(
+    cores: list[Core], level: int | None, elems: list[ET.Element], source: str
+) -> tuple[CacheDomain, ...]:
+    members = _group(cores, "l3")
+    return tuple(
+        CacheDomain(
+            logical=i,
+            level=level or 0,
+            size_bytes=_int_attr(elem, "cache_size", source, 0, hi=1 << 62),
+            cores=tuple(c.logical for c in members[i]),
+            pus=tuple(pu for c in members[i] for pu in c.pus),
+            numa=tuple(sorted({n for c in members[i] for n in c.numa})),
+            package=members[i][0].package,
         )
+        for i, elem in enumerate(elems)
+    )
 
-    numa_nodes: list[NumaNode] = []
+
+def _numa_nodes(
+    cores: list[Core], numa_cpusets: list[tuple[int, frozenset[int], int, str | None]]
+) -> tuple[NumaNode, ...]:
+    by_node = _group(cores, "numa")
+    nodes: list[NumaNode] = []
     for logical, (os_idx, cs, mem, subtype) in enumerate(numa_cpusets):
-        members = [c for c in cores if os_idx in c.numa]
+        members = by_node.get(os_idx, [])
         pkgs = {c.package for c in members}
-        numa_nodes.append(
+        nodes.append(
             NumaNode(
                 os_index=os_idx,
                 logical=logical,
@@ -555,41 +628,24 @@ def parse_xml(
                 subtype=subtype,
             )
         )
+    return tuple(nodes)
 
-    packages: list[Package] = []
-    for pk in pkg_order:
-        idx = pkg_logical[pk]
-        members = [c for c in cores if c.package == idx]
-        pkg_os = _opt_int_attr(package_elems[pk] if pk is not None else None, "os_index", source)
-        packages.append(
-            Package(
-                logical=idx,
-                os_index=pkg_os,
-                cores=tuple(c.logical for c in members),
-                pus=tuple(pu for c in members for pu in c.pus),
-                numa=tuple(sorted({n for c in members for n in c.numa})),
-                l3=tuple(sorted({c.l3 for c in members if c.l3 is not None})),
-            )
+
+def _packages(
+    cores: list[Core], elems: list[ET.Element | None], source: str
+) -> tuple[Package, ...]:
+    """One package per logical index (``elems``: its element, None for PUs outside any)."""
+    members = _group(cores, "package")
+    return tuple(
+        Package(
+            logical=i,
+            os_index=_opt_int_attr(elem, "os_index", source),
+            cores=tuple(c.logical for c in members[i]),
+            pus=tuple(pu for c in members[i] for pu in c.pus),
+            numa=tuple(sorted({n for c in members[i] for n in c.numa})),
+            l3=tuple(sorted({c.l3 for c in members[i] if c.l3 is not None})),
         )
-
-    distances, dist_index = _parse_numa_distances(root, source)
-    return Topology(
-        source=source,
-        hostname=hostname,
-        packages=tuple(packages),
-        numa_nodes=tuple(numa_nodes),
-        l3_domains=tuple(l3_domains),
-        shared_cache_level=shared_level,
-        cores=tuple(cores),
-        excluded_pus=excluded,
-        cpuless_numa=tuple(sorted(cpuless)),
-        numa_distances=distances,
-        numa_distance_index=dist_index,
-        cpu_kinds=tuple(kinds),
-        devices=read_devices(root, usable_set, {n[0] for n in numa_cpusets} | set(cpuless)),
-        xml=text,
-        missing_levels=(() if package_elems else ("Package",))
-        + (() if "Core" in types_seen else ("Core",)),
+        for i, elem in enumerate(elems)
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 
@@ -12,6 +11,7 @@ from topobind.errors import PlanError, TopobindError
 from topobind.inputs import count_arg
 from topobind.layouts import make_plan, one_rank_per_domain
 from topobind.plan import Plan
+from topobind.record import replace
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
 from topobind.words import plural
 
@@ -158,7 +158,7 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
             f"the plan has {plural(plan.nranks, 'rank')} per node but the allocation has "
             f"{plural(alloc.count, 'task')} per node ({alloc.source}); {why}"
         )
-        plan = dataclasses.replace(plan, warnings=(*plan.warnings, warning))
+        plan = replace(plan, warnings=(*plan.warnings, warning))
     return plan
 
 
