@@ -152,9 +152,8 @@ def test_a_job_that_narrowed_the_gpus_is_told(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_deep_io_nesting_is_read_without_recursion() -> None:
-    import xml.etree.ElementTree as ET
-
-    from topobind.devices import read_devices
+    from topobind import hwloc_xml
+    from topobind.devices import devices_of
 
     xml = (
         '<topology><object type="Machine" cpuset="0x1">'
@@ -164,7 +163,8 @@ def test_deep_io_nesting_is_read_without_recursion() -> None:
         + "</object>" * 5000
         + "</object></topology>"
     )
-    gpus = read_devices(ET.fromstring(xml), {0}, set()).gpus
+    doc = hwloc_xml.read(xml, "deep.xml", max_pus=1, max_depth=6000, fix="")
+    gpus = devices_of(doc.osdevs, {0}, set()).gpus
     assert [(g.os, g.index, g.pus) for g in gpus] == [("cuda0", 0, (0,))]
 
 

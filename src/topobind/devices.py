@@ -16,11 +16,12 @@ or DRM (``card0``) gets its position among the vendor's GPUs in PCI order.
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 
 from topobind.record import record
 
-IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc", "MemCache"})
+TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
+if TYPE_CHECKING:
+    from topobind.hwloc_xml import Attrs, OsDevice
 
 #: PCI vendor id -> (vendor name, the variable that selects the devices a process sees)
 GPU_VENDORS: dict[str, tuple[str, str]] = {
@@ -29,17 +30,17 @@ GPU_VENDORS: dict[str, tuple[str, str]] = {
     "8086": ("Intel", "ZE_AFFINITY_MASK"),
 }
 #: GPU OS device names: the runtime (hwloc backend) and its device number
-_GPU_NAME = re.compile(r"^(rsmi|nvml|cuda|ze)(\d+)$|^opencl\d+d(\d+)$")
+_GPU_NAME = r"^(rsmi|nvml|cuda|ze)(\d+)$|^opencl\d+d(\d+)$"  # patterns: compiled on first use
 _GPU_SUBTYPES = ("rsmi", "nvml", "cuda", "opencl", "levelzero", "ze")
 _NATIVE = {"1002": ("rsmi",), "10de": ("cuda", "nvml"), "8086": ("ze",)}
 #: DRM devices of a compute-GPU PCI class (3D controller, other display controller)
-_DRM_NAME = re.compile(r"^(card|renderD)\d+$")
+_DRM_NAME = r"^(card|renderD)\d+$"
 _GPU_CLASSES = ("0302", "0380")
 #: NIC OS device names -> kind, most specific kind first
-_NIC_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("openfabrics", re.compile(r"^(mlx\d+_\d+|hfi1_\d+)$")),
-    ("slingshot", re.compile(r"^(cxi\d+|hsn\d+|hsi\d+)$")),
-    ("bxi", re.compile(r"^bxi\d*$")),
+_NIC_KINDS: tuple[tuple[str, str], ...] = (
+    ("openfabrics", r"^(mlx\d+_\d+|hfi1_\d+)$"),
+    ("slingshot", r"^(cxi\d+|hsn\d+|hsi\d+)$"),
+    ("bxi", r"^bxi\d*$"),
 )
 _NIC_CLASSES = ("0200", "0207", "0280", "0c06")  # Ethernet, InfiniBand, other network, IB (old)
 
@@ -92,10 +93,10 @@ class _OsDev:
     pci_class: str | None
     vendor: str | None
     model: str | None
-    anchor: ET.Element  # nearest non-I/O ancestor
+    anchor: Attrs  # nearest non-I/O ancestor
 
 
-def _pci_ids(pcidev: ET.Element | None) -> tuple[str | None, str | None, str | None]:
+def _pci_ids(pcidev: Attrs | None) -> tuple[str | None, str | None, str | None]:
     """(bus id, class, vendor) of a PCIDev element (``pci_type="0380 [1002:7408] ..."``)."""
     if pcidev is None:
         return None, None, None
@@ -104,55 +105,30 @@ def _pci_ids(pcidev: ET.Element | None) -> tuple[str | None, str | None, str | N
     return pcidev.get("pci_busid"), cls, vendor
 
 
-#: An OS device element, its nearest non-I/O ancestor and its PCI device (or None).
-OsDevElems = tuple[ET.Element, ET.Element, ET.Element | None]
-
-
-def os_device_elems(root: ET.Element) -> list[OsDevElems]:
-    """Every OS device with its nearest non-I/O ancestor and PCI device, in document order
-    (an explicit stack: a deeply nested XML cannot exhaust Python's recursion limit).
-    :func:`topobind.topology.parse_xml` collects the same in its own pass."""
-    out: list[OsDevElems] = []
-    top = root.find("object")
-    if top is None:
-        return out
-    # (element, its nearest non-I/O ancestor, its PCI device), popped in document order
-    stack: list[tuple[ET.Element, ET.Element, ET.Element | None]] = [(top, top, None)]
-    while stack:
-        elem, anchor, pcidev = stack.pop()
-        typ = elem.get("type", "")
-        if typ == "OSDev":
-            out.append((elem, anchor, pcidev))
-        below = anchor if typ in IO_TYPES else elem
-        pci_below = elem if typ == "PCIDev" else pcidev
-        kids = [c for c in elem if c.tag == "object"]
-        stack.extend((c, below, pci_below) for c in reversed(kids))
-    return out
-
-
-def _osdev(elem: ET.Element, anchor: ET.Element, pcidev: ET.Element | None) -> _OsDev:
-    busid, cls, vendor = _pci_ids(pcidev)
-    infos = {i.get("name"): i.get("value") for i in elem.findall("info")}
+def _osdev(device: OsDevice) -> _OsDev:
+    busid, cls, vendor = _pci_ids(device.pcidev)
+    attrs, infos = device.attrs, device.infos
     return _OsDev(
-        name=elem.get("name", ""),
-        subtype=(elem.get("subtype") or infos.get("Backend") or "").lower(),
+        name=attrs.get("name", ""),
+        subtype=(attrs.get("subtype") or infos.get("Backend") or "").lower(),
         pci=busid,
         pci_class=cls,
         vendor=vendor,
         model=infos.get("GPUModel") or infos.get("CoProcType"),
-        anchor=anchor,
+        anchor=device.anchor,
     )
 
 
 def _is_gpu(d: _OsDev) -> bool:
-    if _GPU_NAME.match(d.name) or d.subtype.startswith(_GPU_SUBTYPES):
+    if re.match(_GPU_NAME, d.name) or d.subtype.startswith(_GPU_SUBTYPES):
         return True
-    return bool(_DRM_NAME.match(d.name) and d.pci_class in _GPU_CLASSES and d.vendor in GPU_VENDORS)
+    drm = re.match(_DRM_NAME, d.name)
+    return bool(drm and d.pci_class in _GPU_CLASSES and d.vendor in GPU_VENDORS)
 
 
 def _nic_kind(d: _OsDev) -> str | None:
     for kind, pattern in _NIC_KINDS:
-        if pattern.match(d.name) and (d.pci_class is None or d.pci_class in _NIC_CLASSES):
+        if re.match(pattern, d.name) and (d.pci_class is None or d.pci_class in _NIC_CLASSES):
             return kind
     return None
 
@@ -161,7 +137,7 @@ def _native_index(vendor: str | None, names: list[str]) -> tuple[str, int] | Non
     """(name, number) of the vendor's own runtime device among ``names``."""
     for prefix in _NATIVE.get(vendor or "", ()):
         for name in names:
-            m = _GPU_NAME.match(name)
+            m = re.match(_GPU_NAME, name)
             if m and m.group(1) == prefix:
                 return name, int(m.group(2))
     return None
@@ -177,7 +153,7 @@ class _Locality:
         self.usable = usable
         self.numa = numa
 
-    def of(self, anchor: ET.Element) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def of(self, anchor: Attrs) -> tuple[tuple[int, ...], tuple[int, ...]]:
         pus = self.parse(anchor.get("cpuset", "")) & self.usable
         nodes = self.parse(anchor.get("nodeset", "")) & self.numa
         return tuple(sorted(pus)), tuple(sorted(nodes))
@@ -202,7 +178,7 @@ def _gpus(devs: list[_OsDev], loc: _Locality) -> list[Gpu]:
         position = ordinal.get(first.vendor, 0)
         ordinal[first.vendor] = position + 1
         name, index = native if native is not None else (names[0], position)
-        runtime = _GPU_NAME.match(name).group(1) if native is not None else None  # type: ignore[union-attr]
+        runtime = re.match(_GPU_NAME, name).group(1) if native is not None else None  # type: ignore[union-attr]
         pus, numa = loc.of(first.anchor)
         out.append(
             Gpu(
@@ -247,13 +223,11 @@ def _nics(devs: list[_OsDev], loc: _Locality) -> list[Nic]:
     return out
 
 
-def read_devices(
-    root: ET.Element, usable: set[int], numa: set[int], found: list[OsDevElems] | None = None
-) -> Devices:
-    """The GPUs and NICs below ``root`` (an hwloc ``<topology>`` element), their locality cut
-    to the ``usable`` PUs and the ``numa`` nodes of the topology. ``found``: its OS devices
-    when the caller has collected them (:func:`os_device_elems`)."""
-    devs = [_osdev(*elems) for elems in (os_device_elems(root) if found is None else found)]
+def devices_of(found: list[OsDevice], usable: set[int], numa: set[int]) -> Devices:
+    """The GPUs and NICs among the OS devices an XML pass ``found``
+    (:mod:`topobind.hwloc_xml`), their locality cut to the ``usable`` PUs and the ``numa``
+    nodes of the topology."""
+    devs = [_osdev(device) for device in found]
     if not devs:
         return Devices()
     loc = _Locality(usable, numa)

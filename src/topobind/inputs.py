@@ -23,16 +23,16 @@ if TYPE_CHECKING:
 #: raises; of a 4000-digit one costs time): 9 digits hold every count topobind accepts.
 MAX_DIGITS = 9
 
-_WHOLE = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}")
+_WHOLE = rf"[0-9]{{1,{MAX_DIGITS}}}"  # patterns: compiled on first use (start-up)
 # RFC 1123 host names (letters, digits, '-', dots between labels) and '_', which some
 # clusters use; what goes unquoted into a rankfile line.
-_HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252}[A-Za-z0-9_])?")
+_HOST = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252}[A-Za-z0-9_])?"
 
 
 def whole_number(text: str, what: str, lo: int = 1, hi: int = 1 << 20) -> int:
     """``text`` as an integer in ``lo..hi``: ASCII digits only (no sign, no '1_000', no
     non-ASCII digits that ``int()`` would take), at most :data:`MAX_DIGITS` of them."""
-    if not _WHOLE.fullmatch(text) or not lo <= int(text) <= hi:
+    if not re.fullmatch(_WHOLE, text) or not lo <= int(text) <= hi:
         raise TopobindError(f"{what} {_shown(text, 40)!r}: give a whole number from {lo} to {hi}")
     return int(text)
 
@@ -52,7 +52,7 @@ def count_arg(flag: str, lo: int = 1, hi: int = 1 << 20) -> Callable[[str], int]
 
 def host_name(text: str, what: str = "--host") -> str:
     """A host name that can stand in a rankfile line (``rank 0=NAME slot=...``)."""
-    if not _HOST.fullmatch(text):
+    if not re.fullmatch(_HOST, text):
         raise TopobindError(
             f"{what} {_shown(text, 40)!r} is not a host name (letters, digits, '.', '-', "
             "'_'); give the node's name as 'hostname' or Slurm prints it"

@@ -6,21 +6,35 @@ ints are joined directly; anything else is the encoder's one-line form."""
 
 from __future__ import annotations
 
-import json
-from json.encoder import encode_basestring_ascii as _string
+from itertools import chain
+
+try:  # json's C escaper, without importing json (its decoder compiles patterns at import)
+    from _json import encode_basestring_ascii as _string
+except ImportError:  # (a Python without the accelerator)
+    from json.encoder import encode_basestring_ascii as _string
 
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
     from typing import Any
 
-# one encoder for the one-line values (json.dumps with separators= builds a new one per call)
-_one_line = json.JSONEncoder(separators=(", ", ": ")).encode
+_CONSTANTS = {True: "true", False: "false", None: "null"}
+
+
+def _one_line(value: Any) -> str:
+    """json's own one-line text, for what :func:`_flat` leaves (floats, nested mixtures)."""
+    import json
+
+    return json.dumps(value, separators=(", ", ": "))
 
 
 def _inline(value: Any) -> bool:
     return isinstance(value, list) and all(
         isinstance(v, int | float | bool) or v is None or _inline(v) for v in value
     )
+
+
+_INTS = {int}
+_LISTS = {list}
 
 
 def _flat(value: Any) -> str | None:
@@ -31,10 +45,15 @@ def _flat(value: Any) -> str | None:
         return _string(value)
     if kind is int:
         return str(value)
+    if kind is bool or value is None:
+        return _CONSTANTS[value]
+    if kind is dict and not value:
+        return "{}"
     if kind is list:
-        if all(type(v) is int for v in value):
+        kinds = set(map(type, value))  # (map and set: no Python loop per item)
+        if kinds <= _INTS:
             return "[" + ", ".join(map(str, value)) + "]"
-        if all(type(v) is list and all(type(x) is int for x in v) for v in value):
+        if kinds == _LISTS and set(map(type, chain.from_iterable(value))) <= _INTS:
             return "[" + ", ".join("[" + ", ".join(map(str, v)) + "]" for v in value) + "]"
     return None
 

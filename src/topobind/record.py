@@ -69,17 +69,25 @@ def field(
 
 
 class _Spec:
-    """The field table of one record class."""
+    """The field table of one record class, read by the methods every record shares."""
 
-    __slots__ = ("names", "nameset", "defaults", "factories")
+    __slots__ = (
+        "cls", "names", "nameset", "defaults", "factories", "shown", "compared", "hashed",
+        "post_init",
+    )  # fmt: skip
 
-    def __init__(self, fields: dict[str, Field]) -> None:
+    def __init__(self, cls: type, fields: dict[str, Field]) -> None:
+        self.cls = cls
         self.names = tuple(fields)
         self.nameset = frozenset(fields)
         self.defaults = {n: f.default for n, f in fields.items() if f.default is not _MISSING}
         self.factories = {
             n: f.default_factory for n, f in fields.items() if f.default_factory is not _MISSING
         }
+        self.shown = tuple(n for n, f in fields.items() if f.repr)
+        self.compared = _values(tuple(n for n, f in fields.items() if f.compare))
+        self.hashed = _values(tuple(n for n, f in fields.items() if f.hash))
+        self.post_init = getattr(cls, "__post_init__", None)
 
 
 def _fields_of(cls: type) -> dict[str, Field]:
@@ -112,41 +120,6 @@ def _has_default(f: Field) -> bool:
     return f.default is not _MISSING or f.default_factory is not _MISSING
 
 
-def _init(cls: type, spec: _Spec) -> Callable[..., None]:
-    names, nameset, defaults, factories = spec.names, spec.nameset, spec.defaults, spec.factories
-    count = len(names)
-    post_init = getattr(cls, "__post_init__", None)
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        values = self.__dict__
-        if args:
-            if len(args) > count:
-                raise TypeError(f"{cls.__name__}() takes {count} arguments, {len(args)} given")
-            values.update(zip(names, args, strict=False))  # fewer args: the rest by name
-            if kwargs and not values.keys().isdisjoint(kwargs):
-                repeated = sorted(values.keys() & kwargs.keys())[0]
-                raise TypeError(f"{cls.__name__}() got a repeated argument {repeated!r}")
-        if kwargs:
-            if not kwargs.keys() <= nameset:
-                unexpected = sorted(kwargs.keys() - nameset)[0]
-                raise TypeError(f"{cls.__name__}() got an unexpected argument {unexpected!r}")
-            values.update(kwargs)
-        if len(values) < count:
-            for name in names:
-                if name in values:
-                    continue
-                if name in defaults:
-                    values[name] = defaults[name]
-                elif name in factories:
-                    values[name] = factories[name]()
-                else:
-                    raise TypeError(f"{cls.__name__}() missing argument {name!r}")
-        if post_init is not None:
-            post_init(self)
-
-    return __init__
-
-
 def _values(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     if not names:
         return lambda _obj: ()
@@ -154,42 +127,75 @@ def _values(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     return get if len(names) > 1 else lambda obj: (get(obj),)
 
 
+# The methods every record shares: each reads its class's table (``__record_spec__``), so
+# making a record class builds no functions.
+def _init(self: Any, *args: Any, **kwargs: Any) -> None:
+    spec: _Spec = self.__record_spec__
+    names, count, values = spec.names, len(spec.names), self.__dict__
+    if args:
+        if len(args) > count:
+            raise TypeError(f"{spec.cls.__name__}() takes {count} arguments, {len(args)} given")
+        values.update(zip(names, args, strict=False))  # fewer args: the rest by name
+        if kwargs and not values.keys().isdisjoint(kwargs):
+            repeated = sorted(values.keys() & kwargs.keys())[0]
+            raise TypeError(f"{spec.cls.__name__}() got a repeated argument {repeated!r}")
+    if kwargs:
+        if not kwargs.keys() <= spec.nameset:
+            unexpected = sorted(kwargs.keys() - spec.nameset)[0]
+            raise TypeError(f"{spec.cls.__name__}() got an unexpected argument {unexpected!r}")
+        values.update(kwargs)
+    if len(values) < count:
+        for name in names:
+            if name in values:
+                continue
+            if name in spec.defaults:
+                values[name] = spec.defaults[name]
+            elif name in spec.factories:
+                values[name] = spec.factories[name]()
+            else:
+                raise TypeError(f"{spec.cls.__name__}() missing argument {name!r}")
+    if spec.post_init is not None:
+        spec.post_init(self)
+
+
+def _repr(self: Any) -> str:
+    inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__record_spec__.shown)
+    return f"{type(self).__qualname__}({inner})"
+
+
+def _eq(self: Any, other: object) -> bool:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    compared = self.__record_spec__.compared
+    return bool(compared(self) == compared(other))
+
+
+def _hash(self: Any) -> int:
+    return hash(self.__record_spec__.hashed(self))
+
+
+def _frozen_setattr(self: Any, name: str, value: object) -> None:
+    raise FrozenRecordError(f"cannot assign to field {name!r} of a frozen {type(self).__name__}")
+
+
+def _frozen_delattr(self: Any, name: str) -> None:
+    raise FrozenRecordError(f"cannot delete field {name!r} of a frozen {type(self).__name__}")
+
+
 def _add_methods(cls: type, fields: dict[str, Field], frozen: bool) -> None:
-    spec = _Spec(fields)
-    shown = [n for n, f in fields.items() if f.repr]
-    compared = _values(tuple(n for n, f in fields.items() if f.compare))
-    hashed = _values(tuple(n for n, f in fields.items() if f.hash))
-
-    def __repr__(self: Any) -> str:
-        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in shown)
-        return f"{type(self).__qualname__}({inner})"
-
-    def __eq__(self: Any, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return compared(self) == compared(other)
-
-    def __hash__(self: Any) -> int:
-        return hash(hashed(self))
-
-    def __setattr__(self: Any, name: str, value: object) -> None:
-        raise FrozenRecordError(f"cannot assign to field {name!r} of a frozen {cls.__name__}")
-
-    def __delattr__(self: Any, name: str) -> None:
-        raise FrozenRecordError(f"cannot delete field {name!r} of a frozen {cls.__name__}")
-
+    spec = _Spec(cls, fields)
     cls.__record_fields__ = fields  # type: ignore[attr-defined]
     cls.__record_spec__ = spec  # type: ignore[attr-defined]
     cls.__match_args__ = spec.names  # type: ignore[attr-defined]
-    cls.__init__ = _init(cls, spec)  # type: ignore[misc]
+    cls.__init__ = _init  # type: ignore[misc]
     if "__repr__" not in cls.__dict__:
-        cls.__repr__ = __repr__  # type: ignore[method-assign]
-    cls.__eq__ = __eq__  # type: ignore[method-assign]
+        cls.__repr__ = _repr  # type: ignore[method-assign]
+    cls.__eq__ = _eq  # type: ignore[method-assign]
     # as dataclasses: frozen records hash their fields, mutable ones are unhashable
-    cls.__hash__ = __hash__ if frozen else None  # type: ignore[method-assign,assignment]
+    cls.__hash__ = _hash if frozen else None  # type: ignore[method-assign,assignment]
     if frozen:
-        cls.__setattr__ = __setattr__  # type: ignore[method-assign]
-        cls.__delattr__ = __delattr__  # type: ignore[method-assign]
+        cls.__setattr__ = _frozen_setattr  # type: ignore[method-assign]
+        cls.__delattr__ = _frozen_delattr  # type: ignore[method-assign]
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(field, Field))

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import re
-import xml.etree.ElementTree as ET
 
+from topobind import hwloc_xml
 from topobind.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
-from topobind.devices import IO_TYPES, Devices, OsDevElems, read_devices
+from topobind.devices import Devices, devices_of
 from topobind.errors import TopologyError
+from topobind.hwloc_xml import Attrs, HwlocXml, Pu
 from topobind.record import field, record
 
 SYNTHETIC_PREFIX = "synthetic:"
@@ -40,7 +41,7 @@ _XML_FIX = (
 )
 
 
-_INT = re.compile(r"-?[0-9]{1,20}")
+_INT = r"-?[0-9]{1,20}"  # patterns: compiled on first use (start-up)
 
 
 def format_list(indexes: list[int] | tuple[int, ...] | frozenset[int]) -> str:
@@ -282,7 +283,7 @@ def load_synthetic(description: str) -> Topology:
     return parse_xml(xml, source=SYNTHETIC_PREFIX + description)
 
 
-_SYNTHETIC_LEVEL = re.compile(r"(?:[A-Za-z][A-Za-z0-9]*:)?([0-9]+)")
+_SYNTHETIC_LEVEL = r"(?:[A-Za-z][A-Za-z0-9]*:)?([0-9]+)"
 
 
 def _check_synthetic_size(description: str) -> None:
@@ -292,7 +293,7 @@ def _check_synthetic_size(description: str) -> None:
     levels = re.sub(r"\([^()]*\)|\[[^\[\]]*\]", " ", description).split()
     pus = 1
     for level in levels:
-        m = _SYNTHETIC_LEVEL.fullmatch(level)
+        m = re.fullmatch(_SYNTHETIC_LEVEL, level)
         if m is None:
             raise TopologyError(
                 f"synthetic description {shown!r}: level {level[:30]!r} is not TYPE:COUNT; "
@@ -324,141 +325,62 @@ def load_xml(path: str | os.PathLike[str]) -> Topology:
 
 
 # --------------------------------------------------------------------------- XML parsing
-_CACHE_LEVEL = {"L1Cache": 1, "L2Cache": 2, "L3Cache": 3, "L4Cache": 4, "L5Cache": 5}
-
-
-class _Walk:
-    """What one pass over the XML objects collects. ``pus``: one tuple per PU in document
-    (logical) order: (OS index, key of its core, Core element or None, key of its package or
-    None, {cache level: key of the unified/data cache above}); keys are ``id()`` of elements
-    (a PU without a Core object is its own core)."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.pus: list[tuple[int, int, ET.Element | None, int | None, dict[int, int]]] = []
-        self.numa: list[ET.Element] = []
-        self.caches: dict[int, ET.Element] = {}
-        self.packages: dict[int, ET.Element] = {}
-        self.has_core = False
-        self.osdevs: list[OsDevElems] = []  # for topobind.devices
-
-    def visit(
-        self,
-        elem: ET.Element,
-        pkg: ET.Element | None,
-        core: ET.Element | None,
-        caches: dict[int, int],
-        depth: int,
-        anchor: ET.Element | None = None,
-        pcidev: ET.Element | None = None,
-    ) -> None:
-        """The objects below ``elem`` (``pkg``, ``core``, ``caches``: what is above them;
-        ``anchor``: their nearest non-I/O ancestor, ``pcidev``: their PCI device)."""
-        for child in elem:
-            if child.tag != "object":
-                continue
-            if depth >= MAX_XML_DEPTH:
-                raise TopologyError(
-                    f"{self.source}: hwloc XML objects nest deeper than {MAX_XML_DEPTH} levels; "
-                    f"{_XML_FIX}"
-                )
-            typ = child.get("type", "")
-            sub_pkg, sub_core, sub_caches = pkg, core, caches  # what this object adds
-            if typ == "PU":
-                self.add_pu(child, pkg, core, caches)
-            elif typ == "Package":
-                sub_pkg = self.packages[id(child)] = child
-            elif typ == "Core":
-                sub_core, self.has_core = child, True
-            elif typ in _CACHE_LEVEL and child.get("cache_type", "0") in ("0", "1"):
-                sub_caches = {**caches, _CACHE_LEVEL[typ]: id(child)}
-                self.caches[id(child)] = child
-            elif typ == "NUMANode":
-                self.numa.append(child)
-            elif typ == "OSDev" and anchor is not None:
-                self.osdevs.append((child, anchor, pcidev))
-            if len(child):
-                below = anchor if typ in IO_TYPES else child
-                pci = child if typ == "PCIDev" else pcidev
-                self.visit(child, sub_pkg, sub_core, sub_caches, depth + 1, below, pci)
-
-    def add_pu(
-        self,
-        pu: ET.Element,
-        pkg: ET.Element | None,
-        core: ET.Element | None,
-        caches: dict[int, int],
-    ) -> None:
-        if len(self.pus) >= MAX_PUS:
-            raise TopologyError(
-                f"{self.source}: more than {MAX_PUS} PUs, more than any Linux node has; {_XML_FIX}"
-            )
-        os_index = _int_attr(pu, "os_index", self.source, hi=MAX_OS_INDEX)
-        core_key = id(core) if core is not None else id(pu)
-        self.pus.append((os_index, core_key, core, id(pkg) if pkg is not None else None, caches))
-
-
-def _parse_root(text: str, source: str) -> ET.Element:
-    """The root ``<topology>`` element, the size of the text bounded first."""
+def _read_xml(text: str, source: str) -> HwlocXml:
+    """The document read in one pass, the size of the text bounded first."""
     # Every tag takes 3 characters or more ('<a>'): a shorter text needs no count.
     if len(text) > 3 * MAX_XML_TAGS and text.count("<") > MAX_XML_TAGS:
         raise TopologyError(
             f"{source}: more than {MAX_XML_TAGS} XML tags, more than a node of {MAX_PUS} PUs "
             f"has; {_XML_FIX}"
         )
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as exc:
-        raise TopologyError(f"{source}: malformed hwloc XML ({exc})") from exc
-    if root.tag != "topology":
-        raise TopologyError(f"{source}: not an hwloc XML topology (root element <{root.tag}>)")
-    return root
+    return hwloc_xml.read(text, source, MAX_PUS, MAX_XML_DEPTH, _XML_FIX)
 
 
 def _usable(
-    walk: _Walk,
+    doc: HwlocXml,
     complete: frozenset[int],
     allowed: frozenset[int] | None,
     affinity: frozenset[int] | None,
-) -> tuple[list[tuple[int, int, ET.Element | None, int | None, dict[int, int]]], dict[int, str]]:
+) -> tuple[list[Pu], dict[int, str]]:
     """The PUs this job may use, and why each other PU of the node may not."""
-    excluded: dict[int, str] = {pu: "offline" for pu in sorted(complete - {p[0] for p in walk.pus})}
+    present = {pu.os_index for pu in doc.pus}
+    excluded: dict[int, str] = {pu: "offline" for pu in sorted(complete - present)}
     usable = []
-    for rec in walk.pus:
-        if allowed is not None and rec[0] not in allowed:
-            excluded[rec[0]] = "not in the allowed cpuset (cgroup)"
-        elif affinity is not None and rec[0] not in affinity:
-            excluded[rec[0]] = "not in this process's affinity mask"
+    for pu in doc.pus:
+        if allowed is not None and pu.os_index not in allowed:
+            excluded[pu.os_index] = "not in the allowed cpuset (cgroup)"
+        elif affinity is not None and pu.os_index not in affinity:
+            excluded[pu.os_index] = "not in this process's affinity mask"
         else:
-            usable.append(rec)
+            usable.append(pu)
     if not usable:
         raise TopologyError(
-            f"{walk.source}: the allowed cpuset is empty (no usable PU); check the job's allocation"
+            f"{doc.source}: the allowed cpuset is empty (no usable PU); check the job's allocation"
         )
     return usable, excluded
 
 
 def _numa_cpusets(
-    walk: _Walk, machine: ET.Element, usable: set[int], allowed: frozenset[int] | None
+    doc: HwlocXml, machine: Attrs, usable: set[int], allowed: frozenset[int] | None
 ) -> tuple[list[tuple[int, frozenset[int], int, str | None]], list[int]]:
     """(OS index, usable PUs, memory, subtype) of each NUMA node with usable PUs, and the OS
     indexes of the allowed ones without."""
-    source = walk.source
+    source = doc.source
     nodes_allowed: frozenset[int] | None = None
     if allowed is not None and machine.get("allowed_nodeset"):
         nodes_allowed = _bitmap(source, machine.get("allowed_nodeset", ""))
     with_cpus: list[tuple[int, frozenset[int], int, str | None]] = []
     cpuless: list[int] = []
-    for elem in walk.numa:
-        os_idx = _int_attr(elem, "os_index", source, hi=MAX_OS_INDEX)
-        cs = _bitmap(source, elem.get("cpuset", "")) & usable
+    for attrs in doc.numa:
+        os_idx = _int_attr(attrs, "os_index", source, hi=MAX_OS_INDEX)
+        cs = _bitmap(source, attrs.get("cpuset", "")) & usable
         if nodes_allowed is not None and os_idx not in nodes_allowed:
             continue
         if not cs:
             cpuless.append(os_idx)
             continue
-        memory = _int_attr(elem, "local_memory", source, 0, hi=1 << 62)
-        with_cpus.append((os_idx, cs, memory, elem.get("subtype")))
+        memory = _int_attr(attrs, "local_memory", source, 0, hi=1 << 62)
+        with_cpus.append((os_idx, cs, memory, attrs.get("subtype")))
     return with_cpus, cpuless
 
 
@@ -492,34 +414,28 @@ def parse_xml(
     affinity: frozenset[int] | None = None,
     hostname: str | None = None,
 ) -> Topology:
-    root = _parse_root(text, source)
-    machine = root.find("object")
-    if machine is None:
-        raise TopologyError(f"{source}: hwloc XML has no root object")
+    doc = _read_xml(text, source)
+    machine: Attrs = doc.machine or {}
     allowed_attr = machine.get("allowed_cpuset")
     allowed = _bitmap(source, allowed_attr) if allowed_attr else None
     complete = _bitmap(source, machine.get("complete_cpuset") or machine.get("cpuset") or "")
     if hostname is None:
-        for info in machine.findall("info"):
-            if info.get("name") == "HostName":
-                hostname = info.get("value")
-
-    walk = _Walk(source)
-    walk.visit(root, None, None, {}, 0)
-    if not walk.pus:
+        hostname = doc.machine_infos.get("HostName")
+    if not doc.pus:
         raise TopologyError(f"{source}: hwloc XML contains no PU objects")
-    usable, excluded = _usable(walk, complete, allowed, affinity)
-    usable_set = {rec[0] for rec in usable}
-    numa_cpusets, cpuless = _numa_cpusets(walk, machine, usable_set, allowed)
-    kinds = _parse_cpukinds(root, usable_set, source)
-    cores, pkg_keys, level, cache_elems = _cores(walk, usable, numa_cpusets, kinds)
-    distances, dist_index = _parse_numa_distances(root, source)
+    usable, excluded = _usable(doc, complete, allowed, affinity)
+    usable_set = {pu.os_index for pu in usable}
+    numa_cpusets, cpuless = _numa_cpusets(doc, machine, usable_set, allowed)
+    kinds = _parse_cpukinds(doc, usable_set)
+    cores, pkg_keys, level, cache_attrs = _cores(doc, usable, numa_cpusets, kinds)
+    distances, dist_index = _parse_numa_distances(doc)
+    numa_os = {n[0] for n in numa_cpusets} | set(cpuless)
     return Topology(
         source=source,
         hostname=hostname,
-        packages=_packages(cores, [walk.packages.get(k) if k else None for k in pkg_keys], source),
+        packages=_packages(cores, [doc.packages.get(k) if k else None for k in pkg_keys], source),
         numa_nodes=_numa_nodes(cores, numa_cpusets),
-        l3_domains=_l3_domains(cores, level, cache_elems, source),
+        l3_domains=_l3_domains(cores, level, cache_attrs, source),
         shared_cache_level=level,
         cores=tuple(cores),
         excluded_pus=excluded,
@@ -527,37 +443,30 @@ def parse_xml(
         numa_distances=distances,
         numa_distance_index=dist_index,
         cpu_kinds=tuple(kinds),
-        devices=read_devices(
-            root, usable_set, {n[0] for n in numa_cpusets} | set(cpuless), walk.osdevs
-        ),
+        devices=devices_of(doc.osdevs, usable_set, numa_os),
         xml=text,
-        missing_levels=(() if walk.packages else ("Package",))
-        + (() if walk.has_core else ("Core",)),
+        missing_levels=(() if doc.packages else ("Package",)) + (() if doc.has_core else ("Core",)),
     )
 
 
-_PuRec = tuple[int, int, ET.Element | None, int | None, dict[int, int]]
-
-
 def _cores(
-    walk: _Walk,
-    usable: list[_PuRec],
+    doc: HwlocXml,
+    usable: list[Pu],
     numa_cpusets: list[tuple[int, frozenset[int], int, str | None]],
     kinds: list[CpuKind],
-) -> tuple[list[Core], list[int | None], int | None, list[ET.Element]]:
+) -> tuple[list[Core], list[int | None], int | None, list[Attrs]]:
     """The usable cores in logical order; the package keys in logical order, the shared cache
-    level and its cache elements in logical order (their logical indexes are what the cores
-    name)."""
+    level and its caches in logical order (their logical indexes are what the cores name)."""
     core_pus: dict[int, list[int]] = {}
-    first: dict[int, _PuRec] = {}
-    for rec in usable:
-        if rec[1] not in core_pus:
-            core_pus[rec[1]], first[rec[1]] = [], rec
-        core_pus[rec[1]].append(rec[0])
+    first: dict[int, Pu] = {}
+    for pu in usable:
+        if pu.core_key not in core_pus:
+            core_pus[pu.core_key], first[pu.core_key] = [], pu
+        core_pus[pu.core_key].append(pu.os_index)
     recs = [first[key] for key in core_pus]
-    pkg_logical = _logical([rec[3] for rec in recs])
-    level = _shared_level([rec[4] for rec in recs])
-    cache_keys = [rec[4].get(level) if level is not None else None for rec in recs]
+    pkg_logical = _logical([rec.pkg for rec in recs])
+    level = _shared_level([rec.caches for rec in recs])
+    cache_keys = [rec.caches.get(level) if level is not None else None for rec in recs]
     cache_logical = _logical([ck for ck in cache_keys if ck is not None])
     pu_numa: dict[int, list[int]] = {}
     for os_idx, cs, _mem, _sub in numa_cpusets:
@@ -566,19 +475,24 @@ def _cores(
     pu_kind = {pu: i for i, kind in enumerate(kinds) for pu in kind.pus} if len(kinds) > 1 else {}
     cores: list[Core] = []
     for logical, (rec, ck) in enumerate(zip(recs, cache_keys, strict=True)):
-        cpus = tuple(core_pus[rec[1]])
+        cpus = tuple(core_pus[rec.core_key])
         cores.append(
             Core(
                 logical=logical,
-                os_index=_opt_int_attr(rec[2], "os_index", walk.source),
+                os_index=_opt_int_attr(rec.core, "os_index", doc.source),
                 pus=cpus,
-                package=pkg_logical[rec[3]],
+                package=pkg_logical[rec.pkg],
                 numa=tuple(sorted({n for pu in cpus for n in pu_numa.get(pu, ())})),
                 l3=cache_logical.get(ck) if ck is not None else None,
                 kind=pu_kind.get(cpus[0]),
             )
         )
-    return cores, list(pkg_logical), level, [walk.caches[ck] for ck in cache_logical]
+    return (
+        cores,
+        list(pkg_logical),
+        level,
+        [doc.caches[ck] for ck in cache_logical if ck is not None],
+    )
 
 
 def _group(cores: list[Core], key: str) -> dict[int, list[Core]]:
@@ -592,7 +506,7 @@ def _group(cores: list[Core], key: str) -> dict[int, list[Core]]:
 
 
 def _l3_domains(
-    cores: list[Core], level: int | None, elems: list[ET.Element], source: str
+    cores: list[Core], level: int | None, elems: list[Attrs], source: str
 ) -> tuple[CacheDomain, ...]:
     members = _group(cores, "l3")
     return tuple(
@@ -631,9 +545,7 @@ def _numa_nodes(
     return tuple(nodes)
 
 
-def _packages(
-    cores: list[Core], elems: list[ET.Element | None], source: str
-) -> tuple[Package, ...]:
+def _packages(cores: list[Core], elems: list[Attrs | None], source: str) -> tuple[Package, ...]:
     """One package per logical index (``elems``: its element, None for PUs outside any)."""
     members = _group(cores, "package")
     return tuple(
@@ -657,72 +569,55 @@ def _bitmap(source: str, text: str) -> frozenset[int]:
         raise TopologyError(f"{source}: {exc}; {_XML_FIX}") from None
 
 
-def _int_attr(
-    elem: ET.Element, name: str, source: str, default: int = -1, hi: int = 1 << 62
-) -> int:
-    """An integer attribute of an hwloc XML object (``default`` when absent). A value that
-    is not a whole number (``os_index="abc"``, ``"²"``, 30 digits) is a broken file."""
-    value = elem.get(name)
-    if value is None:
-        return default
-    number = int(value) if value.isdigit() and value.isascii() and len(value) <= 20 else -1
-    if not 0 <= number <= hi:
-        raise TopologyError(
-            f"{source}: {elem.get('type', elem.tag)} object has {name}={value[:40]!r}, not a "
-            f"whole number from 0 to {hi}; {_XML_FIX}"
-        )
-    return number
+def _int_attr(attrs: Attrs, name: str, source: str, default: int = -1, hi: int = 1 << 62) -> int:
+    return hwloc_xml.int_attr(attrs, name, source, _XML_FIX, default, hi)
 
 
-def _opt_int_attr(elem: ET.Element | None, name: str, source: str) -> int | None:
+def _opt_int_attr(attrs: Attrs | None, name: str, source: str) -> int | None:
     """:func:`_int_attr`, None when the object or the attribute is absent."""
-    if elem is None or elem.get(name) is None:
+    if attrs is None or attrs.get(name) is None:
         return None
-    return _int_attr(elem, name, source)
+    return _int_attr(attrs, name, source)
 
 
 def _int_or_none(value: str | None) -> int | None:
-    return int(value) if value is not None and _INT.fullmatch(value) else None
+    return int(value) if value is not None and re.fullmatch(_INT, value) else None
 
 
-def _parse_cpukinds(root: ET.Element, usable: set[int], source: str) -> list[CpuKind]:
+def _parse_cpukinds(doc: HwlocXml, usable: set[int]) -> list[CpuKind]:
     kinds: list[CpuKind] = []
-    for elem in root.findall("cpukind"):
-        pus = tuple(sorted(_bitmap(source, elem.get("cpuset", "")) & usable))
+    for attrs, infos in doc.cpukinds:
+        pus = tuple(sorted(_bitmap(doc.source, attrs.get("cpuset", "")) & usable))
         if not pus:
             continue
-        eff = elem.get("forced_efficiency") or elem.get("efficiency")
-        core_type = None
-        for info in elem.findall("info"):
-            if info.get("name") == "CoreType":
-                core_type = info.get("value")
-        kinds.append(CpuKind(pus=pus, efficiency=_int_or_none(eff), core_type=core_type))
+        eff = attrs.get("forced_efficiency") or attrs.get("efficiency")
+        kinds.append(
+            CpuKind(pus=pus, efficiency=_int_or_none(eff), core_type=infos.get("CoreType"))
+        )
     kinds.sort(key=lambda k: k.efficiency if k.efficiency is not None else -1)
     return kinds
 
 
-def _parse_numa_distances(
-    root: ET.Element, source: str
-) -> tuple[dict[str, list[list[int]]], tuple[int, ...]]:
+def _parse_numa_distances(doc: HwlocXml) -> tuple[dict[str, list[list[int]]], tuple[int, ...]]:
     out: dict[str, list[list[int]]] = {}
     index: tuple[int, ...] = ()
-    for elem in root.findall("distances2"):
-        if elem.get("type") != "NUMANode" or elem.get("indexing", "os") != "os":
+    for matrix in doc.distances:
+        attrs = matrix.attrs
+        if attrs.get("type") != "NUMANode" or attrs.get("indexing", "os") != "os":
             continue
-        n = _int_attr(elem, "nbobjs", source, 0, hi=MAX_OS_INDEX)
-        idx_el = elem.find("indexes")
-        if idx_el is None or not n:
+        n = _int_attr(attrs, "nbobjs", doc.source, 0, hi=MAX_OS_INDEX)
+        if matrix.indexes is None or not n:
             continue
-        idx_words = (idx_el.text or "").split()
-        value_words = [x for v in elem.findall("u64values") for x in (v.text or "").split()]
-        if not all(_INT.fullmatch(x) for x in (*idx_words, *value_words)):
+        idx_words = "".join(matrix.indexes).split()
+        value_words = "".join(matrix.values).split()
+        if not all(re.fullmatch(_INT, x) for x in (*idx_words, *value_words)):
             continue  # not numbers: the distances are left out, like a malformed matrix
         idx = tuple(int(x) for x in idx_words)
         values = [int(x) for x in value_words]
         if len(idx) != n or len(values) != n * n:
             continue
         index = idx
-        out[elem.get("name") or f"kind{elem.get('kind')}"] = [
+        out[attrs.get("name") or f"kind{attrs.get('kind')}"] = [
             values[i * n : (i + 1) * n] for i in range(n)
         ]
     return out, index

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 
-from topobind import jsonfmt
+# Only what building the parser needs: each format imports its emitter when it runs, so
+# 'topobind plan -f json' in a job script loads no drawing, gres or shell-quoting code.
 from topobind.commands.common import (
     add_layout_args,
     add_topology_arg,
@@ -15,29 +15,18 @@ from topobind.commands.common import (
     print_warnings,
     topology_from,
 )
-from topobind.cpukinds import kinds_text
-from topobind.emit import launch_dict
-from topobind.emit.devices import (
-    device_lines,
-    env_notes,
-    rank_env_script,
-    show_json,
-    show_lines,
-)
-from topobind.emit.gres import gres_conf
-from topobind.emit.omp import omp_env, omp_notes
-from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
-from topobind.emit.srun import srun_argv
+from topobind.emit.openmpi import DEFAULT_RANKFILE
 from topobind.errors import TopobindError
 from topobind.inputs import host_arg
-from topobind.plan import Plan
-from topobind.plan_drawing import text_grid
-from topobind.topology import MAX_PUS, MAX_XML_BYTES, CacheDomain, Topology, format_list
+from topobind.topology import MAX_PUS, MAX_XML_BYTES, format_list
 from topobind.words import plural
 
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
     from typing import Any
+
+    from topobind.plan import Plan
+    from topobind.topology import CacheDomain, Topology
 
 SHOW_EPILOG = f"""\
 Indexes: PU lists are OS (physical) indexes, as Linux, Slurm masks and OMP_PLACES use them;
@@ -141,6 +130,9 @@ def _l3_line(dom: CacheDomain) -> str:
 
 
 def topology_text(topo: Topology) -> str:
+    from topobind.cpukinds import kinds_text
+    from topobind.emit.devices import show_lines
+
     s = topo.summary()
     lines = [
         f"topology: {topo.source}" + (f" (host {topo.hostname})" if topo.hostname else ""),
@@ -195,6 +187,8 @@ def topology_text(topo: Topology) -> str:
 
 
 def topology_json(topo: Topology) -> dict[str, Any]:
+    from topobind.emit.devices import show_json
+
     return {
         "summary": topo.summary(),
         "packages": [
@@ -248,6 +242,8 @@ def topology_json(topo: Topology) -> dict[str, Any]:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from topobind import jsonfmt
+
     topo = topology_from(args)
     if args.format == "json":
         print(jsonfmt.dumps(topology_json(topo)))
@@ -265,6 +261,10 @@ def plan_text(plan: Plan) -> str:
         "PUs and NUMA nodes are OS indexes; L3 domains are hwloc logical indexes (L#).",
         f"{'rank':>4}  {'PUs (OS)':<24} {'NUMA':<8} {'L3 L#':<8} OMP places",
     ]
+    import shlex
+
+    from topobind.emit import launch_dict
+    from topobind.emit.devices import device_lines
     from topobind.emit.omp import format_places
 
     for r in plan.ranks:
@@ -288,38 +288,74 @@ def plan_text(plan: Plan) -> str:
 
 def run_plan(args: argparse.Namespace) -> int:
     plan = plan_from(args)
+    notes = _print_plan(plan, args)  # launch notes of the flags printed
+    print_warnings(plan, notes)
+    return 0
+
+
+def _print_plan(plan: Plan, args: argparse.Namespace) -> list[str]:
+    """Print the plan in ``args.format``; the notes of the launch flags printed (text and
+    json carry theirs)."""
     fmt = args.format
-    notes: list[str] = []  # launch notes of the flags printed (text and json carry them)
     if fmt == "json":
+        from topobind import jsonfmt
+        from topobind.emit import launch_dict
+
         print(jsonfmt.dumps(plan.to_dict(launch_dict(plan))))
     elif fmt == "text":
         print(plan_text(plan))
     elif fmt == "picture":
+        from topobind.plan_drawing import text_grid
+
         print(text_grid(plan))
     elif fmt == "env":
-        notes = omp_notes(plan) + env_notes(plan)
-        for k, v in omp_env(plan).items():
-            print(f"export {k}={shlex.quote(v)}")
-    elif fmt in ("openmpi", "openmpi4"):
-        version = 5 if fmt == "openmpi" else 4
-        launch = openmpi_argv(plan, version, rankfile_path=args.rankfile, host=args.host)
-        if launch.rankfile is not None:
-            _write_rankfile(args.rankfile, launch.rankfile, args.force)
-            print(f"topobind: wrote rankfile {os.path.abspath(args.rankfile)}", file=sys.stderr)
-        notes = launch.notes
-        print(shlex.join(launch.argv))
-    elif fmt == "srun":
-        srun = srun_argv(plan)
-        notes = srun.notes
-        print(shlex.join(srun.argv))
+        return _print_env(plan)
+    elif fmt in ("openmpi", "openmpi4", "srun"):
+        return _print_argv(plan, args)
     elif fmt == "rank-env":
+        from topobind.emit.devices import rank_env_script
+
         sys.stdout.write(rank_env_script(plan))
     elif fmt == "gres":
+        from topobind.emit.gres import gres_conf
+
         sys.stdout.write(gres_conf(plan.topology))
     elif fmt in ("rankfile", "rankfile4"):
+        from topobind.emit.openmpi import rankfile_text
+
         sys.stdout.write(rankfile_text(plan, 5 if fmt == "rankfile" else 4, args.host))
-    print_warnings(plan, notes)
-    return 0
+    return []
+
+
+def _print_env(plan: Plan) -> list[str]:
+    import shlex
+
+    from topobind.emit.devices import env_notes
+    from topobind.emit.omp import omp_env, omp_notes
+
+    for k, v in omp_env(plan).items():
+        print(f"export {k}={shlex.quote(v)}")
+    return omp_notes(plan) + env_notes(plan)
+
+
+def _print_argv(plan: Plan, args: argparse.Namespace) -> list[str]:
+    import shlex
+
+    if args.format == "srun":
+        from topobind.emit.srun import srun_argv
+
+        srun = srun_argv(plan)
+        print(shlex.join(srun.argv))
+        return srun.notes
+    from topobind.emit.openmpi import openmpi_argv
+
+    version = 5 if args.format == "openmpi" else 4
+    launch = openmpi_argv(plan, version, rankfile_path=args.rankfile, host=args.host)
+    if launch.rankfile is not None:
+        _write_rankfile(args.rankfile, launch.rankfile, args.force)
+        print(f"topobind: wrote rankfile {os.path.abspath(args.rankfile)}", file=sys.stderr)
+    print(shlex.join(launch.argv))
+    return launch.notes
 
 
 def _write_rankfile(path: str, text: str, force: bool = False) -> None:

@@ -16,12 +16,13 @@ def launch_dict(plan: Plan) -> dict[str, Any]:
     """The ``launch`` section of a plan's JSON: every launcher's flags for this plan."""
     ompi5 = openmpi_argv(plan, version=5)
     ompi4 = openmpi_argv(plan, version=4)
+    srun = srun_argv(plan)
     out: dict[str, Any] = {
         "env": omp_env(plan),
         "openmpi": ompi5.argv,
         "openmpi4": ompi4.argv,
-        "srun": srun_argv(plan).argv,
-        "notes": sorted(set(ompi5.notes + ompi4.notes + srun_argv(plan).notes)),
+        "srun": srun.argv,
+        "notes": sorted(set(ompi5.notes + ompi4.notes + srun.notes)),
     }
     if ompi5.rankfile is not None:
         out["rankfile"] = ompi5.rankfile

@@ -57,7 +57,7 @@ def format_places(places: list[tuple[int, ...]]) -> str:
     return ",".join(parts)
 
 
-_PLACE = re.compile(r"\{([^}]*)\}(?::(-?\d+)(?::(-?\d+))?)?")
+_PLACE = r"\{([^}]*)\}(?::(-?\d+)(?::(-?\d+))?)?"  # compiled on first use (start-up)
 
 
 def parse_places(text: str) -> list[tuple[int, ...]]:
@@ -65,8 +65,9 @@ def parse_places(text: str) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = []
     pos = 0
     text = text.strip()
+    place = re.compile(_PLACE)  # (re caches it)
     while pos < len(text):
-        m = _PLACE.match(text, pos)
+        m = place.match(text, pos)
         if not m:
             raise TopobindError(f"cannot parse OMP_PLACES {text!r} at column {pos + 1}")
         members: list[int] = []
