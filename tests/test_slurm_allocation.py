@@ -478,3 +478,101 @@ def test_a_plan_per_node_when_the_nodes_differ(
         ["1", "OMP_NUM_THREADS=1", "OMP_PLACES={1}"],
     ]
     assert [ln.split("\t")[:3] for ln in lines[1]] == [["0", "OMP_NUM_THREADS=1", "OMP_PLACES={1}"]]
+
+
+# A program that moves itself to CPU 0 on node3 only, where the job holds CPU 1 (OMP_PLACES
+# dropped: libgomp would refuse places outside its new mask and end before the sample).
+REBIND_ON_NODE3 = (
+    'bash -c \'[ "$(hostname)" = node3 ] && exec taskset -c 0 env -u OMP_PLACES "$@"; '
+    'exec "$@"\' sh'
+)
+
+
+def rows_of(output: str) -> list[tuple[int, str, str]]:
+    """(rank, host, status) of each row of a verify table in OUTPUT."""
+    rows = re.findall(r"^ +(\d+) +\d+  (\S+) .* (OK|MISMATCH|MISSING|UNPLANNED)\b", output, re.M)
+    return [(int(r), h, s) for r, h, s in rows]
+
+
+@needs_probe
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS3))
+def test_verify_running_per_node_group(
+    node3_half_busy: SlurmCluster, tmp_path: Path, launcher: str
+) -> None:
+    """--verify-running on the per-node path: the per-rank step samples every rank of every
+    group, each group is compared with its own plan; a program that rebinds itself on node3
+    only is caught there (rank 4, planned CPU 1 of node3), after a passing --verify."""
+    if _mpi_missing(launcher):
+        pytest.skip(_mpi_missing(launcher))
+    run = f"timeout 120 {RUN} --layout compact {LAUNCHERS3[launcher]}"
+    spin = f"{WHEREAMI} --spin-ms 3000"
+    body = (
+        f"{run} --verify-running -- {spin} > five.json; echo rc=$?\n"
+        f"echo ==\n{run} --verify --verify-running -- {REBIND_ON_NODE3} {spin} >/dev/null;"
+        " echo rc=$?\n"
+    )
+    job = job3(node3_half_busy, tmp_path, body, "-N", "3", "-n", "5")
+    assert job.ok, job.describe()
+    good, bad = job.output.split("==\n")
+    assert re.findall(r"^rc=(\d+)$", job.output, re.M) == ["0", "1"], job.describe()
+    assert "the program's 5 threads ran on their planned CPUs (1000 ms after start)" in good
+    hosts = ["node1", "node1", "node2", "node2", "node3"]
+    assert rows_of(good) == [(r, h, "OK") for r, h in enumerate(hosts)], good
+    # the samples are the program's, not the placement probe's: the probe ran first, as planned
+    assert "topobind: verify: all 5 threads on their planned CPUs, bound to them" in bad
+    assert rows_of(bad) == [*((r, h, "OK") for r, h in enumerate(hosts[:4])),
+                            (4, "node3", "MISMATCH")], bad  # fmt: skip
+    assert "MISMATCH (ran on 0, planned 1)" in bad
+    assert "the program ran with a placement that differs from the plan" in bad
+    assert not list(tmp_path.glob(".topobind-run-*")), "a run left its scratch directory"
+
+
+@needs_probe
+@pytest.mark.root
+@pytest.mark.slow
+def test_env_and_verify_per_node_group(node3_half_busy: SlurmCluster, tmp_path: Path) -> None:
+    """topobind verify compares each node's ranks with its own group's plan; topobind env
+    refuses one export for nodes that need different variables in the batch script, and
+    prints each node's own inside a job step."""
+    tb_bin = REPO / ".venv" / "bin" / "topobind"
+    body = (
+        f"{tb_bin} verify -l compact -f json -- srun > right.json; echo rc=$?\n"
+        f"{tb_bin} verify -l compact -f json -- srun {REBIND_ON_NODE3} > node3.json; echo rc=$?\n"
+        f"{tb_bin} verify -l compact --nodes 3 -- srun; echo rc=$?\n"
+        f"{tb_bin} env -l compact --ranks 1; echo rc=$?\n"
+        f"srun -n 3 --ntasks-per-node=1 bash -c 'echo \"$(hostname) $({tb_bin} env -l compact"
+        ' --ranks 1 | paste -sd " ")"\' | sort; echo rc=$?\n'
+    )
+    job = job3(node3_half_busy, tmp_path, body, "-N", "3", "-n", "5")
+    assert job.ok, job.describe()
+    assert re.findall(r"^rc=(\d+)$", job.output, re.M) == ["0", "1", "2", "2", "0"], job.output
+    hosts = ["node1", "node1", "node2", "node2", "node3"]
+    right = json.loads((tmp_path / "right.json").read_text())["rows"]
+    assert [(r["rank"], r["host"], r["cpu"], r["status"]) for r in right] == [
+        (r, h, c, "OK") for r, (h, c) in enumerate(zip(hosts, [0, 1, 0, 1, 1], strict=True))
+    ]
+    node3 = json.loads((tmp_path / "node3.json").read_text())["rows"]
+    assert [(r["rank"], r["status"]) for r in node3] == [
+        (0, "OK"), (1, "OK"), (2, "OK"), (3, "OK"), (4, "MISMATCH")
+    ]  # fmt: skip
+    assert node3[4]["host"] == "node3" and node3[4]["reason"] == "ran on 0, planned 1"
+    errors = [ln for ln in job.output.splitlines() if ln.startswith("topobind: error:")]
+    assert len(errors) == 2, job.output
+    assert "--nodes does not apply when the job's nodes hold different shares" in errors[0]
+    assert (
+        "need different variables (node1,node2: OMP_NUM_THREADS=2; node3: OMP_NUM_THREADS=1)"
+        in errors[1]
+    )
+    assert "launch with 'topobind run'" in errors[1]
+    assert "export OMP" not in job.output.split(errors[1])[0], "env printed before refusing"
+    lines = [ln for ln in job.output.splitlines() if ln.startswith("node")]
+    assert lines == [
+        "node1 export OMP_NUM_THREADS=2 export OMP_PLACES='{0},{1}' export OMP_PROC_BIND=close"
+        " export TOPOBIND_LAYOUT=compact",
+        "node2 export OMP_NUM_THREADS=2 export OMP_PLACES='{0},{1}' export OMP_PROC_BIND=close"
+        " export TOPOBIND_LAYOUT=compact",
+        "node3 export OMP_NUM_THREADS=1 export OMP_PLACES='{1}' export OMP_PROC_BIND=close"
+        " export TOPOBIND_LAYOUT=compact",
+    ], job.output
