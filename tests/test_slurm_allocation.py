@@ -31,8 +31,12 @@ from slurm_helpers import (
 )
 
 from topobind.errors import TopobindError
+from topobind.launch import NodePlan
+from topobind.layouts import make_plan
+from topobind.pernode import env_group
 from topobind.plan import PlannedRank
 from topobind.slurm import expand_counts, tasks_on_each_node
+from topobind.topology import load
 from topobind.verify import Observed, compare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -169,6 +173,24 @@ def test_env_follows_the_allocation(tmp_path: Path) -> None:
     assert "export OMP_NUM_THREADS=2" in out.stdout and "export OMP_PLACES=cores" in out.stdout
     out = tb("env", "-t", NODE4, cwd=tmp_path)  # outside Slurm: one process, exact places
     assert "export OMP_NUM_THREADS=4" in out.stdout
+
+
+def test_env_group_prints_only_variables_that_fit_the_node() -> None:
+    """topobind env in a job whose nodes differ (per-node plans from a 4-core node)."""
+    node = load(NODE4)
+    two, one = make_plan(node, "compact", ranks=2), make_plan(node, "compact", ranks=1)
+    same = [NodePlan(("n1", "n2"), two), NodePlan(("n3",), make_plan(node, "compact", ranks=2))]
+    assert env_group(same, {}) is same[0]  # the same variables fit every node
+    differ = [NodePlan(("n1", "n2"), two), NodePlan(("n3",), one, first_rank=4)]
+    step = {"SLURM_STEP_ID": "0", "SLURMD_NODENAME": "n3"}
+    assert env_group(differ, step) is differ[1]  # a task of a job step: its node's group
+    with pytest.raises(TopobindError, match=r"n1,n2: OMP_NUM_THREADS=2; n3: OMP_NUM_THREADS=4"):
+        env_group(differ, {"SLURMD_NODENAME": "n3"})  # the batch script: exported everywhere
+    batch_step = {**step, "SLURM_STEP_ID": str(0xFFFFFFFB)}  # Slurm's id of the batch step
+    with pytest.raises(TopobindError, match="one export cannot fit every node"):
+        env_group(differ, batch_step)
+    with pytest.raises(TopobindError, match="this host 'elsewhere' is not one of the job's"):
+        env_group(differ, {**step, "SLURMD_NODENAME": "elsewhere"})
 
 
 # --------------------------------------------------------------------------- verify per node
