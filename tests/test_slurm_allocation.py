@@ -33,7 +33,7 @@ from slurm_helpers import (
 from topobind.errors import TopobindError
 from topobind.launch import NodePlan
 from topobind.layouts import make_plan
-from topobind.pernode import env_group
+from topobind.pernode import compare_per_node, env_group
 from topobind.plan import PlannedRank
 from topobind.slurm import expand_counts, tasks_on_each_node
 from topobind.topology import load
@@ -241,6 +241,31 @@ def test_compare_after_a_missing_rank_checks_the_others_against_their_own_pus() 
     # and a rank after the gap on the wrong PU is still caught
     rows = compare(plan, [_obs("a", 0, 0), _obs("a", 1, 1), _obs("b", 3, 0)], nnodes=2)
     assert [r.status for r in rows] == ["OK", "OK", "MISSING", "MISMATCH"]
+
+
+def test_compare_per_node_groups_block_and_cyclic() -> None:
+    """Groups of nodes with plans of their own (a, b: 2 ranks; c: 1): block ranks are
+    numbered from each group's first rank, others (srun -m cyclic) in their order."""
+    node = load("synthetic:pack:1 core:2 pu:1")
+    groups = [
+        NodePlan(("a", "b"), make_plan(node, "compact", ranks=2)),
+        NodePlan(("c",), make_plan(node, "compact", ranks=1, threads=1), first_rank=4),
+    ]
+    block = [_obs("a", 0, 0), _obs("a", 1, 1), _obs("b", 2, 0), _obs("b", 3, 1), _obs("c", 4, 0)]
+    cyclic = [_obs("a", 0, 0), _obs("b", 1, 0), _obs("c", 2, 0), _obs("a", 3, 1), _obs("b", 4, 1)]
+    for observed in (block, cyclic):
+        rows = compare_per_node(groups, observed)
+        assert [(r.rank, r.status) for r in rows] == [(i, "OK") for i in range(5)]
+        assert [r.observed.host for r in rows if r.observed] == [o.host for o in observed]
+    # cyclic, rank 4 (b's second) never reported: rank 1 is still b's first, on CPU 0
+    rows = compare_per_node(groups, [o for o in cyclic if o.rank != 4])
+    assert [(r.rank, r.status) for r in rows] == [(0, "OK"), (1, "OK"), (2, "OK"), (3, "OK"),
+                                                  (4, "MISSING")]  # fmt: skip
+    # block, c's rank on the wrong CPU; a host outside the job
+    wrong = [*block[:4], _obs("c", 4, 1), _obs("z", 5, 0)]
+    rows = compare_per_node(groups, wrong)
+    assert [(r.rank, r.status) for r in rows] == [(0, "OK"), (1, "OK"), (2, "OK"), (3, "OK"),
+                                                  (4, "MISMATCH"), (5, "UNPLANNED")]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- several nodes, real

@@ -74,22 +74,45 @@ def describe(share: slurm.NodeShare) -> str:
 def compare_per_node(
     node_plans: Sequence[NodePlan], observed: list[Observed], match_threads: bool = False
 ) -> list[Row]:
-    """Each group's ranks against its own plan (ranks numbered from the group's first).
-    ``match_threads``: the observations are samples of the running program (see
-    :func:`topobind.verify.compare`)."""
+    """Each group's ranks against its own plan. The ranks a group reported are numbered from
+    the group's first rank (block distribution in node order, what ``topobind run``
+    launches), or, when they are not (``srun -m cyclic``), in their order; a rank of such a
+    group that no node reported takes the next number no node reported. ``match_threads``:
+    the observations are samples of the running program (see :func:`compare`)."""
     rows: list[Row] = []
     groups = {h: np_ for np_ in node_plans for h in np_.hosts}
+    total = sum(np_.plan.nranks * len(np_.hosts) for np_ in node_plans)
+    unseen = iter(sorted(set(range(total)) - {o.rank for o in observed}))
     for np_ in node_plans:
-        first = np_.first_rank
-        mine = [replace(o, rank=o.rank - first) for o in observed if groups.get(o.host) is np_]
+        mine = [o for o in observed if groups.get(o.host) is np_]
+        number, block = _numbering(np_, mine)
+        back = {v: k for k, v in number.items()}
         planned = [PlannedRank(r.rank, r.places, r.cpus) for r in np_.plan.ranks]
-        got = compare(planned, mine, nnodes=len(np_.hosts), match_threads=match_threads)
-        rows += [replace(r, rank=r.rank + first) for r in got]
+        local = [replace(o, rank=number[o.rank]) for o in mine]
+        for r in compare(planned, local, nnodes=len(np_.hosts), match_threads=match_threads):
+            if r.rank not in back:  # a rank no node of the group reported
+                back[r.rank] = np_.first_rank + r.rank if block else next(unseen, -1)
+            rows.append(replace(r, rank=back[r.rank]))
     for o in observed:
         if o.host not in groups:
             rows.append(Row(o.rank, o.thread, (), o, "UNPLANNED", f"{o.host} is not in the job"))
     rows.sort(key=lambda r: (r.rank, r.thread, r.observed.host if r.observed else ""))
     return rows
+
+
+def _numbering(np_: NodePlan, mine: list[Observed]) -> tuple[dict[int, int], bool]:
+    """{global rank: rank in the group's numbering} of the ranks the group reported, and
+    whether they are in block order from the group's first rank (host i of the group holds
+    the plan's ranks from first + i * ranks per node) rather than numbered in their order."""
+    first, per = np_.first_rank, np_.plan.nranks
+    where = {h: i for i, h in enumerate(np_.hosts)}
+    block = all(
+        0 <= o.rank - first < per * len(where) and (o.rank - first) // per == where[o.host]
+        for o in mine
+    )
+    if block:
+        return {o.rank: o.rank - first for o in mine}, True
+    return {r: i for i, r in enumerate(sorted({o.rank for o in mine}))}, False
 
 
 def check_env_per_node(node_plans: Sequence[NodePlan], probe_text: str) -> list[EnvRow]:
