@@ -587,6 +587,7 @@ def test_env_and_verify_per_node_group(node3_half_busy: SlurmCluster, tmp_path: 
     body = (
         f"{tb_bin} verify -l compact -f json -- srun > right.json; echo rc=$?\n"
         f"{tb_bin} verify -l compact -f json -- srun {REBIND_ON_NODE3} > node3.json; echo rc=$?\n"
+        f"{tb_bin} verify -l compact -f json -- srun -m cyclic > cyclic.json; echo rc=$?\n"
         f"{tb_bin} verify -l compact --nodes 3 -- srun; echo rc=$?\n"
         f"{tb_bin} env -l compact --ranks 1; echo rc=$?\n"
         f"srun -n 3 --ntasks-per-node=1 bash -c 'echo \"$(hostname) $({tb_bin} env -l compact"
@@ -594,7 +595,7 @@ def test_env_and_verify_per_node_group(node3_half_busy: SlurmCluster, tmp_path: 
     )
     job = job3(node3_half_busy, tmp_path, body, "-N", "3", "-n", "5")
     assert job.ok, job.describe()
-    assert re.findall(r"^rc=(\d+)$", job.output, re.M) == ["0", "1", "2", "2", "0"], job.output
+    assert re.findall(r"^rc=(\d+)$", job.output, re.M) == ["0", "1", "0", "2", "2", "0"], job.output
     hosts = ["node1", "node1", "node2", "node2", "node3"]
     right = json.loads((tmp_path / "right.json").read_text())["rows"]
     assert [(r["rank"], r["host"], r["cpu"], r["status"]) for r in right] == [
@@ -605,6 +606,12 @@ def test_env_and_verify_per_node_group(node3_half_busy: SlurmCluster, tmp_path: 
         (0, "OK"), (1, "OK"), (2, "OK"), (3, "OK"), (4, "MISMATCH")
     ]  # fmt: skip
     assert node3[4]["host"] == "node3" and node3[4]["reason"] == "ran on 0, planned 1"
+    # srun -m cyclic: ranks 0,3 on node1, 1,4 on node2, 2 on node3, each on its node's plan
+    cyclic = json.loads((tmp_path / "cyclic.json").read_text())["rows"]
+    assert [(r["rank"], r["host"], r["cpu"], r["status"]) for r in cyclic] == [
+        (0, "node1", 0, "OK"), (1, "node2", 0, "OK"), (2, "node3", 1, "OK"),
+        (3, "node1", 1, "OK"), (4, "node2", 1, "OK"),
+    ]  # fmt: skip
     errors = [ln for ln in job.output.splitlines() if ln.startswith("topobind: error:")]
     assert len(errors) == 2, job.output
     assert "--nodes does not apply when the job's nodes hold different shares" in errors[0]
