@@ -31,8 +31,12 @@ from slurm_helpers import (
 )
 
 from topobind.errors import TopobindError
+from topobind.launch import NodePlan
+from topobind.layouts import make_plan
+from topobind.pernode import compare_per_node, env_group
 from topobind.plan import PlannedRank
 from topobind.slurm import expand_counts, tasks_on_each_node
+from topobind.topology import load
 from topobind.verify import Observed, compare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,6 +175,24 @@ def test_env_follows_the_allocation(tmp_path: Path) -> None:
     assert "export OMP_NUM_THREADS=4" in out.stdout
 
 
+def test_env_group_prints_only_variables_that_fit_the_node() -> None:
+    """topobind env in a job whose nodes differ (per-node plans from a 4-core node)."""
+    node = load(NODE4)
+    two, one = make_plan(node, "compact", ranks=2), make_plan(node, "compact", ranks=1)
+    same = [NodePlan(("n1", "n2"), two), NodePlan(("n3",), make_plan(node, "compact", ranks=2))]
+    assert env_group(same, {}) is same[0]  # the same variables fit every node
+    differ = [NodePlan(("n1", "n2"), two), NodePlan(("n3",), one, first_rank=4)]
+    step = {"SLURM_STEP_ID": "0", "SLURMD_NODENAME": "n3"}
+    assert env_group(differ, step) is differ[1]  # a task of a job step: its node's group
+    with pytest.raises(TopobindError, match=r"n1,n2: OMP_NUM_THREADS=2; n3: OMP_NUM_THREADS=4"):
+        env_group(differ, {"SLURMD_NODENAME": "n3"})  # the batch script: exported everywhere
+    batch_step = {**step, "SLURM_STEP_ID": str(0xFFFFFFFB)}  # Slurm's id of the batch step
+    with pytest.raises(TopobindError, match="one export cannot fit every node"):
+        env_group(differ, batch_step)
+    with pytest.raises(TopobindError, match="this host 'elsewhere' is not one of the job's"):
+        env_group(differ, {**step, "SLURMD_NODENAME": "elsewhere"})
+
+
 # --------------------------------------------------------------------------- verify per node
 def _plan(*cpus: int) -> list[PlannedRank]:
     return [PlannedRank(i, ((c,),), (c,)) for i, c in enumerate(cpus)]
@@ -219,6 +241,31 @@ def test_compare_after_a_missing_rank_checks_the_others_against_their_own_pus() 
     # and a rank after the gap on the wrong PU is still caught
     rows = compare(plan, [_obs("a", 0, 0), _obs("a", 1, 1), _obs("b", 3, 0)], nnodes=2)
     assert [r.status for r in rows] == ["OK", "OK", "MISSING", "MISMATCH"]
+
+
+def test_compare_per_node_groups_block_and_cyclic() -> None:
+    """Groups of nodes with plans of their own (a, b: 2 ranks; c: 1): block ranks are
+    numbered from each group's first rank, others (srun -m cyclic) in their order."""
+    node = load("synthetic:pack:1 core:2 pu:1")
+    groups = [
+        NodePlan(("a", "b"), make_plan(node, "compact", ranks=2)),
+        NodePlan(("c",), make_plan(node, "compact", ranks=1, threads=1), first_rank=4),
+    ]
+    block = [_obs("a", 0, 0), _obs("a", 1, 1), _obs("b", 2, 0), _obs("b", 3, 1), _obs("c", 4, 0)]
+    cyclic = [_obs("a", 0, 0), _obs("b", 1, 0), _obs("c", 2, 0), _obs("a", 3, 1), _obs("b", 4, 1)]
+    for observed in (block, cyclic):
+        rows = compare_per_node(groups, observed)
+        assert [(r.rank, r.status) for r in rows] == [(i, "OK") for i in range(5)]
+        assert [r.observed.host for r in rows if r.observed] == [o.host for o in observed]
+    # cyclic, rank 4 (b's second) never reported: rank 1 is still b's first, on CPU 0
+    rows = compare_per_node(groups, [o for o in cyclic if o.rank != 4])
+    assert [(r.rank, r.status) for r in rows] == [(0, "OK"), (1, "OK"), (2, "OK"), (3, "OK"),
+                                                  (4, "MISSING")]  # fmt: skip
+    # block, c's rank on the wrong CPU; a host outside the job
+    wrong = [*block[:4], _obs("c", 4, 1), _obs("z", 5, 0)]
+    rows = compare_per_node(groups, wrong)
+    assert [(r.rank, r.status) for r in rows] == [(0, "OK"), (1, "OK"), (2, "OK"), (3, "OK"),
+                                                  (4, "MISMATCH"), (5, "UNPLANNED")]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- several nodes, real
@@ -478,3 +525,108 @@ def test_a_plan_per_node_when_the_nodes_differ(
         ["1", "OMP_NUM_THREADS=1", "OMP_PLACES={1}"],
     ]
     assert [ln.split("\t")[:3] for ln in lines[1]] == [["0", "OMP_NUM_THREADS=1", "OMP_PLACES={1}"]]
+
+
+# A program that moves itself to CPU 0 on node3 only, where the job holds CPU 1 (OMP_PLACES
+# dropped: libgomp would refuse places outside its new mask and end before the sample).
+REBIND_ON_NODE3 = (
+    'bash -c \'[ "$(hostname)" = node3 ] && exec taskset -c 0 env -u OMP_PLACES "$@"; '
+    'exec "$@"\' sh'
+)
+
+
+def rows_of(output: str) -> list[tuple[int, str, str]]:
+    """(rank, host, status) of each row of a verify table in OUTPUT."""
+    rows = re.findall(r"^ +(\d+) +\d+  (\S+) .* (OK|MISMATCH|MISSING|UNPLANNED)\b", output, re.M)
+    return [(int(r), h, s) for r, h, s in rows]
+
+
+@needs_probe
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS3))
+def test_verify_running_per_node_group(
+    node3_half_busy: SlurmCluster, tmp_path: Path, launcher: str
+) -> None:
+    """--verify-running on the per-node path: the per-rank step samples every rank of every
+    group, each group is compared with its own plan; a program that rebinds itself on node3
+    only is caught there (rank 4, planned CPU 1 of node3), after a passing --verify."""
+    if _mpi_missing(launcher):
+        pytest.skip(_mpi_missing(launcher))
+    run = f"timeout 120 {RUN} --layout compact {LAUNCHERS3[launcher]}"
+    spin = f"{WHEREAMI} --spin-ms 3000"
+    body = (
+        f"{run} --verify-running -- {spin} > five.json; echo rc=$?\n"
+        f"echo ==\n{run} --verify --verify-running -- {REBIND_ON_NODE3} {spin} >/dev/null;"
+        " echo rc=$?\n"
+    )
+    job = job3(node3_half_busy, tmp_path, body, "-N", "3", "-n", "5")
+    assert job.ok, job.describe()
+    good, bad = job.output.split("==\n")
+    assert re.findall(r"^rc=(\d+)$", job.output, re.M) == ["0", "1"], job.describe()
+    assert "the program's 5 threads ran on their planned CPUs (1000 ms after start)" in good
+    hosts = ["node1", "node1", "node2", "node2", "node3"]
+    assert rows_of(good) == [(r, h, "OK") for r, h in enumerate(hosts)], good
+    # the samples are the program's, not the placement probe's: the probe ran first, as planned
+    assert "topobind: verify: all 5 threads on their planned CPUs, bound to them" in bad
+    assert rows_of(bad) == [*((r, h, "OK") for r, h in enumerate(hosts[:4])),
+                            (4, "node3", "MISMATCH")], bad  # fmt: skip
+    assert "MISMATCH (ran on 0, planned 1)" in bad
+    assert "the program ran with a placement that differs from the plan" in bad
+    assert not list(tmp_path.glob(".topobind-run-*")), "a run left its scratch directory"
+
+
+@needs_probe
+@pytest.mark.root
+@pytest.mark.slow
+def test_env_and_verify_per_node_group(node3_half_busy: SlurmCluster, tmp_path: Path) -> None:
+    """topobind verify compares each node's ranks with its own group's plan; topobind env
+    refuses one export for nodes that need different variables in the batch script, and
+    prints each node's own inside a job step."""
+    tb_bin = REPO / ".venv" / "bin" / "topobind"
+    body = (
+        f"{tb_bin} verify -l compact -f json -- srun > right.json; echo rc=$?\n"
+        f"{tb_bin} verify -l compact -f json -- srun {REBIND_ON_NODE3} > node3.json; echo rc=$?\n"
+        f"{tb_bin} verify -l compact -f json -- srun -m cyclic > cyclic.json; echo rc=$?\n"
+        f"{tb_bin} verify -l compact --nodes 3 -- srun; echo rc=$?\n"
+        f"{tb_bin} env -l compact --ranks 1; echo rc=$?\n"
+        f"srun -n 3 --ntasks-per-node=1 bash -c 'echo \"$(hostname) $({tb_bin} env -l compact"
+        ' --ranks 1 | paste -sd " ")"\' | sort; echo rc=$?\n'
+    )
+    job = job3(node3_half_busy, tmp_path, body, "-N", "3", "-n", "5")
+    assert job.ok, job.describe()
+    assert re.findall(r"^rc=(\d+)$", job.output, re.M) == ["0", "1", "0", "2", "2", "0"], job.output
+    hosts = ["node1", "node1", "node2", "node2", "node3"]
+    right = json.loads((tmp_path / "right.json").read_text())["rows"]
+    assert [(r["rank"], r["host"], r["cpu"], r["status"]) for r in right] == [
+        (r, h, c, "OK") for r, (h, c) in enumerate(zip(hosts, [0, 1, 0, 1, 1], strict=True))
+    ]
+    node3 = json.loads((tmp_path / "node3.json").read_text())["rows"]
+    assert [(r["rank"], r["status"]) for r in node3] == [
+        (0, "OK"), (1, "OK"), (2, "OK"), (3, "OK"), (4, "MISMATCH")
+    ]  # fmt: skip
+    assert node3[4]["host"] == "node3" and node3[4]["reason"] == "ran on 0, planned 1"
+    # srun -m cyclic: ranks 0,3 on node1, 1,4 on node2, 2 on node3, each on its node's plan
+    cyclic = json.loads((tmp_path / "cyclic.json").read_text())["rows"]
+    assert [(r["rank"], r["host"], r["cpu"], r["status"]) for r in cyclic] == [
+        (0, "node1", 0, "OK"), (1, "node2", 0, "OK"), (2, "node3", 1, "OK"),
+        (3, "node1", 1, "OK"), (4, "node2", 1, "OK"),
+    ]  # fmt: skip
+    errors = [ln for ln in job.output.splitlines() if ln.startswith("topobind: error:")]
+    assert len(errors) == 2, job.output
+    assert "--nodes does not apply when the job's nodes hold different shares" in errors[0]
+    assert (
+        "need different variables (node1,node2: OMP_NUM_THREADS=2; node3: OMP_NUM_THREADS=1)"
+        in errors[1]
+    )
+    assert "launch with 'topobind run'" in errors[1]
+    assert "export OMP" not in job.output.split(errors[1])[0], "env printed before refusing"
+    lines = [ln for ln in job.output.splitlines() if ln.startswith("node")]
+    assert lines == [
+        "node1 export OMP_NUM_THREADS=2 export OMP_PLACES='{0},{1}' export OMP_PROC_BIND=close"
+        " export TOPOBIND_LAYOUT=compact",
+        "node2 export OMP_NUM_THREADS=2 export OMP_PLACES='{0},{1}' export OMP_PROC_BIND=close"
+        " export TOPOBIND_LAYOUT=compact",
+        "node3 export OMP_NUM_THREADS=1 export OMP_PLACES='{1}' export OMP_PROC_BIND=close"
+        " export TOPOBIND_LAYOUT=compact",
+    ], job.output

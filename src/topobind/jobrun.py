@@ -7,6 +7,7 @@ program. :mod:`topobind.commands.run` parses the options and prints."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import os
 import shutil
@@ -92,7 +93,7 @@ def node_groups(args: argparse.Namespace) -> list[NodePlan] | None:
     from topobind.topology import load
 
     groups = pernode.plans(args, load(args.topology))
-    if groups is not None and args.launcher == "none":
+    if groups is not None and getattr(args, "launcher", None) == "none":
         raise TopobindError("--launcher none runs one process; the job spans several nodes")
     return groups
 
@@ -160,9 +161,28 @@ def run_probe(launch: Launch) -> str:
     return done.stdout
 
 
+def probe_output(job: Job) -> str:
+    """The probe run in the program's place (same flags and files). When the program's
+    threads are to be sampled, the probe runs with step files that do not sample (its samples
+    would be taken for the program's), then the program's files are written back."""
+    if job.shape.sample_ms is None:
+        return run_probe(job.running([probe()]))
+    quiet = build(_without_samples(job.shape), [probe()])
+    write_files(quiet)
+    try:
+        return run_probe(quiet)
+    finally:
+        write_files(job.launch)
+
+
+def _without_samples(shape: JobShape) -> JobShape:
+    """The same shape (launcher, files, per-rank step) without sampling the threads."""
+    return dataclasses.replace(shape, sample_ms=None, sample_dir=None)
+
+
 def verify_first(plan: Plan, job: Job) -> Verdict:
     """Run the probe in the program's place (same flags and files) and compare with the plan."""
-    out = run_probe(job.running([probe()]))
+    out = probe_output(job)
     planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks]
     rows = compare(planned, parse_probe_output(out), nnodes=job.launch.nodes)
     return Verdict(rows, check_env(planned, out))  # per-gpu plans: each rank's variables
@@ -170,20 +190,31 @@ def verify_first(plan: Plan, job: Job) -> Verdict:
 
 def verify_groups(groups: Sequence[NodePlan], job: Job) -> Verdict:
     """The probe in the program's place, each group's ranks against its own plan."""
-    from topobind.pernode import compare_per_node
+    from topobind.pernode import check_env_per_node, compare_per_node
 
-    out = run_probe(job.running([probe()]))
-    return Verdict(compare_per_node(list(groups), parse_probe_output(out)))
+    out = probe_output(job)
+    rows = compare_per_node(groups, parse_probe_output(out))
+    return Verdict(rows, check_env_per_node(groups, out))
 
 
 def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> list[Row]:
-    """The per-rank step's samples of the running program against the plan (waiting up to
-    ``sample_ms`` + 12 s for every rank's sample file)."""
-    expected = plan.nranks * job.launch.nodes
+    """The per-rank step's samples of the running program against the plan, or each group's
+    samples against its own plan (``job.shape.groups``), waiting up to ``sample_ms`` + 12 s
+    for every rank's sample file."""
+    groups = job.shape.groups
+    expected = (
+        sum(g.plan.nranks * len(g.hosts) for g in groups)
+        if groups
+        else plan.nranks * job.launch.nodes
+    )
     deadline = time.monotonic() + sample_ms / 1000 + 12.0
     while time.monotonic() < deadline and len(_sample_files(job.workdir)) < expected:
         time.sleep(0.05)
     observed = read_samples(_sample_files(job.workdir))
+    if groups:
+        from topobind.pernode import compare_per_node
+
+        return compare_per_node(groups, observed, match_threads=True)
     planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
     return compare(planned, observed, nnodes=job.launch.nodes, match_threads=True)
 

@@ -8,22 +8,26 @@ restricted to the CPUs the job holds there (:class:`topobind.launch.NodePlan`). 
 itself is :func:`topobind.launch.build` with these groups (``JobShape.groups``): one
 heterogeneous srun step, or one mpirun with a rankfile naming every host and an application
 context per group, each group's ranks through the per-rank step with its own file. Here:
-the groups' plans, their description, and the comparison of each group with its own plan.
+the groups' plans, their description, the comparison of each group with its own plan (the
+probe's report or the running program's samples), and the group ``topobind env`` prints.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import socket
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from topobind import slurm
 from topobind.errors import TopobindError
-from topobind.launch import NodePlan
+from topobind.launch import JobShape, NodePlan, job_env
 from topobind.layouts import choices_given, make_plan, one_rank_per_domain
 from topobind.plan import PlannedRank
 from topobind.topology import Topology, parse_xml
 from topobind.verify import Observed, Row, compare
+from topobind.verify_devices import EnvRow, check_env
 
 
 def plans(args: argparse.Namespace, topo: Topology) -> list[NodePlan] | None:
@@ -67,19 +71,91 @@ def describe(share: slurm.NodeShare) -> str:
     return f"{','.join(share.hosts)}: {share.tasks} task(s), CPUs {cpus}"
 
 
-def compare_per_node(node_plans: list[NodePlan], observed: list[Observed]) -> list[Row]:
-    """Each group's ranks against its own plan (ranks numbered from the group's first)."""
+def compare_per_node(
+    node_plans: Sequence[NodePlan], observed: list[Observed], match_threads: bool = False
+) -> list[Row]:
+    """Each group's ranks against its own plan. The ranks a group reported are numbered from
+    the group's first rank (block distribution in node order, what ``topobind run``
+    launches), or, when they are not (``srun -m cyclic``), in their order; a rank of such a
+    group that no node reported takes the next number no node reported. ``match_threads``:
+    the observations are samples of the running program (see :func:`compare`)."""
     rows: list[Row] = []
     groups = {h: np_ for np_ in node_plans for h in np_.hosts}
+    total = sum(np_.plan.nranks * len(np_.hosts) for np_ in node_plans)
+    unseen = iter(sorted(set(range(total)) - {o.rank for o in observed}))
     for np_ in node_plans:
-        first = np_.first_rank
-        mine = [replace(o, rank=o.rank - first) for o in observed if groups.get(o.host) is np_]
+        mine = [o for o in observed if groups.get(o.host) is np_]
+        number, block = _numbering(np_, mine)
+        back = {v: k for k, v in number.items()}
         planned = [PlannedRank(r.rank, r.places, r.cpus) for r in np_.plan.ranks]
-        rows += [
-            replace(r, rank=r.rank + first) for r in compare(planned, mine, nnodes=len(np_.hosts))
-        ]
+        local = [replace(o, rank=number[o.rank]) for o in mine]
+        for r in compare(planned, local, nnodes=len(np_.hosts), match_threads=match_threads):
+            if r.rank not in back:  # a rank no node of the group reported
+                back[r.rank] = np_.first_rank + r.rank if block else next(unseen, -1)
+            rows.append(replace(r, rank=back[r.rank]))
     for o in observed:
         if o.host not in groups:
             rows.append(Row(o.rank, o.thread, (), o, "UNPLANNED", f"{o.host} is not in the job"))
     rows.sort(key=lambda r: (r.rank, r.thread, r.observed.host if r.observed else ""))
     return rows
+
+
+def _numbering(np_: NodePlan, mine: list[Observed]) -> tuple[dict[int, int], bool]:
+    """{global rank: rank in the group's numbering} of the ranks the group reported, and
+    whether they are in block order from the group's first rank (host i of the group holds
+    the plan's ranks from first + i * ranks per node) rather than numbered in their order."""
+    first, per = np_.first_rank, np_.plan.nranks
+    where = {h: i for i, h in enumerate(np_.hosts)}
+    block = all(
+        0 <= o.rank - first < per * len(where) and (o.rank - first) // per == where[o.host]
+        for o in mine
+    )
+    if block:
+        return {o.rank: o.rank - first for o in mine}, True
+    return {r: i for i, r in enumerate(sorted({o.rank for o in mine}))}, False
+
+
+def check_env_per_node(node_plans: Sequence[NodePlan], probe_text: str) -> list[EnvRow]:
+    """Per-rank variables (per-gpu plans) of each group's ranks against its own plan."""
+    rows: list[EnvRow] = []
+    for np_ in node_plans:
+        planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in np_.plan.ranks]
+        rows += [r for r in check_env(planned, probe_text) if r.host in np_.hosts]
+    return sorted(rows, key=lambda r: (r.rank, r.host, r.variable))
+
+
+def env_group(node_plans: Sequence[NodePlan], env: Mapping[str, str] | None = None) -> NodePlan:
+    """The group whose variables ``topobind env`` prints in a job whose nodes differ.
+
+    When every group's variables are the same, they fit every node (the first group). Else
+    they fit only the nodes of one group: inside a job step (``SLURM_STEP_ID``: a task on one
+    node) this node's group (``SLURMD_NODENAME``, else the host name); in the batch script,
+    whose exports reach every node of the launch that follows, an error naming the fix."""
+    e = os.environ if env is None else env
+    variables = [job_env(JobShape(plan=g.plan)) for g in node_plans]
+    if all(v == variables[0] for v in variables):
+        return node_plans[0]
+    host = e.get("SLURMD_NODENAME") or socket.gethostname()
+    if _in_job_step(e):
+        for g in node_plans:
+            if host in g.hosts:
+                return g
+        raise TopobindError(f"this host {host!r} is not one of the job's nodes")
+    names = dict.fromkeys(k for v in variables for k in v)
+    name = next(k for k in names if len({v.get(k) for v in variables}) > 1)
+    differ = "; ".join(
+        f"{','.join(g.hosts)}: {name}={v.get(name, '(unset)')}"
+        for g, v in zip(node_plans, variables, strict=True)
+    )
+    raise TopobindError(
+        f"the job's nodes hold different shares and need different variables ({differ}); "
+        "one export cannot fit every node: launch with 'topobind run' (a plan per group of "
+        "nodes), or run 'topobind env' on each node inside the job step"
+    )
+
+
+def _in_job_step(env: Mapping[str, str]) -> bool:
+    """A task of a job step (srun), on one node; not the batch script (no SLURM_STEP_ID in
+    Slurm 22.05) nor Slurm's special steps (batch, extern, interactive: ids >= 0xfffffff0)."""
+    step = env.get("SLURM_STEP_ID", "")
+    return step.isdigit() and int(step) < 0xFFFFFFF0

@@ -62,7 +62,10 @@ examples:
 The placement probe (kernels/bin/whereami) is appended to the launch command. A thread is
 OK when it ran on its planned CPU and its affinity mask lies inside its planned place; a
 wider mask is a MISMATCH ("unbound"): the binding was ignored. The plan describes one node;
-each host's ranks, in rank order, are compared with the plan's ranks 0, 1, ... Exit status:
+each host's ranks, in rank order, are compared with the plan's ranks 0, 1, ... In a Slurm job
+whose nodes hold different shares (tasks or CPUs), each group of equal nodes gets a plan of
+its own, as in topobind run, and each node's ranks (in node order) are compared with it.
+Exit status:
 0 when every rank and thread is bound to its planned CPU, 1 otherwise, 127/126 when the
 launch command cannot be started.
 """
@@ -111,7 +114,9 @@ def add_subparser(subparsers: Any) -> None:
     env = subparsers.add_parser(
         "env",
         help="print the OMP_* exports of a plan, for eval in job scripts",
-        description='For scripts that launch by themselves: eval "$(topobind env --layout L)"',
+        description='For scripts that launch by themselves: eval "$(topobind env --layout L)". '
+        "In a job whose nodes hold different shares the variables must fit every node: "
+        "otherwise only inside a job step (srun), for that node, else an error.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _plan_args(env)
@@ -206,10 +211,7 @@ def run_program(args: argparse.Namespace) -> int:
         if args.verify:
             _print_verdict(jobrun.verify_first(plan, job))
         status = _launch(job.launch)
-        if args.verify_running:
-            ok = _print_samples(jobrun.sampled_rows(plan, job, args.sample_ms), args.sample_ms)
-            status = status or (0 if ok else 1)
-        return status
+        return _with_samples(status, job, args) if args.verify_running else status
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -219,10 +221,15 @@ def _run_groups(groups: list[NodePlan], program: list[str], args: argparse.Names
     groups; a dry run keeps its scratch directory (every node reads it)."""
     for g in groups:
         print_warnings(g.plan)
+    if not args.dry_run:
+        jobrun.check_program(program[0])
     workdir = jobrun.workdir()  # several nodes: where every node reads the per-rank step files
     keep = False
+    sample = args.verify_running and not args.dry_run
     try:
-        job = jobrun.prepare(groups[0].plan, program, _options(args), workdir, groups=groups)
+        job = jobrun.prepare(
+            groups[0].plan, program, _options(args), workdir, sample=sample, groups=groups
+        )
         if args.dry_run:
             print("# the job's nodes hold different shares: one plan per group of nodes")
             for g in groups:
@@ -236,7 +243,8 @@ def _run_groups(groups: list[NodePlan], program: list[str], args: argparse.Names
             return 0
         if args.verify:
             _print_verdict(jobrun.verify_groups(groups, job), short=True)
-        return _launch(job.launch)
+        status = _launch(job.launch)
+        return _with_samples(status, job, args) if args.verify_running else status
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -263,6 +271,12 @@ def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
         )
 
 
+def _with_samples(status: int, job: jobrun.Job, args: argparse.Namespace) -> int:
+    """The program's exit status, else 1 when its sampled placement differs from the plan."""
+    ok = _print_samples(jobrun.sampled_rows(job.shape.plan, job, args.sample_ms), args.sample_ms)
+    return status or (0 if ok else 1)
+
+
 def _print_samples(rows: list[Any], sample_ms: int) -> bool:
     """The running program's sampled placement on stderr; True when it is as planned."""
     print(table(rows), file=sys.stderr)
@@ -281,7 +295,13 @@ def _print_samples(rows: list[Any], sample_ms: int) -> bool:
 
 
 def run_env(args: argparse.Namespace) -> int:
-    plan = plan_for_job(args)
+    groups = jobrun.node_groups(args)
+    if groups is not None:  # the job's nodes differ: this node's group, when well defined
+        from topobind.pernode import env_group
+
+        plan = env_group(groups).plan
+    else:
+        plan = plan_for_job(args)
     print_warnings(plan, omp_notes(plan) + env_notes(plan))  # per-gpu: per-rank variables
     for k, v in job_env(JobShape(plan=plan)).items():
         print(f"export {k}={shlex.quote(v)}")
@@ -294,23 +314,43 @@ def run_verify(args: argparse.Namespace) -> int:
         raise TopobindError("no launch command given; put it after '--' (e.g. -- srun -n 2)")
     if args.nodes is not None and args.nodes < 1:
         raise TopobindError(f"--nodes must be at least 1 (got {args.nodes})")
+    groups = None if args.plan else jobrun.node_groups(args)
+    if groups is not None and args.nodes is not None:
+        raise TopobindError(
+            "--nodes does not apply when the job's nodes hold different shares (each group "
+            "of nodes is compared with its own plan); leave it out, or give --plan FILE"
+        )
+    planned: list[PlannedRank] = []
     if args.plan:
         planned = read_plan_file(args.plan)
-    else:
+    elif groups is None:
         plan = plan_for_job(args)
         print_warnings(plan)
         planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks]
+    for g in groups or ():
+        print_warnings(g.plan)
     given = Launch(argv=[*command, jobrun.probe()], env={}, launcher="given")
     done = jobrun.execute(given, capture=True)
     if done.returncode != 0:
         status = jobrun.exit_status(done.returncode)
         print(f"topobind: error: the launch command exited with {status}", file=sys.stderr)
         return status or 1
-    nodes = args.nodes if args.nodes is not None else (slurm_nodes() if in_slurm() else None)
-    rows = compare(planned, parse_probe_output(done.stdout), nnodes=nodes)
-    env_rows = check_env(planned, done.stdout)  # per-gpu plans: the device variables
+    if groups is not None:
+        from topobind.pernode import check_env_per_node, compare_per_node
+
+        rows = compare_per_node(groups, parse_probe_output(done.stdout))
+        env_rows = check_env_per_node(groups, done.stdout)
+    else:
+        nodes = args.nodes if args.nodes is not None else (slurm_nodes() if in_slurm() else None)
+        rows = compare(planned, parse_probe_output(done.stdout), nnodes=nodes)
+        env_rows = check_env(planned, done.stdout)  # per-gpu plans: the device variables
+    return _print_verify(rows, env_rows, args.format)
+
+
+def _print_verify(rows: list[Any], env_rows: list[Any], fmt: str) -> int:
+    """``topobind verify``'s table (or JSON) on stdout; its exit status."""
     ok = all_ok(rows) and all(r.ok for r in env_rows)
-    if args.format == "json":
+    if fmt == "json":
         doc = {"ok": ok, "rows": rows_json(rows)}
         if env_rows:
             doc["device_env"] = [dataclasses.asdict(r) | {"ok": r.ok} for r in env_rows]
