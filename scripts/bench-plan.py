@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Benchmark: end-to-end time of `topobind plan --format json` vs `hwloc-distrib`, same input.
 
-Writes results/bench/plan.json. Targets: under 100 ms per plan on 384 PUs (192em64t-24n8c2t),
-and at most 3x hwloc-distrib. Each command is run as a fresh process (what a job script pays),
-REPEAT times; the median is reported, with min and max. On a busy machine wall times mostly
-measure the load, so each case also counts the instructions each command executes (valgrind
+Writes results/bench/plan.json. Targets (issue 15): at most 3x hwloc-distrib on the 384-PU XML
+(192em64t-24n8c2t), and under 100 ms per plan. Each command is run as a fresh process (what
+a job script pays), REPEAT times, the two commands taking turns so that a change of load hits
+both; the medians are reported, with min and max. On a busy machine wall times mostly measure
+the load, so each case also counts the instructions each command executes (valgrind
 --tool=callgrind, when installed): a ratio the load does not move.
+
+A synthetic description is expanded by hwloc's own lstopo, which topobind runs: that case
+costs at least lstopo plus the Python interpreter, so its ratio is reported, not targeted.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 REPEAT = int(os.environ.get("BENCH_REPEAT", "15"))
 TARGET_MS = 100.0
 
+#: (name, topobind's --topology, hwloc-distrib's --input, layout, ranks, targeted)
 CASES = [
     (
         "192em64t-24n8c2t (384 PUs)",
@@ -31,13 +36,15 @@ CASES = [
         "192em64t-24n8c2t.xml",
         "spread",
         192,
+        True,
     ),
     (
-        "betzy-epyc7742 (256 PUs)",
+        "betzy-epyc7742 (256 PUs, synthetic)",
         "synthetic:pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)",
         "pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)",
         "every-other-core",
         64,
+        False,
     ),
 ]
 
@@ -75,42 +82,55 @@ def stats(samples: list[float]) -> dict[str, float]:
 
 def main() -> int:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "src")], check=True)
-    out = {"benchmark": "plan", "repeat": REPEAT, "target_ms": TARGET_MS, "cases": [],
-           "bytecode_cache": True, "cpus": os.cpu_count()}
+    out = {
+        "benchmark": "plan",
+        "repeat": REPEAT,
+        "target_ms": TARGET_MS,
+        "cases": [],
+        "bytecode_cache": True,
+        "cpus": os.cpu_count(),
+    }
     ok = True
-    for name, source, hwloc_input, layout, ranks in CASES:
+    for name, source, hwloc_input, layout, ranks, targeted in CASES:
         hw_input = hwloc_input if not hwloc_input.endswith(".xml") else source
         plan_cmd = [TOPOBIND, "plan", "-t", source, "-l", layout, "-r", str(ranks), "-f", "json"]
         distrib_cmd = ["hwloc-distrib", "--input", hw_input, "--single", str(ranks)]
-        ours = [timed(plan_cmd) for _ in range(REPEAT)]
-        distrib = [timed(distrib_cmd) for _ in range(REPEAT)]
+        ours: list[float] = []
+        distrib: list[float] = []
+        for _ in range(REPEAT):  # taking turns: a change of load hits both
+            ours.append(timed(plan_cmd))
+            distrib.append(timed(distrib_cmd))
         ins_ours, ins_distrib = instructions(plan_cmd), instructions(distrib_cmd)
         case = {
             "name": name,
             "layout": layout,
             "ranks": ranks,
+            "targeted": targeted,
             "topobind_plan_json": stats(ours),
             "hwloc_distrib": stats(distrib),
         }
-        case["ratio_to_hwloc_distrib"] = (
-            case["topobind_plan_json"]["median_ms"] / case["hwloc_distrib"]["median_ms"]
-        )
+        ratio = case["topobind_plan_json"]["median_ms"] / case["hwloc_distrib"]["median_ms"]
+        case["ratio_to_hwloc_distrib"] = ratio
         if ins_ours and ins_distrib:
             case["instructions_millions"] = {"topobind_plan_json": ins_ours,
                                              "hwloc_distrib": ins_distrib}  # fmt: skip
             case["instructions_ratio"] = ins_ours / ins_distrib
-        case["meets_target"] = case["topobind_plan_json"]["median_ms"] < TARGET_MS
-        case["within_3x_hwloc_distrib"] = case["ratio_to_hwloc_distrib"] <= 3.0
-        ok &= case["meets_target"]
+        case["under_100_ms"] = case["topobind_plan_json"]["median_ms"] < TARGET_MS
+        case["within_3x_hwloc_distrib"] = ratio <= 3.0 and case.get("instructions_ratio", 0) <= 3.0
+        if targeted:
+            ok &= case["under_100_ms"] and case["within_3x_hwloc_distrib"]
         out["cases"].append(case)
         print(
             f"{name}: topobind plan {case['topobind_plan_json']['median_ms']:.1f} ms, "
-            f"hwloc-distrib {case['hwloc_distrib']['median_ms']:.1f} ms (median of {REPEAT})"
+            f"hwloc-distrib {case['hwloc_distrib']['median_ms']:.1f} ms (median of {REPEAT}), "
+            f"{ratio:.2f}x"
             + (
-                f"; instructions {ins_ours:.0f}M vs {ins_distrib:.0f}M"
+                f"; instructions {ins_ours:.0f}M vs {ins_distrib:.0f}M, "
+                f"{ins_ours / ins_distrib:.2f}x"
                 if ins_ours and ins_distrib
                 else ""
             )
+            + ("" if targeted else " (not targeted: lstopo expands the description)")
         )
     out["meets_target"] = ok
     path = REPO / "results" / "bench" / "plan.json"

@@ -1,4 +1,4 @@
-"""The ``topobind`` command: thin argparse front end over the engine modules.
+"""The ``topobind`` command: thin front end over the engine modules.
 
 Each subcommand lives in the module that owns its concept and exposes
 ``add_subparser(subparsers)``; that function registers the parser and sets
@@ -7,16 +7,16 @@ Each subcommand lives in the module that owns its concept and exposes
 
 from __future__ import annotations
 
-import argparse
 import gc
-import importlib
 import os
 import sys
-from collections.abc import Sequence
 
-from topobind import __version__
 from topobind.errors import TopobindError
-from topobind.inputs import OneLineParser
+
+TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 # Modules that provide subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
@@ -40,36 +40,18 @@ FAST_COMMANDS: dict[str, str] = {
 }
 
 
-class _Parser(OneLineParser):
-    """argparse's formatter asks shutil for the terminal width, and shutil imports the zlib,
-    bz2 and lzma modules: a few ms at every start-up, for every plan. Ask os directly."""
-
-    def _get_formatter(self) -> argparse.HelpFormatter:
-        return self.formatter_class(prog=self.prog, width=_width())  # type: ignore[call-arg]
-
-
-def _width() -> int:
-    try:
-        columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size().columns
-    except (ValueError, OSError):
-        columns = 80
-    return max(columns - 2, 20)
+# Commands whose usual command lines are parsed without argparse (topobind.quickargs).
+QUICK_COMMANDS: dict[str, str] = {
+    "show": "topobind.commands.topo",
+    "plan": "topobind.commands.topo",
+}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="topobind",
-        description=(
-            "Topology-aware binding for HPC jobs: detect the node (hwloc), plan a layout, "
-            "emit OMP_*/mpirun/srun flags, run and verify kernels, report."
-        ),
-        epilog="Run 'topobind COMMAND --help' for the options and examples of each command.",
-    )
-    parser.add_argument("--version", action="version", version=f"topobind {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in (only,) if only else SUBCOMMAND_MODULES:
-        importlib.import_module(name).add_subparser(subparsers)
-    return parser
+    """The argparse parser of every command, or of the commands of module ``only``."""
+    from topobind.cliparse import build_parser as build
+
+    return build((only,) if only else SUBCOMMAND_MODULES)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -84,11 +66,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             gc.enable()
 
 
-def _dispatch(argv: list[str]) -> int:
+def _parse(argv: list[str]) -> argparse.Namespace | None:
+    """The parsed command line (None: print the help). show and plan try the argparse-free
+    parser first (:mod:`topobind.quickargs`); argparse takes whatever it does not."""
+    if argv and argv[0] in QUICK_COMMANDS:
+        from topobind.quickargs import parse
+
+        quick = parse(argv, QUICK_COMMANDS[argv[0]])
+        if quick is not None:
+            return quick  # type: ignore[return-value]
     parser = build_parser(FAST_COMMANDS.get(argv[0]) if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
+        return None
+    return args
+
+
+def _dispatch(argv: list[str]) -> int:
+    args = _parse(argv)
+    if args is None:
         return 2
     try:
         return int(args.func(args))

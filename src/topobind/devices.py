@@ -15,12 +15,12 @@ or DRM (``card0``) gets its position among the vendor's GPUs in PCI order.
 
 from __future__ import annotations
 
-import re
-
 from topobind.record import record
 
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from topobind.hwloc_xml import Attrs, OsDevice
 
 #: PCI vendor id -> (vendor name, the variable that selects the devices a process sees)
@@ -29,18 +29,56 @@ GPU_VENDORS: dict[str, tuple[str, str]] = {
     "10de": ("NVIDIA", "CUDA_VISIBLE_DEVICES"),
     "8086": ("Intel", "ZE_AFFINITY_MASK"),
 }
-#: GPU OS device names: the runtime (hwloc backend) and its device number
-_GPU_NAME = r"^(rsmi|nvml|cuda|ze)(\d+)$|^opencl\d+d(\d+)$"  # patterns: compiled on first use
+#: GPU OS device names: the runtime (hwloc backend) and its device number (see _gpu_name)
+_GPU_RUNTIMES = ("rsmi", "nvml", "cuda", "ze")
 _GPU_SUBTYPES = ("rsmi", "nvml", "cuda", "opencl", "levelzero", "ze")
 _NATIVE = {"1002": ("rsmi",), "10de": ("cuda", "nvml"), "8086": ("ze",)}
-#: DRM devices of a compute-GPU PCI class (3D controller, other display controller)
-_DRM_NAME = r"^(card|renderD)\d+$"
+#: DRM devices (cardN, renderDN) of a compute-GPU PCI class (3D controller, other display)
+_DRM_PREFIXES = ("card", "renderD")
 _GPU_CLASSES = ("0302", "0380")
+# Device names are matched with string methods, not regular expressions: the start-up of
+# 'topobind plan' imports no 're' (make bench-plan).
+
+
+def _numbered(name: str, prefix: str) -> int | None:
+    """N when ``name`` is ``prefix`` followed by decimal digits N only, else None."""
+    rest = name[len(prefix) :] if name.startswith(prefix) else ""
+    return int(rest) if rest.isdecimal() else None
+
+
+def _gpu_name(name: str) -> tuple[str | None, int] | None:
+    """(runtime, number) of a GPU OS device: ``cudaN``, ``nvmlN``, ``rsmiN``, ``zeN`` ->
+    (runtime, N); ``openclPdN`` -> (None, N); None for other names."""
+    for runtime in _GPU_RUNTIMES:
+        number = _numbered(name, runtime)
+        if number is not None:
+            return runtime, number
+    platform, d, device = name.removeprefix("opencl").partition("d")
+    if name.startswith("opencl") and d and platform.isdecimal() and device.isdecimal():
+        return None, int(device)
+    return None
+
+
+def _openfabrics(name: str) -> bool:  # mlxN_M, hfi1_N
+    board, underscore, port = name.removeprefix("mlx").partition("_")
+    if name.startswith("mlx") and underscore:
+        return board.isdecimal() and port.isdecimal()
+    return _numbered(name, "hfi1_") is not None
+
+
+def _slingshot(name: str) -> bool:  # cxiN, hsnN, hsiN
+    return any(_numbered(name, prefix) is not None for prefix in ("cxi", "hsn", "hsi"))
+
+
+def _bxi(name: str) -> bool:  # bxi, bxiN
+    return name == "bxi" or _numbered(name, "bxi") is not None
+
+
 #: NIC OS device names -> kind, most specific kind first
-_NIC_KINDS: tuple[tuple[str, str], ...] = (
-    ("openfabrics", r"^(mlx\d+_\d+|hfi1_\d+)$"),
-    ("slingshot", r"^(cxi\d+|hsn\d+|hsi\d+)$"),
-    ("bxi", r"^bxi\d*$"),
+_NIC_KINDS: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("openfabrics", _openfabrics),
+    ("slingshot", _slingshot),
+    ("bxi", _bxi),
 )
 _NIC_CLASSES = ("0200", "0207", "0280", "0c06")  # Ethernet, InfiniBand, other network, IB (old)
 
@@ -100,9 +138,22 @@ def _pci_ids(pcidev: Attrs | None) -> tuple[str | None, str | None, str | None]:
     """(bus id, class, vendor) of a PCIDev element (``pci_type="0380 [1002:7408] ..."``)."""
     if pcidev is None:
         return None, None, None
-    m = re.match(r"\s*([0-9a-fA-F]{4})\s*\[([0-9a-fA-F]{4}):", pcidev.get("pci_type", ""))
-    cls, vendor = (m.group(1).lower(), m.group(2).lower()) if m else (None, None)
+    cls, vendor = _pci_type(pcidev.get("pci_type", ""))
     return pcidev.get("pci_busid"), cls, vendor
+
+
+def _pci_type(text: str) -> tuple[str | None, str | None]:
+    """(class, vendor), lower case, from the start of ``CCCC [VVVV:DDDD] ...``."""
+    text = text.lstrip()
+    cls, rest = text[:4], text[4:].lstrip()
+    vendor = rest[1:5]
+    if _hex4(cls) and rest[:1] == "[" and _hex4(vendor) and rest[5:6] == ":":
+        return cls.lower(), vendor.lower()
+    return None, None
+
+
+def _hex4(text: str) -> bool:
+    return len(text) == 4 and all(c in "0123456789abcdefABCDEF" for c in text)
 
 
 def _osdev(device: OsDevice) -> _OsDev:
@@ -120,15 +171,15 @@ def _osdev(device: OsDevice) -> _OsDev:
 
 
 def _is_gpu(d: _OsDev) -> bool:
-    if re.match(_GPU_NAME, d.name) or d.subtype.startswith(_GPU_SUBTYPES):
+    if _gpu_name(d.name) is not None or d.subtype.startswith(_GPU_SUBTYPES):
         return True
-    drm = re.match(_DRM_NAME, d.name)
-    return bool(drm and d.pci_class in _GPU_CLASSES and d.vendor in GPU_VENDORS)
+    drm = any(_numbered(d.name, prefix) is not None for prefix in _DRM_PREFIXES)
+    return drm and d.pci_class in _GPU_CLASSES and d.vendor in GPU_VENDORS
 
 
 def _nic_kind(d: _OsDev) -> str | None:
-    for kind, pattern in _NIC_KINDS:
-        if re.match(pattern, d.name) and (d.pci_class is None or d.pci_class in _NIC_CLASSES):
+    for kind, matches in _NIC_KINDS:
+        if matches(d.name) and (d.pci_class is None or d.pci_class in _NIC_CLASSES):
             return kind
     return None
 
@@ -137,9 +188,9 @@ def _native_index(vendor: str | None, names: list[str]) -> tuple[str, int] | Non
     """(name, number) of the vendor's own runtime device among ``names``."""
     for prefix in _NATIVE.get(vendor or "", ()):
         for name in names:
-            m = re.match(_GPU_NAME, name)
-            if m and m.group(1) == prefix:
-                return name, int(m.group(2))
+            gpu = _gpu_name(name)
+            if gpu is not None and gpu[0] == prefix:
+                return name, gpu[1]
     return None
 
 
@@ -178,7 +229,7 @@ def _gpus(devs: list[_OsDev], loc: _Locality) -> list[Gpu]:
         position = ordinal.get(first.vendor, 0)
         ordinal[first.vendor] = position + 1
         name, index = native if native is not None else (names[0], position)
-        runtime = re.match(_GPU_NAME, name).group(1) if native is not None else None  # type: ignore[union-attr]
+        runtime = _gpu_name(name)[0] if native is not None else None  # type: ignore[index]
         pus, numa = loc.of(first.anchor)
         out.append(
             Gpu(

@@ -6,9 +6,7 @@ the input and says what to give instead.
 
 from __future__ import annotations
 
-import argparse
 import os
-import re
 import stat
 
 from topobind.errors import TopobindError
@@ -17,22 +15,33 @@ from topobind.record import record
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import NoReturn
 
 #: Most digits a count may have before it is even converted (``int`` of a 5000-digit string
 #: raises; of a 4000-digit one costs time): 9 digits hold every count topobind accepts.
 MAX_DIGITS = 9
 
-_WHOLE = rf"[0-9]{{1,{MAX_DIGITS}}}"  # patterns: compiled on first use (start-up)
 # RFC 1123 host names (letters, digits, '-', dots between labels) and '_', which some
 # clusters use; what goes unquoted into a rankfile line.
-_HOST = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252}[A-Za-z0-9_])?"
+_HOST_ENDS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_HOST_CHARS = _HOST_ENDS | {".", "-"}
+
+
+def _is_host(text: str) -> bool:
+    """1 to 254 of [A-Za-z0-9_.-], starting and ending with none of '.-' (no regular
+    expression: the start-up of 'topobind plan' imports no 're')."""
+    return (
+        0 < len(text) <= 254
+        and text[0] in _HOST_ENDS
+        and text[-1] in _HOST_ENDS
+        and _HOST_CHARS.issuperset(text)
+    )
 
 
 def whole_number(text: str, what: str, lo: int = 1, hi: int = 1 << 20) -> int:
     """``text`` as an integer in ``lo..hi``: ASCII digits only (no sign, no '1_000', no
     non-ASCII digits that ``int()`` would take), at most :data:`MAX_DIGITS` of them."""
-    if not re.fullmatch(_WHOLE, text) or not lo <= int(text) <= hi:
+    digits = 0 < len(text) <= MAX_DIGITS and text.isdigit() and text.isascii()
+    if not digits or not lo <= int(text) <= hi:
         raise TopobindError(f"{what} {_shown(text, 40)!r}: give a whole number from {lo} to {hi}")
     return int(text)
 
@@ -44,6 +53,8 @@ def count_arg(flag: str, lo: int = 1, hi: int = 1 << 20) -> Callable[[str], int]
         try:
             return whole_number(text, flag, lo, hi)
         except TopobindError as exc:
+            import argparse  # (a bad value: argparse prints the message)
+
             raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag} ")) from exc
 
     parse.__name__ = flag  # argparse names the type in some messages
@@ -52,7 +63,7 @@ def count_arg(flag: str, lo: int = 1, hi: int = 1 << 20) -> Callable[[str], int]
 
 def host_name(text: str, what: str = "--host") -> str:
     """A host name that can stand in a rankfile line (``rank 0=NAME slot=...``)."""
-    if not re.fullmatch(_HOST, text):
+    if not _is_host(text):
         raise TopobindError(
             f"{what} {_shown(text, 40)!r} is not a host name (letters, digits, '.', '-', "
             "'_'); give the node's name as 'hostname' or Slurm prints it"
@@ -65,6 +76,8 @@ def host_arg(text: str) -> str:
     try:
         return host_name(text)
     except TopobindError as exc:
+        import argparse  # (a bad value: argparse prints the message)
+
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--host ")) from exc
 
 
@@ -152,11 +165,3 @@ def _kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "a special file"
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse with the project's error form: one line, naming the argument and where the
-    help is (argparse's own form prints the whole usage first), exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"topobind: error: {message} (see '{self.prog} --help')\n")

@@ -17,27 +17,15 @@ nearest to both (docs/gpu.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from topobind.devices import Gpu, Nic
 from topobind.errors import PlanError
+from topobind.gpu_options import ORDERS, RESERVES, GpuOptions
 from topobind.record import record
 from topobind.topology import Core, Topology, format_list
 
-#: per-gpu's help in the layout registry (topobind.layouts.REGISTRY)
-GPU_HELP = (
-    "one rank per GPU (--gpus-per-rank G), threads on the cores local to it, with its NIC; "
-    "--reserve, --order gpu|cpu"
-)
-RESERVES = ("none", "first-core-per-l3", "first-core-per-numa")
-ORDERS = ("gpu", "cpu")
-
-
-@record
-class GpuOptions:
-    gpus_per_rank: int = 1
-    reserve: str = "none"
-    order: str = "gpu"
+TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 @record

@@ -8,18 +8,17 @@ the exact semantics and pictures.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-
 from topobind import cpukinds
 from topobind.errors import PlanError, TopobindError
+from topobind.gpu_options import GPU_HELP, ORDERS, RESERVES, GpuOptions
 from topobind.inputs import count_arg, whole_number
-from topobind.layout_gpu import GPU_HELP, ORDERS, RESERVES, GpuOptions
 from topobind.plan import Plan, RankPlan
 from topobind.record import field, record, replace
 from topobind.topology import Core, Topology, format_list
 
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
 
@@ -267,7 +266,9 @@ def l3_groups(topo: Topology, req: Request, size: int) -> list[list[Slot]]:
 #: Largest N of ``l3-groups:N`` (and of any numeric layout parameter): more than any node's PUs.
 MAX_LAYOUT_PARAMETER = 1 << 20
 
-Planner = Callable[[Topology, Request], list[list[Slot]]]
+
+if TYPE_CHECKING:
+    Planner = Callable[[Topology, Request], list[list[Slot]]]
 
 
 @record

@@ -72,19 +72,7 @@ class Plan:
             "nranks": self.nranks,
             "threads": self.threads,
             "smt": self.smt,
-            "ranks": [
-                {
-                    "rank": r.rank,
-                    "cpus": list(r.cpus),
-                    "cpus_list": format_list(r.cpus),
-                    "places": [list(p) for p in r.places],
-                    "cores": list(r.cores),
-                    "numa": list(r.numa),
-                    "l3": list(r.l3),
-                    **_devices_dict(r),
-                }
-                for r in self.ranks
-            ],
+            "ranks": [_rank_dict(r) for r in self.ranks],
             "warnings": list(self.warnings),
         }
         if self.notes:
@@ -92,6 +80,22 @@ class Plan:
         if launch is not None:
             out["launch"] = launch
         return out
+
+
+def _rank_dict(r: RankPlan) -> dict[str, Any]:
+    cpus = r.cpus
+    out: dict[str, Any] = {
+        "rank": r.rank,
+        "cpus": list(cpus),
+        "cpus_list": format_list(cpus),
+        "places": [list(p) for p in r.places],
+        "cores": list(r.cores),
+        "numa": list(r.numa),
+        "l3": list(r.l3),
+    }
+    if r.gpus or r.nic is not None or r.env:
+        out.update(_devices_dict(r))
+    return out
 
 
 def _devices_dict(r: RankPlan) -> dict[str, Any]:

@@ -12,7 +12,6 @@ Indexes, always named:
 from __future__ import annotations
 
 import os
-import re
 
 from topobind import hwloc_xml
 from topobind.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
@@ -39,9 +38,6 @@ _XML_FIX = (
     "give an hwloc XML file (lstopo-no-graphics --of xml > node.xml on the node), 'live', "
     "synthetic:DESCRIPTION or a named node"
 )
-
-
-_INT = r"-?[0-9]{1,20}"  # patterns: compiled on first use (start-up)
 
 
 def format_list(indexes: list[int] | tuple[int, ...] | frozenset[int]) -> str:
@@ -289,6 +285,8 @@ _SYNTHETIC_LEVEL = r"(?:[A-Za-z][A-Za-z0-9]*:)?([0-9]+)"
 def _check_synthetic_size(description: str) -> None:
     """Refuse a synthetic description of more than :data:`MAX_PUS` PUs before hwloc expands
     it (a million PUs would keep lstopo busy for hours): the product of its level arities."""
+    import re  # (here: the start-up of 'topobind plan' imports no regular expressions)
+
     shown = description if len(description) <= 60 else description[:60] + "..."
     levels = re.sub(r"\([^()]*\)|\[[^\[\]]*\]", " ", description).split()
     pus = 1
@@ -580,8 +578,15 @@ def _opt_int_attr(attrs: Attrs | None, name: str, source: str) -> int | None:
     return _int_attr(attrs, name, source)
 
 
+def _is_int(word: str) -> bool:
+    """``-?[0-9]{1,20}`` (ASCII digits only), without a regular expression (a distance matrix
+    has thousands of words)."""
+    digits = word[1:] if word[:1] == "-" else word
+    return 0 < len(digits) <= 20 and digits.isdigit() and digits.isascii()
+
+
 def _int_or_none(value: str | None) -> int | None:
-    return int(value) if value is not None and re.fullmatch(_INT, value) else None
+    return int(value) if value is not None and _is_int(value) else None
 
 
 def _parse_cpukinds(doc: HwlocXml, usable: set[int]) -> list[CpuKind]:
@@ -610,7 +615,7 @@ def _parse_numa_distances(doc: HwlocXml) -> tuple[dict[str, list[list[int]]], tu
             continue
         idx_words = "".join(matrix.indexes).split()
         value_words = "".join(matrix.values).split()
-        if not all(re.fullmatch(_INT, x) for x in (*idx_words, *value_words)):
+        if not (all(map(_is_int, idx_words)) and all(map(_is_int, value_words))):
             continue  # not numbers: the distances are left out, like a malformed matrix
         idx = tuple(int(x) for x in idx_words)
         values = [int(x) for x in value_words]

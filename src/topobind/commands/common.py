@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -15,12 +14,29 @@ from topobind.record import replace
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
 from topobind.words import plural
 
+TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
 TOPOLOGY_HELP = (
     "where the node topology comes from: 'live' (default: this machine, only the PUs this "
     "job/cgroup may use), an hwloc XML file (lstopo-no-graphics --of xml > node.xml on a "
     "compute node), synthetic:'pack:2 numa:4 l3:4 core:4 pu:2', or a named node: "
     + ", ".join(NAMED_TOPOLOGIES)
 )
+
+
+def raw_help(subparsers: Any) -> type[argparse.HelpFormatter] | None:
+    """argparse's formatter that keeps an epilog's lines as written; None when the options
+    are only being recorded (topobind.quickargs), which needs no argparse."""
+    from topobind.quickargs import Recorder
+
+    if isinstance(subparsers, Recorder):
+        return None
+    import argparse
+
+    return argparse.RawDescriptionHelpFormatter
 
 
 def add_topology_arg(parser: argparse.ArgumentParser) -> None:

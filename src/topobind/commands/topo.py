@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -13,6 +12,7 @@ from topobind.commands.common import (
     add_topology_arg,
     plan_from,
     print_warnings,
+    raw_help,
     topology_from,
 )
 from topobind.emit.openmpi import DEFAULT_RANKFILE
@@ -23,6 +23,7 @@ from topobind.words import plural
 
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
+    import argparse
     from typing import Any
 
     from topobind.plan import Plan
@@ -67,7 +68,7 @@ def add_subparser(subparsers: Any) -> None:
         help="summarise the node topology (packages, NUMA nodes, L3 domains, PUs)",
         description="Summarise the node topology as hwloc sees it, for this job's cpuset.",
         epilog=SHOW_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=raw_help(subparsers),
     )
     add_topology_arg(show)
     show.add_argument("--format", "-f", choices=("text", "json"), default="text")
@@ -78,7 +79,7 @@ def add_subparser(subparsers: Any) -> None:
         help="plan a layout and print its OMP/mpirun/srun flags",
         description="Plan where every rank and thread runs, and emit the flags that do it.",
         epilog=PLAN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=raw_help(subparsers),
     )
     add_topology_arg(plan)
     add_layout_args(plan)

@@ -10,8 +10,6 @@ exact places through its per-rank step (``rank_env``) where the plan's order dif
 
 from __future__ import annotations
 
-import re
-
 from topobind.errors import TopobindError
 from topobind.plan import Plan
 
@@ -65,7 +63,9 @@ def parse_places(text: str) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = []
     pos = 0
     text = text.strip()
-    place = re.compile(_PLACE)  # (re caches it)
+    import re  # (here: the start-up of 'topobind plan' imports no regular expressions)
+
+    place = re.compile(_PLACE)
     while pos < len(text):
         m = place.match(text, pos)
         if not m:
