@@ -16,7 +16,7 @@ import os
 from topobind import hwloc_xml
 from topobind.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
 from topobind.devices import Devices, devices_of
-from topobind.errors import TopologyError
+from topobind.errors import TopobindError, TopologyError
 from topobind.hwloc_xml import Attrs, HwlocXml, Pu
 from topobind.record import field, record
 
@@ -197,17 +197,25 @@ def _hwloc_tool(name: str) -> str:
 
 
 def _run_lstopo(args: list[str], what: str) -> str:
-    import subprocess
+    from topobind.errors import CannotRun
+    from topobind.runner import capture
 
-    cmd = [_hwloc_tool("lstopo-no-graphics"), *args, "--of", "xml", "-"]
+    cmd = ["lstopo-no-graphics", *args, "--of", "xml", "-"]
     try:  # bounded: a node at MAX_PUS takes seconds
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
-    except subprocess.TimeoutExpired:
+        status, out, err = capture(cmd, 300, f"hwloc building a topology from {what}")
+    except CannotRun as exc:
+        if exc.exit_status != 127:
+            raise TopologyError(f"{exc}; check the hwloc installation on PATH") from None
+        raise TopologyError(
+            "'lstopo-no-graphics' not found on PATH; install hwloc (apt-get install hwloc) or "
+            "run 'make setup'"
+        ) from None
+    except TopobindError:
         raise TopologyError(f"hwloc took more than 300 s to build a topology from {what}") from None
-    if proc.returncode != 0 or "<topology" not in proc.stdout:
-        err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TopologyError(f"hwloc could not build a topology from {what}: {err}")
-    return proc.stdout
+    if status != 0 or "<topology" not in out:
+        last = (err.strip().splitlines() or ["no output"])[-1]
+        raise TopologyError(f"hwloc could not build a topology from {what}: {last}")
+    return out
 
 
 def synthetic_description(topo: Topology) -> str | None:
@@ -265,9 +273,8 @@ def load_live() -> Topology:
         affinity: frozenset[int] | None = frozenset(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         affinity = None
-    import socket
-
-    return parse_xml(xml, source="live", affinity=affinity, hostname=socket.gethostname())
+    # (os.uname, not socket.gethostname: the socket module costs ~2 ms at start-up)
+    return parse_xml(xml, source="live", affinity=affinity, hostname=os.uname().nodename)
 
 
 def load_synthetic(description: str) -> Topology:
