@@ -122,7 +122,7 @@ def plan_schema() -> dict[str, Any]:
     from importlib import resources  # lazily: costs ~15 ms, only validation needs it
 
     text = resources.files("topobind").joinpath("schemas/plan.schema.json").read_text()
-    return json.loads(text)  # type: ignore[no-any-return]
+    return json.loads(text)
 
 
 def validate_plan_json(doc: dict[str, Any]) -> None:

@@ -163,7 +163,7 @@ def _repr(self: Any) -> str:
     return f"{type(self).__qualname__}({inner})"
 
 
-def _eq(self: Any, other: object) -> bool:
+def _eq(self: Any, other: Any) -> bool:
     if other.__class__ is not self.__class__:
         return NotImplemented
     compared = self.__record_spec__.compared
@@ -184,18 +184,21 @@ def _frozen_delattr(self: Any, name: str) -> None:
 
 def _add_methods(cls: type, fields: dict[str, Field], frozen: bool) -> None:
     spec = _Spec(cls, fields)
-    cls.__record_fields__ = fields  # type: ignore[attr-defined]
-    cls.__record_spec__ = spec  # type: ignore[attr-defined]
-    cls.__match_args__ = spec.names  # type: ignore[attr-defined]
-    cls.__init__ = _init  # type: ignore[misc]
+    methods: dict[str, object] = {
+        "__record_fields__": fields,
+        "__record_spec__": spec,
+        "__match_args__": spec.names,
+        "__init__": _init,
+        "__eq__": _eq,
+        # as dataclasses: frozen records hash their fields, mutable ones are unhashable
+        "__hash__": _hash if frozen else None,
+    }
     if "__repr__" not in cls.__dict__:
-        cls.__repr__ = _repr  # type: ignore[method-assign]
-    cls.__eq__ = _eq  # type: ignore[method-assign]
-    # as dataclasses: frozen records hash their fields, mutable ones are unhashable
-    cls.__hash__ = _hash if frozen else None  # type: ignore[method-assign,assignment]
+        methods["__repr__"] = _repr
     if frozen:
-        cls.__setattr__ = _frozen_setattr  # type: ignore[method-assign]
-        cls.__delattr__ = _frozen_delattr  # type: ignore[method-assign]
+        methods.update(__setattr__=_frozen_setattr, __delattr__=_frozen_delattr)
+    for name, value in methods.items():
+        setattr(cls, name, value)
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(field, Field))

@@ -475,9 +475,9 @@ def _cores(
     cache_logical = _logical([ck for ck in cache_keys if ck is not None])
     pu_numa: dict[int, list[int]] = {}
     for os_idx, cs, _mem, _sub in numa_cpusets:
-        for pu in cs:
-            pu_numa.setdefault(pu, []).append(os_idx)
-    pu_kind = {pu: i for i, kind in enumerate(kinds) for pu in kind.pus} if len(kinds) > 1 else {}
+        for os_pu in cs:
+            pu_numa.setdefault(os_pu, []).append(os_idx)
+    pu_kind = {p: i for i, kind in enumerate(kinds) for p in kind.pus} if len(kinds) > 1 else {}
     cores: list[Core] = []
     for logical, (rec, ck) in enumerate(zip(recs, cache_keys, strict=True)):
         cpus = tuple(core_pus[rec.core_key])
