@@ -435,12 +435,22 @@ def parse_layout(text: str) -> tuple[Layout, int | None]:
         ) from None
 
 
-def choices_given(args: object) -> dict[str, Any]:
-    """make_plan's ``cpukind`` and ``options`` (the per-layout options) from parsed command-line
-    arguments: every command that plans, once per node or per group of nodes, passes the same."""
+def plan_for_options(topo: Topology, args: Any, ranks: int | None) -> Plan:
+    """:func:`make_plan` as a planning command's options ask (``--layout``, ``--threads``,
+    ``--smt``, ``--cpukind`` and the per-layout options) with ``ranks`` given apart (the
+    command's ``--ranks``, or the allocation's tasks on a node): every command that plans,
+    once per node or per group of nodes, plans through here."""
     dests = {opt.dest for layout in REGISTRY for opt in layout.options}
     options = {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
-    return {"cpukind": getattr(args, "cpukind", "performance"), "options": options}
+    return make_plan(
+        topo,
+        args.layout,
+        ranks=ranks,
+        threads=args.threads,
+        smt=args.smt,
+        cpukind=getattr(args, "cpukind", "performance"),
+        options=options,
+    )
 
 
 def one_rank_per_domain(layout: str) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import replace
 from topobind import slurm
 from topobind.errors import TopobindError
 from topobind.launch import JobShape, NodePlan, job_env
-from topobind.layouts import choices_given, make_plan, one_rank_per_domain
+from topobind.layouts import one_rank_per_domain, plan_for_options
 from topobind.plan import PlannedRank
 from topobind.topology import Topology, parse_xml
 from topobind.verify import Observed, Row, compare
@@ -51,14 +51,7 @@ def plans(args: argparse.Namespace, topo: Topology) -> list[NodePlan] | None:
             ranks = share.tasks
         node = parse_xml(topo.xml, topo.source, affinity=share.cpus, hostname=share.hosts[0])
         try:
-            plan = make_plan(
-                node,
-                args.layout,
-                ranks=ranks,
-                threads=args.threads,
-                smt=args.smt,
-                **choices_given(args),
-            )
+            plan = plan_for_options(node, args, ranks)
         except TopobindError as exc:
             raise TopobindError(f"{exc} (on {describe(share)})") from exc
         first = out[-1].first_rank + out[-1].plan.nranks * len(out[-1].hosts) if out else 0

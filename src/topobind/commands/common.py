@@ -8,7 +8,7 @@ import sys
 from topobind import layouts
 from topobind.errors import PlanError, TopobindError
 from topobind.inputs import count_arg
-from topobind.layouts import make_plan, one_rank_per_domain
+from topobind.layouts import one_rank_per_domain
 from topobind.plan import Plan
 from topobind.record import replace
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
@@ -106,14 +106,7 @@ def topology_from(args: argparse.Namespace) -> Topology:
 
 def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
     topo = topo if topo is not None else topology_from(args)
-    return make_plan(
-        topo,
-        args.layout,
-        ranks=args.ranks,
-        threads=args.threads,
-        smt=args.smt,
-        **layouts.choices_given(args),
-    )
+    return layouts.plan_for_options(topo, args, args.ranks)
 
 
 #: environment variable: "1" = plan without the allocation's task count (see plan_for_job)
@@ -148,14 +141,7 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
         ranks = alloc.count
     topo = topo if topo is not None else topology_from(args)
     try:
-        plan = make_plan(
-            topo,
-            args.layout,
-            ranks=ranks,
-            threads=args.threads,
-            smt=args.smt,
-            **layouts.choices_given(args),
-        )
+        plan = layouts.plan_for_options(topo, args, ranks)
     except PlanError as exc:
         if not from_alloc:
             raise
