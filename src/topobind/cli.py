@@ -40,11 +40,8 @@ FAST_COMMANDS: dict[str, str] = {
 }
 
 
-# Commands whose usual command lines are parsed without argparse (topobind.quickargs).
-QUICK_COMMANDS: dict[str, str] = {
-    "show": "topobind.commands.topo",
-    "plan": "topobind.commands.topo",
-}
+# Fast commands whose usual command lines are parsed without argparse (topobind.quickargs).
+QUICK_COMMANDS: tuple[str, ...] = ("show", "plan")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -72,7 +69,7 @@ def _parse(argv: list[str]) -> argparse.Namespace | None:
     if argv and argv[0] in QUICK_COMMANDS:
         from topobind.quickargs import parse
 
-        quick = parse(argv, QUICK_COMMANDS[argv[0]])
+        quick = parse(argv, FAST_COMMANDS[argv[0]])
         if quick is not None:
             return quick  # type: ignore[return-value]
     parser = build_parser(FAST_COMMANDS.get(argv[0]) if argv else None)

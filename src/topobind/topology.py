@@ -185,24 +185,15 @@ class Topology:
 
 
 # --------------------------------------------------------------------------- loading
-def _hwloc_tool(name: str) -> str:
-    import shutil  # (argparse has imported it already)
-
-    path = shutil.which(name)
-    if not path:
-        raise TopologyError(
-            f"'{name}' not found on PATH; install hwloc (apt-get install hwloc) or run 'make setup'"
-        )
-    return path
-
-
-def _run_lstopo(args: list[str], what: str) -> str:
+def _lstopo(args: list[str], what: str) -> tuple[int, str, str]:
+    """hwloc's ``lstopo-no-graphics ARGS`` (runner.capture: no subprocess module at start-up);
+    (exit status, stdout, stderr). A missing hwloc or a run over 300 s (a node at MAX_PUS
+    takes seconds) is a :class:`TopologyError` naming ``what``."""
     from topobind.errors import CannotRun
     from topobind.runner import capture
 
-    cmd = ["lstopo-no-graphics", *args, "--of", "xml", "-"]
-    try:  # bounded: a node at MAX_PUS takes seconds
-        status, out, err = capture(cmd, 300, f"hwloc building a topology from {what}")
+    try:
+        return capture(["lstopo-no-graphics", *args], 300, f"hwloc building {what}")
     except CannotRun as exc:
         if exc.exit_status != 127:
             raise TopologyError(f"{exc}; check the hwloc installation on PATH") from None
@@ -211,7 +202,11 @@ def _run_lstopo(args: list[str], what: str) -> str:
             "run 'make setup'"
         ) from None
     except TopobindError:
-        raise TopologyError(f"hwloc took more than 300 s to build a topology from {what}") from None
+        raise TopologyError(f"hwloc took more than 300 s to build {what}") from None
+
+
+def _run_lstopo(args: list[str], what: str) -> str:
+    status, out, err = _lstopo([*args, "--of", "xml", "-"], f"a topology from {what}")
     if status != 0 or "<topology" not in out:
         last = (err.strip().splitlines() or ["no output"])[-1]
         raise TopologyError(f"hwloc could not build a topology from {what}: {last}")
@@ -222,7 +217,6 @@ def synthetic_description(topo: Topology) -> str | None:
     """``synthetic:DESCRIPTION`` of ``topo`` (``lstopo --of synthetic``), for results that
     must be drawn later on another machine; None when hwloc cannot export it (asymmetric
     topologies: offline PUs, irregular groups, a cgroup holding part of the node)."""
-    import subprocess
     import tempfile
 
     if topo.source.startswith(SYNTHETIC_PREFIX):
@@ -232,10 +226,9 @@ def synthetic_description(topo: Topology) -> str | None:
     with tempfile.NamedTemporaryFile("w", suffix=".xml") as f:
         f.write(topo.xml)
         f.flush()
-        cmd = [_hwloc_tool("lstopo-no-graphics"), "-i", f.name, "--of", "synthetic"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    desc = proc.stdout.strip()
-    if proc.returncode != 0 or not desc or "\n" in desc:
+        status, out, _err = _lstopo(["-i", f.name, "--of", "synthetic"], "a synthetic export")
+    desc = out.strip()
+    if status != 0 or not desc or "\n" in desc:
         return None
     return SYNTHETIC_PREFIX + desc
 
