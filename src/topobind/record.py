@@ -221,8 +221,3 @@ def replace(obj: T, /, **changes: Any) -> T:
     values = {n: obj.__dict__[n] for n in spec.names}
     values.update(changes)
     return type(obj)(**values)
-
-
-def is_record(obj: object) -> bool:
-    """True for a record class or instance."""
-    return hasattr(obj, "__record_spec__")
