@@ -253,6 +253,23 @@ def test_verify_running_reports_a_program_gone_before_the_sample() -> None:
     assert "MISSING (rank not sampled: it ended before its sample" in out.stderr
 
 
+def test_dry_run_shows_the_sampling_step(tmp_path: Path) -> None:
+    """The dry run prints the command the real run launches: the step with its %sample line."""
+    out = subprocess.run(
+        [TOPOBIND, "run", "--dry-run", "-l", "compact", "-r", "1", "-T", "1",
+         "--verify-running", "--sample-ms", "250", "--", "true"],
+        capture_output=True, text=True, env={**NO_SLURM, "TMPDIR": str(tmp_path)}, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    (kept,) = tmp_path.glob("topobind-dry-run-*")
+    assert out.stdout.startswith(
+        f"# --verify-running: every rank's step samples where its threads run 250 ms after "
+        f"start-up, into {kept}; only 'topobind run' compares the samples with the plan\n"
+    )
+    assert f"rankexec {kept / 'rankexec.txt'} -- true" in out.stdout
+    assert f"%sample {kept} 250\n" in (kept / "rankexec.txt").read_text()
+
+
 def test_build_puts_the_step_before_the_program(tmp_path: Path) -> None:
     plan = make_plan(load("synthetic:pack:1 core:4 pu:2"), "compact", ranks=2)
     shape = JobShape(plan=plan, launcher="mpirun", mpirun="/x/mpirun", mpi="openmpi5",

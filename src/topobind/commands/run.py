@@ -168,11 +168,13 @@ def _dry_run(plan: Plan, program: list[str], args: argparse.Namespace) -> int:
     is written to the working directory (see :func:`topobind.jobrun.dry_run_dir`)."""
     workdir = jobrun.dry_run_dir()
     try:
-        launch = jobrun.prepare(plan, program, _options(args), workdir).launch
+        opts = _options(args)
+        launch = jobrun.prepare(plan, program, opts, workdir, sample=args.verify_running).launch
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     print_warnings(plan, launch.notes)
+    _print_sampling(args, workdir)
     _print_launch(launch)
     for path, text in launch.files:
         print(f"# {os.path.basename(path)} ({path}):\n" + text, end="")
@@ -181,6 +183,16 @@ def _dry_run(plan: Plan, program: list[str], args: argparse.Namespace) -> int:
     else:
         print(f"# files this command reads (kept; remove when done): {workdir}")
     return 0
+
+
+def _print_sampling(args: argparse.Namespace, workdir: str) -> None:
+    """With --verify-running, what the dry run's command does and does not do."""
+    if args.verify_running:
+        print(
+            f"# --verify-running: every rank's step samples where its threads run "
+            f"{args.sample_ms} ms after start-up, into {workdir}; only 'topobind run' "
+            "compares the samples with the plan"
+        )
 
 
 def _launch(launch: Launch) -> int:
@@ -225,7 +237,7 @@ def _run_groups(groups: list[NodePlan], program: list[str], args: argparse.Names
         jobrun.check_program(program[0])
     workdir = jobrun.workdir()  # several nodes: where every node reads the per-rank step files
     keep = False
-    sample = args.verify_running and not args.dry_run
+    sample = args.verify_running
     try:
         job = jobrun.prepare(
             groups[0].plan, program, _options(args), workdir, sample=sample, groups=groups
@@ -234,6 +246,7 @@ def _run_groups(groups: list[NodePlan], program: list[str], args: argparse.Names
             print("# the job's nodes hold different shares: one plan per group of nodes")
             for g in groups:
                 print(f"#   {g.about}")
+            _print_sampling(args, workdir)
             _print_launch(job.launch)
             if job.launch.rankfile is not None:
                 path, text = job.launch.rankfile
