@@ -9,17 +9,22 @@
  * sbatch passes the batch step's SLURM_LOCALID=0 to every rank), exports that line's
  * variables and execs PROGRAM. No interpreter, one open(2) and one read(2) of FILE.
  *
- * FILE (text, "topobind-rankexec 1" on its first line):
+ * FILE (text, "topobind-rankexec 1" or "topobind-rankexec 2" on its first line):
  *   # comment
  *   %sample DIR MS       optional: sample where this rank's threads run MS ms after start
  *   @*                   the lines that follow apply to every host (the default group)
  *   @node1,node2         the lines that follow apply to these hosts only (per-node plans)
  *   0<TAB>NAME=VALUE<TAB>NAME=VALUE...   local rank 0's variables (values hold no TAB/NL)
+ *   0<TAB>%cpus=0-3<TAB>NAME=VALUE...    (version 2) also bind the rank to these OS CPUs
+ *                        (sched_setaffinity) before the exec: a launcher that binds
+ *                        nothing (srun --cpu-bind=none) over nodes that differ
  *
- * A host takes the group naming it, else the "@*" group. FILE must be a regular file owned
- * by the user running rankexec and not writable by group or others (per-rank environment
- * from a file someone else can change would be a way into every job): otherwise rankexec
- * refuses it and exits 125, as it does for a rank the file does not plan.
+ * A host takes the group naming it (its host name, or that name up to the first '.'), else
+ * the "@*" group; with neither, the group naming SLURMD_NODENAME (Slurm's node name). FILE
+ * must be a regular file owned by the user running rankexec and not writable by group or
+ * others (per-rank environment from a file someone else can change would be a way into every
+ * job): otherwise rankexec refuses it and exits 125, as it does for a rank the file does not
+ * plan.
  *
  * With %sample, a detached process (double fork: not a child of the program) waits MS ms,
  * reads /proc/PID/task/TID/{stat,status} of the program (the CPU each thread last ran on,
@@ -110,14 +115,14 @@ static char *read_plan(const char *path)
     return buf;
 }
 
-/* Does the "@a,b,c" group line name this host? */
+/* Does the "@a,b,c" group line name this host (its name, or its name up to the first '.')? */
 static int names_host(const char *list, const char *host)
 {
-    size_t hl = strlen(host);
+    size_t hl = strlen(host), sl = strcspn(host, ".");
     for (const char *p = list; *p;) {
         const char *e = strchr(p, ',');
         size_t n = e ? (size_t)(e - p) : strlen(p);
-        if (n == hl && strncmp(p, host, n) == 0)
+        if ((n == hl || n == sl) && strncmp(p, host, n) == 0)
             return 1;
         if (!e)
             break;
@@ -139,8 +144,9 @@ static choice_t choose(char *text, const char *path, const char *host, long rank
     int in_own = 0, in_any = 1, host_has_group = 0; /* before any "@": every host */
     char *save = NULL;
     char *line = strtok_r(text, "\n", &save);
-    if (!line || strcmp(line, "topobind-rankexec 1") != 0)
-        fail("%s is not a topobind-rankexec 1 file", path);
+    if (!line || (strcmp(line, "topobind-rankexec 1") != 0 &&
+                  strcmp(line, "topobind-rankexec 2") != 0))
+        fail("%s is not a topobind-rankexec 1 or 2 file", path);
     while ((line = strtok_r(NULL, "\n", &save))) {
         if (line[0] == '#' || line[0] == '\0')
             continue;
@@ -171,18 +177,43 @@ static choice_t choose(char *text, const char *path, const char *host, long rank
         else if (in_any && !any)
             any = line;
     }
-    c.line = host_has_group ? own : any;
-    if (!c.line)
-        fail("%s plans no local rank %ld on %s (more ranks on this node than planned?)", path,
-             rank, host);
+    c.line = host_has_group ? own : any; /* NULL: no line for this rank on this host */
     return c;
 }
 
-static void export_line(char *line)
+/* Bind this process (the rank, before its exec) to the OS CPUs of LIST. */
+static void bind_to(const char *list, long rank)
+{
+    int *cpus = NULL;
+    int n = tb_list_parse(list, &cpus);
+    if (n <= 0)
+        fail("local rank %ld: malformed CPU list %.40s", rank, list);
+    int top = 0;
+    for (int i = 0; i < n; i++)
+        top = cpus[i] > top ? cpus[i] : top;
+    cpu_set_t *set = CPU_ALLOC((size_t)top + 1);
+    size_t size = CPU_ALLOC_SIZE((size_t)top + 1);
+    if (!set)
+        fail("out of memory");
+    CPU_ZERO_S(size, set);
+    for (int i = 0; i < n; i++)
+        CPU_SET_S((size_t)cpus[i], size, set);
+    if (sched_setaffinity(0, size, set) != 0)
+        fail("cannot bind local rank %ld to CPUs %.40s: %s (CPUs this job does not hold here?)",
+             rank, list, strerror(errno));
+    CPU_FREE(set);
+    free(cpus);
+}
+
+static void export_line(char *line, long rank)
 {
     char *save = NULL;
     char *tok = strtok_r(line, "\t", &save); /* the rank number */
     while ((tok = strtok_r(NULL, "\t", &save))) {
+        if (strncmp(tok, "%cpus=", 6) == 0) {
+            bind_to(tok + 6, rank);
+            continue;
+        }
         char *eq = strchr(tok, '=');
         if (!eq || eq == tok)
             fail("malformed variable %.40s", tok);
@@ -345,8 +376,17 @@ int main(int argc, char **argv)
     gethostname(host, sizeof host);
     host[sizeof host - 1] = '\0';
     char *text = read_plan(argv[1]);
+    char *again = strdup(text); /* choose() cuts the text into lines */
     choice_t c = choose(text, argv[1], host, rank);
-    export_line(c.line);
+    const char *node = getenv("SLURMD_NODENAME"); /* Slurm's name, if not the host's */
+    if (!c.line && node && *node && strcmp(node, host) != 0 && again) {
+        c = choose(again, argv[1], node, rank);
+        snprintf(host, sizeof host, "%s", node);
+    }
+    if (!c.line)
+        fail("%s plans no local rank %ld on %s (more ranks on this node than planned?)",
+             argv[1], rank, host);
+    export_line(c.line, rank);
     if (c.sample_dir)
         start_sampler(&c, rank, host);
     execvp(argv[prog], argv + prog);

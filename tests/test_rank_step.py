@@ -87,7 +87,7 @@ def test_a_hosts_own_group_wins_over_the_default(tmp_path: Path) -> None:
         ("other-owner", "not by this user"),
         ("symlink", "cannot open"),
         ("rank-not-planned", "plans no local rank 2 on"),
-        ("not-a-step-file", "is not a topobind-rankexec 1 file"),
+        ("not-a-step-file", "is not a topobind-rankexec 1 or 2 file"),
     ],
 )
 def test_refuses_a_file_someone_else_can_change(tmp_path: Path, case: str, why: str) -> None:
@@ -320,3 +320,75 @@ def test_per_node_plans_give_each_host_its_rankfile_block_and_step_group(tmp_pat
         "@*", "0\tOMP_NUM_THREADS=1\tOMP_PLACES={3}\tOMP_PROC_BIND=close",
     ]  # fmt: skip
     assert launch.env["TOPOBIND_LAYOUT"] == "compact" and launch.nodes == 2
+
+
+def test_per_node_plans_through_srun_are_one_plain_step(tmp_path: Path) -> None:
+    """The same job through srun: not a heterogeneous step but one step, tasks in node order
+    from SLURM_HOSTFILE, no srun binding, one step file whose sections bind each rank."""
+    from topobind.launch import NodePlan
+
+    topo = load("synthetic:pack:1 core:4 pu:1")
+    full = make_plan(topo, "compact", ranks=2, threads=1)
+    small = make_plan(parse_xml(topo.xml, "n2", affinity=frozenset({3})), "compact", ranks=1)
+    groups = (
+        NodePlan(("n1", "n3"), full, 0, topo, "n1,n3: 2 task(s), CPUs 0-3"),
+        NodePlan(("n2",), small, 4, topo, "n2: 1 task(s), CPUs 3"),
+    )
+    shape = JobShape(
+        plan=full, launcher="srun", nodes=3, groups=groups, rank_step=True,
+        rank_file=str(tmp_path / "s.txt"), rankfile_path=str(tmp_path / "rf"),
+    )  # fmt: skip
+    launch = build(shape, ["./app"])
+    hostfile = str(tmp_path / "hostfile")
+    assert launch.argv == [
+        "srun", "--nodes=3", "--ntasks=5", "--distribution=arbitrary", "--cpu-bind=none",
+        str(RANKEXEC), str(tmp_path / "s.txt"), "--", "./app",
+    ]  # fmt: skip
+    assert launch.env["SLURM_HOSTFILE"] == hostfile and launch.nodes == 3
+    files = dict(launch.files)
+    assert files[hostfile].split() == ["n1", "n1", "n3", "n3", "n2"]
+    assert files[str(tmp_path / "s.txt")].splitlines() == [
+        "topobind-rankexec 2", "# layout compact; a section per group of nodes",
+        "# n1,n3: 2 task(s), CPUs 0-3", "@n1,n3",
+        "0\t%cpus=0\tOMP_NUM_THREADS=1\tOMP_PLACES={0}\tOMP_PROC_BIND=close",
+        "1\t%cpus=1\tOMP_NUM_THREADS=1\tOMP_PLACES={1}\tOMP_PROC_BIND=close",
+        "# n2: 1 task(s), CPUs 3", "@n2",
+        "0\t%cpus=3\tOMP_NUM_THREADS=1\tOMP_PLACES={3}\tOMP_PROC_BIND=close",
+    ]  # fmt: skip
+
+
+def _mask(path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    prog = ["sh", "-c", 'grep Cpus_allowed_list /proc/self/status | cut -f2; echo "$X"']
+    return rankexec(path, *prog, **env)
+
+
+@needs_two
+def test_the_step_binds_each_rank_where_its_line_says(tmp_path: Path) -> None:
+    host = socket.gethostname()
+    last = max(os.sched_getaffinity(0))
+    path = tmp_path / "v2.txt"
+    path.write_text(f"topobind-rankexec 2\n@{host}\n0\t%cpus={last}\tX=a\n1\t%cpus=0-{last}\tX=b\n")
+    path.chmod(0o600)
+    assert _mask(path).stdout.split() == [str(last), "a"]
+    assert _mask(path, SLURM_LOCALID="1").stdout.split() == [f"0-{last}", "b"]
+    # a CPU the process may not use: one line naming it, exit 125, the program not run
+    path.write_text(f"topobind-rankexec 2\n@*\n0\t%cpus={last + 4096}\n")
+    out = _mask(path)
+    assert out.returncode == 125 and out.stdout == ""
+    assert out.stderr == (
+        f"topobind rankexec: error: cannot bind local rank 0 to CPUs {last + 4096}: Invalid "
+        "argument (CPUs this job does not hold here?)\n"
+    )
+
+
+def test_a_node_named_otherwise_than_its_host_takes_its_slurm_name(tmp_path: Path) -> None:
+    """Groups name Slurm's nodes; a host whose name differs (or is qualified) still finds
+    its section: by its name up to the first '.', else by SLURMD_NODENAME."""
+    host = socket.gethostname().split(".")[0]
+    path = step_file(tmp_path, "@nid0042\n0\tX=slurm-name\n@other\n0\tX=other\n")
+    assert _mask(path, SLURMD_NODENAME="nid0042").stdout.split()[-1] == "slurm-name"
+    out = _mask(path, SLURMD_NODENAME="nid0099")
+    assert out.returncode == 125 and "plans no local rank 0 on nid0099" in out.stderr
+    path = step_file(tmp_path, f"@{host}\n0\tX=host\n@nid0042\n0\tX=slurm-name\n")
+    # the host's own name wins over SLURMD_NODENAME
+    assert _mask(path, SLURMD_NODENAME="nid0042").stdout.split()[-1] == "host"

@@ -16,10 +16,11 @@ write); :func:`topobind.runner.run_process` runs it.
   ``mpirun -np R*N``, and a rankfile with one block per node (host names from
   ``scontrol show hostnames``) when the flags need one.
 - When the job's nodes hold different shares (:mod:`topobind.pernode` makes a plan per group
-  of nodes), ``groups`` carries them: one heterogeneous srun step (a component per group:
-  its ``--nodelist``, tasks, masks and OpenMP variables), or one rankfile naming every host
-  and one mpirun application context per group; each group's ranks run the per-rank step
-  with the group's own file ``rankexec-K.txt``.
+  of nodes), ``groups`` carries them: one plain srun step (tasks in node order from
+  ``SLURM_HOSTFILE``, ``--cpu-bind=none``; one step file with a section per group, whose
+  lines bind each rank to its CPUs and export its places), or one rankfile naming every
+  host and one mpirun application context per group, each group's ranks running the
+  per-rank step with the group's own file ``rankexec-K.txt``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ from topobind.topology import Topology, format_list
 
 LAUNCHERS = ("srun", "mpirun", "none")
 RANK_STEP_HEADER = "topobind-rankexec 1"
+#: Version 2 adds ``%cpus=LIST`` fields: rankexec binds the rank itself (a rankexec built
+#: before it refuses the file instead of ignoring the binding).
+RANK_STEP_HEADER_BIND = "topobind-rankexec 2"
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ class JobShape:
     ``plan``: every node's plan; ``groups``: instead, a plan per group of nodes (the nodes
     hold different shares; ``plan`` is then the first group's). ``nodes``: how many nodes;
     ``hosts``: their names when known (needed by rankfiles that span nodes). ``rank_step``:
-    run the per-rank step (rankexec) with the file ``rank_file`` (a group's:
+    run the per-rank step (rankexec) with the file ``rank_file`` (a group's under mpirun:
     ``rankexec-K.txt`` beside it); ``sample_ms``: the step also samples where the program's
     threads run that many ms after start (written to ``sample_dir``). ``env``: extra
     variables for every rank; ``forward``: variables mpirun must pass by name (``-x``)."""
@@ -96,10 +100,6 @@ class Launch:
     files: tuple[tuple[str, str], ...] = ()  # (path, text) to write (mode 0600) before
     notes: list[str] = field(default_factory=list)
     nodes: int = 1  # nodes the launch spans
-
-    @property
-    def rankfile(self) -> tuple[str, str] | None:
-        return next((f for f in self.files if not f[1].startswith(RANK_STEP_HEADER)), None)
 
 
 def in_slurm(env: dict[str, str] | None = None) -> bool:
@@ -245,13 +245,35 @@ def rank_step_text(shape: JobShape, plan: Plan | None = None) -> str:
     if shape.sample_ms is not None:
         lines.append(f"%sample {shape.sample_dir} {shape.sample_ms}")
     lines.append("@*")
-    for r in plan.ranks:
+    lines += _rank_lines(shape, plan, bind=False)
+    return "\n".join(lines) + "\n"
+
+
+def groups_step_text(shape: JobShape) -> str:
+    """One rankexec file for every group of nodes (version 2): a section per group, each
+    local rank's line binding it to its planned CPUs (``%cpus=``) before its variables."""
+    layout = shape.groups[0].plan.layout
+    lines = [RANK_STEP_HEADER_BIND, f"# layout {layout}; a section per group of nodes"]
+    if shape.sample_ms is not None:
+        lines.append(f"%sample {shape.sample_dir} {shape.sample_ms}")
+    for g in shape.groups:
+        lines += [f"# {g.about}" if g.about else "#", "@" + ",".join(g.hosts)]
+        lines += _rank_lines(shape, g.plan, bind=True)
+    return "\n".join(lines) + "\n"
+
+
+def _rank_lines(shape: JobShape, plan: Plan, bind: bool) -> list[str]:
+    """``RANK<TAB>[%cpus=MASK<TAB>]NAME=VALUE...`` for each local rank of ``plan``."""
+    lines = []
+    masks = launcher_masks(plan, "srun") if bind else [()] * plan.nranks
+    for r, mask in zip(plan.ranks, masks, strict=True):
         env = {**rank_env(plan, r.rank), **shape.env}
         for k, v in env.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or "\t" in v or "\n" in v:
                 raise TopobindError(f"per-rank variable {k}={v!r} cannot be passed on")
-        lines.append("\t".join([str(r.rank), *(f"{k}={v}" for k, v in env.items())]))
-    return "\n".join(lines) + "\n"
+        fields = [str(r.rank), *([f"%cpus={format_list(mask)}"] if bind else [])]
+        lines.append("\t".join([*fields, *(f"{k}={v}" for k, v in env.items())]))
+    return lines
 
 
 def group_rank_file(shape: JobShape, k: int) -> str:
@@ -350,20 +372,20 @@ def _root_env() -> dict[str, str]:
 
 
 def _build_groups(shape: JobShape, program: Sequence[str]) -> Launch:
-    """A plan per group of nodes: each group's per-rank step file, then one heterogeneous
-    srun step or one mpirun with a rankfile and an application context per group."""
+    """A plan per group of nodes: one plain srun step whose per-rank step binds each rank,
+    or one mpirun with a rankfile and an application context per group (each group's
+    per-rank step file)."""
     if shape.launcher not in ("srun", "mpirun"):
         raise TopobindError("--launcher none runs one process; the job spans several nodes")
+    env = {"TOPOBIND_LAYOUT": shape.plan.layout, **shape.env}
+    nodes = sum(len(g.hosts) for g in shape.groups)
+    if shape.launcher == "srun":
+        return _build_srun_groups(shape, program, env, nodes)
     files = [
         (group_rank_file(shape, k), rank_step_text(shape, g.plan))
         for k, g in enumerate(shape.groups)
     ]
     steps = [[*rank_step_argv(shape, path), *program] for path, _ in files]
-    env = {"TOPOBIND_LAYOUT": shape.plan.layout, **shape.env}
-    nodes = sum(len(g.hosts) for g in shape.groups)
-    if shape.launcher == "srun":
-        argv = srun_argv_groups(shape.groups, steps)
-        return Launch(argv=argv, env=env, launcher="srun", files=tuple(files), nodes=nodes)
     version = 5 if shape.mpi == "openmpi5" else 4
     files.append((shape.rankfile_path, rankfile_groups(shape.groups, version)))
     argv = mpirun_argv_groups(shape.groups, steps, version, shape.rankfile_path, shape.forward)
@@ -377,29 +399,30 @@ def _build_groups(shape: JobShape, program: Sequence[str]) -> Launch:
     )
 
 
+def _build_srun_groups(
+    shape: JobShape, program: Sequence[str], env: dict[str, str], nodes: int
+) -> Launch:
+    """One plain srun step over every group's nodes. ``SLURM_HOSTFILE`` with
+    ``--distribution=arbitrary`` puts the tasks in node order (each group's ranks per node),
+    ``--cpu-bind=none`` leaves the binding to the per-rank step, whose one file holds a
+    section per group: each rank binds itself to its planned CPUs and exports its places.
+    (Not a heterogeneous step, ``srun A : B``: Slurm 22.05's srun can hang at the end of one
+    under mpi/pmix, see docs/job-scripts.md.)"""
+    hostfile = os.path.join(os.path.dirname(shape.rank_file), "hostfile")
+    hosts = [h for g in shape.groups for h in g.hosts for _ in range(g.plan.nranks)]
+    files = ((shape.rank_file, groups_step_text(shape)), (hostfile, "\n".join(hosts) + "\n"))
+    argv = [
+        "srun", f"--nodes={nodes}", f"--ntasks={len(hosts)}", "--distribution=arbitrary",
+        "--cpu-bind=none", *rank_step_argv(shape), *program,
+    ]  # fmt: skip
+    env = {**env, "SLURM_HOSTFILE": hostfile}
+    return Launch(argv=argv, env=env, launcher="srun", files=files, nodes=nodes)
+
+
 def _omp_prefix(plan: Plan) -> list[str]:
     """``env K=V ...`` with the plan's OpenMP variables (srun's --export cannot carry the
     commas of OMP_PLACES; mpirun's application contexts take no variables of their own)."""
     return ["env", *(f"{key}={value}" for key, value in omp_env(plan).items())]
-
-
-def srun_argv_groups(groups: Sequence[NodePlan], steps: Sequence[list[str]]) -> list[str]:
-    """One heterogeneous srun step: component k runs ``steps[k]`` on groups[k]'s nodes with
-    its masks and OpenMP variables."""
-    argv: list[str] = ["srun"]
-    for k, (g, cmd) in enumerate(zip(groups, steps, strict=True)):
-        s = srun_argv(g.plan)
-        if k:
-            argv.append(":")
-        argv += [
-            f"--nodes={len(g.hosts)}",
-            f"--nodelist={','.join(g.hosts)}",
-            f"--ntasks={g.plan.nranks * len(g.hosts)}",
-            *s.argv[1:],
-            *_omp_prefix(g.plan),
-            *cmd,
-        ]
-    return argv
 
 
 def rankfile_groups(groups: Sequence[NodePlan], version: int) -> str:

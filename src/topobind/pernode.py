@@ -1,13 +1,15 @@
 """A plan per group of nodes when a Slurm job holds different shares of its nodes.
 
 ``sbatch -N 3 -n 5`` holds 2 tasks on two nodes and 1 on the third; a job sharing nodes with
-other jobs holds different CPUs on each (``scontrol show job -d``: ``CPU_IDs``). One plan
+other jobs holds different CPUs on each (``scontrol show job -d``: ``CPU_IDs``, Slurm's
+abstract ids, read as OS indexes through :func:`topobind.slurm.machine_cpus`). One plan
 applied on every node is then wrong, so each group of nodes with the same share (tasks, CPUs:
 :func:`topobind.slurm.node_shares`) gets a plan of its own, made from the node topology
 restricted to the CPUs the job holds there (:class:`topobind.launch.NodePlan`). The launch
-itself is :func:`topobind.launch.build` with these groups (``JobShape.groups``): one
-heterogeneous srun step, or one mpirun with a rankfile naming every host and an application
-context per group, each group's ranks through the per-rank step with its own file. Here:
+itself is :func:`topobind.launch.build` with these groups (``JobShape.groups``): one plain
+srun step whose per-rank step binds each rank from its group's section of one file, or one
+mpirun with a rankfile naming every host and an application context per group, each
+group's ranks through the per-rank step with its own file. Here:
 the groups' plans, their description, the comparison of each group with its own plan (the
 probe's report or the running program's samples), and the group ``topobind env`` prints.
 """
@@ -25,7 +27,7 @@ from topobind.errors import TopobindError
 from topobind.launch import JobShape, NodePlan, job_env
 from topobind.layouts import one_rank_per_domain, plan_for_options
 from topobind.plan import PlannedRank
-from topobind.topology import Topology, parse_xml
+from topobind.topology import Topology, live_whole_xml, node_cores, parse_xml
 from topobind.verify import Observed, Row, compare
 from topobind.verify_devices import EnvRow, check_env
 
@@ -44,24 +46,32 @@ def plans(args: argparse.Namespace, topo: Topology) -> list[NodePlan] | None:
             "nodes hold different CPUs (use the live topology or an hwloc XML)"
         )
     whole = parse_xml(topo.xml, topo.source, hostname=shares[0].hosts[0])
+    # The whole node, PUs outside this host's cgroup included: Slurm numbers them all, and
+    # another node's share may hold CPUs this host's job step does not.
+    xml = live_whole_xml() if topo.source == "live" else topo.xml
+    cores = node_cores(xml, topo.source)
     out: list[NodePlan] = []
     for share in shares:
         ranks = args.ranks
         if ranks is None and not one_rank_per_domain(args.layout):
             ranks = share.tasks
-        node = parse_xml(topo.xml, topo.source, affinity=share.cpus, hostname=share.hosts[0])
+        host = share.hosts[0]
+        cpus = slurm.machine_cpus(cores, share.slurm_cpus, share.threads_per_core, host)
+        where = describe(share, cpus)
         try:
+            node = parse_xml(xml, topo.source, hostname=host, job_cpus=cpus)
             plan = plan_for_options(node, args, ranks)
         except TopobindError as exc:
-            raise TopobindError(f"{exc} (on {describe(share)})") from exc
+            raise TopobindError(f"{exc} (on {where})") from exc
         first = out[-1].first_rank + out[-1].plan.nranks * len(out[-1].hosts) if out else 0
-        out.append(NodePlan(tuple(share.hosts), plan, first, whole, describe(share)))
+        out.append(NodePlan(tuple(share.hosts), plan, first, whole, where))
     return out
 
 
-def describe(share: slurm.NodeShare) -> str:
-    cpus = ",".join(str(c) for c in sorted(share.cpus))
-    return f"{','.join(share.hosts)}: {share.tasks} task(s), CPUs {cpus}"
+def describe(share: slurm.NodeShare, cpus: frozenset[int]) -> str:
+    """``node1,node2: 2 task(s), CPUs 0,1``: CPUS, the OS indexes of the share's CPUs."""
+    listed = ",".join(str(c) for c in sorted(cpus))
+    return f"{','.join(share.hosts)}: {share.tasks} task(s), CPUs {listed}"
 
 
 def compare_per_node(

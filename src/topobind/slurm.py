@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from topobind.errors import TopobindError
@@ -131,37 +131,90 @@ class NodeShare:
 
     hosts: tuple[str, ...]  # the nodes, in Slurm's order
     tasks: int  # tasks on each node
-    cpus: frozenset[int]  # the job's CPUs on each node (scontrol's CPU_IDs)
+    slurm_cpus: frozenset[int]  # the job's CPUs on each node, Slurm's abstract ids (CPU_IDs)
+    threads_per_core: int  # the nodes' ThreadsPerCore: how Slurm's ids count PUs
+
+
+def _scontrol(env: Mapping[str, str], args: list[str], what: str) -> str:
+    """stdout of ``scontrol ARGS``; one-line error naming WHAT when it fails."""
+    import subprocess
+
+    command = f"'scontrol {' '.join(args)}'"
+    try:
+        done = subprocess.run(
+            ["scontrol", *args], capture_output=True, text=True, timeout=30, env=dict(env)
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TopobindError(f"cannot read {what} ({command}: {exc})") from exc
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise TopobindError(f"cannot read {what} ({command}: {why})")
+    return done.stdout
 
 
 def _job_cpu_ids(env: Mapping[str, str]) -> dict[str, frozenset[int]]:
-    """{host: the job's CPU ids on it} from ``scontrol show job -d $SLURM_JOB_ID``."""
-    import subprocess
-
+    """{host: the job's CPU ids on it} from ``scontrol show job -d $SLURM_JOB_ID``: Slurm's
+    abstract ids, not the OS's (see :func:`machine_cpus`)."""
     from topobind.topology import parse_list
 
-    job = env.get("SLURM_JOB_ID", "")
-    what = f"'scontrol show job -d {job}'"
-    try:
-        done = subprocess.run(
-            ["scontrol", "show", "job", "-d", job],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env=dict(env),
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise TopobindError(f"cannot read the job's CPUs per node ({what}: {exc})") from exc
-    pairs = re.findall(r"^\s*Nodes=(\S+) CPU_IDs=(\S+)", done.stdout, re.M)
-    if done.returncode != 0 or not pairs:
-        why = (done.stderr.strip().splitlines() or ["no 'Nodes= CPU_IDs=' lines"])[-1]
-        raise TopobindError(f"cannot read the job's CPUs per node ({what}: {why})")
+    what = "the job's CPUs per node"
+    out_text = _scontrol(env, ["show", "job", "-d", env.get("SLURM_JOB_ID", "")], what)
+    pairs = re.findall(r"^\s*Nodes=(\S+) CPU_IDs=(\S+)", out_text, re.M)
+    if not pairs:
+        raise TopobindError(f"cannot read {what} (scontrol printed no 'Nodes= CPU_IDs=' lines)")
     out: dict[str, frozenset[int]] = {}
     for nodelist, ids in pairs:
         cpus = frozenset(parse_list(ids))
         for host in hostnames(env, nodelist):
             out[host] = cpus
     return out
+
+
+def _threads_per_core(env: Mapping[str, str], hosts: list[str]) -> dict[str, int]:
+    """{host: ThreadsPerCore} from one ``scontrol show node -o`` of the job's nodes."""
+    nodelist = env.get("SLURM_JOB_NODELIST") or ",".join(hosts)
+    text = _scontrol(env, ["show", "node", "-o", nodelist], "the job's nodes")
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        name = re.search(r"^NodeName=(\S+)", line)
+        threads = re.search(r"\bThreadsPerCore=(\d+)", line)
+        if name and threads:
+            out[name.group(1)] = int(threads.group(1))
+    return out
+
+
+def machine_cpus(
+    cores: Sequence[tuple[int, ...]], ids: frozenset[int], threads_per_core: int, node: str
+) -> frozenset[int]:
+    """The OS indexes of Slurm's abstract CPU ids ``ids`` (scontrol's ``CPU_IDs``) on a node
+    whose cores are ``cores`` (every core of the whole node, each as its PUs' OS indexes, both
+    in hwloc's logical order). Slurm numbers a node's CPUs core by core in that order,
+    ``ThreadsPerCore`` ids per core, the i-th id of a core being its i-th PU (slurmd's block
+    map; ``slurmd -D -vvvvv`` prints it): id = core * ThreadsPerCore + thread, where slurmd
+    counts the PUs of the node divided by its cores as threads per core. On a node configured
+    with ThreadsPerCore=1 over SMT hardware, an id is a whole core."""
+    hw_threads = max(1, sum(len(c) for c in cores) // max(1, len(cores)))
+    if threads_per_core not in (1, hw_threads):
+        raise TopobindError(
+            f"Slurm counts {threads_per_core} threads per core on {node} but its topology has "
+            f"{hw_threads}: give topobind that node's hwloc XML (-t), or fix the node's "
+            "ThreadsPerCore in slurm.conf"
+        )
+    out: set[int] = set()
+    for cpu in sorted(ids):
+        core, thread = divmod(cpu, threads_per_core)
+        if core >= len(cores):
+            raise TopobindError(
+                f"Slurm gives the job CPU {cpu} on {node}, but the topology has only "
+                f"{len(cores)} cores of {threads_per_core} thread(s) there: give topobind "
+                "that node's hwloc XML (-t)"
+            )
+        pus = cores[core]
+        if threads_per_core != hw_threads:  # ThreadsPerCore=1 over SMT: the whole core
+            out.update(pus)
+        elif thread < len(pus):  # a PU that is offline has no id to give (Slurm skips it)
+            out.add(pus[thread])
+    return frozenset(out)
 
 
 def tasks_on_each_node(env: Mapping[str, str] | None = None) -> list[int] | None:
@@ -194,16 +247,17 @@ def node_shares(env: Mapping[str, str] | None = None) -> list[NodeShare] | None:
         return None
     hosts = hostnames(e)
     cpus = _job_cpu_ids(e)
-    missing = [h for h in hosts if h not in cpus]
-    if missing:
-        raise TopobindError(
-            f"'scontrol show job -d' names no CPUs of the job on {', '.join(missing)}"
-        )
+    threads = _threads_per_core(e, hosts)
+    for table, command in ((cpus, "show job -d"), (threads, "show node")):
+        missing = [h for h in hosts if h not in table]
+        if missing:
+            raise TopobindError(f"'scontrol {command}' says nothing of {', '.join(missing)}")
     shares: list[NodeShare] = []
     for host, count in zip(hosts, counts, strict=True):
         last = shares[-1] if shares else None
-        if last is not None and (last.tasks, last.cpus) == (count, cpus[host]):
-            shares[-1] = NodeShare((*last.hosts, host), count, cpus[host])
+        share = (count, cpus[host], threads[host])
+        if last is not None and (last.tasks, last.slurm_cpus, last.threads_per_core) == share:
+            shares[-1] = NodeShare((*last.hosts, host), *share)
         else:
-            shares.append(NodeShare((host,), count, cpus[host]))
+            shares.append(NodeShare((host,), *share))
     return shares

@@ -334,6 +334,22 @@ def _read_xml(text: str, source: str) -> HwlocXml:
     return hwloc_xml.read(text, source, MAX_PUS, MAX_XML_DEPTH, _XML_FIX)
 
 
+def node_cores(text: str, source: str) -> list[tuple[int, ...]]:
+    """Every core of the node an hwloc XML describes, allowed or not, as the OS indexes of its
+    PUs; cores and PUs in hwloc's logical order (how Slurm numbers a node's CPUs). A PU
+    without a Core object above counts as a core."""
+    cores: dict[int, list[int]] = {}
+    for pu in _read_xml(text, source).pus:
+        cores.setdefault(pu.core_key, []).append(pu.os_index)
+    return [tuple(pus) for pus in cores.values()]
+
+
+def live_whole_xml() -> str:
+    """This machine's XML with the PUs outside its allowed cpuset kept (``lstopo
+    --disallowed``): the whole node, as Slurm and OpenMPI see it."""
+    return _run_lstopo(["--disallowed"], "this machine (--disallowed)")
+
+
 def _usable(
     doc: HwlocXml,
     complete: frozenset[int],
@@ -411,11 +427,18 @@ def parse_xml(
     source: str,
     affinity: frozenset[int] | None = None,
     hostname: str | None = None,
+    job_cpus: frozenset[int] | None = None,
 ) -> Topology:
+    """The topology an hwloc XML describes, restricted to its allowed cpuset and to
+    ``affinity``. ``job_cpus``: the CPUs a job holds on another node of the same hardware;
+    they replace the document's allowed cpuset and nodeset (those of the node it was made on)."""
     doc = _read_xml(text, source)
     machine: Attrs = doc.machine or {}
     allowed_attr = machine.get("allowed_cpuset")
     allowed = _bitmap(source, allowed_attr) if allowed_attr else None
+    if job_cpus is not None:
+        allowed = job_cpus
+        machine = {k: v for k, v in machine.items() if k != "allowed_nodeset"}
     complete = _bitmap(source, machine.get("complete_cpuset") or machine.get("cpuset") or "")
     if hostname is None:
         hostname = doc.machine_infos.get("HostName")

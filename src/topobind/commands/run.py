@@ -176,13 +176,18 @@ def _dry_run(plan: Plan, program: list[str], args: argparse.Namespace) -> int:
     print_warnings(plan, launch.notes)
     _print_sampling(args, workdir)
     _print_launch(launch)
-    for path, text in launch.files:
-        print(f"# {os.path.basename(path)} ({path}):\n" + text, end="")
+    _print_files(launch)
     if not launch.files:
         shutil.rmtree(workdir, ignore_errors=True)
     else:
         print(f"# files this command reads (kept; remove when done): {workdir}")
     return 0
+
+
+def _print_files(launch: Launch) -> None:
+    """The files the dry run's command reads, each after a comment naming it."""
+    for path, text in launch.files:
+        print(f"# {os.path.basename(path)} ({path}):\n" + text, end="")
 
 
 def _print_sampling(args: argparse.Namespace, workdir: str) -> None:
@@ -248,9 +253,7 @@ def _run_groups(groups: list[NodePlan], program: list[str], args: argparse.Names
                 print(f"#   {g.about}")
             _print_sampling(args, workdir)
             _print_launch(job.launch)
-            if job.launch.rankfile is not None:
-                path, text = job.launch.rankfile
-                print(f"# rankfile {path}:\n" + text, end="")
+            _print_files(job.launch)
             print(f"# files this command reads (kept; remove when done): {workdir}")
             keep = True
             return 0
