@@ -549,6 +549,40 @@ def _one_mpirun_with_a_context_per_group(output: str, kept: Path) -> None:
     assert [ln.split("\t")[:3] for ln in lines[1]] == [["0", "OMP_NUM_THREADS=1", "OMP_PLACES={1}"]]
 
 
+SHARED_XML = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared")) / "topologies"
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_slurms_cpu_ids_are_read_in_slurms_numbering(
+    node3_half_busy: SlurmCluster, tmp_path: Path
+) -> None:
+    """The same job planned on a 4-socket SMT node's XML (Linux numbers it socket-first,
+    SMT siblings at +8): Slurm's CPU_IDs 0,1 (node1, node2) and 1 (node3) are its cores 0,1
+    and 1 in Slurm's core-by-core numbering; this cluster counts ThreadsPerCore=1, so each
+    id is a whole core: OS PUs 0,8 and 4,12. An XML lacking PUs (here offline) is warned of."""
+    xmls = {
+        "smt": SHARED_XML / "16em64t-4s2c2t.xml",
+        "gaps": SHARED_XML / "16em64t-4s2c2t-offlines.xml",
+    }
+    body = "".join(
+        f"echo == {name}\n{RUN} -t {xml} --layout compact --dry-run -- true 2>&1\n"
+        for name, xml in xmls.items()
+    )
+    job = job3(node3_half_busy, tmp_path, body, "-N", "3", "-n", "5")
+    assert job.ok, job.describe()
+    smt, gaps = job.output.split("== gaps\n")
+    assert "#   node1,node2: 2 task(s), CPUs 0,4,8,12\n#   node3: 1 task(s), CPUs 4,12\n" in smt
+    assert "warning" not in smt
+    # 7 PUs over 5 cores: slurmd counts 1 thread per core, the first PU of each core
+    assert "#   node1,node2: 2 task(s), CPUs 0,4\n#   node3: 1 task(s), CPUs 4\n" in gaps
+    assert (
+        f"topobind: warning: {xmls['gaps']} lacks PUs 2,5,7-11,13-14 of its node (offline, or "
+        "exported inside a job): Slurm's CPU ids of the job may then name other PUs; export "
+        "the node's topology with 'lstopo-no-graphics --disallowed --of xml' outside any job\n"
+    ) in gaps
+
+
 MPI_HELLO_C = r"""
 #define _GNU_SOURCE
 #include <mpi.h>

@@ -27,7 +27,8 @@ from topobind.errors import TopobindError
 from topobind.launch import JobShape, NodePlan, job_env
 from topobind.layouts import one_rank_per_domain, plan_for_options
 from topobind.plan import PlannedRank
-from topobind.topology import Topology, live_whole_xml, node_cores, parse_xml
+from topobind.record import replace as record_replace
+from topobind.topology import Topology, format_list, live_whole_xml, node_cores, parse_xml
 from topobind.verify import Observed, Row, compare
 from topobind.verify_devices import EnvRow, check_env
 
@@ -50,6 +51,7 @@ def plans(args: argparse.Namespace, topo: Topology) -> list[NodePlan] | None:
     # another node's share may hold CPUs this host's job step does not.
     xml = live_whole_xml() if topo.source == "live" else topo.xml
     cores = node_cores(xml, topo.source)
+    absent = _absent_pus(whole, topo.source)
     out: list[NodePlan] = []
     for share in shares:
         ranks = args.ranks
@@ -63,9 +65,27 @@ def plans(args: argparse.Namespace, topo: Topology) -> list[NodePlan] | None:
             plan = plan_for_options(node, args, ranks)
         except TopobindError as exc:
             raise TopobindError(f"{exc} (on {where})") from exc
+        if absent and not out:
+            plan = record_replace(plan, warnings=(*plan.warnings, absent))
         first = out[-1].first_rank + out[-1].plan.nranks * len(out[-1].hosts) if out else 0
         out.append(NodePlan(tuple(share.hosts), plan, first, whole, where))
     return out
+
+
+def _absent_pus(whole: Topology, source: str) -> str:
+    """A warning when an XML file lacks PUs of its node (offline, or dropped because it was
+    exported inside a job without ``--disallowed``): Slurm numbers every PU it sees, so its
+    CPU ids may then name other PUs than topobind counts. Empty when none is absent."""
+    if source == "live":  # lstopo --disallowed: only offline PUs are absent, Slurm's too
+        return ""
+    absent = sorted(pu for pu, why in whole.excluded_pus.items() if why == "offline")
+    if not absent:
+        return ""
+    return (
+        f"{source} lacks PUs {format_list(absent)} of its node (offline, or exported inside "
+        "a job): Slurm's CPU ids of the job may then name other PUs; export the node's "
+        "topology with 'lstopo-no-graphics --disallowed --of xml' outside any job"
+    )
 
 
 def describe(share: slurm.NodeShare, cpus: frozenset[int]) -> str:
