@@ -345,6 +345,16 @@ def test_per_node_plans_through_srun_are_one_plain_step(tmp_path: Path) -> None:
         str(RANKEXEC), str(tmp_path / "s.txt"), "--", "./app",
     ]  # fmt: skip
     assert launch.env["SLURM_HOSTFILE"] == hostfile and launch.nodes == 3
+    # the same ranks on every node: said, so the job's SLURM_NTASKS_PER_NODE cannot contradict
+    same = replace(
+        shape, groups=(groups[0], replace(groups[1], plan=make_plan(topo, "compact", ranks=2)))
+    )
+    assert build(same, ["./app"]).argv[1:5] == [
+        "--nodes=3",
+        "--ntasks=6",
+        "--ntasks-per-node=2",
+        "--distribution=arbitrary",
+    ]
     files = dict(launch.files)
     assert files[hostfile].split() == ["n1", "n1", "n3", "n3", "n2"]
     assert files[str(tmp_path / "s.txt")].splitlines() == [

@@ -411,9 +411,14 @@ def _build_srun_groups(
     hostfile = os.path.join(os.path.dirname(shape.rank_file), "hostfile")
     hosts = [h for g in shape.groups for h in g.hosts for _ in range(g.plan.nranks)]
     files = ((shape.rank_file, groups_step_text(shape)), (hostfile, "\n".join(hosts) + "\n"))
+    # The same count on every node overrides the job's SLURM_NTASKS_PER_NODE, which an
+    # explicit --ranks may contradict (srun warns, then ignores it); different counts cannot
+    # be said with it (srun warns that it ignores any).
+    counts = {g.plan.nranks for g in shape.groups}
+    per_node = [f"--ntasks-per-node={counts.pop()}"] if len(counts) == 1 else []
     argv = [
-        "srun", f"--nodes={nodes}", f"--ntasks={len(hosts)}", "--distribution=arbitrary",
-        "--cpu-bind=none", *rank_step_argv(shape), *program,
+        "srun", f"--nodes={nodes}", f"--ntasks={len(hosts)}", *per_node,
+        "--distribution=arbitrary", "--cpu-bind=none", *rank_step_argv(shape), *program,
     ]  # fmt: skip
     env = {**env, "SLURM_HOSTFILE": hostfile}
     return Launch(argv=argv, env=env, launcher="srun", files=files, nodes=nodes)
