@@ -143,3 +143,24 @@ def test_a_cgroup_confined_step_still_plans_the_other_nodes_cpus(tmp_path: Path)
     other = parse_xml(whole, "live", job_cpus=frozenset({0}))
     assert [c.pus for c in other.cores] == [(0,)]
     assert parse_xml(whole, "live").cores[0].pus == (1,)  # without: this step's cgroup
+
+
+def test_unknown_threads_per_core_reads_the_topologys_with_a_warning(tmp_path: Path) -> None:
+    """A site hiding its nodes from users (PrivateData=nodes): scontrol show node fails, the
+    ids are read with the topology's threads per core, and the plan says so."""
+    from topobind.pernode import _numbering_warnings
+    from topobind.slurm import NodeShare, _threads_per_core
+    from topobind.topology import load
+
+    if shutil.which("scontrol") is None:
+        pytest.skip("scontrol not installed (make setup)")
+    (tmp_path / "empty.conf").write_text("")  # (a missing one: scontrol retries for 60 s)
+    env = {"PATH": os.environ["PATH"], "SLURM_CONF": str(tmp_path / "empty.conf")}
+    assert _threads_per_core(env, ["n1"]) == {}  # a real scontrol that cannot answer
+    cores = node_cores(SMT_NODE.read_text(), SMT_NODE.name)
+    assert machine_cpus(cores, frozenset({2, 3}), 0, "n1") == {4, 12}
+    shares = [NodeShare(("n1", "n2"), 2, frozenset({0, 1}), 0)]
+    assert _numbering_warnings(load(str(SMT_NODE)), str(SMT_NODE), shares) == [
+        "'scontrol show node' shows no ThreadsPerCore of n1,n2: Slurm's CPU ids of the job "
+        "are read with the topology's threads per core"
+    ]

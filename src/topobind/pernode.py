@@ -51,7 +51,7 @@ def plans(args: argparse.Namespace, topo: Topology) -> list[NodePlan] | None:
     # another node's share may hold CPUs this host's job step does not.
     xml = live_whole_xml() if topo.source == "live" else topo.xml
     cores = node_cores(xml, topo.source)
-    absent = _absent_pus(whole, topo.source)
+    warnings = _numbering_warnings(whole, topo.source, shares)
     out: list[NodePlan] = []
     for share in shares:
         ranks = args.ranks
@@ -65,27 +65,35 @@ def plans(args: argparse.Namespace, topo: Topology) -> list[NodePlan] | None:
             plan = plan_for_options(node, args, ranks)
         except TopobindError as exc:
             raise TopobindError(f"{exc} (on {where})") from exc
-        if absent and not out:
-            plan = record_replace(plan, warnings=(*plan.warnings, absent))
+        if warnings and not out:
+            plan = record_replace(plan, warnings=(*plan.warnings, *warnings))
         first = out[-1].first_rank + out[-1].plan.nranks * len(out[-1].hosts) if out else 0
         out.append(NodePlan(tuple(share.hosts), plan, first, whole, where))
     return out
 
 
-def _absent_pus(whole: Topology, source: str) -> str:
-    """A warning when an XML file lacks PUs of its node (offline, or dropped because it was
-    exported inside a job without ``--disallowed``): Slurm numbers every PU it sees, so its
-    CPU ids may then name other PUs than topobind counts. Empty when none is absent."""
-    if source == "live":  # lstopo --disallowed: only offline PUs are absent, Slurm's too
-        return ""
+def _numbering_warnings(
+    whole: Topology, source: str, shares: Sequence[slurm.NodeShare]
+) -> list[str]:
+    """When Slurm's CPU ids may name other PUs than topobind reads: an XML file lacking PUs
+    of its node (offline, or dropped because it was exported inside a job without
+    ``--disallowed``; Slurm numbers every PU it sees), or nodes whose ThreadsPerCore Slurm
+    did not show (the topology's is used)."""
+    out = []
     absent = sorted(pu for pu, why in whole.excluded_pus.items() if why == "offline")
-    if not absent:
-        return ""
-    return (
-        f"{source} lacks PUs {format_list(absent)} of its node (offline, or exported inside "
-        "a job): Slurm's CPU ids of the job may then name other PUs; export the node's "
-        "topology with 'lstopo-no-graphics --disallowed --of xml' outside any job"
-    )
+    if absent and source != "live":  # live: lstopo --disallowed; only offline PUs are absent
+        out.append(
+            f"{source} lacks PUs {format_list(absent)} of its node (offline, or exported "
+            "inside a job): Slurm's CPU ids of the job may then name other PUs; export the "
+            "node's topology with 'lstopo-no-graphics --disallowed --of xml' outside any job"
+        )
+    unknown = [h for share in shares if not share.threads_per_core for h in share.hosts]
+    if unknown:
+        out.append(
+            f"'scontrol show node' shows no ThreadsPerCore of {','.join(unknown)}: Slurm's CPU "
+            "ids of the job are read with the topology's threads per core"
+        )
+    return out
 
 
 def describe(share: slurm.NodeShare, cpus: frozenset[int]) -> str:

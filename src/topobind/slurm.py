@@ -132,7 +132,7 @@ class NodeShare:
     hosts: tuple[str, ...]  # the nodes, in Slurm's order
     tasks: int  # tasks on each node
     slurm_cpus: frozenset[int]  # the job's CPUs on each node, Slurm's abstract ids (CPU_IDs)
-    threads_per_core: int  # the nodes' ThreadsPerCore: how Slurm's ids count PUs
+    threads_per_core: int  # the nodes' ThreadsPerCore: how Slurm's ids count PUs (0: unknown)
 
 
 def _scontrol(env: Mapping[str, str], args: list[str], what: str) -> str:
@@ -171,9 +171,13 @@ def _job_cpu_ids(env: Mapping[str, str]) -> dict[str, frozenset[int]]:
 
 
 def _threads_per_core(env: Mapping[str, str], hosts: list[str]) -> dict[str, int]:
-    """{host: ThreadsPerCore} from one ``scontrol show node -o`` of the job's nodes."""
+    """{host: ThreadsPerCore} from one ``scontrol show node -o`` of the job's nodes; empty
+    when Slurm does not show them (``PrivateData=nodes``)."""
     nodelist = env.get("SLURM_JOB_NODELIST") or ",".join(hosts)
-    text = _scontrol(env, ["show", "node", "-o", nodelist], "the job's nodes")
+    try:
+        text = _scontrol(env, ["show", "node", "-o", nodelist], "the job's nodes")
+    except TopobindError:
+        return {}
     out: dict[str, int] = {}
     for line in text.splitlines():
         name = re.search(r"^NodeName=(\S+)", line)
@@ -192,8 +196,10 @@ def machine_cpus(
     ``ThreadsPerCore`` ids per core, the i-th id of a core being its i-th PU (slurmd's block
     map; ``slurmd -D -vvvvv`` prints it): id = core * ThreadsPerCore + thread, where slurmd
     counts the PUs of the node divided by its cores as threads per core. On a node configured
-    with ThreadsPerCore=1 over SMT hardware, an id is a whole core."""
+    with ThreadsPerCore=1 over SMT hardware, an id is a whole core. ``threads_per_core`` 0
+    (Slurm did not say): the topology's."""
     hw_threads = max(1, sum(len(c) for c in cores) // max(1, len(cores)))
+    threads_per_core = threads_per_core or hw_threads
     if threads_per_core not in (1, hw_threads):
         raise TopobindError(
             f"Slurm counts {threads_per_core} threads per core on {node} but its topology has "
@@ -248,14 +254,13 @@ def node_shares(env: Mapping[str, str] | None = None) -> list[NodeShare] | None:
     hosts = hostnames(e)
     cpus = _job_cpu_ids(e)
     threads = _threads_per_core(e, hosts)
-    for table, command in ((cpus, "show job -d"), (threads, "show node")):
-        missing = [h for h in hosts if h not in table]
-        if missing:
-            raise TopobindError(f"'scontrol {command}' says nothing of {', '.join(missing)}")
+    missing = [h for h in hosts if h not in cpus]
+    if missing:
+        raise TopobindError(f"'scontrol show job -d' says nothing of {', '.join(missing)}")
     shares: list[NodeShare] = []
     for host, count in zip(hosts, counts, strict=True):
         last = shares[-1] if shares else None
-        share = (count, cpus[host], threads[host])
+        share = (count, cpus[host], threads.get(host, 0))
         if last is not None and (last.tasks, last.slurm_cpus, last.threads_per_core) == share:
             shares[-1] = NodeShare((*last.hosts, host), *share)
         else:
