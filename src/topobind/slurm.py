@@ -87,8 +87,6 @@ def tasks_per_node(env: Mapping[str, str] | None = None) -> TasksPerNode | None:
 def hostnames(env: Mapping[str, str] | None = None, nodelist: str | None = None) -> list[str]:
     """The job's nodes, in Slurm's order (``scontrol show hostnames $SLURM_JOB_NODELIST``);
     with ``nodelist``: the nodes of that host list (any number)."""
-    import subprocess  # lazily: `topobind plan` does not pay for it
-
     e = _env(env)
     want: int | None = None
     if nodelist is None:
@@ -99,28 +97,13 @@ def hostnames(env: Mapping[str, str] | None = None, nodelist: str | None = None)
             "cannot name the job's nodes: SLURM_JOB_NODELIST is unset (the rankfile needs "
             "every node's host name)"
         )
-    what = f"'scontrol show hostnames {nodelist}'"
-    try:
-        done = subprocess.run(
-            ["scontrol", "show", "hostnames", nodelist],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env=dict(e),
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    failed = "cannot expand SLURM_JOB_NODELIST"
+    fix = "; the rankfile needs every node's host name"
+    hosts = _scontrol(e, ["show", "hostnames", nodelist], failed, fix).split()
+    if want is not None and len(hosts) != want:
         raise TopobindError(
-            f"cannot expand SLURM_JOB_NODELIST ({what}: {getattr(exc, 'strerror', None) or exc}); "
-            "the rankfile needs every node's host name"
-        ) from exc
-    hosts = done.stdout.split()
-    if done.returncode != 0 or (want is not None and len(hosts) != want):
-        why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        if done.returncode == 0:
-            why = f"{len(hosts)} host names for SLURM_JOB_NUM_NODES={want}"
-        raise TopobindError(
-            f"cannot expand SLURM_JOB_NODELIST ({what}: {why}); the rankfile needs every "
-            "node's host name"
+            f"{failed} ('scontrol show hostnames {nodelist}': {len(hosts)} host names for "
+            f"SLURM_JOB_NUM_NODES={want}){fix}"
         )
     return hosts
 
@@ -135,9 +118,9 @@ class NodeShare:
     threads_per_core: int  # the nodes' ThreadsPerCore: how Slurm's ids count PUs (0: unknown)
 
 
-def _scontrol(env: Mapping[str, str], args: list[str], what: str) -> str:
-    """stdout of ``scontrol ARGS``; one-line error naming WHAT when it fails."""
-    import subprocess
+def _scontrol(env: Mapping[str, str], args: list[str], failed: str, fix: str = "") -> str:
+    """stdout of ``scontrol ARGS``; when it fails, one line: FAILED (the command: why)FIX."""
+    import subprocess  # lazily: `topobind plan` does not pay for it
 
     command = f"'scontrol {' '.join(args)}'"
     try:
@@ -145,10 +128,11 @@ def _scontrol(env: Mapping[str, str], args: list[str], what: str) -> str:
             ["scontrol", *args], capture_output=True, text=True, timeout=30, env=dict(env)
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise TopobindError(f"cannot read {what} ({command}: {exc})") from exc
+        why = getattr(exc, "strerror", None) or exc
+        raise TopobindError(f"{failed} ({command}: {why}){fix}") from exc
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        raise TopobindError(f"cannot read {what} ({command}: {why})")
+        raise TopobindError(f"{failed} ({command}: {why}){fix}")
     return done.stdout
 
 
@@ -157,11 +141,11 @@ def _job_cpu_ids(env: Mapping[str, str]) -> dict[str, frozenset[int]]:
     abstract ids, not the OS's (see :func:`machine_cpus`)."""
     from topobind.topology import parse_list
 
-    what = "the job's CPUs per node"
-    out_text = _scontrol(env, ["show", "job", "-d", env.get("SLURM_JOB_ID", "")], what)
+    failed = "cannot read the job's CPUs per node"
+    out_text = _scontrol(env, ["show", "job", "-d", env.get("SLURM_JOB_ID", "")], failed)
     pairs = re.findall(r"^\s*Nodes=(\S+) CPU_IDs=(\S+)", out_text, re.M)
     if not pairs:
-        raise TopobindError(f"cannot read {what} (scontrol printed no 'Nodes= CPU_IDs=' lines)")
+        raise TopobindError(f"{failed} (scontrol printed no 'Nodes= CPU_IDs=' lines)")
     out: dict[str, frozenset[int]] = {}
     for nodelist, ids in pairs:
         cpus = frozenset(parse_list(ids))
@@ -175,7 +159,7 @@ def _threads_per_core(env: Mapping[str, str], hosts: list[str]) -> dict[str, int
     when Slurm does not show them (``PrivateData=nodes``)."""
     nodelist = env.get("SLURM_JOB_NODELIST") or ",".join(hosts)
     try:
-        text = _scontrol(env, ["show", "node", "-o", nodelist], "the job's nodes")
+        text = _scontrol(env, ["show", "node", "-o", nodelist], "cannot read the job's nodes")
     except TopobindError:
         return {}
     out: dict[str, int] = {}
@@ -256,7 +240,9 @@ def node_shares(env: Mapping[str, str] | None = None) -> list[NodeShare] | None:
     threads = _threads_per_core(e, hosts)
     missing = [h for h in hosts if h not in cpus]
     if missing:
-        raise TopobindError(f"'scontrol show job -d' says nothing of {', '.join(missing)}")
+        raise TopobindError(
+            f"'scontrol show job -d' names no CPUs of the job on {', '.join(missing)}"
+        )
     shares: list[NodeShare] = []
     for host, count in zip(hosts, counts, strict=True):
         last = shares[-1] if shares else None
