@@ -241,9 +241,9 @@ def rank_step_text(shape: JobShape, plan: Plan | None = None) -> str:
     """The file rankexec reads: one line per local rank of ``plan`` (default: the shape's)
     with its variables (see kernels/rankexec.c)."""
     plan = plan or shape.plan
-    lines = [RANK_STEP_HEADER, f"# layout {plan.layout}; one line per local rank"]
-    if shape.sample_ms is not None:
-        lines.append(f"%sample {shape.sample_dir} {shape.sample_ms}")
+    lines = _step_prologue(
+        shape, RANK_STEP_HEADER, f"layout {plan.layout}; one line per local rank"
+    )
     lines.append("@*")
     lines += _rank_lines(shape, plan, bind=False)
     return "\n".join(lines) + "\n"
@@ -252,14 +252,20 @@ def rank_step_text(shape: JobShape, plan: Plan | None = None) -> str:
 def groups_step_text(shape: JobShape) -> str:
     """One rankexec file for every group of nodes (version 2): a section per group, each
     local rank's line binding it to its planned CPUs (``%cpus=``) before its variables."""
-    layout = shape.groups[0].plan.layout
-    lines = [RANK_STEP_HEADER_BIND, f"# layout {layout}; a section per group of nodes"]
-    if shape.sample_ms is not None:
-        lines.append(f"%sample {shape.sample_dir} {shape.sample_ms}")
+    about = f"layout {shape.groups[0].plan.layout}; a section per group of nodes"
+    lines = _step_prologue(shape, RANK_STEP_HEADER_BIND, about)
     for g in shape.groups:
         lines += [f"# {g.about}" if g.about else "#", "@" + ",".join(g.hosts)]
         lines += _rank_lines(shape, g.plan, bind=True)
     return "\n".join(lines) + "\n"
+
+
+def _step_prologue(shape: JobShape, header: str, about: str) -> list[str]:
+    """A step file's first lines: its header, a comment, the ``%sample`` directive if any."""
+    lines = [header, f"# {about}"]
+    if shape.sample_ms is not None:
+        lines.append(f"%sample {shape.sample_dir} {shape.sample_ms}")
+    return lines
 
 
 def _rank_lines(shape: JobShape, plan: Plan, bind: bool) -> list[str]:

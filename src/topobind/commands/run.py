@@ -242,10 +242,10 @@ def _run_groups(groups: list[NodePlan], program: list[str], args: argparse.Names
         jobrun.check_program(program[0])
     workdir = jobrun.workdir()  # several nodes: where every node reads the per-rank step files
     keep = False
-    sample = args.verify_running
     try:
+        opts = _options(args)
         job = jobrun.prepare(
-            groups[0].plan, program, _options(args), workdir, sample=sample, groups=groups
+            groups[0].plan, program, opts, workdir, sample=args.verify_running, groups=groups
         )
         if args.dry_run:
             print("# the job's nodes hold different shares: one plan per group of nodes")
