@@ -376,10 +376,12 @@ int main(int argc, char **argv)
     gethostname(host, sizeof host);
     host[sizeof host - 1] = '\0';
     char *text = read_plan(argv[1]);
-    char *again = strdup(text); /* choose() cuts the text into lines */
-    choice_t c = choose(text, argv[1], host, rank);
     const char *node = getenv("SLURMD_NODENAME"); /* Slurm's name, if not the host's */
-    if (!c.line && node && *node && strcmp(node, host) != 0 && again) {
+    if (node && (!*node || strcmp(node, host) == 0))
+        node = NULL;
+    char *again = node ? strdup(text) : NULL; /* choose() cuts the text into lines */
+    choice_t c = choose(text, argv[1], host, rank);
+    if (!c.line && again) {
         c = choose(again, argv[1], node, rank);
         snprintf(host, sizeof host, "%s", node);
     }
