@@ -55,7 +55,9 @@ examples:
 formats: text (table, default), picture (one cell per core, holding its rank), json (the
 plan, docs/plan-format.md), env (bash exports), openmpi (OpenMPI 5 mpirun argv),
 openmpi4, srun, rankfile, rankfile4, gres (Slurm gres.conf lines for the node's GPUs), rank-env
-(per-gpu: a sh wrapper exporting each local rank's GPU/NIC variables).
+(per-gpu: a sh wrapper exporting each local rank's GPU/NIC variables), rankexec (the
+per-rank step file, version 2: each local rank's %cpus= and variables; what the SPANK plugin
+reads).
 When no --map-by expresses the plan, the openmpi formats refer to a rankfile, which is
 written to --rankfile PATH (default ./topobind.rankfile; stderr says where). An existing file
 there is not replaced unless --force is given.
@@ -98,8 +100,15 @@ def add_subparser(subparsers: Any) -> None:
             "rankfile4",
             "gres",
             "rank-env",
+            "rankexec",
         ),
         default="text",
+    )
+    plan.add_argument(
+        "--slurm-cores",
+        metavar="LIST",
+        help="plan on these cores only, in Slurm's numbering (what the SPANK plugin passes: "
+        "the cores its step holds on this node)",
     )
     plan.add_argument(
         "--rankfile",
@@ -288,7 +297,12 @@ def plan_text(plan: Plan) -> str:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    plan = plan_from(args)
+    topo = None
+    if args.slurm_cores is not None:
+        from topobind.spank_step import slurm_cores_topology
+
+        topo = slurm_cores_topology(args.topology, args.slurm_cores)
+    plan = plan_from(args, topo)
     notes = _print_plan(plan, args)  # launch notes of the flags printed
     print_warnings(plan, notes)
     return 0
@@ -317,6 +331,10 @@ def _print_plan(plan: Plan, args: argparse.Namespace) -> list[str]:
         from topobind.emit.devices import rank_env_script
 
         sys.stdout.write(rank_env_script(plan))
+    elif fmt == "rankexec":
+        from topobind.spank_step import step_text
+
+        sys.stdout.write(step_text(plan))
     elif fmt == "gres":
         from topobind.emit.gres import gres_conf
 

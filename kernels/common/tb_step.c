@@ -1,0 +1,145 @@
+/* tb_step.c - read topobind's per-rank step file from memory (see tb_step.h). */
+#include "tb_step.h"
+#include "tb_common.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Does the "@a,b,c" group line name this host (its name, or its name up to the first '.')? */
+static int names_host(const char *list, const char *host)
+{
+    size_t hl = strlen(host), sl = strcspn(host, ".");
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if ((n == hl || n == sl) && strncmp(p, host, n) == 0)
+            return 1;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+int tb_step_choose(char *text, const char *host, long rank, tb_step_choice *out, char *err,
+                   size_t errlen)
+{
+    tb_step_choice c = {0};
+    char *own = NULL, *any = NULL; /* the rank's line in this host's group / in "@*" */
+    int in_own = 0, in_any = 1, host_has_group = 0; /* before any "@": every host */
+    char *save = NULL;
+    char *line = strtok_r(text, "\n", &save);
+    if (!line || (strcmp(line, "topobind-rankexec 1") != 0 &&
+                  strcmp(line, "topobind-rankexec 2") != 0)) {
+        snprintf(err, errlen, "not a topobind-rankexec 1 or 2 step file");
+        return -1;
+    }
+    while ((line = strtok_r(NULL, "\n", &save))) {
+        if (line[0] == '#' || line[0] == '\0')
+            continue;
+        if (line[0] == '%') {
+            char *dir = strchr(line, ' ');
+            char *ms = dir ? strrchr(dir + 1, ' ') : NULL;
+            if (strncmp(line, "%sample ", 8) != 0 || !ms) {
+                snprintf(err, errlen, "unknown directive %.40s", line);
+                return -1;
+            }
+            *ms = '\0';
+            c.sample_dir = dir + 1;
+            c.sample_ms = strtol(ms + 1, NULL, 10);
+            continue;
+        }
+        if (line[0] == '@') {
+            in_any = strcmp(line + 1, "*") == 0;
+            in_own = !in_any && names_host(line + 1, host);
+            host_has_group |= in_own;
+            continue;
+        }
+        char *end;
+        long r = strtol(line, &end, 10);
+        if (end == line || (*end != '\t' && *end != '\0')) {
+            snprintf(err, errlen, "malformed line %.40s", line);
+            return -1;
+        }
+        if (r != rank)
+            continue;
+        if (in_own && !own)
+            own = line;
+        else if (in_any && !any)
+            any = line;
+    }
+    c.line = host_has_group ? own : any;
+    *out = c;
+    return 0;
+}
+
+int tb_step_fields(char *line, tb_step_field_fn fn, void *ctx, char *err, size_t errlen)
+{
+    char *save = NULL;
+    char *tok = strtok_r(line, "\t", &save); /* the rank number */
+    while ((tok = strtok_r(NULL, "\t", &save))) {
+        int directive = tok[0] == '%';
+        char *name = tok + directive;
+        char *eq = strchr(name, '=');
+        if (!eq || eq == name) {
+            snprintf(err, errlen, "malformed field %.40s", tok);
+            return -1;
+        }
+        *eq = '\0';
+        if (fn(ctx, name, eq + 1, directive, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int tb_step_bind(const char *list, char *err, size_t errlen)
+{
+    int *cpus = NULL;
+    int n = tb_list_parse(list, &cpus);
+    if (n <= 0) {
+        snprintf(err, errlen, "malformed CPU list %.40s", list);
+        free(cpus);
+        return -1;
+    }
+    int top = 0;
+    for (int i = 0; i < n; i++)
+        top = cpus[i] > top ? cpus[i] : top;
+    size_t count = (size_t)top + 1 > 1024 ? (size_t)top + 1 : 1024;
+    cpu_set_t *want = CPU_ALLOC(count), *got = CPU_ALLOC(count);
+    size_t size = CPU_ALLOC_SIZE(count);
+    int rc = -1;
+    if (!want || !got) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    CPU_ZERO_S(size, want);
+    CPU_ZERO_S(size, got);
+    for (int i = 0; i < n; i++)
+        CPU_SET_S((size_t)cpus[i], size, want);
+    if (sched_setaffinity(0, size, want) != 0) {
+        snprintf(err, errlen, "cannot bind to CPUs %.60s: %s (CPUs outside this task's set?)",
+                 list, strerror(errno));
+        goto out;
+    }
+    if (sched_getaffinity(0, size, got) != 0) {
+        snprintf(err, errlen, "cannot read back the CPU mask: %s", strerror(errno));
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        if (!CPU_ISSET_S((size_t)cpus[i], size, got)) {
+            snprintf(err, errlen,
+                     "CPU %d of the planned %.60s is outside the CPUs this task may use here "
+                     "(cgroup cpuset or offline)",
+                     cpus[i], list);
+            goto out;
+        }
+    rc = 0;
+out:
+    CPU_FREE(want);
+    CPU_FREE(got);
+    free(cpus);
+    return rc;
+}

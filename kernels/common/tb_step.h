@@ -1,0 +1,38 @@
+/*
+ * tb_step.h - the per-rank step file ("topobind-rankexec 1" / "topobind-rankexec 2", written
+ * by topobind: launch.py rank_step_text/groups_step_text, `topobind plan --format rankexec`)
+ * read from memory: find the line of a local rank for a host, walk its fields, bind to a
+ * %cpus= list. No exit, no output: errors come back as text for the caller to report.
+ * Used by the SPANK plugin (launchers/spank/topobind_spank.c); kernels/rankexec.c reads the
+ * same format with its own copy of this code.
+ */
+#ifndef TB_STEP_H
+#define TB_STEP_H
+
+#include <stddef.h>
+
+typedef struct {
+    char *line;       /* "RANK\tFIELD\tFIELD..." of the rank (points into the text), or NULL */
+    char *sample_dir; /* %sample DIR MS, when present */
+    long sample_ms;
+} tb_step_choice;
+
+/* The line of local rank RANK for HOST in TEXT (cut into lines in place). Returns 0 with
+ * out->line set or NULL (no line for that rank on that host), -1 on a malformed file (ERR). */
+int tb_step_choose(char *text, const char *host, long rank, tb_step_choice *out, char *err,
+                   size_t errlen);
+
+/* Called for every field of a rank's line: NAME=VALUE, or %NAME=VALUE (directive=1).
+ * Return 0 to go on, -1 to stop (after writing ERR). */
+typedef int (*tb_step_field_fn)(void *ctx, const char *name, const char *value, int directive,
+                                char *err, size_t errlen);
+
+/* Walk the fields of LINE (cut in place). 0, or -1 with ERR. */
+int tb_step_fields(char *line, tb_step_field_fn fn, void *ctx, char *err, size_t errlen);
+
+/* Bind the calling thread to the OS CPUs of LIST ("0-3,8"), then read the mask back: -1 with
+ * ERR when the list is malformed, or any CPU of it is not allowed here (cgroup cpuset,
+ * offline), or the kernel refuses it. */
+int tb_step_bind(const char *list, char *err, size_t errlen);
+
+#endif

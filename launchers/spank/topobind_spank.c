@@ -1,0 +1,445 @@
+/*
+ * topobind_spank.c - a Slurm SPANK plugin: `srun --topobind=LAYOUT[:OPT,...] PROGRAM` places
+ * every task of the step with topobind's plan, with no wrapper in the job script.
+ *
+ * plugstack.conf:  required /path/topobind_spank.so topobind=/path/to/topobind
+ *
+ * Once per node per step (slurm_spank_user_init, in slurmstepd as the job's user, before the
+ * tasks are forked) the plugin runs
+ *   topobind plan --topology live --slurm-cores STEP_CORES --ranks LOCAL_TASKS
+ *                 --threads T --layout LAYOUT [--OPT VALUE...] --format rankexec
+ * and keeps its output, a version-2 step file (the format kernels/rankexec.c reads: one line
+ * per local task with %cpus= and the task's variables), in memory. Each node plans its own
+ * share (its task count and the cores the step holds there). Per task (slurm_spank_task_init,
+ * in the task just before exec, after task/affinity's own binding) it picks the line of the
+ * task's local id from that memory, binds the task to the line's CPUs (reading the mask back:
+ * a CPU the task may not use fails the task) and sets the line's variables (exact OMP_PLACES,
+ * OMP_PROC_BIND, OMP_NUM_THREADS, device variables) in the task's environment. No file is
+ * read per task.
+ *
+ * Errors (bad option, unknown layout, a plan that fails, a CPU outside the task's set) are
+ * printed on the task's stderr, which srun shows (by local task 0 of each node for a plan
+ * that fails), and the task exits 1: the step fails instead of running unbound.
+ * Without --topobind the plugin does nothing.
+ */
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+
+#include "tb_step.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Built with -fvisibility=hidden (the shared helpers stay inside the plugin); what Slurm
+ * looks up is exported. */
+#pragma GCC visibility push(default)
+SPANK_PLUGIN(topobind, 1);
+
+#define MAX_OPT 512
+#define MAX_PLAN (16 << 20)
+#define MAX_ARGS 64
+#define ERR_LEN 1024
+#define PLAN_TIMEOUT_MS 120000
+
+static char *opt_value;                     /* LAYOUT[:OPT,...] as given to srun */
+static char topobind_cmd[1024] = "topobind"; /* plugin argument topobind=PATH */
+static char *plan_text;                     /* the node's step file, in memory */
+static char plan_error[ERR_LEN];            /* why planning failed, reported by the tasks */
+static long plan_us;
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* ------------------------------------------------------------ version check at load time */
+/* Slurm itself refuses a SPANK plugin whose major.minor differs from its own (plugin.c: it
+ * logs "Incompatible Slurm plugin ... version (X)", naming only the plugin's side). Which
+ * Slurm is running is not exported as a number, but its libslurm API generation is
+ * (slurm_api_version(): 38 for 22.05, one more per release), and the Makefile records the
+ * generation of the libslurm this plugin was built with (TB_SLURM_API). This constructor runs
+ * when the plugin is opened, before Slurm's check, and names both sides. */
+#ifndef TB_SLURM_API
+#define TB_SLURM_API 0
+#endif
+__attribute__((constructor)) static void check_slurm_version(void)
+{
+    long (*api)(void) = (long (*)(void))dlsym(RTLD_DEFAULT, "slurm_api_version");
+    if (!api || TB_SLURM_API == 0)
+        return;
+    long running = (api() >> 16) & 0xffff;
+    if (running != TB_SLURM_API)
+        fprintf(stderr,
+                "topobind_spank: error: built for Slurm %d.%02d (libslurm API %d), but this "
+                "Slurm's libslurm API is %ld (another release): rebuild the plugin against this "
+                "Slurm's slurm/spank.h (Debian: libslurm-dev; make -C launchers/spank)\n",
+                SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
+                SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER), TB_SLURM_API, running);
+}
+
+/* ------------------------------------------------------------ the option */
+static int word_ok(const char *s, size_t n, const char *extra)
+{
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
+              strchr(extra, s[i])))
+            return 0;
+    return 1;
+}
+
+/* LAYOUT[:NAME[=VALUE][,NAME[=VALUE]...]]: names and values from a small alphabet (each
+ * becomes one argv word of topobind; no shell). 0, or -1 with ERR. */
+static int check_option(const char *arg, char *err, size_t errlen)
+{
+    size_t n = strlen(arg);
+    size_t lay = strcspn(arg, ":");
+    if (n > MAX_OPT || !word_ok(arg, lay, "")) {
+        snprintf(err, errlen,
+                 "--topobind=%.80s: give LAYOUT[:NAME=VALUE,...], e.g. "
+                 "--topobind=every-other-core or --topobind=spread:threads=2",
+                 arg);
+        return -1;
+    }
+    for (const char *p = arg + lay; *p;) {
+        p++; /* ':' or ',' */
+        size_t len = strcspn(p, ",");
+        size_t name = strcspn(p, ",=");
+        if (!word_ok(p, name, "") || (name < len && !word_ok(p + name + 1, len - name - 1,
+                                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ_.:/+"))) {
+            snprintf(err, errlen, "--topobind=%.80s: option '%.*s' is not NAME or NAME=VALUE", arg,
+                     (int)len, p);
+            return -1;
+        }
+        p += len;
+    }
+    return 0;
+}
+
+static int option_cb(int val, const char *optarg, int remote)
+{
+    (void)val;
+    char err[ERR_LEN];
+    if (!optarg || check_option(optarg, err, sizeof err) != 0) {
+        if (!optarg)
+            snprintf(err, sizeof err, "--topobind needs a layout");
+        if (!remote)
+            slurm_error("topobind: %s", err);
+        else
+            snprintf(plan_error, sizeof plan_error, "%s", err);
+        return remote ? 0 : -1; /* remote: the tasks report it and fail */
+    }
+    free(opt_value);
+    opt_value = strdup(optarg);
+    return 0;
+}
+
+struct spank_option spank_options[] = {
+    {"topobind", "LAYOUT[:OPT,...]",
+     "Place every task with topobind's plan for LAYOUT (compact, spread, every-other-core, "
+     "per-l3, ...; OPTs: threads=T, smt, or any 'topobind plan' option as NAME=VALUE)",
+     1, 0, option_cb},
+    SPANK_OPTIONS_TABLE_END};
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    (void)sp;
+    for (int i = 0; i < ac; i++) {
+        if (strncmp(av[i], "topobind=", 9) == 0)
+            snprintf(topobind_cmd, sizeof topobind_cmd, "%s", av[i] + 9);
+        else {
+            slurm_error("topobind: unknown plugin argument '%s' in plugstack.conf "
+                        "(known: topobind=PATH)",
+                        av[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ planning, once per node */
+typedef struct {
+    char *argv[MAX_ARGS + 1];
+    int argc;
+    char words[MAX_OPT + 256];
+    size_t used;
+} argv_t;
+
+static void add(argv_t *a, const char *s, size_t n)
+{
+    if (a->argc >= MAX_ARGS || a->used + n + 1 > sizeof a->words)
+        return; /* bounded by MAX_OPT: cannot happen for an option that passed the check */
+    char *w = a->words + a->used;
+    memcpy(w, s, n);
+    w[n] = '\0';
+    a->used += n + 1;
+    a->argv[a->argc++] = w;
+    a->argv[a->argc] = NULL;
+}
+
+static void add_s(argv_t *a, const char *s) { add(a, s, strlen(s)); }
+
+/* Read the child's stdout (the plan) and stderr (its message) until both close; bounded in
+ * size and time. */
+static int collect(int out, int err, pid_t pid, char **text, char *msg, size_t msglen)
+{
+    size_t cap = 65536, len = 0, mlen = 0;
+    char *buf = malloc(cap);
+    struct pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
+    double start = now_us();
+    int open_fds = 2, rc = 0;
+    msg[0] = '\0';
+    while (buf && open_fds > 0) {
+        int left = PLAN_TIMEOUT_MS - (int)((now_us() - start) / 1000);
+        if (left <= 0 || poll(fds, 2, left) == 0) {
+            kill(pid, SIGKILL);
+            snprintf(msg, msglen, "topobind plan took more than %d s: killed",
+                     PLAN_TIMEOUT_MS / 1000);
+            rc = -1;
+            break;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd < 0 || !fds[i].revents)
+                continue;
+            ssize_t n;
+            if (i == 0) {
+                if (len + 4096 > cap) {
+                    char *bigger = cap < MAX_PLAN ? realloc(buf, cap * 2) : NULL;
+                    if (!bigger) {
+                        kill(pid, SIGKILL);
+                        snprintf(msg, msglen, "topobind's step file is larger than %d MiB",
+                                 MAX_PLAN >> 20);
+                        rc = -1;
+                        goto done;
+                    }
+                    buf = bigger;
+                    cap *= 2;
+                }
+                n = read(out, buf + len, cap - len - 1);
+                if (n > 0)
+                    len += (size_t)n;
+            } else {
+                char tmp[4096];
+                n = read(err, tmp, sizeof tmp);
+                for (ssize_t k = 0; k < n && mlen + 1 < msglen; k++)
+                    msg[mlen++] = tmp[k];
+                msg[mlen] = '\0';
+            }
+            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+                fds[i].fd = -1;
+                open_fds--;
+            }
+        }
+    }
+done:
+    if (!buf) {
+        snprintf(msg, msglen, "out of memory");
+        rc = -1;
+    }
+    if (buf)
+        buf[len] = '\0';
+    *text = buf;
+    return rc;
+}
+
+/* The first line of topobind's message that says "error" (else its first line). */
+static void error_line(const char *msg, char *out, size_t outlen)
+{
+    const char *line = strstr(msg, "error:");
+    if (line)
+        while (line > msg && line[-1] != '\n')
+            line--;
+    else
+        line = msg;
+    snprintf(out, outlen, "%.*s", (int)strcspn(line, "\n"), line);
+}
+
+static void run_planner(argv_t *a)
+{
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+        snprintf(plan_error, sizeof plan_error, "topobind: error: pipe: %s", strerror(errno));
+        return;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(plan_error, sizeof plan_error, "topobind: error: fork: %s", strerror(errno));
+        return;
+    }
+    if (pid == 0) {
+        /* slurmstepd dropped only its effective ids: become the user entirely, so the planner
+         * runs as an ordinary process of the user (no secure-exec mode, no root left). */
+        gid_t g = getegid();
+        uid_t u = geteuid();
+        if (setresgid(g, g, g) != 0 || setresuid(u, u, u) != 0)
+            _exit(126);
+        int null = open("/dev/null", O_RDONLY);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
+            _exit(126);
+        char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C.UTF-8", NULL};
+        execve(a->argv[0], a->argv, env);
+        dprintf(2, "topobind: error: cannot run %s: %s (plugstack.conf: topobind=PATH)\n",
+                a->argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    char msg[ERR_LEN], *text = NULL;
+    int rc = collect(out[0], err[0], pid, &text, msg, sizeof msg);
+    close(out[0]);
+    close(err[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        char first[ERR_LEN];
+        error_line(msg, first, sizeof first);
+        snprintf(plan_error, sizeof plan_error, "%s",
+                 first[0] ? first : "topobind: error: topobind plan failed with no message");
+        rc = -1;
+    } else if (rc != 0)
+        snprintf(plan_error, sizeof plan_error, "topobind: error: %s", msg);
+    if (rc == 0 && strncmp(text, "topobind-rankexec 2\n", 20) != 0) {
+        snprintf(plan_error, sizeof plan_error,
+                 "topobind: error: %s printed no version-2 step file (a topobind older than "
+                 "this plugin? it needs 'plan --format rankexec')",
+                 a->argv[0]);
+        rc = -1;
+    }
+    if (rc == 0)
+        plan_text = text;
+    else
+        free(text);
+}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!opt_value || plan_error[0])
+        return 0;
+    double start = now_us();
+    uint32_t tasks = 0, cpt = 1, step = 0;
+    char *cores = NULL;
+    if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS || step >= 0xfffffff0u) {
+        free(opt_value); /* a batch or extern step: nothing to place */
+        opt_value = NULL;
+        return 0;
+    }
+    if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_STEP_CPUS_PER_TASK, &cpt) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) != ESPANK_SUCCESS || !cores) {
+        snprintf(plan_error, sizeof plan_error,
+                 "topobind: error: Slurm did not give the step's tasks, CPUs per task and cores "
+                 "on this node");
+        return 0;
+    }
+    argv_t a = {0};
+    char num[32];
+    add_s(&a, topobind_cmd);
+    add_s(&a, "plan");
+    add_s(&a, "--topology");
+    add_s(&a, "live");
+    add_s(&a, "--format");
+    add_s(&a, "rankexec");
+    add_s(&a, "--slurm-cores");
+    add_s(&a, cores);
+    snprintf(num, sizeof num, "%u", tasks);
+    add_s(&a, "--ranks");
+    add_s(&a, num);
+    const char *p = opt_value;
+    size_t lay = strcspn(p, ":");
+    add_s(&a, "--layout");
+    add(&a, p, lay);
+    int threads_given = 0;
+    for (p += lay; *p;) {
+        p++;
+        size_t len = strcspn(p, ","), name = strcspn(p, ",=");
+        char flag[80];
+        snprintf(flag, sizeof flag, "--%.*s", (int)(name < 70 ? name : 70), p);
+        threads_given |= strcmp(flag, "--threads") == 0;
+        add_s(&a, flag);
+        if (name < len)
+            add(&a, p + name + 1, len - name - 1);
+        p += len;
+    }
+    if (!threads_given) {
+        snprintf(num, sizeof num, "%u", cpt ? cpt : 1);
+        add_s(&a, "--threads");
+        add_s(&a, num);
+    }
+    run_planner(&a);
+    plan_us = (long)(now_us() - start);
+    return 0;
+}
+
+/* ------------------------------------------------------------ per task */
+typedef struct {
+    spank_t sp;
+} task_ctx;
+
+static int apply_field(void *ctx, const char *name, const char *value, int directive, char *err,
+                       size_t errlen)
+{
+    task_ctx *t = ctx;
+    if (directive) {
+        if (strcmp(name, "cpus") == 0)
+            return tb_step_bind(value, err, errlen);
+        snprintf(err, errlen, "the step file's field %%%.20s is newer than this plugin: rebuild "
+                 "it with this topobind", name);
+        return -1;
+    }
+    if (spank_setenv(t->sp, name, value, 1) != ESPANK_SUCCESS) {
+        snprintf(err, errlen, "cannot set %.60s in the task's environment", name);
+        return -1;
+    }
+    return 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!opt_value && !plan_error[0])
+        return 0;
+    double start = now_us();
+    int id = -1;
+    spank_get_item(sp, S_TASK_ID, &id);
+    if (plan_error[0]) {
+        if (id == 0) /* once per node */
+            fprintf(stderr, "%s%s\n", strncmp(plan_error, "topobind", 8) ? "topobind: error: " : "",
+                    plan_error);
+        return -1;
+    }
+    char err[ERR_LEN];
+    tb_step_choice c = {0};
+    /* The task is a fork of slurmstepd: its copy of the text is its own to cut up. */
+    if (tb_step_choose(plan_text, "", id, &c, err, sizeof err) != 0 || !c.line) {
+        if (!c.line && plan_text)
+            snprintf(err, sizeof err, "the plan has no line for local task %d", id);
+        fprintf(stderr, "topobind: error: local task %d: %s\n", id, err);
+        return -1;
+    }
+    task_ctx t = {sp};
+    if (tb_step_fields(c.line, apply_field, &t, err, sizeof err) != 0) {
+        fprintf(stderr, "topobind: error: local task %d: %s\n", id, err);
+        return -1;
+    }
+    char num[64];
+    snprintf(num, sizeof num, "%ld %ld", plan_us, (long)(now_us() - start));
+    spank_setenv(sp, "TOPOBIND_SPANK_US", num, 1); /* planning (per node), this task */
+    return 0;
+}

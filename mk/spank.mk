@@ -1,0 +1,20 @@
+# The Slurm SPANK plugin (launchers/spank/topobind_spank.so): built where slurm/spank.h exists
+# (Debian: libslurm-dev, in scripts/apt-packages.txt). SPANK=1 scripts/local-slurm start adds it
+# to the local cluster's plugstack.conf.
+.PHONY: spank spank-clean bench-spank
+SPANK_HEADER := $(wildcard /usr/include/slurm/spank.h)
+
+spank:
+	$(MAKE) -C launchers/spank
+
+spank-clean:
+	$(MAKE) -C launchers/spank clean
+
+# What the plugin adds per task against a plain srun step: results/bench/spank.json.
+bench-spank: kernels spank
+	$(PY) scripts/bench-spank.py
+
+ifneq ($(SPANK_HEADER),)
+TEST_PREREQS += spank
+BENCH_TARGETS += bench-spank
+endif
