@@ -14,6 +14,7 @@ kernels/rankexec.c.
 from __future__ import annotations
 
 import re
+import socket
 
 from topobind.errors import TopobindError
 from topobind.launch import JobShape, NodePlan, groups_step_text
@@ -25,14 +26,17 @@ def slurm_cores_topology(source: str, cores_text: str) -> Topology:
     """Topology ``source`` restricted to the PUs of Slurm's cores ``cores_text`` ("0-3,8"):
     core indexes counted over the whole node (PUs outside this process's cpuset included),
     in hwloc's logical order, as Slurm numbers them."""
-    topo = load(source)
-    if not topo.xml:
-        raise TopobindError(f"--slurm-cores needs a topology with an XML; {source!r} has none")
-    xml = live_whole_xml() if source == "live" else topo.xml
+    if source == "live":  # one lstopo run: the whole node (PUs outside this cpuset too)
+        xml, hostname = live_whole_xml(), socket.gethostname()
+    else:
+        topo = load(source)
+        if not topo.xml:
+            raise TopobindError(f"--slurm-cores needs a topology with an XML; {source!r} has none")
+        xml, hostname = topo.xml, topo.hostname
     cores = node_cores(xml, source)
     ids = core_ids(cores_text, len(cores))
     pus = frozenset(pu for i in ids for pu in cores[i])
-    return parse_xml(xml, source, hostname=topo.hostname, job_cpus=pus)
+    return parse_xml(xml, source, hostname=hostname, job_cpus=pus)
 
 
 def step_text(plan: Plan) -> str:
