@@ -203,14 +203,29 @@ def test_each_node_plans_its_own_share(spank3: SlurmCluster, tmp_path: Path) -> 
 @pytest.mark.slow
 @pytest.mark.root
 def test_unknown_layout_fails_the_step(spank3: SlurmCluster) -> None:
-    out = srun(spank3, "-N1", "-n2", "--topobind=bogus", str(WHEREAMI))
+    """srun checks the layout (topobind plan --check) before the step starts: one line."""
+    out = srun(spank3, "-N3", "-n3", "--topobind=bogus", str(WHEREAMI))
     assert out.returncode != 0
     assert out.stdout == ""  # no task ran unbound
-    plugin_lines = [ln for ln in out.stderr.splitlines() if ln.startswith("topobind:")]
-    assert plugin_lines == [
-        "topobind: error: unknown layout 'bogus'; choose one of: compact, spread, "
+    plugin_lines = [ln for ln in out.stderr.splitlines() if "topobind" in ln]
+    assert plugin_lines[0] == (
+        "srun: error: topobind: unknown layout 'bogus'; choose one of: compact, spread, "
         "every-other-core, per-l3, per-numa, per-socket, l3-groups:N, per-gpu"
-    ]
+    )
+    assert len([ln for ln in plugin_lines if "unknown layout" in ln]) == 1
+    bad_opt = srun(spank3, "-n1", "--topobind=spread:frob=2", str(WHEREAMI))
+    assert bad_opt.returncode != 0 and bad_opt.stdout == ""
+    assert "srun: error: topobind: unrecognized arguments: --frob 2" in bad_opt.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_layout_size_and_options(spank3: SlurmCluster) -> None:
+    """l3-groups:2 is a layout with its size, not an option; threads=2 an option."""
+    show = 'echo "$OMP_PLACES $OMP_NUM_THREADS"; grep Cpus_allowed_list /proc/self/status'
+    out = srun(spank3, "-N1", "-n1", "-c2", "--topobind=l3-groups:2:threads=2", "bash", "-c", show)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["{0},{1}", "2", "Cpus_allowed_list:", "0-1"]
 
 
 @pytest.mark.slow

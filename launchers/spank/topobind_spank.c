@@ -101,13 +101,25 @@ static int word_ok(const char *s, size_t n, const char *extra)
     return 1;
 }
 
+/* The length of LAYOUT in ARG: up to the first ':', or past a ':N' size (l3-groups:32). */
+static size_t layout_len(const char *arg)
+{
+    size_t n = strcspn(arg, ":");
+    if (arg[n] == ':' && arg[n + 1] >= '0' && arg[n + 1] <= '9') {
+        n++;
+        while (arg[n] >= '0' && arg[n] <= '9')
+            n++;
+    }
+    return n;
+}
+
 /* LAYOUT[:NAME[=VALUE][,NAME[=VALUE]...]]: names and values from a small alphabet (each
  * becomes one argv word of topobind; no shell). 0, or -1 with ERR. */
 static int check_option(const char *arg, char *err, size_t errlen)
 {
     size_t n = strlen(arg);
-    size_t lay = strcspn(arg, ":");
-    if (n > MAX_OPT || !word_ok(arg, lay, "")) {
+    size_t lay = layout_len(arg);
+    if (n > MAX_OPT || !word_ok(arg, lay, ":")) {
         snprintf(err, errlen,
                  "--topobind=%.80s: give LAYOUT[:NAME=VALUE,...], e.g. "
                  "--topobind=every-other-core or --topobind=spread:threads=2",
@@ -267,17 +279,20 @@ static void error_line(const char *msg, char *out, size_t outlen)
     snprintf(out, outlen, "%.*s", (int)strcspn(line, "\n"), line);
 }
 
-static void run_planner(argv_t *a)
+/* Run topobind (argv A) as the user, its output into *TEXT; 0, or -1 with ERRLINE (its
+ * error line, or why it could not run). ENOENT: *missing set (the command is not here). */
+static int run_topobind(argv_t *a, char **text, char *errline, size_t errlen, int *missing)
 {
     int out[2], err[2];
+    *text = NULL;
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
-        snprintf(plan_error, sizeof plan_error, "topobind: error: pipe: %s", strerror(errno));
-        return;
+        snprintf(errline, errlen, "topobind: error: pipe: %s", strerror(errno));
+        return -1;
     }
     pid_t pid = fork();
     if (pid < 0) {
-        snprintf(plan_error, sizeof plan_error, "topobind: error: fork: %s", strerror(errno));
-        return;
+        snprintf(errline, errlen, "topobind: error: fork: %s", strerror(errno));
+        return -1;
     }
     if (pid == 0) {
         /* slurmstepd dropped only its effective ids: become the user entirely, so the planner
@@ -291,38 +306,99 @@ static void run_planner(argv_t *a)
             _exit(126);
         char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C.UTF-8", NULL};
         execve(a->argv[0], a->argv, env);
+        int e = errno;
         dprintf(2, "topobind: error: cannot run %s: %s (plugstack.conf: topobind=PATH)\n",
-                a->argv[0], strerror(errno));
-        _exit(127);
+                a->argv[0], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
     }
     close(out[1]);
     close(err[1]);
-    char msg[ERR_LEN], *text = NULL;
-    int rc = collect(out[0], err[0], pid, &text, msg, sizeof msg);
+    char msg[ERR_LEN];
+    int rc = collect(out[0], err[0], pid, text, msg, sizeof msg);
     close(out[0]);
     close(err[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
+    if (missing)
+        *missing = WIFEXITED(status) && WEXITSTATUS(status) == 127;
     if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         char first[ERR_LEN];
         error_line(msg, first, sizeof first);
-        snprintf(plan_error, sizeof plan_error, "%s",
+        snprintf(errline, errlen, "%s",
                  first[0] ? first : "topobind: error: topobind plan failed with no message");
         rc = -1;
     } else if (rc != 0)
-        snprintf(plan_error, sizeof plan_error, "topobind: error: %s", msg);
-    if (rc == 0 && strncmp(text, "topobind-rankexec 2\n", 20) != 0) {
+        snprintf(errline, errlen, "topobind: error: %s", msg);
+    if (rc != 0) {
+        free(*text);
+        *text = NULL;
+    }
+    return rc;
+}
+
+static void run_planner(argv_t *a)
+{
+    char *text = NULL;
+    if (run_topobind(a, &text, plan_error, sizeof plan_error, NULL) != 0)
+        return;
+    if (strncmp(text, "topobind-rankexec 2\n", 20) != 0) {
         snprintf(plan_error, sizeof plan_error,
                  "topobind: error: %s printed no version-2 step file (a topobind older than "
                  "this plugin? it needs 'plan --format rankexec')",
                  a->argv[0]);
-        rc = -1;
-    }
-    if (rc == 0)
-        plan_text = text;
-    else
         free(text);
+        return;
+    }
+    plan_text = text;
+}
+
+/* --layout LAYOUT and --NAME [VALUE] for each option; whether threads= was given. */
+static int add_layout_args(argv_t *a, const char *opt)
+{
+    const char *p = opt;
+    size_t lay = layout_len(p);
+    add_s(a, "--layout");
+    add(a, p, lay);
+    int threads_given = 0;
+    for (p += lay; *p;) {
+        p++;
+        size_t len = strcspn(p, ","), name = strcspn(p, ",=");
+        char flag[80];
+        snprintf(flag, sizeof flag, "--%.*s", (int)(name < 70 ? name : 70), p);
+        threads_given |= strcmp(flag, "--threads") == 0;
+        add_s(a, flag);
+        if (name < len)
+            add(a, p + name + 1, len - name - 1);
+        p += len;
+    }
+    return threads_given;
+}
+
+/* In srun (local context), before anything starts: `topobind plan --check --layout ...`
+ * refuses an unknown layout or option with one line. Skipped when topobind is not installed
+ * on this host (the nodes still plan, and fail the step on their own). */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    (void)sp;
+    (void)ac;
+    (void)av;
+    if (spank_context() != S_CTX_LOCAL || !opt_value)
+        return 0;
+    argv_t a = {0};
+    add_s(&a, topobind_cmd);
+    add_s(&a, "plan");
+    add_s(&a, "--check");
+    add_layout_args(&a, opt_value);
+    char *text = NULL, line[ERR_LEN];
+    int missing = 0;
+    if (run_topobind(&a, &text, line, sizeof line, &missing) == 0 || missing) {
+        free(text);
+        return 0;
+    }
+    const char *msg = strncmp(line, "topobind: error: ", 17) == 0 ? line + 17 : line;
+    slurm_error("topobind: %s", msg);
+    return -1;
 }
 
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
@@ -360,22 +436,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     snprintf(num, sizeof num, "%u", tasks);
     add_s(&a, "--ranks");
     add_s(&a, num);
-    const char *p = opt_value;
-    size_t lay = strcspn(p, ":");
-    add_s(&a, "--layout");
-    add(&a, p, lay);
-    int threads_given = 0;
-    for (p += lay; *p;) {
-        p++;
-        size_t len = strcspn(p, ","), name = strcspn(p, ",=");
-        char flag[80];
-        snprintf(flag, sizeof flag, "--%.*s", (int)(name < 70 ? name : 70), p);
-        threads_given |= strcmp(flag, "--threads") == 0;
-        add_s(&a, flag);
-        if (name < len)
-            add(&a, p + name + 1, len - name - 1);
-        p += len;
-    }
+    int threads_given = add_layout_args(&a, opt_value);
     if (!threads_given) {
         snprintf(num, sizeof num, "%u", cpt ? cpt : 1);
         add_s(&a, "--threads");

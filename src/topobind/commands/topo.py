@@ -105,6 +105,12 @@ def add_subparser(subparsers: Any) -> None:
         default="text",
     )
     plan.add_argument(
+        "--check",
+        action="store_true",
+        help="only check the layout and its options, print nothing (srun's check of "
+        "--topobind=LAYOUT before the step starts)",
+    )
+    plan.add_argument(
         "--slurm-cores",
         metavar="LIST",
         help="plan on these cores only, in Slurm's numbering (what the SPANK plugin passes: "
@@ -297,6 +303,11 @@ def plan_text(plan: Plan) -> str:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    if args.check:
+        from topobind.layouts import parse_layout
+
+        parse_layout(args.layout)
+        return 0
     topo = None
     if args.slurm_cores is not None:
         from topobind.spank_step import slurm_cores_topology
