@@ -13,7 +13,8 @@ if started here). The program is /bin/true, 2 tasks per node (every CPU of this 
   program (Slurm's own task set-up, plus the plugin's task_init), file-system calls
   (trace=%file,%desc) and all calls, the plugin's step minus the plain one;
 - per step: the wall time of `srun -N3 -n6` with and without --topobind (REPEAT of each,
-  taking turns; medians): the planning, once per node (the nodes plan at the same time).
+  taking turns; medians): srun's check of the option (`topobind plan --check`, timed alone
+  too) and the planning, once per node (the nodes plan at the same time).
 Targets: at most 1 ms and a handful (<= 5) of file-system calls per task.
 """
 
@@ -97,7 +98,14 @@ def step_times() -> dict[str, object]:
                 p, t = line.split()
                 plan_us.append(float(p))
                 task_us.append(float(t))
+    check: list[float] = []
+    topobind = str(REPO / ".venv" / "bin" / "topobind")
+    for _ in range(REPEAT):
+        t0 = time.perf_counter()
+        subprocess.run([topobind, "plan", "--check", "--layout", "spread"], check=True)
+        check.append((time.perf_counter() - t0) * 1000.0)
     return {
+        "srun_check_ms": summary(check),
         "plain_step_ms": summary(plain),
         "plugin_step_ms": summary(placed),
         "added_per_step_ms": round(statistics.median(placed) - statistics.median(plain), 1),

@@ -2,7 +2,10 @@
  * topobind_spank.c - a Slurm SPANK plugin: `srun --topobind=LAYOUT[:OPT,...] PROGRAM` places
  * every task of the step with topobind's plan, with no wrapper in the job script.
  *
- * plugstack.conf:  required /path/topobind_spank.so topobind=/path/to/topobind
+ * plugstack.conf:  required /path/topobind_spank.so topobind=/path/to/topobind [check=no]
+ *
+ * In srun (local context, init_post_opt) `topobind plan --check` refuses an unknown layout or
+ * option before the step starts (check=no: leave it to the nodes).
  *
  * Once per node per step (slurm_spank_user_init, in slurmstepd as the job's user, before the
  * tasks are forked) the plugin runs
@@ -56,6 +59,7 @@ static char topobind_cmd[1024] = "topobind"; /* plugin argument topobind=PATH */
 static char *plan_text;                     /* the node's step file, in memory */
 static char plan_error[ERR_LEN];            /* why planning failed, reported by the tasks */
 static long plan_us;
+static int srun_check = 1;                  /* plugin argument check=no turns srun's off */
 
 static double now_us(void)
 {
@@ -172,9 +176,11 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     for (int i = 0; i < ac; i++) {
         if (strncmp(av[i], "topobind=", 9) == 0)
             snprintf(topobind_cmd, sizeof topobind_cmd, "%s", av[i] + 9);
+        else if (strcmp(av[i], "check=no") == 0 || strcmp(av[i], "check=yes") == 0)
+            srun_check = av[i][6] == 'y';
         else {
             slurm_error("topobind: unknown plugin argument '%s' in plugstack.conf "
-                        "(known: topobind=PATH)",
+                        "(known: topobind=PATH, check=yes|no)",
                         av[i]);
             return -1;
         }
@@ -383,7 +389,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     (void)sp;
     (void)ac;
     (void)av;
-    if (spank_context() != S_CTX_LOCAL || !opt_value)
+    if (spank_context() != S_CTX_LOCAL || !opt_value || !srun_check)
         return 0;
     argv_t a = {0};
     add_s(&a, topobind_cmd);

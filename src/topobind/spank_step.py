@@ -13,8 +13,8 @@ kernels/rankexec.c.
 
 from __future__ import annotations
 
+import os
 import re
-import socket
 
 from topobind.errors import TopobindError
 from topobind.launch import JobShape, NodePlan, groups_step_text
@@ -27,7 +27,7 @@ def slurm_cores_topology(source: str, cores_text: str) -> Topology:
     core indexes counted over the whole node (PUs outside this process's cpuset included),
     in hwloc's logical order, as Slurm numbers them."""
     if source == "live":  # one lstopo run: the whole node (PUs outside this cpuset too)
-        xml, hostname = live_whole_xml(), socket.gethostname()
+        xml, hostname = live_whole_xml(), os.uname().nodename
     else:
         topo = load(source)
         if not topo.xml:
