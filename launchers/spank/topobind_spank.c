@@ -311,7 +311,8 @@ static int run_topobind(argv_t *a, char **text, char *errline, size_t errlen, in
         if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
             _exit(126);
         char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C.UTF-8", NULL};
-        execve(a->argv[0], a->argv, env);
+        setenv("PATH", env[0] + 5, 1); /* where a bare topobind=NAME is looked up */
+        execvpe(a->argv[0], a->argv, env);
         int e = errno;
         dprintf(2, "topobind: error: cannot run %s: %s (plugstack.conf: topobind=PATH)\n",
                 a->argv[0], strerror(e));
