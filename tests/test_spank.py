@@ -305,27 +305,63 @@ def test_plugin_of_another_slurm_is_refused(spank3: SlurmCluster, tmp_path: Path
     assert os.path.exists(so)
 
 
-@pytest.mark.slow
-@pytest.mark.root
-def test_a_cpu_the_task_cannot_use_fails_it(spank3: SlurmCluster, tmp_path: Path) -> None:
-    """A step file naming a CPU this node does not have (as a cgroup cpuset would hide one;
-    the real planner never writes it here, so a stand-in planner does, for this test only):
-    the kernel binds the task to the rest, the plugin reads the mask back and fails it."""
+def srun_with_planner(
+    cluster: SlurmCluster, tmp_path: Path, step_file: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """srun with a stand-in planner in plugstack.conf that prints STEP_FILE: for what the real
+    planner never writes on this machine (a CPU it lacks; memory fields of several NUMA
+    nodes). The file is restored after the step."""
     planner = tmp_path / "planner"
-    planner.write_text(
-        "#!/bin/sh\nprintf 'topobind-rankexec 2\\n@*\\n0\\t%%cpus=0,1000\\tOMP_NUM_THREADS=1\\n'\n"
-    )
+    text = step_file.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t")
+    planner.write_text(f"#!/bin/sh\nprintf '{text.replace('%', '%%')}'\n")
     planner.chmod(0o755)
-    stack = spank3.state_dir / "plugstack.conf"
+    stack = cluster.state_dir / "plugstack.conf"
     saved = stack.read_text()
     stack.write_text(saved.replace(f"topobind={TOPOBIND}", f"topobind={planner}"))
     try:
-        out = srun(spank3, "-N1", "-n1", "--topobind=spread", str(WHEREAMI))
+        return srun(cluster, *args)
     finally:
         stack.write_text(saved)
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_a_cpu_the_task_cannot_use_fails_it(spank3: SlurmCluster, tmp_path: Path) -> None:
+    """A step file naming a CPU this node does not have (as a cgroup cpuset would hide one):
+    the kernel binds the task to the rest, the plugin reads the mask back and fails it."""
+    step = "topobind-rankexec 2\n@*\n0\t%cpus=0,1000\tOMP_NUM_THREADS=1\n"
+    out = srun_with_planner(spank3, tmp_path, step, "-N1", "-n1", "--topobind=spread",
+                            str(WHEREAMI))  # fmt: skip
     assert out.returncode != 0
     assert out.stdout == ""
     assert (
         "topobind: error: local task 0: CPU 1000 of the planned 0,1000 is outside the CPUs "
         "this task may use here" in out.stderr
     )
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_memory_fields_of_version_3_lines(spank3: SlurmCluster, tmp_path: Path) -> None:
+    """%mem= (set_mempolicy), %thp=off (prctl) and %preload= (first in LD_PRELOAD), as
+    rankexec applies them, kept across the task's exec."""
+    lib = "/lib/x86_64-linux-gnu/libc.so.6"
+    step = (
+        "topobind-rankexec 3\n@*\n"
+        f"0\t%cpus=1\t%mem=bind:0\t%thp=off\t%preload={lib}\tOMP_NUM_THREADS=1\n"
+        f"1\t%cpus=0\t%mem=interleave:0\tOMP_NUM_THREADS=1\n"
+    )
+    show = (
+        'echo "$SLURM_LOCALID $(taskset -cp $$ | sed "s/.*: //") '
+        '$(head -1 /proc/self/numa_maps | cut -d" " -f2) '
+        '$(sed -n "s/THP_enabled:\\s*//p" /proc/self/status) $LD_PRELOAD"'
+    )
+    out = srun_with_planner(spank3, tmp_path, step, "-N1", "-n2", "--topobind=spread",
+                            "--export=ALL,LD_PRELOAD=", "bash", "-c", show)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = sorted(ln.strip() for ln in out.stdout.splitlines())
+    assert lines == [f"0 1 bind:0 0 {lib}", "1 0 interleave:0 1"]
+    bad = "topobind-rankexec 3\n@*\n0\t%mem=bind:x\tOMP_NUM_THREADS=1\n"
+    out = srun_with_planner(spank3, tmp_path, bad, "-n1", "--topobind=spread", "true")
+    assert out.returncode != 0
+    assert "topobind: error: local task 0: malformed memory policy bind:x" in out.stderr

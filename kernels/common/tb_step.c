@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Does the "@a,b,c" group line name this host (its name, or its name up to the first '.')? */
 static int names_host(const char *list, const char *host)
@@ -33,8 +36,9 @@ int tb_step_choose(char *text, const char *host, long rank, tb_step_choice *out,
     char *save = NULL;
     char *line = strtok_r(text, "\n", &save);
     if (!line || (strcmp(line, "topobind-rankexec 1") != 0 &&
-                  strcmp(line, "topobind-rankexec 2") != 0)) {
-        snprintf(err, errlen, "not a topobind-rankexec 1 or 2 step file");
+                  strcmp(line, "topobind-rankexec 2") != 0 &&
+                  strcmp(line, "topobind-rankexec 3") != 0)) {
+        snprintf(err, errlen, "not a topobind-rankexec 1, 2 or 3 step file");
         return -1;
     }
     while ((line = strtok_r(NULL, "\n", &save))) {
@@ -142,4 +146,68 @@ out:
     CPU_FREE(got);
     free(cpus);
     return rc;
+}
+
+/* set_mempolicy(2) modes (linux/mempolicy.h), called by number: no libnuma. */
+enum { TB_MPOL_PREFERRED = 1, TB_MPOL_BIND = 2, TB_MPOL_INTERLEAVE = 3,
+       TB_MPOL_PREFERRED_MANY = 5 };
+#define TB_MAX_NUMA 1024
+#define TB_LONG_BITS (8 * sizeof(unsigned long))
+
+int tb_step_mempolicy(const char *spec, char *err, size_t errlen)
+{
+    static const struct { const char *name; int mode; } modes[] = {
+        {"bind:", TB_MPOL_BIND}, {"interleave:", TB_MPOL_INTERLEAVE},
+        {"preferred:", TB_MPOL_PREFERRED_MANY}};
+    int mode = -1;
+    const char *list = NULL;
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (strncmp(spec, modes[i].name, strlen(modes[i].name)) == 0) {
+            mode = modes[i].mode;
+            list = spec + strlen(modes[i].name);
+        }
+    int *nodes = NULL;
+    int n = list ? tb_list_parse(list, &nodes) : 0;
+    unsigned long mask[TB_MAX_NUMA / TB_LONG_BITS] = {0};
+    int rc = -1;
+    if (mode < 0 || n <= 0) {
+        snprintf(err, errlen, "malformed memory policy %.40s (bind|interleave|preferred:NODES)",
+                 spec);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        if (nodes[i] < 0 || nodes[i] >= TB_MAX_NUMA) {
+            snprintf(err, errlen, "NUMA node %d of %.40s is out of range", nodes[i], spec);
+            goto out;
+        }
+        mask[(size_t)nodes[i] / TB_LONG_BITS] |= 1UL << ((size_t)nodes[i] % TB_LONG_BITS);
+    }
+    long r = syscall(SYS_set_mempolicy, mode, mask, (unsigned long)TB_MAX_NUMA + 1);
+    if (r != 0 && mode == TB_MPOL_PREFERRED_MANY && errno == EINVAL) {
+        unsigned long first[TB_MAX_NUMA / TB_LONG_BITS] = {0}; /* before Linux 5.15 */
+        first[(size_t)nodes[0] / TB_LONG_BITS] = 1UL << ((size_t)nodes[0] % TB_LONG_BITS);
+        r = syscall(SYS_set_mempolicy, TB_MPOL_PREFERRED, first, (unsigned long)TB_MAX_NUMA + 1);
+    }
+    if (r != 0) {
+        snprintf(err, errlen, "cannot set the memory policy %.40s: %s (NUMA nodes this task "
+                 "may not use here?)", spec, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(nodes);
+    return rc;
+}
+
+int tb_step_thp(const char *value, char *err, size_t errlen)
+{
+    if (strcmp(value, "off") != 0) {
+        snprintf(err, errlen, "unknown THP setting %.20s (only %%thp=off)", value);
+        return -1;
+    }
+    if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0) {
+        snprintf(err, errlen, "cannot turn transparent huge pages off: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
 }

@@ -30,6 +30,15 @@ typedef int (*tb_step_field_fn)(void *ctx, const char *name, const char *value, 
 /* Walk the fields of LINE (cut in place). 0, or -1 with ERR. */
 int tb_step_fields(char *line, tb_step_field_fn fn, void *ctx, char *err, size_t errlen);
 
+/* The memory fields of version-3 lines (written by topobind's memory placement):
+ * %mem=bind|interleave|preferred:NODES  set_mempolicy(2) of the calling process, kept across
+ *                                       exec (preferred over several nodes needs Linux 5.15;
+ *                                       before, the first node is preferred);
+ * %thp=off                              prctl(PR_SET_THP_DISABLE), kept across exec.
+ * 0, or -1 with ERR. (%preload=LIB is an environment change: the caller's.) */
+int tb_step_mempolicy(const char *spec, char *err, size_t errlen);
+int tb_step_thp(const char *value, char *err, size_t errlen);
+
 /* Bind the calling thread to the OS CPUs of LIST ("0-3,8"), then read the mask back: -1 with
  * ERR when the list is malformed, or any CPU of it is not allowed here (cgroup cpuset,
  * offline), or the kernel refuses it. */

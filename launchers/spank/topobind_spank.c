@@ -17,8 +17,8 @@
  * in the task just before exec, after task/affinity's own binding) it picks the line of the
  * task's local id from that memory, binds the task to the line's CPUs (reading the mask back:
  * a CPU the task may not use fails the task) and sets the line's variables (exact OMP_PLACES,
- * OMP_PROC_BIND, OMP_NUM_THREADS, device variables) in the task's environment. No file is
- * read per task.
+ * OMP_PROC_BIND, OMP_NUM_THREADS, device variables) in the task's environment; version-3
+ * lines' memory fields (%mem= policy, %thp=off, %preload=LIB) too. No file is read per task.
  *
  * Errors (bad option, unknown layout, a plan that fails, a CPU outside the task's set) are
  * printed on the task's stderr, which srun shows (by local task 0 of each node for a plan
@@ -349,9 +349,10 @@ static void run_planner(argv_t *a)
     char *text = NULL;
     if (run_topobind(a, &text, plan_error, sizeof plan_error, NULL) != 0)
         return;
-    if (strncmp(text, "topobind-rankexec 2\n", 20) != 0) {
+    if (strncmp(text, "topobind-rankexec 2\n", 20) != 0 &&
+        strncmp(text, "topobind-rankexec 3\n", 20) != 0) {
         snprintf(plan_error, sizeof plan_error,
-                 "topobind: error: %s printed no version-2 step file (a topobind older than "
+                 "topobind: error: %s printed no version-2 or 3 step file (a topobind older than "
                  "this plugin? it needs 'plan --format rankexec')",
                  a->argv[0]);
         free(text);
@@ -459,6 +460,20 @@ typedef struct {
     spank_t sp;
 } task_ctx;
 
+/* %preload=LIB: LIB first in the task's LD_PRELOAD, before what the user preloads. */
+static int preload(spank_t sp, const char *lib, char *err, size_t errlen)
+{
+    char old[4096], both[8192];
+    if (spank_getenv(sp, "LD_PRELOAD", old, sizeof old) != ESPANK_SUCCESS)
+        old[0] = '\0';
+    snprintf(both, sizeof both, old[0] ? "%s:%s" : "%s", lib, old);
+    if (spank_setenv(sp, "LD_PRELOAD", both, 1) != ESPANK_SUCCESS) {
+        snprintf(err, errlen, "cannot set LD_PRELOAD in the task's environment");
+        return -1;
+    }
+    return 0;
+}
+
 static int apply_field(void *ctx, const char *name, const char *value, int directive, char *err,
                        size_t errlen)
 {
@@ -466,6 +481,12 @@ static int apply_field(void *ctx, const char *name, const char *value, int direc
     if (directive) {
         if (strcmp(name, "cpus") == 0)
             return tb_step_bind(value, err, errlen);
+        if (strcmp(name, "mem") == 0)
+            return tb_step_mempolicy(value, err, errlen);
+        if (strcmp(name, "thp") == 0)
+            return tb_step_thp(value, err, errlen);
+        if (strcmp(name, "preload") == 0)
+            return preload(t->sp, value, err, errlen);
         snprintf(err, errlen, "the step file's field %%%.20s is newer than this plugin: rebuild "
                  "it with this topobind", name);
         return -1;
