@@ -365,3 +365,33 @@ def test_memory_fields_of_version_3_lines(spank3: SlurmCluster, tmp_path: Path) 
     out = srun_with_planner(spank3, tmp_path, bad, "-n1", "--topobind=spread", "true")
     assert out.returncode != 0
     assert "topobind: error: local task 0: malformed memory policy bind:x" in out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_topology_argument_per_node(spank3: SlurmCluster, tmp_path: Path) -> None:
+    """topology=DIR/%n.xml: each node plans on its own exported XML (no lstopo per step); a
+    node without one fails its tasks with topobind's line."""
+    xml = subprocess.run(
+        ["lstopo-no-graphics", "--of", "xml", "--disallowed"],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    for node in ("node1", "node2"):
+        (tmp_path / f"{node}.xml").write_text(xml)
+    stack = spank3.state_dir / "plugstack.conf"
+    saved = stack.read_text()
+    line = next(ln for ln in saved.splitlines() if "topobind_spank.so" in ln)
+    stack.write_text(saved.replace(line, f"{line} topology={tmp_path}/%n.xml"))
+    try:
+        ok = srun(spank3, "-N2", "-w", "node[1-2]", "-n4", "--topobind=spread", str(WHEREAMI))
+        missing = srun(spank3, "-N1", "-w", "node3", "-n1", "--topobind=spread", str(WHEREAMI))
+    finally:
+        stack.write_text(saved)
+    assert ok.returncode == 0, ok.stderr
+    assert masks(ok.stdout) == {
+        ("node1", 0): [0], ("node1", 1): [1], ("node2", 2): [0], ("node2", 3): [1],
+    }  # fmt: skip
+    assert missing.returncode != 0 and missing.stdout == ""
+    assert f"topobind: error: topology file '{tmp_path}/node3.xml' does not exist" in (
+        missing.stderr
+    )

@@ -3,6 +3,7 @@
  * every task of the step with topobind's plan, with no wrapper in the job script.
  *
  * plugstack.conf:  required /path/topobind_spank.so topobind=/path/to/topobind [check=no]
+ *                  [topology=/etc/topobind/%n.xml]   (default: live, hwloc's lstopo per step)
  *
  * In srun (local context, init_post_opt) `topobind plan --check` refuses an unknown layout or
  * option before the step starts (check=no: leave it to the nodes).
@@ -60,6 +61,7 @@ static char *plan_text;                     /* the node's step file, in memory *
 static char plan_error[ERR_LEN];            /* why planning failed, reported by the tasks */
 static long plan_us;
 static int srun_check = 1;                  /* plugin argument check=no turns srun's off */
+static char topology[1024] = "live";        /* plugin argument topology=SRC (%n: node name) */
 
 static double now_us(void)
 {
@@ -178,9 +180,11 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
             snprintf(topobind_cmd, sizeof topobind_cmd, "%s", av[i] + 9);
         else if (strcmp(av[i], "check=no") == 0 || strcmp(av[i], "check=yes") == 0)
             srun_check = av[i][6] == 'y';
+        else if (strncmp(av[i], "topology=", 9) == 0 && av[i][9])
+            snprintf(topology, sizeof topology, "%s", av[i] + 9);
         else {
             slurm_error("topobind: unknown plugin argument '%s' in plugstack.conf "
-                        "(known: topobind=PATH, check=yes|no)",
+                        "(known: topobind=PATH, topology=SRC, check=yes|no)",
                         av[i]);
             return -1;
         }
@@ -409,6 +413,27 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     return -1;
 }
 
+/* The topology=SRC plugin argument for this node: each "%n" becomes the node's host name (up to
+ * its first '.'), e.g. topology=/etc/topobind/%n.xml for XMLs exported once per node. */
+static const char *topology_here(char *out, size_t len)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    host[strcspn(host, ".")] = '\0';
+    size_t o = 0;
+    for (const char *p = topology; *p && o + 1 < len; p++) {
+        if (p[0] == '%' && p[1] == 'n') {
+            o += (size_t)snprintf(out + o, len - o, "%s", host);
+            p++;
+        } else
+            out[o++] = *p;
+        if (o >= len)
+            o = len - 1;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
@@ -432,11 +457,11 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         return 0;
     }
     argv_t a = {0};
-    char num[32];
+    char num[32], topo[1100];
     add_s(&a, topobind_cmd);
     add_s(&a, "plan");
     add_s(&a, "--topology");
-    add_s(&a, "live");
+    add_s(&a, topology_here(topo, sizeof topo));
     add_s(&a, "--format");
     add_s(&a, "rankexec");
     add_s(&a, "--slurm-cores");
