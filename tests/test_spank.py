@@ -243,15 +243,26 @@ def test_a_plan_that_cannot_fit_fails_the_step(spank3: SlurmCluster) -> None:
 
 @pytest.mark.slow
 @pytest.mark.root
-@pytest.mark.parametrize("value", ["spread;rm", "", "spread:threads=2;x", "Spread"])
-def test_malformed_option_is_refused_by_srun(spank3: SlurmCluster, value: str) -> None:
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ("spread;rm", "give LAYOUT[:NAME=VALUE,...]"),
+        ("", "give LAYOUT[:NAME=VALUE,...]"),
+        ("Spread", "give LAYOUT[:NAME=VALUE,...]"),
+        ("spread:threads=2;x", "option 'threads=2;x' is not NAME or NAME=VALUE"),
+        ("spread:ranks=4", "option 'ranks' is set by the plugin from the step"),
+        ("spread:top=/etc/passwd", "option 'top' is set by the plugin from the step"),
+        ("spread:slurm-cores=0-1", "option 'slurm-cores' is set by the plugin from the step"),
+    ],
+)
+def test_malformed_option_is_refused_by_srun(
+    spank3: SlurmCluster, value: str, message: str
+) -> None:
     out = srun(spank3, "-n1", f"--topobind={value}", str(WHEREAMI))
     assert out.returncode != 0
     assert out.stdout == ""
-    assert "srun: error: topobind: --topobind=" in out.stderr
-    assert "give LAYOUT[:NAME=VALUE,...]" in out.stderr or "is not NAME or NAME=VALUE" in (
-        out.stderr
-    )
+    assert f"srun: error: topobind: --topobind={value}: " in out.stderr
+    assert message in out.stderr
 
 
 @pytest.mark.slow

@@ -119,6 +119,19 @@ static size_t layout_len(const char *arg)
     return n;
 }
 
+/* What the plugin sets itself (from the step, or to read the output): an option NAME equal to
+ * one of these, or a prefix of one (argparse takes --top for --topology), is refused. */
+static const char *const RESERVED[] = {"ranks", "slurm-cores", "topology", "format", "layout",
+                                       "check", "rankfile", "force", "host", "help", NULL};
+
+static int reserved(const char *name, size_t n)
+{
+    for (int i = 0; RESERVED[i]; i++)
+        if (strncmp(RESERVED[i], name, n) == 0)
+            return 1;
+    return 0;
+}
+
 /* LAYOUT[:NAME[=VALUE][,NAME[=VALUE]...]]: names and values from a small alphabet (each
  * becomes one argv word of topobind; no shell). 0, or -1 with ERR. */
 static int check_option(const char *arg, char *err, size_t errlen)
@@ -140,6 +153,13 @@ static int check_option(const char *arg, char *err, size_t errlen)
                                                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ_.:/+"))) {
             snprintf(err, errlen, "--topobind=%.80s: option '%.*s' is not NAME or NAME=VALUE", arg,
                      (int)len, p);
+            return -1;
+        }
+        if (reserved(p, name)) {
+            snprintf(err, errlen,
+                     "--topobind=%.80s: option '%.*s' is set by the plugin from the step "
+                     "(ranks: the tasks, cores: the step's, the topology: plugstack.conf)",
+                     arg, (int)name, p);
             return -1;
         }
         p += len;
