@@ -54,19 +54,32 @@ def format_list(indexes: list[int] | tuple[int, ...] | frozenset[int]) -> str:
     return ",".join(parts)
 
 
-def parse_list(text: str) -> list[int]:
-    """Linux cpu-list format (``0-3,8,10-11``) -> sorted OS indexes."""
+def parse_list(text: str, hi: int = MAX_OS_INDEX, what: str = "CPU list") -> list[int]:
+    """Linux cpu-list format (``0-3,8,10-11``) -> sorted OS indexes, each from 0 to ``hi``
+    (checked before a range is expanded: ``0-99999999`` costs nothing). Anything else (a
+    sign, a non-ASCII digit, ``3-1``, a word) is a :class:`TopobindError` naming ``what``."""
     out: set[int] = set()
     for part in text.strip().split(","):
         part = part.strip()
         if not part:
             continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            out.update(range(int(lo), int(hi) + 1))
-        else:
-            out.add(int(part))
+        lo_text, dash, hi_text = part.partition("-")
+        bounds = (lo_text, hi_text) if dash else (lo_text,)
+        if not all(0 < len(b) <= 9 and b.isdigit() and b.isascii() for b in bounds):
+            raise TopobindError(
+                f"{what} {_shown(text)!r}: {part[:20]!r} is not N or N-M (ASCII digits, e.g. 0-3,8)"
+            )
+        first, last = int(lo_text), int(hi_text or lo_text)
+        if first > last or last > hi:
+            raise TopobindError(
+                f"{what} {_shown(text)!r}: {part!r} is not a range of indexes from 0 to {hi}"
+            )
+        out.update(range(first, last + 1))
     return sorted(out)
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 60 else text[:60] + "..."
 
 
 # --------------------------------------------------------------------------- model

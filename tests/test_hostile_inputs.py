@@ -1,0 +1,232 @@
+"""The hostile inputs of issue 22 (items 5-10), each with the issue's exact input, through the
+real ``topobind`` command: hostile Slurm variables and ``scontrol`` answers, corrupt
+topologies, preset device variables, hostile probe output and result files.
+
+Each refusal must be one ``topobind: error:`` line naming the input, a non-zero exit and no
+traceback, within a hang detector's time (the subprocess timeout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from topo_sources import TOPOLOGIES
+
+REPO = Path(__file__).resolve().parents[1]
+TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
+HANG = 30  # seconds: a hang detector only
+SMALL_XML = TOPOLOGIES / "fakecpukinds.xml"
+NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
+
+
+def topobind(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [TOPOBIND, *args],
+        capture_output=True,
+        text=True,
+        env={**NO_SLURM, **env},
+        cwd=cwd,
+        timeout=HANG,
+    )
+
+
+def refused(done: subprocess.CompletedProcess[str], *names: str) -> str:
+    """The one error line of a refusal; it must name each of ``names``."""
+    assert done.returncode != 0, done.stdout
+    assert "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("topobind: error:")]
+    assert len(errors) == 1, done.stderr
+    for name in names:
+        assert name in errors[0], errors[0]
+    return errors[0]
+
+
+# --------------------------------------------------------------------------- Slurm variables
+IN_JOB = {"SLURM_JOB_ID": "1"}
+
+
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({"SLURM_NTASKS": "²"}, ("SLURM_NTASKS", "'²'")),
+        ({"SLURM_JOB_NUM_NODES": "²", "SLURM_NTASKS": "4"}, ("SLURM_JOB_NUM_NODES", "'²'")),
+        ({"SLURM_NTASKS_PER_NODE": "2(x1000000000000)"}, ("2(x1000000000000)",)),
+        ({"SLURM_NTASKS_PER_NODE": "2(x1000000000)"}, ("2(x1000000000)", "more than 1 node")),
+        ({"SLURM_NTASKS_PER_NODE": "2(x0)"}, ("2(x0)",)),
+        # item 10: two nodes' counts in a one-node job
+        ({"SLURM_NTASKS_PER_NODE": "2(x2)"}, ("2(x2)", "more than 1 node")),
+        ({"SLURM_NTASKS_PER_NODE": "2,2", "SLURM_JOB_NUM_NODES": "3"}, ("2,2", "3 nodes")),
+        ({"SLURM_NTASKS": "4", "SLURM_JOB_NUM_NODES": "1000000000"}, ("SLURM_JOB_NUM_NODES",)),
+    ],
+    ids=lambda v: str(v),
+)
+def test_hostile_slurm_task_counts(env: dict[str, str], names: tuple[str, ...]) -> None:
+    done = topobind("env", "-t", str(SMALL_XML), "-l", "compact", **IN_JOB, **env)
+    refused(done, *names)
+
+
+def test_the_task_counts_slurm_really_gives_still_plan() -> None:
+    done = topobind(
+        "env", "-t", str(SMALL_XML), "-l", "compact", **IN_JOB, SLURM_NTASKS_PER_NODE="1"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "allocation" not in done.stderr
+
+
+def fake_scontrol(tmp_path: Path, cpu_ids: str) -> dict[str, str]:
+    """A job of two nodes whose ``scontrol show job -d`` answers ``CPU_IDs=cpu_ids``: a
+    fake scontrol first on PATH, since no real Slurm answers such text."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "scontrol"
+    script.write_text(
+        "#!/bin/sh\n"
+        'case "$2" in\n'
+        "  hostnames) printf 'n1\\nn2\\n' ;;\n"
+        f"  job) printf '   Nodes=n[1-2] CPU_IDs={cpu_ids} Mem=0 GRES=\\n' ;;\n"
+        "  *) exit 1 ;;\n"
+        "esac\n"
+    )
+    script.chmod(0o755)
+    return {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": "7",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURM_NTASKS_PER_NODE": "2",
+    }
+
+
+@pytest.mark.parametrize("cpu_ids", ["0-99999999", "0-1,abc", "-1", "3-1", "0-²"])
+def test_hostile_scontrol_cpu_ids(cpu_ids: str, tmp_path: Path) -> None:
+    done = topobind(
+        "env", "-t", str(SMALL_XML), "-l", "compact", **fake_scontrol(tmp_path, cpu_ids)
+    )
+    refused(done, "CPU_IDs", repr(cpu_ids))
+
+
+def test_verify_nodes_is_bounded() -> None:
+    for nodes in ("1000000000", "1000000"):
+        done = topobind(
+            "verify", "-t", str(SMALL_XML), "-l", "compact", "--nodes", nodes, "--", "true"
+        )
+        refused(done, "--nodes", nodes)
+
+
+# --------------------------------------------------------------------------- probe output
+GOOD_ENTRY = {"rank": 0, "thread": 0, "cpu": 0, "affinity": [0], "host": "h"}
+
+
+def probe_line(**change: object) -> str:
+    entry = {**GOOD_ENTRY, **change}
+    doc = {"kernel": "whereami", "host": "h", "rank": 0, "placement": [entry]}
+    return json.dumps(doc)
+
+
+PROBE_LINES = {
+    "rank-x": (probe_line(rank="x"), '"rank"'),
+    "no-rank": (probe_line().replace('"rank": 0, "thread"', '"thread"'), '"rank"'),
+    "placement-5": ('{"kernel":"whereami","host":"h","placement":5}', '"placement"'),
+    "placement-a": ('{"kernel":"whereami","host":"h","placement":["a"]}', "placement entry 0"),
+    "nested": ('{"kernel":' + "[" * 100000 + "]" * 100000 + "}", "nested too deep"),
+    "cpu-nan": (probe_line().replace('"cpu": 0', '"cpu": NaN'), '"cpu"'),
+    "gpu-rank-zz": (
+        json.dumps(
+            {
+                "kernel": "whereami",
+                "host": "h",
+                "rank": "zz",
+                "params": {"device_env": {"CUDA_VISIBLE_DEVICES": "0"}},
+                "placement": [GOOD_ENTRY],
+            }
+        ),
+        '"rank"',
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(PROBE_LINES))
+def test_hostile_probe_output(case: str, tmp_path: Path) -> None:
+    line, names = PROBE_LINES[case]
+    (tmp_path / "probe.txt").write_text(line + "\n")
+    gpu = case.startswith("gpu")
+    topo = REPO / "tests" / "data" / "gpu-amd-drm.xml" if gpu else SMALL_XML
+    layout = "per-gpu" if gpu else "compact"
+    cat = ["sh", "-c", f"cat {tmp_path / 'probe.txt'}"]
+    done = topobind("verify", "-t", str(topo), "-l", layout, "--ranks", "1", "--", *cat)
+    refused(done, "probe output line 1", names)
+
+
+# --------------------------------------------------------------------------- result files
+@pytest.fixture(scope="module")
+def stream_result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    stream = REPO / "kernels" / "bin" / "stream"
+    if not stream.exists():
+        pytest.skip("run 'make kernels' first")
+    out = subprocess.run(
+        [str(stream), "--elements", "100k", "--trials", "3"],
+        capture_output=True,
+        text=True,
+        env={**NO_SLURM, "OMP_NUM_THREADS": "1"},
+        timeout=60,
+        check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def _without(doc: dict[str, object], key: str) -> dict[str, object]:
+    return {k: v for k, v in doc.items() if k != key}
+
+
+def _all_nan(doc: dict[str, object]) -> dict[str, object]:
+    copy = json.loads(json.dumps(doc))
+    for metric in copy["metrics"].values():
+        metric["trials"] = [float("nan")] * len(metric["trials"])
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("case", "names"),
+    [
+        ("nested", "nested too deep"),
+        ("huge-headline", '"headline.value"'),
+        ("no-metrics", '"metrics"'),
+        ("nan-trials", "no trial is a finite number"),
+    ],
+)
+def test_hostile_result_files(
+    case: str, names: str, stream_result: dict[str, object], tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "good.json").write_text(json.dumps(stream_result))
+    bad = results / "bad.json"
+    if case == "nested":
+        bad.write_text("[" * 100000 + "]" * 100000)
+    elif case == "huge-headline":
+        head = {**stream_result["headline"], "value": 1.7e308}  # type: ignore[dict-item]
+        bad.write_text(json.dumps({**stream_result, "headline": head}))
+    elif case == "no-metrics":
+        bad.write_text(json.dumps(_without(stream_result, "metrics")))
+    else:
+        bad.write_text(json.dumps(_all_nan(stream_result)))
+    done = topobind("report", str(results), "-o", str(tmp_path / "out"))
+    refused(done, str(bad), names)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_host_name_with_a_newline_stays_on_its_line(
+    stream_result: dict[str, object], tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    for i, host in enumerate(["node1", "node2\nFAKE LINE", "node3"]):
+        (results / f"{i}.json").write_text(json.dumps({**stream_result, "host": host}))
+    done = topobind("report", str(results), "-o", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    assert "node2\\nFAKE LINE" in summary
+    assert not any(line.startswith("FAKE LINE") for line in summary.splitlines())
