@@ -230,3 +230,73 @@ def test_a_host_name_with_a_newline_stays_on_its_line(
     summary = (tmp_path / "out" / "summary.txt").read_text()
     assert "node2\\nFAKE LINE" in summary
     assert not any(line.startswith("FAKE LINE") for line in summary.splitlines())
+
+
+# --------------------------------------------------------------------------- corrupt topologies
+PASCAL = TOPOLOGIES / "gpu" / "mpibind-cts1-pascal.xml"  # 2 NVIDIA P100 (cuda0, cuda1)
+TWO_NUMA = TOPOLOGIES / "24em64t-2n6c2t-pci.xml"
+GPU0 = 'type="PCIDev" gp_index="235" pci_busid="0000:04:00.0"'
+#: case -> (shipped XML, text in it, its replacement, what the error names)
+CORRUPT = {
+    "duplicate-pu": (
+        SMALL_XML,
+        'type="PU" os_index="2"',
+        'type="PU" os_index="0"',
+        "two PU objects have os_index=0",
+    ),
+    "duplicate-numa": (
+        TWO_NUMA,
+        'type="NUMANode" os_index="1"',
+        'type="NUMANode" os_index="0"',
+        "two NUMANode objects have os_index=0",
+    ),
+    "gpus-one-bus-id": (
+        PASCAL,
+        'type="PCIDev" gp_index="236" pci_busid="0000:07:00.0"',
+        'type="PCIDev" gp_index="236" pci_busid="0000:04:00.0"',
+        "pci_busid='0000:04:00.0'",
+    ),
+    "gpu-without-pci": (PASCAL, GPU0, 'type="Bridge" gp_index="235"', "has no PCIDev"),
+    "cuda1-renamed-cuda0": (PASCAL, 'name="cuda1"', 'name="cuda0"', "'cuda0'"),
+    "cpukinds-overlap": (
+        SMALL_XML,
+        '<cpukind cpuset="0x00000004"',
+        '<cpukind cpuset="0x00000006"',
+        "cpukind objects overlap (PUs 1",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CORRUPT))
+@pytest.mark.parametrize("command", ["show", "plan"])
+def test_corrupt_topologies_are_refused(case: str, command: str, tmp_path: Path) -> None:
+    shipped, old, new, names = CORRUPT[case]
+    text = shipped.read_text()
+    assert text.count(old) == 1, old
+    bad = tmp_path / f"{case}.xml"
+    bad.write_text(text.replace(old, new))
+    layout = ["-l", "per-gpu" if shipped == PASCAL else "per-numa"] if command == "plan" else []
+    done = topobind(command, "-t", str(bad), *layout, cwd=tmp_path)
+    refused(done, str(bad), names)
+    assert done.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == [bad.name]
+
+
+def test_the_shipped_topologies_still_load() -> None:
+    """The checks refuse only corrupt files: every shipped XML still loads."""
+    for xml in [*TOPOLOGIES.glob("*.xml"), *TOPOLOGIES.glob("gpu/*.xml")]:
+        done = topobind("show", "-t", str(xml))
+        assert done.returncode == 0, (xml, done.stderr)
+
+
+# --------------------------------------------------------------------------- preset devices
+def test_a_preset_device_variable_is_named_with_a_topology_file() -> None:
+    args = ("env", "-t", str(PASCAL), "-l", "per-gpu")
+    done = topobind(*args, CUDA_VISIBLE_DEVICES="1")
+    assert done.returncode == 0, done.stderr
+    assert f"CUDA_VISIBLE_DEVICES=1 is already set, but the plan numbers the GPUs of {PASCAL}" in (
+        done.stderr
+    )
+    assert "already set" not in topobind(*args).stderr
+    # another vendor's variable is not the plan's: nothing replaces it
+    assert "already set" not in topobind(*args, ROCR_VISIBLE_DEVICES="1").stderr

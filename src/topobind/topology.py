@@ -398,8 +398,14 @@ def _numa_cpusets(
         nodes_allowed = _bitmap(source, machine.get("allowed_nodeset", ""))
     with_cpus: list[tuple[int, frozenset[int], int, str | None]] = []
     cpuless: list[int] = []
+    seen: set[int] = set()  # a duplicate index would give one rank two NUMA nodes
     for attrs in doc.numa:
         os_idx = _int_attr(attrs, "os_index", source, hi=MAX_OS_INDEX)
+        if os_idx in seen:
+            raise TopologyError(
+                f"{source}: two NUMANode objects have os_index={os_idx}; {_XML_FIX}"
+            )
+        seen.add(os_idx)
         cs = _bitmap(source, attrs.get("cpuset", "")) & usable
         if nodes_allowed is not None and os_idx not in nodes_allowed:
             continue
@@ -477,7 +483,7 @@ def parse_xml(
         numa_distances=distances,
         numa_distance_index=dist_index,
         cpu_kinds=tuple(kinds),
-        devices=devices_of(doc.osdevs, usable_set, numa_os),
+        devices=devices_of(doc.osdevs, usable_set, numa_os, source),
         xml=text,
         missing_levels=(() if doc.packages else ("Package",)) + (() if doc.has_core else ("Core",)),
     )
@@ -627,8 +633,16 @@ def _int_or_none(value: str | None) -> int | None:
 
 def _parse_cpukinds(doc: HwlocXml, usable: set[int]) -> list[CpuKind]:
     kinds: list[CpuKind] = []
+    taken: set[int] = set()  # the PUs of the kinds before: a PU has one kind
     for attrs, infos in doc.cpukinds:
-        pus = tuple(sorted(_bitmap(doc.source, attrs.get("cpuset", "")) & usable))
+        cpuset = _bitmap(doc.source, attrs.get("cpuset", ""))
+        if not taken.isdisjoint(cpuset):
+            raise TopologyError(
+                f"{doc.source}: cpukind objects overlap (PUs {format_list(taken & cpuset)} are in "
+                f"two kinds); {_XML_FIX}"
+            )
+        taken |= cpuset
+        pus = tuple(sorted(cpuset & usable))
         if not pus:
             continue
         eff = attrs.get("forced_efficiency") or attrs.get("efficiency")
