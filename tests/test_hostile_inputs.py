@@ -300,3 +300,43 @@ def test_a_preset_device_variable_is_named_with_a_topology_file() -> None:
     assert "already set" not in topobind(*args).stderr
     # another vendor's variable is not the plan's: nothing replaces it
     assert "already set" not in topobind(*args, ROCR_VISIBLE_DEVICES="1").stderr
+
+
+# --------------------------------------------------------------------------- the per-rank step
+RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
+needs_rankexec = pytest.mark.skipif(not RANKEXEC.exists(), reason="run 'make kernels' first")
+
+
+def rankexec(step: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(RANKEXEC), str(step), "--", "true"],
+        capture_output=True,
+        text=True,
+        env=NO_SLURM,
+        timeout=HANG,
+    )
+
+
+def step_error(done: subprocess.CompletedProcess[str], *names: str) -> None:
+    assert done.returncode == 125, done
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("topobind rankexec: error:"), done.stderr
+    for name in names:
+        assert name in lines[0], lines[0]
+
+
+@needs_rankexec
+def test_rankexec_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "rankexec.txt"
+    os.mkfifo(fifo, 0o600)
+    step_error(rankexec(fifo), str(fifo), "not a regular file")
+
+
+@needs_rankexec
+@pytest.mark.skipif(99 in os.sched_getaffinity(0), reason="this machine holds CPU 99")
+@pytest.mark.parametrize("cpus", ["0,99", "99", "0-99"])
+def test_rankexec_refuses_cpus_it_cannot_bind(cpus: str, tmp_path: Path) -> None:
+    step = tmp_path / "rankexec.txt"
+    step.write_text(f"topobind-rankexec 2\n@*\n0\t%cpus={cpus}\tX=1\n")
+    step.chmod(0o600)
+    step_error(rankexec(step), f"CPUs {cpus}")
