@@ -340,3 +340,32 @@ def test_rankexec_refuses_cpus_it_cannot_bind(cpus: str, tmp_path: Path) -> None
     step.write_text(f"topobind-rankexec 2\n@*\n0\t%cpus={cpus}\tX=1\n")
     step.chmod(0o600)
     step_error(rankexec(step), f"CPUs {cpus}")
+
+
+# --------------------------------------------------------------------------- node names
+@needs_rankexec
+def test_env_and_rankexec_take_the_same_group_for_a_qualified_node_name(tmp_path: Path) -> None:
+    """SLURMD_NODENAME=node3.cluster.org: both take node3's group (the name up to the '.')."""
+    from topobind.launch import NodePlan
+    from topobind.layouts import make_plan
+    from topobind.pernode import env_group
+    from topobind.topology import load
+
+    node = load(str(TWO_NUMA))
+    groups = [
+        NodePlan(("node1", "node2"), make_plan(node, "compact", ranks=1, threads=1)),
+        NodePlan(("node3",), make_plan(node, "compact", ranks=1, threads=2), first_rank=2),
+    ]
+    env = {"SLURM_STEP_ID": "0", "SLURMD_NODENAME": "node3.cluster.org"}
+    assert env_group(groups, env) is groups[1]
+    step = tmp_path / "rankexec.txt"
+    step.write_text("topobind-rankexec 1\n@node1,node2\n0\tX=first\n@node3\n0\tX=node3\n")
+    step.chmod(0o600)
+    done = subprocess.run(
+        [str(RANKEXEC), str(step), "--", "sh", "-c", 'echo "$X"'],
+        capture_output=True,
+        text=True,
+        env={**NO_SLURM, "SLURMD_NODENAME": "node3.cluster.org"},
+        timeout=HANG,
+    )
+    assert done.stdout.strip() == "node3", done.stderr
