@@ -369,3 +369,14 @@ def test_env_and_rankexec_take_the_same_group_for_a_qualified_node_name(tmp_path
         timeout=HANG,
     )
     assert done.stdout.strip() == "node3", done.stderr
+
+
+def test_a_sample_file_that_is_not_utf8_is_read_without_a_traceback(tmp_path: Path) -> None:
+    """Found by tests/test_fuzz_inputs.py: a sample of bytes that are not UTF-8."""
+    from topobind.verify import read_samples
+
+    good = tmp_path / "sample-good.json"
+    good.write_text(probe_line() + "\n")
+    bad = tmp_path / "sample-bad.json"
+    bad.write_bytes(b"\x80\xff")
+    assert [o.cpu for o in read_samples([str(bad), str(good)])] == [0]

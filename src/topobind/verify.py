@@ -150,7 +150,7 @@ def read_samples(paths: list[str]) -> list[Observed]:
     text = ""
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as fh:
+            with open(path, encoding="utf-8", errors="replace") as fh:
                 text += fh.read(1 << 20) + "\n"
         except OSError:
             continue

@@ -17,6 +17,10 @@ from topobind.sites.catalogue import CHECKS
 
 
 # --- validation
+#: Largest site file read (the shipped ones are a few KiB).
+MAX_SITE_BYTES = 1 << 20
+
+
 class SiteError(TopobindError):
     """A site file is malformed; ``problems`` holds every ``FILE: PATH: message`` line."""
 
@@ -236,11 +240,14 @@ def _semantic_problems(doc: dict[str, Any], display: str, dirname: str) -> list[
 def _read_yaml(path: Path) -> Any:
     import yaml
 
+    from topobind.inputs import InputFile
+
     display = _display(path)
+    site_file = InputFile("site file", MAX_SITE_BYTES, "give a site.yaml (docs/site-admins.md)")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SiteError([f"{display}: cannot read: {exc.strerror}"]) from exc
+        text = site_file.read_text(path)  # a regular file: a FIFO does not block the read
+    except TopobindError as exc:
+        raise SiteError([str(exc)]) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
