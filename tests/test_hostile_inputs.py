@@ -380,3 +380,12 @@ def test_a_sample_file_that_is_not_utf8_is_read_without_a_traceback(tmp_path: Pa
     bad = tmp_path / "sample-bad.json"
     bad.write_bytes(b"\x80\xff")
     assert [o.cpu for o in read_samples([str(bad), str(good)])] == [0]
+
+
+def test_a_fifo_as_site_file_is_refused_without_blocking(tmp_path: Path) -> None:
+    """Found by tests/test_fuzz_inputs.py's neighbours: site.yaml read with a blocking open."""
+    site = tmp_path / "sites" / "fifo"
+    site.mkdir(parents=True)
+    os.mkfifo(site / "site.yaml", 0o600)
+    done = topobind("site", "check", "fifo", TOPOBIND_SITES_DIR=str(tmp_path / "sites"))
+    refused(done, "site.yaml", "FIFO")
