@@ -389,3 +389,19 @@ def test_a_fifo_as_site_file_is_refused_without_blocking(tmp_path: Path) -> None
     os.mkfifo(site / "site.yaml", 0o600)
     done = topobind("site", "check", "fifo", TOPOBIND_SITES_DIR=str(tmp_path / "sites"))
     refused(done, "site.yaml", "FIFO")
+
+
+def test_yaml_aliases_that_expand_without_end_are_refused(tmp_path: Path) -> None:
+    """'Billion laughs' in a site file: anchors of anchors, nine deep, once hung site check."""
+    site = tmp_path / "sites" / "betzy"
+    site.mkdir(parents=True)
+    laughs = ["lol0: &l0 [x, x, x, x, x, x, x, x, x]"] + [
+        f"lol{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)
+    ]
+    text = (REPO / "site_configs" / "betzy" / "site.yaml").read_text()
+    node = '  description: "2x AMD EPYC 7742'
+    assert text.count(node) == 1
+    text = text.replace(node, '  description: *l9\n  x: "', 1)
+    (site / "site.yaml").write_text("\n".join(laughs) + "\n" + text)
+    done = topobind("site", "check", "betzy", TOPOBIND_SITES_DIR=str(tmp_path / "sites"))
+    refused(done, "site.yaml", "aliases")
