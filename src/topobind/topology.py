@@ -638,8 +638,8 @@ def _parse_cpukinds(doc: HwlocXml, usable: set[int]) -> list[CpuKind]:
         cpuset = _bitmap(doc.source, attrs.get("cpuset", ""))
         if not taken.isdisjoint(cpuset):
             raise TopologyError(
-                f"{doc.source}: cpukind objects overlap (PUs {format_list(taken & cpuset)} are in "
-                f"two kinds); {_XML_FIX}"
+                f"{doc.source}: cpukind objects overlap (PUs {format_list(cpuset & taken)} in two "
+                f"kinds); {_XML_FIX}"
             )
         taken |= cpuset
         pus = tuple(sorted(cpuset & usable))
