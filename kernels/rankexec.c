@@ -63,6 +63,9 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    for (char *p = msg; *p; p++) /* quoted file text: one line, whatever it holds */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     fprintf(stderr, "topobind rankexec: error: %s\n", msg);
     exit(EXIT_STEP);
 }

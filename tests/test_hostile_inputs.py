@@ -405,3 +405,13 @@ def test_yaml_aliases_that_expand_without_end_are_refused(tmp_path: Path) -> Non
     (site / "site.yaml").write_text("\n".join(laughs) + "\n" + text)
     done = topobind("site", "check", "betzy", TOPOBIND_SITES_DIR=str(tmp_path / "sites"))
     refused(done, "site.yaml", "aliases")
+
+
+@needs_rankexec
+def test_rankexec_errors_stay_on_one_line(tmp_path: Path) -> None:
+    """Found by tests/test_fuzz_commands.py: a malformed line holding a carriage return was
+    quoted as it was, so the error took two lines."""
+    step = tmp_path / "rankexec.txt"
+    step.write_text("topobind-rankexec 1\nx\tA=\r0\n")
+    step.chmod(0o600)
+    step_error(rankexec(step), "malformed line x?A=?0")
