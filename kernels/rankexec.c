@@ -63,6 +63,9 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    for (char *p = msg; *p; p++) /* quoted file text: one line, whatever it holds */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     fprintf(stderr, "topobind rankexec: error: %s\n", msg);
     exit(EXIT_STEP);
 }
@@ -81,10 +84,12 @@ static long env_number(const char *const *names)
     return -1;
 }
 
-/* Read FILE after checking, on the open descriptor, who owns it and who may write it. */
+/* Read FILE after checking, on the open descriptor, who owns it and who may write it. Opened
+   non-blocking, so a FIFO does not block the open; blocking again once it is known to be a
+   regular file. */
 static char *read_plan(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         fail("cannot open %s: %s", path, strerror(errno));
     struct stat st;
@@ -92,6 +97,8 @@ static char *read_plan(const char *path)
         fail("cannot stat %s: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode))
         fail("%s is not a regular file", path);
+    if (fcntl(fd, F_SETFL, 0) != 0)
+        fail("cannot read %s: %s", path, strerror(errno));
     if (st.st_uid != geteuid())
         fail("%s is owned by uid %ld, not by this user (uid %ld): refused", path,
              (long)st.st_uid, (long)geteuid());
@@ -201,6 +208,16 @@ static void bind_to(const char *list, long rank)
     if (sched_setaffinity(0, size, set) != 0)
         fail("cannot bind local rank %ld to CPUs %.40s: %s (CPUs this job does not hold here?)",
              rank, list, strerror(errno));
+    /* The kernel keeps the CPUs of the mask it can use and drops the others without a word:
+       every CPU of the line must be in the mask it kept. */
+    CPU_ZERO_S(size, set);
+    if (sched_getaffinity(0, size, set) != 0)
+        fail("cannot read local rank %ld's binding: %s", rank, strerror(errno));
+    for (int i = 0; i < n; i++)
+        if (!CPU_ISSET_S((size_t)cpus[i], size, set))
+            fail("cannot bind local rank %ld to CPUs %.40s: CPU %d is not available here "
+                 "(offline, or a CPU this job does not hold here?)",
+                 rank, list, cpus[i]);
     CPU_FREE(set);
     free(cpus);
 }

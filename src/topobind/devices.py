@@ -274,12 +274,52 @@ def _nics(devs: list[_OsDev], loc: _Locality) -> list[Nic]:
     return out
 
 
-def devices_of(found: list[OsDevice], usable: set[int], numa: set[int]) -> Devices:
+def devices_of(
+    found: list[OsDevice], usable: set[int], numa: set[int], source: str = "hwloc XML"
+) -> Devices:
     """The GPUs and NICs among the OS devices an XML pass ``found``
     (:mod:`topobind.hwloc_xml`), their locality cut to the ``usable`` PUs and the ``numa``
-    nodes of the topology."""
+    nodes of the topology. A GPU that cannot be told apart from another (no PCI device above
+    it, an OS device name or runtime index twice) is a :class:`TopologyError` naming
+    ``source``."""
     devs = [_osdev(device) for device in found]
     if not devs:
         return Devices()
     loc = _Locality(usable, numa)
-    return Devices(gpus=tuple(_gpus(devs, loc)), nics=tuple(_nics(devs, loc)))
+    gpus = _gpus(devs, loc)
+    _check_gpus(
+        [(d, id(f.pcidev)) for d, f in zip(devs, found, strict=True) if _is_gpu(d)], gpus, source
+    )
+    return Devices(gpus=tuple(gpus), nics=tuple(_nics(devs, loc)))
+
+
+def _check_gpus(devs: list[tuple[_OsDev, int]], gpus: list[Gpu], source: str) -> None:
+    """Each GPU OS device under a PCI device (``devs``: with the identity of that PCIDev
+    element) whose bus id no other GPU's PCI device has, each name once, each runtime index
+    once per vendor: otherwise GPUs vanish, multiply or two ranks get one device."""
+    from topobind.errors import TopologyError
+
+    fix = "give the node's own XML (lstopo-no-graphics --of xml > node.xml on the node)"
+    names: set[str] = set()
+    owners: dict[str, int] = {}  # bus id -> its PCIDev element
+    for d, pcidev in devs:
+        if d.pci is not None and owners.setdefault(d.pci, pcidev) != pcidev:
+            raise TopologyError(
+                f"{source}: two PCIDev objects holding GPUs have pci_busid={d.pci[:40]!r}; {fix}"
+            )
+        if d.pci is None:
+            raise TopologyError(
+                f"{source}: GPU OS device {d.name[:40]!r} has no PCIDev object with a "
+                f"pci_busid above it (its OS devices cannot be told apart from other GPUs'); {fix}"
+            )
+        if d.name in names:
+            raise TopologyError(f"{source}: two OS devices are named {d.name[:40]!r}; {fix}")
+        names.add(d.name)
+    indexes: dict[tuple[str | None, int], Gpu] = {}
+    for g in gpus:
+        other = indexes.setdefault((g.vendor, g.index), g)
+        if other is not g:
+            raise TopologyError(
+                f"{source}: GPUs {other.os!r} (PCI {other.pci}) and {g.os!r} (PCI {g.pci}) "
+                f"have one device index {g.index}; {fix}"
+            )

@@ -111,6 +111,7 @@ def _handlers(
     is_object: list[bool] = []  # every open element: is it an object of the tree?
     serial = 0
     source = doc.source
+    pu_indexes: set[int] = set()  # a duplicate index would give two ranks one CPU
 
     def start(name: str, attrs: Attrs) -> None:
         nonlocal serial
@@ -135,6 +136,9 @@ def _handlers(
                     f"{source}: more than {max_pus} PUs, more than any Linux node has; {fix}"
                 )
             os_index = int_attr(attrs, "os_index", source, fix, hi=MAX_OS_INDEX)
+            if os_index in pu_indexes:
+                raise TopologyError(f"{source}: two PU objects have os_index={os_index}; {fix}")
+            pu_indexes.add(os_index)
             core_key = frame[1] if frame[2] is not None else serial
             doc.pus.append(Pu(os_index, core_key, frame[2], frame[0], frame[3]))
         elif typ == "Package":

@@ -194,14 +194,20 @@ def assign(
 
 
 def _preset_variables(topo: Topology, gpus: Sequence[Gpu]) -> list[str]:
-    """A live plan inside a job that already narrows the visible GPUs (Slurm's --gpus sets
-    CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES): the runtime renumbers them from 0, the plan
-    numbers the node's GPUs."""
+    """A plan made where the visible GPUs are already narrowed (Slurm's --gpus sets
+    CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES): the plan's per-rank values replace the
+    variable. Live: the runtime renumbers the job's GPUs from 0, the plan numbers the node's;
+    a topology file: the plan numbers the GPUs of that file, whatever the variable says."""
     import os
 
-    if topo.source != "live":
-        return []
     names = sorted({g.variable for g in gpus if g.variable and g.variable in os.environ})
+    if topo.source != "live":
+        return [
+            f"{name}={os.environ[name]} is already set, but the plan numbers the GPUs of "
+            f"{topo.source}, so its per-rank values replace it; unset {name}, or check that "
+            "the plan's indexes are the GPUs this job may use"
+            for name in names
+        ]
     return [
         f"{name}={os.environ[name]} is already set (the job holds only some GPUs): the plan "
         "numbers the node's GPUs, so its per-rank values replace it; plan with the whole "

@@ -168,8 +168,9 @@ def env_group(node_plans: Sequence[NodePlan], env: Mapping[str, str] | None = No
         return node_plans[0]
     host = e.get("SLURMD_NODENAME") or socket.gethostname()
     if _in_job_step(e):
+        short = host.split(".", 1)[0]  # as rankexec matches: the name, or it up to the '.'
         for g in node_plans:
-            if host in g.hosts:
+            if host in g.hosts or short in g.hosts:
                 return g
         raise TopobindError(f"this host {host!r} is not one of the job's nodes")
     names = dict.fromkeys(k for v in variables for k in v)

@@ -311,6 +311,13 @@ def _read_source(src: str | os.PathLike[str] | bytes) -> tuple[str, str]:
     return read_bytes(name).decode("utf-8", errors="replace"), name
 
 
+#: What a document nested deeper than Python's JSON decoder goes is (no result is).
+TOO_DEEP = "JSON nested too deep to be a topobind result; re-run the kernel or remove the file"
+#: Largest headline value read: no measurement is near it, and the statistics of values
+#: near float's limit (1.7e308) overflow.
+MAX_VALUE = 1e100
+
+
 def _parse_json(text: str, source: str) -> Any:
     if not text.strip():
         raise TopobindError(f"{source}: empty kernel result (the kernel wrote nothing)")
@@ -321,6 +328,8 @@ def _parse_json(text: str, source: str) -> Any:
             f"{source}: corrupt or truncated JSON at line {exc.lineno} column {exc.colno}: "
             f"{exc.msg}"
         ) from None
+    except RecursionError:
+        raise TopobindError(f"{source}: {TOO_DEEP}") from None
 
 
 def parse_result(doc: Any, source: str = "<text>") -> Result:
@@ -340,6 +349,8 @@ def load_results(src: str | os.PathLike[str] | bytes) -> list[Result]:
     text, source = _read_source(src)
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise TopobindError(f"{source}: {TOO_DEEP}") from None
     except json.JSONDecodeError:
         docs = []
         for lineno, line in enumerate(text.splitlines(), 1):
@@ -523,6 +534,27 @@ def _count(value: object) -> int | None:
     return value if type(value) is int and value >= 1 else None
 
 
+def _check_metrics(metrics: object, head: object) -> None:
+    """Every result has ``metrics`` (an object; whereami's is empty); a metric's ``trials``
+    are numbers, not all NaN (a run with a headline measured something)."""
+    if not isinstance(metrics, dict):
+        got = "missing" if metrics is None else f"got {json.dumps(metrics)[:40]}"
+        raise ResultError(f'"metrics" must be an object of named metrics ({got})')
+    for name, metric in metrics.items():
+        trials = metric.get("trials") if isinstance(metric, dict) else None
+        if not isinstance(trials, list) or not trials:
+            raise ResultError(f'metric "{name[:40]}" must have a non-empty "trials" list')
+        if not any(type(t) in (int, float) and math.isfinite(t) for t in trials):
+            raise ResultError(
+                f'metric "{name[:40]}": no trial is a finite number (all NaN?); the run '
+                "measured nothing: re-run the kernel or remove the file"
+            )
+    if isinstance(head, dict) and metrics and head.get("metric") not in metrics:
+        raise ResultError(
+            f'"headline.metric" {json.dumps(head.get("metric"))[:40]} names no metric of "metrics"'
+        )
+
+
 def run_from_document(doc: object) -> Run:
     """Turn one decoded result document into a :class:`Run` (raises :class:`ResultError`)."""
     if not isinstance(doc, dict):
@@ -570,7 +602,7 @@ def run_from_document(doc: object) -> Run:
         placement = _placement(doc.get("placement"))
         topo = params.get("topology") if isinstance(params, dict) else None
         topology = topo if isinstance(topo, str) and topo.strip() else None
-    head = doc.get("headline")
+    _check_metrics(doc.get("metrics"), head := doc.get("headline"))
     metric = stat = unit = None
     value: float | None = None
     hib: bool | None = None
@@ -581,8 +613,11 @@ def run_from_document(doc: object) -> Run:
         unit = str(_field(head, "unit", str, "the headline unit"))
         hib = bool(_field(head, "higher_is_better", bool, "true or false"))
         value = _number(head.get("value"), '"headline.value"')
-        if not (math.isfinite(value) and value > 0):
-            raise ResultError(f'"headline.value" must be a positive finite number, got {value!r}')
+        if not (math.isfinite(value) and 0 < value <= MAX_VALUE):
+            raise ResultError(
+                f'"headline.value" must be a positive finite number up to {MAX_VALUE:g}, got '
+                f"{value!r}"
+            )
         s = head.get("stat")
         stat = s if isinstance(s, str) else None
     return Run(

@@ -14,8 +14,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from topobind.errors import TopobindError
+from topobind.inputs import whole_number
+from topobind.words import plural
 
-_COUNT = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+_COUNT = re.compile(r"^([0-9]+)(?:\(x([0-9]+)\))?$", re.ASCII)
+#: Most nodes a job may span (Slurm's largest clusters have tens of thousands): bounds the
+#: work on a hostile SLURM_JOB_NUM_NODES, SLURM_NTASKS_PER_NODE='2(x1000000000)' or --nodes.
+MAX_NODES = 1 << 16
+#: Most tasks a node may run (Slurm's MAX_TASKS_PER_NODE is 512; room for more).
+MAX_TASKS_PER_NODE = 1 << 16
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -28,20 +35,33 @@ def in_slurm(env: Mapping[str, str] | None = None) -> bool:
 
 def nodes(env: Mapping[str, str] | None = None) -> int:
     e = _env(env)
-    text = e.get("SLURM_JOB_NUM_NODES") or e.get("SLURM_NNODES") or "1"
-    if not text.isdigit() or int(text) < 1:
-        raise TopobindError(f"SLURM_JOB_NUM_NODES={text!r} is not a node count")
-    return int(text)
+    name = "SLURM_JOB_NUM_NODES" if e.get("SLURM_JOB_NUM_NODES") else "SLURM_NNODES"
+    text = e.get(name) or "1"
+    return whole_number(text, name, 1, MAX_NODES)
 
 
-def expand_counts(text: str) -> list[int]:
-    """Slurm's compressed per-node counts: ``2(x3),1`` -> ``[2, 2, 2, 1]``."""
+def expand_counts(text: str, limit: int = MAX_NODES) -> list[int]:
+    """Slurm's compressed per-node counts: ``2(x3),1`` -> ``[2, 2, 2, 1]``; at most ``limit``
+    nodes (checked before expanding), each count from 1 to :data:`MAX_TASKS_PER_NODE`."""
     out: list[int] = []
+    shown = text if len(text) <= 60 else text[:60] + "..."
     for part in text.split(","):
         m = _COUNT.match(part.strip())
         if not m:
-            raise TopobindError(f"cannot read the per-node count {text!r} (expected e.g. 2(x3))")
-        out.extend([int(m.group(1))] * int(m.group(2) or 1))
+            raise TopobindError(f"cannot read the per-node count {shown!r} (expected e.g. 2(x3))")
+        count, repeat = (int(g[:10]) for g in (m.group(1), m.group(2) or "1"))
+        if not 1 <= count <= MAX_TASKS_PER_NODE or repeat < 1:
+            raise TopobindError(
+                f"the per-node count {shown!r} has {part.strip()!r}: give counts from 1 to "
+                f"{MAX_TASKS_PER_NODE} tasks, each repeated (xN) at least once"
+            )
+        if len(out) + repeat > limit:
+            raise TopobindError(
+                f"the per-node count {shown!r} names more than {plural(limit, 'node')} (the "
+                "job's node count, or topobind's limit); check SLURM_JOB_NUM_NODES and the "
+                "per-node task counts (SLURM_NTASKS_PER_NODE, SLURM_TASKS_PER_NODE)"
+            )
+        out.extend([count] * repeat)
     return out
 
 
@@ -61,8 +81,14 @@ def tasks_per_node(env: Mapping[str, str] | None = None) -> TasksPerNode | None:
         return None
     per_node = e.get("SLURM_NTASKS_PER_NODE", "").strip()
     if per_node:
-        counts = expand_counts(per_node)
+        n = nodes(e)
+        counts = expand_counts(per_node, n)
         source = f"SLURM_NTASKS_PER_NODE={per_node}"
+        if len(counts) not in (1, n):
+            raise TopobindError(
+                f"{source} names {len(counts)} nodes but the job has {n} "
+                f"(SLURM_JOB_NUM_NODES={n}); give --ranks R (ranks per node)"
+            )
         if len(set(counts)) > 1:
             raise TopobindError(
                 f"the allocation has different task counts per node ({source}); topobind plans "
@@ -73,15 +99,14 @@ def tasks_per_node(env: Mapping[str, str] | None = None) -> TasksPerNode | None:
     if not total:
         return None
     n = nodes(e)
+    tasks = whole_number(total, "SLURM_NTASKS", 1, MAX_NODES * MAX_TASKS_PER_NODE)
     source = f"SLURM_NTASKS={total}" + (f" over SLURM_JOB_NUM_NODES={n}" if n > 1 else "")
-    if not total.isdigit() or int(total) < 1:
-        raise TopobindError(f"SLURM_NTASKS={total!r} is not a task count")
-    if int(total) % n:
+    if tasks % n:
         raise TopobindError(
             f"the allocation's tasks do not divide evenly over its nodes ({source}); "
             "topobind plans the same ranks on every node: give --ranks R (ranks per node)"
         )
-    return TasksPerNode(int(total) // n, source)
+    return TasksPerNode(tasks // n, source)
 
 
 def hostnames(env: Mapping[str, str] | None = None, nodelist: str | None = None) -> list[str]:
@@ -139,7 +164,7 @@ def _scontrol(env: Mapping[str, str], args: list[str], failed: str, fix: str = "
 def _job_cpu_ids(env: Mapping[str, str]) -> dict[str, frozenset[int]]:
     """{host: the job's CPU ids on it} from ``scontrol show job -d $SLURM_JOB_ID``: Slurm's
     abstract ids, not the OS's (see :func:`machine_cpus`)."""
-    from topobind.topology import parse_list
+    from topobind.topology import MAX_PUS, parse_list
 
     failed = "cannot read the job's CPUs per node"
     out_text = _scontrol(env, ["show", "job", "-d", env.get("SLURM_JOB_ID", "")], failed)
@@ -148,7 +173,9 @@ def _job_cpu_ids(env: Mapping[str, str]) -> dict[str, frozenset[int]]:
         raise TopobindError(f"{failed} (scontrol printed no 'Nodes= CPU_IDs=' lines)")
     out: dict[str, frozenset[int]] = {}
     for nodelist, ids in pairs:
-        cpus = frozenset(parse_list(ids))
+        cpus = frozenset(
+            parse_list(ids, MAX_PUS - 1, f"{failed}: scontrol's CPU_IDs of {nodelist}")
+        )
         for host in hostnames(env, nodelist):
             out[host] = cpus
     return out
@@ -165,7 +192,7 @@ def _threads_per_core(env: Mapping[str, str], hosts: list[str]) -> dict[str, int
     out: dict[str, int] = {}
     for line in text.splitlines():
         name = re.search(r"^NodeName=(\S+)", line)
-        threads = re.search(r"\bThreadsPerCore=(\d+)", line)
+        threads = re.search(r"\bThreadsPerCore=([0-9]{1,9})\b", line)
         if name and threads:
             out[name.group(1)] = int(threads.group(1))
     return out
@@ -215,8 +242,8 @@ def tasks_on_each_node(env: Mapping[str, str] | None = None) -> list[int] | None
         per_node = e.get("SLURM_STEP_TASKS_PER_NODE") or e.get("SLURM_TASKS_PER_NODE", "")
     if not per_node.strip():
         return None
-    counts = expand_counts(per_node.strip())
     n = nodes(e)
+    counts = expand_counts(per_node.strip(), n)
     if len(counts) == 1 and n > 1:
         counts *= n
     if len(counts) != n:

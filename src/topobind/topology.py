@@ -54,19 +54,32 @@ def format_list(indexes: list[int] | tuple[int, ...] | frozenset[int]) -> str:
     return ",".join(parts)
 
 
-def parse_list(text: str) -> list[int]:
-    """Linux cpu-list format (``0-3,8,10-11``) -> sorted OS indexes."""
+def parse_list(text: str, hi: int = MAX_OS_INDEX, what: str = "CPU list") -> list[int]:
+    """Linux cpu-list format (``0-3,8,10-11``) -> sorted OS indexes, each from 0 to ``hi``
+    (checked before a range is expanded: ``0-99999999`` costs nothing). Anything else (a
+    sign, a non-ASCII digit, ``3-1``, a word) is a :class:`TopobindError` naming ``what``."""
     out: set[int] = set()
     for part in text.strip().split(","):
         part = part.strip()
         if not part:
             continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            out.update(range(int(lo), int(hi) + 1))
-        else:
-            out.add(int(part))
+        lo_text, dash, hi_text = part.partition("-")
+        bounds = (lo_text, hi_text) if dash else (lo_text,)
+        if not all(0 < len(b) <= 9 and b.isdigit() and b.isascii() for b in bounds):
+            raise TopobindError(
+                f"{what} {_shown(text)!r}: {part[:20]!r} is not N or N-M (ASCII digits, e.g. 0-3,8)"
+            )
+        first, last = int(lo_text), int(hi_text or lo_text)
+        if first > last or last > hi:
+            raise TopobindError(
+                f"{what} {_shown(text)!r}: {part!r} is not a range of indexes from 0 to {hi}"
+            )
+        out.update(range(first, last + 1))
     return sorted(out)
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 60 else text[:60] + "..."
 
 
 # --------------------------------------------------------------------------- model
@@ -385,8 +398,14 @@ def _numa_cpusets(
         nodes_allowed = _bitmap(source, machine.get("allowed_nodeset", ""))
     with_cpus: list[tuple[int, frozenset[int], int, str | None]] = []
     cpuless: list[int] = []
+    seen: set[int] = set()  # a duplicate index would give one rank two NUMA nodes
     for attrs in doc.numa:
         os_idx = _int_attr(attrs, "os_index", source, hi=MAX_OS_INDEX)
+        if os_idx in seen:
+            raise TopologyError(
+                f"{source}: two NUMANode objects have os_index={os_idx}; {_XML_FIX}"
+            )
+        seen.add(os_idx)
         cs = _bitmap(source, attrs.get("cpuset", "")) & usable
         if nodes_allowed is not None and os_idx not in nodes_allowed:
             continue
@@ -464,7 +483,7 @@ def parse_xml(
         numa_distances=distances,
         numa_distance_index=dist_index,
         cpu_kinds=tuple(kinds),
-        devices=devices_of(doc.osdevs, usable_set, numa_os),
+        devices=devices_of(doc.osdevs, usable_set, numa_os, source),
         xml=text,
         missing_levels=(() if doc.packages else ("Package",)) + (() if doc.has_core else ("Core",)),
     )
@@ -614,8 +633,16 @@ def _int_or_none(value: str | None) -> int | None:
 
 def _parse_cpukinds(doc: HwlocXml, usable: set[int]) -> list[CpuKind]:
     kinds: list[CpuKind] = []
+    taken: set[int] = set()  # the PUs of the kinds before: a PU has one kind
     for attrs, infos in doc.cpukinds:
-        pus = tuple(sorted(_bitmap(doc.source, attrs.get("cpuset", "")) & usable))
+        cpuset = _bitmap(doc.source, attrs.get("cpuset", ""))
+        if not taken.isdisjoint(cpuset):
+            raise TopologyError(
+                f"{doc.source}: cpukind objects overlap (PUs {format_list(cpuset & taken)} in two "
+                f"kinds); {_XML_FIX}"
+            )
+        taken |= cpuset
+        pus = tuple(sorted(cpuset & usable))
         if not pus:
             continue
         eff = attrs.get("forced_efficiency") or attrs.get("efficiency")

@@ -23,7 +23,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from typing import Any
 
+from topobind.bitmap import MAX_OS_INDEX
 from topobind.errors import TopobindError
 from topobind.plan import PlannedRank
 from topobind.topology import format_list
@@ -49,8 +51,14 @@ class Row:
     reason: str = ""  # why it is not OK (empty when OK)
 
 
-def parse_probe_output(text: str) -> list[Observed]:
-    out: list[Observed] = []
+_PROBE_FIX = "the probe's output is corrupt (is kernels/bin/whereami topobind's probe?)"
+
+
+def probe_documents(text: str) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, document) of each whereami report in the probe's output (JSON Lines;
+    other lines, such as a launcher's messages, are skipped). A line that starts like JSON
+    but is not (bad syntax, nested too deep, not an object) is a :class:`TopobindError`."""
+    out: list[tuple[int, dict[str, Any]]] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line.startswith("{"):
@@ -59,18 +67,54 @@ def parse_probe_output(text: str) -> list[Observed]:
             doc = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TopobindError(f"probe output line {lineno} is not JSON: {exc}") from exc
-        if doc.get("kernel") != "whereami":
-            continue
-        for p in doc.get("placement", []):
-            out.append(
-                Observed(
-                    host=str(p.get("host", doc.get("host", "?"))),
-                    rank=int(p["rank"]),
-                    thread=int(p["thread"]),
-                    cpu=int(p["cpu"]),
-                    affinity=tuple(int(x) for x in p.get("affinity", [])),
-                )
+        except RecursionError:
+            raise TopobindError(
+                f"probe output line {lineno} is not JSON that topobind reads (nested too "
+                f"deep); {_PROBE_FIX}"
+            ) from None
+        if isinstance(doc, dict) and doc.get("kernel") == "whereami":
+            out.append((lineno, doc))
+    return out
+
+
+def _whole(entry: dict[str, Any], key: str, where: str, hi: int = 1 << 31) -> int:
+    """``entry[key]``, a JSON whole number from 0 to ``hi`` (not a bool, a float, NaN)."""
+    value = entry.get(key)
+    if type(value) is not int or not 0 <= value <= hi:
+        shown = "missing" if key not in entry else repr(value)[:40]
+        raise TopobindError(
+            f'{where}: "{key}" must be a whole number from 0 to {hi}, got {shown}; {_PROBE_FIX}'
+        )
+    return value
+
+
+def _observed(p: object, host: object, where: str) -> Observed:
+    """One placement entry of the probe's report, checked."""
+    if not isinstance(p, dict):
+        raise TopobindError(f"{where} is not a JSON object; {_PROBE_FIX}")
+    affinity = p.get("affinity", [])
+    if not isinstance(affinity, list):
+        raise TopobindError(f'{where}: "affinity" must be a list of CPUs; {_PROBE_FIX}')
+    return Observed(
+        host=str(p.get("host", host)),
+        rank=_whole(p, "rank", where),
+        thread=_whole(p, "thread", where),
+        cpu=_whole(p, "cpu", where, MAX_OS_INDEX),
+        affinity=tuple(_whole({"affinity": x}, "affinity", where, MAX_OS_INDEX) for x in affinity),
+    )
+
+
+def parse_probe_output(text: str) -> list[Observed]:
+    out: list[Observed] = []
+    for lineno, doc in probe_documents(text):
+        placement = doc.get("placement", [])
+        if not isinstance(placement, list):
+            raise TopobindError(
+                f'probe output line {lineno}: "placement" must be a list; {_PROBE_FIX}'
             )
+        host = doc.get("host", "?")
+        for i, p in enumerate(placement):
+            out.append(_observed(p, host, f"probe output line {lineno}, placement entry {i}"))
     if not out:
         raise TopobindError("the placement probe reported nothing (did the launch fail?)")
     return out
@@ -106,7 +150,7 @@ def read_samples(paths: list[str]) -> list[Observed]:
     text = ""
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as fh:
+            with open(path, encoding="utf-8", errors="replace") as fh:
                 text += fh.read(1 << 20) + "\n"
         except OSError:
             continue

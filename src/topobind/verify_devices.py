@@ -10,9 +10,9 @@ then shows; the report says so.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from topobind.errors import TopobindError
 from topobind.plan import PlannedRank
 
 VARIABLES = ("ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "UCX_NET_DEVICES")
@@ -37,20 +37,22 @@ class EnvRow:
 
 def probe_envs(text: str) -> dict[tuple[str, int], dict[str, str | None]]:
     """(host, rank) -> the device variables that rank reported."""
+    from topobind.verify import probe_documents
+
     out: dict[tuple[str, int], dict[str, str | None]] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # verify.parse_probe_output reports malformed lines
-        if doc.get("kernel") != "whereami":
-            continue
-        env = (doc.get("params") or {}).get("device_env")
+    for lineno, doc in probe_documents(text):
+        params = doc.get("params")
+        env = params.get("device_env") if isinstance(params, dict) else None
         if isinstance(env, dict):
-            out[(str(doc.get("host", "?")), int(doc.get("rank", 0)))] = env
+            rank = doc.get("rank", 0)
+            if type(rank) is not int or rank < 0:
+                raise TopobindError(
+                    f'probe output line {lineno}: "rank" must be a whole number, got '
+                    f"{repr(rank)[:40]}; the probe's output is corrupt"
+                )
+            out[(str(doc.get("host", "?")), rank)] = {
+                k: v if isinstance(v, str) else None for k, v in env.items()
+            }
     return out
 
 

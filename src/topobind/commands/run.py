@@ -21,9 +21,11 @@ from topobind.commands.common import (
 from topobind.emit.devices import env_notes
 from topobind.emit.omp import omp_notes
 from topobind.errors import TopobindError, VerifyFailed
+from topobind.inputs import count_arg
 from topobind.launch import LAUNCHERS, JobShape, Launch, NodePlan, in_slurm, job_env, slurm_nodes
 from topobind.layouts import per_domain_names
 from topobind.plan import Plan, PlannedRank, read_plan_file
+from topobind.slurm import MAX_NODES
 from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
 from topobind.verify_devices import check_env, env_table, why_variables_only
 
@@ -134,7 +136,7 @@ def add_subparser(subparsers: Any) -> None:
     verify.add_argument("--format", "-f", choices=("text", "json"), default="text")
     verify.add_argument(
         "--nodes",
-        type=int,
+        type=count_arg("--nodes", 1, MAX_NODES),
         metavar="N",
         help="nodes the launch command spans, each running the plan's ranks (default: the "
         "job's nodes inside Slurm, else the hosts the probe reports)",

@@ -6,6 +6,20 @@ import math
 
 from topobind.words import plural  # noqa: F401 (re-exported: report modules import it from here)
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127, 0x85)} | {
+    10: "\\n",
+    13: "\\r",
+    9: "\\t",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control characters escaped (a newline as ``\\n``): a host name
+    holding one cannot split a line of the text summary (the HTML escapes it too)."""
+    return text.translate(_CONTROL) if not text.isprintable() else text
+
 
 def value(v: float | None) -> str:
     """A measured value with sensible precision: 239,633 / 2,192 / 105.4 / 28.44 / 1.2."""

@@ -26,6 +26,7 @@ from topobind.report.parallel import fork_map
 from topobind.results import (  # noqa: F401 (MAX_FILE_BYTES, Run: part of the reader's API)
     MAX_FILE_BYTES,
     RESULT_SUFFIXES,
+    TOO_DEEP,
     FlatMatrix,
     ResultError,
     Run,
@@ -87,6 +88,8 @@ def _decode_lines(path: str, data: bytes) -> list[Run]:
             ) from None
         except UnicodeDecodeError:
             raise TopobindError(f"{where}: not a JSON text line (bad UTF-8)") from None
+        except RecursionError:
+            raise TopobindError(f"{where}: {TOO_DEEP}") from None
         try:
             out.append(_with_source(run_from_document(doc), where))
         except ResultError as exc:
@@ -115,6 +118,8 @@ def read_file(path: str | os.PathLike[str]) -> list[Run]:
         ) from None
     except UnicodeDecodeError:
         raise TopobindError(f"{name}: not a JSON text file (bad UTF-8)") from None
+    except RecursionError:
+        raise TopobindError(f"{name}: {TOO_DEEP}") from None
     try:
         return [_with_source(run_from_document(doc), name)]
     except ResultError as exc:

@@ -43,7 +43,7 @@ def text_summary(report: Report, pictures: Sequence[Picture] = ()) -> str:
         out += ["", *_invalid_lines(report)]
     if pictures:
         out += ["", f"pictures: {', '.join(p.filename for p in pictures)}"]
-    return "\n".join(out) + "\n"
+    return "\n".join(map(fmt.one_line, out)) + "\n"
 
 
 def _slow_lines(report: Report) -> list[str]:
@@ -190,7 +190,7 @@ def markdown_summary(report: Report) -> str:
             )
     if report.invalid:
         out += ["", f"{len(report.invalid)} invalid result(s) left out (see report.json)."]
-    return "\n".join(out) + "\n"
+    return "\n".join(map(fmt.one_line, out)) + "\n"
 
 
 def _markdown_groups(report: Report) -> list[str]:

@@ -15,6 +15,12 @@ from typing import Any
 from topobind.errors import TopobindError
 from topobind.sites.catalogue import CHECKS
 
+#: Largest site file read (the shipped ones are a few KiB).
+MAX_SITE_BYTES = 1 << 20
+#: Most values a site file may hold once its YAML aliases are expanded (the shipped ones
+#: hold a few hundred).
+MAX_SITE_VALUES = 100_000
+
 
 # --- validation
 class SiteError(TopobindError):
@@ -236,13 +242,16 @@ def _semantic_problems(doc: dict[str, Any], display: str, dirname: str) -> list[
 def _read_yaml(path: Path) -> Any:
     import yaml
 
+    from topobind.inputs import InputFile
+
     display = _display(path)
+    site_file = InputFile("site file", MAX_SITE_BYTES, "give a site.yaml (docs/site-admins.md)")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SiteError([f"{display}: cannot read: {exc.strerror}"]) from exc
+        text = site_file.read_text(path)  # a regular file: a FIFO does not block the read
+    except TopobindError as exc:
+        raise SiteError([str(exc)]) from None
     try:
-        return yaml.safe_load(text)
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "?"
@@ -250,3 +259,31 @@ def _read_yaml(path: Path) -> Any:
         raise SiteError(
             [f"{display}: {where}: not valid YAML: {problem} (check indentation and quoting)"]
         ) from exc
+    except RecursionError:
+        raise SiteError([f"{display}: YAML nested too deep to be a site file"]) from None
+    if not _expands_to_at_most(doc, MAX_SITE_VALUES):
+        raise SiteError(
+            [
+                f"{display}: its YAML aliases (*name) expand to more than {MAX_SITE_VALUES:,} "
+                "values, more than any site file holds; repeat fewer anchors"
+            ]
+        )
+    return doc
+
+
+def _expands_to_at_most(doc: Any, limit: int) -> bool:
+    """Does ``doc`` hold at most ``limit`` values, each alias counted as a copy (the checks
+    walk it so: a few anchors of anchors, 'billion laughs', would walk for hours)?"""
+    stack = [doc]
+    seen = 0
+    while stack:
+        seen += 1
+        if seen > limit:
+            return False
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return True
