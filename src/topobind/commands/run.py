@@ -26,6 +26,7 @@ from topobind.layouts import per_domain_names
 from topobind.plan import Plan, PlannedRank, read_plan_file
 from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
 from topobind.verify_devices import check_env, env_table, why_variables_only
+from topobind.words import plural
 
 RUN_EPILOG = """\
 examples (in an sbatch script, or on a workstation):
@@ -304,14 +305,14 @@ def _print_samples(rows: list[Any], sample_ms: int) -> bool:
     unused = sum(1 for r in rows if r.status == "UNUSED")
     if all_ok(rows):
         print(
-            f"topobind: verify: the program's {len(rows) - unused} threads ran on their planned "
-            f"CPUs ({sample_ms} ms after start)",
+            f"topobind: verify: the program's {plural(len(rows) - unused, 'thread')} ran on "
+            f"their planned CPUs ({sample_ms} ms after start)",
             file=sys.stderr,
         )
         if unused:
             print(
-                f"topobind: note: the program ran fewer threads than planned: {unused} planned "
-                "thread(s) never ran (see UNUSED above)",
+                "topobind: note: the program ran fewer threads than planned: "
+                f"{plural(unused, 'planned thread')} never ran (see UNUSED above)",
                 file=sys.stderr,
             )
         return True
