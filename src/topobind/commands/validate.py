@@ -23,6 +23,7 @@ examples:
   topobind validate --site local --tags quick        # this machine, against its calibration
   topobind validate --site betzy --partition normal --tags bandwidth
   topobind validate --site local --tags quick --compare   # and each figure vs earlier runs
+  topobind validate --site local --judge sanity   # figures and load shown, only sanity fails
   topobind validate --site local -n StreamCheck%layout=compact -S StreamCheck.elements=50M
 
 Runs 'reframe -C site_configs/reframe_config.py -c reframe_tests --system SITE:PARTITION -t
