@@ -254,3 +254,26 @@ def test_a_signal_in_the_sample_wait_cleans_up(tmp_path: Path, sig: signal.Signa
     )
     assert out == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["done"]
+
+
+@pytest.mark.slow
+def test_a_signal_in_the_launch_does_not_wait_for_samples(tmp_path: Path) -> None:
+    """Ctrl-C while the program runs stops it (the runner passes the signal on): one line,
+    the program's status, and no wait for samples that will never come."""
+    started = tmp_path / "started"
+    proc = subprocess.Popen(
+        [TOPOBIND, "run", "--launcher", "none", "-r", "1", "-T", "1", "--verify-running",
+         "--sample-ms", "20000", "--", "sh", "-c", f"touch {started}; exec sleep 60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=NO_SLURM, cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err == "topobind: sh exited with status 130\n"
+    assert time.monotonic() - t0 < 20  # not the sample wait (20 s + up to 12 s)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["started"]
