@@ -60,7 +60,10 @@ def _unexpected(outdir: Path, listed: set[str]) -> list[str]:
 
 
 def _holds_cwd(outdir: Path) -> bool:
-    here = os.path.realpath(os.getcwd())
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:  # the working directory was removed: nothing can hold it
+        return False
     real = os.path.realpath(outdir)
     return here == real or here.startswith(real.rstrip(os.sep) + os.sep)
 
@@ -77,7 +80,12 @@ def check_replaceable(outdir: Path) -> None:
         )
     if not outdir.is_dir():
         raise TopobindError(f"{outdir}: exists and is not a directory; choose another -o")
-    entries = os.listdir(outdir)
+    try:
+        entries = os.listdir(outdir)
+    except OSError as exc:
+        raise TopobindError(
+            f"{outdir}: cannot be read ({exc.strerror}); refusing to replace it: choose another -o"
+        ) from exc
     if not entries:
         return
     listed = _listed(outdir)
