@@ -396,14 +396,30 @@ typedef struct {
     size_t len;
     int procs;   /* processes sampled: the program and its descendants */
     int threads; /* threads of the processes that are not wrappers (the program's) */
+    proc_t list[MAX_PROCS];
 } snap_t;
+
+/* Threads of the processes of S that are not wrappers, now; -1 when the program is gone. A
+ * cheap look between full ones: no pass over /proc. */
+static int program_threads(const snap_t *s)
+{
+    static int tids[MAX_TASKS];
+    if (parent_of(s->list[0].pid, NULL, 0) < 0)
+        return -1;
+    int total = 0;
+    for (int k = 0; k < s->procs; k++) {
+        int n = s->list[k].children ? 0 : count_tasks(s->list[k].pid, tids, MAX_TASKS);
+        total += n > 0 ? n : 0;
+    }
+    return total;
+}
 
 /* Every thread of the rank's processes, as whereami placement entries; 0 when the program
  * is gone (S then holds nothing). */
 static int snapshot(pid_t pid, long rank, const char *host, snap_t *s)
 {
-    static proc_t procs[MAX_PROCS];
     static int tids[MAX_TASKS];
+    proc_t *procs = s->list;
     *s = (snap_t){0};
     s->procs = rank_processes(pid, procs, MAX_PROCS);
     if (s->procs == 0)
@@ -443,24 +459,32 @@ static void sample_path(char *path, size_t len, const char *dir, const char *hos
 }
 
 /* MS ms after the start, the rank's threads; while the program has fewer threads than
- * OMP_NUM_THREADS, again every 100 ms (up to 10 s), keeping the last sample taken while it
- * ran. "ended": the program was gone at the last look (before the first one: nothing seen). */
+ * OMP_NUM_THREADS, it looks again every 100 ms (up to 10 s: its own processes' thread counts,
+ * a full sample when they reach OMP_NUM_THREADS and at least every second, for a child a
+ * wrapper starts late), keeping the last full sample taken while the program ran. "ended":
+ * the program was gone at the last look (before the first one: nothing seen). */
 static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, const char *host)
 {
     long want = env_number((const char *const[]){"OMP_NUM_THREADS", NULL});
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-    snap_t best, now;
+    static snap_t best, now;
     int alive = snapshot(pid, rank, host, &best);
     long waited = 0;
     while (alive && best.threads < want && waited < 10000) {
         struct timespec step = {0, 100 * 1000000L};
         nanosleep(&step, NULL);
         waited += 100;
-        alive = snapshot(pid, rank, host, &now);
-        if (alive) {
-            free(best.text);
-            best = now;
+        int threads = program_threads(&best);
+        if (threads < 0)
+            alive = 0;
+        else if (threads >= want || waited % 1000 == 0) {
+            alive = snapshot(pid, rank, host, &now);
+            if (alive) {
+                free(best.text);
+                best = now;
+            } else
+                free(now.text);
         }
     }
     char path[4096], tmp[4200];
