@@ -234,7 +234,7 @@ def _reported_twice(twice: list[Observed]) -> list[Row]:
             (),
             o,
             "UNPLANNED",
-            f"rank {o.rank} reported twice on {o.host}: a second process ran as this rank",
+            f"reported twice on {o.host}: a second process ran as this rank",
         )
         for o in twice
     ]
