@@ -27,10 +27,15 @@
  * plan.
  *
  * With %sample, a detached process (double fork: not a child of the program) waits MS ms,
- * reads /proc/PID/task/TID/{stat,status} of the program (the CPU each thread last ran on,
- * field 39 of stat, and Cpus_allowed_list) and writes one JSON line in the whereami format
- * to DIR/sample-HOST-PID.json, retrying (up to 10 s) while the program has fewer threads
- * than OMP_NUM_THREADS of the rank's line.
+ * finds the program and its descendants (one pass over /proc: a wrapper such as
+ * /usr/bin/time, perf stat or a shell runs the real program as its child), reads
+ * /proc/PID/task/TID/{stat,status} of each (the CPU each thread last ran on, field 39 of
+ * stat, and Cpus_allowed_list) and writes one JSON line in the whereami format to
+ * DIR/sample-HOST-PID.json: each thread with its process id and name and whether that
+ * process is a wrapper (has children). While the program's threads (those of processes
+ * without children) are fewer than OMP_NUM_THREADS of the rank's line it samples again every
+ * 100 ms (up to 10 s), keeping the last sample taken while the program ran ("ended": it was
+ * gone at the last look).
  */
 #include "tb_common.h"
 
@@ -276,11 +281,95 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* S as a JSON string: quotes, backslashes and control characters escaped (a host name or a
+ * command name may hold any of them). */
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* ------------------------------------------------- the rank's processes (sampler) */
+/* A launch wrapper (/usr/bin/time, perf stat, a shell, taskset ...) runs the real program as
+ * its child: the sampler takes the program rankexec execs and every descendant of it, found
+ * in one bounded pass over /proc (Linux without CONFIG_PROC_CHILDREN has no children list).
+ * A process with children of its own is marked a wrapper; the others run the program. */
+#define MAX_PROCS 64   /* processes of one rank sampled */
+#define MAX_SCAN 65536 /* /proc entries read looking for them */
+
+typedef struct {
+    pid_t pid;
+    int children; /* child processes found: a process with children is a wrapper */
+    char comm[32];
+} proc_t;
+
+/* PID's parent and command name from /proc/PID/stat; -1 when it is gone or a zombie. */
+static pid_t parent_of(pid_t pid, char *comm, size_t len)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    if (read_small(path, buf, sizeof buf) < 0)
+        return -1;
+    char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+    if (!open || !close || close < open || close[1] != ' ' || close[2] == '\0')
+        return -1;
+    if (close[2] == 'Z' || close[2] == 'X') /* ended, not yet reaped */
+        return -1;
+    if (comm)
+        snprintf(comm, len, "%.*s", (int)(close - open - 1), open + 1);
+    return (pid_t)strtol(close + 4, NULL, 10);
+}
+
+/* ROOT and its descendants, breadth first, at most MAX: 0 when ROOT is gone. */
+static int rank_processes(pid_t root, proc_t *out, int max)
+{
+    static pid_t pids[MAX_SCAN], ppids[MAX_SCAN];
+    out[0] = (proc_t){.pid = root};
+    if (parent_of(root, out[0].comm, sizeof out[0].comm) < 0)
+        return 0;
+    int scanned = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && scanned < MAX_SCAN && (e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        pid_t p = (pid_t)atoi(e->d_name), pp;
+        if (p != root && (pp = parent_of(p, NULL, 0)) > 0) {
+            pids[scanned] = p;
+            ppids[scanned++] = pp;
+        }
+    }
+    if (d)
+        closedir(d);
+    int n = 1;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < scanned; k++) {
+            if (ppids[k] != out[i].pid)
+                continue;
+            out[i].children++;
+            if (n < max && parent_of(pids[k], out[n].comm, sizeof out[n].comm) > 0) {
+                out[n].pid = pids[k];
+                out[n].children = 0;
+                n++;
+            }
+        }
+    return n;
+}
+
 /* One thread as a whereami placement entry; 0 when the thread is gone. */
-static int thread_json(FILE *f, pid_t pid, int tid, long rank, int index, const char *host)
+static int thread_json(FILE *f, const proc_t *proc, int tid, long rank, int index,
+                       const char *host)
 {
     char path[96], buf[8192];
-    snprintf(path, sizeof path, "/proc/%ld/task/%d/stat", (long)pid, tid);
+    snprintf(path, sizeof path, "/proc/%ld/task/%d/stat", (long)proc->pid, tid);
     if (read_small(path, buf, sizeof buf) < 0)
         return 0;
     char *p = strrchr(buf, ')'); /* the command name may hold spaces */
@@ -293,7 +382,7 @@ static int thread_json(FILE *f, pid_t pid, int tid, long rank, int index, const 
         if (p && field == 39)
             cpu = strtol(p + 1, NULL, 10);
     }
-    snprintf(path, sizeof path, "/proc/%ld/task/%d/status", (long)pid, tid);
+    snprintf(path, sizeof path, "/proc/%ld/task/%d/status", (long)proc->pid, tid);
     if (read_small(path, buf, sizeof buf) < 0)
         return 0;
     char *a = strstr(buf, "Cpus_allowed_list:");
@@ -305,29 +394,118 @@ static int thread_json(FILE *f, pid_t pid, int tid, long rank, int index, const 
         a[strcspn(a, "\n")] = '\0';
         ncpus = tb_list_parse(a, &cpus);
     }
-    fprintf(f, "%s{\"rank\":%ld,\"thread\":%d,\"tid\":%d,\"cpu\":%ld,\"affinity\":[", index ? "," : "",
-            rank, index, tid, cpu);
+    fprintf(f, "%s{\"rank\":%ld,\"thread\":%d,\"tid\":%d,\"pid\":%ld,\"process\":",
+            index ? "," : "", rank, index, tid, (long)proc->pid);
+    json_string(f, proc->comm);
+    fprintf(f, ",\"wrapper\":%s,\"cpu\":%ld,\"affinity\":[", proc->children ? "true" : "false",
+            cpu);
     for (int i = 0; i < ncpus; i++)
         fprintf(f, "%s%d", i ? "," : "", cpus[i]);
-    fprintf(f, "],\"host\":\"%s\"}", host);
+    fputs("],\"host\":", f);
+    json_string(f, host);
+    fputc('}', f);
     free(cpus);
     return 1;
 }
 
+typedef struct {
+    char *text; /* the placement entries (JSON, without the brackets) */
+    size_t len;
+    int procs;   /* processes sampled: the program and its descendants */
+    int threads; /* threads of the processes that are not wrappers (the program's) */
+    proc_t list[MAX_PROCS];
+} snap_t;
+
+/* Threads of the processes of S that are not wrappers, now; -1 when the program is gone. A
+ * cheap look between full ones: no pass over /proc. */
+static int program_threads(const snap_t *s)
+{
+    static int tids[MAX_TASKS];
+    if (parent_of(s->list[0].pid, NULL, 0) < 0)
+        return -1;
+    int total = 0;
+    for (int k = 0; k < s->procs; k++) {
+        int n = s->list[k].children ? 0 : count_tasks(s->list[k].pid, tids, MAX_TASKS);
+        total += n > 0 ? n : 0;
+    }
+    return total;
+}
+
+/* Every thread of the rank's processes, as whereami placement entries; 0 when the program
+ * is gone (S then holds nothing). */
+static int snapshot(pid_t pid, long rank, const char *host, snap_t *s)
+{
+    static int tids[MAX_TASKS];
+    proc_t *procs = s->list;
+    *s = (snap_t){0};
+    s->procs = rank_processes(pid, procs, MAX_PROCS);
+    if (s->procs == 0)
+        return 0;
+    FILE *f = open_memstream(&s->text, &s->len);
+    if (!f)
+        _exit(1);
+    int index = 0;
+    for (int k = 0; k < s->procs && index < MAX_TASKS; k++) {
+        int n = count_tasks(procs[k].pid, tids, MAX_TASKS - index);
+        if (n > 0)
+            qsort(tids, (size_t)n, sizeof tids[0], cmp_int);
+        for (int i = 0; i < n; i++) {
+            int got = thread_json(f, &procs[k], tids[i], rank, index, host);
+            index += got;
+            s->threads += got && !procs[k].children;
+        }
+    }
+    if (fclose(f) != 0)
+        _exit(1);
+    return 1;
+}
+
+/* The sample file's name: DIR/sample-HOST-PID.json, HOST cut to safe characters. */
+static void sample_path(char *path, size_t len, const char *dir, const char *host, pid_t pid)
+{
+    char safe[256];
+    size_t i = 0;
+    for (; host[i] && i < sizeof safe - 1; i++) {
+        char c = host[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '-' || c == '_';
+        safe[i] = ok ? c : '_';
+    }
+    safe[i] = '\0';
+    snprintf(path, len, "%s/sample-%s-%ld.json", dir, safe, (long)pid);
+}
+
+/* MS ms after the start, the rank's threads; while the program has fewer threads than
+ * OMP_NUM_THREADS, it looks again every 100 ms (up to 10 s: its own processes' thread counts,
+ * a full sample when they reach OMP_NUM_THREADS and at least every second, for a child a
+ * wrapper starts late), keeping the last full sample taken while the program ran. "ended":
+ * the program was gone at the last look (before the first one: nothing seen). */
 static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, const char *host)
 {
     long want = env_number((const char *const[]){"OMP_NUM_THREADS", NULL});
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-    static int tids[MAX_TASKS];
-    int n = count_tasks(pid, tids, MAX_TASKS);
-    for (long waited = 0; n >= 0 && n < want && waited < 10000; waited += 50) {
-        struct timespec step = {0, 50 * 1000000L};
+    static snap_t best, now;
+    int alive = snapshot(pid, rank, host, &best);
+    long waited = 0;
+    while (alive && best.threads < want && waited < 10000) {
+        struct timespec step = {0, 100 * 1000000L};
         nanosleep(&step, NULL);
-        n = count_tasks(pid, tids, MAX_TASKS);
+        waited += 100;
+        int threads = program_threads(&best);
+        if (threads < 0)
+            alive = 0;
+        else if (threads >= want || waited % 1000 == 0) {
+            alive = snapshot(pid, rank, host, &now);
+            if (alive) {
+                free(best.text);
+                best = now;
+            } else
+                free(now.text);
+        }
     }
     char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/sample-%s-%ld.json", dir, host, (long)pid);
+    sample_path(path, sizeof path, dir, host, pid);
     snprintf(tmp, sizeof tmp, "%s.part", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
@@ -335,15 +513,12 @@ static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, c
     FILE *f = fdopen(fd, "w");
     if (!f)
         _exit(1);
-    if (n > 0)
-        qsort(tids, (size_t)n, sizeof tids[0], cmp_int);
-    fprintf(f, "{\"kernel\":\"whereami\",\"sampled\":true,\"host\":\"%s\",\"rank\":%ld,"
-            "\"ranks\":%ld,\"pid\":%ld,\"after_ms\":%ld,\"placement\":[", host, rank, ranks,
-            (long)pid, ms);
-    int index = 0;
-    for (int i = 0; i < n; i++)
-        index += thread_json(f, pid, tids[i], rank, index, host);
-    fprintf(f, "]}\n");
+    fputs("{\"kernel\":\"whereami\",\"sampled\":true,\"host\":", f);
+    json_string(f, host);
+    fprintf(f, ",\"rank\":%ld,\"ranks\":%ld,\"pid\":%ld,\"after_ms\":%ld,\"waited_ms\":%ld,"
+            "\"threads_wanted\":%ld,\"processes\":%d,\"ended\":%s,\"placement\":[%s]}\n",
+            rank, ranks, (long)pid, ms, waited, want, best.procs, alive ? "false" : "true",
+            best.text ? best.text : "");
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         _exit(1);
     _exit(0);

@@ -38,7 +38,8 @@ from topobind.topology import (
     parse_list,
     parse_xml,
 )
-from topobind.verify import parse_probe_output, read_samples
+from topobind.samples import judged_threads, read_sample_files
+from topobind.verify import parse_probe_output
 from topobind.verify_devices import probe_envs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -404,7 +405,7 @@ def test_sample_files(
         paths.append(str(path))
     (where / "junk.json").write_bytes(junk)
     with bounded():
-        observed = read_samples([*paths, str(where / "junk.json"), str(where / "missing.json")])
+        observed = judged_threads(read_sample_files([*paths, str(where / "junk.json"), str(where / "missing.json")]))
     assert all(type(o.cpu) is int for o in observed)
 
 

@@ -373,13 +373,13 @@ def test_env_and_rankexec_take_the_same_group_for_a_qualified_node_name(tmp_path
 
 def test_a_sample_file_that_is_not_utf8_is_read_without_a_traceback(tmp_path: Path) -> None:
     """Found by tests/test_fuzz_inputs.py: a sample of bytes that are not UTF-8."""
-    from topobind.verify import read_samples
+    from topobind.samples import judged_threads, read_sample_files
 
     good = tmp_path / "sample-good.json"
     good.write_text(probe_line() + "\n")
     bad = tmp_path / "sample-bad.json"
     bad.write_bytes(b"\x80\xff")
-    assert [o.cpu for o in read_samples([str(bad), str(good)])] == [0]
+    assert [o.cpu for o in judged_threads(read_sample_files([str(bad), str(good)]))] == [0]
 
 
 def test_a_fifo_as_site_file_is_refused_without_blocking(tmp_path: Path) -> None:

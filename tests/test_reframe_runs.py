@@ -490,3 +490,45 @@ def test_foreign_config_through_local_slurm(
     binding = (next(stage.glob("BindingCheck*")) / "rfm_job.sh").read_text()
     assert "--launcher srun" in binding
     assert re.search(r"P: gflops: [\d.]+ GFLOP/s \(r:[\d.]+", out), out  # site local's target
+
+
+def test_judge_sanity_shows_figures_and_load_without_failing(
+    calibrated: Calibrated, tmp_path: Path
+) -> None:
+    """make demo's validation: a figure outside its reference is shown (OUTSIDE, with the
+    reason) with the machine's load, and fails nothing; the same figure fails a plain
+    validate (test_impossible_reference_fails)."""
+    sites_dir = wide_bands(calibrated, tmp_path)
+    path = sites_dir / "local" / "references.yaml"
+    doc = yaml.safe_load(path.read_text())
+    triad = doc["targets"]["stream"]["compact"]["triad"]
+    triad["reference"] = 10 * triad["reference"]
+    triad["tolerance"] = {"lower": -0.1, "upper": 0.1}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    done = validate(
+        calibrated, "-n", "StreamCheck%layout=compact", "--judge", "sanity", sites_dir=sites_dir
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {(r[0], r[1], r[2]): r[-1] for r in table_rows(done.stdout)}
+    assert rows[("StreamCheck", "compact", "triad")] == "OUTSIDE", done.stdout
+    assert re.search(
+        r"^outside StreamCheck compact triad: [\d,.]+ MB/s is outside [\d,.]+ .* \(not judged\)$",
+        done.stdout,
+        re.M,
+    )
+    assert re.search(r"^load: other processes kept [\d.]+ of \d+ CPUs busy", done.stdout, re.M)
+    assert "0 failed" in done.stdout and "1 outside their reference (not judged" in done.stdout
+
+
+def test_judge_sanity_still_fails_on_sanity(calibrated: Calibrated, tmp_path: Path) -> None:
+    if len(usable_cpus()) < 2:
+        pytest.skip("needs two CPUs to force a wrong binding")
+    env = dict(os.environ, TOPOBIND_KERNELS_DIR=str(_forged_kernels(tmp_path)))
+    done = validate(
+        calibrated, "-n", "StreamCheck%layout=compact", "-n", "BindingCheck%case=compact",
+        "--judge", "sanity", env=env,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = {(r[0], r[1], r[2]): r[-1] for r in table_rows(done.stdout)}
+    assert rows[("StreamCheck", "compact", "sanity")] == "FAIL"
+    assert rows[("BindingCheck", "compact", "sanity")] == "FAIL"

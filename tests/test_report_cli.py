@@ -96,8 +96,9 @@ def test_healthy_fleet_exit_zero_and_replace_old_report(tmp_path: Path) -> None:
     generate_fleet(tmp_path / "ok", FleetSpec(hosts=8, runs=3, kernels=("stream",)))
     out = tmp_path / "r"
     out.mkdir()
-    (out / "report.json").write_text("{}")  # an old report
+    (out / "report.json").write_text("{}")  # an old report, with the manifest topobind writes
     (out / "stale.png").write_bytes(b"old")
+    (out / ".topobind-report").write_text("topobind-report 1\nreport.json\nstale.png\n")
     proc = topobind("report", str(tmp_path / "ok"), "-o", str(out), "--fail-on-slow")
     assert proc.returncode == 0, proc.stderr
     assert "SLOW HOSTS: none" in proc.stdout

@@ -63,3 +63,12 @@ class VerifyFailed(TopobindError):
     """Placement (or device variables) differ from the plan; the program is not launched."""
 
     exit_status = 1
+
+
+class Interrupted(TopobindError):
+    """SIGINT or SIGTERM while topobind itself waits (not while a launch runs: the runner
+    passes those to the launch): exit status 128 + the signal, as a shell gives it."""
+
+    def __init__(self, signum: int, name: str, during: str) -> None:
+        super().__init__(f"interrupted ({name}) {during}")
+        self.exit_status = 128 + signum

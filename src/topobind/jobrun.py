@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from topobind.errors import CannotRun, ProbeFailed, TopobindError
+from topobind.interrupt import stop_on_signals
 from topobind.launch import (
     JobShape,
     Launch,
@@ -30,7 +31,8 @@ from topobind.launch import (
 )
 from topobind.plan import Plan, PlannedRank
 from topobind.runner import run_process
-from topobind.verify import Row, compare, parse_probe_output, read_samples
+from topobind.samples import explain, judged_threads, read_sample_files
+from topobind.verify import Row, compare, parse_probe_output
 from topobind.verify_devices import EnvRow, check_env
 
 
@@ -208,15 +210,17 @@ def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> list[Row]:
         else plan.nranks * job.launch.nodes
     )
     deadline = time.monotonic() + sample_ms / 1000 + 12.0
-    while time.monotonic() < deadline and len(_sample_files(job.workdir)) < expected:
-        time.sleep(0.05)
-    observed = read_samples(_sample_files(job.workdir))
+    with stop_on_signals("while waiting for the samples of the running program; not verified"):
+        while time.monotonic() < deadline and len(_sample_files(job.workdir)) < expected:
+            time.sleep(0.05)
+    samples = read_sample_files(_sample_files(job.workdir))
+    observed = judged_threads(samples)  # each rank's program, without its wrappers
     if groups:
         from topobind.pernode import compare_per_node
 
-        return compare_per_node(groups, observed, match_threads=True)
+        return explain(compare_per_node(groups, observed, match_threads=True), samples)
     planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
-    return compare(planned, observed, nnodes=job.launch.nodes, match_threads=True)
+    return explain(compare(planned, observed, nnodes=job.launch.nodes, match_threads=True), samples)
 
 
 def _sample_files(where: str) -> list[str]:

@@ -294,8 +294,20 @@ def mark_busy(rows: list[Row], site: Site) -> list[Row]:
     return out
 
 
+OUTSIDE = "OUTSIDE"  # a figure outside its reference, not judged (validate --judge sanity)
+
+
+def not_judged(rows: list[Row]) -> list[Row]:
+    """Figures outside their reference become OUTSIDE (shown, not failed); a sanity failure,
+    an aborted check or a check without figures stays as it is."""
+    return [
+        replace(r, result=OUTSIDE) if r.result == "FAIL" and r.metric != "sanity" else r
+        for r in rows
+    ]
+
+
 def failed(rows: list[Row]) -> list[Row]:
-    return [r for r in rows if r.result not in ("PASS", "PASS (no ref)", "SKIP")]
+    return [r for r in rows if r.result not in ("PASS", "PASS (no ref)", "SKIP", OUTSIDE)]
 
 
 def _stderr(text: str) -> None:

@@ -47,7 +47,7 @@ class Row:
     thread: int
     planned: tuple[int, ...]
     observed: Observed | None
-    status: str  # OK | MISMATCH | MISSING | UNPLANNED
+    status: str  # OK | MISMATCH | MISSING | UNPLANNED | UNUSED (see topobind.samples)
     reason: str = ""  # why it is not OK (empty when OK)
 
 
@@ -144,22 +144,6 @@ def check_thread(place: tuple[int, ...], o: Observed) -> Row:
     return Row(o.rank, o.thread, place, o, "OK")
 
 
-def read_samples(paths: list[str]) -> list[Observed]:
-    """The per-rank step's samples of a running program (one whereami-like line per rank);
-    [] when there are none (every rank is then MISSING)."""
-    text = ""
-    for path in paths:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                text += fh.read(1 << 20) + "\n"
-        except OSError:
-            continue
-    try:
-        return parse_probe_output(text)
-    except TopobindError:
-        return []
-
-
 def _bound_in(place: tuple[int, ...], o: Observed) -> bool:
     return o.cpu in place and bool(o.affinity) and set(o.affinity) <= set(place)
 
@@ -214,8 +198,13 @@ def compare(
     are samples of the real program (see :func:`_match_threads`), not the probe's threads."""
     per_node = len(planned)
     threads: dict[tuple[str, int], dict[int, Observed]] = {}
+    twice: list[Observed] = []  # a second report of a rank's thread: a second process
     for o in observed:
-        threads.setdefault((o.host, o.rank), {}).setdefault(o.thread, o)
+        seen = threads.setdefault((o.host, o.rank), {})
+        if o.thread in seen:
+            twice.append(o)
+        else:
+            seen[o.thread] = o
     ranks_on: dict[str, list[int]] = {}
     for host, rank in threads:
         ranks_on.setdefault(host, []).append(rank)
@@ -274,12 +263,31 @@ def compare(
                     else "rank not reported by the probe"
                 )
                 rows.append(Row(rank, t, place, None, "MISSING", why))
+    rows.extend(_reported_twice(twice))
     rows.sort(key=lambda r: (r.rank, r.thread, r.observed.host if r.observed else ""))
     return rows
 
 
+def _reported_twice(twice: list[Observed]) -> list[Row]:
+    """UNPLANNED rows for the threads of a rank reported a second time on the same host (the
+    launch ran the rank's program twice: only one of them can be the planned rank)."""
+    return [
+        Row(
+            o.rank,
+            o.thread,
+            (),
+            o,
+            "UNPLANNED",
+            f"reported twice on {o.host}: a second process ran as this rank",
+        )
+        for o in twice
+    ]
+
+
 def all_ok(rows: list[Row]) -> bool:
-    return all(r.status == "OK" for r in rows)
+    """Every row OK; a place the sampled program never used (UNUSED: it ran fewer threads
+    than planned) is not a wrong placement."""
+    return all(r.status in ("OK", "UNUSED") for r in rows)
 
 
 def table(rows: list[Row]) -> str:
@@ -296,10 +304,13 @@ def table(rows: list[Row]) -> str:
             f"{format_list(r.planned) or '-':<12} {(str(o.cpu) if o else '-'):>6}  "
             f"{(format_list(o.affinity) if o else '-'):<14} {status}"
         )
-    bad = sum(1 for r in rows if r.status != "OK")
+    unused = sum(1 for r in rows if r.status == "UNUSED")
+    bad = sum(1 for r in rows if r.status not in ("OK", "UNUSED"))
+    seen = len(rows) - unused
     lines.append(
-        f"{len(rows) - bad} of {len(rows)} threads bound to their planned CPU"
+        f"{seen - bad} of {seen} threads bound to their planned CPU"
         + ("" if not bad else f"; {bad} not")
+        + ("" if not unused else f"; {plural(unused, 'planned thread')} never ran")
     )
     return "\n".join(lines)
 

@@ -28,6 +28,7 @@ from topobind.plan import Plan, PlannedRank, read_plan_file
 from topobind.slurm import MAX_NODES
 from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
 from topobind.verify_devices import check_env, env_table, why_variables_only
+from topobind.words import plural
 
 RUN_EPILOG = """\
 examples (in an sbatch script, or on a workstation):
@@ -202,11 +203,13 @@ def _print_sampling(args: argparse.Namespace, workdir: str) -> None:
         )
 
 
-def _launch(launch: Launch) -> int:
-    """Run the launch; its exit status (a failure is also told on stderr)."""
+def _launch(launch: Launch, program: str | None = None) -> int:
+    """Run the launch; its exit status (a failure is also told on stderr, naming the program
+    when no launcher stands between: the status is the program's own)."""
     status = jobrun.exit_status(jobrun.execute(launch).returncode)
     if status:
-        print(f"topobind: {launch.argv[0]} exited with status {status}", file=sys.stderr)
+        what = program if launch.launcher == "none" and program else launch.argv[0]
+        print(f"topobind: {what} exited with status {status}", file=sys.stderr)
     return status
 
 
@@ -229,7 +232,7 @@ def run_program(args: argparse.Namespace) -> int:
         print_warnings(plan, job.launch.notes)
         if args.verify:
             _print_verdict(jobrun.verify_first(plan, job))
-        status = _launch(job.launch)
+        status = _launch(job.launch, program[0])
         return _with_samples(status, job, args) if args.verify_running else status
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -290,7 +293,10 @@ def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
 
 
 def _with_samples(status: int, job: jobrun.Job, args: argparse.Namespace) -> int:
-    """The program's exit status, else 1 when its sampled placement differs from the plan."""
+    """The program's exit status, else 1 when its sampled placement differs from the plan.
+    A launch stopped by Ctrl-C or SIGTERM (status 130, 143: already said) is not verified."""
+    if status in (130, 143):
+        return status
     ok = _print_samples(jobrun.sampled_rows(job.shape.plan, job, args.sample_ms), args.sample_ms)
     return status or (0 if ok else 1)
 
@@ -298,13 +304,27 @@ def _with_samples(status: int, job: jobrun.Job, args: argparse.Namespace) -> int
 def _print_samples(rows: list[Any], sample_ms: int) -> bool:
     """The running program's sampled placement on stderr; True when it is as planned."""
     print(table(rows), file=sys.stderr)
+    unused = sum(1 for r in rows if r.status == "UNUSED")
     if all_ok(rows):
         print(
-            f"topobind: verify: the program's {len(rows)} threads ran on their planned CPUs "
-            f"({sample_ms} ms after start)",
+            f"topobind: verify: the program's {plural(len(rows) - unused, 'thread')} ran on "
+            f"their planned CPUs ({sample_ms} ms after start)",
             file=sys.stderr,
         )
+        if unused:
+            print(
+                "topobind: note: the program ran fewer threads than planned: "
+                f"{plural(unused, 'planned thread')} never ran (see UNUSED above)",
+                file=sys.stderr,
+            )
         return True
+    if all(r.status == "MISSING" for r in rows):
+        print(
+            "topobind: error: nothing observed: no rank's program was running at its sample "
+            "(each row says why); sample earlier (--sample-ms) or check with --verify",
+            file=sys.stderr,
+        )
+        return False
     print(
         "topobind: error: the program ran with a placement that differs from the plan",
         file=sys.stderr,

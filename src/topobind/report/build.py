@@ -2,16 +2,15 @@
 
 Nothing is written until every input has been read and checked. The report is built in a
 hidden temporary directory beside the target, then renamed into place; an existing report
-directory is renamed away first and deleted last, so a reader sees the old report or the
-new one, never a mix or a half-written file.
+directory is renamed away first and its files deleted last, so a reader sees the old report
+or the new one, never a mix or a half-written file. Only a directory topobind wrote (its
+manifest, nothing else in it) is ever replaced: see :mod:`topobind.report.outdir`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from topobind.report.document import json_bytes, report_json
 from topobind.report.gallery import all_pictures
 from topobind.report.html import html_page
 from topobind.report.layouts import collect_layouts
+from topobind.report.outdir import check_replaceable, write_directory
 from topobind.report.picture import Picture, PictureHook
 from topobind.report.reader import read_results
 from topobind.report.text import markdown_summary, text_summary
@@ -47,51 +47,7 @@ def _check_outdir(outdir: Path, inputs: Sequence[str]) -> None:
             raise TopobindError(
                 f"{name}: input lies inside the output directory {outdir}; choose another -o"
             )
-    if outdir.exists():
-        if not outdir.is_dir():
-            raise TopobindError(f"{outdir}: exists and is not a directory; choose another -o")
-        if any(outdir.iterdir()) and not (outdir / "report.json").is_file():
-            raise TopobindError(
-                f"{outdir}: exists, is not empty and holds no report.json (not a topobind report); "
-                "refusing to replace it: choose another -o"
-            )
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_directory(outdir: Path, files: dict[str, bytes]) -> None:
-    """Create ``outdir`` holding exactly ``files``, replacing an old one as a whole."""
-    outdir = Path(os.path.abspath(outdir))
-    outdir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.new-", dir=outdir.parent))
-    old_holder: Path | None = None
-    try:
-        for name, data in files.items():
-            with open(tmp / name, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.chmod(tmp, 0o777 & ~_umask())
-        if outdir.exists():
-            old_holder = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.old-", dir=outdir.parent))
-            os.rename(outdir, old_holder / outdir.name)
-            try:
-                os.rename(tmp, outdir)
-            except BaseException:
-                os.rename(old_holder / outdir.name, outdir)  # put the old report back
-                raise
-        else:
-            os.rename(tmp, outdir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        if old_holder is not None:
-            shutil.rmtree(old_holder, ignore_errors=True)
+    check_replaceable(outdir)
 
 
 def build_report(
