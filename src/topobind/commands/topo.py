@@ -248,11 +248,30 @@ def run_show(args: argparse.Namespace) -> int:
     from topobind import jsonfmt
 
     topo = topology_from(args)
+    state = _memory_state(topo)
     if args.format == "json":
-        print(jsonfmt.dumps(topology_json(topo)))
+        doc = topology_json(topo)
+        if state is not None:
+            from topobind.memstate import state_json
+
+            doc["memory"] = state_json(state)
+        print(jsonfmt.dumps(doc))
     else:
         print(topology_text(topo))
+        if state is not None:
+            from topobind.memstate import state_lines
+
+            print("\n".join(state_lines(state)))
     return 0
+
+
+def _memory_state(topo: Topology) -> Any:
+    """This machine's memory settings (numa_balancing, THP, pools) for a live topology."""
+    if not topo.source.startswith("live"):
+        return None
+    from topobind.memstate import read_state
+
+    return read_state()
 
 
 # --------------------------------------------------------------------------- plan
