@@ -270,7 +270,9 @@ static int memory_field(const char *tok, long rank)
 {
     if (strncmp(tok, "%mem=", 5) == 0)
         set_policy(tok + 5, rank);
-    else if (strcmp(tok, "%thp=off") == 0) {
+    else if (strncmp(tok, "%thp=", 5) == 0) {
+        if (strcmp(tok + 5, "off") != 0)
+            fail("local rank %ld: unknown THP setting %.40s (only %%thp=off)", rank, tok);
         if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
             fail("local rank %ld: cannot turn transparent huge pages off: %s", rank,
                  strerror(errno));
