@@ -222,12 +222,23 @@ def text_grid(plan: Plan) -> str:
 
 
 def memory_lines(plan: Plan) -> list[str]:
-    """``memory: rank 0 bind 0 2M; rank 1 bind 1 2M``: each rank's NUMA nodes and pages."""
+    """``memory: ranks 0-3 bind 0 2M; ranks 4-7 bind 1 2M``: each rank's NUMA nodes and
+    pages (consecutive ranks with the same memory together)."""
     from topobind.memory import memory_text
 
     if all(r.memory is None for r in plan.ranks):
         return []
-    return ["memory: " + "; ".join(f"rank {r.rank} {memory_text(r.memory)}" for r in plan.ranks)]
+    groups: list[tuple[list[int], str]] = []  # consecutive ranks with the same memory
+    for r in plan.ranks:
+        text = memory_text(r.memory)
+        if groups and groups[-1][1] == text:
+            groups[-1][0].append(r.rank)
+        else:
+            groups.append(([r.rank], text))
+    parts = [
+        f"rank{'s' if len(ranks) > 1 else ''} {format_list(ranks)} {text}" for ranks, text in groups
+    ]
+    return ["memory: " + "; ".join(parts)]
 
 
 # ----------------------------------------------------------------------------- tree
