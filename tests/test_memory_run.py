@@ -170,3 +170,23 @@ def test_a_static_program_or_a_missing_pool_is_refused(tmp_path: Path) -> None:
         )  # fmt: skip
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "echo 1 > /sys/devices/system/node/node0/hugepages/hugepages-2048kB" in out.stderr
+
+
+def test_probe_reports_its_policy_and_test_page(tmp_path: Path) -> None:
+    from topobind.memverify import probe_rows, probe_table
+
+    whereami = REPO / "kernels" / "bin" / "whereami"
+    out = rankexec(step(tmp_path, "%mem=bind:0\tOMP_NUM_THREADS=1"), str(whereami))
+    assert out.returncode == 0, out.stderr
+    plan = plan_memory(make_plan(load("live"), "compact", ranks=1, threads=1), "bind")
+    rows = probe_rows(plan, out.stdout, judge=True)
+    assert [(r.policy, r.nodes, r.page_node, r.status) for r in rows] == [("bind", (0,), 0, "OK")]
+    # the same probe against a plan that wanted interleave: caught
+    other = plan_memory(make_plan(load("live"), "compact", ranks=1, threads=1), "interleave")
+    bad = probe_rows(other, out.stdout, judge=True)
+    assert bad[0].status == "MISMATCH" and "policy bind 0, planned interleave 0" in bad[0].why
+    # without the step: the kernel's default, reported but not judged
+    plain = subprocess.run([str(whereami)], capture_output=True, text=True, env=NO_SLURM)
+    rows = probe_rows(plan, plain.stdout, judge=False)
+    assert rows[0].policy == "default" and rows[0].status == "REPORTED"
+    assert "REPORTED" in probe_table(rows)

@@ -25,10 +25,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: triad [ELEMENTS>=1024] [REPEATS>=1]\n");
         return 2;
     }
-    double *a = malloc((size_t)n * sizeof *a);
-    double *b = malloc((size_t)n * sizeof *b);
-    double *c = malloc((size_t)n * sizeof *c);
-    if (!a || !b || !c) {
+    double *a = malloc(3 * (size_t)n * sizeof *a); /* one block for the three arrays */
+    double *b = a + n, *c = a + 2 * n;
+    if (!a) {
         fprintf(stderr, "triad: out of memory\n");
         return 1;
     }
@@ -57,7 +56,5 @@ int main(int argc, char **argv)
     printf("triad_best_MBps=%.1f triad_avg_MBps=%.1f check=%.1f\n", bytes / best / 1e6,
            reps > 1 ? bytes / (total / (reps - 1)) / 1e6 : bytes / best / 1e6, check);
     free(a);
-    free(b);
-    free(c);
     return 0;
 }

@@ -181,3 +181,80 @@ def summary(rows: list[MemRow]) -> str:
         )
     bad = [r for r in rows if not r.ok]
     return f"the memory of {len(bad)} of {len(rows)} ranks differs from the plan"
+
+
+@dataclass(frozen=True)
+class ProbeRow:
+    """The placement probe's memory (kernels/whereami.c): its policy and where its test page
+    landed, against the rank's planned memory."""
+
+    rank: int
+    host: str
+    planned: MemoryPlacement | None
+    policy: str
+    nodes: tuple[int, ...]
+    page_node: int
+    status: str = "OK"  # OK | MISMATCH | REPORTED (not judged: nothing applied it)
+    why: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "MISMATCH"
+
+
+def probe_rows(plan: Plan, text: str, judge: bool) -> list[ProbeRow]:
+    """A row per whereami document in ``text``; ``judge``: compare with the plan (when the
+    memory placement was applied: see :func:`topobind.memory.needs_step`)."""
+    rows = []
+    for line in text.splitlines():
+        if not line.lstrip().startswith("{"):
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        params = doc.get("params") if isinstance(doc, dict) else None
+        if not isinstance(params, dict) or "mempolicy" not in params:
+            continue
+        rank = int(doc.get("rank", 0))
+        planned = plan.ranks[rank % plan.nranks].memory
+        row = ProbeRow(
+            rank,
+            str(doc.get("host", "?")),
+            planned,
+            str(params["mempolicy"]),
+            tuple(int(n) for n in params.get("mempolicy_nodes") or ()),
+            int(params.get("test_page_node", -1)),
+            "OK" if judge else "REPORTED",
+        )
+        why = _probe_problem(row) if judge else ""
+        rows.append(ProbeRow(**{**row.__dict__, "status": "MISMATCH", "why": why}) if why else row)
+    return sorted(rows, key=lambda r: (r.host, r.rank))
+
+
+def _probe_problem(row: ProbeRow) -> str:
+    m = row.planned
+    if m is None or m.policy == "none":
+        return ""
+    policy = "preferred" if row.policy == "preferred_many" else row.policy
+    if policy != m.policy or (m.policy != "preferred" and set(row.nodes) != set(m.nodes)):
+        planned = f"{m.policy} {format_list(m.nodes)}"
+        return f"policy {row.policy} {format_list(row.nodes)}, planned {planned}"
+    if m.policy == "bind" and row.page_node not in m.nodes:
+        return f"test page on NUMA node {row.page_node}, planned {format_list(m.nodes)}"
+    return ""
+
+
+def probe_table(rows: list[ProbeRow]) -> str:
+    from topobind.memory import memory_text
+
+    lines = [f"{'rank':>4}  {'host':<12} {'planned':<20} {'policy':<24} test page  verdict"]
+    for r in rows:
+        policy = f"{r.policy} {format_list(r.nodes)}".strip()
+        node = f"node {r.page_node}" if r.page_node >= 0 else "?"
+        verdict = r.status + (f": {r.why}" if r.why else "")
+        lines.append(
+            f"{r.rank:>4}  {r.host[:12]:<12} {memory_text(r.planned):<20} {policy:<24} "
+            f"{node:<10} {verdict}"
+        )
+    return "\n".join(lines)
