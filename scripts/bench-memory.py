@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from topobind.errors import TopobindError  # noqa: E402
 from topobind.fsutil import atomic_write_text  # noqa: E402
 from topobind.hugepages import reserve_hugepages  # noqa: E402
 from topobind.memstate import read_state, state_json  # noqa: E402
@@ -50,7 +51,11 @@ def run_once(program: str, pages: str) -> tuple[float | None, str]:
     cmd = [TOPOBIND, "run", "--launcher", "none", "--ranks", "1", "--threads", str(threads),
            "--pages", pages, "--", str(ROOT / argv[0]), *argv[1:]]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    for _ in range(6):  # another process may hold the pool's pages for a moment: wait
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        if done.returncode != 2 or "free" not in done.stderr:
+            break
+        time.sleep(10)
     m = re.search(pattern, done.stdout)
     tail = done.stderr.strip().splitlines()[-1:] if done.returncode else []
     return (float(m.group(1)) if m else None), " ".join(tail)
@@ -69,7 +74,10 @@ def main() -> int:
     load = os.getloadavg()[0]
     with contextlib.ExitStack() as stack:
         for kib, count in WANT.values():
-            stack.enter_context(reserve_hugepages(kib, count))
+            try:  # one spare page when the kernel has it (other processes share the pool)
+                stack.enter_context(reserve_hugepages(kib, count + 1))
+            except TopobindError:
+                stack.enter_context(reserve_hugepages(kib, count))
         state = state_json(read_state())
         for i in range(args.repeat):
             for program in PROGRAMS:

@@ -73,6 +73,7 @@ def test_local_binds_one_node_and_interleaves_over_several() -> None:
     assert needs_step(per_socket) and not needs_step(none)
 
 
+@pytest.mark.slow
 def test_json_text_picture_show_memory() -> None:
     doc = json.loads(cli("plan", "-t", BETZY, "--layout", "per-socket", "-f", "json").stdout)
     validate_plan_json(doc)
@@ -91,6 +92,7 @@ def test_json_text_picture_show_memory() -> None:
     assert "NUMA 4-7; memory bind 4-7 thp" in draw.stdout
 
 
+@pytest.mark.slow
 def test_srun_mem_bind_and_what_it_cannot_say() -> None:
     topo = load(BETZY)
     flag, note = srun_mem_bind(plan_memory(make_plan(topo, "per-numa")))
@@ -146,6 +148,7 @@ def test_pools_checked_per_node_with_the_command_that_fixes_them(tmp_path: Path)
         plan_memory(plan, "bind", "1G", root=no_1g)
 
 
+@pytest.mark.slow
 def test_confounders_read_from_a_tree(tmp_path: Path) -> None:
     root = Path(fake_sys(tmp_path, {0: {2048: (3, 4)}, 1: {2048: (0, 4)}}))
     thp = root / "sys/kernel/mm/transparent_hugepage"
@@ -190,6 +193,7 @@ def test_sizes_and_static_programs() -> None:
     assert not is_static("/bin/true") and not is_static(str(REPO / "scripts/local-slurm"))
 
 
+@pytest.mark.slow
 def test_no_numa_information(tmp_path: Path) -> None:
     xml = tmp_path / "nonuma.xml"
     text = subprocess.run(
@@ -213,6 +217,7 @@ def test_no_numa_information(tmp_path: Path) -> None:
     assert out.stderr.count("\n") == 1 and "has no NUMA information" in out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "says"),
     [
