@@ -29,6 +29,8 @@ from topobind.launch import (
     slurm_nodes,
     write_files,
 )
+from topobind.memory import needs_step
+from topobind.memverify import ProbeRow, probe_rows
 from topobind.plan import Plan, PlannedRank
 from topobind.runner import run_process
 from topobind.samples import explain, judged_threads, read_sample_files
@@ -65,6 +67,7 @@ class Verdict:
 
     rows: list[Row]
     env_rows: list[EnvRow] = field(default_factory=list)
+    memory_rows: list[ProbeRow] = field(default_factory=list)  # the probe's memory policy
 
 
 def workdir() -> str:
@@ -187,7 +190,8 @@ def verify_first(plan: Plan, job: Job) -> Verdict:
     out = probe_output(job)
     planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks]
     rows = compare(planned, parse_probe_output(out), nnodes=job.launch.nodes)
-    return Verdict(rows, check_env(planned, out))  # per-gpu plans: each rank's variables
+    memory = probe_rows(plan, out, judge=needs_step(plan))  # applied by the step: judged
+    return Verdict(rows, check_env(planned, out), memory)  # per-gpu: each rank's variables
 
 
 def verify_groups(groups: Sequence[NodePlan], job: Job) -> Verdict:
