@@ -187,6 +187,7 @@ class Row:
     tolerance: str
     result: str
     reason: str = ""
+    node: str = ""  # where it ran (ReFrame's job_nodelist)
 
 
 def _variant(tc: dict[str, Any]) -> str:
@@ -209,6 +210,26 @@ def rows_from(
 ) -> list[Row]:
     rows: list[Row] = []
     for tc in testcases:
+        rows += [replace(r, node=_node_of(tc)) for r in _rows_of(tc, skips, errors)]
+    return rows
+
+
+def _node_of(tc: dict[str, Any]) -> str:
+    nodes = [str(n) for n in tc.get("job_nodelist") or [] if n and n != "None"]
+    return ",".join(nodes)
+
+
+def reference_count(rows: list[Row]) -> tuple[int, int]:
+    """(figures compared with a reference, figures)."""
+    figures = [r for r in rows if r.metric not in ("-", "sanity")]
+    return sum(1 for r in figures if r.reference != "-"), len(figures)
+
+
+def _rows_of(
+    tc: dict[str, Any], skips: dict[str, str] | None, errors: list[str] | None
+) -> list[Row]:
+    rows: list[Row] = []
+    if True:
         check = tc.get("name", "?").split(" %")[0]
         variant = _variant(tc)
         result = str(tc.get("result", "?"))
@@ -216,22 +237,22 @@ def rows_from(
         if result not in ("pass", "fail", "skip"):  # aborted: the session stopped early
             why = reason or "; ".join(errors or []) or f"ReFrame result {result!r}"
             rows.append(Row(check, variant, "-", "-", "-", "-", "ABORT", why))
-            continue
+            return rows
         if result == "skip":
             reason = (skips or {}).get(str(tc.get("hashcode")), reason)
             rows.append(Row(check, variant, "-", "-", "-", "-", "SKIP", reason))
-            continue
+            return rows
         perf = tc.get("perfvalues") or {}
         figures = [(k.split(":")[-1], v) for k, v in perf.items() if v and v[0] is not None]
         if result == "fail" and tc.get("fail_phase") != "performance":
             rows.append(Row(check, variant, "sanity", "-", "-", "-", "FAIL", reason))
-            continue
+            return rows
         if not figures:
             rows.append(
                 Row(check, variant, "sanity", "-", "-", "-", "PASS" if result == "pass" else
                     result.upper(), reason)
             )  # fmt: skip
-            continue
+            return rows
         for metric, (val, ref, lower, upper, unit, *res) in figures:
             has_ref = not (ref == 0 and lower is None and upper is None)
             verdict = (res[0] if res else None) or ("pass" if result == "pass" else result)
@@ -260,12 +281,17 @@ def rows_from(
 
 
 def table(rows: list[Row]) -> str:
-    head = ("check", "variant", "metric", "measured", "reference", "tolerance", "result")
-    data = [head] + [
+    head: tuple[str, ...] = ("check", "variant", "metric", "measured", "reference", "tolerance",
+                             "result")  # fmt: skip
+    data: list[tuple[str, ...]] = [head] + [
         (r.check, r.variant, r.metric, r.measured, r.reference, r.tolerance, r.result) for r in rows
     ]
-    widths = [max(len(str(row[i])) for row in data) for i in range(len(head))]
     right = {3, 4}
+    if any(r.node for r in rows):  # where each check ran (a Slurm partition)
+        nodes = ["node"] + [r.node or "-" for r in rows]
+        data = [(n, *d) for n, d in zip(nodes, data, strict=True)]
+        right = {4, 5}
+    widths = [max(len(str(row[i])) for row in data) for i in range(len(data[0]))]
     lines = []
     for n, row in enumerate(data):
         cells = [

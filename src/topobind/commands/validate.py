@@ -79,6 +79,40 @@ def add_subparser(subparsers: Any) -> None:
         metavar="AGE",
         help="with --compare: how far back earlier runs count (e.g. 7d, 12h; default 30d)",
     )
+    each = val.add_argument_group("every node of a Slurm partition (node acceptance)")
+    each.add_argument(
+        "--each-node",
+        action="store_true",
+        help="run the checks on every node (idle ones, or --nodelist), interleaved by run; "
+        "one row per node; last line 'bad nodes: HOSTLIST'",
+    )
+    each.add_argument("--nodelist", metavar="HOSTLIST", help="these nodes, e.g. node[1-3,7]")
+    each.add_argument(
+        "--repeat", type=int, default=3, metavar="N", help="runs per node (default 3; 7+: strong)"
+    )
+    each.add_argument(
+        "--confirm",
+        action="store_true",
+        help="re-run the SLOW nodes (at least 7 runs) interleaved with a good node before "
+        "naming them",
+    )
+    each.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        metavar="F",
+        help="a node slower than the fleet median by more than F is an outlier (default: the "
+        "site's settings.outlier_threshold, else 0.05)",
+    )
+    each.add_argument(
+        "--drain", action="store_true", help="print the scontrol commands draining bad nodes"
+    )
+    each.add_argument("--apply", action="store_true", help="with --drain: run them")
+    val.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 1) when a figure has no reference to compare with",
+    )
     val.set_defaults(func=run_validate)
 
     cal = subparsers.add_parser(
@@ -173,7 +207,16 @@ def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
 def run_validate(args: argparse.Namespace) -> int:
     from topobind import validation  # not at import: the CLI starts fast
 
+    if not args.each_node:
+        given = {"--nodelist": args.nodelist, "--confirm": args.confirm, "--drain": args.drain}
+        used = [o for o, v in given.items() if v] + (["--threshold"] if args.threshold else [])
+        if used:
+            raise TopobindError(f"{', '.join(used)}: only with --each-node")
+    if args.apply and not args.drain:
+        raise TopobindError("--apply runs the drain commands: add --drain")
     site = _load(args.site)
+    if args.each_node:
+        return _run_each_node(args, site)
     results = _results_dir(args)
     setvars = validation.setvars_for(site, args.setvars, calibrating=False)
     host = socket.gethostname()
@@ -256,7 +299,87 @@ def run_validate(args: argparse.Namespace) -> int:
         f"\n{passed} passed, {len(bad)} failed, "
         f"{sum(1 for r in all_rows if r.result == 'SKIP')} skipped"
     )
-    return 1 if bad or failed_sessions else 0
+    unreferenced = _print_reference_count(all_rows, args.strict)
+    return 1 if bad or failed_sessions or (args.strict and unreferenced) else 0
+
+
+def _print_reference_count(rows: list[Any], strict: bool) -> int:
+    """'K of N figures compared with a reference'; returns N - K."""
+    from topobind import validation
+
+    compared, total = validation.reference_count(rows)
+    print(f"{compared} of {total} figures compared with a reference")
+    if total > compared:
+        hint = "(--strict: that fails)" if strict else "(--strict makes that a failure)"
+        print(
+            f"topobind: warning: {total - compared} figure(s) had no reference {hint}; "
+            "write references with: topobind calibrate",
+            file=sys.stderr,
+        )
+    return total - compared
+
+
+def _run_each_node(args: argparse.Namespace, site: Any) -> int:
+    from topobind import acceptance, validation
+
+    parts = validation.partitions_of(site, args.partition)
+    if len(parts) != 1:
+        raise TopobindError("--each-node tests one partition's nodes: name it with --partition")
+    threshold = args.threshold
+    if threshold is None:
+        threshold = float(site.settings.get("outlier_threshold", acceptance.DEFAULT_THRESHOLD))
+    if not 0 < threshold < 10:
+        raise TopobindError(f"--threshold {threshold}: give a fraction, e.g. 0.05 for 5 %")
+    req = acceptance.Request(
+        partition=parts[0],
+        tags=args.tags,
+        names=args.name,
+        setvars=validation.setvars_for(site, args.setvars, calibrating=False),
+        nodelist=args.nodelist,
+        repeat=args.repeat,
+        confirm=args.confirm,
+        threshold=threshold,
+    )
+    out = acceptance.accept(site, req, _results_dir(args), args.verbose)
+    print(
+        f"\nsite {site.name}, partition {req.partition}: {len(out.nodes)} nodes x "
+        f"{req.repeat} runs (tags {req.tags}); outlier: median more than "
+        f"{100 * threshold:g}% worse than the fleet median"
+        + (f"; confirmed against {out.partner}" if out.partner else "")
+    )
+    print(acceptance.table(out.verdicts) + "\n")
+    if out.partner:
+        flagged = [f"{v.node} {v.verdict_text()}" for v in out.first if v.status == "SLOW"]
+        print(f"first pass flagged: {', '.join(flagged)}; re-run with {out.partner} "
+              f"({acceptance.MIN_RUNS}+ runs each, interleaved)")  # fmt: skip
+    for check, why in sorted(out.obs.skipped.items()):
+        print(f"skip {check}: {why}")
+    for note in out.notes:
+        print(f"note: {note}")
+    weak = [v.node for v in out.verdicts if v.status == "SLOW" and v.weak and not v.confirmed]
+    if weak:
+        print(f"weak: {', '.join(weak)}: too few or too noisy runs to be sure; re-run them with "
+              "--confirm (or --repeat 7)")  # fmt: skip
+    print("reports: " + ", ".join(out.reports))
+    status = 0
+    if args.drain:
+        for _node, cmd in acceptance.drain_lines(out.verdicts):
+            print(shlex.join(cmd))
+            if args.apply:
+                status |= _apply(cmd)
+    print(acceptance.bad_nodes_line(out.verdicts))
+    bad = any(v.bad for v in out.verdicts)
+    return 1 if bad or status else 0
+
+
+def _apply(cmd: list[str]) -> int:
+    import subprocess
+
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"topobind: error: {shlex.join(cmd)}: {done.stderr.strip()}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
