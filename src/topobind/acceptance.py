@@ -21,6 +21,7 @@ all: the node died) FAILs, with the reason.
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from collections.abc import Iterable, Sequence
@@ -39,7 +40,7 @@ _PARAM = re.compile(r" %([^ =]+)=(\S+)")
 
 
 # --------------------------------------------------------------------------- reading reports
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sample:
     node: str
     check: str
@@ -66,6 +67,7 @@ class Observations:
     ran_on: dict[str, set[str]] = field(default_factory=dict)  # node -> checks that ran
 
 
+@functools.lru_cache(maxsize=65536)  # the same names come back in every run
 def parse_name(display_name: str) -> tuple[str, str, str | None]:
     """``StreamCheck %layout=compact %.part=local:slurm %.nid=node1`` ->
     (StreamCheck, compact, node1)."""
@@ -76,8 +78,7 @@ def parse_name(display_name: str) -> tuple[str, str, str | None]:
     return check, variant, node
 
 
-def node_of(tc: dict[str, Any]) -> str | None:
-    _c, _v, node = parse_name(str(tc.get("display_name") or tc.get("name", "")))
+def node_of(tc: dict[str, Any], node: str | None = None) -> str | None:
     if node:
         return node
     nodes = [n for n in tc.get("job_nodelist") or tc.get("nodelist") or [] if n and n != "None"]
@@ -102,8 +103,8 @@ def _add(obs: Observations, tc: dict[str, Any], site: str, run: int) -> None:
             f"a ReFrame report of site {tc['system']!r} was given for site {site!r}; "
             "judge each site's nodes with its own reports"
         )
-    check, variant, _ = parse_name(str(tc.get("display_name") or tc.get("name", "")))
-    node = node_of(tc)
+    check, variant, nid = parse_name(str(tc.get("display_name") or tc.get("name", "")))
+    node = node_of(tc, nid)
     result = tc.get("result")
     if result == "skip":
         obs.skipped[check] = " ".join(str(tc.get("fail_reason") or "skipped").split())
@@ -519,6 +520,36 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
         out.partner = partner
         out.reports.append(str(again.report_path))
     return out
+
+
+def judge_reports(paths: Sequence[str], site: str, req: Request) -> Outcome:
+    """The verdict over ReFrame report files already written (no run): every node they name,
+    or those of ``req.nodelist`` (a node named there without a result FAILs)."""
+    import json
+    from pathlib import Path
+
+    reports = []
+    for p in paths:
+        path = Path(p)
+        if not path.is_file():
+            raise TopobindError(f"--reports {p}: no such file (give ReFrame --report-file JSON)")
+        try:
+            reports.append(json.loads(path.read_text()))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise TopobindError(f"--reports {p}: not a ReFrame JSON report ({exc})") from None
+        if not isinstance(reports[-1], dict) or "runs" not in reports[-1]:
+            raise TopobindError(f"--reports {p}: not a ReFrame JSON report (no 'runs')")
+    obs = observe(reports, site)
+    nodes = hostlist.expand(req.nodelist) if req.nodelist else sorted(obs.ran_on, key=_natural)
+    figures = figure_verdicts(obs.samples, req.threshold)
+    verdicts = node_verdicts(nodes, obs, figures)
+    return Outcome(nodes, verdicts, figures, obs, list(paths), first=verdicts)
+
+
+def _natural(name: str) -> tuple[str, int]:
+    m = re.match(r"^(.*?)(\d*)$", name)
+    assert m is not None
+    return m.group(1), int(m.group(2) or -1)
 
 
 def drain_lines(verdicts: Sequence[NodeVerdict]) -> list[tuple[str, list[str]]]:

@@ -108,6 +108,12 @@ def add_subparser(subparsers: Any) -> None:
         "--drain", action="store_true", help="print the scontrol commands draining bad nodes"
     )
     each.add_argument("--apply", action="store_true", help="with --drain: run them")
+    each.add_argument(
+        "--reports",
+        nargs="+",
+        metavar="JSON",
+        help="judge these ReFrame report files (of earlier --each-node runs) instead of running",
+    )
     val.add_argument(
         "--strict",
         action="store_true",
@@ -208,7 +214,8 @@ def run_validate(args: argparse.Namespace) -> int:
     from topobind import validation  # not at import: the CLI starts fast
 
     if not args.each_node:
-        given = {"--nodelist": args.nodelist, "--confirm": args.confirm, "--drain": args.drain}
+        given = {"--nodelist": args.nodelist, "--confirm": args.confirm, "--drain": args.drain,
+                 "--reports": args.reports}  # fmt: skip
         used = [o for o, v in given.items() if v] + (["--threshold"] if args.threshold else [])
         if used:
             raise TopobindError(f"{', '.join(used)}: only with --each-node")
@@ -340,10 +347,17 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
         confirm=args.confirm,
         threshold=threshold,
     )
-    out = acceptance.accept(site, req, _results_dir(args), args.verbose)
+    if args.reports:
+        if args.confirm:
+            raise TopobindError("--confirm runs the checks again: not with --reports")
+        out = acceptance.judge_reports(args.reports, site.name, req)
+        what = f"{len(args.reports)} report file(s)"
+    else:
+        out = acceptance.accept(site, req, _results_dir(args), args.verbose)
+        what = f"{req.repeat} runs (tags {req.tags})"
     print(
-        f"\nsite {site.name}, partition {req.partition}: {len(out.nodes)} nodes x "
-        f"{req.repeat} runs (tags {req.tags}); outlier: median more than "
+        f"\nsite {site.name}, partition {req.partition}: {len(out.nodes)} nodes x {what}; "
+        f"outlier: median more than "
         f"{100 * threshold:g}% worse than the fleet median"
         + (f"; confirmed against {out.partner}" if out.partner else "")
     )
