@@ -324,3 +324,22 @@ def test_plain_table_has_a_node_column_and_counts_references() -> None:
     assert text.splitlines()[0].split()[:2] == ["node", "check"]
     assert text.splitlines()[2].split()[0] == "node2"
     assert validation.reference_count(rows) == (0, 1)
+
+
+# --------------------------------------------------------------------------- report
+def test_report_slow_host_table_shows_the_verdicts_strength(tmp_path: Path) -> None:
+    from fleetgen import FleetSpec, generate_fleet, parse_slow
+
+    from topobind.report import analysis, reader, tables
+
+    for runs, strength in ((3, "weak"), (8, "strong")):
+        d = tmp_path / f"f{runs}"
+        spec = FleetSpec(hosts=9, runs=runs, kernels=("stream",),
+                         slow=parse_slow("gen-node0002:1.30"))  # fmt: skip
+        generate_fleet(d, spec)
+        read = reader.read_results([d])
+        report = analysis.analyse(read.runs, analysis.Options(), read.inputs, read.files)
+        table = tables.slow_hosts_table(report)
+        assert table.headers[-4:] == ("runs", "CV", "confidence", "strength")
+        (row,) = [r for r in table.rows if r.cells[0] == "gen-node0002"]
+        assert row.cells[8] == str(runs) and row.cells[-1] == strength
