@@ -5,6 +5,7 @@ it all on the local 3-node cluster)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -343,3 +344,58 @@ def test_report_slow_host_table_shows_the_verdicts_strength(tmp_path: Path) -> N
         assert table.headers[-4:] == ("runs", "CV", "confidence", "strength")
         (row,) = [r for r in table.rows if r.cells[0] == "gen-node0002"]
         assert row.cells[8] == str(runs) and row.cells[-1] == strength
+
+
+# --------------------------------------------------------------------------- history
+def _history_db(path: Path, days: int, loss_per_week: float) -> Path:
+    """A ReFrame results database (its real schema) with a session every 3 days: node3
+    loses ``loss_per_week`` per week, node1 and node2 stay within 1 %."""
+    import json as _json
+    import random
+    import sqlite3
+
+    rng = random.Random(7)
+    db = path / "results.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE sessions(uuid TEXT PRIMARY KEY, session_start_unix REAL, "
+                "session_end_unix REAL, json_blob TEXT, report_file TEXT)")  # fmt: skip
+    start = 1_790_000_000.0
+    for i, day in enumerate(range(0, days + 1, 3)):
+        week = day / 7
+        runs = [{"node1": 100 * rng.gauss(1, 0.005), "node2": 101 * rng.gauss(1, 0.005),
+                 "node3": 100 * (1 - loss_per_week * week) * rng.gauss(1, 0.005)}
+                for _ in range(3)]  # fmt: skip
+        t = start + day * 86400
+        con.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?)",
+                    (f"s{i}", t, t + 60, _json.dumps(_report(runs)), ""))  # fmt: skip
+    con.commit()
+    con.close()
+    return db
+
+
+def test_history_flags_a_node_losing_three_percent_a_week(tmp_path: Path) -> None:
+    from topobind import history
+
+    db = _history_db(tmp_path, 30, 0.03)
+    rows = history.trends(history.sessions(db, "fleet", 30), "fleet", 0.05)
+    by = {t.node: t for t in rows}
+    assert by["node3"].drift and by["node3"].sessions == 11
+    assert by["node3"].per_week == pytest.approx(-0.03, abs=0.006)
+    assert not by["node1"].drift and not by["node2"].drift
+    assert abs(by["node1"].per_week or 0) < 0.005
+    text = history.table(rows)
+    assert re.search(r"^node3 .* DRIFT$", text, re.M) and "%/week" in text
+
+
+@pytest.mark.slow
+def test_validate_history_command(tmp_path: Path) -> None:
+    _history_db(tmp_path, 30, 0.03)
+    sites = _sites_dir(tmp_path, None)
+    got = _topobind(["validate", "--site", "fleet", "--history", "--results", str(tmp_path)],
+                    sites)  # fmt: skip
+    assert got.returncode == 1, got.stderr
+    assert got.stdout.strip().splitlines()[-1] == "drifting nodes: node3"
+    empty = tmp_path / "none"
+    empty.mkdir()
+    got = _topobind(["validate", "--site", "fleet", "--history", "--results", str(empty)], sites)
+    assert got.returncode == 2 and "no ReFrame results database yet" in got.stderr

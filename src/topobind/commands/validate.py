@@ -115,6 +115,13 @@ def add_subparser(subparsers: Any) -> None:
         help="judge these ReFrame report files (of earlier --each-node runs) instead of running",
     )
     val.add_argument(
+        "--history",
+        action="store_true",
+        help="no run: each node's figures over --since (default 30d) from the results "
+        "database; a node whose latest session is worse than its own median by more than the "
+        "threshold DRIFTs (exit 1)",
+    )
+    val.add_argument(
         "--strict",
         action="store_true",
         help="fail (exit 1) when a figure has no reference to compare with",
@@ -222,6 +229,8 @@ def run_validate(args: argparse.Namespace) -> int:
     if args.apply and not args.drain:
         raise TopobindError("--apply runs the drain commands: add --drain")
     site = _load(args.site)
+    if args.history:
+        return _run_history(args, site)
     if args.each_node:
         return _run_each_node(args, site)
     results = _results_dir(args)
@@ -384,6 +393,36 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
     print(acceptance.bad_nodes_line(out.verdicts))
     bad = any(v.bad for v in out.verdicts)
     return 1 if bad or status else 0
+
+
+def _run_history(args: argparse.Namespace, site: Any) -> int:
+    import re
+
+    from topobind import acceptance, history
+
+    m = re.fullmatch(r"(\d+)d", args.since)
+    if not m:
+        raise TopobindError(f"--since {args.since!r}: with --history give days, e.g. 30d")
+    threshold = args.threshold
+    if threshold is None:
+        threshold = float(site.settings.get("outlier_threshold", acceptance.DEFAULT_THRESHOLD))
+    db = _results_dir(args) / "results.db"
+    rows = history.trends(history.sessions(db, site.name, int(m.group(1))), site.name, threshold)
+    print(f"site {site.name}: {db}, last {args.since}; drift: latest session more than "
+          f"{100 * threshold:g}% worse than the node's own median before it")  # fmt: skip
+    if not rows:
+        print("(no node has figures from two sessions yet)")
+        return 0
+    print(history.table(rows))
+    drifting = sorted({t.node for t in rows if t.drift})
+    print(f"drifting nodes: {hostlist_text(drifting)}")
+    return 1 if drifting else 0
+
+
+def hostlist_text(nodes: list[str]) -> str:
+    from topobind import hostlist
+
+    return hostlist.compress(nodes) if nodes else "none"
 
 
 def _apply(cmd: list[str]) -> int:
