@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -155,3 +156,37 @@ def test_plain_validate_names_the_node_and_counts_references(
     assert re.search(r"^node\d\s+StreamCheck", got.stdout, re.M), got.stdout
     assert "0 of 4 figures compared with a reference" in got.stdout
     assert os.path.isdir(tmp_path / "results")
+
+
+def test_a_node_that_dies_during_the_run_is_named_failed_and_the_others_judged(
+    slurm_cluster3: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from slurm_helpers import revive_nodes, run_script
+
+    c = slurm_cluster3
+    sites = _site(tmp_path)
+    env = dict(c.env, TOPOBIND_SITES_DIR=str(sites))
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    argv = [TOPOBIND, "validate", "--site", "fleet", "--partition", "slurm", "--each-node",
+            "--results", str(tmp_path / "results"), *CHECK]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)  # fmt: skip
+    try:
+        # the conformance step and the first jobs are under way: node2 crashes
+        deadline = time.monotonic() + 120
+        while "node2" not in c.run(["squeue", "-h", "-o", "%N"]).stdout:
+            assert time.monotonic() < deadline and proc.poll() is None, "no job reached node2"
+            time.sleep(0.5)
+        killed = run_script("kill-node", c.state_dir, args=["node2"])
+        assert killed.returncode == 0, killed.stdout + killed.stderr
+        out, err = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        revive_nodes(c, timeout=120)
+    assert proc.returncode == 1, out + err
+    assert "Traceback" not in err
+    assert out.strip().splitlines()[-1] == "bad nodes: node2", out
+    assert _row(out, "node2").split()[1] == "FAIL"
+    assert _row(out, "node1").split()[1] == "ok" and _row(out, "node3").split()[1] == "ok"

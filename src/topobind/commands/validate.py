@@ -24,6 +24,9 @@ examples:
   topobind validate --site betzy --partition normal --tags bandwidth
   topobind validate --site local --tags quick --compare   # and each figure vs earlier runs
   topobind validate --site local -n StreamCheck%layout=compact -S StreamCheck.elements=50M
+  topobind validate --site S --partition P --each-node --confirm   # every node, bad ones named
+  topobind validate --site S --partition P --each-node --nodelist 'node[1-8]' --drain --apply
+  topobind validate --site S --history --since 30d    # each node over time, drifting nodes
 
 Runs 'reframe -C site_configs/reframe_config.py -c reframe_tests --system SITE:PARTITION -t
 TAGS -r', one session per partition, then prints one row per figure: check, variant,
@@ -32,6 +35,13 @@ has no figure: its sanity result). Exit status 1 when anything failed. The site'
 and the settings its references were calibrated with are passed as -S options.
 ReFrame's reports, perflogs and results database stay in results/reframe/ (or --results).
 Tags: quick (the short set), full, bandwidth, variability, binding, latency.
+
+--each-node: one ReFrame session, --distribute=all (one copy of each check per node) and
+--reruns N-1, so runs are interleaved across nodes; conformance (site check --live) once per
+node. Per figure, a node's median over its runs vs the fleet median: SLOW beyond --threshold
+(default 5 %) when a sign test agrees; strength = runs, CV, confidence ('weak' under 7 runs
+or 95 %). --confirm re-runs SLOW nodes next to a good node. Last line: 'bad nodes: HOSTLIST'
+(exit 1) or 'bad nodes: none' (exit 0). docs/site-admins.md.
 """
 
 CALIBRATE_EPILOG = """\
