@@ -212,7 +212,7 @@ def rows_from(
 ) -> list[Row]:
     rows: list[Row] = []
     for tc in testcases:
-        rows += [replace(r, node=_node_of(tc)) for r in _rows_of(tc, skips, errors)]
+        rows += [replace(r, node=_node_of(tc)) for r in _rows_of([tc], skips, errors)]
     return rows
 
 
@@ -228,10 +228,10 @@ def reference_count(rows: list[Row]) -> tuple[int, int]:
 
 
 def _rows_of(
-    tc: dict[str, Any], skips: dict[str, str] | None, errors: list[str] | None
+    testcases: list[dict[str, Any]], skips: dict[str, str] | None, errors: list[str] | None
 ) -> list[Row]:
     rows: list[Row] = []
-    if True:
+    for tc in testcases:
         check = tc.get("name", "?").split(" %")[0]
         variant = _variant(tc)
         result = str(tc.get("result", "?"))
@@ -239,22 +239,22 @@ def _rows_of(
         if result not in ("pass", "fail", "skip"):  # aborted: the session stopped early
             why = reason or "; ".join(errors or []) or f"ReFrame result {result!r}"
             rows.append(Row(check, variant, "-", "-", "-", "-", "ABORT", why))
-            return rows
+            continue
         if result == "skip":
             reason = (skips or {}).get(str(tc.get("hashcode")), reason)
             rows.append(Row(check, variant, "-", "-", "-", "-", "SKIP", reason))
-            return rows
+            continue
         perf = tc.get("perfvalues") or {}
         figures = [(k.split(":")[-1], v) for k, v in perf.items() if v and v[0] is not None]
         if result == "fail" and tc.get("fail_phase") != "performance":
             rows.append(Row(check, variant, "sanity", "-", "-", "-", "FAIL", reason))
-            return rows
+            continue
         if not figures:
             rows.append(
                 Row(check, variant, "sanity", "-", "-", "-", "PASS" if result == "pass" else
                     result.upper(), reason)
             )  # fmt: skip
-            return rows
+            continue
         for metric, (val, ref, lower, upper, unit, *res) in figures:
             has_ref = not (ref == 0 and lower is None and upper is None)
             verdict = (res[0] if res else None) or ("pass" if result == "pass" else result)
