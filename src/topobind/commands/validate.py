@@ -13,6 +13,7 @@ import argparse
 import shlex
 import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -298,6 +299,8 @@ def run_validate(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         rows = validation.mark_busy(rows, site)
+        if site.partition(partition).scheduler == "local":  # this machine: no node column
+            rows = [replace(r, node="") for r in rows]
         print(f"\nsite {site.name}, partition {partition} (tags {args.tags}):")
         print(validation.table(rows) + "\n")
         if site.calibration is not None and site.calibration.busy:
