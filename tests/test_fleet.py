@@ -399,3 +399,16 @@ def test_validate_history_command(tmp_path: Path) -> None:
     empty.mkdir()
     got = _topobind(["validate", "--site", "fleet", "--history", "--results", str(empty)], sites)
     assert got.returncode == 2 and "no ReFrame results database yet" in got.stderr
+
+
+def test_gpu_and_nic_locality_from_a_golden_xml() -> None:
+    shared = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared")) / "topologies"
+    xml = shared / "power8gpudistances.xml"
+    if not xml.is_file():
+        pytest.skip(f"{xml} not here")
+    golden, where = conformance.golden_expected(xml, "n1")
+    assert golden["gpus"] == 4 and golden["gpu_numa"] == [0, 0, 1, 1] and where == str(xml)
+    facts = dict(golden, gpu_numa=[0, 0, 0, 1])  # one GPU moved to the other socket's slot
+    (f,) = conformance.findings(golden, facts, where)
+    assert f.text("n1") == f"n1: gpu_numa: expected [0, 0, 1, 1], found [0, 0, 0, 1] ({xml})"
+    assert conformance.findings({"nic_numa": [1, 0]}, {"nic_numa": [0, 1]}, "x") == []

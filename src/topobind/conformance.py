@@ -21,7 +21,8 @@ from topobind import hostlist
 
 COUNT_KEYS = ("packages", "numa_nodes", "l3_domains", "cores", "smt")
 AT_LEAST_KEYS = ("hugepages_2m_per_numa", "hugepages_1g_per_numa")
-EXACT_KEYS = (*COUNT_KEYS, "gpus", "nics", "numa_balancing", "thp", "governor")
+EXACT_KEYS = (*COUNT_KEYS, "gpus", "nics", "gpu_numa", "nic_numa", "numa_balancing", "thp",
+              "governor")  # fmt: skip
 MEMORY_SLACK = 0.05  # memory per NUMA node: the kernel and firmware keep a few percent
 
 
@@ -77,6 +78,8 @@ def live_facts(topo: Any, sysfs: str = "/sys", procfs: str = "/proc") -> dict[st
         facts["memory_gib_per_numa"] = min(mem)
     facts["gpus"] = len(topo.devices.gpus)
     facts["nics"] = len(topo.devices.nics)
+    facts["gpu_numa"] = locality(topo.devices.gpus)
+    facts["nic_numa"] = locality(topo.devices.nics)
     pools = hugepages_status(sysfs)
     for label, kib in (("2m", 2048), ("1g", 1048576)):
         pool = pools.get(kib)
@@ -94,6 +97,11 @@ def live_facts(topo: Any, sysfs: str = "/sys", procfs: str = "/proc") -> dict[st
     return facts
 
 
+def locality(devices: Any) -> list[int]:
+    """The NUMA node (OS index) each device is near, sorted; -1: hwloc gives none."""
+    return sorted(d.numa[0] if d.numa else -1 for d in devices)
+
+
 def findings(expected: Mapping[str, Any], facts: Mapping[str, Any], where: str) -> list[Finding]:
     out: list[Finding] = []
     for key, want in expected.items():
@@ -107,6 +115,8 @@ def findings(expected: Mapping[str, Any], facts: Mapping[str, Any], where: str) 
             got = f"{got:.1f} GiB"
         elif key in AT_LEAST_KEYS:
             bad = got < want
+        elif isinstance(want, list):  # gpu_numa, nic_numa: the NUMA node of each device
+            bad = sorted(want) != got
         else:
             bad = str(got) != str(want)
         if bad:
@@ -130,6 +140,8 @@ def golden_expected(path: Path, host: str) -> tuple[dict[str, Any], str]:
     counts: dict[str, Any] = dict(node_counts(topo))
     counts["memory_gib_per_numa"] = min(n.memory_bytes for n in topo.numa_nodes) / 2**30
     counts["gpus"], counts["nics"] = len(topo.devices.gpus), len(topo.devices.nics)
+    counts["gpu_numa"], counts["nic_numa"] = (locality(topo.devices.gpus),
+                                              locality(topo.devices.nics))  # fmt: skip
     return counts, str(xml)
 
 

@@ -93,6 +93,8 @@ CONFORMANCE_KEYS = (
     "hugepages_1g_per_numa",
     "gpus",
     "nics",
+    "gpu_numa",
+    "nic_numa",
     "numa_balancing",
     "thp",
     "governor",
