@@ -32,8 +32,14 @@ class NodeCheck(TopobindCheck):
             f"topobind calibrate --site {self.tb_site.name})",
         )
         self.executable = f"{topobind_cmd()} show --format json > node.json"
-        self.postrun_cmds = status_line()
-        self.keep_files = ["node.json"]
+        # on the node itself: its hugepage pools, NUMA balancing, THP, governor and the
+        # site's per-host expectations (topobind.conformance); one line per finding
+        self.postrun_cmds = [
+            *status_line(),
+            f"{topobind_cmd()} site check {self.tb_site.name} --live > conformance.txt 2>&1; "
+            'echo "topobind-conformance-status: $?"',
+        ]
+        self.keep_files = ["node.json", "conformance.txt"]
 
     @sanity_function
     def validate(self) -> bool:
@@ -55,7 +61,9 @@ class NodeCheck(TopobindCheck):
             f"{key}: expected {getattr(node, key)}, found {value}"
             for key, value in live.items()
             if getattr(node, key) != value
+            and not (node.hosts and any(key in o for o in node.hosts.values()))
         ]
+        wrong += self.conformance_findings()
         if wrong:
             raise SanityError(
                 f"node {s.get('hostname')} does not match {where}: "
@@ -64,3 +72,25 @@ class NodeCheck(TopobindCheck):
                 "section of the site)"
             )
         return True
+
+    def conformance_findings(self) -> list[str]:
+        """The findings of 'topobind site check --live' run on the node (beyond the counts)."""
+        path = os.path.join(self.stagedir, "conformance.txt")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                lines = [ln.strip() for ln in fh if ln.strip()]
+        except OSError:
+            raise SanityError("the conformance check wrote no conformance.txt") from None
+        out = []
+        for ln in lines:
+            text = ln.removeprefix("topobind: error: ")
+            if ": expected " not in text:
+                continue
+            text = text.rsplit(" (", 1)[0]  # drop the file the expectation came from
+            key = text.split(": ")[1] if text.count(": ") >= 2 else ""
+            # the counts are compared above, unless hosts: overrides them per host
+            if key not in ("packages", "numa_nodes", "l3_domains", "cores", "smt") or (
+                self.tb_site.node is not None and self.tb_site.node.hosts
+            ):
+                out.append(text)
+        return out

@@ -83,14 +83,16 @@ def validate(cal: Calibrated, *args: str, sites_dir: Path | None = None, env=Non
 
 
 def table_rows(out: str) -> list[list[str]]:
-    """The rows of validate's table, split on runs of 2+ spaces."""
+    """The rows of validate's table, split on runs of 2+ spaces (without the node column a
+    Slurm partition's table starts with)."""
     lines = out.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("check "))
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(("check ", "node ")))
+    skip = 1 if lines[start].startswith("node ") else 0
     rows = []
     for ln in lines[start + 2 :]:
         if not ln.strip():
             break
-        rows.append(re.split(r"\s{2,}", ln.strip()))
+        rows.append(re.split(r"\s{2,}", ln.strip())[skip:])
     return rows
 
 
@@ -359,6 +361,7 @@ def test_quick_set_through_local_slurm(
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "site local, partition slurm" in done.stdout
+    assert re.search(r"^node1\s+BindingCheck", done.stdout, re.M), done.stdout  # where it ran
     rows = {(r[0], r[1], r[2]): r for r in table_rows(done.stdout)}
     assert rows[("BindingCheck", "spread/2", "sanity")][-1] == "PASS"
     assert rows[("StreamCheck", "compact", "triad")][-1] == "PASS"

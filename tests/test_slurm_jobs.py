@@ -78,7 +78,9 @@ def test_node_validation_array(local_slurm: dict[str, str], tmp_path: Path) -> N
     job = sbatch_wait(EXAMPLES / "node-validation-array.sbatch", tmp_path, env)
     assert job.returncode == 0
     results = [load_result(p) for p in sorted((tmp_path / "res").glob("*/stream-*.json"))]
-    assert sorted(r.layout for r in results) == ["compact", "every-other-core", "per-l3"]
+    # every array task ran every layout: the nodes are compared on the same kernels
+    assert sorted(r.layout for r in results) == sorted(["compact", "every-other-core",
+                                                        "per-l3"] * 3)  # fmt: skip
     assert all(r.valid for r in results)
 
 

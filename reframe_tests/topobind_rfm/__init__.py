@@ -220,6 +220,24 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
             if refs:
                 self.reference = refs
 
+    @run_after("performance")
+    def tb_warn_unreferenced(self) -> None:
+        """A figure without a reference passes whatever it is: say so in the output, so a
+        plain 'reframe' run on a site without targets is never a silent green."""
+        if not self.tb_family or self.calibrating or SITE is None:
+            return
+        missing = [
+            key.split(":")[-1]
+            for key, v in (getattr(self, "perfvalues", None) or {}).items()
+            if v[1] == 0 and v[2] is None and v[3] is None
+        ]
+        if missing:
+            self.logger.warning(
+                f"{self.display_name}: no reference for {', '.join(missing)} on site "
+                f"{SITE.name}: not compared with anything (topobind calibrate --site "
+                f"{SITE.name} writes references)"
+            )
+
     @run_after("setup")
     def tb_set_site(self) -> None:
         if SITE is None:  # only when imported outside a session

@@ -156,6 +156,8 @@ def run_reframe(
             if plain.startswith("ERROR"):
                 errors.append(" ".join(plain.split()))
             noise = "variables were not set" in plain  # site settings other checks lack
+            # --each-node compares every figure with the fleet, not with references
+            noise = noise or (label in ("each-node", "confirm") and "no reference for" in plain)
             if (
                 verbose
                 or _STATUS_LINE.match(plain)
@@ -187,6 +189,7 @@ class Row:
     tolerance: str
     result: str
     reason: str = ""
+    node: str = ""  # where it ran (ReFrame's job_nodelist)
 
 
 def _variant(tc: dict[str, Any]) -> str:
@@ -206,6 +209,26 @@ def rows_from(
     testcases: list[dict[str, Any]],
     skips: dict[str, str] | None = None,
     errors: list[str] | None = None,
+) -> list[Row]:
+    rows: list[Row] = []
+    for tc in testcases:
+        rows += [replace(r, node=_node_of(tc)) for r in _rows_of([tc], skips, errors)]
+    return rows
+
+
+def _node_of(tc: dict[str, Any]) -> str:
+    nodes = [str(n) for n in tc.get("job_nodelist") or [] if n and n != "None"]
+    return ",".join(nodes)
+
+
+def reference_count(rows: list[Row]) -> tuple[int, int]:
+    """(figures compared with a reference, figures)."""
+    figures = [r for r in rows if r.metric not in ("-", "sanity")]
+    return sum(1 for r in figures if r.reference != "-"), len(figures)
+
+
+def _rows_of(
+    testcases: list[dict[str, Any]], skips: dict[str, str] | None, errors: list[str] | None
 ) -> list[Row]:
     rows: list[Row] = []
     for tc in testcases:
@@ -260,12 +283,17 @@ def rows_from(
 
 
 def table(rows: list[Row]) -> str:
-    head = ("check", "variant", "metric", "measured", "reference", "tolerance", "result")
-    data = [head] + [
+    head: tuple[str, ...] = ("check", "variant", "metric", "measured", "reference", "tolerance",
+                             "result")  # fmt: skip
+    data: list[tuple[str, ...]] = [head] + [
         (r.check, r.variant, r.metric, r.measured, r.reference, r.tolerance, r.result) for r in rows
     ]
-    widths = [max(len(str(row[i])) for row in data) for i in range(len(head))]
     right = {3, 4}
+    if any(r.node for r in rows):  # where each check ran (a Slurm partition)
+        nodes = ["node"] + [r.node or "-" for r in rows]
+        data = [(n, *d) for n, d in zip(nodes, data, strict=True)]
+        right = {4, 5}
+    widths = [max(len(str(row[i])) for row in data) for i in range(len(data[0]))]
     lines = []
     for n, row in enumerate(data):
         cells = [

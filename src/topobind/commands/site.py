@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import socket
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from topobind.errors import Problems, TopobindError
@@ -54,6 +58,17 @@ def add_subparser(subparsers: Any) -> None:
         action="store_true",
         help="also compare this machine (topobind show) with the site's node: section",
     )
+    check.add_argument(
+        "--golden",
+        metavar="XML",
+        help="with --live: compare with this hwloc XML (or DIR/<host>.xml) instead of node:",
+    )
+    check.add_argument(
+        "--drain",
+        action="store_true",
+        help="with --live: print the scontrol command that drains a non-conforming node",
+    )
+    check.add_argument("--apply", action="store_true", help="with --drain: run it")
     check.set_defaults(func=run_check)
     site.set_defaults(func=lambda args: _usage(site))
 
@@ -103,22 +118,44 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _live_problems(site: Any) -> list[str]:
+def _live_findings(site: Any, golden: str | None) -> tuple[str, list[str]]:
+    """(this node's name, one line per way it differs from the site's node: or the XML)."""
+    from topobind import conformance
     from topobind.topology import load
 
-    if site.node is None:
-        return [f"{site.name}: no node: section to compare with (run topobind calibrate)"]
-    from topobind.sites import node_counts
-
     topo = load("live")
-    live = node_counts(topo)
-    where = site.node.origin or str(site.path)
-    return [
-        f"{where}: node.{k}: this machine ({topo.hostname}) has {v}, the site says "
-        f"{getattr(site.node, k)} (wrong node, boot mode or allocation; or fix node.{k})"
-        for k, v in live.items()
-        if getattr(site.node, k) != v
-    ]
+    host = os.environ.get("SLURMD_NODENAME") or topo.hostname or socket.gethostname()
+    facts = conformance.live_facts(topo)
+    if golden:
+        expected, where = conformance.golden_expected(Path(golden), host)
+    elif site.node is None:
+        block = "\n".join(
+            f"  {k}: {facts[k]}" for k in ("packages", "numa_nodes", "l3_domains", "cores", "smt")
+        )
+        raise TopobindError(
+            f"{site.path}: no node: section to compare {host} with; add what this node has "
+            f"(if it is a good one), e.g.\nnode:\n{block}\n(or give a golden hwloc XML "
+            "with --golden FILE)"
+        )
+    else:
+        expected = conformance.expected_for(site.node, host)
+        where = site.node.origin or str(site.path)
+    found = conformance.findings(expected, facts, where)
+    return host, [f.text(host) for f in found]
+
+
+def _drain(host: str, lines: list[str], apply: bool) -> int:
+    from topobind import conformance
+
+    reason = lines[0].split(": ", 1)[1] + (f" (+{len(lines) - 1} more)" if len(lines) > 1 else "")
+    cmd = conformance.drain_command(host, reason)
+    print(conformance.drain_text(host, reason))
+    if not apply:
+        return 0
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"topobind: error: {shlex.join(cmd)} failed: {done.stderr.strip()}", file=sys.stderr)
+    return done.returncode
 
 
 def _synthetic_problems(site: Any) -> list[str]:
@@ -144,6 +181,11 @@ def _synthetic_problems(site: Any) -> list[str]:
 
 def run_check(args: argparse.Namespace) -> int:
     from topobind import sites
+
+    if (args.golden or args.drain) and not args.live:
+        raise TopobindError("--golden and --drain compare the live node: add --live")
+    if args.apply and not args.drain:
+        raise TopobindError("--apply runs the drain command: add --drain")
 
     try:
         site = sites.load_site(args.site)
@@ -190,9 +232,12 @@ def run_check(args: argparse.Namespace) -> int:
     for note in site.notes:
         print(f"note: {note}")
     if args.live:
-        live = _live_problems(site)
+        host, live = _live_findings(site, args.golden)
         if live:
             sys.stdout.flush()  # what was printed above comes first
+            if args.drain:
+                _drain(host, live, args.apply)
             raise Problems(live, exit_status=1)
-        print(f"this machine matches the node: section ({site.node.summary()})")  # type: ignore[union-attr]
+        against = args.golden or f"the node: section ({site.node.summary()})"  # type: ignore[union-attr]
+        print(f"{host} conforms to {against}")
     return 0

@@ -13,6 +13,7 @@ import argparse
 import shlex
 import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,9 @@ examples:
   topobind validate --site local --tags quick --compare   # and each figure vs earlier runs
   topobind validate --site local --judge sanity   # figures and load shown, only sanity fails
   topobind validate --site local -n StreamCheck%layout=compact -S StreamCheck.elements=50M
+  topobind validate --site S --partition P --each-node --confirm   # every node, bad ones named
+  topobind validate --site S --partition P --each-node --nodelist 'node[1-8]' --drain --apply
+  topobind validate --site S --history --since 30d    # each node over time, drifting nodes
 
 Runs 'reframe -C site_configs/reframe_config.py -c reframe_tests --system SITE:PARTITION -t
 TAGS -r', one session per partition, then prints one row per figure: check, variant,
@@ -33,6 +37,13 @@ has no figure: its sanity result). Exit status 1 when anything failed. The site'
 and the settings its references were calibrated with are passed as -S options.
 ReFrame's reports, perflogs and results database stay in results/reframe/ (or --results).
 Tags: quick (the short set), full, bandwidth, variability, binding, latency.
+
+--each-node: one ReFrame session, --distribute=all (one copy of each check per node) and
+--reruns N-1, so runs are interleaved across nodes; conformance (site check --live) once per
+node. Per figure, a node's median over its runs vs the fleet median: SLOW beyond --threshold
+(default 5 %) when a sign test agrees; strength = runs, CV, confidence ('weak' under 7 runs
+or 95 %). --confirm re-runs SLOW nodes next to a good node. Last line: 'bad nodes: HOSTLIST'
+(exit 1) or 'bad nodes: none' (exit 0). docs/site-admins.md.
 """
 
 CALIBRATE_EPILOG = """\
@@ -87,6 +98,53 @@ def add_subparser(subparsers: Any) -> None:
         help="sanity: show every figure against its reference and the load, but fail only "
         "when a check does (sanity: a crash, a wrong binding, an invalid result), not on a "
         "figure outside its reference (make demo's last step); default all",
+    )
+    each = val.add_argument_group("every node of a Slurm partition (node acceptance)")
+    each.add_argument(
+        "--each-node",
+        action="store_true",
+        help="run the checks on every node (idle ones, or --nodelist), interleaved by run; "
+        "one row per node; last line 'bad nodes: HOSTLIST'",
+    )
+    each.add_argument("--nodelist", metavar="HOSTLIST", help="these nodes, e.g. node[1-3,7]")
+    each.add_argument(
+        "--repeat", type=int, default=3, metavar="N", help="runs per node (default 3; 7+: strong)"
+    )
+    each.add_argument(
+        "--confirm",
+        action="store_true",
+        help="re-run the SLOW nodes (at least 7 runs) interleaved with a good node before "
+        "naming them",
+    )
+    each.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        metavar="F",
+        help="a node slower than the fleet median by more than F is an outlier (default: the "
+        "site's settings.outlier_threshold, else 0.05)",
+    )
+    each.add_argument(
+        "--drain", action="store_true", help="print the scontrol commands draining bad nodes"
+    )
+    each.add_argument("--apply", action="store_true", help="with --drain: run them")
+    each.add_argument(
+        "--reports",
+        nargs="+",
+        metavar="JSON",
+        help="judge these ReFrame report files (of earlier --each-node runs) instead of running",
+    )
+    val.add_argument(
+        "--history",
+        action="store_true",
+        help="no run: each node's figures over --since (default 30d) from the results "
+        "database; a node whose latest session is worse than its own median by more than the "
+        "threshold DRIFTs (exit 1)",
+    )
+    val.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 1) when a figure has no reference to compare with",
     )
     val.set_defaults(func=run_validate)
 
@@ -182,7 +240,19 @@ def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
 def run_validate(args: argparse.Namespace) -> int:
     from topobind import validation  # not at import: the CLI starts fast
 
+    if not args.each_node:
+        given = {"--nodelist": args.nodelist, "--confirm": args.confirm, "--drain": args.drain,
+                 "--reports": args.reports}  # fmt: skip
+        used = [o for o, v in given.items() if v] + (["--threshold"] if args.threshold else [])
+        if used:
+            raise TopobindError(f"{', '.join(used)}: only with --each-node")
+    if args.apply and not args.drain:
+        raise TopobindError("--apply runs the drain commands: add --drain")
     site = _load(args.site)
+    if args.history:
+        return _run_history(args, site)
+    if args.each_node:
+        return _run_each_node(args, site)
     results = _results_dir(args)
     setvars = validation.setvars_for(site, args.setvars, calibrating=False)
     host = socket.gethostname()
@@ -243,6 +313,8 @@ def run_validate(args: argparse.Namespace) -> int:
         rows = validation.mark_busy(rows, site)
         if args.judge == "sanity":
             rows = validation.not_judged(rows)
+        if site.partition(partition).scheduler == "local":  # this machine: no node column
+            rows = [replace(r, node="") for r in rows]
         print(f"\nsite {site.name}, partition {partition} (tags {args.tags}):")
         print(validation.table(rows) + "\n")
         _print_load(before, args.judge)
@@ -276,7 +348,124 @@ def run_validate(args: argparse.Namespace) -> int:
         f"{sum(1 for r in all_rows if r.result == 'SKIP')} skipped"
         + (f", {outside} outside their reference (not judged: --judge sanity)" if outside else "")
     )
-    return 1 if bad or failed_sessions else 0
+    unreferenced = _print_reference_count(all_rows, args.strict)
+    return 1 if bad or failed_sessions or (args.strict and unreferenced) else 0
+
+
+def _print_reference_count(rows: list[Any], strict: bool) -> int:
+    """'K of N figures compared with a reference'; returns N - K."""
+    from topobind import validation
+
+    compared, total = validation.reference_count(rows)
+    print(f"{compared} of {total} figures compared with a reference")
+    if total > compared:
+        hint = "(--strict: that fails)" if strict else "(--strict makes that a failure)"
+        print(
+            f"topobind: warning: {total - compared} figure(s) had no reference {hint}; "
+            "write references with: topobind calibrate",
+            file=sys.stderr,
+        )
+    return total - compared
+
+
+def _run_each_node(args: argparse.Namespace, site: Any) -> int:
+    from topobind import acceptance, validation
+
+    parts = validation.partitions_of(site, args.partition)
+    if len(parts) != 1:
+        raise TopobindError("--each-node tests one partition's nodes: name it with --partition")
+    threshold = args.threshold
+    if threshold is None:
+        threshold = float(site.settings.get("outlier_threshold", acceptance.DEFAULT_THRESHOLD))
+    if not 0 < threshold < 10:
+        raise TopobindError(f"--threshold {threshold}: give a fraction, e.g. 0.05 for 5 %")
+    req = acceptance.Request(
+        partition=parts[0],
+        tags=args.tags,
+        names=args.name,
+        setvars=validation.setvars_for(site, args.setvars, calibrating=False),
+        nodelist=args.nodelist,
+        repeat=args.repeat,
+        confirm=args.confirm,
+        threshold=threshold,
+    )
+    if args.reports:
+        if args.confirm:
+            raise TopobindError("--confirm runs the checks again: not with --reports")
+        out = acceptance.judge_reports(args.reports, site.name, req)
+        what = f"{len(args.reports)} report file(s)"
+    else:
+        out = acceptance.accept(site, req, _results_dir(args), args.verbose)
+        what = f"{req.repeat} runs (tags {req.tags})"
+    print(
+        f"\nsite {site.name}, partition {req.partition}: {len(out.nodes)} nodes x {what}; "
+        f"outlier: median more than "
+        f"{100 * threshold:g}% worse than the fleet median"
+        + (f"; confirmed against {out.partner}" if out.partner else "")
+    )
+    print(acceptance.table(out.verdicts) + "\n")
+    if out.partner:
+        flagged = [f"{v.node} {v.verdict_text()}" for v in out.first if v.status == "SLOW"]
+        print(f"first pass flagged: {', '.join(flagged)}; re-run with {out.partner} "
+              f"({acceptance.MIN_RUNS}+ runs each, interleaved)")  # fmt: skip
+    for check, why in sorted(out.obs.skipped.items()):
+        print(f"skip {check}: {why}")
+    for note in out.notes:
+        print(f"note: {note}")
+    weak = [v.node for v in out.verdicts if v.status == "SLOW" and v.weak and not v.confirmed]
+    if weak:
+        print(f"weak: {', '.join(weak)}: too few or too noisy runs to be sure; re-run them with "
+              "--confirm (or --repeat 7)")  # fmt: skip
+    print("reports: " + ", ".join(out.reports))
+    status = 0
+    if args.drain:
+        for _node, cmd in acceptance.drain_lines(out.verdicts):
+            print(shlex.join(cmd))
+            if args.apply:
+                status |= _apply(cmd)
+    print(acceptance.bad_nodes_line(out.verdicts))
+    bad = any(v.bad for v in out.verdicts)
+    return 1 if bad or status else 0
+
+
+def _run_history(args: argparse.Namespace, site: Any) -> int:
+    import re
+
+    from topobind import acceptance, history
+
+    m = re.fullmatch(r"(\d+)d", args.since)
+    if not m:
+        raise TopobindError(f"--since {args.since!r}: with --history give days, e.g. 30d")
+    threshold = args.threshold
+    if threshold is None:
+        threshold = float(site.settings.get("outlier_threshold", acceptance.DEFAULT_THRESHOLD))
+    db = _results_dir(args) / "results.db"
+    rows = history.trends(history.sessions(db, site.name, int(m.group(1))), site.name, threshold)
+    print(f"site {site.name}: {db}, last {args.since}; drift: latest session more than "
+          f"{100 * threshold:g}% worse than the node's own median before it")  # fmt: skip
+    if not rows:
+        print("(no node has figures from two sessions yet)")
+        return 0
+    print(history.table(rows))
+    drifting = sorted({t.node for t in rows if t.drift})
+    print(f"drifting nodes: {hostlist_text(drifting)}")
+    return 1 if drifting else 0
+
+
+def hostlist_text(nodes: list[str]) -> str:
+    from topobind import hostlist
+
+    return hostlist.compress(nodes) if nodes else "none"
+
+
+def _apply(cmd: list[str]) -> int:
+    import subprocess
+
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"topobind: error: {shlex.join(cmd)}: {done.stderr.strip()}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _cpu_sample(site: Any, partition: str) -> Any:

@@ -143,6 +143,16 @@ class HostStats:
     slowdown: float  # stats.slowdown of the host median against the fleet median (fraction)
     mads: float | None  # how many fleet MADs worse (> 0) or better (< 0); None if the MAD is 0
     slow: bool
+    #: sign test: confidence that the host's median is beyond the slow threshold (0 when no
+    #: threshold); the same figure as topobind validate --each-node (topobind.acceptance)
+    confidence: float = 0.0
+
+    @property
+    def weak(self) -> bool:
+        """Too few runs (McCalpin: 7) or too little confidence to call it surely."""
+        from topobind.acceptance import MIN_RUNS, STRONG_CONFIDENCE
+
+        return self.summary.n < MIN_RUNS or self.confidence < STRONG_CONFIDENCE
 
 
 @dataclass(frozen=True)
@@ -305,6 +315,14 @@ def _host_stats(
     return kept, warm, stats.summarize(values, hib, confidence=opts.confidence)
 
 
+def _beyond(values: Sequence[float], threshold: float | None, hib: bool) -> float:
+    """Sign-test confidence that the median of ``values`` is worse than ``threshold``."""
+    if threshold is None or not values:
+        return 0.0
+    n = sum(1 for v in values if (v < threshold if hib else v > threshold))
+    return stats.beyond_confidence(n, len(values))
+
+
 def _fleet_group(key: GroupKey, by_host: dict[str, list[Run]], opts: Options) -> FleetGroup | None:
     sample = next(iter(by_host.values()))[0]
     hib = bool(sample.higher_is_better)
@@ -344,6 +362,7 @@ def _fleet_group(key: GroupKey, by_host: dict[str, list[Run]], opts: Options) ->
                 slowdown=stats.slowdown(s.median, fleet_median, hib),
                 mads=dist / fleet_mad if fleet_mad > 0 else None,
                 slow=slow,
+                confidence=_beyond(s.values, threshold, hib),
             )
         )
     hosts.sort(key=lambda h: (-h.worse_pct, h.host))

@@ -148,13 +148,29 @@ def slow_hosts_table(report: Report) -> Table:
                 f"{fmt.value(g.fleet_median)} {g.unit}",
                 signed_worse(g, h),
                 fmt.mads(h.mads),
+                *strength(h),
             ),
             slow=True,
         )
         for g, h in report.slow
     )
     headers = ("host", "kernel", "layout", "pages", "host median", "fleet median", "vs fleet")
-    return Table((*headers, "MADs"), rows, frozenset({4, 5, 6, 7}), code=frozenset({0}))
+    return Table(
+        (*headers, "MADs", "runs", "CV", "confidence", "strength"),
+        rows,
+        frozenset({4, 5, 6, 7, 8, 9, 10}),
+        code=frozenset({0}),
+    )
+
+
+def strength(h: HostStats) -> tuple[str, str, str, str]:
+    """(runs, CV, sign-test confidence, weak/strong) of a slow host's verdict."""
+    return (
+        str(h.summary.n),
+        fmt.frac_pct(h.summary.cv),
+        f"{100 * h.confidence:.0f}%",
+        "weak" if h.weak else "strong",
+    )
 
 
 def host_table(report: Report, g: FleetGroup, hosts: Sequence[HostStats]) -> Table:

@@ -87,6 +87,20 @@ def _targets(doc: Mapping[str, Any], origin: str) -> dict[tuple[str, str, str], 
     return out
 
 
+CONFORMANCE_KEYS = (
+    "memory_gib_per_numa",
+    "hugepages_2m_per_numa",
+    "hugepages_1g_per_numa",
+    "gpus",
+    "nics",
+    "gpu_numa",
+    "nic_numa",
+    "numa_balancing",
+    "thp",
+    "governor",
+)
+
+
 def _node(doc: Mapping[str, Any] | None, origin: str) -> ExpectedNode | None:
     if not doc:
         return None
@@ -101,6 +115,8 @@ def _node(doc: Mapping[str, Any] | None, origin: str) -> ExpectedNode | None:
         description=doc.get("description", ""),
         provenance=_provenance(doc["provenance"]) if doc.get("provenance") else None,
         origin=origin,
+        extra={k: doc[k] for k in CONFORMANCE_KEYS if k in doc} or None,
+        hosts={str(k): dict(v) for k, v in doc["hosts"].items()} if doc.get("hosts") else None,
     )
 
 

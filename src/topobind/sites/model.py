@@ -108,6 +108,11 @@ class ExpectedNode:
     description: str = ""
     provenance: Provenance | None = None
     origin: str = ""
+    #: conformance expectations beyond the counts (memory_gib_per_numa, hugepages_2m_per_numa,
+    #: hugepages_1g_per_numa, gpus, nics, numa_balancing, thp, governor): topobind.conformance
+    extra: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    #: HOSTLIST -> the keys that differ on those hosts (NHC-style per-host expectations)
+    hosts: dict[str, dict[str, Any]] | None = field(default=None, compare=False, hash=False)
 
     def summary(self) -> str:
         return (
