@@ -115,31 +115,22 @@ static int cmp_dbl(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    const char *json = NULL;
     int *cpus = NULL, ncpus = 0, samples = 7;
     long iters = 5000;
+    tb_opts co = {0};
     static const struct option opts[] = {
         {"cpus", required_argument, 0, 'c'}, {"iters", required_argument, 0, 'i'},
-        {"samples", required_argument, 0, 's'}, {"json", required_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"samples", required_argument, 0, 's'}, TB_OPTION_JSON, TB_OPTION_HELP, {0, 0, 0, 0}};
     tb_prog = "c2c";
-    opterr = 0;
-    for (;;) {
-        int o = getopt_long(argc, argv, ":h", opts, NULL);
-        if (o == -1)
-            break;
+    for (int o; (o = tb_getopt(argc, argv, opts)) != -1;) {
         switch (o) {
         case 'c': ncpus = tb_parse_intlist("--cpus", optarg, &cpus); break;
         case 'i': iters = (long)tb_parse_count("--iters", optarg, 1, 100000000); break;
         case 's': samples = (int)tb_parse_count("--samples", optarg, 1, 10000); break;
-        case 'j': json = optarg; break;
-        case 'h': usage(stdout); return 0;
-        case ':': tb_usage_error("option %s needs a value", argv[optind - 1]);
-        default: tb_usage_error("unknown option '%s'", argv[optind - 1]);
+        default: tb_common_option(o, &co, argv, usage);
         }
     }
-    if (optind < argc)
-        tb_usage_error("unexpected argument '%s'", argv[optind]);
+    tb_no_operands(argc, argv);
 
     int *pcpus, npc = tb_process_cpus(&pcpus);
     if (!cpus) {
@@ -261,15 +252,10 @@ int main(int argc, char **argv)
     tbj_obj_begin(&j, "matrices");
     tb_json_matrix(&j, "c2c", "ns", "cpu", "cpu", cpus, ncpus, cpus, ncpus, mat);
     tbj_obj_end(&j);
-    tbj_bool(&j, "valid", valid);
     char vmsg[256];
     snprintf(vmsg, sizeof vmsg, "c2c: %s",
              valid ? "every pair measured with both threads on their CPUs, latencies positive"
              : all_pinned ? "some latencies are not positive/finite"
                           : "a thread did not run on the CPU it was pinned to");
-    tbj_str(&j, "validation", vmsg);
-    tbj_obj_end(&j);
-    tb_emit(&j, json);
-    tbj_free(&j);
-    return valid ? 0 : TB_EXIT_INVALID;
+    return tb_json_end(&j, valid, vmsg, co.json);
 }

@@ -64,50 +64,32 @@ static const char *blas_parallel_name(int p)
 int main(int argc, char **argv)
 {
     long long n = 2048;
-    int reps = 10, checks = 64, strict = 0;
+    int reps = 10, checks = 64;
     uint64_t seed = 1;
-    tb_pgkind pages = TB_PG_AUTO;
-    const char *json = NULL;
+    tb_opts co = {0};
     static const struct option opts[] = {
         {"n", required_argument, 0, 'n'},      {"reps", required_argument, 0, 'r'},
         {"checks", required_argument, 0, 'c'}, {"seed", required_argument, 0, 'S'},
-        {"pages", required_argument, 0, 'p'},  {"strict", no_argument, 0, 's'},
-        {"json", required_argument, 0, 'j'},   {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        TB_OPTION_PAGES, TB_OPTION_STRICT, TB_OPTION_JSON, TB_OPTION_HELP, {0, 0, 0, 0}};
     tb_prog = "dgemm";
-    opterr = 0;
-    for (;;) {
-        int o = getopt_long(argc, argv, ":h", opts, NULL);
-        if (o == -1)
-            break;
+    for (int o; (o = tb_getopt(argc, argv, opts)) != -1;) {
         switch (o) {
         case 'n': n = tb_parse_count("--n", optarg, 1, 100000); break;
         case 'r': reps = (int)tb_parse_count("--reps", optarg, 1, 100000); break;
         case 'c': checks = (int)tb_parse_count("--checks", optarg, 1, 1000000); break;
         case 'S': seed = (uint64_t)tb_parse_count("--seed", optarg, 0, 1LL << 62); break;
-        case 'p':
-            if (tb_parse_pages(optarg, &pages) != 0)
-                tb_usage_error("--pages must be one of 1G, 2M, thp, 4k, auto, got '%s'", optarg);
-            break;
-        case 's': strict = 1; break;
-        case 'j': json = optarg; break;
-        case 'h': usage(stdout); return 0;
-        case ':': tb_usage_error("option %s needs a value", argv[optind - 1]);
-        default: tb_usage_error("unknown option '%s'", argv[optind - 1]);
+        default: tb_common_option(o, &co, argv, usage);
         }
     }
-    if (optind < argc)
-        tb_usage_error("unexpected argument '%s'", argv[optind]);
+    tb_no_operands(argc, argv);
 
     tb_run run;
     tb_run_start(&run, "dgemm");
     long long nn = n * n;
-    size_t stride = ((size_t)nn * sizeof(double) + 4095) / 4096 * 4096;
     tb_region reg;
-    tb_region_alloc(&reg, pages, 3 * stride, strict, -1);
-    double *A = (double *)reg.base;
-    double *B = (double *)((char *)reg.base + stride);
-    double *C = (double *)((char *)reg.base + 2 * stride);
+    double *arrays[3];
+    tb_alloc_arrays(&reg, &co, nn, 3, arrays);
+    double *A = arrays[0], *B = arrays[1], *C = arrays[2];
 
     int nthreads = 1;
 #pragma omp parallel
@@ -225,11 +207,7 @@ int main(int argc, char **argv)
     tb_json_metric(&j, "seconds", "s", 0, secs, reps, 0);
     tbj_obj_end(&j);
     tb_json_headline(&j, "gflops", "median", med, "GFLOP/s", 1);
-    tbj_bool(&j, "valid", valid);
-    tbj_str(&j, "validation", vmsg);
-    tbj_obj_end(&j);
-    tb_emit(&j, json);
-    tbj_free(&j);
+    int status = tb_json_end(&j, valid, vmsg, co.json);
     tb_region_free(&reg);
-    return valid ? 0 : TB_EXIT_INVALID;
+    return status;
 }

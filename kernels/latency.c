@@ -144,36 +144,25 @@ static double median_of(double *v, int n)
 
 int main(int argc, char **argv)
 {
-    const char *sizes_arg = "16K,256K,2M,32M,256M,1G", *json = NULL;
+    const char *sizes_arg = "16K,256K,2M,32M,256M,1G";
     double min_time = 0.1;
-    int trials = 3, strict = 0, cpu = -1, mem_node = -1, do_matrix = 0, do_bw = 0;
+    int trials = 3, cpu = -1, mem_node = -1, do_matrix = 0, do_bw = 0;
     long long matrix_size = 0, bw_size = 0;
     uint64_t seed = 1;
-    tb_pgkind pages = TB_PG_AUTO;
+    tb_opts co = {0};
     static const struct option opts[] = {
         {"sizes", required_argument, 0, 'S'},      {"min-time", required_argument, 0, 'm'},
-        {"trials", required_argument, 0, 't'},     {"pages", required_argument, 0, 'p'},
-        {"strict", no_argument, 0, 's'},           {"cpu", required_argument, 0, 'c'},
+        {"trials", required_argument, 0, 't'},     {"cpu", required_argument, 0, 'c'},
         {"mem-node", required_argument, 0, 'M'},   {"matrix", no_argument, 0, 'x'},
         {"bw-matrix", no_argument, 0, 'b'},        {"matrix-size", required_argument, 0, 'X'},
         {"bw-size", required_argument, 0, 'B'},    {"seed", required_argument, 0, 'e'},
-        {"json", required_argument, 0, 'j'},       {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        TB_OPTION_PAGES, TB_OPTION_STRICT, TB_OPTION_JSON, TB_OPTION_HELP, {0, 0, 0, 0}};
     tb_prog = "latency";
-    opterr = 0;
-    for (;;) {
-        int o = getopt_long(argc, argv, ":h", opts, NULL);
-        if (o == -1)
-            break;
+    for (int o; (o = tb_getopt(argc, argv, opts)) != -1;) {
         switch (o) {
         case 'S': sizes_arg = optarg; break;
         case 'm': min_time = tb_parse_double("--min-time", optarg, 1e-4, 100.0); break;
         case 't': trials = (int)tb_parse_count("--trials", optarg, 1, 1000); break;
-        case 'p':
-            if (tb_parse_pages(optarg, &pages) != 0)
-                tb_usage_error("--pages must be one of 1G, 2M, thp, 4k, auto, got '%s'", optarg);
-            break;
-        case 's': strict = 1; break;
         case 'c': cpu = (int)tb_parse_count("--cpu", optarg, 0, CPU_SETSIZE - 1); break;
         case 'M': mem_node = (int)tb_parse_count("--mem-node", optarg, 0, 1023); break;
         case 'x': do_matrix = 1; break;
@@ -181,14 +170,10 @@ int main(int argc, char **argv)
         case 'X': matrix_size = tb_parse_bytes("--matrix-size", optarg); break;
         case 'B': bw_size = tb_parse_bytes("--bw-size", optarg); break;
         case 'e': seed = (uint64_t)tb_parse_count("--seed", optarg, 0, 1LL << 62); break;
-        case 'j': json = optarg; break;
-        case 'h': usage(stdout); return 0;
-        case ':': tb_usage_error("option %s needs a value", argv[optind - 1]);
-        default: tb_usage_error("unknown option '%s'", argv[optind - 1]);
+        default: tb_common_option(o, &co, argv, usage);
         }
     }
-    if (optind < argc)
-        tb_usage_error("unexpected argument '%s'", argv[optind]);
+    tb_no_operands(argc, argv);
 
     /* sizes */
     int nsizes = 0;
@@ -239,7 +224,7 @@ int main(int argc, char **argv)
 
     /* ---- sweep over sizes in one region sized for the largest */
     tb_region reg;
-    tb_region_alloc(&reg, pages, (size_t)maxsize, strict, mem_node);
+    tb_region_alloc(&reg, co.pages, (size_t)maxsize, co.strict, mem_node);
     touch_single(&reg);
     tb_region_probe(&reg);
 
@@ -269,7 +254,7 @@ int main(int argc, char **argv)
                     continue;
                 tb_pin_self(nc[0]);
                 tb_region m;
-                tb_region_alloc(&m, pages, (size_t)matrix_size, strict, memnodes[jn]);
+                tb_region_alloc(&m, co.pages, (size_t)matrix_size, co.strict, memnodes[jn]);
                 touch_single(&m);
                 tb_region_probe(&m);
                 double *t = tb_xcalloc((size_t)trials, sizeof(double));
@@ -299,7 +284,7 @@ int main(int argc, char **argv)
                 if (k == 0)
                     continue;
                 tb_region m;
-                tb_region_alloc(&m, pages, (size_t)bw_size, strict, memnodes[jn]);
+                tb_region_alloc(&m, co.pages, (size_t)bw_size, co.strict, memnodes[jn]);
                 double *a = (double *)m.base;
                 long long n = bw_size / (long long)sizeof(double);
                 double best = INFINITY, total = 0.0;
@@ -416,10 +401,5 @@ int main(int argc, char **argv)
     char vmsg[256];
     snprintf(vmsg, sizeof vmsg, "latency: %s", valid ? "all timings positive and finite"
                                                      : "some timings are not positive/finite");
-    tbj_bool(&j, "valid", valid);
-    tbj_str(&j, "validation", vmsg);
-    tbj_obj_end(&j);
-    tb_emit(&j, json);
-    tbj_free(&j);
-    return valid ? 0 : TB_EXIT_INVALID;
+    return tb_json_end(&j, valid, vmsg, co.json);
 }

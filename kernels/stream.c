@@ -230,37 +230,22 @@ static int check_results(const double *a, const double *b, const double *c, long
 int main(int argc, char **argv)
 {
     long long elements = 0;
-    int trials = 20, nontemporal = 0, strict = 0;
-    tb_pgkind pages = TB_PG_AUTO;
-    const char *json = NULL;
+    int trials = 20, nontemporal = 0;
+    tb_opts co = {0};
     static const struct option opts[] = {
         {"elements", required_argument, 0, 'n'}, {"trials", required_argument, 0, 't'},
-        {"nontemporal", no_argument, 0, 'N'},    {"pages", required_argument, 0, 'p'},
-        {"strict", no_argument, 0, 's'},         {"json", required_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+        {"nontemporal", no_argument, 0, 'N'},    TB_OPTION_PAGES,
+        TB_OPTION_STRICT, TB_OPTION_JSON, TB_OPTION_HELP, {0, 0, 0, 0}};
     tb_prog = "stream";
-    opterr = 0;
-    for (;;) {
-        int o = getopt_long(argc, argv, ":h", opts, NULL);
-        if (o == -1)
-            break;
+    for (int o; (o = tb_getopt(argc, argv, opts)) != -1;) {
         switch (o) {
         case 'n': elements = tb_parse_count("--elements", optarg, 1000, 1LL << 40); break;
         case 't': trials = (int)tb_parse_count("--trials", optarg, 2, 100000); break;
         case 'N': nontemporal = 1; break;
-        case 'p':
-            if (tb_parse_pages(optarg, &pages) != 0)
-                tb_usage_error("--pages must be one of 1G, 2M, thp, 4k, auto, got '%s'", optarg);
-            break;
-        case 's': strict = 1; break;
-        case 'j': json = optarg; break;
-        case 'h': usage(stdout); return 0;
-        case ':': tb_usage_error("option %s needs a value", argv[optind - 1]);
-        default: tb_usage_error("unknown option '%s'", argv[optind - 1]);
+        default: tb_common_option(o, &co, argv, usage);
         }
     }
-    if (optind < argc)
-        tb_usage_error("unexpected argument '%s'", argv[optind]);
+    tb_no_operands(argc, argv);
     if (nontemporal && !TB_HAVE_NT)
         tb_usage_error("--nontemporal is not available on this architecture");
 
@@ -271,13 +256,10 @@ int main(int argc, char **argv)
     if (elements == 0)
         elements = min_elems > 10000000 ? min_elems : 10000000;
     long long n = elements;
-    size_t stride = ((size_t)n * sizeof(double) + 4095) / 4096 * 4096; /* page-aligned arrays */
-
     tb_region reg;
-    tb_region_alloc(&reg, pages, 3 * stride, strict, -1);
-    double *a = (double *)reg.base;
-    double *b = (double *)((char *)reg.base + stride);
-    double *c = (double *)((char *)reg.base + 2 * stride);
+    double *abc[3];
+    tb_alloc_arrays(&reg, &co, n, 3, abc);
+    double *a = abc[0], *b = abc[1], *c = abc[2];
 
     /* first touch: each thread initialises the block it computes on */
     int nthreads = 1;
@@ -361,11 +343,7 @@ int main(int argc, char **argv)
         if (rates[3][t] > best)
             best = rates[3][t];
     tb_json_headline(&j, "triad", "best", best, "MB/s", 1);
-    tbj_bool(&j, "valid", valid);
-    tbj_str(&j, "validation", vmsg);
-    tbj_obj_end(&j);
-    tb_emit(&j, json);
-    tbj_free(&j);
+    int status = tb_json_end(&j, valid, vmsg, co.json);
     tb_region_free(&reg);
-    return valid ? 0 : TB_EXIT_INVALID;
+    return status;
 }

@@ -125,38 +125,32 @@ static void env_param(tb_json *j, const char *name)
     tbj_str(j, name, v);
 }
 
+/* --help: the text, and MPI finalised before the exit */
+static void help(FILE *f)
+{
+    usage(f);
+#ifdef WITH_MPI
+    MPI_Finalize();
+#endif
+}
+
 int main(int argc, char **argv)
 {
     double spin_ms = 20.0;
-    const char *json = NULL;
-    static const struct option opts[] = {{"spin-ms", required_argument, 0, 'S'},
-                                         {"json", required_argument, 0, 'j'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    tb_opts co = {0};
+    static const struct option opts[] = {
+        {"spin-ms", required_argument, 0, 'S'}, TB_OPTION_JSON, TB_OPTION_HELP, {0, 0, 0, 0}};
     tb_prog = PROG;
 #ifdef WITH_MPI
     MPI_Init(&argc, &argv);
 #endif
-    opterr = 0;
-    for (;;) {
-        int o = getopt_long(argc, argv, ":h", opts, NULL);
-        if (o == -1)
-            break;
+    for (int o; (o = tb_getopt(argc, argv, opts)) != -1;) {
         switch (o) {
         case 'S': spin_ms = tb_parse_double("--spin-ms", optarg, 0.0, 60000.0); break;
-        case 'j': json = optarg; break;
-        case 'h':
-            usage(stdout);
-#ifdef WITH_MPI
-            MPI_Finalize();
-#endif
-            return 0;
-        case ':': tb_usage_error("option %s needs a value", argv[optind - 1]);
-        default: tb_usage_error("unknown option '%s'", argv[optind - 1]);
+        default: tb_common_option(o, &co, argv, help);
         }
     }
-    if (optind < argc)
-        tb_usage_error("unexpected argument '%s'", argv[optind]);
+    tb_no_operands(argc, argv);
 
     tb_run run;
     tb_run_start(&run, "whereami");
@@ -260,7 +254,6 @@ int main(int argc, char **argv)
     tbj_obj_begin(&j, "metrics");
     tbj_obj_end(&j);
     tbj_null(&j, "headline");
-    tbj_bool(&j, "valid", 1);
     char vmsg[256];
     snprintf(vmsg, sizeof vmsg, "whereami: %d thread(s) of %d rank(s) placed", total,
 #ifdef WITH_MPI
@@ -269,10 +262,7 @@ int main(int argc, char **argv)
              1
 #endif
     );
-    tbj_str(&j, "validation", vmsg);
-    tbj_obj_end(&j);
-    tb_emit(&j, json);
-    tbj_free(&j);
+    tb_json_end(&j, 1, vmsg, co.json);
 #ifdef WITH_MPI
     MPI_Finalize();
 #endif

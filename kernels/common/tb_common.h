@@ -9,6 +9,8 @@
  *    read-back of the page size really obtained from /proc/self/smaps
  *  - placement: CPU (OS index), NUMA node and affinity mask of every OpenMP thread,
  *    rank and rank count from the launcher environment
+ *  - main() scaffolding (tb_kernel.c): the shared options, arrays in one region, the
+ *    envelope's end
  */
 #ifndef TB_COMMON_H
 #define TB_COMMON_H
@@ -17,9 +19,11 @@
 #define _GNU_SOURCE
 #endif
 
+#include <getopt.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define TB_SCHEMA "topobind.result/1"
 
@@ -166,6 +170,34 @@ void tb_json_pages(tb_json *j, const tb_region *r); /* "pages": {...} */
 int tb_smaps_lookup(const void *addr, long *kernel_page_kib, long *anon_huge_kib, long *rss_kib);
 /* Read a long from a sysfs/procfs file, -1 on error. */
 long tb_read_long_file(const char *path);
+
+/* ---------------------------------------------------------------- main() scaffolding */
+/* The options the kernels share; put the TB_OPTION_* entries in the kernel's option table,
+ * loop with tb_getopt() and hand every code the kernel does not handle to
+ * tb_common_option() (its `default:`), then call tb_no_operands(). */
+typedef struct {
+    tb_pgkind pages;  /* --pages (TB_PG_AUTO when not given) */
+    int strict;       /* --strict */
+    const char *json; /* --json FILE (NULL: stdout) */
+} tb_opts;
+enum { TB_OPT_PAGES = 0x100, TB_OPT_STRICT, TB_OPT_JSON };
+#define TB_OPTION_PAGES {"pages", required_argument, 0, TB_OPT_PAGES}
+#define TB_OPTION_STRICT {"strict", no_argument, 0, TB_OPT_STRICT}
+#define TB_OPTION_JSON {"json", required_argument, 0, TB_OPT_JSON}
+#define TB_OPTION_HELP {"help", no_argument, 0, 'h'}
+
+int tb_getopt(int argc, char **argv, const struct option *opts); /* getopt_long, quiet */
+/* --pages/--strict/--json into *c; --help: help(stdout) and exit 0; a missing value or an
+ * unknown option: exit 2 with one line (tb_usage_error). */
+void tb_common_option(int o, tb_opts *c, char **argv, void (*help)(FILE *));
+void tb_no_operands(int argc, char **argv); /* exit 2 on an argument left after the options */
+/* `count` page-aligned arrays of `elems` doubles in one region with the --pages/--strict of
+ * *c (not touched: first touch is the kernel's). */
+void tb_alloc_arrays(tb_region *reg, const tb_opts *c, long long elems, int count,
+                     double **arrays);
+/* The envelope's end: "valid", "validation", close, write (tb_emit to path), free; returns
+ * the kernel's exit status (0, or TB_EXIT_INVALID when not valid). */
+int tb_json_end(tb_json *j, int valid, const char *validation, const char *path);
 
 /* Static block partition used for first touch AND compute loops (same as OpenMP
  * schedule(static) without chunk: the first n%nth threads get one more element). */

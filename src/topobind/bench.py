@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from topobind import stats
+from topobind import kernel_registry, stats
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
 from topobind.kernels import run_kernel
@@ -28,14 +28,6 @@ from topobind.plan import Plan
 from topobind.results import Result, load_result
 from topobind.topology import format_list
 
-#: kernels that run as one local process; the value says whether they take --pages/--strict
-LOCAL_KERNELS: dict[str, bool] = {
-    "stream": True,
-    "dgemm": True,
-    "latency": True,
-    "c2c": False,
-    "whereami": False,
-}
 PAGE_CHOICES = ("1G", "2M", "thp", "4k", "auto")
 
 
@@ -65,8 +57,7 @@ def headline_text(res: Result) -> str:
         cpus = ",".join(str(c) for c in res.cpus())
         return f"{res.threads} thread(s) on cpus (OS index) {cpus}"
     h = res.headline
-    name = h.metric if res.kernel != "dgemm" else "gflops"
-    return f"{name} {h.value:.6g} {h.unit}"
+    return f"{h.metric} {h.value:.6g} {h.unit}"
 
 
 def run_repeats(
@@ -86,8 +77,10 @@ def run_repeats(
 
     ``topology`` (``synthetic:...``, see :func:`topobind.topology.synthetic_description`) is
     recorded as ``params.topology``, so ``topobind report`` can draw the layout elsewhere."""
-    if kernel not in LOCAL_KERNELS:
-        raise TopobindError(f"unknown kernel {kernel!r}; choose one of {', '.join(LOCAL_KERNELS)}")
+    spec = kernel_registry.find(kernel)
+    if spec is None or not spec.local:
+        names = ", ".join(k.name for k in kernel_registry.local_kernels())
+        raise TopobindError(f"unknown kernel {kernel!r}; choose one of {names}")
     if repeat < 1:
         raise TopobindError(f"--repeat must be >= 1, got {repeat}")
     if plan.nranks != 1:
@@ -95,7 +88,7 @@ def run_repeats(
             f"'topobind bench {kernel}' runs one process, the plan has {plan.nranks} ranks; use "
             "--ranks 1 (several ranks: topobind run -- kernels/bin/" + kernel + ")"
         )
-    if not LOCAL_KERNELS[kernel] and (pages or strict):
+    if not spec.big_buffer and (pages or strict):
         raise TopobindError(f"{kernel} has no big buffer: drop --pages/--strict")
     if pages is not None and pages not in PAGE_CHOICES:
         raise TopobindError(f"--pages {pages!r}: choose one of {', '.join(PAGE_CHOICES)}")
@@ -105,9 +98,9 @@ def run_repeats(
     if strict:
         args.append("--strict")
     env = kernel_env(plan)
-    if kernel == "c2c":
-        # c2c pins its own two threads per pair: give it the plan's PUs (OS indexes) instead
-        # of an OpenMP binding (which would shrink the process mask to one place)
+    if spec.pins_own_threads:
+        # e.g. c2c pins its own two threads per pair: give it the plan's PUs (OS indexes)
+        # instead of an OpenMP binding (which would shrink the process mask to one place)
         if "--cpus" not in extra:
             args += ["--cpus", format_list(plan.ranks[0].cpus)]
         for var in ("OMP_PLACES", "OMP_PROC_BIND"):

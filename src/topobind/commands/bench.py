@@ -5,19 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from topobind import kernel_registry
 from topobind.commands.common import add_layout_arg, add_topology_arg, topology_from
 from topobind.errors import TopobindError
 from topobind.layouts import make_plan
 from topobind.topology import synthetic_description
-
-KERNELS = {
-    "stream": "STREAM memory bandwidth (kernels/bin/stream), headline triad best MB/s",
-    "dgemm": "OpenBLAS DGEMM (kernels/bin/dgemm), headline median GFLOP/s",
-    "latency": "pointer-chase load latency (kernels/bin/latency), ns at the largest size",
-    "c2c": "core-to-core CAS ping-pong latency (kernels/bin/c2c), median ns over pairs",
-    "whereami": "placement probe (kernels/bin/whereami): where every thread ran",
-    "hpl": "HPL (Debian hpcc, or xhpl on PATH) under OpenMPI 4 mpirun, GFLOP/s",
-}
 
 DESCRIPTION = (
     "Plan a layout on this node (live topology), run a benchmark kernel with it, save each "
@@ -50,10 +42,14 @@ most square grid with P <= Q and P*Q = ranks.
 """
 
 
+def _names() -> list[str]:
+    return [k.name for k in kernel_registry.KERNELS]
+
+
 def add_subparser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "bench",
-        help="run a kernel (stream, dgemm, latency, c2c, whereami, hpl) and save its results",
+        help=f"run a kernel ({', '.join(_names())}) and save its results",
         description=DESCRIPTION,
         epilog=EPILOG,
         usage="topobind bench KERNEL [options] [-- kernel arguments]",
@@ -61,7 +57,7 @@ def add_subparser(subparsers: Any) -> None:
     )
     # argparse (3.11) mishandles '--' below nested subparsers: take the rest verbatim and
     # parse it in run() after splitting at the first '--'.
-    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="KERNEL ...", help=", ".join(KERNELS))
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="KERNEL ...", help=", ".join(_names()))
     p.set_defaults(func=run)
 
 
@@ -76,7 +72,8 @@ def inner_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     kernels = p.add_subparsers(dest="kernel", metavar="KERNEL", required=True)
-    for name, text in KERNELS.items():
+    for spec in kernel_registry.KERNELS:  # one subcommand per row of the kernel registry
+        name, text = spec.name, spec.summary
         k = kernels.add_parser(
             name,
             parents=[common],
