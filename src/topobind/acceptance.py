@@ -448,13 +448,13 @@ def conformance_step(site: Any, access: Sequence[str], nodes: Sequence[str]) -> 
     found: dict[str, list[str]] = {}
     notes: list[str] = []
     for line in (done.stdout + done.stderr).splitlines():
-        task, _, text = line.partition(": ")
-        if not task.strip().isdigit() or not 0 <= int(task) < len(nodes):
+        task, _, text = line.partition(": ")  # srun --label: 'TASK: text'
+        if not task.strip().isdigit():
             continue
-        node = nodes[int(task)]
         text = text.removeprefix("topobind: error: ")
-        if ": expected " in text:
-            found.setdefault(node, []).append(text.removeprefix(f"{node}: ").rsplit(" (", 1)[0])
+        node, _, finding = text.partition(": ")  # each finding starts with its node's name
+        if node in nodes and ": expected " in finding:
+            found.setdefault(node, []).append(finding.rsplit(" (", 1)[0])
         elif "no node: section" in text and not notes:
             what = text.split(" e.g.")[0]
             notes.append(f"conformance not checked: {what}: e.g. node: {{packages: 2, "
