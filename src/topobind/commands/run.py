@@ -428,7 +428,9 @@ def _print_verify(rows: list[Any], env_rows: list[Any], fmt: str, memory: list[A
     if fmt == "json":
         doc = {"ok": ok, "rows": rows_json(rows), "memory_state": state_json(state)}
         if memory:
-            doc["memory"] = [dataclasses.asdict(r) | {"ok": r.ok} for r in memory]
+            from topobind.memverify import probe_json
+
+            doc["memory"] = probe_json(memory)
         if env_rows:
             doc["device_env"] = [dataclasses.asdict(r) | {"ok": r.ok} for r in env_rows]
         print(jsonfmt.dumps(doc))
