@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from slurm_helpers import slurm_cluster  # noqa: F401  (session fixture)
 
 from topobind.layouts import make_plan
 from topobind.memory import plan_memory
@@ -190,3 +191,26 @@ def test_probe_reports_its_policy_and_test_page(tmp_path: Path) -> None:
     rows = probe_rows(plan, plain.stdout, judge=False)
     assert rows[0].policy == "default" and rows[0].status == "REPORTED"
     assert "REPORTED" in probe_table(rows)
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_srun_path_applies_the_memory_fields(slurm_cluster, tmp_path: Path) -> None:  # noqa: F811
+    """Under srun (the local Slurm cluster) every rank goes through the step: --pages 4k turns
+    transparent huge pages off in each rank, and the step file says version 3."""
+    from slurm_helpers import sbatch_wait
+
+    body = (
+        f"export TOPOBIND_WORKDIR={tmp_path}\n"
+        f"{TOPOBIND} run --launcher srun --ranks 2 --threads 1 --pages 4k -- "
+        "sh -c 'echo rank=$SLURM_PROCID $(grep THP_enabled /proc/self/status)'\n"
+        f"{TOPOBIND} run --dry-run --launcher srun --ranks 2 --threads 1 --pages 4k -- true "
+        "| grep -c '%thp=off'\n"
+    )
+    script = tmp_path / "mem.sbatch"
+    script.write_text(f"#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --time=2\n{body}")
+    job = sbatch_wait(script, cluster=slurm_cluster, workdir=tmp_path)
+    assert job.ok, job.describe()
+    for rank in (0, 1):
+        assert f"rank={rank} THP_enabled: 0" in job.output, job.describe()
+    assert "\n2\n" in "\n" + job.output, job.describe()

@@ -21,7 +21,6 @@ The per-rank step (``kernels/rankexec.c``) applies the placement from its step-f
 from __future__ import annotations
 
 from topobind.errors import PlanError, TopobindError
-from topobind.memstate import Pool, page_label, pool_file, pool_sizes, read_pools
 from topobind.plan import MemoryPlacement, Plan, RankPlan
 from topobind.record import replace
 from topobind.topology import format_list
@@ -29,6 +28,8 @@ from topobind.topology import format_list
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
     import argparse
+
+    from topobind.memstate import Pool
 
 POLICIES = ("local", "bind", "interleave", "preferred", "none")
 PAGES = ("1G", "2M", "thp", "4k", "auto")
@@ -78,10 +79,10 @@ def add_memory_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def rank_placement(plan: Plan, rank: RankPlan, mem: str) -> MemoryPlacement:
+def rank_placement(plan: Plan, rank: RankPlan, mem: str, pages: str = "thp") -> MemoryPlacement:
     """The policy of ``--mem`` resolved for one rank (``local`` -> bind or interleave)."""
     if mem == "none":
-        return MemoryPlacement("none", ())
+        return MemoryPlacement("none", (), pages)
     nodes = tuple(rank.numa)
     if not nodes or not plan.topology.numa_nodes:
         raise PlanError(
@@ -89,8 +90,8 @@ def rank_placement(plan: Plan, rank: RankPlan, mem: str) -> MemoryPlacement:
             f"{rank.rank}; give an hwloc XML with NUMA nodes, or --mem none"
         )
     if mem == "local":
-        return MemoryPlacement("bind" if len(nodes) == 1 else "interleave", nodes)
-    return MemoryPlacement(mem, nodes)
+        return MemoryPlacement("bind" if len(nodes) == 1 else "interleave", nodes, pages)
+    return MemoryPlacement(mem, nodes, pages)
 
 
 def plan_memory(
@@ -108,9 +109,11 @@ def plan_memory(
         notes.append("the topology has no NUMA nodes: memory left to the kernel (--mem none)")
     live = plan.topology.source.startswith("live")
     size = _page_choice(plan, mem, pages, pages_min or 0, live, root, notes)
-    ranks = tuple(
-        replace(r, memory=replace(rank_placement(plan, r, mem), pages=size)) for r in plan.ranks
-    )
+    placements: dict[tuple[int, ...], MemoryPlacement] = {}  # ranks on the same nodes share one
+    for r in plan.ranks:
+        if r.numa not in placements:
+            placements[r.numa] = rank_placement(plan, r, mem, size)
+    ranks = tuple(replace(r, memory=placements[r.numa]) for r in plan.ranks)
     if mem in ("bind", "local") and len(plan.topology.numa_nodes) > 1 and live:
         notes += _balancing_note(root)
     return replace(plan, ranks=ranks, notes=(*plan.notes, *notes))
@@ -145,6 +148,8 @@ def _page_choice(
     """The page size for every rank: ``pages`` checked against the pools, or ``auto``'s."""
     if pages in ("4k", "thp"):
         return pages
+    from topobind.memstate import page_label, pool_file, pool_sizes, read_pools  # (lean start)
+
     sizes = pool_sizes(root) if live else []
     if not live:
         if pages == "auto":

@@ -258,3 +258,20 @@ def probe_table(rows: list[ProbeRow]) -> str:
             f"{node:<10} {verdict}"
         )
     return "\n".join(lines)
+
+
+def probe_json(rows: list[ProbeRow]) -> list[dict[str, object]]:
+    return [
+        {
+            "rank": r.rank,
+            "host": r.host,
+            "planned": r.planned.to_dict() if r.planned else None,
+            "policy": r.policy,
+            "nodes": list(r.nodes),
+            "test_page_node": r.page_node,
+            "status": r.status,
+            "why": r.why,
+            "ok": r.ok,
+        }
+        for r in rows
+    ]

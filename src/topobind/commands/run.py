@@ -382,10 +382,23 @@ def run_env(args: argparse.Namespace) -> int:
         plan = env_group(groups).plan
     else:
         plan = plan_for_job(args)
-    print_warnings(plan, omp_notes(plan) + env_notes(plan))  # per-gpu: per-rank variables
+    print_warnings(plan, omp_notes(plan) + env_notes(plan) + _env_memory_note(plan))
     for k, v in job_env(JobShape(plan=plan)).items():
         print(f"export {k}={shlex.quote(v)}")
     return 0
+
+
+def _env_memory_note(plan: Plan) -> list[str]:
+    """``topobind env`` exports no memory placement: say where it is applied."""
+    from topobind.memory import needs_step
+
+    if not needs_step(plan):
+        return []
+    return [
+        "the memory placement (--mem, --pages) is not in these exports: launch with "
+        "'topobind run' (its per-rank step applies it) or wrap the program with "
+        "'topobind plan -f numactl'"
+    ]
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -450,7 +463,9 @@ def _print_verify(rows: list[Any], env_rows: list[Any], fmt: str, memory: list[A
     if fmt == "json":
         doc = {"ok": ok, "rows": rows_json(rows), "memory_state": state_json(state)}
         if memory:
-            doc["memory"] = [dataclasses.asdict(r) | {"ok": r.ok} for r in memory]
+            from topobind.memverify import probe_json
+
+            doc["memory"] = probe_json(memory)
         if env_rows:
             doc["device_env"] = [dataclasses.asdict(r) | {"ok": r.ok} for r in env_rows]
         print(jsonfmt.dumps(doc))
