@@ -26,7 +26,7 @@ from topobind.report.parallel import fork_map
 from topobind.results import (  # noqa: F401 (MAX_FILE_BYTES, Run: part of the reader's API)
     MAX_FILE_BYTES,
     RESULT_SUFFIXES,
-    FlatMatrix,
+    Matrix,
     ResultError,
     Run,
     read_bytes,
@@ -206,7 +206,7 @@ def _run_to_tuple(r: Run) -> tuple[object, ...]:
 
 
 def _run_from_tuple(t: tuple[Any, ...]) -> Run:
-    mats = tuple(FlatMatrix(*m) for m in t[16])
+    mats = tuple(Matrix(*m) for m in t[16])
     return Run(*t[:16], mats, *t[17:])  # type: ignore[call-arg]
 
 
