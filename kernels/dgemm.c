@@ -61,6 +61,13 @@ static const char *blas_parallel_name(int p)
     return p == 0 ? "sequential" : p == 1 ? "pthreads" : p == 2 ? "openmp" : "unknown";
 }
 
+/* A and B: reproducible values in [-0.5, 0.5) from the seed; C: zero */
+static double initial(int array, long long i, const void *seed)
+{
+    uint64_t s = *(const uint64_t *)seed;
+    return array == 2 ? 0.0 : elem(array == 0 ? s : s + 0x5bd1e995ULL, (uint64_t)i);
+}
+
 int main(int argc, char **argv)
 {
     long long n = 2048;
@@ -91,21 +98,8 @@ int main(int argc, char **argv)
     tb_alloc_arrays(&reg, &co, nn, 3, arrays);
     double *A = arrays[0], *B = arrays[1], *C = arrays[2];
 
-    int nthreads = 1;
-#pragma omp parallel
-    {
-        long long lo, hi;
-#pragma omp single
-        nthreads = omp_get_num_threads();
-        tb_static_range(nn, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        for (long long i = lo; i < hi; i++) {
-            A[i] = elem(seed, (uint64_t)i);
-            B[i] = elem(seed + 0x5bd1e995ULL, (uint64_t)i);
-            C[i] = 0.0;
-        }
-    }
+    run.threads = tb_first_touch(nn, arrays, 3, initial, &seed);
     tb_region_probe(&reg);
-    run.threads = nthreads;
 
     openblas_set_num_threads(omp_get_max_threads());
     int blas_threads = openblas_get_num_threads();

@@ -227,6 +227,14 @@ static int check_results(const double *a, const double *b, const double *c, long
     return err == 0;
 }
 
+/* STREAM's initial values: a = 1, b = 2, c = 0 */
+static double initial(int array, long long i, const void *ctx)
+{
+    (void)i;
+    (void)ctx;
+    return array == 0 ? 1.0 : array == 1 ? 2.0 : 0.0;
+}
+
 int main(int argc, char **argv)
 {
     long long elements = 0;
@@ -262,21 +270,8 @@ int main(int argc, char **argv)
     double *a = abc[0], *b = abc[1], *c = abc[2];
 
     /* first touch: each thread initialises the block it computes on */
-    int nthreads = 1;
-#pragma omp parallel
-    {
-        long long lo, hi;
-#pragma omp single
-        nthreads = omp_get_num_threads();
-        tb_static_range(n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        for (long long j = lo; j < hi; j++) {
-            a[j] = 1.0;
-            b[j] = 2.0;
-            c[j] = 0.0;
-        }
-    }
+    run.threads = tb_first_touch(n, abc, 3, initial, NULL);
     tb_region_probe(&reg);
-    run.threads = nthreads;
 
     /* STREAM's a = 2*a pass (its clock-granularity probe), part of the expected values */
     double tgran = tb_now();

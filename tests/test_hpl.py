@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
+from typing import Any
 
 import pytest
+from conftest_kernels import ensure_built
 
-from topobind import hpl
+from topobind import hpl, kernels, results
 from topobind.errors import TopobindError
 from topobind.layouts import make_plan
 from topobind.results import load_result
@@ -123,3 +126,38 @@ def test_parser_on_real_output_and_its_truncations(real_run: hpl.HplRun) -> None
         with pytest.raises(TopobindError) as exc:
             hpl.parse_output(bad, "hpccoutf.txt")
         assert "\n" not in str(exc.value)
+
+
+def _envelope(doc: dict[str, Any]) -> dict[str, object]:
+    """The shape of a result document: its keys, and the keys of each section's entries."""
+    metric = next(iter(doc["metrics"].values()))
+    return {
+        "top": [k for k in doc if k not in ("rank", "matrices")],
+        "metric": sorted(metric),
+        "headline": sorted(doc["headline"]),
+        "placement": sorted(doc["placement"][0]),
+    }
+
+
+def test_hpl_result_is_written_through_the_result_model() -> None:
+    """An HPL document passes the schema, reads back to the same record, and has the
+    envelope a C kernel writes (dgemm: the same keys, in the same order)."""
+    plan = make_plan(load("synthetic:core:2 pu:1"), "compact", ranks=2, threads=1)
+    out = hpl.HplOutput("WR11C2R4", 2000, 192, 1, 2, 1.5, 3.2, 0.002, True)
+    pages = results.Pages("2M", 2048, False, "LD_PRELOAD shim", "hugetlb-2M")
+    res = hpl.hpl_result(plan, out, started="2026-11-25T12:00:00Z", pages=pages, params={})
+    doc = results.result_document(res)
+    back = results.parse_result(json.loads(json.dumps(doc)))
+    assert back.headline == res.headline and back.metrics == res.metrics
+    assert back.placement == res.placement and back.pages == res.pages
+    assert back.metrics["gflops"].best == 3.2 and back.params["N"] == 2000
+    assert [p.affinity for p in back.placement] == [(0,), (1,)]
+
+    ensure_built()
+    c_doc = json.loads(
+        kernels.run_kernel_raw(
+            "dgemm", ["--n", "64", "--reps", "2", "--pages", "4k", "--json", "-"]
+        ).stdout
+    )
+    assert _envelope(doc) == _envelope(c_doc)
+    assert set(doc["pages"]) <= set(c_doc["pages"])  # the kernels add their own details

@@ -98,8 +98,8 @@ def test_c2c_pair_0_1() -> None:
     assert math.isfinite(res.headline.value) and res.headline.value > 0
     m = res.matrices["c2c"]
     assert m.rows == m.cols == (0, 1) and m.row_kind == m.col_kind == "cpu"
-    assert m.values[0][0] is None and m.values[1][1] is None
-    assert m.values[0][1] == m.values[1][0] == res.headline.value
+    assert m.value(0, 0) is None and m.value(1, 1) is None  # the diagonal: not measured
+    assert m.value(0, 1) == m.value(1, 0) == res.headline.value
     assert res.cpus() == [0, 1]
     assert len(res.params["pair_samples_ns"][0]) == 5
 

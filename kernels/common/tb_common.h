@@ -9,8 +9,8 @@
  *    read-back of the page size really obtained from /proc/self/smaps
  *  - placement: CPU (OS index), NUMA node and affinity mask of every OpenMP thread,
  *    rank and rank count from the launcher environment
- *  - main() scaffolding (tb_kernel.c): the shared options, arrays in one region, the
- *    envelope's end
+ *  - main() scaffolding (tb_kernel.c): the shared options, arrays in one region and
+ *    their parallel first touch, the envelope's end
  */
 #ifndef TB_COMMON_H
 #define TB_COMMON_H
@@ -195,6 +195,10 @@ void tb_no_operands(int argc, char **argv); /* exit 2 on an argument left after 
  * *c (not touched: first touch is the kernel's). */
 void tb_alloc_arrays(tb_region *reg, const tb_opts *c, long long elems, int count,
                      double **arrays);
+/* First touch in parallel: each OpenMP thread writes value(k, i, ctx) into arrays[k][i] for
+ * the static block it computes on later (tb_static_range); returns the team size. */
+int tb_first_touch(long long elems, double **arrays, int count,
+                   double (*value)(int array, long long i, const void *ctx), const void *ctx);
 /* The envelope's end: "valid", "validation", close, write (tb_emit to path), free; returns
  * the kernel's exit status (0, or TB_EXIT_INVALID when not valid). */
 int tb_json_end(tb_json *j, int valid, const char *validation, const char *path);

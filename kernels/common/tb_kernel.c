@@ -6,6 +6,7 @@
 #include "tb_common.h"
 
 #include <getopt.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -45,6 +46,23 @@ void tb_alloc_arrays(tb_region *reg, const tb_opts *c, long long elems, int coun
     tb_region_alloc(reg, c->pages, (size_t)count * stride, c->strict, -1);
     for (int i = 0; i < count; i++)
         arrays[i] = (double *)((char *)reg->base + (size_t)i * stride);
+}
+
+int tb_first_touch(long long elems, double **arrays, int count,
+                   double (*value)(int array, long long i, const void *ctx), const void *ctx)
+{
+    int nthreads = 1;
+#pragma omp parallel
+    {
+        long long lo, hi;
+#pragma omp single
+        nthreads = omp_get_num_threads();
+        tb_static_range(elems, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        for (long long i = lo; i < hi; i++)
+            for (int k = 0; k < count; k++)
+                arrays[k][i] = value(k, i, ctx);
+    }
+    return nthreads;
 }
 
 int tb_json_end(tb_json *j, int valid, const char *validation, const char *path)

@@ -26,7 +26,15 @@ from topobind.errors import TopobindError
 from topobind.kernels import HUGEPAGE_SHIM, find_kernel
 from topobind.launch import build, job_shape, write_files
 from topobind.plan import Plan
-from topobind.results import RESULT_SCHEMA_ID
+from topobind.results import (
+    RESULT_SCHEMA_ID,
+    Headline,
+    Metric,
+    Pages,
+    Placement,
+    Result,
+    result_document,
+)
 from topobind.runner import run_process
 
 DEFAULT_NB = 192
@@ -215,7 +223,55 @@ class HplRun:
     text: str  # the HPL output (hpccoutf.txt or xhpl stdout)
 
 
-def _pages_doc(pages: str, report: Path | None) -> dict[str, Any] | None:
+def hpl_result(
+    plan: Plan,
+    out: HplOutput,
+    *,
+    started: str,
+    pages: Pages | None,
+    params: dict[str, Any],
+    host: str | None = None,
+) -> Result:
+    """The result of one HPL run (``kernel`` hpl): HPL's GFLOP/s and time as single-trial
+    metrics, the planned placement (mpirun binds; not measured), the residual check."""
+    verdict = "PASSED" if out.passed else "FAILED"
+    return Result(
+        schema=RESULT_SCHEMA_ID,
+        kernel="hpl",
+        host=host or os.uname().nodename,
+        timestamp=started,
+        layout=plan.layout,
+        ranks=plan.nranks,
+        threads=plan.threads,
+        params={
+            "N": out.n,
+            "NB": out.nb,
+            "P": out.p,
+            "Q": out.q,
+            "time": out.time,
+            "variant": out.variant,
+            "residual": out.residual,
+            **params,
+            "placement_source": "planned (mpirun --bind-to; not measured)",
+        },
+        pages=pages,
+        placement=tuple(
+            Placement(rank=r.rank, thread=t, cpu=-1, numa=-1, affinity=tuple(r.cpus))
+            for r in plan.ranks
+            for t in range(plan.threads)
+        ),
+        metrics={
+            "gflops": Metric.of_trials("GFLOP/s", True, [out.gflops]),
+            "time": Metric.of_trials("s", False, [out.time]),
+        },
+        headline=Headline("gflops", "best", out.gflops, "GFLOP/s", True),
+        matrices={},
+        valid=out.passed,
+        validation=f"HPL scaled residual {out.residual:.7g} {verdict} (threshold 16.0)",
+    )
+
+
+def _pages_doc(pages: str, report: Path | None) -> Pages | None:
     if pages == "none":
         return None
     kib, note, method = 4, "shim report missing", "mmap-4k"
@@ -243,7 +299,7 @@ def _pages_doc(pages: str, report: Path | None) -> dict[str, Any] | None:
         f"TOPOBIND_HUGE_MIN={os.environ.get('TOPOBIND_HUGE_MIN', HUGE_MIN)}: {allocs} "
         f"allocation(s) at or above the threshold over {len(reports)} rank(s), {got}"
     )
-    return {"requested": pages, "kib": kib, "fallback": kib != want, "note": note, "method": method}
+    return Pages(requested=pages, kib=kib, fallback=kib != want, note=note, method=method)
 
 
 def _hpcc_section(outfile: Path) -> str | None:
@@ -375,23 +431,12 @@ def run_hpl(
             text, f"{program} output ({outfile.name if program == 'hpcc' else 'stdout'})"
         )
         pages_doc = _pages_doc(pages, report)
-    g = out.gflops
-    doc: dict[str, Any] = {
-        "schema": RESULT_SCHEMA_ID,
-        "kernel": "hpl",
-        "host": os.uname().nodename,
-        "timestamp": started,
-        "layout": plan.layout,
-        "ranks": plan.nranks,
-        "threads": plan.threads,
-        "params": {
-            "N": out.n,
-            "NB": out.nb,
-            "P": out.p,
-            "Q": out.q,
-            "time": out.time,
-            "variant": out.variant,
-            "residual": out.residual,
+    result = hpl_result(
+        plan,
+        out,
+        started=started,
+        pages=pages_doc,
+        params={
             "program": program,
             "program_path": exe,
             "mpirun": argv[: argv.index(exe)],
@@ -400,44 +445,7 @@ def run_hpl(
             "time/gflops are HPL's own"
             if program == "hpcc"
             else "xhpl",
-            "placement_source": "planned (mpirun --bind-to; not measured)",
         },
-        "pages": pages_doc,
-        "placement": [
-            {"rank": r.rank, "thread": t, "cpu": -1, "numa": -1, "affinity": list(r.cpus)}
-            for r in plan.ranks
-            for t in range(plan.threads)
-        ],
-        "metrics": {
-            "gflops": {
-                "unit": "GFLOP/s",
-                "higher_is_better": True,
-                "trials": [g],
-                "best": g,
-                "avg": g,
-                "min": g,
-                "max": g,
-                "median": g,
-            },
-            "time": {
-                "unit": "s",
-                "higher_is_better": False,
-                "trials": [out.time],
-                "best": out.time,
-                "avg": out.time,
-                "min": out.time,
-                "max": out.time,
-            },
-        },
-        "headline": {
-            "metric": "gflops",
-            "stat": "best",
-            "value": g,
-            "unit": "GFLOP/s",
-            "higher_is_better": True,
-        },
-        "valid": out.passed,
-        "validation": f"HPL scaled residual {out.residual:.7g} "
-        f"{'PASSED' if out.passed else 'FAILED'} (threshold 16.0)",
-    }
+    )
+    doc = result_document(result)
     return HplRun(output=out, doc=doc, program=program, argv=argv, text=text)

@@ -31,6 +31,7 @@ class Kernel:
     headline: str | None  # "METRIC STAT" of its headline; None: the result has no headline
     matrices: tuple[str, ...] = ()  # matrix names it may write
     checks: tuple[str, ...] = ()  # check families (sites.catalogue.CHECKS) that run it
+    quick_args: tuple[str, ...] = ()  # arguments for a run of well under a second (tests)
 
     @property
     def binary(self) -> str | None:
@@ -45,9 +46,19 @@ KERNELS: tuple[Kernel, ...] = (
         local=True,
         big_buffer=True,
         pins_own_threads=False,
-        metrics=("copy", "scale", "add", "triad"),
+        metrics=(
+            "copy",
+            "scale",
+            "add",
+            "triad",
+            "copy_time",
+            "scale_time",
+            "add_time",
+            "triad_time",
+        ),
         headline="triad best",
         checks=("stream",),
+        quick_args=("--elements", "100000", "--trials", "2", "--pages", "4k"),
     ),
     Kernel(
         "dgemm",
@@ -58,6 +69,7 @@ KERNELS: tuple[Kernel, ...] = (
         metrics=("gflops", "seconds"),
         headline="gflops median",
         checks=("dgemm",),
+        quick_args=("--n", "64", "--reps", "2", "--pages", "4k"),
     ),
     Kernel(
         "latency",
@@ -69,6 +81,7 @@ KERNELS: tuple[Kernel, ...] = (
         headline="latency_* median",
         matrices=("latency",),
         checks=("latency",),
+        quick_args=("--sizes", "16K", "--trials", "1", "--min-time", "0.001", "--pages", "4k"),
     ),
     Kernel(
         "c2c",
@@ -80,6 +93,7 @@ KERNELS: tuple[Kernel, ...] = (
         headline="c2c median",
         matrices=("c2c",),
         checks=("c2c",),
+        quick_args=("--iters", "100", "--samples", "3"),
     ),
     Kernel(
         "whereami",

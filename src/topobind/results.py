@@ -6,6 +6,7 @@ The kernels (``kernels/``) write one JSON document per run (``schemas/result.sch
 * :func:`load_result` / :func:`load_results` / :func:`parse_result`: one result, validated
   against the schema and for what the schema cannot say (the headline names a metric with
   its unit; matrices are rows x columns), as a :class:`Result` (checks, ``topobind bench``).
+* :class:`Matrix`: the one record of a labelled matrix (a result's, the report's medians).
 * :func:`run_from_document`: the fleet view of a result, :class:`Run`: the fields the fleet
   report uses, each checked for its type, thousands of documents a second
   (:mod:`topobind.report.reader` reads the files).
@@ -20,13 +21,16 @@ import math
 import os
 import stat
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from topobind import kernel_registry, stats
 from topobind.errors import TopobindError
+from topobind.json_records import pick, to_json
 
 RESULT_SCHEMA_ID = "topobind.result/1"
 RESULT_SUFFIXES = (".json", ".jsonl", ".ndjson")
@@ -83,6 +87,9 @@ def read_bytes(name: str, limit: int = MAX_FILE_BYTES) -> bytes:
 
 
 # --------------------------------------------------------------------------- result model (full)
+_OMIT_NONE = {"json": "omit-none"}  # json_records.to_json leaves the field out when None
+
+
 @dataclass(frozen=True)
 class Pages:
     """Page size requested and obtained (``kib`` read back from /proc/self/smaps)."""
@@ -91,8 +98,8 @@ class Pages:
     kib: int
     fallback: bool
     note: str
-    method: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    method: str | None = field(default=None, metadata=_OMIT_NONE)
+    extra: dict[str, Any] = field(default_factory=dict, metadata={"json": "merge"})
 
 
 @dataclass(frozen=True)
@@ -103,8 +110,8 @@ class Placement:
     thread: int
     cpu: int
     numa: int
-    affinity: tuple[int, ...] | None = None
-    host: str | None = None
+    affinity: tuple[int, ...] | None = field(default=None, metadata=_OMIT_NONE)
+    host: str | None = field(default=None, metadata=_OMIT_NONE)
 
 
 @dataclass(frozen=True)
@@ -116,8 +123,28 @@ class Metric:
     avg: float
     min: float
     max: float
-    median: float | None = None
+    median: float | None = field(default=None, metadata=_OMIT_NONE)
     warmup: int = 0
+
+    @classmethod
+    def of_trials(
+        cls, unit: str, higher_is_better: bool, trials: Sequence[float], warmup: int = 0
+    ) -> Metric:
+        """The statistics over ``trials[warmup:]`` as the kernels compute them
+        (``tb_json_metric``: best = max if higher is better, else min)."""
+        used = list(trials[warmup:]) or list(trials)
+        lo, hi = min(used), max(used)
+        return cls(
+            unit=unit,
+            higher_is_better=higher_is_better,
+            trials=tuple(float(t) for t in trials),
+            best=hi if higher_is_better else lo,
+            avg=sum(used) / len(used),
+            min=lo,
+            max=hi,
+            median=stats.median(used),
+            warmup=warmup,
+        )
 
 
 @dataclass(frozen=True)
@@ -129,17 +156,31 @@ class Headline:
     higher_is_better: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Matrix:
+    """A labelled matrix of a result (``matrices.NAME``: c2c core-to-core latency, NUMA
+    matrices), and the fleet report's medians of one: the one matrix record.
+
+    ``values`` is row-major; ``null`` in the file (not measured, e.g. the c2c diagonal) is NaN.
+    """
+
+    name: str
     unit: str
     rows: tuple[int | str, ...]
     cols: tuple[int | str, ...]
     row_kind: str
     col_kind: str
-    values: tuple[tuple[float | None, ...], ...]
+    values: array  # array('d'), len(rows) * len(cols)
 
     def value(self, row: int | str, col: int | str) -> float | None:
-        return self.values[self.rows.index(row)][self.cols.index(col)]
+        """The value at labels (``row``, ``col``); None where not measured."""
+        v = self.values[self.rows.index(row) * len(self.cols) + self.cols.index(col)]
+        return None if math.isnan(v) else v
+
+    def grid(self) -> list[list[float]]:
+        """The values as rows of floats (NaN where not measured)."""
+        n = len(self.cols)
+        return [self.values[i * n : (i + 1) * n].tolist() for i in range(len(self.rows))]
 
 
 @dataclass(frozen=True)
@@ -174,12 +215,43 @@ class Result:
         return [p.cpu for p in self.placement]
 
 
+def result_document(r: Result) -> dict[str, Any]:
+    """The ``topobind.result/1`` document of ``r``: the one writer in Python (HPL's results),
+    the same envelope, in the same order, as the C kernels' ``kernels/common/tb_json.c``."""
+    doc: dict[str, Any] = {
+        "schema": RESULT_SCHEMA_ID,
+        **pick(r, "kernel", "host", "timestamp", "layout", "ranks"),
+    }
+    if r.rank is not None:
+        doc["rank"] = r.rank
+    doc |= pick(r, "threads", "params", "pages", "placement", "metrics", "headline")
+    if r.matrices:
+        doc["matrices"] = {name: matrix_document(m) for name, m in r.matrices.items()}
+    return doc | pick(r, "valid", "validation")
+
+
+def matrix_document(m: Matrix) -> dict[str, Any]:
+    """``matrices.NAME`` of a result: the labels, and the values as rows (null: not measured)."""
+    return {**pick(m, "unit", "rows", "cols", "row_kind", "col_kind"), "values": to_json(m.grid())}
+
+
 # --------------------------------------------------------------------------- schema + parsing
 @lru_cache(maxsize=1)
-def result_schema() -> dict[str, Any]:
+def schema_file() -> dict[str, Any]:
+    """``schemas/result.schema.json`` as published (its kernel names: tested against the
+    kernel registry)."""
     text = resources.files("topobind").joinpath("schemas/result.schema.json").read_text()
     doc: dict[str, Any] = json.loads(text)
     return doc
+
+
+def result_schema() -> dict[str, Any]:
+    """The schema results are validated with: the file's, with the kernel names of the kernel
+    registry (a new kernel is a row there, not an edit of the validator)."""
+    doc = schema_file()
+    names = [k.name for k in kernel_registry.KERNELS]
+    props = {**doc["properties"], "kernel": {"enum": names}}
+    return {**doc, "properties": props}
 
 
 def _one_line(text: str) -> str:
@@ -267,17 +339,7 @@ def _build(doc: dict[str, Any], source: str) -> Result:
         if h is None
         else Headline(h["metric"], h["stat"], float(h["value"]), h["unit"], h["higher_is_better"])
     )
-    matrices = {
-        name: Matrix(
-            unit=m["unit"],
-            rows=tuple(m["rows"]),
-            cols=tuple(m["cols"]),
-            row_kind=m["row_kind"],
-            col_kind=m["col_kind"],
-            values=tuple(tuple(v) for v in m["values"]),
-        )
-        for name, m in (doc.get("matrices") or {}).items()
-    }
+    matrices = {m.name: m for m in read_matrices(doc.get("matrices"), text_labels=False)}
     return Result(
         schema=doc["schema"],
         kernel=doc["kernel"],
@@ -365,22 +427,6 @@ def load_results(src: str | os.PathLike[str] | bytes) -> list[Result]:
 
 
 # --------------------------------------------------------------------------- fleet view
-@dataclass(frozen=True, slots=True)
-class FlatMatrix:
-    """A labelled matrix from a result (``c2c`` core-to-core latency, NUMA matrices).
-
-    ``values`` is row-major, ``None`` in the file (e.g. the diagonal of c2c) becomes NaN.
-    """
-
-    name: str
-    unit: str
-    rows: tuple[str, ...]
-    cols: tuple[str, ...]
-    row_kind: str
-    col_kind: str
-    values: array  # array('d'), len(rows) * len(cols)
-
-
 PlacementEntry = tuple[int, int, int, int]
 """One thread of a result's ``placement``: (rank, thread, cpu, numa); cpu is the PU's OS
 index (-1 unknown), numa the NUMA node's OS index (-1 when the result does not say)."""
@@ -406,7 +452,7 @@ class Run:
     valid: bool
     validation: str
     generated: bool
-    matrices: tuple[FlatMatrix, ...]
+    matrices: tuple[Matrix, ...]
     # what the layout drawings need (read only for results that name a layout):
     ranks: int | None = None  # "ranks" of the job
     threads: int | None = None  # "threads" per rank
@@ -444,15 +490,21 @@ def _parse_time(text: str) -> datetime:
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
-_LABELS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_LABELS: dict[tuple[int | str, ...], tuple[int | str, ...]] = {}
 
 
-def _interned(labels: tuple[str, ...]) -> tuple[str, ...]:
+def _same(label: object) -> object:
+    return label
+
+
+def _interned(labels: tuple[Any, ...]) -> tuple[int | str, ...]:
     """One shared tuple per distinct label list: less memory, cheaper to send between processes."""
     return _LABELS.setdefault(labels, labels)
 
 
-def _matrices(raw: object) -> tuple[FlatMatrix, ...]:
+def read_matrices(raw: object, text_labels: bool = True) -> tuple[Matrix, ...]:
+    """The ``matrices`` object of a result as :class:`Matrix` records (raises ResultError);
+    ``text_labels``: labels as strings (the fleet report's), else as in the file."""
     if raw is None:
         return ()
     if not isinstance(raw, dict):
@@ -485,12 +537,13 @@ def _matrices(raw: object) -> tuple[FlatMatrix, ...]:
                     del flat[start:]
                     for v in row:
                         flat.append(_NAN if v is None else _number(v, f"{where} values"))
+        label = str if text_labels else _same
         out.append(
-            FlatMatrix(
+            Matrix(
                 name=str(name),
                 unit=str(unit),
-                rows=_interned(tuple(str(r) for r in rows)),
-                cols=_interned(tuple(str(c) for c in cols)),
+                rows=_interned(tuple(label(r) for r in rows)),
+                cols=_interned(tuple(label(c) for c in cols)),
                 row_kind=str(m.get("row_kind", "")),
                 col_kind=str(m.get("col_kind", "")),
                 values=flat,
@@ -637,7 +690,7 @@ def run_from_document(doc: object) -> Run:
         valid=bool(valid),
         validation=validation if isinstance(validation, str) else "",
         generated=generated,
-        matrices=_matrices(doc.get("matrices")),
+        matrices=read_matrices(doc.get("matrices")),
         ranks=_count(doc.get("ranks")),
         threads=_count(doc.get("threads")),
         placement=placement,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from topobind import stats
 from topobind.errors import TopobindError
 from topobind.report.layouts import Layouts
 from topobind.report.reader import Run
+from topobind.results import Matrix
 
 MAX_WARMUP = 1_000_000
 MAX_SLOW_LIMIT = 1000.0  # --slow-mads / --slow-pct: beyond it nothing could ever be slow
@@ -230,26 +232,47 @@ class PageComparison:
 
 @dataclass(frozen=True)
 class MatrixGroup:
+    """One matrix of a fleet group: its elementwise median over the runs (NaN where never
+    measured), and the median of the slowest host's runs."""
+
     kernel: str
     layout: str | None
     page_kib: int | None
-    name: str
-    unit: str
-    rows: tuple[str, ...]
-    cols: tuple[str, ...]
-    row_kind: str
-    col_kind: str
+    median: Matrix  # the labels, unit and kinds of the group's matrices; medians as values
     lower_is_better: bool
     runs: int
     hosts: int
-    median: list[list[float]]  # elementwise median over all runs (NaN where never measured)
     worst_host: str | None  # the host with the worst headline median (fleets of 2+ hosts)
-    worst_host_median: list[list[float]] | None
+    worst_host_median: Matrix | None
     page_fallback: str | None = None
 
     @property
     def pages(self) -> str:
         return pages_label(self.page_kib, self.page_fallback)
+
+    @property
+    def name(self) -> str:
+        return self.median.name
+
+    @property
+    def unit(self) -> str:
+        return self.median.unit
+
+    @property
+    def rows(self) -> tuple[int | str, ...]:
+        return self.median.rows
+
+    @property
+    def cols(self) -> tuple[int | str, ...]:
+        return self.median.cols
+
+    @property
+    def row_kind(self) -> str:
+        return self.median.row_kind
+
+    @property
+    def col_kind(self) -> str:
+        return self.median.col_kind
 
 
 @dataclass(frozen=True)
@@ -445,39 +468,39 @@ def _matrix_groups(groups: Sequence[FleetGroup]) -> list[MatrixGroup]:
                     kinds[k] = (m.row_kind, m.col_kind)
         worst = g.hosts[0].host if len(g.hosts) > 1 else None
         for k in sorted(collected, key=lambda k: (k[0], k[1], len(k[2]))):
-            name, unit, rows, cols = k
+            _, unit, rows, cols = k
             items = collected[k]
             shape = (len(rows), len(cols))
             stack = np.stack([np.frombuffer(v, dtype=np.float64) for _, v in items]).reshape(
                 (len(items), *shape)
             )
-            med = _nanmedian(np, stack)
+            med = _median_matrix(np, stack, k, kinds[k])
             worst_med = None
             if worst is not None:
                 mine = [i for i, (host, _) in enumerate(items) if host == worst]
                 if mine:
-                    worst_med = _nanmedian(np, stack[mine]).tolist()
+                    worst_med = _median_matrix(np, stack[mine], k, kinds[k])
             out.append(
                 MatrixGroup(
                     kernel=g.kernel,
                     layout=g.layout,
                     page_kib=g.page_kib,
-                    name=name,
-                    unit=unit,
-                    rows=rows,
-                    cols=cols,
-                    row_kind=kinds[k][0],
-                    col_kind=kinds[k][1],
+                    median=med,
                     lower_is_better=lower_is_better_unit(unit),
                     runs=len(items),
                     hosts=len({host for host, _ in items}),
-                    median=med.tolist(),
                     worst_host=worst if worst_med is not None else None,
                     worst_host_median=worst_med,
                     page_fallback=g.page_fallback,
                 )
             )
     return out
+
+
+def _median_matrix(np: Any, stack: Any, key: MatrixKey, kinds: tuple[str, str]) -> Matrix:
+    """The elementwise median of a stack of one matrix's values, as a :class:`Matrix`."""
+    name, unit, rows, cols = key
+    return Matrix(name, unit, rows, cols, *kinds, array("d", _nanmedian(np, stack).ravel()))
 
 
 def _nanmedian(np: Any, stack: Any) -> Any:

@@ -303,9 +303,10 @@ def matrix_picture(report: Report, m: MatrixGroup) -> Picture:
     import numpy as np
 
     fleet = f"fleet: median of {fmt.plural(m.runs, 'run')} on {fmt.plural(m.hosts, 'host')}"
-    panels = [(fleet, m.median)]
+    panels = [(fleet, m.median.grid())]
     if m.worst_host is not None and m.worst_host_median is not None:
-        panels.append((f"slowest host by {m.kernel} headline: {m.worst_host}", m.worst_host_median))
+        worst = f"slowest host by {m.kernel} headline: {m.worst_host}"
+        panels.append((worst, m.worst_host_median.grid()))
     arrays = [np.asarray(p[1], dtype=float) for p in panels]
     finite = np.concatenate([a[np.isfinite(a)] for a in arrays]) if arrays else np.array([])
     vmin = float(finite.min()) if finite.size else 0.0

@@ -27,7 +27,7 @@ from topobind.results import (  # noqa: F401 (MAX_FILE_BYTES, Run: part of the r
     MAX_FILE_BYTES,
     RESULT_SUFFIXES,
     TOO_DEEP,
-    FlatMatrix,
+    Matrix,
     ResultError,
     Run,
     read_bytes,
@@ -211,7 +211,7 @@ def _run_to_tuple(r: Run) -> tuple[object, ...]:
 
 
 def _run_from_tuple(t: tuple[Any, ...]) -> Run:
-    mats = tuple(FlatMatrix(*m) for m in t[16])
+    mats = tuple(Matrix(*m) for m in t[16])
     return Run(*t[:16], mats, *t[17:])  # type: ignore[call-arg]
 
 
