@@ -26,6 +26,7 @@ from topo_sources import TOPOLOGIES
 from topobind import slurm
 from topobind.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
 from topobind.errors import TopobindError
+from topobind.inputs import host_name, whole_number
 from topobind.layouts import make_plan
 from topobind.report.analysis import Options, analyse
 from topobind.results import MAX_VALUE, ResultError, run_from_document
@@ -177,6 +178,29 @@ def test_slurm_cpu_ids_to_os_pus(cores: list[list[int]], ids: frozenset[int], tp
     except TopobindError:
         return
     assert pus <= {pu for core in node_cores for pu in core}
+
+
+# --------------------------------------------------------------------------- numbers, names
+@fuzz(300)
+@given(hostile_text | numbers | big_numbers, st.integers(0, 5), st.integers(1, 1 << 20))
+def test_whole_numbers(text: str, lo: int, hi: int) -> None:
+    try:
+        n = whole_number(text, "--x", lo, hi)
+    except TopobindError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("--x ")
+        return
+    assert lo <= n <= hi and str(n) == text.lstrip("0").rjust(1, "0") and text.isascii()
+
+
+@fuzz(300)
+@given(hostile_text | st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,20}", fullmatch=True))
+def test_host_names(text: str) -> None:
+    try:
+        got = host_name(text)
+    except TopobindError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert got == text and text.isascii() and text.strip() == text and "," not in text
 
 
 # --------------------------------------------------------------------------- CPU lists

@@ -415,3 +415,15 @@ def test_rankexec_errors_stay_on_one_line(tmp_path: Path) -> None:
     step.write_text("topobind-rankexec 1\nx\tA=\r0\n")
     step.chmod(0o600)
     step_error(rankexec(step), "malformed line x?A=?0")
+
+
+@pytest.mark.parametrize("metric", [["triad"], "nosuch"])
+def test_a_headline_naming_no_metric_is_refused(
+    metric: object, stream_result: dict[str, object]
+) -> None:
+    """Found by tests/test_fuzz_inputs.py: a list as headline.metric (unhashable)."""
+    from topobind.results import ResultError, run_from_document
+
+    head = {**stream_result["headline"], "metric": metric}  # type: ignore[dict-item]
+    with pytest.raises(ResultError, match='"headline.metric"|the headline metric name'):
+        run_from_document({**stream_result, "headline": head})

@@ -602,9 +602,10 @@ def _check_metrics(metrics: object, head: object) -> None:
                 f'metric "{name[:40]}": no trial is a finite number (all NaN?); the run '
                 "measured nothing: re-run the kernel or remove the file"
             )
-    if isinstance(head, dict) and metrics and head.get("metric") not in metrics:
+    named = head.get("metric") if isinstance(head, dict) else None
+    if isinstance(named, str) and metrics and named not in metrics:
         raise ResultError(
-            f'"headline.metric" {json.dumps(head.get("metric"))[:40]} names no metric of "metrics"'
+            f'"headline.metric" {json.dumps(named)[:40]} names no metric of "metrics"'
         )
 
 
