@@ -30,6 +30,7 @@ from topobind.inputs import host_name, whole_number
 from topobind.layouts import make_plan
 from topobind.report.analysis import Options, analyse
 from topobind.results import MAX_VALUE, ResultError, run_from_document
+from topobind.samples import judged_threads, read_sample_files
 from topobind.sites.loading import load_site_file
 from topobind.topology import (
     MAX_PUS,
@@ -39,7 +40,6 @@ from topobind.topology import (
     parse_list,
     parse_xml,
 )
-from topobind.samples import judged_threads, read_sample_files
 from topobind.verify import parse_probe_output
 from topobind.verify_devices import probe_envs
 
@@ -429,7 +429,9 @@ def test_sample_files(
         paths.append(str(path))
     (where / "junk.json").write_bytes(junk)
     with bounded():
-        observed = judged_threads(read_sample_files([*paths, str(where / "junk.json"), str(where / "missing.json")]))
+        observed = judged_threads(
+            read_sample_files([*paths, str(where / "junk.json"), str(where / "missing.json")])
+        )
     assert all(type(o.cpu) is int for o in observed)
 
 
