@@ -1,0 +1,36 @@
+"""No launcher: one process, started directly (its exact places exported to it)."""
+
+from __future__ import annotations
+
+from topobind.launchers.base import Found, Launcher, Native
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from topobind.launch import JobShape, Launch
+
+
+class NoLauncher(Launcher):
+    name = "none"
+    help = "no launcher: one process (--ranks 1), its places exported to it"
+    package = "nothing"
+    reframe = "local"
+    native = Native(
+        masks="no (one process)",
+        adds="OMP_PLACES of the one rank; with --verify-running, the per-rank step samples it",
+    )
+
+    def detect(self) -> Found | None:
+        return Found("", "")
+
+    def command(self, shape: JobShape, program: Sequence[str]) -> Launch:
+        from topobind.launch import Launch, step_parts
+
+        env, files, step = step_parts(shape)
+        return Launch(argv=[*step, *program], env=env, launcher="none", files=tuple(files))
+
+    def command_groups(self, shape: JobShape, program: Sequence[str]) -> Launch:
+        from topobind.errors import TopobindError
+
+        raise TopobindError("--launcher none runs one process; the job spans several nodes")
