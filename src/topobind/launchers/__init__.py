@@ -278,13 +278,18 @@ def installed_with(linked: Linked) -> Launcher | None:
     return None
 
 
+#: the MPI families' names in messages
+FAMILY_NAMES = {"openmpi": "OpenMPI", "mpich": "MPICH-ABI (MPICH, Intel MPI, Cray MPICH)"}
+
+
 def _family_error(which: Launcher, linked: Linked, owner: Launcher | None) -> str:
     same = [n for n, L in REGISTRY.items() if L.family == linked.family]
     use = owner.name if owner is not None else " or ".join(same)
+    family = FAMILY_NAMES.get(linked.family, linked.family)
     return (
-        f"{linked.program} is an {linked.family.upper() if linked.family == 'mpich' else 'OpenMPI'}"
-        f"-family program (it links {linked.soname}); --launcher {which.name} starts "
-        f"{which.family} programs: use --launcher {use}"
+        f"{linked.program} links {linked.soname}, an {family} library; --launcher "
+        f"{which.name} starts {FAMILY_NAMES.get(which.family, which.family)} programs: use "
+        f"--launcher {use}"
     )
 
 
@@ -312,5 +317,5 @@ def table_markdown() -> str:
     for n, L in REGISTRY.items():
         v = L.native
         cells = (f"`{n}`", v.masks, v.map_by, v.rankfile, v.memory, v.per_node, v.adds)
-        rows.append("| " + " | ".join(cells) + " |")
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"

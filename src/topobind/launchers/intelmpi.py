@@ -53,7 +53,7 @@ class IntelMpi(Launcher):
         masks="yes (I_MPI_PIN_PROCESSOR_LIST, I_MPI_PIN_DOMAIN=[mask,...])",
         map_by="I_MPI_PIN_DOMAIN=core|cache3|numa|socket|omp, I_MPI_PIN_ORDER",
         rankfile="no (machine file: nodes and counts only)",
-        memory="I_MPI_HBW_POLICY (high-bandwidth memory only)",
+        memory="no general one (I_MPI_HBW_POLICY: high-bandwidth memory)",
         per_node="no (one pin list for every node)",
         adds="the pin list or domain masks from the plan; under a restricted mask, the "
         "per-rank step binds instead; exact OMP_PLACES per rank (rankexec)",

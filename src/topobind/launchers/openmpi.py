@@ -67,7 +67,7 @@ class OpenMpi(Launcher):
         masks="rankfile only",
         map_by="yes (--map-by ppr:N:RESOURCE:pe=M, --bind-to core|hwthread)",
         rankfile="yes (4.x OS PUs, 5.x logical indexes)",
-        memory="no (4.x: --bind-to with hwloc membind only)",
+        memory="no flag (first touch on the bound cores)",
         per_node="one rankfile naming every host, an application context per group",
         adds="the mapper simulated (flags only when they reproduce the plan), exact "
         "OMP_PLACES per rank (rankexec) where --bind-to core gives whole cores",
