@@ -9,14 +9,15 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from topobind import launchers
 from topobind.errors import TopobindError
-from topobind.launch import JobShape, build, job_shape
-from topobind.launchers.base import Launcher, Native
+from topobind.launch import JobShape, RankStep, build, job_shape
+from topobind.launchers.base import Launch, Launcher, Native
 from topobind.launchers.linked import dynamic_entries, linked_mpi
 from topobind.layouts import make_plan
 from topobind.topology import load
@@ -159,12 +160,10 @@ class Echo(Launcher):
     help = "prints the ranks it would start"
     native = Native(masks="no")
 
-    def command(self, shape: JobShape, program: list[str]):  # type: ignore[no-untyped-def,override]
-        from topobind.launch import Launch, step_parts
-
-        env, files, step = step_parts(shape)
+    def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
+        env, files, prefix = step.parts()
         n = str(shape.plan.nranks)
-        return Launch(["echo", n, *step, *program], env, self.name, files=tuple(files))
+        return Launch(["echo", n, *prefix, *program], env, self.name, files=tuple(files))
 
 
 def test_a_new_launcher_is_one_class_in_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from topobind import launchers, slurm
 from topobind.emit.omp import omp_env, rank_env
 from topobind.errors import TopobindError
+from topobind.launchers.base import Launch
 from topobind.plan import Plan
 from topobind.topology import Topology, format_list
 
@@ -93,17 +94,6 @@ class JobShape:
     runtime_env: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     probe: str = "whereami"
-
-
-@dataclass(frozen=True)
-class Launch:
-    argv: list[str]
-    env: dict[str, str]  # variables to export on top of the caller's environment
-    launcher: str
-    mpi: str | None = None  # "openmpi4" | "openmpi5"
-    files: tuple[tuple[str, str], ...] = ()  # (path, text) to write (mode 0600) before
-    notes: list[str] = field(default_factory=list)
-    nodes: int = 1  # nodes the launch spans
 
 
 def in_slurm(env: dict[str, str] | None = None) -> bool:
@@ -299,6 +289,30 @@ def step_parts(
     return env, [(shape.rank_file, rank_step_text(shape, bind=bind))], rank_step_argv(shape)
 
 
+class RankStep:
+    """The per-rank step as a launcher builds its command (it does not import this module):
+    the ranks' variables with the step file and argv (:meth:`parts`), or the pieces a
+    per-node launch puts together (group files, one file with a section per group)."""
+
+    def __init__(self, shape: JobShape) -> None:
+        self.shape = shape
+
+    def parts(self, bind: bool = False) -> tuple[dict[str, str], list[tuple[str, str]], list[str]]:
+        return step_parts(self.shape, bind)
+
+    def argv(self, rank_file: str | None = None) -> list[str]:
+        return rank_step_argv(self.shape, rank_file)
+
+    def text(self, plan: Plan | None = None, bind: bool = False) -> str:
+        return rank_step_text(self.shape, plan, bind)
+
+    def groups_text(self) -> str:
+        return groups_step_text(self.shape)
+
+    def group_file(self, k: int) -> str:
+        return group_rank_file(self.shape, k)
+
+
 def build(shape: JobShape, program: Sequence[str]) -> Launch:
     """The command (and the files to write first) that runs ``program`` in this job shape:
     the shape's launcher (:mod:`topobind.launchers`) builds it."""
@@ -306,7 +320,7 @@ def build(shape: JobShape, program: Sequence[str]) -> Launch:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
     which = launchers.get(shape.launcher, shape.mpi)
     make = which.command_groups if shape.groups else which.command
-    launch = make(shape, program)
+    launch = make(shape, program, RankStep(shape))
     if shape.notes:
         launch.notes[:0] = list(shape.notes)
     return launch

@@ -6,7 +6,9 @@ A launcher is one module in this package with one subclass of :class:`Launcher`,
 - whether it is here and which version (:meth:`Launcher.detect`; :meth:`Launcher.find`
   raises naming the package that installs it);
 - the command for a job shape (:meth:`Launcher.command`: one plan on every node;
-  :meth:`Launcher.command_groups`: a plan per group of nodes, where it can);
+  :meth:`Launcher.command_groups`: a plan per group of nodes, where it can), given the
+  per-rank step (:class:`topobind.launch.RankStep`: its variables, files and argv; a
+  launcher does not import :mod:`topobind.launch`, which imports the registry);
 - the per-rank variables it gives each rank (``local_rank_vars``, ``rank_vars``,
   ``size_vars``: kernels/rankexec.c and the probes read the same names, innermost launcher
   first);
@@ -31,8 +33,23 @@ TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from topobind.launch import JobShape, Launch
+    from topobind.launch import JobShape, RankStep
     from topobind.plan import Plan
+
+
+@record
+class Launch:
+    """A command ready to run: ``argv``, the variables to export on top of the caller's
+    environment, the launcher's name (``mpi``: its MPI), the files to write first (path,
+    text; mode 0600), notes for the user, and the nodes it spans."""
+
+    argv: list[str]
+    env: dict[str, str]
+    launcher: str
+    mpi: str | None = None
+    files: tuple[tuple[str, str], ...] = ()
+    notes: list[str] = field(default_factory=list)
+    nodes: int = 1
 
 
 @record
@@ -141,11 +158,12 @@ class Launcher:
         """True when the per-rank step must run whatever the places (it binds)."""
         return False
 
-    def command(self, shape: JobShape, program: Sequence[str]) -> Launch:
-        """The launch of ``program`` in ``shape`` (one plan on every node)."""
+    def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
+        """The launch of ``program`` in ``shape`` (one plan on every node); ``step``: the
+        per-rank step's variables, files and argv (:class:`topobind.launch.RankStep`)."""
         raise NotImplementedError
 
-    def command_groups(self, shape: JobShape, program: Sequence[str]) -> Launch:
+    def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         """The launch of ``program`` with a plan per group of nodes (``shape.groups``)."""
         raise TopobindError(
             f"--launcher {self.name} cannot place different plans on different nodes in one "

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import os
 
-from topobind.launchers.base import Emitted, Launcher, Native
+from topobind.launchers.base import Emitted, Launch, Launcher, Native
 from topobind.launchers.mpich import LOCAL, RANK, SIZE, hydra_version, repo_prefix
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from topobind.launch import JobShape, Launch
+    from topobind.launch import JobShape, RankStep
     from topobind.plan import Plan
 
 
@@ -79,13 +79,12 @@ class IntelMpi(Launcher):
 
         return affinity_restricted(plan.topology)
 
-    def command(self, shape: JobShape, program: Sequence[str]) -> Launch:
+    def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         from topobind.emit.openmpi import affinity_restricted
-        from topobind.launch import Launch, step_parts
 
         plan = shape.plan
         restricted = affinity_restricted(plan.topology)
-        env, files, step = step_parts(shape, bind=restricted)
+        env, files, prefix = step.parts(bind=restricted)
         pin = {"I_MPI_PIN": "off"} if restricted else pin_env(plan)
         argv = [shape.mpirun or "mpiexec.hydra", "-n", str(plan.nranks * shape.nodes)]
         if shape.nodes > 1:
@@ -97,7 +96,7 @@ class IntelMpi(Launcher):
             else []
         )  # fmt: skip
         return Launch(
-            argv=[*argv, *shape.extra_args, *step, *program],
+            argv=[*argv, *shape.extra_args, *prefix, *program],
             env=env | shape.runtime_env | pin,
             launcher=self.name,
             mpi=self.name,

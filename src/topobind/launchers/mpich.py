@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 
 from topobind.errors import TopobindError
-from topobind.launchers.base import Emitted, Launcher, Native
+from topobind.launchers.base import Emitted, Launch, Launcher, Native
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from topobind.launch import JobShape, Launch
+    from topobind.launch import JobShape, RankStep
     from topobind.plan import Plan
 
 #: Hydra's (and Intel MPI's Hydra's) rank variables
@@ -82,10 +82,8 @@ class Mpich(Launcher):
     def version_of(self, path: str) -> str:
         return hydra_version(path, "HYDRA")
 
-    def command(self, shape: JobShape, program: Sequence[str]) -> Launch:
-        from topobind.launch import Launch, step_parts
-
-        env, files, step = step_parts(shape)
+    def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
+        env, files, prefix = step.parts()
         plan = shape.plan
         argv = [shape.mpirun or "mpiexec", "-n", str(plan.nranks * shape.nodes)]
         if shape.nodes > 1:
@@ -93,7 +91,7 @@ class Mpich(Launcher):
         argv += ["-bind-to", user_binding(plan), *shape.extra_args]
         # Hydra passes the launching environment to every rank ('-genvall' is its default).
         return Launch(
-            argv=[*argv, *step, *program],
+            argv=[*argv, *prefix, *program],
             env=env | shape.runtime_env,
             launcher=self.name,
             mpi=self.name,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from topobind.launchers.base import Found, Launcher, Native
+from topobind.launchers.base import Found, Launch, Launcher, Native
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from topobind.launch import JobShape, Launch
+    from topobind.launch import JobShape, RankStep
 
 
 class NoLauncher(Launcher):
@@ -24,13 +24,11 @@ class NoLauncher(Launcher):
     def detect(self) -> Found | None:
         return Found("", "")
 
-    def command(self, shape: JobShape, program: Sequence[str]) -> Launch:
-        from topobind.launch import Launch, step_parts
+    def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
+        env, files, prefix = step.parts()
+        return Launch(argv=[*prefix, *program], env=env, launcher="none", files=tuple(files))
 
-        env, files, step = step_parts(shape)
-        return Launch(argv=[*step, *program], env=env, launcher="none", files=tuple(files))
-
-    def command_groups(self, shape: JobShape, program: Sequence[str]) -> Launch:
+    def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         from topobind.errors import TopobindError
 
         raise TopobindError("--launcher none runs one process; the job spans several nodes")

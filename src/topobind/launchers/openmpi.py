@@ -12,13 +12,13 @@ import os
 import sys
 
 from topobind.errors import TopobindError
-from topobind.launchers.base import Emitted, Found, Launcher, Native
+from topobind.launchers.base import Emitted, Found, Launch, Launcher, Native
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from topobind.launch import JobShape, Launch, NodePlan
+    from topobind.launch import JobShape, NodePlan, RankStep
     from topobind.plan import Plan
 
 #: The launcher's rank variables: an mpirun inside a Slurm job inherits the batch step's
@@ -97,12 +97,11 @@ class OpenMpi(Launcher):
             return [r.cpus for r in plan.ranks]
         return [plan.core_pus(r) for r in plan.ranks]
 
-    def command(self, shape: JobShape, program: Sequence[str]) -> Launch:
+    def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         from topobind import slurm
         from topobind.emit.openmpi import openmpi_argv
-        from topobind.launch import Launch, step_parts
 
-        env, files, step = step_parts(shape)
+        env, files, prefix = step.parts()
         plan, version = shape.plan, self.version
         path = shape.rankfile_path
         m = openmpi_argv(plan, version, rankfile_path=path, exact_places=True, nodes=shape.nodes)
@@ -120,7 +119,7 @@ class OpenMpi(Launcher):
                 *m.argv[1:],
                 *shape.extra_args,
                 *forward,
-                *step,
+                *prefix,
                 *program,
             ],  # fmt: skip
             env=env | root_env(),
@@ -131,16 +130,11 @@ class OpenMpi(Launcher):
             nodes=shape.nodes,
         )
 
-    def command_groups(self, shape: JobShape, program: Sequence[str]) -> Launch:
+    def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         """One mpirun: a rankfile naming every host, an application context per group."""
-        from topobind.launch import Launch, group_rank_file, rank_step_argv, rank_step_text
-
         env = {"TOPOBIND_LAYOUT": shape.plan.layout, **shape.env}
-        files = [
-            (group_rank_file(shape, k), rank_step_text(shape, g.plan))
-            for k, g in enumerate(shape.groups)
-        ]
-        steps = [[*rank_step_argv(shape, path), *program] for path, _ in files]
+        files = [(step.group_file(k), step.text(g.plan)) for k, g in enumerate(shape.groups)]
+        steps = [[*step.argv(path), *program] for path, _ in files]
         files.append((shape.rankfile_path, rankfile_groups(shape.groups, self.version)))
         argv = mpirun_argv_groups(
             shape.groups,

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 
-from topobind.launchers.base import Emitted, Launcher, Native
+from topobind.launchers.base import Emitted, Launch, Launcher, Native
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from topobind.launch import JobShape, Launch
+    from topobind.launch import JobShape, RankStep
     from topobind.plan import Plan
 
 
@@ -42,17 +42,16 @@ class Srun(Launcher):
         done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
         return done.stdout.strip()
 
-    def command(self, shape: JobShape, program: Sequence[str]) -> Launch:
+    def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         from topobind.emit.srun import STEP_NOTE, srun_argv
-        from topobind.launch import Launch, step_parts
 
-        env, files, step = step_parts(shape)
+        env, files, prefix = step.parts()
         s = srun_argv(shape.plan, nodes=shape.nodes)
         # The srun line is topobind's own (no -c/--exact/--hint, masks from the job's CPUs):
         # the advice for hand-written srun lines does not apply.
         notes = [n for n in s.notes if n != STEP_NOTE]
         return Launch(
-            argv=[s.argv[0], *shape.extra_args, *s.argv[1:], *step, *program],
+            argv=[s.argv[0], *shape.extra_args, *s.argv[1:], *prefix, *program],
             env=env,
             launcher="srun",
             files=tuple(files),
@@ -60,20 +59,18 @@ class Srun(Launcher):
             nodes=shape.nodes,
         )
 
-    def command_groups(self, shape: JobShape, program: Sequence[str]) -> Launch:
+    def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         """One plain srun step over every group's nodes. ``SLURM_HOSTFILE`` with
         ``--distribution=arbitrary`` puts the tasks in node order (each group's ranks per
         node), ``--cpu-bind=none`` leaves the binding to the per-rank step, whose one file
         holds a section per group: each rank binds itself to its planned CPUs and exports its
         places. (Not a heterogeneous step, ``srun A : B``: Slurm 22.05's srun can hang at the
         end of one under mpi/pmix, see docs/job-scripts.md.)"""
-        from topobind.launch import Launch, groups_step_text, rank_step_argv
-
         env = {"TOPOBIND_LAYOUT": shape.plan.layout, **shape.env}
         nodes = sum(len(g.hosts) for g in shape.groups)
         hostfile = os.path.join(os.path.dirname(shape.rank_file), "hostfile")
         hosts = [h for g in shape.groups for h in g.hosts for _ in range(g.plan.nranks)]
-        files = ((shape.rank_file, groups_step_text(shape)), (hostfile, "\n".join(hosts) + "\n"))
+        files = ((shape.rank_file, step.groups_text()), (hostfile, "\n".join(hosts) + "\n"))
         # The same count on every node overrides the job's SLURM_NTASKS_PER_NODE, which an
         # explicit --ranks may contradict (srun warns, then ignores it); different counts
         # cannot be said with it (srun warns that it ignores any).
@@ -81,7 +78,7 @@ class Srun(Launcher):
         per_node = [f"--ntasks-per-node={counts.pop()}"] if len(counts) == 1 else []
         argv = [
             "srun", *shape.extra_args, f"--nodes={nodes}", f"--ntasks={len(hosts)}", *per_node,
-            "--distribution=arbitrary", "--cpu-bind=none", *rank_step_argv(shape), *program,
+            "--distribution=arbitrary", "--cpu-bind=none", *step.argv(), *program,
         ]  # fmt: skip
         env = {**env, "SLURM_HOSTFILE": hostfile}
         return Launch(argv=argv, env=env, launcher="srun", files=files, nodes=nodes)
