@@ -255,3 +255,21 @@ def test_intel_mpi_variables_for_big_nodes_decode_to_the_plan(xml: str) -> None:
             got = [[i for i in range(int(m, 16).bit_length()) if int(m, 16) >> i & 1]
                    for m in masks]  # fmt: skip
         assert got == [sorted(r.cpus) for r in plan.ranks], (xml, layout)
+
+
+@pytest.mark.slow
+def test_under_a_restricted_mask_the_rank_lands_on_the_allowed_cpu(hybrid, tmp_path: Path) -> None:
+    """Under ``taskset -c 1`` the plan holds CPU 1 only: MPICH binds it with -bind-to user:1;
+    Intel MPI's own pinning is off (a pin outside the mask made its proxy spin) and the
+    per-rank step binds the rank (version-2 step file)."""
+    name, prog = hybrid
+    out = run(
+        ["taskset", "-c", "1", *TOPOBIND, "run", "-l", "compact", "-r", "1", "--launcher", name,
+         "--verify", "--", str(prog), "100"],
+        env={"TOPOBIND_WORKDIR": str(tmp_path)},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "verify: all 1 threads on their planned CPUs" in out.stderr
+    assert "rank=0 thread=0 cpu=1" in out.stdout
+    if name == "intelmpi":
+        assert "Intel MPI's pinning is off" in out.stderr
