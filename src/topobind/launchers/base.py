@@ -24,7 +24,6 @@ Nothing here runs per rank: a launcher is asked once, on the batch host.
 from __future__ import annotations
 
 import os
-import shutil
 
 from topobind.errors import TopobindError
 from topobind.record import field, record
@@ -124,6 +123,8 @@ class Launcher:
         return None if path is None else Found(path, self.version_of(path))
 
     def locate(self) -> str | None:
+        import shutil  # lazily: shutil imports re, which 'topobind plan' never pays for
+
         for p in self.programs:
             full = p if os.path.isabs(p) else shutil.which(p)
             if full and os.access(full, os.X_OK):
