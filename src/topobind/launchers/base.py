@@ -120,7 +120,12 @@ class Launcher:
         """This launcher here, or None. Default: the first of ``programs`` that exists
         (an absolute path, a path relative to the repository, or a name on PATH)."""
         path = self.locate()
-        return None if path is None else Found(path, self.version_of(path))
+        if path is None:
+            return None
+        try:
+            return Found(path, self.version_of(path))
+        except TopobindError:  # another program of that name (MPICH's mpiexec.hydra, ...)
+            return None
 
     def locate(self) -> str | None:
         import shutil  # lazily: shutil imports re, which 'topobind plan' never pays for

@@ -61,7 +61,9 @@ class IntelMpi(Launcher):
 
     @property
     def programs(self) -> tuple[str, ...]:  # type: ignore[override]
-        return (os.path.join(repo_prefix(".venv-impi"), "bin", "mpiexec.hydra"),)
+        root = os.environ.get("I_MPI_ROOT")  # set by Intel's oneAPI setvars.sh / modules
+        here = os.path.join(repo_prefix(".venv-impi"), "bin", "mpiexec.hydra")
+        return (here, *([os.path.join(root, "bin", "mpiexec.hydra")] if root else []))
 
     def version_of(self, path: str) -> str:
         return hydra_version(path, "Intel")

@@ -44,7 +44,7 @@ def hydra_version(path: str, want: str) -> str:
             raise TopobindError(f"cannot run {path}: {exc.strerror or exc}") from exc
         text = done.stdout + done.stderr
         if want.lower() in text.lower():
-            lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+            lines = [" ".join(ln.split()) for ln in text.splitlines() if ln.strip()]
             return next((ln for ln in lines if "ersion" in ln), lines[0])
     raise TopobindError(f"{path} is not {want}'s mpiexec (its --version does not say {want})")
 
@@ -80,7 +80,7 @@ class Mpich(Launcher):
         return (os.path.join(repo_prefix(".venv-mpich"), "bin", "mpiexec.hydra"), "mpiexec.hydra")
 
     def version_of(self, path: str) -> str:
-        return hydra_version(path, "HYDRA")
+        return "MPICH Hydra " + hydra_version(path, "HYDRA").rpartition(":")[2].strip()
 
     def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         env, files, prefix = step.parts()
