@@ -97,6 +97,29 @@ def test_hybrid_job_under_mpidefault_none_starts_without_exports(
 
 
 @pytest.mark.slow
+def test_an_mpich_program_gets_pmi2(
+    slurm_cluster3: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A hybrid program built with MPICH (PyPI, .venv-mpich) gets --mpi=pmi2 (this MPICH
+    refuses PMIx: "unsupported PMI version PMIx") and its own MPI probe verifies it."""
+    mpicc = REPO / ".venv-mpich" / "bin" / "mpicc"
+    if not mpicc.exists():
+        pytest.skip("MPICH not installed (make setup-mpis)")
+    d = REPO / "build" / "test-job-scripts-mpi"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "hybrid.c").write_text(HYBRID_C)
+    prog = d / "hybrid-mpich"
+    subprocess.run([str(mpicc), "-fopenmp", "-O1", str(d / "hybrid.c"), "-o", str(prog)],
+                   check=True, timeout=120)  # fmt: skip
+    run = f"topobind-run --layout compact --threads 2 --verify -- {prog} 300"
+    code, out = _job(tmp_path, slurm_cluster3, run)
+    assert code == 0, out
+    assert "srun --mpi=pmi2 starts its MPI" in out
+    assert "verify: all 6 threads on their planned CPUs" in out and "size=3 sum=3" in out
+
+
+@pytest.mark.slow
 def test_a_launch_that_cannot_start_mpi_fails_verification_first(
     slurm_cluster3: SlurmCluster,  # noqa: F811
     hybrid: Path,
