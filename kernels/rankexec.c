@@ -63,10 +63,14 @@
 #define MAX_VARS 64
 #define MAX_TASKS 4096
 
+/* The launchers' variables, innermost first: topobind.launchers.local_rank_vars() and
+ * rank_vars() (tests/test_launchers.py compares them; MPI_LOCALRANKID, PMI_RANK: Hydra). */
 static const char *LOCAL_VARS[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK",
-                                   "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+                                   "MPI_LOCALRANKID", "SLURM_LOCALID",
+                                   "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
                                    "SLURM_PROCID", NULL};
-static const char *RANK_VARS[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", NULL};
+static const char *RANK_VARS[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                  "SLURM_PROCID", NULL};
 
 __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt, ...)
 {
@@ -716,7 +720,7 @@ static void start_sampler(const choice_t *c, long rank, const char *host)
     pid_t self = getpid();
     long global = env_number(RANK_VARS);
     long ranks = env_number((const char *const[]){"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE",
-                                                   "SLURM_NTASKS", NULL});
+                                                   "PMI_SIZE", "SLURM_NTASKS", NULL});
     pid_t child = fork();
     if (child < 0)
         fail("cannot fork the sampler: %s", strerror(errno));

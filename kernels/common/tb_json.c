@@ -267,15 +267,15 @@ static int env_first_int(const char *const *names, int dflt)
  * only by mpirun/prterun) and PMIx's win over Slurm's. */
 int tb_env_rank(void)
 {
-    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID",
-                                        NULL};
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                        "SLURM_PROCID", NULL};
     return env_first_int(names, 0);
 }
 
 int tb_env_ranks(void)
 {
-    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_NTASKS",
-                                        NULL};
+    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
+                                        "SLURM_NTASKS", NULL};
     int n = env_first_int(names, 1);
     return n < 1 ? 1 : n;
 }

@@ -37,6 +37,7 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
+from topobind import launchers as tblaunchers
 from topobind import sites as tbsites
 from topobind.errors import TopobindError
 
@@ -102,9 +103,6 @@ def site_settings(cls: Any) -> Any:
     return cls
 
 
-_LAUNCHERS = {"srun": "srun", "local": "local", "mpirun": "mpirun", "mpiexec": "mpirun"}
-
-
 def partition_for(site: tbsites.Site, partition: Any) -> tbsites.Partition:
     """topobind's view of a ReFrame partition: the site's own partition when the configuration
     is derived from the site files, else one built from ReFrame's scheduler and launcher."""
@@ -118,7 +116,7 @@ def partition_for(site: tbsites.Site, partition: Any) -> tbsites.Partition:
     return tbsites.Partition(
         name=partition.name,
         scheduler="slurm" if slurm else scheduler,
-        launcher=_LAUNCHERS.get(launcher, "mpirun"),
+        launcher=tblaunchers.from_reframe(launcher),
         access=tuple(partition.access),
         environments=tuple(e.name for e in partition.environs),
         max_jobs=int(partition.max_jobs or 1),

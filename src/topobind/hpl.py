@@ -338,6 +338,20 @@ def mpirun_error(text: str) -> str:
     return "; mpirun: ".join(parts) if parts else "(no message)"
 
 
+def hpl_launcher(exe: str) -> str:
+    """The launcher installed with the MPI ``exe`` links (Debian's hpcc: OpenMPI 4)."""
+    from topobind.launchers import REGISTRY, installed_with
+    from topobind.launchers.linked import linked_mpi
+
+    linked = linked_mpi(exe)
+    owner = installed_with(linked) if linked is not None else None
+    if owner is not None:
+        return owner.name
+    if REGISTRY["openmpi4"].detect() is None:
+        raise TopobindError(f"{MPIRUN4} (OpenMPI 4, which hpcc is linked against) not found")
+    return "openmpi4"
+
+
 def run_hpl(
     plan: Plan,
     *,
@@ -356,9 +370,8 @@ def run_hpl(
     runs (elapsed time, and for hpcc the HPC Challenge test it is in)."""
     if pages not in ("1G", "2M", "none"):
         raise TopobindError(f"hpl --pages {pages!r}: choose one of 1G, 2M, none")
-    if not os.path.exists(MPIRUN4):
-        raise TopobindError(f"{MPIRUN4} (OpenMPI 4, which hpcc is linked against) not found")
     program, exe = find_hpl()
+    launcher = hpl_launcher(exe)
     cfg = make_config(plan.nranks, n=n, nb=nb, mem_fraction=mem_fraction)
     extra = {"OPENBLAS_NUM_THREADS": str(plan.threads)}
     with tempfile.TemporaryDirectory(prefix="topobind-hpl-", dir=workdir) as tmp:
@@ -372,11 +385,10 @@ def run_hpl(
                 TOPOBIND_HUGE_REPORT=str(report),
                 TOPOBIND_HUGE_MIN=os.environ.get("TOPOBIND_HUGE_MIN", HUGE_MIN),
             )
-        # The one launch path: OpenMPI 4's mpirun (hpcc's MPI), the plan's flags, one node.
+        # The one launch path: the launcher of the MPI hpcc links, the plan's flags, one node.
         shape = job_shape(
             plan,
-            "mpirun",
-            mpirun=MPIRUN4,
+            launcher,
             workdir=str(wd),
             nodes=1,
             env=extra,

@@ -46,6 +46,8 @@ class RunOptions:
     mpi: str | None = None
     rank_step: str = "auto"
     sample_ms: int = 1000
+    srun_args: tuple[str, ...] = ()  # --srun-args: options for srun itself
+    mpirun_args: tuple[str, ...] = ()  # --mpirun-args: options for mpirun / mpiexec
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,9 @@ def prepare(
         workdir=where,
         sample_ms=opts.sample_ms if sample else None,
         groups=groups,
+        program=program_path(program[0]) if program else None,
+        srun_args=opts.srun_args,
+        mpirun_args=opts.mpirun_args,
     )
     launch = build(shape, program)
     write_files(launch)
@@ -138,12 +143,18 @@ def exit_status(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def probe() -> str:
-    """The placement probe (kernels/bin/whereami)."""
+def program_path(name: str) -> str | None:
+    """The program's file (a name is looked up on PATH), or None."""
+    path = name if "/" in name else shutil.which(name)
+    return path if path and os.path.isfile(path) else None
+
+
+def probe(kernel: str = "whereami") -> str:
+    """The placement probe (kernels/bin/whereami; an MPI program's: whereami-mpi-NAME)."""
     from topobind.kernels import find_kernel
 
     try:
-        return str(find_kernel("whereami"))
+        return str(find_kernel(kernel))
     except TopobindError as exc:
         raise TopobindError(f"placement probe not found ({exc}); run 'make kernels'") from exc
 
@@ -171,8 +182,8 @@ def probe_output(job: Job) -> str:
     threads are to be sampled, the probe runs with step files that do not sample (its samples
     would be taken for the program's), then the program's files are written back."""
     if job.shape.sample_ms is None:
-        return run_probe(job.running([probe()]))
-    quiet = build(_without_samples(job.shape), [probe()])
+        return run_probe(job.running([probe(job.shape.probe)]))
+    quiet = build(_without_samples(job.shape), [probe(job.shape.probe)])
     write_files(quiet)
     try:
         return run_probe(quiet)

@@ -27,21 +27,18 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from topobind import slurm
+from topobind import launchers, slurm
 from topobind.emit.omp import omp_env, rank_env
-from topobind.emit.openmpi import affinity_restricted, openmpi_argv
-from topobind.emit.srun import STEP_NOTE, srun_argv
 from topobind.errors import TopobindError
+from topobind.launchers.base import Launch
 from topobind.plan import Plan, RankPlan
 from topobind.topology import Topology, format_list
 
-LAUNCHERS = ("srun", "mpirun", "none")
+#: ``--launcher`` choices (the registry's names and aliases: :mod:`topobind.launchers`)
+LAUNCHERS = launchers.names()
 RANK_STEP_HEADER = "topobind-rankexec 1"
 #: Version 2 adds ``%cpus=LIST`` fields: rankexec binds the rank itself (a rankexec built
 #: before it refuses the file instead of ignoring the binding).
@@ -76,7 +73,11 @@ class JobShape:
     run the per-rank step (rankexec) with the file ``rank_file`` (a group's under mpirun:
     ``rankexec-K.txt`` beside it); ``sample_ms``: the step also samples where the program's
     threads run that many ms after start (written to ``sample_dir``). ``env``: extra
-    variables for every rank; ``forward``: variables mpirun must pass by name (``-x``)."""
+    variables for every rank; ``forward``: variables mpirun must pass by name (``-x``).
+    ``extra_args``: options for the launcher itself (``--srun-args``, ``--mpirun-args``,
+    srun's ``--mpi``); ``runtime_env``: what the launcher's MPI needs (its root, libraries);
+    ``notes``: what choosing the launcher found (told with the launch's notes); ``probe``:
+    the placement probe for ``--verify`` (the MPI probe of the program's MPI)."""
 
     plan: Plan
     launcher: str = "none"
@@ -92,17 +93,10 @@ class JobShape:
     sample_dir: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     forward: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Launch:
-    argv: list[str]
-    env: dict[str, str]  # variables to export on top of the caller's environment
-    launcher: str
-    mpi: str | None = None  # "openmpi4" | "openmpi5"
-    files: tuple[tuple[str, str], ...] = ()  # (path, text) to write (mode 0600) before
-    notes: list[str] = field(default_factory=list)
-    nodes: int = 1  # nodes the launch spans
+    extra_args: tuple[str, ...] = ()
+    runtime_env: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    probe: str = "whereami"
 
 
 def in_slurm(env: dict[str, str] | None = None) -> bool:
@@ -114,60 +108,27 @@ def slurm_nodes(env: dict[str, str] | None = None) -> int:
 
 
 def find_mpirun(prefer: str | None = None) -> tuple[str, str]:
-    """(path, flavour) of the mpirun to use: ``openmpi4`` or ``openmpi5``."""
-    candidates: list[str] = []
-    if prefer == "openmpi4":
-        candidates = ["/usr/bin/mpirun"]
-    elif prefer == "openmpi5":
-        candidates = [os.path.join(os.path.dirname(sys.executable), "mpirun")]
-    found = [c for c in candidates if os.path.exists(c)] or [
-        p for p in [shutil.which("mpirun")] if p
-    ]
-    if not found:
-        raise TopobindError("mpirun not found; install OpenMPI (make setup) or use --launcher srun")
-    return found[0], mpi_flavour(found[0])
+    """(path, flavour) of the OpenMPI mpirun to use: ``openmpi4`` or ``openmpi5``. (Moved:
+    :mod:`topobind.launchers.openmpi`; this name stays for callers.)"""
+    return launchers.find_openmpi(prefer)
 
 
 def mpi_flavour(path: str) -> str:
-    out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"Open MPI\)?\s+(\d+)\.", out)
-    if not m:
-        raise TopobindError(f"{path} is not OpenMPI (its --version says {out.strip()[:60]!r})")
-    major = int(m.group(1))
-    if major not in (4, 5):
-        raise TopobindError(f"{path} is OpenMPI {major}.x; topobind emits flags for 4.x and 5.x")
-    return f"openmpi{major}"
+    """``openmpi4`` or ``openmpi5`` (moved: :func:`topobind.launchers.openmpi.mpi_flavour`)."""
+    from topobind.launchers.openmpi import mpi_flavour as flavour
+
+    return flavour(path)
 
 
-def choose_launcher(plan: Plan, requested: str | None) -> str:
-    if requested == "srun" and not in_slurm():
-        raise TopobindError(
-            "--launcher srun needs a Slurm allocation (SLURM_JOB_ID unset); use salloc/sbatch "
-            "or --launcher mpirun"
-        )
-    if requested:
-        if requested not in LAUNCHERS:
-            raise TopobindError(
-                f"unknown launcher {requested!r}; choose one of {', '.join(LAUNCHERS)}"
-            )
-        return requested
-    if in_slurm():
-        return "srun"
-    return "mpirun" if plan.nranks > 1 else "none"
+def choose_launcher(plan: Plan, requested: str | None, family: str | None = None) -> str:
+    """The launcher's name (moved: :func:`topobind.launchers.choose`)."""
+    return launchers.choose(plan, requested, family).name
 
 
 def launcher_masks(plan: Plan, launcher: str) -> list[tuple[int, ...]]:
-    """The CPU mask each rank gets from the launcher's binding: srun masks and hwthread
-    bindings (and rankfiles under a restricted mask) are the planned PUs; ``--bind-to core``
-    whole cores."""
-    if (
-        launcher == "srun"
-        or plan.smt
-        or plan.topology.smt == 1
-        or affinity_restricted(plan.topology)
-    ):
-        return [r.cpus for r in plan.ranks]
-    return [plan.core_pus(r) for r in plan.ranks]
+    """The CPU mask each rank gets from the launcher's binding (each launcher's
+    :meth:`~topobind.launchers.base.Launcher.masks`)."""
+    return launchers.get(launcher).masks(plan)
 
 
 def uniform_env_is_exact(plan: Plan, launcher: str) -> bool:
@@ -197,40 +158,46 @@ def job_shape(
     mpirun: str | None = None,
     groups: Sequence[NodePlan] = (),
     nodes: int | None = None,
+    program: str | None = None,
+    srun_args: Sequence[str] = (),
+    mpirun_args: Sequence[str] = (),
 ) -> JobShape:
     """The shape of this job: launcher, nodes (from Slurm), MPI flavour, per-rank step.
 
     ``rank_step``: ``auto`` (only where needed, or to sample), ``always`` or ``never``;
     ``nodes``: default, the job's nodes inside Slurm (1 without a launcher); ``groups``: a
-    plan per group of nodes (always with the per-rank step)."""
+    plan per group of nodes (always with the per-rank step); ``program``: the program's
+    path, read once (the MPI it links picks or checks the launcher, see
+    :func:`topobind.launchers.resolve`); ``srun_args``, ``mpirun_args``: options for srun,
+    or for mpirun/mpiexec (whichever launches)."""
     if groups and launcher == "none":
         raise TopobindError("--launcher none runs one process; the job spans several nodes")
-    which = choose_launcher(plan, launcher)
+    r = launchers.resolve(plan, launcher, mpi, mpirun=mpirun, program=program)
+    which = r.launcher
     if nodes is None:
-        nodes = slurm_nodes() if in_slurm() and which != "none" else 1
-    if which == "none" and plan.nranks > 1:
+        nodes = slurm_nodes() if in_slurm() and which.name != "none" else 1
+    if which.name == "none" and plan.nranks > 1:
         raise TopobindError(
             f"the plan has {plan.nranks} ranks; --launcher none runs one process "
             "(use --ranks 1 or a launcher)"
         )
-    path, flavour = None, None
-    if which == "mpirun":
-        path, flavour = (mpirun, mpi_flavour(mpirun)) if mpirun else find_mpirun(mpi)
     if rank_step not in ("auto", "always", "never"):
         raise TopobindError(f"rank step {rank_step!r}: choose auto, always or never")
     step = rank_step == "always" or sample_ms is not None or bool(groups)
-    if rank_step == "auto" and which != "none":
-        step = step or not uniform_env_is_exact(plan, which)
+    if rank_step == "auto" and which.name != "none":
+        step = step or which.needs_step(plan) or not uniform_env_is_exact(plan, which.name)
     if rank_step == "never" and sample_ms is not None:
         raise TopobindError("sampling the program's threads needs the per-rank step")
     step = step or _memory_step(plan, rank_step)
+    given = srun_args if which.name == "srun" else mpirun_args if which.family else ()
+    extra, notes = launchers.launch_args(which, r.linked, given)
     return JobShape(
         plan=plan,
-        launcher=which,
+        launcher=r.shape_name,
         nodes=nodes,
         groups=tuple(groups),
-        mpirun=path,
-        mpi=flavour,
+        mpirun=r.path,
+        mpi=r.mpi,
         rank_step=step,
         rank_file=os.path.join(workdir, "rankexec.txt"),
         rankfile_path=os.path.join(workdir, "rankfile"),
@@ -238,6 +205,10 @@ def job_shape(
         sample_dir=workdir if sample_ms is not None else None,
         env=dict(env or {}),
         forward=tuple(forward),
+        extra_args=tuple(extra),
+        runtime_env=r.env,
+        notes=(*r.notes, *notes),
+        probe=r.probe,
     )
 
 
@@ -256,15 +227,15 @@ def _memory_step(plan: Plan, rank_step: str) -> bool:
     return True
 
 
-def rank_step_text(shape: JobShape, plan: Plan | None = None) -> str:
+def rank_step_text(shape: JobShape, plan: Plan | None = None, bind: bool = False) -> str:
     """The file rankexec reads: one line per local rank of ``plan`` (default: the shape's)
-    with its variables (see kernels/rankexec.c)."""
+    with its variables (see kernels/rankexec.c); ``bind``: each line also binds its rank
+    to its planned CPUs (version 2: a launcher whose own binding is off)."""
     plan = plan or shape.plan
-    lines = _step_prologue(
-        shape, RANK_STEP_HEADER, f"layout {plan.layout}; one line per local rank"
-    )
+    header = RANK_STEP_HEADER_BIND if bind else RANK_STEP_HEADER
+    lines = _step_prologue(shape, header, f"layout {plan.layout}; one line per local rank")
     lines.append("@*")
-    lines += _rank_lines(shape, plan, bind=False)
+    lines += _rank_lines(shape, plan, bind=bind)
     return _with_memory_header(lines)
 
 
@@ -350,157 +321,59 @@ def job_env(shape: JobShape) -> dict[str, str]:
     return {**omp_env(plan, uniform), **one, "TOPOBIND_LAYOUT": plan.layout, **shape.env}
 
 
+def step_parts(
+    shape: JobShape, bind: bool = False
+) -> tuple[dict[str, str], list[tuple[str, str]], list[str]]:
+    """What every launcher's command starts from: the ranks' variables, the files to write
+    (the per-rank step file when the shape has the step) and the step's argv prefix."""
+    env = job_env(shape)
+    if not shape.rank_step:
+        return env, [], []
+    return env, [(shape.rank_file, rank_step_text(shape, bind=bind))], rank_step_argv(shape)
+
+
+class RankStep:
+    """The per-rank step as a launcher builds its command (it does not import this module):
+    the ranks' variables with the step file and argv (:meth:`parts`), or the pieces a
+    per-node launch puts together (group files, one file with a section per group)."""
+
+    def __init__(self, shape: JobShape) -> None:
+        self.shape = shape
+
+    def parts(self, bind: bool = False) -> tuple[dict[str, str], list[tuple[str, str]], list[str]]:
+        return step_parts(self.shape, bind)
+
+    def argv(self, rank_file: str | None = None) -> list[str]:
+        return rank_step_argv(self.shape, rank_file)
+
+    def text(self, plan: Plan | None = None, bind: bool = False) -> str:
+        return rank_step_text(self.shape, plan, bind)
+
+    def groups_text(self) -> str:
+        return groups_step_text(self.shape)
+
+    def group_file(self, k: int) -> str:
+        return group_rank_file(self.shape, k)
+
+
 def build(shape: JobShape, program: Sequence[str]) -> Launch:
-    """The command (and the files to write first) that runs ``program`` in this job shape."""
+    """The command (and the files to write first) that runs ``program`` in this job shape:
+    the shape's launcher (:mod:`topobind.launchers`) builds it."""
     if not program:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
-    if shape.groups:
-        return _build_groups(shape, program)
-    plan = shape.plan
-    env = job_env(shape)
-    files: list[tuple[str, str]] = []
-    step: list[str] = []
-    if shape.rank_step:
-        files.append((shape.rank_file, rank_step_text(shape)))
-        step = rank_step_argv(shape)
-    if shape.launcher == "none":
-        return Launch(argv=[*step, *program], env=env, launcher="none", files=tuple(files))
-    if shape.launcher == "srun":
-        s = srun_argv(plan, nodes=shape.nodes)
-        # The srun line is topobind's own (no -c/--exact/--hint, masks from the job's CPUs):
-        # the advice for hand-written srun lines does not apply.
-        notes = [n for n in s.notes if n != STEP_NOTE]
-        return Launch(
-            argv=[*s.argv, *step, *program],
-            env=env,
-            launcher="srun",
-            files=tuple(files),
-            notes=notes,
-            nodes=shape.nodes,
-        )
-    return _build_mpirun(shape, program, env, files, step)
-
-
-def _build_mpirun(
-    shape: JobShape,
-    program: Sequence[str],
-    env: dict[str, str],
-    files: list[tuple[str, str]],
-    step: list[str],
-) -> Launch:
-    plan, version = shape.plan, (5 if shape.mpi == "openmpi5" else 4)
-    m = openmpi_argv(
-        plan, version, rankfile_path=shape.rankfile_path, exact_places=True, nodes=shape.nodes
-    )
-    if m.rankfile is not None:
-        if shape.nodes > 1:  # the rankfile names every node
-            hosts = list(shape.hosts) or slurm.hostnames()
-            m = openmpi_argv(
-                plan, version, rankfile_path=shape.rankfile_path, exact_places=True, hosts=hosts
-            )
-        files.append((shape.rankfile_path, m.rankfile or ""))
-    forward = [a for v in shape.forward for a in ("-x", v)]
-    env |= _root_env()
-    # Exported variables reach the local ranks (OpenMPI forwards the launching environment);
-    # ``forward`` names those that must also reach other nodes' ranks.
-    return Launch(
-        argv=[shape.mpirun or "mpirun", *m.argv[1:], *forward, *step, *program],
-        env=env,
-        launcher="mpirun",
-        mpi=shape.mpi,
-        files=tuple(files),
-        notes=m.notes,
-        nodes=shape.nodes,
-    )
-
-
-def _root_env() -> dict[str, str]:
-    if os.geteuid() != 0:
-        return {}
-    return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-
-
-def _build_groups(shape: JobShape, program: Sequence[str]) -> Launch:
-    """A plan per group of nodes: one plain srun step whose per-rank step binds each rank,
-    or one mpirun with a rankfile and an application context per group (each group's
-    per-rank step file)."""
-    if shape.launcher not in ("srun", "mpirun"):
-        raise TopobindError("--launcher none runs one process; the job spans several nodes")
-    env = {"TOPOBIND_LAYOUT": shape.plan.layout, **shape.env}
-    nodes = sum(len(g.hosts) for g in shape.groups)
-    if shape.launcher == "srun":
-        return _build_srun_groups(shape, program, env, nodes)
-    files = [
-        (group_rank_file(shape, k), rank_step_text(shape, g.plan))
-        for k, g in enumerate(shape.groups)
-    ]
-    steps = [[*rank_step_argv(shape, path), *program] for path, _ in files]
-    version = 5 if shape.mpi == "openmpi5" else 4
-    files.append((shape.rankfile_path, rankfile_groups(shape.groups, version)))
-    argv = mpirun_argv_groups(shape.groups, steps, version, shape.rankfile_path, shape.forward)
-    return Launch(
-        argv=[shape.mpirun or "mpirun", *argv[1:]],
-        env=env | _root_env(),
-        launcher="mpirun",
-        mpi=shape.mpi,
-        files=tuple(files),
-        nodes=nodes,
-    )
-
-
-def _build_srun_groups(
-    shape: JobShape, program: Sequence[str], env: dict[str, str], nodes: int
-) -> Launch:
-    """One plain srun step over every group's nodes. ``SLURM_HOSTFILE`` with
-    ``--distribution=arbitrary`` puts the tasks in node order (each group's ranks per node),
-    ``--cpu-bind=none`` leaves the binding to the per-rank step, whose one file holds a
-    section per group: each rank binds itself to its planned CPUs and exports its places.
-    (Not a heterogeneous step, ``srun A : B``: Slurm 22.05's srun can hang at the end of one
-    under mpi/pmix, see docs/job-scripts.md.)"""
-    hostfile = os.path.join(os.path.dirname(shape.rank_file), "hostfile")
-    hosts = [h for g in shape.groups for h in g.hosts for _ in range(g.plan.nranks)]
-    files = ((shape.rank_file, groups_step_text(shape)), (hostfile, "\n".join(hosts) + "\n"))
-    # The same count on every node overrides the job's SLURM_NTASKS_PER_NODE, which an
-    # explicit --ranks may contradict (srun warns, then ignores it); different counts cannot
-    # be said with it (srun warns that it ignores any).
-    counts = {g.plan.nranks for g in shape.groups}
-    per_node = [f"--ntasks-per-node={counts.pop()}"] if len(counts) == 1 else []
-    argv = [
-        "srun", f"--nodes={nodes}", f"--ntasks={len(hosts)}", *per_node,
-        "--distribution=arbitrary", "--cpu-bind=none", *rank_step_argv(shape), *program,
-    ]  # fmt: skip
-    env = {**env, "SLURM_HOSTFILE": hostfile}
-    return Launch(argv=argv, env=env, launcher="srun", files=files, nodes=nodes)
-
-
-def _omp_prefix(plan: Plan) -> list[str]:
-    """``env K=V ...`` with the plan's OpenMP variables (srun's --export cannot carry the
-    commas of OMP_PLACES; mpirun's application contexts take no variables of their own)."""
-    return ["env", *(f"{key}={value}" for key, value in omp_env(plan).items())]
+    which = launchers.get(shape.launcher, shape.mpi)
+    make = which.command_groups if shape.groups else which.command
+    launch = make(shape, program, RankStep(shape))
+    if shape.notes:
+        launch.notes[:0] = list(shape.notes)
+    return launch
 
 
 def rankfile_groups(groups: Sequence[NodePlan], version: int) -> str:
-    """One OpenMPI rankfile naming every host with its group's slots, ranks in node order.
-    4.x: OS PU indexes (``--mca rmaps_rank_file_physical 1``). 5.x: hwloc logical core (PU
-    with SMT) indexes of the WHOLE node: PRRTE numbers them over the node, not over the CPUs
-    the job holds there (a plan restricted to CPU 1 of 2 must say slot=1, not 0)."""
-    out = [f"# topobind rankfile for OpenMPI {version}.x, a plan per group of nodes"]
-    rank = 0
-    for g in groups:
-        node = g.node if g.node is not None else g.plan.topology
-        core_of = {pu: i for i, core in enumerate(node.cores) for pu in core.pus}
-        pu_logical = node.pu_logical()
-        out.append(f"# {g.about or ','.join(g.hosts)}")
-        for host in g.hosts:
-            for r in g.plan.ranks:
-                if version == 5:
-                    index = pu_logical if g.plan.smt else core_of
-                    ids = sorted({index[pu] for pu in r.cpus})
-                else:
-                    ids = list(r.cpus) if g.plan.smt else list(g.plan.core_pus(r))
-                out.append(f"rank {rank}={host} slot={format_list(ids)}")
-                rank += 1
-    return "\n".join(out) + "\n"
+    """(Moved: :func:`topobind.launchers.openmpi.rankfile_groups`.)"""
+    from topobind.launchers.openmpi import rankfile_groups as text
+
+    return text(groups, version)
 
 
 def mpirun_argv_groups(
@@ -510,21 +383,10 @@ def mpirun_argv_groups(
     rankfile_path: str,
     forward: Sequence[str] = (),
 ) -> list[str]:
-    """``mpirun`` (argv[0] to be replaced by its path) with the rankfile of
-    :func:`rankfile_groups` and one application context per group."""
-    smt = any(g.plan.smt for g in groups)
-    bind = "hwthread" if smt else "core"
-    if version == 5:
-        mod = ":hwtcpus" if smt else ""
-        argv = ["mpirun", "--map-by", f"rankfile:file={rankfile_path}{mod}", "--bind-to", bind]
-    else:
-        argv = ["mpirun", "--rankfile", rankfile_path, "--mca", "rmaps_rank_file_physical", "1"]
-    argv += [a for v in forward for a in ("-x", v)]
-    for k, (g, cmd) in enumerate(zip(groups, steps, strict=True)):
-        if k:
-            argv.append(":")
-        argv += ["-np", str(g.plan.nranks * len(g.hosts)), *_omp_prefix(g.plan), *cmd]
-    return argv
+    """(Moved: :func:`topobind.launchers.openmpi.mpirun_argv_groups`.)"""
+    from topobind.launchers.openmpi import mpirun_argv_groups as argv
+
+    return argv(groups, steps, version, rankfile_path, forward)
 
 
 def write_files(launch: Launch) -> None:
@@ -540,8 +402,9 @@ def write_files(launch: Launch) -> None:
 #: inherits the batch step's SLURM_PROCID=0 and SLURM_LOCALID=0 in every rank it starts, so
 #: OpenMPI's own variables (set only by mpirun/prterun) and PMIx's must win over Slurm's.
 #: kernels/rankexec.c reads them in the same order.
-LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK", "SLURM_LOCALID")
-RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+#: Derived from the launchers' registry (:func:`topobind.launchers.local_rank_vars`).
+LOCAL_RANK_VARS = launchers.local_rank_vars()
+RANK_VARS = launchers.rank_vars()
 
 
 def local_rank(env: dict[str, str] | None = None) -> int | None:

@@ -418,7 +418,10 @@ def parse_layout(text: str) -> tuple[Layout, int | None]:
     layout = next((lay for lay in REGISTRY if lay.name == name), None)
     if layout is None:
         shown = text if len(text) <= 60 else text[:60] + "..."
-        raise PlanError(f"unknown layout {shown!r}; choose one of: {layout_names()}")
+        from topobind.words import did_you_mean
+
+        hint = did_you_mean(name, [lay.name for lay in REGISTRY])
+        raise PlanError(f"unknown layout {shown!r}{hint}; choose one of: {layout_names()}")
     if layout.parameter is None:
         if sep:
             raise PlanError(f"layout {name!r} takes no ':{param[:20]}'; use --layout {name}")

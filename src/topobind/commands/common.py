@@ -17,6 +17,7 @@ from topobind.words import plural
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Mapping
     from typing import Any
 
 TOPOLOGY_HELP = (
@@ -171,7 +172,37 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
             f"{plural(alloc.count, 'task')} per node ({alloc.source}); {why}"
         )
         plan = replace(plan, warnings=(*plan.warnings, warning))
-    return with_memory(plan, args)
+    plan = with_memory(plan, args)
+    threads = thread_warnings(plan.threads, getattr(args, "threads", None), os.environ)
+    return replace(plan, warnings=(*plan.warnings, *threads)) if threads else plan
+
+
+def thread_warnings(planned: int, given: int | None, env: Mapping[str, str]) -> list[str]:
+    """Warnings when the plan's threads per rank disagree with what the job says: the
+    CPUs Slurm gives each task (``SLURM_CPUS_PER_TASK``) or an exported ``OMP_NUM_THREADS``
+    (which topobind replaces). ``given``: ``--threads``, None when the layout chose."""
+    out = []
+    src = "--threads" if given is not None else "chosen by the layout"
+    cpt = env.get("SLURM_CPUS_PER_TASK", "") if "SLURM_JOB_ID" in env else ""
+    if cpt.isdigit() and int(cpt) != planned:
+        cpus = int(cpt)
+        fix = (
+            f"{cpus - planned} CPU(s) of each task idle"
+            if cpus > planned
+            else "threads beyond the task's CPUs"
+        )
+        out.append(
+            f"{planned} thread(s) per rank ({src}) but Slurm gives each task {cpus} CPU(s) "
+            f"(SLURM_CPUS_PER_TASK={cpt}): {fix}; give --threads {cpus} or change -c"
+        )
+    omp = env.get("OMP_NUM_THREADS", "")
+    if omp and omp != str(planned):
+        keep = "" if given is not None else f"; give --threads {omp} to keep it"
+        out.append(
+            f"OMP_NUM_THREADS={omp} is exported but {planned} thread(s) per rank are planned "
+            f"({src}): topobind exports OMP_NUM_THREADS={planned}{keep}"
+        )
+    return out
 
 
 def print_warnings(plan: Plan, notes: list[str] | tuple[str, ...] = ()) -> None:

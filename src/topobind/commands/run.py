@@ -11,7 +11,7 @@ import sys
 import textwrap
 from typing import Any
 
-from topobind import jobrun, jsonfmt
+from topobind import jobrun, jsonfmt, launchers
 from topobind.commands.common import (
     add_layout_args,
     add_topology_arg,
@@ -22,7 +22,7 @@ from topobind.emit.devices import env_notes
 from topobind.emit.omp import omp_notes
 from topobind.errors import TopobindError, VerifyFailed
 from topobind.inputs import count_arg
-from topobind.launch import LAUNCHERS, JobShape, Launch, NodePlan, in_slurm, job_env, slurm_nodes
+from topobind.launch import JobShape, Launch, NodePlan, in_slurm, job_env, slurm_nodes
 from topobind.layouts import per_domain_names
 from topobind.memory import check_here
 from topobind.plan import Plan, PlannedRank, read_plan_file
@@ -84,8 +84,24 @@ def add_subparser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _plan_args(run)
-    run.add_argument("--launcher", choices=LAUNCHERS, help="default: srun in Slurm, else mpirun")
-    run.add_argument("--mpi", choices=("openmpi4", "openmpi5"), help="which mpirun to use")
+    run.add_argument("--launcher", type=_launcher_arg, metavar="NAME", help=launchers.help_text())
+    run.add_argument(
+        "--mpi", choices=launchers.OPENMPI, help="with --launcher mpirun: which OpenMPI"
+    )
+    run.add_argument(
+        "--srun-args",
+        type=shlex.split,
+        default=[],
+        metavar="'OPTS'",
+        help="options for srun itself, e.g. --srun-args '--mpi=pmix --time=5'",
+    )
+    run.add_argument(
+        "--mpirun-args",
+        type=shlex.split,
+        default=[],
+        metavar="'OPTS'",
+        help="options for mpirun / mpiexec itself, e.g. --mpirun-args '--mca btl self,vader'",
+    )
     run.add_argument(
         "--verify",
         action="store_true",
@@ -156,8 +172,22 @@ def _strip_dashes(argv: list[str]) -> list[str]:
     return argv[1:] if argv and argv[0] == "--" else argv
 
 
+def _launcher_arg(text: str) -> str:
+    """``--launcher NAME``: a registered launcher or alias (a close name is suggested)."""
+    if text not in launchers.names():
+        raise argparse.ArgumentTypeError(launchers.unknown("launcher", text, launchers.names()))
+    return text
+
+
 def _options(args: argparse.Namespace) -> jobrun.RunOptions:
-    return jobrun.RunOptions(args.launcher, args.mpi, args.rank_step, args.sample_ms)
+    return jobrun.RunOptions(
+        args.launcher,
+        args.mpi,
+        args.rank_step,
+        args.sample_ms,
+        tuple(args.srun_args),
+        tuple(args.mpirun_args),
+    )
 
 
 def _print_launch(launch: Launch) -> None:

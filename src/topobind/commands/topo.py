@@ -18,6 +18,7 @@ from topobind.commands.common import (
 from topobind.emit.openmpi import DEFAULT_RANKFILE
 from topobind.errors import TopobindError
 from topobind.inputs import host_arg
+from topobind.launchers import by_plan_format, plan_formats
 from topobind.topology import MAX_PUS, MAX_XML_BYTES, format_list
 from topobind.words import plural
 
@@ -54,9 +55,10 @@ examples:
 
 formats: text (table, default), picture (one cell per core, holding its rank), json (the
 plan, docs/plan-format.md), env (bash exports), openmpi (OpenMPI 5 mpirun argv),
-openmpi4, srun, rankfile, rankfile4, gres (Slurm gres.conf lines for the node's GPUs), rank-env
-(per-gpu: a sh wrapper exporting each local rank's GPU/NIC variables), rankexec (the
-per-rank step file: each local rank's %cpus= and variables; what the SPANK plugin
+openmpi4, srun, mpich (Hydra's mpiexec -bind-to user:...), intelmpi (I_MPI_PIN_* exports
+and mpiexec.hydra), rankfile, rankfile4, gres (Slurm gres.conf lines for the node's GPUs),
+rank-env (per-gpu: a sh wrapper exporting each local rank's GPU/NIC variables), rankexec
+(the per-rank step file: each local rank's %cpus= and variables; what the SPANK plugin
 reads), numactl (a sh wrapper running each local rank under its numactl line: CPUs and
 --mem policy; docs/memory.md).
 When no --map-by expresses the plan, the openmpi formats refer to a rankfile, which is
@@ -94,9 +96,7 @@ def add_subparser(subparsers: Any) -> None:
             "picture",
             "json",
             "env",
-            "openmpi",
-            "openmpi4",
-            "srun",
+            *plan_formats(),  # the launchers' (topobind.launchers.REGISTRY)
             "rankfile",
             "rankfile4",
             "gres",
@@ -358,7 +358,7 @@ def _print_plan(plan: Plan, args: argparse.Namespace) -> list[str]:
         print(text_grid(plan))
     elif fmt == "env":
         return _print_env(plan)
-    elif fmt in ("openmpi", "openmpi4", "srun"):
+    elif fmt in plan_formats():
         return _print_argv(plan, args)
     elif fmt == "rank-env":
         from topobind.emit.devices import rank_env_script
@@ -395,25 +395,18 @@ def _print_env(plan: Plan) -> list[str]:
 
 
 def _print_argv(plan: Plan, args: argparse.Namespace) -> list[str]:
+    """A launcher's flags (``--format NAME``: the launcher's ``plan_format``): the variables
+    to export, the command; its rankfile written to --rankfile PATH."""
     import shlex
 
-    if args.format == "srun":
-        from topobind.emit.memory import srun_mem_bind
-        from topobind.emit.srun import srun_argv
-
-        srun = srun_argv(plan)
-        flag, note = srun_mem_bind(plan)
-        print(shlex.join([*srun.argv, *([flag] if flag else [])]))
-        return [*srun.notes, *([note] if note else [])]
-    from topobind.emit.openmpi import openmpi_argv
-
-    version = 5 if args.format == "openmpi" else 4
-    launch = openmpi_argv(plan, version, rankfile_path=args.rankfile, host=args.host)
-    if launch.rankfile is not None:
-        _write_rankfile(args.rankfile, launch.rankfile, args.force)
-        print(f"topobind: wrote rankfile {os.path.abspath(args.rankfile)}", file=sys.stderr)
-    print(shlex.join(launch.argv))
-    return launch.notes
+    out = by_plan_format(args.format).emit(plan, args.rankfile, args.host)
+    for path, text in out.files:
+        _write_rankfile(path, text, args.force)
+        print(f"topobind: wrote rankfile {os.path.abspath(path)}", file=sys.stderr)
+    for k, v in out.env.items():
+        print(f"export {k}={shlex.quote(v)}")
+    print(shlex.join(out.argv))
+    return out.notes
 
 
 def _write_rankfile(path: str, text: str, force: bool = False) -> None:

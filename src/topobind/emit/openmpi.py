@@ -96,8 +96,11 @@ def _node_numbering(topo: Topology) -> tuple[dict[int, int], dict[int, int]]:
     whole = topo
     if affinity_restricted(topo) and topo.xml:
         whole = parse_xml(topo.xml, topo.source, affinity=None, hostname=topo.hostname)
-    core_of = {pu: c.logical for c in whole.cores for pu in c.pus}
-    return core_of, whole.pu_logical()
+    return _numbering(whole)
+
+
+def _numbering(node: Topology) -> tuple[dict[int, int], dict[int, int]]:
+    return {pu: c.logical for c in node.cores for pu in c.pus}, node.pu_logical()
 
 
 def find_ppr(plan: Plan, version: int = 5) -> tuple[str, int] | None:
@@ -193,10 +196,15 @@ def _by_pu(plan: Plan) -> bool:
 
 def rankfile_flags(plan: Plan, version: int, rankfile_path: str, notes: list[str]) -> list[str]:
     """The mpirun flags that map and bind by the rankfile at ``rankfile_path``."""
+    return rankfile_mode_flags(_by_pu(plan), version, rankfile_path, _oversubscribe_5(plan, notes))
+
+
+def rankfile_mode_flags(by_pu: bool, version: int, rankfile_path: str, mod: str = "") -> list[str]:
+    """The flags of a rankfile listing PUs (``by_pu``) or cores; ``mod``: a 5.x map-by
+    modifier such as ``:oversubscribe``. 4.x reads OS PU indexes (physical)."""
     if version == 5:
-        mod = ":hwtcpus" if _by_pu(plan) else ""
-        mod += _oversubscribe_5(plan, notes)
-        bind = "hwthread" if _by_pu(plan) else "core"
+        mod = (":hwtcpus" if by_pu else "") + mod
+        bind = "hwthread" if by_pu else "core"
         return ["--map-by", f"rankfile:file={rankfile_path}{mod}", "--bind-to", bind]
     return ["--rankfile", rankfile_path, "--mca", "rmaps_rank_file_physical", "1"]
 
@@ -219,32 +227,61 @@ def _oversubscribe_5(plan: Plan, notes: list[str]) -> str:
     return ""
 
 
+@record
+class RankfileBlock:
+    """Ranks of one plan on ``hosts`` (each host runs every rank of the plan, in order);
+    ``node``: the whole node's topology that OpenMPI 5 numbers (default: the plan's node,
+    without this process's affinity mask); ``about``: a comment line."""
+
+    plan: Plan
+    hosts: tuple[str, ...]
+    node: Topology | None = None
+    about: str = ""
+
+
 def rankfile_text(
     plan: Plan, version: int = 5, host: str | None = None, hosts: Sequence[str] | None = None
 ) -> str:
-    """OpenMPI rankfile. 5.x: ``slot=`` lists hwloc logical core indexes (logical PU
-    indexes with SMT, used with ``:hwtcpus``), numbered over the node as OpenMPI sees it
-    (not restricted by this process's affinity mask). 4.x: OS PU indexes, used with
+    """OpenMPI rankfile for one plan. 5.x: ``slot=`` lists hwloc logical core indexes
+    (logical PU indexes with SMT, used with ``:hwtcpus``), numbered over the node as OpenMPI
+    sees it (not restricted by this process's affinity mask). 4.x: OS PU indexes, used with
     ``--mca rmaps_rank_file_physical 1``. With ``hosts``: one block per node, node *k*
     holding ranks ``k*R .. k*R+R-1`` placed like the plan's ranks ``0 .. R-1``."""
-    names = list(hosts) if hosts else [host or plan.topology.hostname or "localhost"]
-    for name in names:  # a space or '=' in a name would write a rankfile OpenMPI misreads
-        host_name(name, "rankfile host")
-    core_of, pu_logical = _node_numbering(plan.topology)
-    lines = [f"# topobind rankfile for OpenMPI {version}.x, layout {plan.layout}"]
-    for k, name in enumerate(names):
-        if len(names) > 1:
-            lines.append(f"# node {k}: {name}")
-        for r in plan.ranks:
-            if version == 5:
-                ids = (
-                    sorted(pu_logical[pu] for pu in r.cpus)
-                    if _by_pu(plan)
-                    else sorted({core_of[pu] for pu in r.cpus})
-                )
-                lines.append(f"# rank {k * plan.nranks + r.rank}: OS PUs {format_list(r.cpus)}")
-            else:
-                ids = list(r.cpus) if _by_pu(plan) else list(plan.core_pus(r))
-            # Ranges keep lines short: OpenMPI's rankfile parser truncates long lines.
-            lines.append(f"rank {k * plan.nranks + r.rank}={name} slot={format_list(ids)}")
+    names = tuple(hosts) if hosts else (host or plan.topology.hostname or "localhost",)
+    header = f"# topobind rankfile for OpenMPI {version}.x, layout {plan.layout}"
+    return rankfile_blocks([RankfileBlock(plan, names)], version, header)
+
+
+def rankfile_blocks(blocks: Sequence[RankfileBlock], version: int, header: str) -> str:
+    """The one rankfile writer: every block's hosts with their ranks, global ranks in block
+    and host order. PUs or cores as :func:`rankfile_uses_pus` says for all the blocks."""
+    by_pu = rankfile_uses_pus([b.plan for b in blocks])
+    lines = [header]
+    rank = 0
+    for b in blocks:
+        for name in b.hosts:  # a space or '=' in a name would write a rankfile OpenMPI misreads
+            host_name(name, "rankfile host")
+        if b.about:
+            lines.append(f"# {b.about}")
+        core_of, pu_logical = (
+            _node_numbering(b.plan.topology) if b.node is None else _numbering(b.node)
+        )
+        for k, name in enumerate(b.hosts):
+            if len(b.hosts) > 1:
+                lines.append(f"# node {k}: {name}")
+            for r in b.plan.ranks:
+                if version == 5:
+                    index = pu_logical if by_pu else core_of
+                    ids = sorted({index[pu] for pu in r.cpus})
+                    lines.append(f"# rank {rank}: OS PUs {format_list(r.cpus)}")
+                else:
+                    ids = list(r.cpus) if by_pu else list(b.plan.core_pus(r))
+                # Ranges keep lines short: OpenMPI's rankfile parser truncates long lines.
+                lines.append(f"rank {rank}={name} slot={format_list(ids)}")
+                rank += 1
     return "\n".join(lines) + "\n"
+
+
+def rankfile_uses_pus(plans: Sequence[Plan]) -> bool:
+    """A rankfile lists PUs, not cores, when any of its plans needs it (:func:`_by_pu`)."""
+    return any(_by_pu(p) for p in plans)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from topobind.launchers import reframe_name
 from topobind.sites.loading import load_sites, reframe_results_dir
 from topobind.sites.model import BUILTIN_ENVIRONMENT, ExpectedNode, Site
 from topobind.sites.paths import REPO
@@ -62,7 +63,7 @@ def reframe_site_configuration(
                 "name": p.name,
                 "descr": p.description or f"{p.scheduler} scheduler, {p.launcher} launcher",
                 "scheduler": p.reframe_scheduler,
-                "launcher": p.launcher,
+                "launcher": reframe_name(p.launcher),
                 "access": list(p.access),
                 "environs": list(p.environments),
                 "max_jobs": p.max_jobs,
