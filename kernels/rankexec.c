@@ -18,6 +18,11 @@
  *   0<TAB>%cpus=0-3<TAB>NAME=VALUE...    (version 2) also bind the rank to these OS CPUs
  *                        (sched_setaffinity) before the exec: a launcher that binds
  *                        nothing (srun --cpu-bind=none) over nodes that differ
+ *   0<TAB>%mem=bind:0-1<TAB>%thp=off<TAB>%preload=/path/lib.so<TAB>NAME=VALUE...
+ *                        (version 3) the rank's memory: set_mempolicy (bind, interleave,
+ *                        preferred over the listed NUMA nodes) before the exec, which keeps
+ *                        it; %thp=off: prctl(PR_SET_THP_DISABLE), also kept across exec;
+ *                        %preload: put the library first in LD_PRELOAD (the hugepage shim)
  *
  * A host takes the group naming it (its host name, or that name up to the first '.'), else
  * the "@*" group; with neither, the group naming SLURMD_NODENAME (Slurm's node name). FILE
@@ -41,7 +46,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -145,8 +152,9 @@ static choice_t choose(char *text, const char *path, const char *host, long rank
     char *save = NULL;
     char *line = strtok_r(text, "\n", &save);
     if (!line || (strcmp(line, "topobind-rankexec 1") != 0 &&
-                  strcmp(line, "topobind-rankexec 2") != 0))
-        fail("%s is not a topobind-rankexec 1 or 2 file", path);
+                  strcmp(line, "topobind-rankexec 2") != 0 &&
+                  strcmp(line, "topobind-rankexec 3") != 0))
+        fail("%s is not a topobind-rankexec 1, 2 or 3 file", path);
     while ((line = strtok_r(NULL, "\n", &save))) {
         if (line[0] == '#' || line[0] == '\0')
             continue;
@@ -205,6 +213,76 @@ static void bind_to(const char *list, long rank)
     free(cpus);
 }
 
+/* ---------------------------------------------------------------- memory (version 3) */
+#define TB_MPOL_PREFERRED 1
+#define TB_MPOL_BIND 2
+#define TB_MPOL_INTERLEAVE 3
+#define TB_MPOL_PREFERRED_MANY 5
+#define TB_MAX_NODES 1024
+
+/* set_mempolicy(2) by its raw system call (no libnuma): MODE over the NUMA nodes of LIST. */
+static void set_policy(const char *spec, long rank)
+{
+    const char *colon = strchr(spec, ':');
+    int mode = strncmp(spec, "bind:", 5) == 0         ? TB_MPOL_BIND
+               : strncmp(spec, "interleave:", 11) == 0 ? TB_MPOL_INTERLEAVE
+               : strncmp(spec, "preferred:", 10) == 0  ? TB_MPOL_PREFERRED_MANY
+                                                       : -1;
+    int *nodes = NULL;
+    int n = colon ? tb_list_parse(colon + 1, &nodes) : 0;
+    if (mode < 0 || n <= 0)
+        fail("local rank %ld: malformed memory policy %.40s", rank, spec);
+    unsigned long mask[TB_MAX_NODES / (8 * sizeof(unsigned long))] = {0};
+    const size_t bits = 8 * sizeof(unsigned long);
+    for (int i = 0; i < n; i++) {
+        if (nodes[i] < 0 || nodes[i] >= TB_MAX_NODES)
+            fail("local rank %ld: NUMA node %d out of range", rank, nodes[i]);
+        mask[(size_t)nodes[i] / bits] |= 1UL << ((size_t)nodes[i] % bits);
+    }
+    long rc = syscall(SYS_set_mempolicy, mode, mask, (unsigned long)TB_MAX_NODES + 1);
+    if (rc != 0 && mode == TB_MPOL_PREFERRED_MANY && errno == EINVAL) {
+        /* kernels before 5.15: one preferred node, the first */
+        unsigned long first[TB_MAX_NODES / (8 * sizeof(unsigned long))] = {0};
+        first[(size_t)nodes[0] / bits] = 1UL << ((size_t)nodes[0] % bits);
+        rc = syscall(SYS_set_mempolicy, TB_MPOL_PREFERRED, first, (unsigned long)TB_MAX_NODES + 1);
+    }
+    if (rc != 0)
+        fail("cannot set local rank %ld's memory policy %.40s: %s (NUMA nodes this job does "
+             "not hold here?)", rank, spec, strerror(errno));
+    free(nodes);
+}
+
+/* LIB first in LD_PRELOAD, before what the user preloads. */
+static void preload(const char *lib)
+{
+    const char *old = getenv("LD_PRELOAD");
+    char buf[8192];
+    if (old && *old)
+        snprintf(buf, sizeof buf, "%s:%s", lib, old);
+    else
+        snprintf(buf, sizeof buf, "%s", lib);
+    if (setenv("LD_PRELOAD", buf, 1) != 0)
+        fail("cannot set LD_PRELOAD: %s", strerror(errno));
+}
+
+/* A version-3 memory field of the rank's line; 0 when TOK is not one. */
+static int memory_field(const char *tok, long rank)
+{
+    if (strncmp(tok, "%mem=", 5) == 0)
+        set_policy(tok + 5, rank);
+    else if (strncmp(tok, "%thp=", 5) == 0) {
+        if (strcmp(tok + 5, "off") != 0)
+            fail("local rank %ld: unknown THP setting %.40s (only %%thp=off)", rank, tok);
+        if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
+            fail("local rank %ld: cannot turn transparent huge pages off: %s", rank,
+                 strerror(errno));
+    } else if (strncmp(tok, "%preload=", 9) == 0)
+        preload(tok + 9);
+    else
+        return 0;
+    return 1;
+}
+
 static void export_line(char *line, long rank)
 {
     char *save = NULL;
@@ -214,6 +292,8 @@ static void export_line(char *line, long rank)
             bind_to(tok + 6, rank);
             continue;
         }
+        if (tok[0] == '%' && memory_field(tok, rank))
+            continue;
         char *eq = strchr(tok, '=');
         if (!eq || eq == tok)
             fail("malformed variable %.40s", tok);
@@ -297,6 +377,100 @@ static int thread_json(FILE *f, pid_t pid, int tid, long rank, int index, const 
     return 1;
 }
 
+/* ---------------------------------------------------------------- memory sample */
+#define LARGE_BYTES (64ULL << 20) /* a "large" mapping: the shim's threshold */
+#define MAX_LARGE 32
+#define MAX_PAGE_SIZES 8
+
+/* The program's resident anonymous memory from /proc/PID/numa_maps, as the JSON member
+ * "memory": bytes per NUMA node ("nodes"), per page size in KiB ("pages"), transparent huge
+ * pages (smaps_rollup's AnonHugePages, "thp"), and each anonymous mapping of 64 MiB or more
+ * resident ("large": page size, bytes, policy as numa_maps shows it). */
+static void sample_memory(FILE *out, pid_t pid)
+{
+    static unsigned long long node_bytes[TB_MAX_NODES];
+    unsigned long long kib_of[MAX_PAGE_SIZES] = {0}, kib_bytes[MAX_PAGE_SIZES] = {0};
+    struct { unsigned long long kib, bytes; char policy[48]; } large[MAX_LARGE];
+    int nlarge = 0, nsizes = 0, top = -1;
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%ld/numa_maps", (long)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        fprintf(out, ",\"memory\":{\"error\":\"cannot read %s\"}", path);
+        return;
+    }
+    memset(node_bytes, 0, sizeof node_bytes);
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        char *save = NULL, *tok = strtok_r(line, " \n", &save); /* the address */
+        char *policy = strtok_r(NULL, " \n", &save);
+        int anon = 0, pages_at[64], nodes_at[64], n = 0;
+        unsigned long long kib = 4, pages = 0;
+        while ((tok = strtok_r(NULL, " \n", &save))) {
+            if (strncmp(tok, "anon=", 5) == 0 || !strcmp(tok, "heap") || !strcmp(tok, "stack") ||
+                !strcmp(tok, "huge"))
+                anon = 1;
+            else if (strncmp(tok, "kernelpagesize_kB=", 18) == 0)
+                kib = strtoull(tok + 18, NULL, 10);
+            else if (tok[0] == 'N' && tok[1] >= '0' && tok[1] <= '9' && n < 64) {
+                char *eq = strchr(tok, '=');
+                int node = atoi(tok + 1);
+                if (eq && node >= 0 && node < TB_MAX_NODES) {
+                    nodes_at[n] = node;
+                    pages_at[n++] = atoi(eq + 1);
+                }
+            }
+        }
+        if (!anon)
+            continue;
+        for (int i = 0; i < n; i++) {
+            node_bytes[nodes_at[i]] += (unsigned long long)pages_at[i] * kib * 1024;
+            pages += (unsigned long long)pages_at[i];
+            top = nodes_at[i] > top ? nodes_at[i] : top;
+        }
+        int k = 0;
+        while (k < nsizes && kib_of[k] != kib)
+            k++;
+        if (k == nsizes && nsizes < MAX_PAGE_SIZES)
+            kib_of[nsizes++] = kib;
+        if (k < nsizes)
+            kib_bytes[k] += pages * kib * 1024;
+        if (pages * kib * 1024 >= LARGE_BYTES && nlarge < MAX_LARGE) {
+            large[nlarge].kib = kib;
+            large[nlarge].bytes = pages * kib * 1024;
+            snprintf(large[nlarge].policy, sizeof large[nlarge].policy, "%s",
+                     policy ? policy : "?");
+            large[nlarge].policy[strcspn(large[nlarge].policy, "\"\\")] = '\0';
+            nlarge++;
+        }
+    }
+    free(line);
+    fclose(f);
+    fprintf(out, ",\"memory\":{\"nodes\":{");
+    for (int i = 0, first = 1; i <= top; i++)
+        if (node_bytes[i]) {
+            fprintf(out, "%s\"%d\":%llu", first ? "" : ",", i, node_bytes[i]);
+            first = 0;
+        }
+    fprintf(out, "},\"pages\":{");
+    for (int k = 0; k < nsizes; k++)
+        fprintf(out, "%s\"%llu\":%llu", k ? "," : "", kib_of[k], kib_bytes[k]);
+    char buf[8192];
+    unsigned long long thp = 0;
+    snprintf(path, sizeof path, "/proc/%ld/smaps_rollup", (long)pid);
+    if (read_small(path, buf, sizeof buf) > 0) {
+        char *a = strstr(buf, "AnonHugePages:");
+        if (a)
+            thp = strtoull(a + 14, NULL, 10) * 1024;
+    }
+    fprintf(out, "},\"thp\":%llu,\"large\":[", thp);
+    for (int i = 0; i < nlarge; i++)
+        fprintf(out, "%s{\"kib\":%llu,\"bytes\":%llu,\"policy\":\"%s\"}", i ? "," : "",
+                large[i].kib, large[i].bytes, large[i].policy);
+    fprintf(out, "]}");
+}
+
 static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, const char *host)
 {
     long want = env_number((const char *const[]){"OMP_NUM_THREADS", NULL});
@@ -326,7 +500,9 @@ static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, c
     int index = 0;
     for (int i = 0; i < n; i++)
         index += thread_json(f, pid, tids[i], rank, index, host);
-    fprintf(f, "]}\n");
+    fprintf(f, "]");
+    sample_memory(f, pid);
+    fprintf(f, "}\n");
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         _exit(1);
     _exit(0);

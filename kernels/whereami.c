@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifdef WITH_MPI
@@ -85,6 +87,36 @@ static const char *bind_name(omp_proc_bind_t b)
     case omp_proc_bind_spread: return "spread";
     default: return "unknown";
     }
+}
+
+/* The memory policy this process runs under (get_mempolicy) and the NUMA node where a page it
+ * touches lands (move_pages with no target: a query), as "mempolicy", "mempolicy_nodes" and
+ * "test_page_node" of params (-1: unknown). */
+static void memory_params(tb_json *j)
+{
+    static const char *names[] = {"default", "preferred", "bind", "interleave", "local",
+                                  "preferred_many", "weighted_interleave"};
+    int mode = -1;
+    unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {0};
+    if (syscall(SYS_get_mempolicy, &mode, mask, 1024UL, NULL, 0UL) != 0)
+        mode = -1;
+    int flagless = mode < 0 ? -1 : (mode & ~((1 << 15) | (1 << 14) | (1 << 13)));
+    tbj_str(j, "mempolicy", flagless >= 0 && flagless < 7 ? names[flagless] : "unknown");
+    int ids[1024], n = 0;
+    for (int i = 0; i < 1024; i++)
+        if (mask[i / (8 * sizeof(unsigned long))] >> (i % (8 * sizeof(unsigned long))) & 1UL)
+            ids[n++] = i;
+    tbj_int_array(j, "mempolicy_nodes", ids, n);
+    int status = -1;
+    char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page != MAP_FAILED) {
+        page[0] = 1;
+        void *pages[1] = {page};
+        if (syscall(SYS_move_pages, 0, 1UL, pages, NULL, &status, 0) != 0)
+            status = -1;
+        munmap(page, 4096);
+    }
+    tbj_int(j, "test_page_node", status);
 }
 
 static void env_param(tb_json *j, const char *name)
@@ -204,6 +236,7 @@ int main(int argc, char **argv)
     env_param(&j, "ZE_AFFINITY_MASK");
     env_param(&j, "UCX_NET_DEVICES");
     tbj_obj_end(&j);
+    memory_params(&j);
     tbj_str(&j, "omp_proc_bind", bind_name(omp_get_proc_bind()));
     tbj_arr_begin(&j, "omp_places");
     for (int pl = 0; pl < omp_get_num_places(); pl++) {

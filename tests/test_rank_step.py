@@ -87,7 +87,7 @@ def test_a_hosts_own_group_wins_over_the_default(tmp_path: Path) -> None:
         ("other-owner", "not by this user"),
         ("symlink", "cannot open"),
         ("rank-not-planned", "plans no local rank 2 on"),
-        ("not-a-step-file", "is not a topobind-rankexec 1 or 2 file"),
+        ("not-a-step-file", "is not a topobind-rankexec 1, 2 or 3 file"),
     ],
 )
 def test_refuses_a_file_someone_else_can_change(tmp_path: Path, case: str, why: str) -> None:

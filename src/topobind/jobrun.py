@@ -28,6 +28,8 @@ from topobind.launch import (
     slurm_nodes,
     write_files,
 )
+from topobind.memory import needs_step
+from topobind.memverify import ProbeRow, probe_rows
 from topobind.plan import Plan, PlannedRank
 from topobind.runner import run_process
 from topobind.verify import Row, compare, parse_probe_output, read_samples
@@ -63,6 +65,7 @@ class Verdict:
 
     rows: list[Row]
     env_rows: list[EnvRow] = field(default_factory=list)
+    memory_rows: list[ProbeRow] = field(default_factory=list)  # the probe's memory policy
 
 
 def workdir() -> str:
@@ -185,7 +188,8 @@ def verify_first(plan: Plan, job: Job) -> Verdict:
     out = probe_output(job)
     planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks]
     rows = compare(planned, parse_probe_output(out), nnodes=job.launch.nodes)
-    return Verdict(rows, check_env(planned, out))  # per-gpu plans: each rank's variables
+    memory = probe_rows(plan, out, judge=needs_step(plan))  # applied by the step: judged
+    return Verdict(rows, check_env(planned, out), memory)  # per-gpu: each rank's variables
 
 
 def verify_groups(groups: Sequence[NodePlan], job: Job) -> Verdict:

@@ -38,7 +38,7 @@ from topobind.emit.omp import omp_env, rank_env
 from topobind.emit.openmpi import affinity_restricted, openmpi_argv
 from topobind.emit.srun import STEP_NOTE, srun_argv
 from topobind.errors import TopobindError
-from topobind.plan import Plan
+from topobind.plan import Plan, RankPlan
 from topobind.topology import Topology, format_list
 
 LAUNCHERS = ("srun", "mpirun", "none")
@@ -46,6 +46,9 @@ RANK_STEP_HEADER = "topobind-rankexec 1"
 #: Version 2 adds ``%cpus=LIST`` fields: rankexec binds the rank itself (a rankexec built
 #: before it refuses the file instead of ignoring the binding).
 RANK_STEP_HEADER_BIND = "topobind-rankexec 2"
+#: Version 3 adds the memory fields ``%mem=POLICY:NODES``, ``%thp=off``, ``%preload=LIB``
+#: (:func:`topobind.memory.step_fields`); used only when a line has one.
+RANK_STEP_HEADER_MEM = "topobind-rankexec 3"
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,7 @@ def job_shape(
         step = step or not uniform_env_is_exact(plan, which)
     if rank_step == "never" and sample_ms is not None:
         raise TopobindError("sampling the program's threads needs the per-rank step")
+    step = step or _memory_step(plan, rank_step)
     return JobShape(
         plan=plan,
         launcher=which,
@@ -237,6 +241,21 @@ def job_shape(
     )
 
 
+def _memory_step(plan: Plan, rank_step: str) -> bool:
+    """Does the plan's memory placement need the per-rank step (see
+    :func:`topobind.memory.needs_step`)? ``--rank-step never`` cannot apply it."""
+    from topobind.memory import needs_step
+
+    if not needs_step(plan):
+        return False
+    if rank_step == "never":
+        raise TopobindError(
+            "the memory placement (--mem, --pages) is applied by the per-rank step; drop "
+            "--rank-step never, or give --mem none --pages thp"
+        )
+    return True
+
+
 def rank_step_text(shape: JobShape, plan: Plan | None = None) -> str:
     """The file rankexec reads: one line per local rank of ``plan`` (default: the shape's)
     with its variables (see kernels/rankexec.c)."""
@@ -246,7 +265,7 @@ def rank_step_text(shape: JobShape, plan: Plan | None = None) -> str:
     )
     lines.append("@*")
     lines += _rank_lines(shape, plan, bind=False)
-    return "\n".join(lines) + "\n"
+    return _with_memory_header(lines)
 
 
 def groups_step_text(shape: JobShape) -> str:
@@ -257,6 +276,14 @@ def groups_step_text(shape: JobShape) -> str:
     for g in shape.groups:
         lines += [f"# {g.about}" if g.about else "#", "@" + ",".join(g.hosts)]
         lines += _rank_lines(shape, g.plan, bind=True)
+    return _with_memory_header(lines)
+
+
+def _with_memory_header(lines: list[str]) -> str:
+    """The step file's text; version 3 when a line carries memory fields (an older rankexec
+    then refuses the file instead of ignoring the placement)."""
+    if any("\t%mem=" in ln or "\t%thp=" in ln or "\t%preload=" in ln for ln in lines[1:]):
+        lines = [RANK_STEP_HEADER_MEM, *lines[1:]]
     return "\n".join(lines) + "\n"
 
 
@@ -278,8 +305,24 @@ def _rank_lines(shape: JobShape, plan: Plan, bind: bool) -> list[str]:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or "\t" in v or "\n" in v:
                 raise TopobindError(f"per-rank variable {k}={v!r} cannot be passed on")
         fields = [str(r.rank), *([f"%cpus={format_list(mask)}"] if bind else [])]
+        fields += _memory_fields(plan, r)
         lines.append("\t".join([*fields, *(f"{k}={v}" for k, v in env.items())]))
     return lines
+
+
+def _memory_fields(plan: Plan, rank: RankPlan) -> list[str]:
+    """The rank's memory fields (``%mem=``, ``%thp=``, ``%preload=`` and the shim's
+    variables; :func:`topobind.memory.step_fields`)."""
+    if rank.memory is None:
+        return []
+    from topobind.memory import step_fields, uses_shim
+
+    shim = None
+    if uses_shim(plan):
+        from topobind.kernels import HUGEPAGE_SHIM, find_kernel
+
+        shim = str(find_kernel(HUGEPAGE_SHIM))
+    return step_fields(plan, rank, shim)
 
 
 def group_rank_file(shape: JobShape, k: int) -> str:

@@ -19,6 +19,20 @@ PLAN_SCHEMA_ID = "topobind.plan/1"
 
 
 @record
+class MemoryPlacement:
+    """Where a rank's memory lives (planned by :mod:`topobind.memory`): ``policy`` ``bind``,
+    ``interleave``, ``preferred`` or ``none`` (the kernel's default) over NUMA nodes ``nodes``
+    (OS indexes); ``pages``: ``4k``, ``2M``, ``1G`` or ``thp`` (the kernel's default)."""
+
+    policy: str
+    nodes: tuple[int, ...]
+    pages: str = "thp"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "nodes": list(self.nodes), "pages": self.pages}
+
+
+@record
 class RankPlan:
     """One MPI rank (or the single process of an OpenMP-only job).
 
@@ -35,6 +49,7 @@ class RankPlan:
     gpus: tuple[Gpu, ...] = ()  # per-gpu layout: the rank's GPUs (topobind.layout_gpu)
     nic: Nic | None = None  # per-gpu layout: the NIC nearest the rank
     env: dict[str, str] = field(default_factory=dict, hash=False)  # per-rank variables
+    memory: MemoryPlacement | None = None  # where its memory lives (topobind.memory)
 
     @property
     def cpus(self) -> tuple[int, ...]:
@@ -95,6 +110,8 @@ def _rank_dict(r: RankPlan) -> dict[str, Any]:
     }
     if r.gpus or r.nic is not None or r.env:
         out.update(_devices_dict(r))
+    if r.memory is not None:
+        out["memory"] = r.memory.to_dict()
     return out
 
 

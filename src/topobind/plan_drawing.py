@@ -217,7 +217,28 @@ def text_grid(plan: Plan) -> str:
             ]
             pus = format_list(sorted(pu for u in numa.cores() for pu in u.core.pus))
             lines.append(f"  {label:<8}" + "".join(cells) + f"  PUs {pus}")
+    lines.extend(memory_lines(plan))
     return "\n".join(lines)
+
+
+def memory_lines(plan: Plan) -> list[str]:
+    """``memory: ranks 0-3 bind 0 2M; ranks 4-7 bind 1 2M``: each rank's NUMA nodes and
+    pages (consecutive ranks with the same memory together)."""
+    from topobind.memory import memory_text
+
+    if all(r.memory is None for r in plan.ranks):
+        return []
+    groups: list[tuple[list[int], str]] = []  # consecutive ranks with the same memory
+    for r in plan.ranks:
+        text = memory_text(r.memory)
+        if groups and groups[-1][1] == text:
+            groups[-1][0].append(r.rank)
+        else:
+            groups.append(([r.rank], text))
+    parts = [
+        f"rank{'s' if len(ranks) > 1 else ''} {format_list(ranks)} {text}" for ranks, text in groups
+    ]
+    return ["memory: " + "; ".join(parts)]
 
 
 # ----------------------------------------------------------------------------- tree
@@ -237,6 +258,8 @@ def text_tree(plan: Plan, colour: bool = False, width: int = TREE_ROW_CORES) -> 
         code = ANSI[use.ranks[0] % len(ANSI)]
         return f"\x1b[{code};1m{text}\x1b[0m"
 
+    from topobind.memory import memory_text
+
     out = [title(plan)]
     for pkg in tree:
         out.append(f"+ {pkg.label}")
@@ -253,6 +276,7 @@ def text_tree(plan: Plan, colour: bool = False, width: int = TREE_ROW_CORES) -> 
         out.append(
             f"  rank {r.rank}: {r.threads} thread(s) on core L#{format_list(r.cores)}; "
             f"PUs {format_list(r.cpus)}; NUMA {format_list(r.numa)}"
+            + (f"; memory {memory_text(r.memory)}" if r.memory is not None else "")
         )
     for w in plan.warnings:
         out.append(f"warning: {w}")

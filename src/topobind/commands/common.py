@@ -85,6 +85,9 @@ def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> N
         "first PU",
     )
     add_device_args(parser)
+    from topobind.memory import add_memory_args
+
+    add_memory_args(parser)
 
 
 def add_device_args(parser: argparse.ArgumentParser) -> None:
@@ -106,7 +109,14 @@ def topology_from(args: argparse.Namespace) -> Topology:
 
 def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
     topo = topo if topo is not None else topology_from(args)
-    return layouts.plan_for_options(topo, args, args.ranks)
+    return with_memory(layouts.plan_for_options(topo, args, args.ranks), args)
+
+
+def with_memory(plan: Plan, args: argparse.Namespace) -> Plan:
+    """Every rank's memory placement (--mem, --pages; :mod:`topobind.memory`)."""
+    from topobind.memory import plan_from_args
+
+    return plan_from_args(plan, args)
 
 
 #: environment variable: "1" = plan without the allocation's task count (see plan_for_job)
@@ -161,7 +171,7 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
             f"{plural(alloc.count, 'task')} per node ({alloc.source}); {why}"
         )
         plan = replace(plan, warnings=(*plan.warnings, warning))
-    return plan
+    return with_memory(plan, args)
 
 
 def print_warnings(plan: Plan, notes: list[str] | tuple[str, ...] = ()) -> None:

@@ -23,6 +23,7 @@ from topobind.emit.omp import omp_notes
 from topobind.errors import TopobindError, VerifyFailed
 from topobind.launch import LAUNCHERS, JobShape, Launch, NodePlan, in_slurm, job_env, slurm_nodes
 from topobind.layouts import per_domain_names
+from topobind.memory import check_here
 from topobind.plan import Plan, PlannedRank, read_plan_file
 from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
 from topobind.verify_devices import check_env, env_table, why_variables_only
@@ -218,6 +219,7 @@ def run_program(args: argparse.Namespace) -> int:
     if groups is not None:  # the job's nodes differ: a plan per group of nodes
         return _run_groups(groups, program, args)
     plan = plan_for_job(args)
+    check_here(plan, program[0])  # NUMA nodes here and allowed; the shim reaches the program
     if args.dry_run:
         return _dry_run(plan, program, args)
     jobrun.check_program(program[0])
@@ -269,6 +271,8 @@ def _run_groups(groups: list[NodePlan], program: list[str], args: argparse.Names
 def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
     """The probe's verdict on stderr; :class:`VerifyFailed` when the placement differs."""
     failed = "not launching" if short else "verification failed, so the program is not launched"
+    _print_state()
+    _print_probe_memory(verdict, failed)
     if not all(r.ok for r in verdict.env_rows):
         print(env_table(verdict.env_rows, why_variables_only()), file=sys.stderr)
         raise VerifyFailed(f"device variables differ from the plan; {failed}")
@@ -290,7 +294,45 @@ def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
 def _with_samples(status: int, job: jobrun.Job, args: argparse.Namespace) -> int:
     """The program's exit status, else 1 when its sampled placement differs from the plan."""
     ok = _print_samples(jobrun.sampled_rows(job.shape.plan, job, args.sample_ms), args.sample_ms)
+    ok = _print_memory(job) and ok
     return status or (0 if ok else 1)
+
+
+def _print_probe_memory(verdict: jobrun.Verdict, failed: str) -> None:
+    """The probe's memory policy and test page per rank; VerifyFailed when they differ."""
+    from topobind.memverify import probe_table
+
+    if not verdict.memory_rows:
+        return
+    print(probe_table(verdict.memory_rows), file=sys.stderr)
+    if not all(r.ok for r in verdict.memory_rows):
+        raise VerifyFailed(f"memory policy differs from the plan; {failed}")
+
+
+def _print_state() -> None:
+    """The kernel's memory settings (numa_balancing, THP, zone reclaim, hugepage pools) on
+    stderr: what may undo the planned memory placement."""
+    from topobind.memstate import read_state, state_lines
+
+    for line in state_lines(read_state()):
+        print(f"topobind: {line}", file=sys.stderr)
+
+
+def _print_memory(job: jobrun.Job) -> bool:
+    """The running program's memory (numa_maps, page sizes) against each rank's planned
+    memory, and the kernel settings that decide it, on stderr; True when as planned."""
+    from topobind import memverify
+
+    _print_state()
+    plan = job.shape.plan
+    if job.shape.groups or all(r.memory is None for r in plan.ranks):
+        return True
+    rows = memverify.check(plan, memverify.read_memory_samples(memverify.sample_paths(job.workdir)))
+    print(memverify.table(rows), file=sys.stderr)
+    ok = all(r.ok for r in rows)
+    word = "verify" if ok else "error"
+    print(f"topobind: {word}: {memverify.summary(rows)}", file=sys.stderr)
+    return ok
 
 
 def _print_samples(rows: list[Any], sample_ms: int) -> bool:
@@ -337,6 +379,7 @@ def run_verify(args: argparse.Namespace) -> int:
             "of nodes is compared with its own plan); leave it out, or give --plan FILE"
         )
     planned: list[PlannedRank] = []
+    plan: Plan | None = None
     if args.plan:
         planned = read_plan_file(args.plan)
     elif groups is None:
@@ -360,14 +403,32 @@ def run_verify(args: argparse.Namespace) -> int:
         nodes = args.nodes if args.nodes is not None else (slurm_nodes() if in_slurm() else None)
         rows = compare(planned, parse_probe_output(done.stdout), nnodes=nodes)
         env_rows = check_env(planned, done.stdout)  # per-gpu plans: the device variables
-    return _print_verify(rows, env_rows, args.format)
+    memory = _verify_memory(plan, done.stdout)
+    return _print_verify(rows, env_rows, args.format, memory)
 
 
-def _print_verify(rows: list[Any], env_rows: list[Any], fmt: str) -> int:
+def _verify_memory(plan: Plan | None, out: str) -> list[Any]:
+    """The probe's memory policy per rank; judged against the plan where the policy decides
+    something (several NUMA nodes, a policy other than none)."""
+    if plan is None:
+        return []
+    from topobind.memverify import probe_rows
+
+    topo = plan.topology
+    several = len(topo.numa_nodes) + len(topo.cpuless_numa) > 1
+    return probe_rows(plan, out, judge=several)
+
+
+def _print_verify(rows: list[Any], env_rows: list[Any], fmt: str, memory: list[Any]) -> int:
     """``topobind verify``'s table (or JSON) on stdout; its exit status."""
-    ok = all_ok(rows) and all(r.ok for r in env_rows)
+    ok = all_ok(rows) and all(r.ok for r in env_rows) and all(r.ok for r in memory)
+    from topobind.memstate import read_state, state_json, state_lines
+
+    state = read_state()
     if fmt == "json":
-        doc = {"ok": ok, "rows": rows_json(rows)}
+        doc = {"ok": ok, "rows": rows_json(rows), "memory_state": state_json(state)}
+        if memory:
+            doc["memory"] = [dataclasses.asdict(r) | {"ok": r.ok} for r in memory]
         if env_rows:
             doc["device_env"] = [dataclasses.asdict(r) | {"ok": r.ok} for r in env_rows]
         print(jsonfmt.dumps(doc))
@@ -375,4 +436,9 @@ def _print_verify(rows: list[Any], env_rows: list[Any], fmt: str) -> int:
         print(table(rows))
         if env_rows:
             print(env_table(env_rows, why_variables_only()))
+        if memory:
+            from topobind.memverify import probe_table
+
+            print(probe_table(memory))
+        print("\n".join(state_lines(state)))
     return 0 if ok else 1

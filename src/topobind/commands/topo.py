@@ -55,7 +55,8 @@ examples:
 formats: text (table, default), picture (one cell per core, holding its rank), json (the
 plan, docs/plan-format.md), env (bash exports), openmpi (OpenMPI 5 mpirun argv),
 openmpi4, srun, rankfile, rankfile4, gres (Slurm gres.conf lines for the node's GPUs), rank-env
-(per-gpu: a sh wrapper exporting each local rank's GPU/NIC variables).
+(per-gpu: a sh wrapper exporting each local rank's GPU/NIC variables), numactl (a sh wrapper
+running each local rank under its numactl line: CPUs and --mem policy; docs/memory.md).
 When no --map-by expresses the plan, the openmpi formats refer to a rankfile, which is
 written to --rankfile PATH (default ./topobind.rankfile; stderr says where). An existing file
 there is not replaced unless --force is given.
@@ -98,6 +99,7 @@ def add_subparser(subparsers: Any) -> None:
             "rankfile4",
             "gres",
             "rank-env",
+            "numactl",
         ),
         default="text",
     )
@@ -246,11 +248,30 @@ def run_show(args: argparse.Namespace) -> int:
     from topobind import jsonfmt
 
     topo = topology_from(args)
+    state = _memory_state(topo)
     if args.format == "json":
-        print(jsonfmt.dumps(topology_json(topo)))
+        doc = topology_json(topo)
+        if state is not None:
+            from topobind.memstate import state_json
+
+            doc["memory"] = state_json(state)
+        print(jsonfmt.dumps(doc))
     else:
         print(topology_text(topo))
+        if state is not None:
+            from topobind.memstate import state_lines
+
+            print("\n".join(state_lines(state)))
     return 0
+
+
+def _memory_state(topo: Topology) -> Any:
+    """This machine's memory settings (numa_balancing, THP, pools) for a live topology."""
+    if not topo.source.startswith("live"):
+        return None
+    from topobind.memstate import read_state
+
+    return read_state()
 
 
 # --------------------------------------------------------------------------- plan
@@ -260,18 +281,19 @@ def plan_text(plan: Plan) -> str:
         f"{plural(plan.threads, 'thread')}"
         + (" (SMT: every PU)" if plan.smt else " (one PU per core)"),
         "PUs and NUMA nodes are OS indexes; L3 domains are hwloc logical indexes (L#).",
-        f"{'rank':>4}  {'PUs (OS)':<24} {'NUMA':<8} {'L3 L#':<8} OMP places",
+        f"{'rank':>4}  {'PUs (OS)':<24} {'NUMA':<8} {'L3 L#':<8} {'memory':<18} OMP places",
     ]
     import shlex
 
     from topobind.emit import launch_dict
     from topobind.emit.devices import device_lines
     from topobind.emit.omp import format_places
+    from topobind.memory import memory_text
 
     for r in plan.ranks:
         lines.append(
             f"{r.rank:>4}  {format_list(r.cpus):<24} {format_list(r.numa):<8} "
-            f"{format_list(r.l3):<8} {format_places(list(r.places))}"
+            f"{format_list(r.l3):<8} {memory_text(r.memory):<18} {format_places(list(r.places))}"
         )
     lines.extend(device_lines(plan))  # per-gpu plans: GPUs, NIC, variables per rank
     launch = launch_dict(plan)
@@ -317,6 +339,10 @@ def _print_plan(plan: Plan, args: argparse.Namespace) -> list[str]:
         from topobind.emit.devices import rank_env_script
 
         sys.stdout.write(rank_env_script(plan))
+    elif fmt == "numactl":
+        from topobind.emit.memory import numactl_script
+
+        sys.stdout.write(numactl_script(plan))
     elif fmt == "gres":
         from topobind.emit.gres import gres_conf
 
@@ -343,11 +369,13 @@ def _print_argv(plan: Plan, args: argparse.Namespace) -> list[str]:
     import shlex
 
     if args.format == "srun":
+        from topobind.emit.memory import srun_mem_bind
         from topobind.emit.srun import srun_argv
 
         srun = srun_argv(plan)
-        print(shlex.join(srun.argv))
-        return srun.notes
+        flag, note = srun_mem_bind(plan)
+        print(shlex.join([*srun.argv, *([flag] if flag else [])]))
+        return [*srun.notes, *([note] if note else [])]
     from topobind.emit.openmpi import openmpi_argv
 
     version = 5 if args.format == "openmpi" else 4

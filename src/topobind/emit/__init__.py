@@ -24,8 +24,20 @@ def launch_dict(plan: Plan) -> dict[str, Any]:
         "srun": srun.argv,
         "notes": sorted(set(ompi5.notes + ompi4.notes + srun.notes)),
     }
+    _mem_bind(plan, out)
     if ompi5.rankfile is not None:
         out["rankfile"] = ompi5.rankfile
     if ompi4.rankfile is not None:
         out["rankfile4"] = ompi4.rankfile
     return out
+
+
+def _mem_bind(plan: Plan, out: dict[str, Any]) -> None:
+    """srun's ``--mem-bind`` for the plan's memory placement, or the note saying why not."""
+    from topobind.emit.memory import srun_mem_bind
+
+    flag, note = srun_mem_bind(plan)
+    if flag:
+        out["srun"] = [*out["srun"], flag]
+    if note:
+        out["notes"] = sorted({*out["notes"], note})
