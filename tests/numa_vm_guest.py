@@ -33,7 +33,7 @@ class Case:
     name: str
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    timeout: float = 300.0
+    timeout: float = 600.0
 
 
 @dataclass

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from topobind.layouts import make_plan
+from topobind.plan import Plan
 from topobind.topology import format_list, load, parse_list
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +34,11 @@ GUEST_BATCH = REPO / "tests" / "numa_vm_guest.py"
 SLEEPER_SRC = REPO / "tests" / "data" / "numa_vm" / "omp_sleep.c"
 BOOT_TIMEOUT = 1500  # s: both guests, boot and batch, on 2 busy cores
 LAST = REPO / "build" / "numa-vm-tests" / "last"  # the last session's results, by shape
-SAMPLE_MS, SLEEP_MS = "4000", "14000"  # sampled well after start-up, still running
+# Sampled well after start-up (a rank's start takes seconds in a guest on a busy machine: a
+# sample at 4 s once caught a thread before libgomp bound it, and buffers half touched),
+# and the program still running then.
+SAMPLE_MS, SLEEP_MS = "10000", "25000"
+MEM_MIB = "16"  # touched by each rank of the memory cases (MIB per rank, over its threads)
 
 pytestmark = [
     pytest.mark.vm,
@@ -47,22 +52,41 @@ pytestmark = [
 
 @dataclass(frozen=True)
 class Launch:
-    """One real launch in the guest: layout, launcher, and a taskset wrapper for the cases
-    that must fail."""
+    """One real launch in the guest: layout, launcher, memory policy, and a wrapper (taskset
+    or numactl) for the cases that must fail."""
 
     layout: str
     how: str  # openmpi4 | openmpi5 | none
-    taskset: str = ""
+    taskset: str = ""  # CPUs the program is moved to
+    mem: str = ""  # --mem policy; the program then touches MEM_MIB per rank
+    membind: str = ""  # NUMA node the program's memory is moved to (numactl --membind)
+    args: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
-        return f"{self.layout}-{self.how}" + (f"-taskset{self.taskset}" if self.taskset else "")
+        return "-".join(
+            [self.layout, self.how, *self.args]
+            + ([f"taskset{self.taskset}"] if self.taskset else [])
+            + ([f"mem={self.mem}"] if self.mem else [])
+            + ([f"numactl-membind={self.membind}"] if self.membind else [])
+        )
+
+    @property
+    def fails(self) -> bool:
+        return bool(self.taskset or self.membind)
 
     def argv(self, sleeper: str) -> list[str]:
         how = ["--launcher", "none"] if self.how == "none" else ["--mpi", self.how]
+        mem = ["--mem", self.mem] if self.mem else []
         wrap = ["taskset", "-c", self.taskset] if self.taskset else []
-        return ["topobind", "run", "-l", self.layout, *how, "--verify-running",
-                "--sample-ms", SAMPLE_MS, "--", *wrap, sleeper, SLEEP_MS]  # fmt: skip
+        wrap += ["numactl", f"--membind={self.membind}"] if self.membind else []
+        prog = [sleeper, SLEEP_MS] + ([MEM_MIB] if self.mem else [])
+        return ["topobind", "run", "-l", self.layout, *self.args, *how, *mem, "--verify-running",
+                "--sample-ms", SAMPLE_MS, "--", *wrap, *prog]  # fmt: skip
+
+    def plan(self, topology: str) -> Plan:
+        kw = {"ranks": int(self.args[1]), "threads": int(self.args[3])} if self.args else {}
+        return make_plan(load(topology), self.layout, **kw)
 
 
 # Each shape, the synthetic topology its live one must plan like, and its launches: every
@@ -82,6 +106,15 @@ SHAPES = {
             Launch("per-socket", "none"),
             Launch("compact", "none"),
             Launch("per-numa", "openmpi4", taskset="6-7"),
+            # memory: every policy, each rank on its own node (per-numa) or over all four
+            Launch("per-numa", "openmpi4", mem="bind"),
+            Launch("per-numa", "openmpi5", mem="bind"),
+            Launch("per-numa", "openmpi5", mem="interleave"),
+            Launch("per-numa", "openmpi4", mem="preferred"),
+            Launch("per-socket", "none", mem="local"),
+            Launch("per-socket", "none", mem="interleave"),
+            Launch("per-numa", "openmpi4", mem="bind", membind="3"),
+            Launch("compact", "none", mem="bind", membind="3", args=("-r", "1", "-T", "2")),
         ),
     ),
     "sockets2": (
@@ -97,6 +130,12 @@ SHAPES = {
             Launch("spread", "none"),
             Launch("per-socket", "openmpi5", taskset="4-7"),
             Launch("compact", "none", taskset="4-7"),
+            Launch("per-socket", "openmpi4", mem="local"),
+            Launch("per-socket", "openmpi5", mem="none"),
+            Launch("per-socket", "openmpi4", mem="interleave"),
+            Launch("per-socket", "openmpi5", mem="preferred"),
+            Launch("compact", "none", mem="bind"),
+            Launch("per-socket", "openmpi5", mem="bind", membind="0"),
         ),
     ),
 }
@@ -184,12 +223,14 @@ def test_show_sees_the_shape_live(guests: dict, shape: str) -> None:  # type: ig
 CASES = [(shape, c) for shape, (_, launches) in sorted(SHAPES.items()) for c in launches]
 
 
-@pytest.mark.parametrize(
-    "shape,launch", [p for p in CASES if not p[1].taskset], ids=lambda v: getattr(v, "name", v)
-)
+def _ids(v: object) -> str:
+    return str(getattr(v, "name", v))
+
+
+@pytest.mark.parametrize("shape,launch", [p for p in CASES if not p[1].fails], ids=_ids)
 def test_real_launch_runs_where_planned(guests: dict, shape: str, launch: Launch) -> None:  # type: ignore[type-arg]
     case = _case(guests, shape, launch.name)
-    plan = make_plan(load(SHAPES[shape][0]), launch.layout)
+    plan = launch.plan(SHAPES[shape][0])
     threads = sum(len(r.places) for r in plan.ranks)
     assert case["status"] == 0, case["stderr"]
     assert f"the program's {threads} threads ran on their planned CPUs" in str(case["stderr"])
@@ -201,9 +242,7 @@ def test_real_launch_runs_where_planned(guests: dict, shape: str, launch: Launch
     assert {s for *_, s in rows} == {"OK"}
 
 
-@pytest.mark.parametrize(
-    "shape,launch", [p for p in CASES if p[1].taskset], ids=lambda v: getattr(v, "name", v)
-)
+@pytest.mark.parametrize("shape,launch", [p for p in CASES if p[1].taskset], ids=_ids)
 def test_program_moved_elsewhere_fails_verification(
     guests: dict,  # type: ignore[type-arg]
     shape: str,
@@ -218,3 +257,78 @@ def test_program_moved_elsewhere_fails_verification(
     bad = [r for r in rows if r[3] == "MISMATCH"]
     assert bad, err  # the planned CPUs outside taskset's set are the ones reported
     assert all(not set(parse_list(p)) & moved for _, _, p, _ in bad), err
+
+
+NODES = re.compile(r"^numa_maps rank (\d+):((?: N\d+=\d+)*)$", re.M)
+
+
+def _pages_by_rank(stdout: str) -> dict[int, dict[int, int]]:
+    """The program's own numa_maps reading: rank -> NUMA node -> pages."""
+    return {
+        int(m[1]): {int(n): int(p) for n, p in re.findall(r"N(\d+)=(\d+)", m[2])}
+        for m in NODES.finditer(stdout)
+    }
+
+
+MEM_CASES = [p for p in CASES if p[1].mem]
+
+
+@pytest.mark.parametrize("shape,launch", [p for p in MEM_CASES if not p[1].fails], ids=_ids)
+def test_each_ranks_pages_land_on_its_planned_nodes(
+    guests: dict,  # type: ignore[type-arg]
+    shape: str,
+    launch: Launch,
+) -> None:
+    """The program reads its own numa_maps: every rank's pages lie on its NUMA nodes, spread
+    over all of them when the policy interleaves; topobind's own check agrees."""
+    case = _case(guests, shape, launch.name)
+    assert case["status"] == 0, case["stderr"]
+    plan = launch.plan(SHAPES[shape][0])
+    seen = _pages_by_rank(str(case["stdout"]))
+    assert sorted(seen) == [r.rank for r in plan.ranks], case["stdout"]
+    for r in plan.ranks:
+        pages = seen[r.rank]
+        assert sum(pages.values()) >= int(MEM_MIB) * 256 * 0.9, pages  # the touched buffers
+        if launch.mem != "none":  # (none: the kernel's default, not a plan to check)
+            assert set(pages) <= set(r.numa), (r.rank, r.numa, pages)
+        if launch.mem == "interleave" or (launch.mem == "local" and len(r.numa) > 1):
+            assert set(pages) == set(r.numa), (r.rank, r.numa, pages)
+    if launch.mem != "none":
+        assert f"the memory of all {plan.nranks} ranks is on its planned NUMA nodes" in str(
+            case["stderr"]
+        )
+        sampled = _sampled_mib(str(case["stderr"]))  # judged: at least 1 MiB seen per rank
+        assert sorted(sampled) == [r.rank for r in plan.ranks], case["stderr"]
+        assert all(mib >= 1.0 for mib in sampled.values()), sampled
+
+
+MEM_ROW = re.compile(r"^\s+(\d+)  virtme-ng\s{4}.*?((?:\d+: [\d.]+ MiB(?:, )?)+)", re.M)
+
+
+def _sampled_mib(stderr: str) -> dict[int, float]:
+    """Rank -> MiB of anonymous memory on any node, from topobind's memory table."""
+    return {
+        int(m[1]): sum(float(x) for x in re.findall(r"\d+: ([\d.]+) MiB", m[2]))
+        for m in MEM_ROW.finditer(stderr)
+    }
+
+
+@pytest.mark.parametrize("shape,launch", [p for p in MEM_CASES if p[1].fails], ids=_ids)
+def test_memory_moved_elsewhere_fails_verification(
+    guests: dict,  # type: ignore[type-arg]
+    shape: str,
+    launch: Launch,
+) -> None:
+    """Under numactl --membind=N the pages are on node N (the program's own reading), and
+    --verify-running fails every rank planned elsewhere."""
+    case = _case(guests, shape, launch.name)
+    plan = launch.plan(SHAPES[shape][0])
+    seen = _pages_by_rank(str(case["stdout"]))
+    moved = int(launch.membind)
+    assert all(set(p) == {moved} for p in seen.values()), seen
+    elsewhere = [r for r in plan.ranks if moved not in r.numa]
+    assert elsewhere
+    assert case["status"] == 1, case["stderr"]
+    assert f"the memory of {len(elsewhere)} of {plan.nranks} ranks differs from the plan" in str(
+        case["stderr"]
+    )
