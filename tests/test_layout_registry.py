@@ -127,7 +127,7 @@ def test_a_new_layout_with_its_own_option_joins_by_one_registry_entry(
         options=(LayoutOption("--nth", "nth", "take every Nth core", type=int),),
     )
     monkeypatch.setattr(layouts, "REGISTRY", (*layouts.REGISTRY, extra))
-    parser = cli.build_parser("topobind.commands.topo")
+    parser = cli.build_parser(("topobind.commands.topo",))
     with pytest.raises(SystemExit):
         parser.parse_args(["plan", "--help"])
     shown = " ".join(capsys.readouterr().out.split())

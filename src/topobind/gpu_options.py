@@ -4,7 +4,7 @@ registry needs no GPU planning code to list them."""
 
 from __future__ import annotations
 
-from topobind.record import record
+from dataclasses import dataclass
 
 #: per-gpu's help in the layout registry
 GPU_HELP = (
@@ -15,7 +15,7 @@ RESERVES = ("none", "first-core-per-l3", "first-core-per-numa")
 ORDERS = ("gpu", "cpu")
 
 
-@record
+@dataclass(frozen=True)
 class GpuOptions:
     gpus_per_rank: int = 1
     reserve: str = "none"

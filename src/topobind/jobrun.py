@@ -17,7 +17,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from topobind import pernode
 from topobind.errors import CannotRun, ProbeFailed, TopobindError
+from topobind.kernels import find_kernel
 from topobind.launch import (
     JobShape,
     Launch,
@@ -28,8 +30,10 @@ from topobind.launch import (
     slurm_nodes,
     write_files,
 )
+from topobind.pernode import check_env_per_node, compare_per_node
 from topobind.plan import Plan, PlannedRank
 from topobind.runner import run_process
+from topobind.topology import load
 from topobind.verify import Row, compare, parse_probe_output, read_samples
 from topobind.verify_devices import EnvRow, check_env
 
@@ -89,8 +93,6 @@ def node_groups(args: argparse.Namespace) -> list[NodePlan] | None:
     :mod:`topobind.pernode`); None on one node or when one plan fits every node."""
     if not in_slurm() or slurm_nodes() < 2:
         return None
-    from topobind import pernode
-    from topobind.topology import load
 
     groups = pernode.plans(args, load(args.topology))
     if groups is not None and getattr(args, "launcher", None) == "none":
@@ -135,7 +137,6 @@ def exit_status(code: int) -> int:
 
 def probe() -> str:
     """The placement probe (kernels/bin/whereami)."""
-    from topobind.kernels import find_kernel
 
     try:
         return str(find_kernel("whereami"))
@@ -190,7 +191,6 @@ def verify_first(plan: Plan, job: Job) -> Verdict:
 
 def verify_groups(groups: Sequence[NodePlan], job: Job) -> Verdict:
     """The probe in the program's place, each group's ranks against its own plan."""
-    from topobind.pernode import check_env_per_node, compare_per_node
 
     out = probe_output(job)
     rows = compare_per_node(groups, parse_probe_output(out))
@@ -212,8 +212,6 @@ def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> list[Row]:
         time.sleep(0.05)
     observed = read_samples(_sample_files(job.workdir))
     if groups:
-        from topobind.pernode import compare_per_node
-
         return compare_per_node(groups, observed, match_threads=True)
     planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
     return compare(planned, observed, nnodes=job.launch.nodes, match_threads=True)

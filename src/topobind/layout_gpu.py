@@ -17,18 +17,17 @@ nearest to both (docs/gpu.md).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from topobind.devices import Gpu, Nic
 from topobind.errors import PlanError
 from topobind.gpu_options import ORDERS, RESERVES, GpuOptions
-from topobind.record import record
 from topobind.topology import Core, Topology, format_list
 
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    from collections.abc import Sequence
 
-
-@record
+@dataclass(frozen=True, slots=True)
 class GpuRank:
     """One rank of the layout: its slots (OS PU tuples, one per thread) and devices."""
 
@@ -38,7 +37,7 @@ class GpuRank:
     nic: Nic | None
 
 
-@record(frozen=False)
+@dataclass
 class _Domain:
     cores: list[Core]
     gpus: list[Gpu]
@@ -197,7 +196,6 @@ def _preset_variables(topo: Topology, gpus: Sequence[Gpu]) -> list[str]:
     """A live plan inside a job that already narrows the visible GPUs (Slurm's --gpus sets
     CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES): the runtime renumbers them from 0, the plan
     numbers the node's GPUs."""
-    import os
 
     if topo.source != "live":
         return []

@@ -8,27 +8,26 @@ the exact semantics and pictures.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
 from topobind import cpukinds
 from topobind.errors import PlanError, TopobindError
 from topobind.gpu_options import GPU_HELP, ORDERS, RESERVES, GpuOptions
 from topobind.inputs import count_arg, whole_number
+from topobind.layout_gpu import assign, rank_env
 from topobind.plan import Plan, RankPlan
-from topobind.record import field, record, replace
 from topobind.topology import Core, Topology, format_list
 
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
-    from typing import Any
 
-
-@record
+@dataclass(frozen=True, slots=True)
 class Slot:
     core: Core
     place: tuple[int, ...]  # OS PU indexes
 
 
-@record
+@dataclass(frozen=True)
 class Request:
     layout: str
     ranks: int | None = None
@@ -266,12 +265,10 @@ def l3_groups(topo: Topology, req: Request, size: int) -> list[list[Slot]]:
 #: Largest N of ``l3-groups:N`` (and of any numeric layout parameter): more than any node's PUs.
 MAX_LAYOUT_PARAMETER = 1 << 20
 
-
-if TYPE_CHECKING:
-    Planner = Callable[[Topology, Request], list[list[Slot]]]
+Planner = Callable[[Topology, Request], list[list[Slot]]]
 
 
-@record
+@dataclass(frozen=True)
 class LayoutOption:
     """A command-line option that only some layouts read (``--gpus-per-rank N`` ...).
     :func:`topobind.commands.common.add_layout_args` adds it to every planning command; the
@@ -284,7 +281,7 @@ class LayoutOption:
     type: Callable[[str], object] = str
 
 
-@record
+@dataclass(frozen=True)
 class Layout:
     """One layout of the vocabulary: the CLI, its help, the plan schema and docs/layouts.md
     all derive from (or are tested against) :data:`REGISTRY`."""
@@ -509,7 +506,6 @@ def gpu_plan(
     full: Topology, view: Topology, req: Request, opts: GpuOptions, notes: list[str]
 ) -> Plan:
     """The per-gpu layout (topobind.layout_gpu) as a Plan of the whole topology ``full``."""
-    from topobind.layout_gpu import assign, rank_env
 
     ranks, more = assign(full, view.cores, req.ranks, req.threads, req.smt, opts)
     rank_plans = []

@@ -27,7 +27,6 @@ from topobind.errors import TopobindError
 from topobind.launch import JobShape, NodePlan, job_env
 from topobind.layouts import one_rank_per_domain, plan_for_options
 from topobind.plan import PlannedRank
-from topobind.record import replace as record_replace
 from topobind.topology import Topology, format_list, live_whole_xml, node_cores, parse_xml
 from topobind.verify import Observed, Row, compare
 from topobind.verify_devices import EnvRow, check_env
@@ -66,7 +65,7 @@ def plans(args: argparse.Namespace, topo: Topology) -> list[NodePlan] | None:
         except TopobindError as exc:
             raise TopobindError(f"{exc} (on {where})") from exc
         if warnings and not out:
-            plan = record_replace(plan, warnings=(*plan.warnings, *warnings))
+            plan = replace(plan, warnings=(*plan.warnings, *warnings))
         first = out[-1].first_rank + out[-1].plan.nranks * len(out[-1].hosts) if out else 0
         out.append(NodePlan(tuple(share.hosts), plan, first, whole, where))
     return out

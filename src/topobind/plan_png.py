@@ -219,6 +219,7 @@ BOX_STYLE = {
 
 def draw_png(plan: Plan, title: str | None = None, dpi: int = 100, note: str = "") -> bytes:
     """The plan as a PNG. ``note`` is printed under the standard key (e.g. where it came from)."""
+    # matplotlib (~0.3 s to import) only in the functions that draw, after choosing Agg
     import matplotlib
 
     matplotlib.use("Agg", force=True)

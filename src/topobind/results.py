@@ -188,6 +188,7 @@ def _one_line(text: str) -> str:
 
 def validate_result_document(doc: Any, source: str = "<text>") -> None:
     """Raise TopobindError (one line, naming ``source``) unless ``doc`` is a valid result."""
+    # jsonschema (~40 ms to import) only where a document is read back: launches load none
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(result_schema())

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from topobind.errors import TopobindError
+from topobind.topology import parse_list
 
 _COUNT = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
 
@@ -120,7 +122,6 @@ class NodeShare:
 
 def _scontrol(env: Mapping[str, str], args: list[str], failed: str, fix: str = "") -> str:
     """stdout of ``scontrol ARGS``; when it fails, one line: FAILED (the command: why)FIX."""
-    import subprocess  # lazily: `topobind plan` does not pay for it
 
     command = f"'scontrol {' '.join(args)}'"
     try:
@@ -139,7 +140,6 @@ def _scontrol(env: Mapping[str, str], args: list[str], failed: str, fix: str = "
 def _job_cpu_ids(env: Mapping[str, str]) -> dict[str, frozenset[int]]:
     """{host: the job's CPU ids on it} from ``scontrol show job -d $SLURM_JOB_ID``: Slurm's
     abstract ids, not the OS's (see :func:`machine_cpus`)."""
-    from topobind.topology import parse_list
 
     failed = "cannot read the job's CPUs per node"
     out_text = _scontrol(env, ["show", "job", "-d", env.get("SLURM_JOB_ID", "")], failed)

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from dataclasses import replace
 
-from topobind import layouts
+from topobind import cpukinds, layouts, slurm
 from topobind.errors import PlanError, TopobindError
 from topobind.inputs import count_arg
 from topobind.layouts import one_rank_per_domain
 from topobind.plan import Plan
-from topobind.record import replace
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
 from topobind.words import plural
-
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    import argparse
-    from typing import Any
 
 TOPOLOGY_HELP = (
     "where the node topology comes from: 'live' (default: this machine, only the PUs this "
@@ -25,18 +21,6 @@ TOPOLOGY_HELP = (
     "compute node), synthetic:'pack:2 numa:4 l3:4 core:4 pu:2', or a named node: "
     + ", ".join(NAMED_TOPOLOGIES)
 )
-
-
-def raw_help(subparsers: Any) -> type[argparse.HelpFormatter] | None:
-    """argparse's formatter that keeps an epilog's lines as written; None when the options
-    are only being recorded (topobind.quickargs), which needs no argparse."""
-    from topobind.quickargs import Recorder
-
-    if isinstance(subparsers, Recorder):
-        return None
-    import argparse
-
-    return argparse.RawDescriptionHelpFormatter
 
 
 def add_topology_arg(parser: argparse.ArgumentParser) -> None:
@@ -89,7 +73,6 @@ def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> N
 
 def add_device_args(parser: argparse.ArgumentParser) -> None:
     """--cpukind: every layout (the per-gpu layout's own options come from the registry)."""
-    from topobind import cpukinds
 
     parser.add_argument(
         "--cpukind",
@@ -126,7 +109,6 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
     fixed = one_rank_per_domain(args.layout)
     if os.environ.get(IGNORE_ALLOCATION_TASKS) == "1":
         return plan_from(args, topo)
-    from topobind import slurm  # here, not at import: 'topobind plan' never needs it
 
     try:
         alloc = slurm.tasks_per_node()

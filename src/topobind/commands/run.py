@@ -23,6 +23,7 @@ from topobind.emit.omp import omp_notes
 from topobind.errors import TopobindError, VerifyFailed
 from topobind.launch import LAUNCHERS, JobShape, Launch, NodePlan, in_slurm, job_env, slurm_nodes
 from topobind.layouts import per_domain_names
+from topobind.pernode import check_env_per_node, compare_per_node, env_group
 from topobind.plan import Plan, PlannedRank, read_plan_file
 from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
 from topobind.verify_devices import check_env, env_table, why_variables_only
@@ -312,12 +313,8 @@ def _print_samples(rows: list[Any], sample_ms: int) -> bool:
 
 def run_env(args: argparse.Namespace) -> int:
     groups = jobrun.node_groups(args)
-    if groups is not None:  # the job's nodes differ: this node's group, when well defined
-        from topobind.pernode import env_group
-
-        plan = env_group(groups).plan
-    else:
-        plan = plan_for_job(args)
+    # the job's nodes differ: this node's group, when well defined
+    plan = env_group(groups).plan if groups is not None else plan_for_job(args)
     print_warnings(plan, omp_notes(plan) + env_notes(plan))  # per-gpu: per-rank variables
     for k, v in job_env(JobShape(plan=plan)).items():
         print(f"export {k}={shlex.quote(v)}")
@@ -352,8 +349,6 @@ def run_verify(args: argparse.Namespace) -> int:
         print(f"topobind: error: the launch command exited with {status}", file=sys.stderr)
         return status or 1
     if groups is not None:
-        from topobind.pernode import check_env_per_node, compare_per_node
-
         rows = compare_per_node(groups, parse_probe_output(done.stdout))
         env_rows = check_env_per_node(groups, done.stdout)
     else:

@@ -7,7 +7,10 @@ import socket
 import sys
 from typing import Any
 
+from topobind import sites
 from topobind.errors import Problems, TopobindError
+from topobind.sites import node_counts
+from topobind.topology import load
 
 SITE_EPILOG = """\
 A site is a directory site_configs/<site>/ with a site.yaml (schema topobind.site/1, see
@@ -64,8 +67,6 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from topobind import sites
-
     host = socket.gethostname()
     names = sites.site_names()
     if not names:
@@ -104,11 +105,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def _live_problems(site: Any) -> list[str]:
-    from topobind.topology import load
-
     if site.node is None:
         return [f"{site.name}: no node: section to compare with (run topobind calibrate)"]
-    from topobind.sites import node_counts
 
     topo = load("live")
     live = node_counts(topo)
@@ -123,12 +121,10 @@ def _live_problems(site: Any) -> list[str]:
 
 def _synthetic_problems(site: Any) -> list[str]:
     """node.synthetic must describe the same node as the counts."""
-    from topobind.topology import load
 
     node = site.node
     if node is None or not node.synthetic:
         return []
-    from topobind.sites import node_counts
 
     try:
         counts = node_counts(load("synthetic:" + node.synthetic))
@@ -143,8 +139,6 @@ def _synthetic_problems(site: Any) -> list[str]:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from topobind import sites
-
     try:
         site = sites.load_site(args.site)
     except sites.SiteError as exc:

@@ -16,7 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from topobind import calibration, sites, validation
 from topobind.errors import TopobindError
+from topobind.fsutil import atomic_write_text
+from topobind.sites import reframe_results_dir
 
 VALIDATE_EPILOG = """\
 examples:
@@ -143,20 +148,14 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 # --------------------------------------------------------------------------- validate
 def _load(site_name: str | None) -> Any:
-    from topobind import sites
-
     return sites.load_site(site_name) if site_name else sites.detect_site()
 
 
 def _results_dir(args: argparse.Namespace) -> Path:
-    from topobind.sites import reframe_results_dir
-
     return Path(args.results).resolve() if args.results else reframe_results_dir()
 
 
 def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
-    from topobind import validation  # not at import: the CLI starts fast
-
     got = validation.compare(site, session, since, results)
     if got is None:
         return
@@ -171,8 +170,6 @@ def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from topobind import validation  # not at import: the CLI starts fast
-
     site = _load(args.site)
     results = _results_dir(args)
     setvars = validation.setvars_for(site, args.setvars, calibrating=False)
@@ -260,9 +257,6 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from topobind import calibration, sites, validation
-    from topobind.fsutil import atomic_write_text
-
     if args.retries:
         raise TopobindError(
             "calibrate does not retry failed checks (a reference needs every session); "
@@ -336,7 +330,6 @@ def run_calibrate(args: argparse.Namespace) -> int:
     )
     text = calibration.references_yaml(cal)
     # Check what we are about to write with the same rules a reader applies.
-    import yaml
 
     problems = sites.schema_problems(yaml.safe_load(text), str(site.references_path), "references")
     if problems:

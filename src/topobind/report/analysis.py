@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -463,7 +464,6 @@ def _matrix_groups(groups: Sequence[FleetGroup]) -> list[MatrixGroup]:
 
 def _nanmedian(np: Any, stack: Any) -> Any:
     """Elementwise median ignoring NaN, quietly NaN where a cell was never measured."""
-    import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells (the c2c diagonal)

@@ -12,6 +12,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import yaml
+
 from topobind.errors import TopobindError
 from topobind.sites.catalogue import CHECKS
 
@@ -128,7 +131,6 @@ def _describe(error: Any, root: dict[str, Any]) -> tuple[list[object], str]:
 
 def schema_problems(doc: Any, display: str, which: str = "site") -> list[str]:
     """Every schema violation of ``doc`` as ``FILE: PATH: problem (fix)`` lines, in file order."""
-    import jsonschema
 
     root = site_schema()
     schema = root if which == "site" else {"$ref": "#/$defs/references", "$defs": root["$defs"]}
@@ -234,7 +236,6 @@ def _semantic_problems(doc: dict[str, Any], display: str, dirname: str) -> list[
 
 
 def _read_yaml(path: Path) -> Any:
-    import yaml
 
     display = _display(path)
     try:
