@@ -1,5 +1,5 @@
 """The exception types the CLI turns into a one-line error and an exit status (2 unless
-the error says otherwise)."""
+the error says otherwise), and :func:`plural`, the wording of counts in messages."""
 
 from __future__ import annotations
 
@@ -63,3 +63,8 @@ class VerifyFailed(TopobindError):
     """Placement (or device variables) differ from the plan; the program is not launched."""
 
     exit_status = 1
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``plural(1, "group")`` -> "1 group"; ``plural(3, "group")`` -> "3 groups"."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"

@@ -23,8 +23,24 @@ from dataclasses import dataclass
 
 from topobind.devices import Gpu, Nic
 from topobind.errors import PlanError
-from topobind.gpu_options import ORDERS, RESERVES, GpuOptions
 from topobind.topology import Core, Topology, format_list
+
+#: per-gpu's help in the layout registry
+GPU_HELP = (
+    "one rank per GPU (--gpus-per-rank G), threads on the cores local to it, with its NIC; "
+    "--reserve, --order gpu|cpu"
+)
+RESERVES = ("none", "first-core-per-l3", "first-core-per-numa")
+ORDERS = ("gpu", "cpu")
+
+
+@dataclass(frozen=True)
+class GpuOptions:
+    """The per-gpu layout's options: what the layout registry offers on the command line."""
+
+    gpus_per_rank: int = 1
+    reserve: str = "none"
+    order: str = "gpu"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,8 @@ from typing import Any
 
 from topobind import cpukinds
 from topobind.errors import PlanError, TopobindError
-from topobind.gpu_options import GPU_HELP, ORDERS, RESERVES, GpuOptions
 from topobind.inputs import count_arg, whole_number
-from topobind.layout_gpu import assign, rank_env
+from topobind.layout_gpu import GPU_HELP, ORDERS, RESERVES, GpuOptions, assign, rank_env
 from topobind.plan import Plan, RankPlan
 from topobind.topology import Core, Topology, format_list
 

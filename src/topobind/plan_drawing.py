@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from topobind.errors import plural
 from topobind.plan import Plan
 from topobind.topology import Core, format_list
-from topobind.words import plural
 
 # 20 distinguishable colours (matplotlib tab20, reordered so neighbours differ)
 PALETTE = (

@@ -16,11 +16,11 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from topobind.errors import plural
 from topobind.plan import Plan, RankPlan
 from topobind.plan_drawing import PALETTE, Box, build_tree, rank_style
 from topobind.plan_drawing import title as plan_title
 from topobind.topology import format_list
-from topobind.words import plural
 
 MAX_LEGEND_RANKS = 16  # beyond this every core's label says its rank; a legend would be noise
 

@@ -24,10 +24,9 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from topobind.errors import TopobindError
+from topobind.errors import TopobindError, plural
 from topobind.plan import PlannedRank
 from topobind.topology import format_list
-from topobind.words import plural
 
 
 @dataclass(frozen=True)

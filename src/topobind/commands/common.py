@@ -8,12 +8,11 @@ import sys
 from dataclasses import replace
 
 from topobind import cpukinds, layouts, slurm
-from topobind.errors import PlanError, TopobindError
+from topobind.errors import PlanError, TopobindError, plural
 from topobind.inputs import count_arg
 from topobind.layouts import one_rank_per_domain
 from topobind.plan import Plan
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
-from topobind.words import plural
 
 TOPOLOGY_HELP = (
     "where the node topology comes from: 'live' (default: this machine, only the PUs this "

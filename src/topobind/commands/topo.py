@@ -26,13 +26,12 @@ from topobind.emit.gres import gres_conf
 from topobind.emit.omp import format_places, omp_env, omp_notes
 from topobind.emit.openmpi import DEFAULT_RANKFILE, openmpi_argv, rankfile_text
 from topobind.emit.srun import srun_argv
-from topobind.errors import TopobindError
+from topobind.errors import TopobindError, plural
 from topobind.fsutil import atomic_write_text
 from topobind.inputs import host_arg
 from topobind.plan import Plan
 from topobind.plan_drawing import text_grid
 from topobind.topology import MAX_PUS, MAX_XML_BYTES, CacheDomain, Topology, format_list
-from topobind.words import plural
 
 SHOW_EPILOG = f"""\
 Indexes: PU lists are OS (physical) indexes, as Linux, Slurm masks and OMP_PLACES use them;

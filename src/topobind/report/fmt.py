@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from topobind.words import plural  # noqa: F401 (re-exported: report modules import it from here)
+from topobind.errors import plural  # noqa: F401 (re-exported: report modules import it from here)
 
 
 def value(v: float | None) -> str:
