@@ -6,7 +6,6 @@ program. :mod:`topobind.commands.run` parses the options and prints."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import errno
 import os
@@ -32,6 +31,7 @@ from topobind.launch import (
 )
 from topobind.pernode import check_env_per_node, compare_per_node
 from topobind.plan import Plan, PlannedRank
+from topobind.request import PlanRequest
 from topobind.runner import run_process
 from topobind.topology import load
 from topobind.verify import Row, compare, parse_probe_output, read_samples
@@ -88,14 +88,15 @@ def dry_run_dir() -> str:
     return workdir() if slurm_nodes() > 1 else tempfile.mkdtemp(prefix="topobind-dry-run-")
 
 
-def node_groups(args: argparse.Namespace) -> list[NodePlan] | None:
+def node_groups(req: PlanRequest, launcher: str | None = None) -> list[NodePlan] | None:
     """Plans per group of nodes when the job holds different shares of its nodes (see
-    :mod:`topobind.pernode`); None on one node or when one plan fits every node."""
+    :mod:`topobind.pernode`); None on one node or when one plan fits every node.
+    ``launcher``: the --launcher asked for (none runs one process: refused on several nodes)."""
     if not in_slurm() or slurm_nodes() < 2:
         return None
 
-    groups = pernode.plans(args, load(args.topology))
-    if groups is not None and getattr(args, "launcher", None) == "none":
+    groups = pernode.plans(req, load(req.topology))
+    if groups is not None and launcher == "none":
         raise TopobindError("--launcher none runs one process; the job spans several nodes")
     return groups
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from topobind import cpukinds
 from topobind.errors import PlanError, TopobindError
@@ -431,24 +430,6 @@ def parse_layout(text: str) -> tuple[Layout, int | None]:
         ) from None
 
 
-def plan_for_options(topo: Topology, args: Any, ranks: int | None) -> Plan:
-    """:func:`make_plan` as a planning command's options ask (``--layout``, ``--threads``,
-    ``--smt``, ``--cpukind`` and the per-layout options) with ``ranks`` given apart (the
-    command's ``--ranks``, or the allocation's tasks on a node): every command that plans,
-    once per node or per group of nodes, plans through here."""
-    dests = {opt.dest for layout in REGISTRY for opt in layout.options}
-    options = {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
-    return make_plan(
-        topo,
-        args.layout,
-        ranks=ranks,
-        threads=args.threads,
-        smt=args.smt,
-        cpukind=getattr(args, "cpukind", "performance"),
-        options=options,
-    )
-
-
 def one_rank_per_domain(layout: str) -> bool:
     """True for a layout that sets its own rank count (``l3-groups:N`` for any N)."""
     return parse_layout(layout)[0].one_rank_per_domain
@@ -463,9 +444,25 @@ def make_plan(
     cpukind: str = "performance",
     options: Mapping[str, object] | None = None,
 ) -> Plan:
-    """The plan of ``layout``; ``cpukind``: which kind of cores to plan on (topobind.cpukinds);
-    ``options``: the per-layout options given (``LayoutOption.dest`` -> value)."""
+    """The plan of ``layout`` (``NAME[:N]``); ``cpukind``: which kind of cores to plan on
+    (topobind.cpukinds); ``options``: the per-layout options given (``LayoutOption.dest`` ->
+    value)."""
     spec, parameter = parse_layout(layout)
+    return plan_layout(topo, spec, parameter, ranks, threads, smt, cpukind, options)
+
+
+def plan_layout(
+    topo: Topology,
+    spec: Layout,
+    parameter: int | None,
+    ranks: int | None = None,
+    threads: int | None = None,
+    smt: bool = False,
+    cpukind: str = "performance",
+    options: Mapping[str, object] | None = None,
+) -> Plan:
+    """:func:`make_plan` of a layout already parsed (``parameter``: the N of ``NAME:N``)."""
+    layout = spec.name + ("" if parameter is None else f":{parameter}")
     req = Request(layout, ranks, threads, smt, parameter, dict(options or {}))
     foreign = sorted(set(req.options) - {o.dest for o in spec.options})
     if foreign:

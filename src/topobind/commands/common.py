@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import replace
+from dataclasses import fields
 
-from topobind import cpukinds, layouts, slurm
-from topobind.errors import PlanError, TopobindError, plural
+from topobind import cpukinds, layouts, request
 from topobind.inputs import count_arg
-from topobind.layouts import one_rank_per_domain
 from topobind.plan import Plan
+from topobind.request import PlanRequest
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
 
 TOPOLOGY_HELP = (
@@ -86,63 +85,34 @@ def topology_from(args: argparse.Namespace) -> Topology:
     return load(args.topology)
 
 
+def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:
+    """The typed request of a planning command's options, made here once: the layout parsed,
+    each field of :class:`~topobind.request.PlanRequest` taken from the option of its name, the
+    per-layout options that were given. ``job``: a command that launches inside this job, whose
+    ranks per node follow the Slurm allocation unless ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1``
+    (read here only)."""
+    given = vars(args)
+    dests = sorted({opt.dest for layout in layouts.REGISTRY for opt in layout.options})
+    plain = {f.name for f in fields(PlanRequest)} - {"layout", "parameter", "options"}
+    return request.parse(
+        args.layout,
+        options={d: given[d] for d in dests if given.get(d) is not None},
+        **{name: given[name] for name in plain if name in given},
+        follow_allocation=job and os.environ.get(request.IGNORE_ALLOCATION_TASKS) != "1",
+    )
+
+
 def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
-    topo = topo if topo is not None else topology_from(args)
-    return layouts.plan_for_options(topo, args, args.ranks)
-
-
-#: environment variable: "1" = plan without the allocation's task count (see plan_for_job)
-IGNORE_ALLOCATION_TASKS = "TOPOBIND_IGNORE_ALLOCATION_TASKS"
+    """The plan of a command that plans (show, plan, draw): the layout's own rank default
+    unless --ranks is given."""
+    req = request_from(args)
+    return request.plan(topo if topo is not None else load(req.topology), req, req.ranks)
 
 
 def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
-    """:func:`plan_from` for commands that launch inside this job (run, env, verify).
-
-    Inside Slurm, without --ranks, the ranks per node are the tasks per node the job asked
-    for (``SLURM_NTASKS_PER_NODE``, or ``SLURM_NTASKS`` / ``SLURM_JOB_NUM_NODES``) unless the
-    layout sets the count itself (one rank per domain). An explicit --ranks wins. When the
-    plan's ranks per node differ from the allocation's, the plan carries a warning.
-    ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1`` turns this off (the layout's own default applies):
-    for wrappers such as the ReFrame checks, whose job holds the node with one task and
-    launches every step itself."""
-    fixed = one_rank_per_domain(args.layout)
-    if os.environ.get(IGNORE_ALLOCATION_TASKS) == "1":
-        return plan_from(args, topo)
-
-    try:
-        alloc = slurm.tasks_per_node()
-    except TopobindError:
-        if args.ranks is None and not fixed:
-            raise
-        alloc = None  # not needed for the plan; an uneven allocation is the user's call
-    ranks = args.ranks
-    from_alloc = ranks is None and alloc is not None and not fixed
-    if from_alloc:
-        assert alloc is not None
-        ranks = alloc.count
-    topo = topo if topo is not None else topology_from(args)
-    try:
-        plan = layouts.plan_for_options(topo, args, ranks)
-    except PlanError as exc:
-        if not from_alloc:
-            raise
-        assert alloc is not None
-        raise PlanError(
-            f"{exc} (the {alloc.count} ranks per node come from the allocation, "
-            f"{alloc.source}; give --ranks to override)"
-        ) from exc
-    if alloc is not None and plan.nranks != alloc.count:
-        why = (
-            f"--ranks {args.ranks} is used"
-            if args.ranks is not None
-            else f"layout {args.layout} sets one rank per domain; give --ranks to change it"
-        )
-        warning = (
-            f"the plan has {plural(plan.nranks, 'rank')} per node but the allocation has "
-            f"{plural(alloc.count, 'task')} per node ({alloc.source}); {why}"
-        )
-        plan = replace(plan, warnings=(*plan.warnings, warning))
-    return plan
+    """The plan of a command that launches inside this job (run, env, verify): see
+    :func:`topobind.request.plan_for_job`."""
+    return request.plan_for_job(request_from(args, job=True), topo)
 
 
 def print_warnings(plan: Plan, notes: list[str] | tuple[str, ...] = ()) -> None:

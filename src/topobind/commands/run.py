@@ -17,6 +17,7 @@ from topobind.commands.common import (
     add_topology_arg,
     plan_for_job,
     print_warnings,
+    request_from,
 )
 from topobind.emit.devices import env_notes
 from topobind.emit.omp import omp_notes
@@ -215,7 +216,7 @@ def run_program(args: argparse.Namespace) -> int:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
     if args.sample_ms < 0 or args.sample_ms > 600_000:
         raise TopobindError(f"--sample-ms must be 0 .. 600000 (got {args.sample_ms})")
-    groups = jobrun.node_groups(args)
+    groups = _node_groups(args)
     if groups is not None:  # the job's nodes differ: a plan per group of nodes
         return _run_groups(groups, program, args)
     plan = plan_for_job(args)
@@ -311,8 +312,13 @@ def _print_samples(rows: list[Any], sample_ms: int) -> bool:
     return False
 
 
+def _node_groups(args: argparse.Namespace) -> list[NodePlan] | None:
+    """Plans per group of the job's nodes (None: one plan fits every node)."""
+    return jobrun.node_groups(request_from(args, job=True), getattr(args, "launcher", None))
+
+
 def run_env(args: argparse.Namespace) -> int:
-    groups = jobrun.node_groups(args)
+    groups = _node_groups(args)
     # the job's nodes differ: this node's group, when well defined
     plan = env_group(groups).plan if groups is not None else plan_for_job(args)
     print_warnings(plan, omp_notes(plan) + env_notes(plan))  # per-gpu: per-rank variables
@@ -327,7 +333,7 @@ def run_verify(args: argparse.Namespace) -> int:
         raise TopobindError("no launch command given; put it after '--' (e.g. -- srun -n 2)")
     if args.nodes is not None and args.nodes < 1:
         raise TopobindError(f"--nodes must be at least 1 (got {args.nodes})")
-    groups = None if args.plan else jobrun.node_groups(args)
+    groups = None if args.plan else _node_groups(args)
     if groups is not None and args.nodes is not None:
         raise TopobindError(
             "--nodes does not apply when the job's nodes hold different shares (each group "
