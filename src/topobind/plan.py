@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from topobind.devices import Gpu, Nic
 from topobind.errors import TopobindError
+from topobind.fsutil import package_schema
 from topobind.inputs import InputFile
 from topobind.topology import Topology, format_list
 
@@ -119,8 +119,7 @@ def rank_envs(plan: Plan) -> dict[int, dict[str, str]]:
 
 
 def plan_schema() -> dict[str, Any]:
-    text = resources.files("topobind").joinpath("schemas/plan.schema.json").read_text()
-    return json.loads(text)
+    return package_schema("plan.schema.json")
 
 
 def validate_plan_json(doc: dict[str, Any]) -> None:

@@ -23,10 +23,10 @@ from array import array
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from topobind.errors import TopobindError
+from topobind.fsutil import package_schema
 
 RESULT_SCHEMA_ID = "topobind.result/1"
 RESULT_SUFFIXES = (".json", ".jsonl", ".ndjson")
@@ -177,8 +177,7 @@ class Result:
 # --------------------------------------------------------------------------- schema + parsing
 @lru_cache(maxsize=1)
 def result_schema() -> dict[str, Any]:
-    text = resources.files("topobind").joinpath("schemas/result.schema.json").read_text()
-    doc: dict[str, Any] = json.loads(text)
+    doc: dict[str, Any] = package_schema("result.schema.json")
     return doc
 
 

@@ -4,11 +4,9 @@ every problem as ``FILE: PATH: what is wrong (how to fix it)``."""
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import jsonschema
 import yaml
 
 from topobind.errors import TopobindError
+from topobind.fsutil import package_schema
 from topobind.sites.catalogue import CHECKS
 
 
@@ -34,8 +33,7 @@ class SiteError(TopobindError):
 
 @lru_cache(maxsize=1)
 def site_schema() -> dict[str, Any]:
-    text = resources.files("topobind").joinpath("schemas/site.schema.json").read_text()
-    doc: dict[str, Any] = json.loads(text)
+    doc: dict[str, Any] = package_schema("site.schema.json")
     return doc
 
 
