@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helpers import TOPOBIND
 from topo_sources import BETZY, TOPOLOGIES
 
 from topobind.errors import PlanError
@@ -25,7 +26,6 @@ from topobind.plan import plan_schema
 from topobind.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 
 
 def _help(*argv: str) -> str:
