@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Benchmark: end-to-end time of `topobind plan --format json` vs `hwloc-distrib`, same input.
 
-Writes results/bench/plan.json. Targets (issue 15): at most 3x hwloc-distrib on the 384-PU XML
-(192em64t-24n8c2t), and under 100 ms per plan. Each command is run as a fresh process (what
-a job script pays), REPEAT times, the two commands taking turns so that a change of load hits
-both; the medians are reported, with min and max. On a busy machine wall times mostly measure
-the load, so each case also counts the instructions each command executes (valgrind
---tool=callgrind, when installed): a ratio the load does not move.
+Writes results/bench/plan.json. Target (issue 23): `topobind plan` on the 384-PU XML
+(192em64t-24n8c2t) within 100 ms (median wall time). Each command is run as a fresh process
+(what a job script pays), REPEAT times, the two commands taking turns so that a change of load
+hits both; the medians are reported, with min and max, and the load average the runs saw. On a
+busy machine wall times mostly measure the load, so each case also counts the instructions each
+command executes (valgrind --tool=callgrind, when installed): a figure the load does not move.
+hwloc-distrib's time is the reference a reader compares with (its ratio is reported, not
+targeted).
 
 A synthetic description is expanded by hwloc's own lstopo, which topobind runs: that case
 costs at least lstopo plus the Python interpreter, so its ratio is reported, not targeted.
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,9 +67,6 @@ def timed(cmd: list[str]) -> float:
 def instructions(cmd: list[str]) -> float | None:
     """Millions of user-space instructions the command executes (callgrind), None without
     valgrind."""
-    import re
-    import shutil
-
     if not shutil.which("valgrind"):
         return None
     proc = subprocess.run(
@@ -89,6 +90,8 @@ def main() -> int:
         "cases": [],
         "bytecode_cache": True,
         "cpus": os.cpu_count(),
+        "target": "topobind plan on the 384-PU XML within 100 ms (median wall time)",
+        "load_average_before": os.getloadavg()[0],
     }
     ok = True
     for name, source, hwloc_input, layout, ranks, targeted in CASES:
@@ -115,10 +118,9 @@ def main() -> int:
             case["instructions_millions"] = {"topobind_plan_json": ins_ours,
                                              "hwloc_distrib": ins_distrib}  # fmt: skip
             case["instructions_ratio"] = ins_ours / ins_distrib
-        case["under_100_ms"] = case["topobind_plan_json"]["median_ms"] < TARGET_MS
-        case["within_3x_hwloc_distrib"] = ratio <= 3.0 and case.get("instructions_ratio", 0) <= 3.0
+        case["within_100_ms"] = case["topobind_plan_json"]["median_ms"] <= TARGET_MS
         if targeted:
-            ok &= case["under_100_ms"] and case["within_3x_hwloc_distrib"]
+            ok &= case["within_100_ms"]
         out["cases"].append(case)
         print(
             f"{name}: topobind plan {case['topobind_plan_json']['median_ms']:.1f} ms, "
@@ -132,12 +134,14 @@ def main() -> int:
             )
             + ("" if targeted else " (not targeted: lstopo expands the description)")
         )
+    out["load_average_after"] = os.getloadavg()[0]
     out["meets_target"] = ok
+    print(f"target: {out['target']}: {'met' if ok else 'NOT met'}")
     path = REPO / "results" / "bench" / "plan.json"
-    sys.path.insert(0, str(REPO / "src"))
-    from topobind.fsutil import atomic_write_text
-
-    atomic_write_text(path, json.dumps(out, indent=1) + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(out, indent=1) + "\n")
+    tmp.replace(path)  # whole or not at all
     print(f"wrote {path.relative_to(REPO)}")
     return 0
 

@@ -56,7 +56,7 @@ def run_bench(
         written = generate_fleet(fleet, spec)
         gen_seconds = time.perf_counter() - t0
         out = work / "report"
-        cmd = [sys.executable, "-m", "topobind.cli", "report", str(fleet), "-o", str(out)]
+        cmd = [sys.executable, "-m", "topobind", "report", str(fleet), "-o", str(out)]
         env = dict(os.environ, TOPOBIND_REPORT_TIMING="1")
         t0 = time.perf_counter()
         proc = subprocess.Popen(

@@ -1,12 +1,31 @@
 """Shared fixtures. ``local_slurm``: the environment (SLURM_CONF) of the project's one-node
-Slurm cluster, from the session fixture ``slurm_cluster`` in tests/slurm_helpers.py."""
+Slurm cluster, from the session fixture ``slurm_cluster`` in tests/slurm_helpers.py;
+``topobind_cli``: runs the topobind command (tests/cli_helpers.py); ``built_kernels``: the C
+kernels built once per session (tests/conftest_kernels.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from subprocess import CompletedProcess
+
 import pytest
+from cli_helpers import run_topobind
+from conftest_kernels import ensure_built
 from slurm_helpers import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 
 @pytest.fixture(scope="session")
 def local_slurm(slurm_cluster: SlurmCluster) -> dict[str, str]:  # noqa: F811
     return dict(slurm_cluster.env)
+
+
+@pytest.fixture
+def topobind_cli() -> Callable[..., CompletedProcess[str]]:
+    """``topobind_cli("plan", "-l", "compact", cwd=..., env=..., timeout=...)``."""
+    return run_topobind
+
+
+@pytest.fixture(scope="session")
+def built_kernels() -> None:
+    """The C kernels (kernels/bin), built once per session; a no-op when up to date."""
+    ensure_built()

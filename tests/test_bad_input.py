@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_helpers import TOPOBIND
 from topo_sources import BETZY, TOPOLOGIES
 
 REPO = Path(__file__).resolve().parents[1]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 HANG = 20  # seconds: a hang detector only; a refusal takes well under a second
 SMALL_XML = TOPOLOGIES / "fakecpukinds.xml"
 FORMATS = ("text", "picture", "json", "env", "openmpi", "openmpi4", "srun", "rankfile", "rankfile4")

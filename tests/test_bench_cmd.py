@@ -14,7 +14,7 @@ from topobind import stats
 from topobind.hugepages import hugepages_status, reserve_hugepages
 from topobind.results import load_result
 
-TOPOBIND = [sys.executable, "-m", "topobind.cli"]
+TOPOBIND = [sys.executable, "-m", "topobind"]
 
 
 def bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -8,13 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helpers import TOPOBIND
 from topo_sources import BETZY, TOPOLOGIES
 
 from topobind.emit.omp import parse_places
 from topobind.plan import validate_plan_json
 
 REPO = Path(__file__).resolve().parents[1]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -3,6 +3,7 @@ GPU and NIC in the box of its locality and gives each GPU its rank's colour."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import subprocess
 import sys
@@ -12,7 +13,6 @@ import numpy as np
 import pytest
 from topo_sources import TOPOLOGIES
 
-from topobind import record
 from topobind.devices import Devices
 from topobind.layouts import make_plan
 from topobind.plan_devices_png import _tree, draw_gpu_png
@@ -71,8 +71,8 @@ def test_each_gpu_badge_has_its_ranks_colour() -> None:
     plan = make_plan(load(str(TIOGA)), "per-gpu", threads=7, options=opts)
     png = draw_gpu_png(plan)
     assert png.startswith(b"\x89PNG")
-    no_devices = record.replace(plan.topology, devices=Devices())
-    gpu_less = record.replace(plan, topology=no_devices)
+    no_devices = dataclasses.replace(plan.topology, devices=Devices())
+    gpu_less = dataclasses.replace(plan, topology=no_devices)
     bare = draw_gpu_png(gpu_less)
     for r in plan.ranks:
         with_gpu = _colour_pixels(png, rank_colour(r.rank))

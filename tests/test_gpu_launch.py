@@ -12,13 +12,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from cli_helpers import TOPOBIND
 from ompi_oracle import OMPI4, OMPI5, ROOT_ENV, have_ompi4, have_ompi5
 from slurm_helpers import sbatch_wait
 
 from topobind.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 
 
 def live_gpu_xml(path: Path) -> Path:

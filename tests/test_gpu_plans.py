@@ -139,10 +139,13 @@ def test_live_node_without_gpus() -> None:
 
 def test_a_job_that_narrowed_the_gpus_is_told(monkeypatch: pytest.MonkeyPatch) -> None:
     """Live plans inside a job whose ROCR_VISIBLE_DEVICES is already set (Slurm --gpus)."""
-    from topobind import record
+    import dataclasses
+
     from topobind.layouts import make_plan
 
-    topo = record.replace(load(str(TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml")), source="live")
+    topo = dataclasses.replace(
+        load(str(TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml")), source="live"
+    )
     monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "2,3")
     assert any(
         "ROCR_VISIBLE_DEVICES=2,3 is already set" in n for n in make_plan(topo, "per-gpu").notes
@@ -202,7 +205,8 @@ def test_run_writes_each_ranks_variables_into_the_rank_step_file(
 def test_nested_localities_give_each_core_once() -> None:
     """GPU cuda1 near both L3 domains, cuda0 and cuda2 near one each: the cores go to the
     nearest GPUs, cuda1 is left out with a note (never a core planned twice)."""
-    from topobind import record
+    import dataclasses
+
     from topobind.devices import Devices, Gpu
     from topobind.layouts import make_plan
 
@@ -214,7 +218,7 @@ def test_nested_localities_give_each_core_once() -> None:
         )
 
     devices = Devices(gpus=(gpu(0, (0, 1)), gpu(1, (0, 1, 2, 3)), gpu(2, (2, 3))))
-    plan = make_plan(record.replace(topo, devices=devices), "per-gpu")
+    plan = make_plan(dataclasses.replace(topo, devices=devices), "per-gpu")
     assert [(r.cpus, [g.os for g in r.gpus]) for r in plan.ranks] == [
         ((0, 1), ["cuda0"]),
         ((2, 3), ["cuda2"]),

@@ -11,20 +11,15 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest_kernels import KIB_1G, KIB_2M, ensure_built, omp_env, require_root, reserved, thp_mode
+from conftest_kernels import KIB_1G, KIB_2M, omp_env, require_root, reserved, thp_mode
 
 from topobind import hugepages, kernels
 from topobind.errors import TopobindError
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("built_kernels")]
 
 STREAM_SMALL = ["--elements", "20M", "--trials", "5"]  # 3 x 160 MB = 458 MiB: one 1G page
 DGEMM_SMALL = ["--n", "1024", "--reps", "3"]  # 3 x 8 MiB
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _built() -> None:
-    ensure_built()
 
 
 def _strict_failure(name: str, args: list[str]) -> kernels.KernelError:

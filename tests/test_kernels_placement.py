@@ -7,21 +7,19 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest_kernels import ensure_built, omp_env
+from conftest_kernels import omp_env
 
 from topobind import kernels, results
 
-pytestmark = pytest.mark.skipif(
-    len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0),
-    reason="needs CPUs 0 and 1 in the affinity mask",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0),
+        reason="needs CPUs 0 and 1 in the affinity mask",
+    ),
+    pytest.mark.usefixtures("built_kernels"),
+]
 MPIRUN4 = "/usr/bin/mpirun"
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _built() -> None:
-    ensure_built()
 
 
 @pytest.mark.parametrize(("places", "cpus"), [("{0},{1}", [0, 1]), ("{1},{0}", [1, 0])])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest_kernels import ensure_built, omp_env
+from conftest_kernels import omp_env
 
 from topobind import kernels, results
 from topobind.errors import TopobindError
@@ -20,9 +20,7 @@ KERNELS = ["stream", "dgemm", "latency", "c2c", "whereami"]
 KSRC = Path(__file__).resolve().parents[1] / "kernels"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _built() -> None:
-    ensure_built()
+pytestmark = pytest.mark.usefixtures("built_kernels")
 
 
 @pytest.fixture(scope="module")

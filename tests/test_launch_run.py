@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helpers import TOPOBIND
 
 REPO = Path(__file__).resolve().parents[1]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
 RUN = str(REPO / "launchers" / "topobind-run")
 NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}

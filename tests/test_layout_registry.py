@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helpers import TOPOBIND
 from topo_sources import BETZY, TOPOLOGIES
 
 from topobind.errors import PlanError
@@ -25,7 +26,6 @@ from topobind.plan import plan_schema
 from topobind.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 
 
 def _help(*argv: str) -> str:
@@ -127,7 +127,7 @@ def test_a_new_layout_with_its_own_option_joins_by_one_registry_entry(
         options=(LayoutOption("--nth", "nth", "take every Nth core", type=int),),
     )
     monkeypatch.setattr(layouts, "REGISTRY", (*layouts.REGISTRY, extra))
-    parser = cli.build_parser("topobind.commands.topo")
+    parser = cli.build_parser(("topobind.commands.topo",))
     with pytest.raises(SystemExit):
         parser.parse_args(["plan", "--help"])
     shown = " ".join(capsys.readouterr().out.split())

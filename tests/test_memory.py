@@ -7,17 +7,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from topobind.commands.common import size_arg
 from topobind.emit.memory import numactl_script, srun_mem_bind
 from topobind.errors import PlanError, TopobindError
 from topobind.layouts import make_plan
-from topobind.memory import is_static, needs_step, plan_memory, size_arg, step_fields
+from topobind.memory import is_static, needs_step, plan_memory, step_fields
 from topobind.memstate import read_state, state_lines
 from topobind.plan import validate_plan_json
-from topobind.record import replace
 from topobind.topology import load
 
 REPO = Path(__file__).resolve().parents[1]

@@ -261,7 +261,7 @@ def test_rankfiles_on_real_machine(version: int, tmp_path: Path) -> None:
         pytest.skip("needs 2 cores")
     plan = make_plan(topo, "compact", ranks=2, threads=1)
     # Reverse the plan: rank 0 on the last core, rank 1 on the first.
-    from topobind.record import replace
+    from dataclasses import replace
 
     plan = replace(plan, ranks=(replace(plan.ranks[1], rank=0), replace(plan.ranks[0], rank=1)))
     launch = openmpi_argv(plan, version, rankfile_path=str(tmp_path / "rf"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,6 @@ from topobind.emit.omp import omp_env
 from topobind.emit.openmpi import openmpi_argv
 from topobind.layouts import make_plan
 from topobind.plan import Plan
-from topobind.record import replace
 from topobind.topology import load
 
 REPO = Path(__file__).resolve().parents[1]

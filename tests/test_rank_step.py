@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from cli_helpers import TOPOBIND
 from ompi_oracle import have_ompi4, have_ompi5, ompi5_map
 from topo_sources import SHARED
 
@@ -24,7 +25,6 @@ from topobind.topology import load, parse_xml
 REPO = Path(__file__).resolve().parents[1]
 RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
 CPUS = os.sched_getaffinity(0)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_helpers import TOPOBIND
 
 from topobind import calibration, sites, stats
 from topobind.hugepages import hugepages_status
@@ -27,7 +28,6 @@ from topobind.hugepages import hugepages_status
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 SMALL = [
     "-S", "elements=8M", "-S", "trials=10", "-S", "n=512", "-S", "reps=10",
     "-S", "sizes=16K,1M", "-S", "quick_n=960", "-S", "samples=3",

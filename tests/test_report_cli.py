@@ -15,7 +15,7 @@ SLOW = "gen-node0005:1.10,gen-node0017:1.13,gen-node0031:1.15"
 
 def topobind(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "topobind.cli", *args],
+        [sys.executable, "-m", "topobind", *args],
         capture_output=True,
         text=True,
         timeout=300,

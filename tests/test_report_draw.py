@@ -87,7 +87,7 @@ def test_draws_real_machines(xml: Path) -> None:
 def test_cli(tmp_path: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "topobind.cli", "draw", "-t", EPYC, *args],
+            [sys.executable, "-m", "topobind", "draw", "-t", EPYC, *args],
             capture_output=True,
             text=True,
             timeout=120,
@@ -165,7 +165,7 @@ def test_cli_refuses_unknown_output_types(
 ) -> None:
     out = tmp_path / name
     proc = subprocess.run(
-        [sys.executable, "-m", "topobind.cli", "draw", "-t", EPYC, "-l", "per-l3",
+        [sys.executable, "-m", "topobind", "draw", "-t", EPYC, "-l", "per-l3",
          "-o", str(out), *extra],
         capture_output=True,
         text=True,
@@ -181,7 +181,7 @@ def test_cli_refuses_unknown_output_types(
 def test_cli_writes_text_and_png_by_extension(tmp_path: Path) -> None:
     for name in ("plan.txt", "PLAN.PNG"):
         proc = subprocess.run(
-            [sys.executable, "-m", "topobind.cli", "draw", "-t", EPYC, "-l", "per-numa",
+            [sys.executable, "-m", "topobind", "draw", "-t", EPYC, "-l", "per-numa",
              "-o", str(tmp_path / name)],
             capture_output=True,
             text=True,

@@ -24,7 +24,7 @@ from topobind.report.reader import MAX_FILE_BYTES, read_results
 def topobind(*args: str) -> subprocess.CompletedProcess[str]:
     # the timeout is the hang detector: a report of two hosts takes seconds
     return subprocess.run(
-        [sys.executable, "-m", "topobind.cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "topobind", *args], capture_output=True, text=True, timeout=120
     )
 
 

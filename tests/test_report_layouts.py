@@ -36,7 +36,7 @@ GEN_NODE = load("synthetic:" + TOPOLOGY)
 
 def topobind(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "topobind.cli", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "topobind", *args], capture_output=True, text=True, timeout=300
     )
 
 

@@ -45,7 +45,7 @@ def test_report_on_real_stream_runs(tmp_path: Path) -> None:
     docs = [json.loads(p.read_text()) for p in sorted(results.glob("*.json"))]
     report = tmp_path / "report"
     proc = subprocess.run(
-        [sys.executable, "-m", "topobind.cli", "report", str(results), "-o", str(report),
+        [sys.executable, "-m", "topobind", "report", str(results), "-o", str(report),
          "--warmup", "1"],
         capture_output=True,
         text=True,

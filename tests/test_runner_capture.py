@@ -1,4 +1,4 @@
-"""runner.capture: the short tools of start-up (hwloc's lstopo), run without subprocess."""
+"""runner.capture: the short tools a plan runs (hwloc's lstopo), with a timeout."""
 
 from __future__ import annotations
 

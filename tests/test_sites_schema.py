@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_helpers import TOPOBIND
 
 from topobind import sites
 
 REPO = Path(__file__).resolve().parents[1]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 REFRAME = str(REPO / ".venv" / "bin" / "reframe")
 SHIPPED = ["betzy", "epyc9755", "local", "stampede2-skx"]
 

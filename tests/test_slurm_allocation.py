@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_helpers import TOPOBIND
 from slurm_helpers import (
     FINAL_STATES,
     CompletedJob,
@@ -40,7 +41,6 @@ from topobind.topology import load
 from topobind.verify import Observed, compare
 
 REPO = Path(__file__).resolve().parents[1]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
 RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
 NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}

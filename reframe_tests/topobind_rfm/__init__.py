@@ -178,7 +178,7 @@ def topobind_cmd() -> str:
     exe = Path(sys.executable).parent / "topobind"
     if exe.exists():
         return shlex.quote(str(exe))
-    return f"{shlex.quote(sys.executable)} -m topobind.cli"
+    return f"{shlex.quote(sys.executable)} -m topobind"
 
 
 def python_cmd() -> str:

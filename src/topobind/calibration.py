@@ -26,6 +26,7 @@ process tree (ReFrame and the jobs it ran on this host).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 import re
@@ -34,6 +35,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from topobind import stats
 from topobind.errors import TopobindError
@@ -223,7 +226,6 @@ def tolerance_rule(floor: float) -> str:
 # --------------------------------------------------------------------------- node
 def node_from(testcases: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The node's counts as the NodeCheck's ``topobind show`` saw them."""
-    import json
 
     for tc in reversed(testcases):
         if tc.get("name") == "NodeCheck" and tc.get("result") == "pass":
@@ -329,7 +331,6 @@ class CalibrationRun:
 
 
 def references_yaml(cal: CalibrationRun) -> str:
-    import yaml
 
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     date = now.strftime("%Y-%m-%dT%H:%M:%SZ")

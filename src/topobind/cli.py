@@ -1,88 +1,83 @@
-"""The ``topobind`` command: thin front end over the engine modules.
+"""The ``topobind`` command: one argparse parser over the command modules.
 
-Each subcommand lives in the module that owns its concept and exposes
-``add_subparser(subparsers)``; that function registers the parser and sets
-``func`` (a callable taking the parsed namespace and returning an exit status).
+Each command lives in a module of ``topobind.commands`` that exposes
+``add_subparser(subparsers)``; that function registers the command's parser and sets
+``func`` (a callable taking the parsed namespace and returning an exit status). A command
+line naming a command imports only that command's module (a plan in a job script loads no
+report or ReFrame code); ``topobind --help`` and unknown commands build the whole parser.
 """
 
 from __future__ import annotations
 
-import gc
+import argparse
+import importlib
 import os
 import sys
+from collections.abc import Sequence
+from typing import NoReturn
 
+from topobind import __version__
 from topobind.errors import TopobindError
 
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    import argparse
-    from collections.abc import Sequence
-
-# Modules that provide subcommands, in the order --help lists them.
-SUBCOMMAND_MODULES: tuple[str, ...] = (
-    "topobind.commands.topo",  # show, plan
-    "topobind.commands.run",  # run, env, verify
-    "topobind.commands.spack",  # spack check, spack externals
-    "topobind.commands.report",  # report
-    "topobind.commands.draw",  # draw
-    "topobind.commands.bench",  # bench
-    "topobind.commands.site",  # site list, site check
-    "topobind.commands.validate",  # validate, calibrate
-)
-
-
-# Commands that job scripts call on every launch: their parser is built alone, so a plan
-# does not pay for importing the report/ReFrame modules (see `make bench-plan`).
-FAST_COMMANDS: dict[str, str] = {
+#: the module that declares each command, in the order --help lists them
+COMMANDS: dict[str, str] = {
     "show": "topobind.commands.topo",
     "plan": "topobind.commands.topo",
+    "run": "topobind.commands.run",
     "env": "topobind.commands.run",
+    "verify": "topobind.commands.run",
+    "spack": "topobind.commands.spack",
+    "report": "topobind.commands.report",
+    "draw": "topobind.commands.draw",
+    "bench": "topobind.commands.bench",
+    "site": "topobind.commands.site",
+    "validate": "topobind.commands.validate",
+    "calibrate": "topobind.commands.validate",
 }
 
+#: every module that declares commands, each once, in --help order
+SUBCOMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 
-# Fast commands whose usual command lines are parsed without argparse (topobind.quickargs).
-QUICK_COMMANDS: tuple[str, ...] = ("show", "plan")
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with the project's error form: one line, naming the argument and where the
+    help is (argparse's own form prints the whole usage first), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"topobind: error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The argparse parser of every command, or of the commands of module ``only``."""
-    from topobind.cliparse import build_parser as build
+def build_parser(modules: Sequence[str] = SUBCOMMAND_MODULES) -> argparse.ArgumentParser:
+    """The parser of the commands that ``modules`` declare (``add_subparser``)."""
+    parser = OneLineParser(
+        prog="topobind",
+        description=(
+            "Topology-aware binding for HPC jobs: detect the node (hwloc), plan a layout, "
+            "emit OMP_*/mpirun/srun flags, run and verify kernels, report."
+        ),
+        epilog="Run 'topobind COMMAND --help' for the options and examples of each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"topobind {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in modules:
+        importlib.import_module(name).add_subparser(subparsers)
+    return parser
 
-    return build((only,) if only else SUBCOMMAND_MODULES)
+
+def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser for ``argv``: its command's module alone when it names a known command."""
+    module = COMMANDS.get(argv[0]) if argv else None
+    return build_parser((module,) if module else SUBCOMMAND_MODULES)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: the process's arguments), run the command, return its exit
+    status; a :class:`TopobindError` becomes one stderr line and its status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    fast = bool(argv) and argv[0] in FAST_COMMANDS
-    if fast:  # a plan makes ~10^4 objects and no garbage cycles: no collector passes
-        gc.disable()
-    try:
-        return _dispatch(argv)
-    finally:
-        if fast:
-            gc.enable()
-
-
-def _parse(argv: list[str]) -> argparse.Namespace | None:
-    """The parsed command line (None: print the help). show and plan try the argparse-free
-    parser first (:mod:`topobind.quickargs`); argparse takes whatever it does not."""
-    if argv and argv[0] in QUICK_COMMANDS:
-        from topobind.quickargs import parse
-
-        quick = parse(argv, FAST_COMMANDS[argv[0]])
-        if quick is not None:
-            return quick  # type: ignore[return-value]
-    parser = build_parser(FAST_COMMANDS.get(argv[0]) if argv else None)
+    parser = parser_for(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return None
-    return args
-
-
-def _dispatch(argv: list[str]) -> int:
-    args = _parse(argv)
-    if args is None:
         return 2
     try:
         return int(args.func(args))
@@ -93,24 +88,26 @@ def _dispatch(argv: list[str]) -> int:
             print(f"topobind: {exc.summary}", file=sys.stderr)
         return exc.exit_status
     except BrokenPipeError:
+        _reader_gone()
         return 0
 
 
-def entry() -> None:
-    """The ``topobind`` command (pyproject's console script): :func:`main`, then exit.
+def _reader_gone() -> None:
+    """The reader of our output left (``topobind plan | head``): send what is left of stdout
+    to /dev/null, so the flush at exit does not fail again (the recipe in Python's signal
+    documentation)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
-    After the commands job scripts call on every launch (show, plan, env), it flushes the
-    output and leaves with ``os._exit``: Python's teardown of every module and object would
-    add about 6 % to a plan (``make bench-plan``), and these commands leave no temporary
-    file, thread or exit handler behind."""
+
+def entry() -> None:
+    """The ``topobind`` command (pyproject's console script)."""
     status = main()
-    if len(sys.argv) > 1 and sys.argv[1] in FAST_COMMANDS:
-        for stream in (sys.stdout, sys.stderr):
-            try:  # (not contextlib.suppress: importing contextlib costs start-up time)  # noqa: SIM105
-                stream.flush()
-            except (BrokenPipeError, ValueError):  # the reader is gone (| head), or closed
-                pass
-        os._exit(status)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_gone()
     sys.exit(status)
 
 

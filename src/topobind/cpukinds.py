@@ -8,8 +8,9 @@ logical indexes (rankfiles) and OS indexes (masks) stay those of the node.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from topobind.errors import PlanError
-from topobind.record import replace
 from topobind.topology import Core, Topology, format_list
 
 CHOICES = ("performance", "efficiency", "all")

@@ -15,13 +15,11 @@ or DRM (``card0``) gets its position among the vendor's GPUs in PCI order.
 
 from __future__ import annotations
 
-from topobind.record import record
+from collections.abc import Callable
+from dataclasses import dataclass
 
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from topobind.hwloc_xml import Attrs, OsDevice
+from topobind.bitmap import parse_hwloc_bitmap
+from topobind.hwloc_xml import Attrs, OsDevice
 
 #: PCI vendor id -> (vendor name, the variable that selects the devices a process sees)
 GPU_VENDORS: dict[str, tuple[str, str]] = {
@@ -36,8 +34,6 @@ _NATIVE = {"1002": ("rsmi",), "10de": ("cuda", "nvml"), "8086": ("ze",)}
 #: DRM devices (cardN, renderDN) of a compute-GPU PCI class (3D controller, other display)
 _DRM_PREFIXES = ("card", "renderD")
 _GPU_CLASSES = ("0302", "0380")
-# Device names are matched with string methods, not regular expressions: the start-up of
-# 'topobind plan' imports no 're' (make bench-plan).
 
 
 def _numbered(name: str, prefix: str) -> int | None:
@@ -83,7 +79,7 @@ _NIC_KINDS: tuple[tuple[str, Callable[[str], bool]], ...] = (
 _NIC_CLASSES = ("0200", "0207", "0280", "0c06")  # Ethernet, InfiniBand, other network, IB (old)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Gpu:
     """One physical GPU. ``pus``/``numa``: its locality (usable OS PU indexes, NUMA OS
     indexes); ``near``: the hwloc type of the object that locality comes from."""
@@ -105,7 +101,7 @@ class Gpu:
         return GPU_VENDORS[self.vendor][1] if self.vendor in GPU_VENDORS else None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Nic:
     os: str  # preferred name: the OpenFabrics device (mlx5_0) over its IP interface (ib0)
     names: tuple[str, ...]
@@ -117,13 +113,13 @@ class Nic:
     near: str
 
 
-@record
+@dataclass(frozen=True)
 class Devices:
     gpus: tuple[Gpu, ...] = ()
     nics: tuple[Nic, ...] = ()
 
 
-@record(frozen=False)
+@dataclass
 class _OsDev:
     name: str
     subtype: str
@@ -198,8 +194,6 @@ class _Locality:
     """Turns an anchor element into (usable PUs, NUMA nodes)."""
 
     def __init__(self, usable: set[int], numa: set[int]) -> None:
-        from topobind.bitmap import parse_hwloc_bitmap
-
         self.parse = parse_hwloc_bitmap
         self.usable = usable
         self.numa = numa

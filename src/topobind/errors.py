@@ -1,7 +1,9 @@
 """The exception types the CLI turns into a one-line error and an exit status (2 unless
-the error says otherwise)."""
+the error says otherwise), and :func:`plural`, the wording of counts in messages."""
 
 from __future__ import annotations
+
+import difflib
 
 
 class TopobindError(Exception):
@@ -72,3 +74,14 @@ class Interrupted(TopobindError):
     def __init__(self, signum: int, name: str, during: str) -> None:
         super().__init__(f"interrupted ({name}) {during}")
         self.exit_status = 128 + signum
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``plural(1, "group")`` -> "1 group"; ``plural(3, "group")`` -> "3 groups"."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def did_you_mean(given: str, choices: list[str] | tuple[str, ...]) -> str:
+    """`` (did you mean 'srun'?)`` for a close choice, else ``""``."""
+    close = difflib.get_close_matches(given, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

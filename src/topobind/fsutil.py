@@ -1,10 +1,13 @@
-"""Atomic file output: a reader never sees a half-written file."""
+"""Files: atomic output (a reader never sees a half-written file) and the package's own JSON
+schemas (``schemas/*.json``, package data)."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def _umask() -> int:
@@ -34,3 +37,13 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Text twin of :func:`atomic_write_bytes` (UTF-8)."""
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+#: the package's JSON schemas (pyproject's package data), beside this module
+SCHEMAS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas")
+
+
+def package_schema(name: str) -> Any:
+    """The JSON schema ``schemas/NAME`` of the package (``plan.schema.json``...)."""
+    with open(os.path.join(SCHEMAS_DIR, name), encoding="utf-8") as f:
+        return json.load(f)

@@ -11,6 +11,7 @@ hpcc is linked against OpenMPI 4 (``libmpi.so.40``), so it runs under ``/usr/bin
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import os
 import re
@@ -278,7 +279,6 @@ def _pages_doc(pages: str, report: Path | None) -> Pages | None:
     reports = sorted(report.parent.glob(report.name.replace("{rank}", "*"))) if report else []
     kibs: list[int] = []
     allocs = 0
-    import json
 
     for path in reports:
         doc = json.loads(path.read_text())

@@ -12,14 +12,11 @@ and the text of NUMA distance matrices.
 from __future__ import annotations
 
 import pyexpat
+from collections.abc import Callable
+from typing import Any
 
 from topobind.bitmap import MAX_OS_INDEX
 from topobind.errors import TopologyError
-
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
 
 #: An element's attributes, as pyexpat gives them.
 Attrs = dict[str, str]

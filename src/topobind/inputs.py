@@ -6,15 +6,13 @@ the input and says what to give instead.
 
 from __future__ import annotations
 
+import argparse
 import os
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from topobind.errors import TopobindError
-from topobind.record import record
-
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 #: Most digits a count may have before it is even converted (``int`` of a 5000-digit string
 #: raises; of a 4000-digit one costs time): 9 digits hold every count topobind accepts.
@@ -27,8 +25,7 @@ _HOST_CHARS = _HOST_ENDS | {".", "-"}
 
 
 def _is_host(text: str) -> bool:
-    """1 to 254 of [A-Za-z0-9_.-], starting and ending with none of '.-' (no regular
-    expression: the start-up of 'topobind plan' imports no 're')."""
+    """1 to 254 of [A-Za-z0-9_.-], starting and ending with none of '.-'."""
     return (
         0 < len(text) <= 254
         and text[0] in _HOST_ENDS
@@ -53,8 +50,6 @@ def count_arg(flag: str, lo: int = 1, hi: int = 1 << 20) -> Callable[[str], int]
         try:
             return whole_number(text, flag, lo, hi)
         except TopobindError as exc:
-            import argparse  # (a bad value: argparse prints the message)
-
             raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag} ")) from exc
 
     parse.__name__ = flag  # argparse names the type in some messages
@@ -76,12 +71,10 @@ def host_arg(text: str) -> str:
     try:
         return host_name(text)
     except TopobindError as exc:
-        import argparse  # (a bad value: argparse prints the message)
-
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--host ")) from exc
 
 
-@record
+@dataclass(frozen=True)
 class InputFile:
     """A kind of input file: ``what`` it is (named in every refusal), its size limit, the
     ``fix`` each refusal ends with (what to give instead) and the error type raised."""

@@ -6,7 +6,6 @@ program. :mod:`topobind.commands.run` parses the options and prints."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import errno
 import os
@@ -17,8 +16,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from topobind import pernode
 from topobind.errors import CannotRun, ProbeFailed, TopobindError
 from topobind.interrupt import stop_on_signals
+from topobind.kernels import find_kernel
 from topobind.launch import (
     JobShape,
     Launch,
@@ -31,9 +32,12 @@ from topobind.launch import (
 )
 from topobind.memory import needs_step
 from topobind.memverify import ProbeRow, probe_rows
+from topobind.pernode import check_env_per_node, compare_per_node
 from topobind.plan import Plan, PlannedRank
+from topobind.request import PlanRequest
 from topobind.runner import run_process
 from topobind.samples import explain, judged_threads, read_sample_files
+from topobind.topology import load
 from topobind.verify import Row, compare, parse_probe_output
 from topobind.verify_devices import EnvRow, check_env
 
@@ -91,16 +95,15 @@ def dry_run_dir() -> str:
     return workdir() if slurm_nodes() > 1 else tempfile.mkdtemp(prefix="topobind-dry-run-")
 
 
-def node_groups(args: argparse.Namespace) -> list[NodePlan] | None:
+def node_groups(req: PlanRequest, launcher: str | None = None) -> list[NodePlan] | None:
     """Plans per group of nodes when the job holds different shares of its nodes (see
-    :mod:`topobind.pernode`); None on one node or when one plan fits every node."""
+    :mod:`topobind.pernode`); None on one node or when one plan fits every node.
+    ``launcher``: the --launcher asked for (none runs one process: refused on several nodes)."""
     if not in_slurm() or slurm_nodes() < 2:
         return None
-    from topobind import pernode
-    from topobind.topology import load
 
-    groups = pernode.plans(args, load(args.topology))
-    if groups is not None and getattr(args, "launcher", None) == "none":
+    groups = pernode.plans(req, load(req.topology))
+    if groups is not None and launcher == "none":
         raise TopobindError("--launcher none runs one process; the job spans several nodes")
     return groups
 
@@ -151,7 +154,6 @@ def program_path(name: str) -> str | None:
 
 def probe(kernel: str = "whereami") -> str:
     """The placement probe (kernels/bin/whereami; an MPI program's: whereami-mpi-NAME)."""
-    from topobind.kernels import find_kernel
 
     try:
         return str(find_kernel(kernel))
@@ -207,7 +209,6 @@ def verify_first(plan: Plan, job: Job) -> Verdict:
 
 def verify_groups(groups: Sequence[NodePlan], job: Job) -> Verdict:
     """The probe in the program's place, each group's ranks against its own plan."""
-    from topobind.pernode import check_env_per_node, compare_per_node
 
     out = probe_output(job)
     rows = compare_per_node(groups, parse_probe_output(out))
@@ -231,8 +232,6 @@ def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> list[Row]:
     samples = read_sample_files(_sample_files(job.workdir))
     observed = judged_threads(samples)  # each rank's program, without its wrappers
     if groups:
-        from topobind.pernode import compare_per_node
-
         return explain(compare_per_node(groups, observed, match_threads=True), samples)
     planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
     return explain(compare(planned, observed, nnodes=job.launch.nodes, match_threads=True), samples)

@@ -6,24 +6,16 @@ ints are joined directly; anything else is the encoder's one-line form."""
 
 from __future__ import annotations
 
+import json
 from itertools import chain
-
-try:  # json's C escaper, without importing json (its decoder compiles patterns at import)
-    from _json import encode_basestring_ascii as _string
-except ImportError:  # (a Python without the accelerator)
-    from json.encoder import encode_basestring_ascii as _string
-
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    from typing import Any
+from json.encoder import encode_basestring_ascii as _string
+from typing import Any
 
 _CONSTANTS = {True: "true", False: "false", None: "null"}
 
 
 def _one_line(value: Any) -> str:
     """json's own one-line text, for what :func:`_flat` leaves (floats, nested mixtures)."""
-    import json
-
     return json.dumps(value, separators=(", ", ": "))
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from topobind.errors import TopobindError
 from topobind.results import Result, load_result
+from topobind.runner import run_process
 
 HUGEPAGE_SHIM = "libtbhugepages.so"
 
@@ -105,7 +106,6 @@ def run_kernel_raw(
 
     ``env`` entries override the current environment; a value of None removes the variable.
     """
-    from topobind.runner import run_process
 
     exe = find_kernel(name)
     argv = (*launcher, str(exe), *args)

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from topobind import launchers, slurm
 from topobind.emit.omp import omp_env, rank_env
 from topobind.errors import TopobindError
+from topobind.fsutil import atomic_write_text
+from topobind.kernels import find_kernel
 from topobind.launchers.base import Launch
 from topobind.plan import Plan, RankPlan
 from topobind.topology import Topology, format_list
@@ -302,8 +304,6 @@ def group_rank_file(shape: JobShape, k: int) -> str:
 
 
 def rank_step_argv(shape: JobShape, rank_file: str | None = None) -> list[str]:
-    from topobind.kernels import find_kernel
-
     try:
         exe = find_kernel("rankexec")
     except TopobindError as exc:
@@ -391,7 +391,6 @@ def mpirun_argv_groups(
 
 def write_files(launch: Launch) -> None:
     """Write the launch's files (rankfile, per-rank step file), readable by the user only."""
-    from topobind.fsutil import atomic_write_text
 
     for path, text in launch.files:
         atomic_write_text(path, text)

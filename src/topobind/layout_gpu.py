@@ -17,18 +17,33 @@ nearest to both (docs/gpu.md).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from topobind.devices import Gpu, Nic
 from topobind.errors import PlanError
-from topobind.gpu_options import ORDERS, RESERVES, GpuOptions
-from topobind.record import record
 from topobind.topology import Core, Topology, format_list
 
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    from collections.abc import Sequence
+#: per-gpu's help in the layout registry
+GPU_HELP = (
+    "one rank per GPU (--gpus-per-rank G), threads on the cores local to it, with its NIC; "
+    "--reserve, --order gpu|cpu"
+)
+RESERVES = ("none", "first-core-per-l3", "first-core-per-numa")
+ORDERS = ("gpu", "cpu")
 
 
-@record
+@dataclass(frozen=True)
+class GpuOptions:
+    """The per-gpu layout's options: what the layout registry offers on the command line."""
+
+    gpus_per_rank: int = 1
+    reserve: str = "none"
+    order: str = "gpu"
+
+
+@dataclass(frozen=True, slots=True)
 class GpuRank:
     """One rank of the layout: its slots (OS PU tuples, one per thread) and devices."""
 
@@ -38,7 +53,7 @@ class GpuRank:
     nic: Nic | None
 
 
-@record(frozen=False)
+@dataclass
 class _Domain:
     cores: list[Core]
     gpus: list[Gpu]
@@ -198,7 +213,6 @@ def _preset_variables(topo: Topology, gpus: Sequence[Gpu]) -> list[str]:
     CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES): the plan's per-rank values replace the
     variable. Live: the runtime renumbers the job's GPUs from 0, the plan numbers the node's;
     a topology file: the plan numbers the GPUs of that file, whatever the variable says."""
-    import os
 
     names = sorted({g.variable for g in gpus if g.variable and g.variable in os.environ})
     if topo.source != "live":

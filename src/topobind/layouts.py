@@ -8,27 +8,24 @@ the exact semantics and pictures.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
 from topobind import cpukinds
 from topobind.errors import PlanError, TopobindError
-from topobind.gpu_options import GPU_HELP, ORDERS, RESERVES, GpuOptions
 from topobind.inputs import count_arg, whole_number
+from topobind.layout_gpu import GPU_HELP, ORDERS, RESERVES, GpuOptions, assign, rank_env
 from topobind.plan import Plan, RankPlan
-from topobind.record import field, record, replace
 from topobind.topology import Core, Topology, format_list
 
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
-    from typing import Any
 
-
-@record
+@dataclass(frozen=True, slots=True)
 class Slot:
     core: Core
     place: tuple[int, ...]  # OS PU indexes
 
 
-@record
+@dataclass(frozen=True)
 class Request:
     layout: str
     ranks: int | None = None
@@ -266,12 +263,10 @@ def l3_groups(topo: Topology, req: Request, size: int) -> list[list[Slot]]:
 #: Largest N of ``l3-groups:N`` (and of any numeric layout parameter): more than any node's PUs.
 MAX_LAYOUT_PARAMETER = 1 << 20
 
-
-if TYPE_CHECKING:
-    Planner = Callable[[Topology, Request], list[list[Slot]]]
+Planner = Callable[[Topology, Request], list[list[Slot]]]
 
 
-@record
+@dataclass(frozen=True)
 class LayoutOption:
     """A command-line option that only some layouts read (``--gpus-per-rank N`` ...).
     :func:`topobind.commands.common.add_layout_args` adds it to every planning command; the
@@ -284,7 +279,7 @@ class LayoutOption:
     type: Callable[[str], object] = str
 
 
-@record
+@dataclass(frozen=True)
 class Layout:
     """One layout of the vocabulary: the CLI, its help, the plan schema and docs/layouts.md
     all derive from (or are tested against) :data:`REGISTRY`."""
@@ -418,7 +413,7 @@ def parse_layout(text: str) -> tuple[Layout, int | None]:
     layout = next((lay for lay in REGISTRY if lay.name == name), None)
     if layout is None:
         shown = text if len(text) <= 60 else text[:60] + "..."
-        from topobind.words import did_you_mean
+        from topobind.errors import did_you_mean
 
         hint = did_you_mean(name, [lay.name for lay in REGISTRY])
         raise PlanError(f"unknown layout {shown!r}{hint}; choose one of: {layout_names()}")
@@ -438,24 +433,6 @@ def parse_layout(text: str) -> tuple[Layout, int | None]:
         ) from None
 
 
-def plan_for_options(topo: Topology, args: Any, ranks: int | None) -> Plan:
-    """:func:`make_plan` as a planning command's options ask (``--layout``, ``--threads``,
-    ``--smt``, ``--cpukind`` and the per-layout options) with ``ranks`` given apart (the
-    command's ``--ranks``, or the allocation's tasks on a node): every command that plans,
-    once per node or per group of nodes, plans through here."""
-    dests = {opt.dest for layout in REGISTRY for opt in layout.options}
-    options = {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
-    return make_plan(
-        topo,
-        args.layout,
-        ranks=ranks,
-        threads=args.threads,
-        smt=args.smt,
-        cpukind=getattr(args, "cpukind", "performance"),
-        options=options,
-    )
-
-
 def one_rank_per_domain(layout: str) -> bool:
     """True for a layout that sets its own rank count (``l3-groups:N`` for any N)."""
     return parse_layout(layout)[0].one_rank_per_domain
@@ -470,9 +447,25 @@ def make_plan(
     cpukind: str = "performance",
     options: Mapping[str, object] | None = None,
 ) -> Plan:
-    """The plan of ``layout``; ``cpukind``: which kind of cores to plan on (topobind.cpukinds);
-    ``options``: the per-layout options given (``LayoutOption.dest`` -> value)."""
+    """The plan of ``layout`` (``NAME[:N]``); ``cpukind``: which kind of cores to plan on
+    (topobind.cpukinds); ``options``: the per-layout options given (``LayoutOption.dest`` ->
+    value)."""
     spec, parameter = parse_layout(layout)
+    return plan_layout(topo, spec, parameter, ranks, threads, smt, cpukind, options)
+
+
+def plan_layout(
+    topo: Topology,
+    spec: Layout,
+    parameter: int | None,
+    ranks: int | None = None,
+    threads: int | None = None,
+    smt: bool = False,
+    cpukind: str = "performance",
+    options: Mapping[str, object] | None = None,
+) -> Plan:
+    """:func:`make_plan` of a layout already parsed (``parameter``: the N of ``NAME:N``)."""
+    layout = spec.name + ("" if parameter is None else f":{parameter}")
     req = Request(layout, ranks, threads, smt, parameter, dict(options or {}))
     foreign = sorted(set(req.options) - {o.dest for o in spec.options})
     if foreign:
@@ -512,7 +505,6 @@ def gpu_plan(
     full: Topology, view: Topology, req: Request, opts: GpuOptions, notes: list[str]
 ) -> Plan:
     """The per-gpu layout (topobind.layout_gpu) as a Plan of the whole topology ``full``."""
-    from topobind.layout_gpu import assign, rank_env
 
     ranks, more = assign(full, view.cores, req.ranks, req.threads, req.smt, opts)
     rank_plans = []

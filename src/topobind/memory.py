@@ -20,16 +20,21 @@ The per-rank step (``kernels/rankexec.c``) applies the placement from its step-f
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from topobind.errors import PlanError, TopobindError
+from topobind.memstate import (
+    Pool,
+    _int,
+    allowed_nodes,
+    memory_nodes,
+    page_label,
+    pool_file,
+    pool_sizes,
+    read_pools,
+)
 from topobind.plan import MemoryPlacement, Plan, RankPlan
-from topobind.record import replace
 from topobind.topology import format_list
-
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    import argparse
-
-    from topobind.memstate import Pool
 
 POLICIES = ("local", "bind", "interleave", "preferred", "none")
 PAGES = ("1G", "2M", "thp", "4k", "auto")
@@ -38,45 +43,6 @@ HUGE_KIB = {"1G": 1 << 20, "2M": 2048}
 #: the shim serves allocations of at least this many bytes (TOPOBIND_HUGE_MIN's default)
 SHIM_MIN_BYTES = 64 << 20
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def size_arg(text: str) -> int:
-    """``--pages-min SIZE``: bytes, or a number with K, M, G or T (powers of 1024)."""
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    unit = t[-1:] if t[-1:] in SIZE_UNITS and t[-1:] else ""
-    digits = t[: len(t) - len(unit)]
-    if not digits.isdigit() or len(digits) > 12 or int(digits) == 0:
-        import argparse
-
-        raise argparse.ArgumentTypeError(
-            f"{text[:40]!r} is not a size: give bytes or a number with K, M, G (e.g. 512M)"
-        )
-    return int(digits) * SIZE_UNITS[unit]
-
-
-def add_memory_args(parser: argparse.ArgumentParser) -> None:
-    """``--mem``, ``--pages``, ``--pages-min`` (plan, run, env, verify, draw)."""
-    parser.add_argument(
-        "--mem",
-        choices=POLICIES,
-        default="local",
-        help="memory policy of each rank over its NUMA nodes: local (default: bind on one "
-        "node, interleave over several), bind, interleave, preferred, none (kernel default)",
-    )
-    parser.add_argument(
-        "--pages",
-        choices=PAGES,
-        default="thp",
-        help="page size of the program's large allocations: 1G, 2M (hugetlb, through the "
-        "shim libtbhugepages.so), thp (default: the kernel's), 4k (THP off), auto (the "
-        "largest whose free pool holds --pages-min)",
-    )
-    parser.add_argument(
-        "--pages-min",
-        type=size_arg,
-        metavar="SIZE",
-        help="memory each rank needs on large pages (e.g. 4G): the pools must hold it",
-    )
 
 
 def rank_placement(plan: Plan, rank: RankPlan, mem: str, pages: str = "thp") -> MemoryPlacement:
@@ -119,19 +85,7 @@ def plan_memory(
     return replace(plan, ranks=ranks, notes=(*plan.notes, *notes))
 
 
-def plan_from_args(plan: Plan, args: argparse.Namespace) -> Plan:
-    """:func:`plan_memory` with the command's ``--mem``/``--pages``/``--pages-min``."""
-    return plan_memory(
-        plan,
-        getattr(args, "mem", "local") or "local",
-        getattr(args, "pages", "thp") or "thp",
-        getattr(args, "pages_min", None),
-    )
-
-
 def _balancing_note(root: str) -> list[str]:
-    from topobind.memstate import _int
-
     if _int(f"{root.rstrip('/')}/proc/sys/kernel/numa_balancing") not in (None, 0):
         return [
             "kernel.numa_balancing is 1: bound pages stay on their nodes, but the kernel "
@@ -148,8 +102,6 @@ def _page_choice(
     """The page size for every rank: ``pages`` checked against the pools, or ``auto``'s."""
     if pages in ("4k", "thp"):
         return pages
-    from topobind.memstate import page_label, pool_file, pool_sizes, read_pools  # (lean start)
-
     sizes = pool_sizes(root) if live else []
     if not live:
         if pages == "auto":
@@ -260,8 +212,6 @@ def check_here(plan: Plan, program: str | None = None, root: str = "/") -> None:
     """Before a launch on this host: every planned NUMA node exists here, has memory and is
     allowed to this job (its cpuset's ``Mems_allowed_list``), and a program that needs the
     shim is a dynamic executable (the shim cannot reach a static one)."""
-    from topobind.memstate import allowed_nodes, memory_nodes
-
     planned = sorted(
         {n for r in plan.ranks if r.memory and r.memory.policy != "none" for n in r.memory.nodes}
     )

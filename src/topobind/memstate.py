@@ -20,8 +20,9 @@ Every function takes ``root`` (default "/") so tests can give a prepared tree.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-from topobind.record import record
+from topobind.topology import parse_list
 
 #: NUMA nodes read at most (the kernel's MAX_NUMNODES on x86-64 is 1024).
 MAX_NODES = 1024
@@ -67,7 +68,7 @@ def page_label(kib: int) -> str:
     return f"{kib}k"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Pool:
     """One NUMA node's hugetlb pool of one page size."""
 
@@ -117,7 +118,7 @@ def pool_file(node: int, size_kib: int) -> str:
     return f"/sys/devices/system/node/node{node}/hugepages/hugepages-{size_kib}kB/nr_hugepages"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MemState:
     """The settings that decide what a memory policy and a page size really give."""
 
@@ -181,8 +182,6 @@ def allowed_nodes(root: str = "/") -> tuple[int, ...] | None:
         return None
     for line in text.splitlines():
         if line.startswith("Mems_allowed_list:"):
-            from topobind.topology import parse_list
-
             try:
                 return tuple(parse_list(line.split(":", 1)[1].strip()))
             except ValueError:
@@ -192,8 +191,6 @@ def allowed_nodes(root: str = "/") -> tuple[int, ...] | None:
 
 def memory_nodes(root: str = "/") -> tuple[int, ...]:
     """The NUMA nodes that have memory (/sys/devices/system/node/has_memory)."""
-    from topobind.topology import parse_list
-
     text = read_small(os.path.join(root, "sys/devices/system/node/has_memory"), 4096)
     try:
         return tuple(parse_list(text.strip())) if text and text.strip() else tuple(node_dirs(root))

@@ -16,27 +16,25 @@ probe's report or the running program's samples), and the group ``topobind env``
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from topobind import slurm
+from topobind import request, slurm
 from topobind.errors import TopobindError
 from topobind.launch import JobShape, NodePlan, job_env
-from topobind.layouts import one_rank_per_domain, plan_for_options
 from topobind.plan import PlannedRank
-from topobind.record import replace as record_replace
+from topobind.request import PlanRequest
 from topobind.topology import Topology, format_list, live_whole_xml, node_cores, parse_xml
 from topobind.verify import Observed, Row, compare
 from topobind.verify_devices import EnvRow, check_env
 
 
-def plans(args: argparse.Namespace, topo: Topology) -> list[NodePlan] | None:
+def plans(req: PlanRequest, topo: Topology) -> list[NodePlan] | None:
     """One plan per share of the job's nodes; None when every node holds the same share (one
-    plan fits all), outside Slurm, or when TOPOBIND_IGNORE_ALLOCATION_TASKS=1."""
-    if os.environ.get("TOPOBIND_IGNORE_ALLOCATION_TASKS") == "1":
+    plan fits all), outside Slurm, or for a request that does not follow the allocation."""
+    if not req.follow_allocation:
         return None
     shares = slurm.node_shares()
     if shares is None or len(shares) < 2:
@@ -54,19 +52,17 @@ def plans(args: argparse.Namespace, topo: Topology) -> list[NodePlan] | None:
     warnings = _numbering_warnings(whole, topo.source, shares)
     out: list[NodePlan] = []
     for share in shares:
-        ranks = args.ranks
-        if ranks is None and not one_rank_per_domain(args.layout):
-            ranks = share.tasks
+        ranks = req.ranks_for(share.tasks)
         host = share.hosts[0]
         cpus = slurm.machine_cpus(cores, share.slurm_cpus, share.threads_per_core, host)
         where = describe(share, cpus)
         try:
             node = parse_xml(xml, topo.source, hostname=host, job_cpus=cpus)
-            plan = plan_for_options(node, args, ranks)
+            plan = request.plan(node, req, ranks)
         except TopobindError as exc:
             raise TopobindError(f"{exc} (on {where})") from exc
         if warnings and not out:
-            plan = record_replace(plan, warnings=(*plan.warnings, *warnings))
+            plan = replace(plan, warnings=(*plan.warnings, *warnings))
         first = out[-1].first_rank + out[-1].plan.nranks * len(out[-1].hosts) if out else 0
         out.append(NodePlan(tuple(share.hosts), plan, first, whole, where))
     return out

@@ -6,19 +6,20 @@ A plan knows nothing about launchers; :mod:`topobind.emit` turns it into flags.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
 from topobind.devices import Gpu, Nic
 from topobind.errors import TopobindError
-from topobind.record import field, record
+from topobind.fsutil import package_schema
+from topobind.inputs import InputFile
 from topobind.topology import Topology, format_list
-
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    from typing import Any
 
 PLAN_SCHEMA_ID = "topobind.plan/1"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MemoryPlacement:
     """Where a rank's memory lives (planned by :mod:`topobind.memory`): ``policy`` ``bind``,
     ``interleave``, ``preferred`` or ``none`` (the kernel's default) over NUMA nodes ``nodes``
@@ -32,7 +33,7 @@ class MemoryPlacement:
         return {"policy": self.policy, "nodes": list(self.nodes), "pages": self.pages}
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RankPlan:
     """One MPI rank (or the single process of an OpenMP-only job).
 
@@ -60,7 +61,7 @@ class RankPlan:
         return len(self.places)
 
 
-@record
+@dataclass(frozen=True)
 class Plan:
     topology: Topology
     layout: str
@@ -135,15 +136,12 @@ def rank_envs(plan: Plan) -> dict[int, dict[str, str]]:
 
 
 def plan_schema() -> dict[str, Any]:
-    import json
-    from importlib import resources  # lazily: costs ~15 ms, only validation needs it
-
-    text = resources.files("topobind").joinpath("schemas/plan.schema.json").read_text()
-    return json.loads(text)
+    return package_schema("plan.schema.json")
 
 
 def validate_plan_json(doc: dict[str, Any]) -> None:
     """Raise TopobindError when ``doc`` does not follow the plan schema."""
+    # jsonschema (~40 ms to import) only where a document is read back: a plan loads none
     import jsonschema
 
     try:
@@ -155,7 +153,7 @@ def validate_plan_json(doc: dict[str, Any]) -> None:
         raise TopobindError(f"plan JSON invalid at {where}: {message}") from exc
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PlannedRank:
     """A rank as read back from a plan JSON document (for verification and launchers)."""
 
@@ -185,9 +183,6 @@ MAX_PLAN_BYTES = 64 << 20
 def read_plan_file(path: str) -> list[PlannedRank]:
     """The ranks of a plan JSON file (``topobind plan -f json``): a regular file of at most
     :data:`MAX_PLAN_BYTES`, valid JSON that follows the plan schema."""
-    import json
-
-    from topobind.inputs import InputFile
 
     fix = "give a plan written by 'topobind plan -f json'"
     text = InputFile("plan", MAX_PLAN_BYTES, fix).read_text(path)

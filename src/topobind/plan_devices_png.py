@@ -111,6 +111,7 @@ def _place(box: _Box, x: float, y: float) -> None:
 
 
 def draw_gpu_png(plan: Plan, title: str | None = None, dpi: int = 100) -> bytes:
+    # matplotlib (~0.3 s to import) only in the functions that draw, after choosing Agg
     import matplotlib
 
     matplotlib.use("Agg", force=True)

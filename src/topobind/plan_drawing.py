@@ -17,11 +17,11 @@ masks, ``OMP_PLACES`` and ``/proc`` use).
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 
+from topobind.errors import plural
 from topobind.plan import Plan
-from topobind.record import field, record
 from topobind.topology import Core, format_list
-from topobind.words import plural
 
 # 20 distinguishable colours (matplotlib tab20, reordered so neighbours differ)
 PALETTE = (
@@ -39,7 +39,7 @@ ANSI = (34, 33, 32, 31, 35, 36, 94, 93, 92, 91, 95, 96)
 TREE_ROW_CORES = 4  # cores per line of the text tree
 
 
-@record
+@dataclass(frozen=True)
 class RankStyle:
     """How one rank is painted: fill colour, hatching ("" = plain) and border line style."""
 
@@ -71,7 +71,7 @@ def _ink(fill: str) -> str:
     return "#000000" if 0.299 * r + 0.587 * g + 0.114 * b > 0.6 else "#ffffff"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CoreUse:
     """Who runs on one core: (rank, thread) pairs, in thread order."""
 
@@ -104,7 +104,7 @@ def _threads(ts: list[int]) -> str:
     return ",".join(str(t) for t in ts)
 
 
-@record(frozen=False)
+@dataclass
 class Box:
     """A node of the drawing tree: package, NUMA node, L3 domain or core."""
 

@@ -16,11 +16,11 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from topobind.errors import plural
 from topobind.plan import Plan, RankPlan
 from topobind.plan_drawing import PALETTE, Box, build_tree, rank_style
 from topobind.plan_drawing import title as plan_title
 from topobind.topology import format_list
-from topobind.words import plural
 
 MAX_LEGEND_RANKS = 16  # beyond this every core's label says its rank; a legend would be noise
 
@@ -219,6 +219,7 @@ BOX_STYLE = {
 
 def draw_png(plan: Plan, title: str | None = None, dpi: int = 100, note: str = "") -> bytes:
     """The plan as a PNG. ``note`` is printed under the standard key (e.g. where it came from)."""
+    # matplotlib (~0.3 s to import) only in the functions that draw, after choosing Agg
     import matplotlib
 
     matplotlib.use("Agg", force=True)

@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from topobind import kernel_registry, stats
 from topobind.errors import TopobindError
+from topobind.fsutil import package_schema
 from topobind.json_records import pick, to_json
 
 RESULT_SCHEMA_ID = "topobind.result/1"
@@ -240,8 +240,7 @@ def matrix_document(m: Matrix) -> dict[str, Any]:
 def schema_file() -> dict[str, Any]:
     """``schemas/result.schema.json`` as published (its kernel names: tested against the
     kernel registry)."""
-    text = resources.files("topobind").joinpath("schemas/result.schema.json").read_text()
-    doc: dict[str, Any] = json.loads(text)
+    doc: dict[str, Any] = package_schema("result.schema.json")
     return doc
 
 
@@ -260,6 +259,7 @@ def _one_line(text: str) -> str:
 
 def validate_result_document(doc: Any, source: str = "<text>") -> None:
     """Raise TopobindError (one line, naming ``source``) unless ``doc`` is a valid result."""
+    # jsonschema (~40 ms to import) only where a document is read back: launches load none
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(result_schema())

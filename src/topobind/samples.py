@@ -19,8 +19,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from topobind.errors import plural
 from topobind.verify import Observed, Row
-from topobind.words import plural
 
 _MAX_FILE = 1 << 20  # a sample of 4096 threads is about 500 KB
 

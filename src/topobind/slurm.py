@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from topobind.errors import TopobindError
+from topobind.errors import TopobindError, plural
 from topobind.inputs import whole_number
-from topobind.words import plural
+from topobind.topology import MAX_PUS, parse_list
 
 _COUNT = re.compile(r"^([0-9]+)(?:\(x([0-9]+)\))?$", re.ASCII)
 #: Most nodes a job may span (Slurm's largest clusters have tens of thousands): bounds the
@@ -145,7 +146,6 @@ class NodeShare:
 
 def _scontrol(env: Mapping[str, str], args: list[str], failed: str, fix: str = "") -> str:
     """stdout of ``scontrol ARGS``; when it fails, one line: FAILED (the command: why)FIX."""
-    import subprocess  # lazily: `topobind plan` does not pay for it
 
     command = f"'scontrol {' '.join(args)}'"
     try:
@@ -164,7 +164,6 @@ def _scontrol(env: Mapping[str, str], args: list[str], failed: str, fix: str = "
 def _job_cpu_ids(env: Mapping[str, str]) -> dict[str, frozenset[int]]:
     """{host: the job's CPU ids on it} from ``scontrol show job -d $SLURM_JOB_ID``: Slurm's
     abstract ids, not the OS's (see :func:`machine_cpus`)."""
-    from topobind.topology import MAX_PUS, parse_list
 
     failed = "cannot read the job's CPUs per node"
     out_text = _scontrol(env, ["show", "job", "-d", env.get("SLURM_JOB_ID", "")], failed)

@@ -12,13 +12,17 @@ Indexes, always named:
 from __future__ import annotations
 
 import os
+import re
+import tempfile
+from dataclasses import dataclass, field
 
 from topobind import hwloc_xml
 from topobind.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
 from topobind.devices import Devices, devices_of
-from topobind.errors import TopobindError, TopologyError
+from topobind.errors import CannotRun, TopobindError, TopologyError
 from topobind.hwloc_xml import Attrs, HwlocXml, Pu
-from topobind.record import field, record
+from topobind.inputs import InputFile
+from topobind.runner import capture
 
 SYNTHETIC_PREFIX = "synthetic:"
 
@@ -83,7 +87,7 @@ def _shown(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- model
-@record
+@dataclass(frozen=True, slots=True)
 class Core:
     """A core. ``pus``: OS indexes of its usable PUs, in hwloc logical order (SMT siblings)."""
 
@@ -96,7 +100,7 @@ class Core:
     kind: int | None = None  # CPU kind index (0 = least efficient) when the machine has several
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CacheDomain:
     """A shared cache (normally L3): the cores and PUs behind it."""
 
@@ -109,7 +113,7 @@ class CacheDomain:
     package: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class NumaNode:
     """A NUMA node with CPUs. ``os_index`` is what numactl/Linux call node N."""
 
@@ -122,7 +126,7 @@ class NumaNode:
     subtype: str | None = None  # e.g. "MCDRAM" on KNL
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Package:
     logical: int
     os_index: int | None
@@ -132,14 +136,14 @@ class Package:
     l3: tuple[int, ...]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CpuKind:
     pus: tuple[int, ...]
     efficiency: int | None
     core_type: str | None
 
 
-@record
+@dataclass(frozen=True)
 class Topology:
     """The usable part of one node: only online PUs allowed to this job/process."""
 
@@ -202,8 +206,6 @@ def _lstopo(args: list[str], what: str) -> tuple[int, str, str]:
     """hwloc's ``lstopo-no-graphics ARGS`` (runner.capture: no subprocess module at start-up);
     (exit status, stdout, stderr). A missing hwloc or a run over 300 s (a node at MAX_PUS
     takes seconds) is a :class:`TopologyError` naming ``what``."""
-    from topobind.errors import CannotRun
-    from topobind.runner import capture
 
     try:
         return capture(["lstopo-no-graphics", *args], 300, f"hwloc building {what}")
@@ -230,7 +232,6 @@ def synthetic_description(topo: Topology) -> str | None:
     """``synthetic:DESCRIPTION`` of ``topo`` (``lstopo --of synthetic``), for results that
     must be drawn later on another machine; None when hwloc cannot export it (asymmetric
     topologies: offline PUs, irregular groups, a cgroup holding part of the node)."""
-    import tempfile
 
     if topo.source.startswith(SYNTHETIC_PREFIX):
         return topo.source
@@ -279,7 +280,6 @@ def load_live() -> Topology:
         affinity: frozenset[int] | None = frozenset(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         affinity = None
-    # (os.uname, not socket.gethostname: the socket module costs ~2 ms at start-up)
     return parse_xml(xml, source="live", affinity=affinity, hostname=os.uname().nodename)
 
 
@@ -298,7 +298,6 @@ _SYNTHETIC_LEVEL = r"(?:[A-Za-z][A-Za-z0-9]*:)?([0-9]+)"
 def _check_synthetic_size(description: str) -> None:
     """Refuse a synthetic description of more than :data:`MAX_PUS` PUs before hwloc expands
     it (a million PUs would keep lstopo busy for hours): the product of its level arities."""
-    import re  # (here: the start-up of 'topobind plan' imports no regular expressions)
 
     shown = description if len(description) <= 60 else description[:60] + "..."
     levels = re.sub(r"\([^()]*\)|\[[^\[\]]*\]", " ", description).split()
@@ -326,7 +325,6 @@ def _check_synthetic_size(description: str) -> None:
 def load_xml(path: str | os.PathLike[str]) -> Topology:
     """An hwloc v2 XML file (e.g. ``lstopo-no-graphics --of xml`` run on a compute node):
     a regular file of at most :data:`MAX_XML_BYTES`, never a FIFO or a device."""
-    from topobind.inputs import InputFile
 
     fix = _XML_FIX
     if not os.path.lexists(path) and not str(path).endswith(".xml"):

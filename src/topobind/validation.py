@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from topobind.calibration import figure_key
 from topobind.errors import TopobindError
 from topobind.sites import REPO, Site, tolerance_text
 
@@ -308,7 +309,6 @@ def table(rows: list[Row]) -> str:
 
 def mark_busy(rows: list[Row], site: Site) -> list[Row]:
     """Rows whose reference was calibrated on a busy node get ' (busy)' after it."""
-    from topobind.calibration import figure_key
 
     if site.calibration is None or not site.calibration.busy:
         return rows

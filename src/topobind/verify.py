@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from topobind.bitmap import MAX_OS_INDEX
-from topobind.errors import TopobindError
+from topobind.errors import TopobindError, plural
 from topobind.plan import PlannedRank
 from topobind.topology import format_list
-from topobind.words import plural
 
 
 @dataclass(frozen=True)

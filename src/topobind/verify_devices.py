@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from topobind.errors import TopobindError
 from topobind.plan import PlannedRank
+from topobind.topology import load
 
 VARIABLES = ("ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "UCX_NET_DEVICES")
 SCOPE_NOTE = (
@@ -96,8 +97,6 @@ def env_table(rows: list[EnvRow], why: str = "") -> str:
 def why_variables_only() -> str:
     """Why only the variables are checked, for the note (this node's GPUs, from hwloc)."""
     try:
-        from topobind.topology import load
-
         gpus = load("live").devices.gpus
     except Exception:  # noqa: BLE001 - the note only
         return ""

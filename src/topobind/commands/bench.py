@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
-from topobind import kernel_registry
+from topobind import bench, hpl, kernel_registry
 from topobind.commands.common import add_layout_arg, add_topology_arg, topology_from
 from topobind.errors import TopobindError
+from topobind.fsutil import atomic_write_text
+from topobind.kernels import KernelError
 from topobind.layouts import make_plan
+from topobind.results import load_result
 from topobind.topology import synthetic_description
 
 DESCRIPTION = (
@@ -125,9 +129,6 @@ def _add_hpl_options(p: argparse.ArgumentParser) -> None:
 
 
 def run(outer: argparse.Namespace) -> int:
-    from topobind import bench
-    from topobind.kernels import KernelError
-
     argv = list(outer.argv)
     extra: list[str] = []
     if "--" in argv:
@@ -158,8 +159,6 @@ def run(outer: argparse.Namespace) -> int:
 
 
 def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
-    from topobind import bench, hpl
-
     if args.ranks is None:
         raise TopobindError("topobind bench hpl needs --ranks R (MPI ranks, e.g. --ranks 2)")
     if args.repeat != 1 or args.strict or extra:
@@ -174,10 +173,6 @@ def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
         progress=bench.stderr_progress,
     )
     dest = bench.result_path(args.results, out.doc["host"], "hpl", plan.layout)
-    import json
-
-    from topobind.fsutil import atomic_write_text
-    from topobind.results import load_result
 
     atomic_write_text(dest, json.dumps(out.doc, indent=1) + "\n")
     res = load_result(dest)

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from collections.abc import Mapping
+from dataclasses import fields, replace
 
-from topobind import layouts
-from topobind.errors import PlanError, TopobindError
+from topobind import cpukinds, layouts, memory, request
 from topobind.inputs import count_arg
-from topobind.layouts import one_rank_per_domain
 from topobind.plan import Plan
-from topobind.record import replace
+from topobind.request import PlanRequest
 from topobind.topology import NAMED_TOPOLOGIES, Topology, load
-from topobind.words import plural
-
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    import argparse
-    from collections.abc import Mapping
-    from typing import Any
 
 TOPOLOGY_HELP = (
     "where the node topology comes from: 'live' (default: this machine, only the PUs this "
@@ -26,18 +20,6 @@ TOPOLOGY_HELP = (
     "compute node), synthetic:'pack:2 numa:4 l3:4 core:4 pu:2', or a named node: "
     + ", ".join(NAMED_TOPOLOGIES)
 )
-
-
-def raw_help(subparsers: Any) -> type[argparse.HelpFormatter] | None:
-    """argparse's formatter that keeps an epilog's lines as written; None when the options
-    are only being recorded (topobind.quickargs), which needs no argparse."""
-    from topobind.quickargs import Recorder
-
-    if isinstance(subparsers, Recorder):
-        return None
-    import argparse
-
-    return argparse.RawDescriptionHelpFormatter
 
 
 def add_topology_arg(parser: argparse.ArgumentParser) -> None:
@@ -86,14 +68,48 @@ def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> N
         "first PU",
     )
     add_device_args(parser)
-    from topobind.memory import add_memory_args
-
     add_memory_args(parser)
+
+
+def size_arg(text: str) -> int:
+    """``--pages-min SIZE``: bytes, or a number with K, M, G or T (powers of 1024)."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = t[-1:] if t[-1:] in memory.SIZE_UNITS and t[-1:] else ""
+    digits = t[: len(t) - len(unit)]
+    if not digits.isdigit() or len(digits) > 12 or int(digits) == 0:
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not a size: give bytes or a number with K, M, G (e.g. 512M)"
+        )
+    return int(digits) * memory.SIZE_UNITS[unit]
+
+
+def add_memory_args(parser: argparse.ArgumentParser) -> None:
+    """``--mem``, ``--pages``, ``--pages-min`` (plan, run, env, verify, draw)."""
+    parser.add_argument(
+        "--mem",
+        choices=memory.POLICIES,
+        default="local",
+        help="memory policy of each rank over its NUMA nodes: local (default: bind on one "
+        "node, interleave over several), bind, interleave, preferred, none (kernel default)",
+    )
+    parser.add_argument(
+        "--pages",
+        choices=memory.PAGES,
+        default="thp",
+        help="page size of the program's large allocations: 1G, 2M (hugetlb, through the "
+        "shim libtbhugepages.so), thp (default: the kernel's), 4k (THP off), auto (the "
+        "largest whose free pool holds --pages-min)",
+    )
+    parser.add_argument(
+        "--pages-min",
+        type=size_arg,
+        metavar="SIZE",
+        help="memory each rank needs on large pages (e.g. 4G): the pools must hold it",
+    )
 
 
 def add_device_args(parser: argparse.ArgumentParser) -> None:
     """--cpukind: every layout (the per-gpu layout's own options come from the registry)."""
-    from topobind import cpukinds
 
     parser.add_argument(
         "--cpukind",
@@ -108,72 +124,35 @@ def topology_from(args: argparse.Namespace) -> Topology:
     return load(args.topology)
 
 
+def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:
+    """The typed request of a planning command's options, made here once: the layout parsed,
+    each field of :class:`~topobind.request.PlanRequest` taken from the option of its name, the
+    per-layout options that were given. ``job``: a command that launches inside this job, whose
+    ranks per node follow the Slurm allocation unless ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1``
+    (read here only)."""
+    given = vars(args)
+    dests = sorted({opt.dest for layout in layouts.REGISTRY for opt in layout.options})
+    plain = {f.name for f in fields(PlanRequest)} - {"layout", "parameter", "options"}
+    return request.parse(
+        args.layout,
+        options={d: given[d] for d in dests if given.get(d) is not None},
+        **{name: given[name] for name in plain if name in given},
+        follow_allocation=job and os.environ.get(request.IGNORE_ALLOCATION_TASKS) != "1",
+    )
+
+
 def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
-    topo = topo if topo is not None else topology_from(args)
-    return with_memory(layouts.plan_for_options(topo, args, args.ranks), args)
-
-
-def with_memory(plan: Plan, args: argparse.Namespace) -> Plan:
-    """Every rank's memory placement (--mem, --pages; :mod:`topobind.memory`)."""
-    from topobind.memory import plan_from_args
-
-    return plan_from_args(plan, args)
-
-
-#: environment variable: "1" = plan without the allocation's task count (see plan_for_job)
-IGNORE_ALLOCATION_TASKS = "TOPOBIND_IGNORE_ALLOCATION_TASKS"
+    """The plan of a command that plans (show, plan, draw): the layout's own rank default
+    unless --ranks is given."""
+    req = request_from(args)
+    return request.plan(topo if topo is not None else load(req.topology), req, req.ranks)
 
 
 def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
-    """:func:`plan_from` for commands that launch inside this job (run, env, verify).
-
-    Inside Slurm, without --ranks, the ranks per node are the tasks per node the job asked
-    for (``SLURM_NTASKS_PER_NODE``, or ``SLURM_NTASKS`` / ``SLURM_JOB_NUM_NODES``) unless the
-    layout sets the count itself (one rank per domain). An explicit --ranks wins. When the
-    plan's ranks per node differ from the allocation's, the plan carries a warning.
-    ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1`` turns this off (the layout's own default applies):
-    for wrappers such as the ReFrame checks, whose job holds the node with one task and
-    launches every step itself."""
-    fixed = one_rank_per_domain(args.layout)
-    if os.environ.get(IGNORE_ALLOCATION_TASKS) == "1":
-        return plan_from(args, topo)
-    from topobind import slurm  # here, not at import: 'topobind plan' never needs it
-
-    try:
-        alloc = slurm.tasks_per_node()
-    except TopobindError:
-        if args.ranks is None and not fixed:
-            raise
-        alloc = None  # not needed for the plan; an uneven allocation is the user's call
-    ranks = args.ranks
-    from_alloc = ranks is None and alloc is not None and not fixed
-    if from_alloc:
-        assert alloc is not None
-        ranks = alloc.count
-    topo = topo if topo is not None else topology_from(args)
-    try:
-        plan = layouts.plan_for_options(topo, args, ranks)
-    except PlanError as exc:
-        if not from_alloc:
-            raise
-        assert alloc is not None
-        raise PlanError(
-            f"{exc} (the {alloc.count} ranks per node come from the allocation, "
-            f"{alloc.source}; give --ranks to override)"
-        ) from exc
-    if alloc is not None and plan.nranks != alloc.count:
-        why = (
-            f"--ranks {args.ranks} is used"
-            if args.ranks is not None
-            else f"layout {args.layout} sets one rank per domain; give --ranks to change it"
-        )
-        warning = (
-            f"the plan has {plural(plan.nranks, 'rank')} per node but the allocation has "
-            f"{plural(alloc.count, 'task')} per node ({alloc.source}); {why}"
-        )
-        plan = replace(plan, warnings=(*plan.warnings, warning))
-    plan = with_memory(plan, args)
-    threads = thread_warnings(plan.threads, getattr(args, "threads", None), os.environ)
+    """The plan of a command that launches inside this job (run, env, verify): see
+    :func:`topobind.request.plan_for_job`."""
+    plan = request.plan_for_job(request_from(args, job=True), topo)
+    threads = thread_warnings(plan.threads, args.threads, os.environ)
     return replace(plan, warnings=(*plan.warnings, *threads)) if threads else plan
 
 

@@ -8,9 +8,12 @@ import sys
 from typing import Any
 
 from topobind.commands.common import add_layout_args, add_topology_arg, plan_from
+from topobind.emit.devices import device_lines
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_bytes, atomic_write_text
+from topobind.plan_devices_png import draw_gpu_png
 from topobind.plan_drawing import text_tree
+from topobind.plan_png import draw_png
 
 EPILOG = """\
 Draws packages, NUMA nodes, L3 domains and cores as nested boxes; every rank has its own
@@ -92,12 +95,9 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_from(args)
     if fmt == "png":
         if any(r.gpus for r in plan.ranks):  # per-gpu: ranks, GPUs and NICs together
-            from topobind.plan_devices_png import draw_gpu_png
-
             atomic_write_bytes(args.output, draw_gpu_png(plan, title=args.title))
             print(f"wrote {args.output}")
             return 0
-        from topobind.plan_png import draw_png  # matplotlib: only for PNGs
 
         atomic_write_bytes(args.output, draw_png(plan, title=args.title))
         print(f"wrote {args.output}")
@@ -109,7 +109,6 @@ def run(args: argparse.Namespace) -> int:
         and not os.environ.get("NO_COLOR")
     )
     text = text_tree(plan, colour=colour)
-    from topobind.emit.devices import device_lines  # per-gpu: each rank's GPUs and NIC
 
     text += "".join(line + "\n" for line in device_lines(plan))
     if args.output:

@@ -7,6 +7,9 @@ import os
 import sys
 from typing import Any
 
+from topobind.report.analysis import Options
+from topobind.report.build import build_report
+
 EPILOG = """\
 Reads kernel results (topobind.result/1 JSON, one per run; JSON Lines too) from files and
 directories (searched recursively for *.json, *.jsonl), groups them by host, kernel, layout
@@ -98,9 +101,6 @@ def add_subparser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from topobind.report.analysis import Options
-    from topobind.report.build import build_report
-
     opts = Options(warmup=args.warmup, slow_mads=args.slow_mads, slow_pct=args.slow_pct)
     built = build_report(args.results, args.output, opts, title=args.title, topology=args.topology)
     if os.environ.get("TOPOBIND_REPORT_TIMING"):

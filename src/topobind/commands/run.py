@@ -17,19 +17,20 @@ from topobind.commands.common import (
     add_topology_arg,
     plan_for_job,
     print_warnings,
+    request_from,
 )
 from topobind.emit.devices import env_notes
 from topobind.emit.omp import omp_notes
-from topobind.errors import TopobindError, VerifyFailed
+from topobind.errors import TopobindError, VerifyFailed, plural
 from topobind.inputs import count_arg
 from topobind.launch import JobShape, Launch, NodePlan, in_slurm, job_env, slurm_nodes
 from topobind.layouts import per_domain_names
 from topobind.memory import check_here
+from topobind.pernode import check_env_per_node, compare_per_node, env_group
 from topobind.plan import Plan, PlannedRank, read_plan_file
 from topobind.slurm import MAX_NODES
 from topobind.verify import all_ok, compare, parse_probe_output, rows_json, table
 from topobind.verify_devices import check_env, env_table, why_variables_only
-from topobind.words import plural
 
 RUN_EPILOG = """\
 examples (in an sbatch script, or on a workstation):
@@ -250,7 +251,7 @@ def run_program(args: argparse.Namespace) -> int:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
     if args.sample_ms < 0 or args.sample_ms > 600_000:
         raise TopobindError(f"--sample-ms must be 0 .. 600000 (got {args.sample_ms})")
-    groups = jobrun.node_groups(args)
+    groups = _node_groups(args)
     if groups is not None:  # the job's nodes differ: a plan per group of nodes
         return _run_groups(groups, program, args)
     plan = plan_for_job(args)
@@ -404,14 +405,16 @@ def _print_samples(rows: list[Any], sample_ms: int) -> bool:
     return False
 
 
-def run_env(args: argparse.Namespace) -> int:
-    groups = jobrun.node_groups(args)
-    if groups is not None:  # the job's nodes differ: this node's group, when well defined
-        from topobind.pernode import env_group
+def _node_groups(args: argparse.Namespace) -> list[NodePlan] | None:
+    """Plans per group of the job's nodes (None: one plan fits every node)."""
+    return jobrun.node_groups(request_from(args, job=True), getattr(args, "launcher", None))
 
-        plan = env_group(groups).plan
-    else:
-        plan = plan_for_job(args)
+
+def run_env(args: argparse.Namespace) -> int:
+    groups = _node_groups(args)
+    # the job's nodes differ: this node's group, when well defined
+    plan = env_group(groups).plan if groups is not None else plan_for_job(args)
+    # per-gpu: per-rank variables; the memory placement: where it is applied
     print_warnings(plan, omp_notes(plan) + env_notes(plan) + _env_memory_note(plan))
     for k, v in job_env(JobShape(plan=plan)).items():
         print(f"export {k}={shlex.quote(v)}")
@@ -437,7 +440,7 @@ def run_verify(args: argparse.Namespace) -> int:
         raise TopobindError("no launch command given; put it after '--' (e.g. -- srun -n 2)")
     if args.nodes is not None and args.nodes < 1:
         raise TopobindError(f"--nodes must be at least 1 (got {args.nodes})")
-    groups = None if args.plan else jobrun.node_groups(args)
+    groups = None if args.plan else _node_groups(args)
     if groups is not None and args.nodes is not None:
         raise TopobindError(
             "--nodes does not apply when the job's nodes hold different shares (each group "
@@ -460,8 +463,6 @@ def run_verify(args: argparse.Namespace) -> int:
         print(f"topobind: error: the launch command exited with {status}", file=sys.stderr)
         return status or 1
     if groups is not None:
-        from topobind.pernode import check_env_per_node, compare_per_node
-
         rows = compare_per_node(groups, parse_probe_output(done.stdout))
         env_rows = check_env_per_node(groups, done.stdout)
     else:

@@ -11,7 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from topobind import sites
 from topobind.errors import Problems, TopobindError
+from topobind.sites import node_counts
+from topobind.topology import load
 
 SITE_EPILOG = """\
 A site is a directory site_configs/<site>/ with a site.yaml (schema topobind.site/1, see
@@ -79,8 +82,6 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from topobind import sites
-
     host = socket.gethostname()
     names = sites.site_names()
     if not names:
@@ -160,12 +161,10 @@ def _drain(host: str, lines: list[str], apply: bool) -> int:
 
 def _synthetic_problems(site: Any) -> list[str]:
     """node.synthetic must describe the same node as the counts."""
-    from topobind.topology import load
 
     node = site.node
     if node is None or not node.synthetic:
         return []
-    from topobind.sites import node_counts
 
     try:
         counts = node_counts(load("synthetic:" + node.synthetic))
@@ -180,8 +179,6 @@ def _synthetic_problems(site: Any) -> list[str]:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from topobind import sites
-
     if (args.golden or args.drain) and not args.live:
         raise TopobindError("--golden and --drain compare the live node: add --live")
     if args.apply and not args.drain:

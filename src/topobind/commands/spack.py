@@ -7,6 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from topobind.fsutil import atomic_write_text
+from topobind.spackcheck.check import check_file, check_project
+from topobind.spackcheck.externals import detect, packages_yaml
+
 CHECK_EPILOG = """\
 examples:
   topobind spack check                 # the project: concretize, audit, install with Spack
@@ -79,8 +83,6 @@ def add_subparser(subparsers: Any) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from topobind.spackcheck.check import check_file, check_project
-
     def say(line: str) -> None:
         print(f"spack check: {line}", file=sys.stderr, flush=True)
 
@@ -103,9 +105,6 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_externals(args: argparse.Namespace) -> int:
-    from topobind.fsutil import atomic_write_text
-    from topobind.spackcheck.externals import detect, packages_yaml
-
     found = detect(include_venv=args.include_venv)
     if not found:
         print(

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import shlex
 import sys
+from typing import Any
+
+from topobind import jsonfmt
 
 # Only what building the parser needs: each format imports its emitter when it runs, so
 # 'topobind plan -f json' in a job script loads no drawing, gres or shell-quoting code.
@@ -12,23 +17,22 @@ from topobind.commands.common import (
     add_topology_arg,
     plan_from,
     print_warnings,
-    raw_help,
     topology_from,
 )
-from topobind.emit.openmpi import DEFAULT_RANKFILE
-from topobind.errors import TopobindError
+from topobind.cpukinds import kinds_text
+from topobind.emit import launch_dict
+from topobind.emit.devices import device_lines, env_notes, rank_env_script, show_json, show_lines
+from topobind.emit.gres import gres_conf
+from topobind.emit.omp import format_places, omp_env, omp_notes
+from topobind.emit.openmpi import DEFAULT_RANKFILE, rankfile_text
+from topobind.errors import TopobindError, plural
+from topobind.fsutil import atomic_write_text
 from topobind.inputs import host_arg
 from topobind.launchers import by_plan_format, plan_formats
-from topobind.topology import MAX_PUS, MAX_XML_BYTES, format_list
-from topobind.words import plural
-
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    import argparse
-    from typing import Any
-
-    from topobind.plan import Plan
-    from topobind.topology import CacheDomain, Topology
+from topobind.memory import memory_text
+from topobind.plan import Plan
+from topobind.plan_drawing import text_grid
+from topobind.topology import MAX_PUS, MAX_XML_BYTES, CacheDomain, Topology, format_list
 
 SHOW_EPILOG = f"""\
 Indexes: PU lists are OS (physical) indexes, as Linux, Slurm masks and OMP_PLACES use them;
@@ -73,7 +77,7 @@ def add_subparser(subparsers: Any) -> None:
         help="summarise the node topology (packages, NUMA nodes, L3 domains, PUs)",
         description="Summarise the node topology as hwloc sees it, for this job's cpuset.",
         epilog=SHOW_EPILOG,
-        formatter_class=raw_help(subparsers),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_topology_arg(show)
     show.add_argument("--format", "-f", choices=("text", "json"), default="text")
@@ -84,7 +88,7 @@ def add_subparser(subparsers: Any) -> None:
         help="plan a layout and print its OMP/mpirun/srun flags",
         description="Plan where every rank and thread runs, and emit the flags that do it.",
         epilog=PLAN_EPILOG,
-        formatter_class=raw_help(subparsers),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_topology_arg(plan)
     add_layout_args(plan)
@@ -148,9 +152,6 @@ def _l3_line(dom: CacheDomain) -> str:
 
 
 def topology_text(topo: Topology) -> str:
-    from topobind.cpukinds import kinds_text
-    from topobind.emit.devices import show_lines
-
     s = topo.summary()
     lines = [
         f"topology: {topo.source}" + (f" (host {topo.hostname})" if topo.hostname else ""),
@@ -205,8 +206,6 @@ def topology_text(topo: Topology) -> str:
 
 
 def topology_json(topo: Topology) -> dict[str, Any]:
-    from topobind.emit.devices import show_json
-
     return {
         "summary": topo.summary(),
         "packages": [
@@ -260,8 +259,6 @@ def topology_json(topo: Topology) -> dict[str, Any]:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from topobind import jsonfmt
-
     topo = topology_from(args)
     state = _memory_state(topo)
     if args.format == "json":
@@ -298,12 +295,6 @@ def plan_text(plan: Plan) -> str:
         "PUs and NUMA nodes are OS indexes; L3 domains are hwloc logical indexes (L#).",
         f"{'rank':>4}  {'PUs (OS)':<24} {'NUMA':<8} {'L3 L#':<8} {'memory':<18} OMP places",
     ]
-    import shlex
-
-    from topobind.emit import launch_dict
-    from topobind.emit.devices import device_lines
-    from topobind.emit.omp import format_places
-    from topobind.memory import memory_text
 
     for r in plan.ranks:
         lines.append(
@@ -346,23 +337,16 @@ def _print_plan(plan: Plan, args: argparse.Namespace) -> list[str]:
     json carry theirs)."""
     fmt = args.format
     if fmt == "json":
-        from topobind import jsonfmt
-        from topobind.emit import launch_dict
-
         print(jsonfmt.dumps(plan.to_dict(launch_dict(plan))))
     elif fmt == "text":
         print(plan_text(plan))
     elif fmt == "picture":
-        from topobind.plan_drawing import text_grid
-
         print(text_grid(plan))
     elif fmt == "env":
         return _print_env(plan)
     elif fmt in plan_formats():
         return _print_argv(plan, args)
     elif fmt == "rank-env":
-        from topobind.emit.devices import rank_env_script
-
         sys.stdout.write(rank_env_script(plan))
     elif fmt == "rankexec":
         from topobind.spank_step import step_text
@@ -373,22 +357,13 @@ def _print_plan(plan: Plan, args: argparse.Namespace) -> list[str]:
 
         sys.stdout.write(numactl_script(plan))
     elif fmt == "gres":
-        from topobind.emit.gres import gres_conf
-
         sys.stdout.write(gres_conf(plan.topology))
     elif fmt in ("rankfile", "rankfile4"):
-        from topobind.emit.openmpi import rankfile_text
-
         sys.stdout.write(rankfile_text(plan, 5 if fmt == "rankfile" else 4, args.host))
     return []
 
 
 def _print_env(plan: Plan) -> list[str]:
-    import shlex
-
-    from topobind.emit.devices import env_notes
-    from topobind.emit.omp import omp_env, omp_notes
-
     for k, v in omp_env(plan).items():
         print(f"export {k}={shlex.quote(v)}")
     return omp_notes(plan) + env_notes(plan)
@@ -397,8 +372,6 @@ def _print_env(plan: Plan) -> list[str]:
 def _print_argv(plan: Plan, args: argparse.Namespace) -> list[str]:
     """A launcher's flags (``--format NAME``: the launcher's ``plan_format``): the variables
     to export, the command; its rankfile written to --rankfile PATH."""
-    import shlex
-
     out = by_plan_format(args.format).emit(plan, args.rankfile, args.host)
     for path, text in out.files:
         _write_rankfile(path, text, args.force)
@@ -412,7 +385,6 @@ def _print_argv(plan: Plan, args: argparse.Namespace) -> list[str]:
 def _write_rankfile(path: str, text: str, force: bool = False) -> None:
     """Write the rankfile into an existing directory; never create directories, never
     replace a file silently."""
-    from topobind.fsutil import atomic_write_text
 
     if os.path.lexists(path) and not force:
         raise TopobindError(

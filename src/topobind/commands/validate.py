@@ -17,7 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from topobind import calibration, sites, validation
 from topobind.errors import TopobindError
+from topobind.fsutil import atomic_write_text
+from topobind.sites import reframe_results_dir
 
 VALIDATE_EPILOG = """\
 examples:
@@ -210,20 +215,14 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 # --------------------------------------------------------------------------- validate
 def _load(site_name: str | None) -> Any:
-    from topobind import sites
-
     return sites.load_site(site_name) if site_name else sites.detect_site()
 
 
 def _results_dir(args: argparse.Namespace) -> Path:
-    from topobind.sites import reframe_results_dir
-
     return Path(args.results).resolve() if args.results else reframe_results_dir()
 
 
 def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
-    from topobind import validation  # not at import: the CLI starts fast
-
     got = validation.compare(site, session, since, results)
     if got is None:
         return
@@ -238,8 +237,6 @@ def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from topobind import validation  # not at import: the CLI starts fast
-
     if not args.each_node:
         given = {"--nodelist": args.nodelist, "--confirm": args.confirm, "--drain": args.drain,
                  "--reports": args.reports}  # fmt: skip
@@ -490,9 +487,6 @@ def _print_load(before: Any, judge: str) -> None:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from topobind import calibration, sites, validation
-    from topobind.fsutil import atomic_write_text
-
     if args.retries:
         raise TopobindError(
             "calibrate does not retry failed checks (a reference needs every session); "
@@ -566,7 +560,6 @@ def run_calibrate(args: argparse.Namespace) -> int:
     )
     text = calibration.references_yaml(cal)
     # Check what we are about to write with the same rules a reader applies.
-    import yaml
 
     problems = sites.schema_problems(yaml.safe_load(text), str(site.references_path), "references")
     if problems:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from topobind.emit.omp import omp_env
 from topobind.emit.openmpi import openmpi_argv
 from topobind.emit.srun import srun_argv
 from topobind.plan import Plan
-
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    from typing import Any
 
 
 def launch_dict(plan: Plan) -> dict[str, Any]:

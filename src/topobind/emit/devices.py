@@ -3,6 +3,9 @@ srun, and the per-rank variables (``ranks[].env``), which only a per-rank step c
 
 from __future__ import annotations
 
+import shlex
+
+from topobind.cpukinds import kind_names
 from topobind.errors import TopobindError
 from topobind.plan import Plan, rank_envs
 from topobind.topology import Topology, format_list
@@ -68,7 +71,6 @@ def show_lines(topo: Topology) -> list[str]:
 
 def show_json(topo: Topology) -> dict[str, object]:
     """``topobind show -f json``: GPUs, NICs and CPU kinds."""
-    from topobind.cpukinds import kind_names
 
     names = kind_names(topo)
     return {
@@ -119,7 +121,6 @@ def rank_env_script(plan: Plan) -> str:
     """A POSIX sh wrapper exporting each local rank's variables (``ranks[].env``), for
     hand-written launch lines: ``srun ... ./select.sh ./app`` or ``mpirun ... ./select.sh
     ./app``. One ``sh`` per rank, no Python."""
-    import shlex
 
     if not has_devices(plan):
         raise TopobindError(

@@ -10,6 +10,8 @@ exact places through its per-rank step (``rank_env``) where the plan's order dif
 
 from __future__ import annotations
 
+import re
+
 from topobind.errors import TopobindError
 from topobind.plan import Plan
 
@@ -55,7 +57,7 @@ def format_places(places: list[tuple[int, ...]]) -> str:
     return ",".join(parts)
 
 
-_PLACE = r"\{([^}]*)\}(?::(-?\d+)(?::(-?\d+))?)?"  # compiled on first use (start-up)
+_PLACE = re.compile(r"\{([^}]*)\}(?::(-?\d+)(?::(-?\d+))?)?")
 
 
 def parse_places(text: str) -> list[tuple[int, ...]]:
@@ -63,9 +65,7 @@ def parse_places(text: str) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = []
     pos = 0
     text = text.strip()
-    import re  # (here: the start-up of 'topobind plan' imports no regular expressions)
-
-    place = re.compile(_PLACE)
+    place = _PLACE
     while pos < len(text):
         m = place.match(text, pos)
         if not m:

@@ -15,20 +15,18 @@ logical numbers (5.x), which is what OpenMPI reads.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
 from topobind.emit.devices import env_notes
 from topobind.inputs import host_name
 from topobind.plan import Plan
-from topobind.record import field, record
 from topobind.topology import Topology, format_list, parse_xml
-
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
-if TYPE_CHECKING:
-    from collections.abc import Sequence
 
 DEFAULT_RANKFILE = "topobind.rankfile"
 
 
-@record
+@dataclass(frozen=True)
 class MpiLaunch:
     argv: list[str]
     rankfile: str | None = None  # rankfile text when the argv refers to one
@@ -227,7 +225,7 @@ def _oversubscribe_5(plan: Plan, notes: list[str]) -> str:
     return ""
 
 
-@record
+@dataclass(frozen=True)
 class RankfileBlock:
     """Ranks of one plan on ``hosts`` (each host runs every rank of the plan, in order);
     ``node``: the whole node's topology that OpenMPI 5 numbers (default: the plan's node,

@@ -14,9 +14,10 @@ task/affinity (tests/test_local_slurm.py):
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from topobind.emit.devices import srun_extra
 from topobind.plan import Plan
-from topobind.record import field, record
 
 STEP_NOTE = (
     "srun applies --cpu-bind=mask_cpu only to CPUs the step holds: allocate the whole "
@@ -25,7 +26,7 @@ STEP_NOTE = (
 )
 
 
-@record
+@dataclass(frozen=True)
 class SrunLaunch:
     argv: list[str]
     masks: list[str]

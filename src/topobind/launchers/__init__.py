@@ -60,7 +60,7 @@ def get(name: str, mpi: str | None = None) -> Launcher:
 
 def unknown(what: str, given: str, choices: tuple[str, ...] | list[str]) -> str:
     """``unknown launcher 'srn' (did you mean 'srun'?); choose one of ...``."""
-    from topobind.words import did_you_mean
+    from topobind.errors import did_you_mean
 
     hint = did_you_mean(given, choices)
     return f"unknown {what} {given!r}{hint}; choose one of {', '.join(choices)}"

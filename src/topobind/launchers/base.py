@@ -24,9 +24,9 @@ Nothing here runs per rank: a launcher is asked once, on the batch host.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 from topobind.errors import TopobindError
-from topobind.record import field, record
 
 TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from topobind.plan import Plan
 
 
-@record
+@dataclass(frozen=True)
 class Launch:
     """A command ready to run: ``argv``, the variables to export on top of the caller's
     environment, the launcher's name (``mpi``: its MPI), the files to write first (path,
@@ -51,7 +51,7 @@ class Launch:
     nodes: int = 1
 
 
-@record
+@dataclass(frozen=True)
 class Native:
     """What a launcher expresses by itself (the docs' launcher table is made from these).
 
@@ -68,7 +68,7 @@ class Native:
     adds: str = ""
 
 
-@record
+@dataclass(frozen=True)
 class Found:
     """A launcher found on this machine: its program, version text, and an extra
     environment its ranks need (an MPI's ``lib/`` directory, its root)."""
@@ -78,7 +78,7 @@ class Found:
     env: dict[str, str] = field(default_factory=dict)
 
 
-@record
+@dataclass(frozen=True)
 class Emitted:
     """``topobind plan --format NAME``: the command, the variables to export before it,
     a file it reads (path, text), and notes."""

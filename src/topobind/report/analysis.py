@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from array import array
 from collections import defaultdict
 from collections.abc import Sequence
@@ -505,7 +506,6 @@ def _median_matrix(np: Any, stack: Any, key: MatrixKey, kinds: tuple[str, str]) 
 
 def _nanmedian(np: Any, stack: Any) -> Any:
     """Elementwise median ignoring NaN, quietly NaN where a cell was never measured."""
-    import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells (the c2c diagonal)

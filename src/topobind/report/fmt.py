@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from topobind.words import plural  # noqa: F401 (re-exported: report modules import it from here)
+from topobind.errors import plural  # noqa: F401 (re-exported: report modules import it from here)
 
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127, 0x85)} | {
     10: "\\n",

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import re
 
+from topobind.errors import plural
 from topobind.plan import Plan
 from topobind.plan_drawing import title as plan_title
 from topobind.plan_png import draw_png
 from topobind.report.layouts import LayoutSeen
 from topobind.report.picture import Picture, PictureHook
 from topobind.topology import format_list
-from topobind.words import plural
 
 CAPTION = (
     "Packages, NUMA nodes (OS index), L3 domains and cores (hwloc logical index L# and the OS "

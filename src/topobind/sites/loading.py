@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -262,8 +263,6 @@ def load_sites(directory: Path | None = None) -> list[Site]:
 
 
 def detect_site(hostname: str | None = None, directory: Path | None = None) -> Site:
-    import socket
-
     host = hostname or socket.gethostname()
     for site in load_sites(directory):
         if site.matches_host(host):

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from topobind.errors import TopobindError
-from topobind.words import plural
+from topobind.errors import TopobindError, plural
 
 
 # --- model

@@ -4,15 +4,17 @@ every problem as ``FILE: PATH: what is wrong (how to fix it)``."""
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import yaml
+
 from topobind.errors import TopobindError
+from topobind.fsutil import package_schema
 from topobind.sites.catalogue import CHECKS
 
 #: Largest site file read (the shipped ones are a few KiB).
@@ -37,8 +39,7 @@ class SiteError(TopobindError):
 
 @lru_cache(maxsize=1)
 def site_schema() -> dict[str, Any]:
-    text = resources.files("topobind").joinpath("schemas/site.schema.json").read_text()
-    doc: dict[str, Any] = json.loads(text)
+    doc: dict[str, Any] = package_schema("site.schema.json")
     return doc
 
 
@@ -134,7 +135,6 @@ def _describe(error: Any, root: dict[str, Any]) -> tuple[list[object], str]:
 
 def schema_problems(doc: Any, display: str, which: str = "site") -> list[str]:
     """Every schema violation of ``doc`` as ``FILE: PATH: problem (fix)`` lines, in file order."""
-    import jsonschema
 
     root = site_schema()
     schema = root if which == "site" else {"$ref": "#/$defs/references", "$defs": root["$defs"]}
@@ -240,7 +240,6 @@ def _semantic_problems(doc: dict[str, Any], display: str, dirname: str) -> list[
 
 
 def _read_yaml(path: Path) -> Any:
-    import yaml
 
     from topobind.inputs import InputFile
 

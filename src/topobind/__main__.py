@@ -1,0 +1,5 @@
+"""``python -m topobind``: the ``topobind`` command."""
+
+from topobind.cli import entry
+
+entry()
