@@ -32,7 +32,7 @@ def slurm_cores_topology(source: str, cores_text: str) -> Topology:
         topo = load(source)
         if not topo.xml:
             raise TopobindError(f"--slurm-cores needs a topology with an XML; {source!r} has none")
-        xml, hostname = topo.xml, topo.hostname
+        xml, hostname = topo.xml, topo.hostname or ""
     cores = node_cores(xml, source)
     ids = core_ids(cores_text, len(cores))
     pus = frozenset(pu for i in ids for pu in cores[i])

@@ -99,7 +99,7 @@ class IntelMpi(Launcher):
         )  # fmt: skip
         return Launch(
             argv=[*argv, *shape.extra_args, *prefix, *program],
-            env=env | shape.runtime_env | pin,
+            env=env | dict(shape.runtime_env) | pin,
             launcher=self.name,
             mpi=self.name,
             files=tuple(files),

@@ -92,7 +92,7 @@ class Mpich(Launcher):
         # Hydra passes the launching environment to every rank ('-genvall' is its default).
         return Launch(
             argv=[*argv, *prefix, *program],
-            env=env | shape.runtime_env,
+            env=env | dict(shape.runtime_env),
             launcher=self.name,
             mpi=self.name,
             files=tuple(files),

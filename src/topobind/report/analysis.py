@@ -451,7 +451,7 @@ def _page_comparisons(groups: Sequence[FleetGroup]) -> list[PageComparison]:
     return out
 
 
-MatrixKey = tuple[str, str, tuple[str, ...], tuple[str, ...]]  # name, unit, rows, cols
+MatrixKey = tuple[str, str, tuple[int | str, ...], tuple[int | str, ...]]  # name, unit, rows, cols
 
 
 def _matrix_groups(groups: Sequence[FleetGroup]) -> list[MatrixGroup]:
