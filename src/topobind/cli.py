@@ -66,6 +66,8 @@ def build_parser(modules: Sequence[str] = SUBCOMMAND_MODULES) -> argparse.Argume
 
 def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     """The parser for ``argv``: its command's module alone when it names a known command."""
+    if list(argv) == ["--version"]:  # no command module (a Spack install checks this line)
+        return build_parser(())
     module = COMMANDS.get(argv[0]) if argv else None
     return build_parser((module,) if module else SUBCOMMAND_MODULES)
 
