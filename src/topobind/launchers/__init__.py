@@ -15,6 +15,7 @@ against :func:`site_launchers`), ReFrame's launcher arguments and the docs' laun
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
 from topobind.launchers.base import Launcher
@@ -24,7 +25,6 @@ from topobind.launchers.none import NoLauncher
 from topobind.launchers.openmpi import OpenMpi4, OpenMpi5
 from topobind.launchers.srun import Srun
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

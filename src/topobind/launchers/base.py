@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
 
-TYPE_CHECKING = False  # typing costs a few ms at start-up: annotations only
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

@@ -15,11 +15,11 @@ oracle of tests/test_intelmpi.py."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from topobind.launchers.base import Emitted, Launch, Launcher, Native
 from topobind.launchers.mpich import LOCAL, RANK, SIZE, hydra_version, repo_prefix
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

@@ -9,11 +9,11 @@ PATH (Debian's ``mpich``). Hydra gives every rank ``PMI_RANK``, ``PMI_SIZE`` and
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
 from topobind.launchers.base import Emitted, Launch, Launcher, Native
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
 from topobind.launchers.base import Emitted, Found, Launch, Launcher, Native
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

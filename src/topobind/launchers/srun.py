@@ -5,10 +5,10 @@ Before launching an MPI program it makes sure srun starts MPI (:mod:`.slurm_mpi`
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from topobind.launchers.base import Emitted, Launch, Launcher, Native
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
