@@ -63,7 +63,7 @@
 #define MAX_VARS 64
 #define MAX_TASKS 4096
 
-/* The launchers' variables, innermost first: topobind.launchers.local_rank_vars() and
+/* The launchers' variables, innermost first: topobind.launch.launchers.local_rank_vars() and
  * rank_vars() (tests/test_launchers.py compares them; MPI_LOCALRANKID, PMI_RANK: Hydra). */
 static const char *LOCAL_VARS[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK",
                                    "MPI_LOCALRANKID", "SLURM_LOCALID",

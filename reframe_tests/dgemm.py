@@ -6,7 +6,7 @@ compares 1 GiB pages with 2 MiB and 4 KiB ones (McCalpin's SC18 study: with 2 Mi
 some repetitions run more than 5 % slower than the median of their node, with 1 GiB pages
 that tail disappears).
 
-Performance variables (statistics of the repetitions, topobind.stats):
+Performance variables (statistics of the repetitions, topobind.kernels.stats):
   gflops            median GFLOP/s
   max_slowdown      slowest repetition vs the median, in %
   cv                coefficient of variation, in %
@@ -44,7 +44,7 @@ from topobind_rfm import (  # noqa: E402
     topobind_cmd,
 )
 
-from topobind.sites import CHECKS  # noqa: E402
+from topobind.checks.sites import CHECKS  # noqa: E402
 
 
 @rfm.simple_test
@@ -79,12 +79,12 @@ class DgemmCheck(TopobindCheck):
         self.postrun_cmds = status_line()
         self.keep_files = ["plan.json", "dgemm.*.json"]
 
-    def summary(self):  # -> topobind.stats.Summary
+    def summary(self):  # -> topobind.kernels.stats.Summary
         cached = getattr(self, "_tb_summary", None)
         if cached is not None:
             return cached
-        from topobind.results import load_result
-        from topobind.stats import summarize
+        from topobind.kernels.results import load_result
+        from topobind.kernels.stats import summarize
 
         self.tb_require_exit(ok=(0, 4))
         plan = read_json(os.path.join(self.stagedir, "plan.json"), "topobind plan")

@@ -101,12 +101,12 @@ class HplCheck(TopobindCheck):
             perf["max_slowdown"] = sn.make_performance_function(self.max_slowdown, "%")
         self.perf_variables = perf
 
-    def summary(self):  # -> topobind.stats.Summary
+    def summary(self):  # -> topobind.kernels.stats.Summary
         cached = getattr(self, "_tb_summary", None)
         if cached is not None:
             return cached
-        from topobind.results import load_result
-        from topobind.stats import summarize
+        from topobind.kernels.results import load_result
+        from topobind.kernels.stats import summarize
 
         self.tb_require_exit()
         files = self.tb_glob("hpl/*/hpl/*.json")

@@ -36,8 +36,9 @@ from topobind_rfm import (  # noqa: E402
 LATENCY_TAGS = {"latency", "quick", "full"}
 
 
-def _load_one(check: TopobindCheck, pattern: str, kernel: str):  # -> topobind.results.Result
-    from topobind.results import load_result
+def _load_one(check: TopobindCheck, pattern: str, kernel: str):  # ->
+    # topobind.kernels.results.Result
+    from topobind.kernels.results import load_result
 
     check.tb_require_exit()
     files = check.tb_glob(pattern)

@@ -56,7 +56,7 @@ def in_process(xml: Path, args: list[str]) -> list[float]:
     sys.path.insert(0, str(REPO / "src"))
     import argparse
 
-    from topobind.commands.common import add_layout_args, add_topology_arg, plan_from
+    from topobind.cli.commands.common import add_layout_args, add_topology_arg, plan_from
 
     parser = argparse.ArgumentParser()
     add_topology_arg(parser)

@@ -38,8 +38,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from topobind.bench.hpl import hpccinf_txt, make_config  # noqa: E402
 from topobind.fsutil import atomic_write_text  # noqa: E402
-from topobind.hpl import hpccinf_txt, make_config  # noqa: E402
 
 MPIRUN4 = "/usr/bin/mpirun"
 SHIM = ROOT / "kernels" / "bin" / "libtbhugepages.so"
@@ -241,7 +241,7 @@ def main() -> int:
         for s, n in before.items():
             pool_path(s, "nr_hugepages").write_text(str(n))
     doc = {
-        "schema": "topobind.bench-hugetlb/1",
+        "schema": "topobind.bench.runs-hugetlb/1",
         "glibc": os.confstr("CS_GNU_LIBC_VERSION"),
         "pools_reserved": got,
         "load_average_start": os.getloadavg(),

@@ -8,7 +8,7 @@ Writes results/bench/rankstep.json. For each way of starting a rank's program (/
   path or a file descriptor: execve, openat, fstat, read, mmap, close, ...), counted by name.
 Ways: `bare` (exec of the program), `rankexec` (the C step reading its prepared file, local
 rank 1 of 2) and, when the git history has it (BEFORE_REV, default: the last commit with
-`rank-exec` in src/topobind/launch.py), `python-rank-exec` (the Python step it replaced).
+`rank-exec` in src/topobind/launch/build.py), `python-rank-exec` (the Python step it replaced).
 Targets: the step adds at most 2 ms and 30 file-system calls per rank. The projection to
 128 ranks x 1,000 nodes multiplies the step's cost by 128,000 ranks.
 """
@@ -70,7 +70,7 @@ def before_rank_exec(tmp: Path) -> list[str] | None:
     """The Python step this replaced, from git (None when the history does not have it)."""
     rev = os.environ.get("BEFORE_REV") or subprocess.run(
         ["git", "-C", str(REPO), "log", "-1", "--format=%H", "-S", "rank_exec_prefix", "--",
-         "src/topobind/launch.py"],
+         "src/topobind/launch/build.py"],
         capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
     if not rev:
@@ -92,13 +92,13 @@ def before_rank_exec(tmp: Path) -> list[str] | None:
     (tmp / "plan.json").write_text(plan)
     py = str(REPO / ".venv" / "bin" / "python")
     return [py, "-c", f"import sys; sys.path.insert(0, {str(src / 'src')!r}); "
-            "from topobind.cli import main; sys.exit(main())",
+            "from topobind.cli.main import main; sys.exit(main())",
             "rank-exec", "--plan", str(tmp / "plan.json"), "--"]  # fmt: skip
 
 
 def main() -> int:
     from topobind.fsutil import atomic_write_text
-    from topobind.kernels import find_kernel
+    from topobind.kernels.programs import find_kernel
 
     rankexec = str(find_kernel("rankexec"))
     env = {**os.environ, "OMPI_COMM_WORLD_LOCAL_RANK": "1"}

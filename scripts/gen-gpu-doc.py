@@ -166,7 +166,7 @@ Impossible requests:
 
 Each rank of a per-gpu plan carries `gpus` (`os`, `index`, `pci`, `vendor`), `nic` (`os`,
 `pci`, `kind`) and `env`, the variables that rank alone must see (docs/plan-format.md). For
-the launch step, `topobind.plan.rank_envs(plan)` returns `{{rank: {{variable: value}}}}`.
+the launch step, `topobind.plan.model.rank_envs(plan)` returns `{{rank: {{variable: value}}}}`.
 
 {run("plan", "-t", TIOGA, "--layout", "per-gpu", *LUMI, "-f", "json", start='"ranks"', head=33)}
 ## Emitted for launchers

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from topobind import hugepages
 from topobind.errors import TopobindError
+from topobind.kernels import hugepages
 
 REPO = Path(__file__).resolve().parents[1]
 KIB_1G = 1048576

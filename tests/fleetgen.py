@@ -198,8 +198,8 @@ def layout_placement(layout: str | None) -> LayoutPlacement | None:
     topobind does not plan (those results keep one rank on cores 0-63)."""
     if not layout:
         return None
-    from topobind.layouts import make_plan
-    from topobind.topology import load_synthetic
+    from topobind.plan.layouts import make_plan
+    from topobind.topo.topology import load_synthetic
 
     try:
         plan = make_plan(load_synthetic(TOPOLOGY), layout)

@@ -7,7 +7,7 @@ case runs once, up to ``jobs`` at a time; the results go to ``out`` (atomically:
 of ``name -> {status, stdout, stderr, seconds}``; status 124 for a case stopped at its timeout)
 in a directory the host can read (scripts/numa-vm --rwdir).
 
-A case whose argv starts with ``topobind`` runs ``topobind.cli.main(argv[1:])`` in a forked
+A case whose argv starts with ``topobind`` runs ``topobind.cli.main.main(argv[1:])`` in a forked
 child of this process, which imported topobind once: the same code as the console script,
 without a fresh interpreter per case (about 12 s of imports each in the emulated guest). Any
 other argv is executed as it is.
@@ -23,9 +23,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-import topobind.cli
-import topobind.commands.run  # noqa: F401  (imported before the forks: once for every case)
-import topobind.jobrun  # noqa: F401
+import topobind.cli.commands.run  # noqa: F401  (imported before the forks: once for every case)
+import topobind.cli.main
+import topobind.launch.run  # noqa: F401
 
 
 @dataclass
@@ -55,7 +55,7 @@ def _child(case: Case, out: int, err: int) -> None:
         if case.argv[0] == "topobind":
             sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
             sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
-            status = topobind.cli.main(case.argv[1:])
+            status = topobind.cli.main.main(case.argv[1:])
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(status)

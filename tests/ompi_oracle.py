@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from topobind.topology import parse_list
+from topobind.topo.topology import parse_list
 
 REPO = Path(__file__).resolve().parents[1]
 OMPI5 = str(REPO / ".venv" / "bin" / "mpirun")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from topobind import stats
-from topobind.hugepages import hugepages_status, reserve_hugepages
-from topobind.results import load_result
+from topobind.kernels import stats
+from topobind.kernels.hugepages import hugepages_status, reserve_hugepages
+from topobind.kernels.results import load_result
 
 TOPOBIND = [sys.executable, "-m", "topobind"]
 
@@ -114,7 +114,7 @@ def test_hpl_through_cli_writes_valid_result(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_results_record_the_topology_so_a_report_elsewhere_can_draw_them(tmp_path: Path) -> None:
-    from topobind.topology import load, load_live
+    from topobind.topo.topology import load, load_live
 
     proc = bench(
         "stream",

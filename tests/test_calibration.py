@@ -1,6 +1,6 @@
-"""The rule by which ``topobind calibrate`` turns sessions into references (topobind.calibration):
-every reference it writes is a limit a bad node can cross, quiet or busy; and the load it
-records. Synthetic values: no machine performance is compared here."""
+"""The rule by which ``topobind calibrate`` turns sessions into references
+(topobind.checks.calibration): every reference it writes is a limit a bad node can cross, quiet or
+busy; and the load it records. Synthetic values: no machine performance is compared here."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from topobind import calibration, sites
-from topobind.calibration import CpuSample, crossable, derive_target, load_between
-from topobind.hpl import mpirun_error
+from topobind.bench.hpl import mpirun_error
+from topobind.checks import calibration, sites
+from topobind.checks.calibration import CpuSample, crossable, derive_target, load_between
 
 # sessions as calibrate sees them: steady, noisy, and wild (a neighbour halved a session)
 SESSIONS = {

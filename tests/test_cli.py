@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from topobind import cli
+from topobind.cli import main as cli
 
 XML = str(Path(__file__).resolve().parents[2] / "shared" / "topologies" / "192em64t-24n8c2t.xml")
 
@@ -78,7 +78,7 @@ def test_plan_start_up_imports_no_drawing_schema_or_reframe_library() -> None:
     report, the drawings, the checks or the schema validator."""
     code = (
         "import io, sys\n"
-        "from topobind.cli import main\n"
+        "from topobind.cli.main import main\n"
         "out, sys.stdout = sys.stdout, io.StringIO()\n"
         f"status = main(['plan', '-t', {XML!r}, '-l', 'spread', '-r', '8', '-f', 'json'])\n"
         "sys.stdout = out\n"

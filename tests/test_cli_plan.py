@@ -12,7 +12,7 @@ from cli_helpers import TOPOBIND
 from topo_sources import BETZY, TOPOLOGIES
 
 from topobind.emit.omp import parse_places
-from topobind.plan import validate_plan_json
+from topobind.plan.model import validate_plan_json
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from topobind.plan import validate_plan_json
+from topobind.plan.model import validate_plan_json
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,9 +11,9 @@ from topo_sources import BETZY, layout_cases, plan_or_skip
 from topobind.emit import launch_dict
 from topobind.emit.omp import PROC_BIND_VALUES, format_places, omp_env, parse_places
 from topobind.emit.srun import decode_mask, srun_argv
-from topobind.layouts import make_plan
-from topobind.plan import validate_plan_json
-from topobind.topology import load, parse_list
+from topobind.plan.layouts import make_plan
+from topobind.plan.model import validate_plan_json
+from topobind.topo.topology import load, parse_list
 
 CASES, IDS = layout_cases(8)
 _plan = plan_or_skip

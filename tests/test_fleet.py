@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 
-from topobind import acceptance, conformance, hostlist, stats, validation
+from topobind.checks import acceptance, conformance, validation
 from topobind.errors import TopobindError
+from topobind.kernels import stats
+from topobind.topo import hostlist
 
 REPO = Path(__file__).resolve().parents[1]
-TOPOBIND = [sys.executable, "-m", "topobind.cli"]
+TOPOBIND = [sys.executable, "-m", "topobind.cli.main"]
 
 
 # --------------------------------------------------------------------------- host lists
@@ -212,7 +214,7 @@ def _fake_sys(root: Path, pages_per_node: list[int], thp: str, governor: str | N
 
 
 def test_live_facts_and_findings_one_line_each(tmp_path: Path) -> None:
-    from topobind.topology import load
+    from topobind.topo.topology import load
 
     _fake_sys(tmp_path, [64, 10], "always [madvise] never", "powersave")
     topo = load("synthetic:pack:1 numa:2 l3:1 core:2 pu:1")
@@ -258,8 +260,8 @@ def test_site_check_live_without_node_section_says_what_to_add(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_site_check_live_per_host_finding_and_drain(tmp_path: Path) -> None:
-    from topobind.sites import node_counts
-    from topobind.topology import load
+    from topobind.checks.sites import node_counts
+    from topobind.topo.topology import load
 
     c = node_counts(load("live"))
     node = (
@@ -287,7 +289,7 @@ def test_site_check_live_per_host_finding_and_drain(tmp_path: Path) -> None:
 def test_site_check_golden_xml(tmp_path: Path) -> None:
     golden = tmp_path / "golden"
     golden.mkdir()
-    from topobind.topology import load
+    from topobind.topo.topology import load
 
     (golden / "node2.xml").write_text(load("live").xml)
     sites = _sites_dir(tmp_path, None)
@@ -374,7 +376,7 @@ def _history_db(path: Path, days: int, loss_per_week: float) -> Path:
 
 
 def test_history_flags_a_node_losing_three_percent_a_week(tmp_path: Path) -> None:
-    from topobind import history
+    from topobind.checks import history
 
     db = _history_db(tmp_path, 30, 0.03)
     rows = history.trends(history.sessions(db, "fleet", 30), "fleet", 0.05)

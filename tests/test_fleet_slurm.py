@@ -34,8 +34,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.root]
 def _site(tmp: Path, per_host: str = "") -> Path:
     """A site 'fleet' whose slurm partition is the local cluster's, with a node: section
     this machine meets (and ``per_host`` expectations under hosts:)."""
-    from topobind.sites import node_counts
-    from topobind.topology import load
+    from topobind.checks.sites import node_counts
+    from topobind.topo.topology import load
 
     c = node_counts(load("live"))
     d = tmp / "sites" / "fleet"

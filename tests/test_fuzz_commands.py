@@ -27,7 +27,7 @@ from test_fuzz_inputs import (
     slurm_values,
 )
 
-from topobind.topology import parse_list
+from topobind.topo.topology import parse_list
 
 REPO = Path(__file__).resolve().parents[1]
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")

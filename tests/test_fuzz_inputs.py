@@ -23,16 +23,18 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from topo_sources import TOPOLOGIES
 
-from topobind import slurm
-from topobind.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
+from topobind.checks.sites.loading import load_site_file
 from topobind.errors import TopobindError
 from topobind.inputs import host_name, whole_number
-from topobind.layouts import make_plan
+from topobind.kernels.results import MAX_VALUE, ResultError, run_from_document
+from topobind.launch.samples import judged_threads, read_sample_files
+from topobind.launch.verify import parse_probe_output
+from topobind.launch.verify_devices import probe_envs
+from topobind.plan.layouts import make_plan
 from topobind.report.analysis import Options, analyse
-from topobind.results import MAX_VALUE, ResultError, run_from_document
-from topobind.samples import judged_threads, read_sample_files
-from topobind.sites.loading import load_site_file
-from topobind.topology import (
+from topobind.topo import slurm_allocation as slurm
+from topobind.topo.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
+from topobind.topo.topology import (
     MAX_PUS,
     Topology,
     _check_synthetic_size,
@@ -40,8 +42,6 @@ from topobind.topology import (
     parse_list,
     parse_xml,
 )
-from topobind.verify import parse_probe_output
-from topobind.verify_devices import probe_envs
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"

@@ -12,10 +12,10 @@ import pytest
 from ompi_oracle import have_ompi5, ompi5_map
 from topo_sources import TOPOLOGIES
 
-from topobind.cli import main
+from topobind.cli.main import main
 from topobind.emit.openmpi import openmpi_argv
-from topobind.layouts import make_plan
-from topobind.topology import load
+from topobind.plan.layouts import make_plan
+from topobind.topo.topology import load
 
 KINDS = TOPOLOGIES / "fakecpukinds.xml"
 # (per-l3 and l3-groups refuse this node: it has no shared cache)

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from topo_sources import TOPOLOGIES
 
-from topobind.devices import Devices
-from topobind.layouts import make_plan
-from topobind.plan_devices_png import _tree, draw_gpu_png
-from topobind.plan_drawing import rank_colour
-from topobind.topology import load
+from topobind.draw.boxes import rank_colour
+from topobind.draw.device_badges import _tree, draw_gpu_png
+from topobind.plan.layouts import make_plan
+from topobind.topo.devices import Devices
+from topobind.topo.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
 TIOGA = TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml"

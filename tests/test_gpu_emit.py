@@ -19,9 +19,9 @@ from topobind.emit.gres import gres_conf
 from topobind.emit.openmpi import openmpi_argv
 from topobind.emit.srun import decode_mask, srun_argv
 from topobind.errors import TopobindError
-from topobind.layouts import make_plan
-from topobind.plan import Plan
-from topobind.topology import Topology, load, parse_list
+from topobind.plan.layouts import make_plan
+from topobind.plan.model import Plan
+from topobind.topo.topology import Topology, load, parse_list
 
 DATA = Path(__file__).resolve().parent / "data"
 EXTRA = [

@@ -16,7 +16,7 @@ from cli_helpers import TOPOBIND
 from ompi_oracle import OMPI4, OMPI5, ROOT_ENV, have_ompi4, have_ompi5
 from slurm_helpers import sbatch_wait
 
-from topobind.topology import load
+from topobind.topo.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
 

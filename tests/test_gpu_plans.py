@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from topo_sources import TOPOLOGIES
 
-from topobind.cli import main
-from topobind.plan import validate_plan_json
-from topobind.topology import format_list, load
+from topobind.cli.main import main
+from topobind.plan.model import validate_plan_json
+from topobind.topo.topology import format_list, load
 
 DATA = Path(__file__).resolve().parent / "data"
 CASES = json.loads((DATA / "gpu_cases.json").read_text())["cases"]
@@ -141,7 +141,7 @@ def test_a_job_that_narrowed_the_gpus_is_told(monkeypatch: pytest.MonkeyPatch) -
     """Live plans inside a job whose ROCR_VISIBLE_DEVICES is already set (Slurm --gpus)."""
     import dataclasses
 
-    from topobind.layouts import make_plan
+    from topobind.plan.layouts import make_plan
 
     topo = dataclasses.replace(
         load(str(TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml")), source="live"
@@ -155,8 +155,8 @@ def test_a_job_that_narrowed_the_gpus_is_told(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_deep_io_nesting_is_read_without_recursion() -> None:
-    from topobind import hwloc_xml
-    from topobind.devices import devices_of
+    from topobind.topo import hwloc_xml
+    from topobind.topo.devices import devices_of
 
     xml = (
         '<topology><object type="Machine" cpuset="0x1">'
@@ -207,8 +207,8 @@ def test_nested_localities_give_each_core_once() -> None:
     nearest GPUs, cuda1 is left out with a note (never a core planned twice)."""
     import dataclasses
 
-    from topobind.devices import Devices, Gpu
-    from topobind.layouts import make_plan
+    from topobind.plan.layouts import make_plan
+    from topobind.topo.devices import Devices, Gpu
 
     topo = load("synthetic:pack:1 l3:2 core:2 pu:1")
 

@@ -346,10 +346,10 @@ def test_rankexec_refuses_cpus_it_cannot_bind(cpus: str, tmp_path: Path) -> None
 @needs_rankexec
 def test_env_and_rankexec_take_the_same_group_for_a_qualified_node_name(tmp_path: Path) -> None:
     """SLURMD_NODENAME=node3.cluster.org: both take node3's group (the name up to the '.')."""
-    from topobind.launch import NodePlan
-    from topobind.layouts import make_plan
-    from topobind.pernode import env_group
-    from topobind.topology import load
+    from topobind.launch.build import NodePlan
+    from topobind.launch.node_groups import env_group
+    from topobind.plan.layouts import make_plan
+    from topobind.topo.topology import load
 
     node = load(str(TWO_NUMA))
     groups = [
@@ -373,7 +373,7 @@ def test_env_and_rankexec_take_the_same_group_for_a_qualified_node_name(tmp_path
 
 def test_a_sample_file_that_is_not_utf8_is_read_without_a_traceback(tmp_path: Path) -> None:
     """Found by tests/test_fuzz_inputs.py: a sample of bytes that are not UTF-8."""
-    from topobind.samples import judged_threads, read_sample_files
+    from topobind.launch.samples import judged_threads, read_sample_files
 
     good = tmp_path / "sample-good.json"
     good.write_text(probe_line() + "\n")
@@ -422,7 +422,7 @@ def test_a_headline_naming_no_metric_is_refused(
     metric: object, stream_result: dict[str, object]
 ) -> None:
     """Found by tests/test_fuzz_inputs.py: a list as headline.metric (unhashable)."""
-    from topobind.results import ResultError, run_from_document
+    from topobind.kernels.results import ResultError, run_from_document
 
     head = {**stream_result["headline"], "metric": metric}  # type: ignore[dict-item]
     with pytest.raises(ResultError, match='"headline.metric"|the headline metric name'):

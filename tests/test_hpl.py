@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 from conftest_kernels import ensure_built
 
-from topobind import hpl, kernels, results
+from topobind.bench import hpl
 from topobind.errors import TopobindError
-from topobind.layouts import make_plan
-from topobind.results import load_result
-from topobind.topology import load
+from topobind.kernels import programs as kernels
+from topobind.kernels import results
+from topobind.kernels.results import load_result
+from topobind.plan.layouts import make_plan
+from topobind.topo.topology import load
 
 needs_hpl = pytest.mark.skipif(
     not (shutil.which("hpcc") or shutil.which("xhpl")), reason="no hpcc/xhpl installed"

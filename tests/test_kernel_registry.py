@@ -13,12 +13,15 @@ from pathlib import Path
 import pytest
 from conftest_kernels import ensure_built, omp_env
 
-from topobind import bench, kernel_registry, kernels, results
-from topobind.commands import bench as bench_cmd
+from topobind.bench import runs as bench
+from topobind.checks.sites.catalogue import CHECKS
+from topobind.cli.commands import bench as bench_cmd
 from topobind.errors import TopobindError
-from topobind.layouts import make_plan
-from topobind.sites.catalogue import CHECKS
-from topobind.topology import load_live
+from topobind.kernels import programs as kernels
+from topobind.kernels import registry as kernel_registry
+from topobind.kernels import results
+from topobind.plan.layouts import make_plan
+from topobind.topo.topology import load_live
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES = [k.name for k in kernel_registry.KERNELS]

@@ -1,7 +1,8 @@
 """Kernels: page sizes really obtained (1G/2M hugetlb, THP, 4k), --strict, the LD_PRELOAD shim.
 
-These change /sys/kernel/mm/hugepages/*/nr_hugepages through topobind.hugepages.reserve_hugepages
-(root only; restored afterwards) and skip with the reason when that is impossible.
+These change /sys/kernel/mm/hugepages/*/nr_hugepages through
+topobind.kernels.hugepages.reserve_hugepages (root only; restored afterwards) and skip with the
+reason when that is impossible.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from pathlib import Path
 import pytest
 from conftest_kernels import KIB_1G, KIB_2M, omp_env, require_root, reserved, thp_mode
 
-from topobind import hugepages, kernels
 from topobind.errors import TopobindError
+from topobind.kernels import hugepages
+from topobind.kernels import programs as kernels
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("built_kernels")]
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from conftest_kernels import omp_env
 
-from topobind import kernels, results
+from topobind.kernels import programs as kernels
+from topobind.kernels import results
 
 pytestmark = [
     pytest.mark.skipif(

@@ -13,8 +13,9 @@ import jsonschema
 import pytest
 from conftest_kernels import omp_env
 
-from topobind import kernels, results
 from topobind.errors import TopobindError
+from topobind.kernels import programs as kernels
+from topobind.kernels import results
 
 KERNELS = ["stream", "dgemm", "latency", "c2c", "whereami"]
 KSRC = Path(__file__).resolve().parents[1] / "kernels"

@@ -324,7 +324,7 @@ def test_env_notes_whole_cores_on_smt_for_several_ranks() -> None:
 def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:
     """An mpirun inside an sbatch script passes SLURM_PROCID=0/SLURM_LOCALID=0 of the batch
     step to every rank: OpenMPI's (and PMIx's) own variables must decide the rank."""
-    from topobind.launch import local_rank
+    from topobind.launch.build import local_rank
 
     batch = {"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2"}
     assert local_rank({**batch, "OMPI_COMM_WORLD_LOCAL_RANK": "1"}) == 1

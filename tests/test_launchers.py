@@ -1,4 +1,4 @@
-"""The launcher registry (topobind.launchers): everything that names launchers is derived
+"""The launcher registry (topobind.launch.launchers): everything that names launchers is derived
 from it, rank variables agree with the C per-rank step, a program's MPI is read from its ELF
 file, and a new launcher is one class registered."""
 
@@ -14,16 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from topobind import launchers
 from topobind.errors import TopobindError
-from topobind.launch import JobShape, RankStep, build, job_shape
-from topobind.launchers.base import Launch, Launcher, Native
-from topobind.launchers.linked import dynamic_entries, linked_mpi
-from topobind.layouts import make_plan
-from topobind.topology import load
+from topobind.launch.build import JobShape, RankStep, build, job_shape, launchers
+from topobind.launch.launchers.base import Launch, Launcher, Native
+from topobind.launch.launchers.linked import dynamic_entries, linked_mpi
+from topobind.plan.layouts import make_plan
+from topobind.topo.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
-TOPOBIND = [sys.executable, "-m", "topobind.cli"]
+TOPOBIND = [sys.executable, "-m", "topobind.cli.main"]
 MPICC4 = Path("/usr/bin/mpicc")
 HELLO_C = "#include <mpi.h>\nint main(int c, char **v) { MPI_Init(&c, &v); MPI_Finalize(); }\n"
 

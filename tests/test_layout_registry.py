@@ -1,5 +1,5 @@
 """The layout registry is the one vocabulary: the CLI, its help, the run epilog, the plan
-schema and docs/layouts.md all name exactly the layouts of ``topobind.layouts.REGISTRY``."""
+schema and docs/layouts.md all name exactly the layouts of ``topobind.plan.layouts.REGISTRY``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from cli_helpers import TOPOBIND
 from topo_sources import BETZY, TOPOLOGIES
 
 from topobind.errors import PlanError
-from topobind.layouts import (
+from topobind.plan.layouts import (
     LAYOUTS,
     MAX_LAYOUT_PARAMETER,
     REGISTRY,
@@ -22,8 +22,8 @@ from topobind.layouts import (
     one_rank_per_domain,
     parse_layout,
 )
-from topobind.plan import plan_schema
-from topobind.topology import load
+from topobind.plan.model import plan_schema
+from topobind.topo.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -110,9 +110,10 @@ def test_a_new_layout_with_its_own_option_joins_by_one_registry_entry(
 ) -> None:
     """How per-gpu (or any layout) joins: one Layout with its options; the CLI grows the
     option, the help and the parser know the name, the planner gets the option's value."""
-    from topobind import cli, layouts
-    from topobind.commands.common import plan_from
-    from topobind.layouts import Layout, LayoutOption, Request, Slot, compact
+    from topobind.cli import main as cli
+    from topobind.cli.commands.common import plan_from
+    from topobind.plan import layouts
+    from topobind.plan.layouts import Layout, LayoutOption, Request, Slot, compact
 
     seen: list[Request] = []
 
@@ -127,7 +128,7 @@ def test_a_new_layout_with_its_own_option_joins_by_one_registry_entry(
         options=(LayoutOption("--nth", "nth", "take every Nth core", type=int),),
     )
     monkeypatch.setattr(layouts, "REGISTRY", (*layouts.REGISTRY, extra))
-    parser = cli.build_parser(("topobind.commands.topo",))
+    parser = cli.build_parser(("topobind.cli.commands.topo",))
     with pytest.raises(SystemExit):
         parser.parse_args(["plan", "--help"])
     shown = " ".join(capsys.readouterr().out.split())

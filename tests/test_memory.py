@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from topobind.commands.common import size_arg
+from topobind.cli.commands.common import size_arg
 from topobind.emit.memory import numactl_script, srun_mem_bind
 from topobind.errors import PlanError, TopobindError
-from topobind.layouts import make_plan
-from topobind.memory import is_static, needs_step, plan_memory, step_fields
-from topobind.memstate import read_state, state_lines
-from topobind.plan import validate_plan_json
-from topobind.topology import load
+from topobind.plan.layouts import make_plan
+from topobind.plan.memory import is_static, needs_step, plan_memory, step_fields
+from topobind.plan.model import validate_plan_json
+from topobind.topo.memory_state import read_state, state_lines
+from topobind.topo.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
@@ -230,7 +230,7 @@ def test_no_numa_information(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_one_line(args: list[str], says: str) -> None:
-    from topobind.hugepages import reserve_hugepages
+    from topobind.kernels.hugepages import reserve_hugepages
 
     with reserve_hugepages(1 << 20, 0) if os.geteuid() == 0 else _nothing():
         out = cli("run", "--launcher", "none", *args, "--", "true")

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from slurm_helpers import slurm_cluster  # noqa: F401  (session fixture)
 
-from topobind.layouts import make_plan
-from topobind.memory import plan_memory
-from topobind.memverify import MAX_OUTSIDE, check, summary, table
-from topobind.topology import load
+from topobind.launch.verify_memory import MAX_OUTSIDE, check, summary, table
+from topobind.plan.layouts import make_plan
+from topobind.plan.memory import plan_memory
+from topobind.topo.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
 RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
@@ -117,7 +117,7 @@ def test_verdicts_on_samples() -> None:
 
 
 def run_program(pages: str, kib: int, count: int) -> subprocess.CompletedProcess[str]:
-    from topobind.hugepages import hugepages_status, reserve_hugepages
+    from topobind.kernels.hugepages import hugepages_status, reserve_hugepages
 
     pool = hugepages_status().get(kib)
     in_use = pool.nr - pool.free if pool else 0  # another process's pages stay taken
@@ -154,7 +154,7 @@ def test_run_puts_a_users_large_mappings_on_those_pages(pages: str, kib: int, co
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="reserving hugepages needs root")
 def test_a_static_program_or_a_missing_pool_is_refused(tmp_path: Path) -> None:
-    from topobind.hugepages import reserve_hugepages
+    from topobind.kernels.hugepages import reserve_hugepages
 
     with reserve_hugepages(2048, 4):
         out = subprocess.run(
@@ -174,7 +174,7 @@ def test_a_static_program_or_a_missing_pool_is_refused(tmp_path: Path) -> None:
 
 
 def test_probe_reports_its_policy_and_test_page(tmp_path: Path) -> None:
-    from topobind.memverify import probe_rows, probe_table
+    from topobind.launch.verify_memory import probe_rows, probe_table
 
     whereami = REPO / "kernels" / "bin" / "whereami"
     out = rankexec(step(tmp_path, "%mem=bind:0\tOMP_NUM_THREADS=1"), str(whereami))

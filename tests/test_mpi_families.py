@@ -25,14 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from topobind.launchers import REGISTRY
-from topobind.launchers.intelmpi import pin_env
-from topobind.launchers.mpich import Mpich
-from topobind.layouts import make_plan
-from topobind.topology import load
+from topobind.launch.launchers import REGISTRY
+from topobind.launch.launchers.intelmpi import pin_env
+from topobind.launch.launchers.mpich import Mpich
+from topobind.plan.layouts import make_plan
+from topobind.topo.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
-TOPOBIND = [sys.executable, "-m", "topobind.cli"]
+TOPOBIND = [sys.executable, "-m", "topobind.cli.main"]
 MPICC = {"mpich": REPO / ".venv-mpich/bin/mpicc", "intelmpi": REPO / ".venv-impi/bin/mpicc"}
 SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared")) / "topologies"
 

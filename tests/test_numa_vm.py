@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from topobind.layouts import make_plan
-from topobind.plan import Plan
-from topobind.topology import format_list, load, parse_list
+from topobind.plan.layouts import make_plan
+from topobind.plan.model import Plan
+from topobind.topo.topology import format_list, load, parse_list
 
 REPO = Path(__file__).resolve().parents[1]
 NUMA_VM = REPO / "scripts" / "numa-vm"

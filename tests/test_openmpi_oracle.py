@@ -15,9 +15,9 @@ from ompi_oracle import PartialMap, have_ompi4, have_ompi5, ompi4_map, ompi5_map
 from topo_sources import BETZY, TOPOLOGIES, layout_cases, plan_or_skip
 
 from topobind.emit.openmpi import openmpi_argv
-from topobind.layouts import make_plan
-from topobind.plan import Plan
-from topobind.topology import load
+from topobind.plan.layouts import make_plan
+from topobind.plan.model import Plan
+from topobind.topo.topology import load
 
 CASES, IDS = layout_cases(4)
 # Topologies that lack a level hwloc usually has (made by hwloc from synthetic strings):

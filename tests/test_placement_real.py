@@ -14,9 +14,9 @@ from ompi_oracle import OMPI4, OMPI5, ROOT_ENV, have_ompi4, have_ompi5
 
 from topobind.emit.omp import omp_env
 from topobind.emit.openmpi import openmpi_argv
-from topobind.layouts import make_plan
-from topobind.plan import Plan
-from topobind.topology import load
+from topobind.plan.layouts import make_plan
+from topobind.plan.model import Plan
+from topobind.topo.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"

@@ -22,8 +22,9 @@ import pytest
 import yaml
 from cli_helpers import TOPOBIND
 
-from topobind import calibration, sites, stats
-from topobind.hugepages import hugepages_status
+from topobind.checks import calibration, sites
+from topobind.kernels import stats
+from topobind.kernels.hugepages import hugepages_status
 
 pytestmark = pytest.mark.slow
 
@@ -127,7 +128,7 @@ def test_calibration_writes_medians_with_provenance(calibrated: Calibrated) -> N
     assert len(values) == 2
     assert triad.reference == pytest.approx(stats.median(values), rel=1e-6)
     # the node was recorded from the NodeCheck's topobind show
-    from topobind.topology import load as load_topology
+    from topobind.topo.topology import load as load_topology
 
     live = load_topology("live").summary()
     assert site.node is not None and site.node.cores == live["cores"]
@@ -380,7 +381,7 @@ def test_quick_set_through_local_slurm(
 
 
 def live_cores() -> int:
-    from topobind.topology import load
+    from topobind.topo.topology import load
 
     return len(load("live").cores)
 

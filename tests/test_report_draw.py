@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topobind.layouts import make_plan
-from topobind.plan_drawing import core_uses, rank_colour, rank_style
-from topobind.plan_drawing import text_tree as draw_text
-from topobind.plan_png import _legend_label, draw_png
-from topobind.topology import format_list, load
+from topobind.draw.boxes import core_uses, rank_colour, rank_style
+from topobind.draw.boxes import text_tree as draw_text
+from topobind.draw.png import _legend_label, draw_png
+from topobind.plan.layouts import make_plan
+from topobind.topo.topology import format_list, load
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
@@ -195,7 +195,7 @@ def test_cli_writes_text_and_png_by_extension(tmp_path: Path) -> None:
 def test_hatch_ink_without_hatchcolor() -> None:
     """matplotlib < 3.11 has no hatchcolor: the hatch takes the edge colour there (drawn for
     real with matplotlib 3.6.3 when this was written; CI has one matplotlib)."""
-    from topobind.plan_png import _hatch_ink
+    from topobind.draw.png import _hatch_ink
 
     assert _hatch_ink("#fff", "#555", hatchcolor=True) == {"hatchcolor": "#fff", "ec": "#555"}
     assert _hatch_ink("#fff", None, hatchcolor=True) == {"hatchcolor": "#fff"}
@@ -206,7 +206,7 @@ def test_hatch_ink_without_hatchcolor() -> None:
 def test_text_grid_names_the_pus_of_every_numa_line() -> None:
     """`topobind plan --format picture`: one cell per core and, per NUMA node, the OS indexes
     of its PUs, SMT siblings included, as the topology has them."""
-    from topobind.plan_drawing import text_grid
+    from topobind.draw.boxes import text_grid
 
     plan = make_plan(load(EPYC), "compact", ranks=8, threads=4)
     lines = text_grid(plan).splitlines()

@@ -118,7 +118,7 @@ def test_the_checker_finds_a_cycle_hidden_in_a_function() -> None:
 def test_the_graph_sees_the_report_imports() -> None:
     graph = import_graph()
     assert "topobind.report.analysis" in graph["topobind.report.charts"]
-    assert "topobind.report.layout_pictures" in graph["topobind.report.gallery"]
+    assert "topobind.report.layouts_drawn" in graph["topobind.report.gallery"]
     assert "topobind.report.fmt" in graph["topobind.report.text"]  # "from . import fmt"
 
 

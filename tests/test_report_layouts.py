@@ -21,13 +21,13 @@ import numpy as np
 import pytest
 from fleetgen import TOPOLOGY, FleetSpec, generate_fleet
 
-from topobind.layouts import REGISTRY, make_plan
-from topobind.plan_drawing import rank_colour
+from topobind.draw.boxes import rank_colour
+from topobind.plan.layouts import REGISTRY, make_plan
 from topobind.report.analysis import Options
 from topobind.report.build import build_report
-from topobind.report.layouts import collect_layouts
+from topobind.report.layouts_seen import collect_layouts
 from topobind.report.reader import read_results
-from topobind.topology import load
+from topobind.topo.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
 STREAM = REPO / "kernels" / "bin" / "stream"
@@ -281,8 +281,8 @@ def test_real_runs_here_are_drawn_on_this_machine(tmp_path: Path) -> None:
 def test_planned_layouts_from_a_hook_are_marked_planned(tmp_path: Path) -> None:
     """layout_pictures_hook adds drawings of plans: kind 'plan', in the Layouts section apart
     from the recorded drawings, never captioned as where threads really ran."""
-    from topobind.report.layout_pictures import layout_pictures_hook
-    from topobind.topology import load
+    from topobind.report.layouts_drawn import layout_pictures_hook
+    from topobind.topo.topology import load
 
     generate_fleet(tmp_path / "fleet", FleetSpec(hosts=3, runs=2, kernels=("stream",),
                                                  layout="per-l3"))  # fmt: skip
@@ -306,7 +306,7 @@ def test_identical_placements_share_one_drawing_however_the_topology_was_found(
     """One placement on one host is one drawing: a kernel whose results record
     params.topology and another whose results do not (drawn on this machine), and another host
     of the same node type recording params.topology, all share it (issue 11 item 7)."""
-    from topobind.topology import load_live, synthetic_description
+    from topobind.topo.topology import load_live, synthetic_description
 
     live = load_live()
     desc = synthetic_description(live)

@@ -18,7 +18,7 @@ MANIFEST = ".topobind-report"
 
 def topobind(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "topobind.cli", *args],
+        [sys.executable, "-m", "topobind.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=300,

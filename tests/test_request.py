@@ -7,17 +7,18 @@ import dataclasses
 
 import pytest
 
-from topobind import cli, request
-from topobind.commands.common import request_from
+from topobind.cli import main as cli
+from topobind.cli.commands.common import request_from
 from topobind.errors import PlanError
-from topobind.layouts import REGISTRY
-from topobind.topology import load
+from topobind.plan import request
+from topobind.plan.layouts import REGISTRY
+from topobind.topo.topology import load
 
 EPYC = "synthetic:pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)"
 
 
 def _args(*argv: str):  # the namespace argparse gives the run command
-    return cli.build_parser(("topobind.commands.run",)).parse_args(["run", *argv, "--", "true"])
+    return cli.build_parser(("topobind.cli.commands.run",)).parse_args(["run", *argv, "--", "true"])
 
 
 def test_options_become_one_typed_request() -> None:

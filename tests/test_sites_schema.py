@@ -13,7 +13,7 @@ import pytest
 import yaml
 from cli_helpers import TOPOBIND
 
-from topobind import sites
+from topobind.checks import sites
 
 REPO = Path(__file__).resolve().parents[1]
 REFRAME = str(REPO / ".venv" / "bin" / "reframe")

@@ -32,13 +32,13 @@ from slurm_helpers import (
 )
 
 from topobind.errors import TopobindError
-from topobind.launch import NodePlan
-from topobind.layouts import make_plan
-from topobind.pernode import compare_per_node, env_group
-from topobind.plan import PlannedRank
-from topobind.slurm import expand_counts, tasks_on_each_node
-from topobind.topology import load
-from topobind.verify import Observed, compare
+from topobind.launch.build import NodePlan
+from topobind.launch.node_groups import compare_per_node, env_group
+from topobind.launch.verify import Observed, compare
+from topobind.plan.layouts import make_plan
+from topobind.plan.model import PlannedRank
+from topobind.topo.slurm_allocation import expand_counts, tasks_on_each_node
+from topobind.topo.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"

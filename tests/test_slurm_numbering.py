@@ -1,6 +1,6 @@
 """Slurm's CPU ids are not the OS's: ``scontrol show job -d`` prints ``CPU_IDs`` in Slurm's
 abstract numbering (core by core in hwloc's logical order), which topobind turns into OS
-indexes before it plans a node group (topobind.slurm.machine_cpus).
+indexes before it plans a node group (topobind.topo.slurm_allocation.machine_cpus).
 
 The oracle is Slurm itself: a real ``slurmd -D -vvvvv`` loads each shared topology XML
 (``HWLOC_XMLFILE``) and prints its block map, ``CPU map[abstract]=>machine``, which
@@ -21,8 +21,8 @@ import pytest
 from topo_sources import TOPOLOGIES
 
 from topobind.errors import TopobindError
-from topobind.slurm import machine_cpus
-from topobind.topology import node_cores, parse_xml
+from topobind.topo.slurm_allocation import machine_cpus
+from topobind.topo.topology import node_cores, parse_xml
 
 REPO = Path(__file__).resolve().parents[1]
 XMLS = sorted(TOPOLOGIES.glob("*.xml")) + sorted((TOPOLOGIES / "gpu").glob("*.xml"))
@@ -129,7 +129,7 @@ def test_a_cgroup_confined_step_still_plans_the_other_nodes_cpus(tmp_path: Path)
         (group / "cpuset.mems").write_text((CPUSET / "cpuset.mems").read_text())
         script = (
             f"echo $$ > {group}/tasks; "
-            f"exec {REPO}/.venv/bin/python -c 'from topobind import topology as t; "
+            f"exec {REPO}/.venv/bin/python -c 'from topobind.topo import topology as t; "
             'import sys; sys.stdout.write(t.load("live").xml + "\\0" + t.live_whole_xml())\''
         )
         done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
@@ -148,9 +148,9 @@ def test_a_cgroup_confined_step_still_plans_the_other_nodes_cpus(tmp_path: Path)
 def test_unknown_threads_per_core_reads_the_topologys_with_a_warning(tmp_path: Path) -> None:
     """A site hiding its nodes from users (PrivateData=nodes): scontrol show node fails, the
     ids are read with the topology's threads per core, and the plan says so."""
-    from topobind.pernode import _numbering_warnings
-    from topobind.slurm import NodeShare, _threads_per_core
-    from topobind.topology import load
+    from topobind.launch.node_groups import _numbering_warnings
+    from topobind.topo.slurm_allocation import NodeShare, _threads_per_core
+    from topobind.topo.topology import load
 
     if shutil.which("scontrol") is None:
         pytest.skip("scontrol not installed (make setup)")

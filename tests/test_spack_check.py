@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from topobind.spackcheck import externals
-from topobind.spackcheck.check import machine_overlays, sync_copy
-from topobind.spackcheck.locations import REPO, SPACK_YAML
-from topobind.spackcheck.realspack import Spack
+from topobind.spack import externals
+from topobind.spack.check import machine_overlays, sync_copy
+from topobind.spack.locations import REPO, SPACK_YAML
+from topobind.spack.realspack import Spack
 
 DATA = Path(__file__).parent / "data" / "spack"
 TOPOBIND = REPO / ".venv" / "bin" / "topobind"

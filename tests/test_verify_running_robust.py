@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from topobind.plan import PlannedRank
-from topobind.verify import Observed, compare
+from topobind.launch.verify import Observed, compare
+from topobind.plan.model import PlannedRank
 
 REPO = Path(__file__).resolve().parents[1]
 RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
@@ -101,7 +101,7 @@ def test_a_wrapper_that_leaves_the_program_in_place_passes(tmp_path: Path) -> No
 
 
 def test_wrapper_threads_are_not_judged() -> None:
-    from topobind.samples import judged_threads, parse_sample
+    from topobind.launch.samples import judged_threads, parse_sample
 
     line = json.dumps(
         {"kernel": "whereami", "host": "h", "rank": 0, "ended": False, "placement": [

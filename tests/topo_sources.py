@@ -55,8 +55,8 @@ def plan_or_skip(src: str, layout: str, smt: bool, **kw: int):  # type: ignore[n
     import pytest
 
     from topobind.errors import PlanError
-    from topobind.layouts import make_plan
-    from topobind.topology import load
+    from topobind.plan.layouts import make_plan
+    from topobind.topo.topology import load
 
     try:
         return make_plan(load(src), layout, smt=smt, **kw)

@@ -37,9 +37,9 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from topobind import launchers as tblaunchers
-from topobind import sites as tbsites
+from topobind.checks import sites as tbsites
 from topobind.errors import TopobindError
+from topobind.launch import launchers as tblaunchers
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "probe.py"
@@ -204,7 +204,7 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     #: calibration mode: no references, and checks that need targets run anyway
     calibrating = variable(bool, value=False)
 
-    #: key of topobind.sites.CHECKS (targets) or '' for sanity-only checks
+    #: key of topobind.checks.sites.CHECKS (targets) or '' for sanity-only checks
     tb_family = ""
 
     def tb_variant(self) -> str:
@@ -304,7 +304,7 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
         if self.tb_site.node is not None:
             return self.tb_site.node
         if self.tb_partition.scheduler == "local" or self.tb_site.name == "local":
-            from topobind.topology import load
+            from topobind.topo.topology import load
 
             return tbsites.ExpectedNode(**tbsites.node_counts(load("live")))
         return None

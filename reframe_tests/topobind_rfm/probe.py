@@ -15,7 +15,7 @@ import sys
 
 
 def _hugepages() -> int:
-    from topobind.hugepages import hugepages_status
+    from topobind.kernels.hugepages import hugepages_status
 
     status = hugepages_status()
     doc = {
@@ -31,7 +31,7 @@ def _hugepages() -> int:
 
 
 def _pick(kind: str) -> int:
-    from topobind.topology import load
+    from topobind.topo.topology import load
 
     topo = load("live")
     cores_by_l3: dict[int, list[int]] = {}
@@ -57,7 +57,7 @@ def _pick(kind: str) -> int:
 
 
 def _cores() -> int:
-    from topobind.topology import load
+    from topobind.topo.topology import load
 
     print(len(load("live").cores))
     return 0

@@ -1,5 +1,5 @@
 """``python -m topobind``: the ``topobind`` command."""
 
-from topobind.cli import entry
+from topobind.cli.main import entry
 
 entry()

@@ -7,7 +7,7 @@ from typing import Any
 from topobind.emit.omp import omp_env
 from topobind.emit.openmpi import openmpi_argv
 from topobind.emit.srun import srun_argv
-from topobind.plan import Plan
+from topobind.plan.model import Plan
 
 
 def launch_dict(plan: Plan) -> dict[str, Any]:

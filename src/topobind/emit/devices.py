@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import shlex
 
-from topobind.cpukinds import kind_names
 from topobind.errors import TopobindError
-from topobind.plan import Plan, rank_envs
-from topobind.topology import Topology, format_list
+from topobind.plan.model import Plan, rank_envs
+from topobind.topo.cpukinds import kind_names
+from topobind.topo.topology import Topology, format_list
 
 ENV_NOTE = (
     "each rank needs its own {names} (ranks[].env of the plan): 'topobind run' sets them per "
@@ -113,7 +113,7 @@ def show_json(topo: Topology) -> dict[str, object]:
     }
 
 
-#: the launcher variables of the local rank, innermost launcher first (as topobind.launch)
+#: the launcher variables of the local rank, innermost launcher first (as topobind.launch.build)
 _LOCAL_RANK = "${OMPI_COMM_WORLD_LOCAL_RANK:-${PMIX_LOCAL_RANK:-${SLURM_LOCALID:-}}}"
 
 

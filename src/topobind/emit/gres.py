@@ -3,16 +3,16 @@ Slurm's own ``--gpu-bind=closest`` picks the GPUs topobind's per-gpu layout pick
 
 ``Cores=`` takes Slurm's logical core numbers: core 0 is the first core of the first socket,
 in hwloc's logical order (``lstopo -l``), i.e. the ``logical`` index of
-:class:`topobind.topology.Core`. ``File=`` is the device file of the GPU's runtime index
+:class:`topobind.topo.topology.Core`. ``File=`` is the device file of the GPU's runtime index
 (``/dev/nvidiaN``; ``/dev/dri/renderD<128+N>`` for AMD and Intel, or the render node hwloc
 reported): check it against ``ls -l /dev/dri/by-path/pci-<bus id>-render`` on the node.
 """
 
 from __future__ import annotations
 
-from topobind.devices import Gpu
 from topobind.errors import TopobindError
-from topobind.topology import Topology, format_list
+from topobind.topo.devices import Gpu
+from topobind.topo.topology import Topology, format_list
 
 
 def device_file(gpu: Gpu) -> str:

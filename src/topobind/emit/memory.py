@@ -8,8 +8,8 @@ every launcher; these are for scripts that launch by themselves.
 from __future__ import annotations
 
 from topobind.emit.devices import _LOCAL_RANK
-from topobind.plan import Plan
-from topobind.topology import format_list
+from topobind.plan.model import Plan
+from topobind.topo.topology import format_list
 
 NUMACTL_POLICY = {"bind": "--membind", "interleave": "--interleave", "preferred": "--preferred"}
 

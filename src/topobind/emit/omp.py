@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from topobind.errors import TopobindError
-from topobind.plan import Plan
+from topobind.plan.model import Plan
 
 # Values every OpenMP 4.0+ runtime (libgomp, LLVM libomp, Intel) accepts.
 PROC_BIND_VALUES = ("false", "true", "master", "primary", "close", "spread")

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from topobind.emit.devices import env_notes
 from topobind.inputs import host_name
-from topobind.plan import Plan
-from topobind.topology import Topology, format_list, parse_xml
+from topobind.plan.model import Plan
+from topobind.topo.topology import Topology, format_list, parse_xml
 
 DEFAULT_RANKFILE = "topobind.rankfile"
 

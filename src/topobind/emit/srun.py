@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from topobind.emit.devices import srun_extra
-from topobind.plan import Plan
+from topobind.plan.model import Plan
 
 STEP_NOTE = (
     "srun applies --cpu-bind=mask_cpu only to CPUs the step holds: allocate the whole "

@@ -29,11 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from topobind import stats
 from topobind.errors import TopobindError
-from topobind.report.layouts import Layouts
+from topobind.kernels import stats
+from topobind.kernels.results import Matrix
+from topobind.report.layouts_seen import Layouts
 from topobind.report.reader import Run
-from topobind.results import Matrix
 
 MAX_WARMUP = 1_000_000
 MAX_SLOW_LIMIT = 1000.0  # --slow-mads / --slow-pct: beyond it nothing could ever be slow
@@ -147,15 +147,13 @@ class HostStats:
     mads: float | None  # how many fleet MADs worse (> 0) or better (< 0); None if the MAD is 0
     slow: bool
     #: sign test: confidence that the host's median is beyond the slow threshold (0 when no
-    #: threshold); the same figure as topobind validate --each-node (topobind.acceptance)
+    #: threshold); the same figure as topobind validate --each-node (checks.acceptance)
     confidence: float = 0.0
 
     @property
     def weak(self) -> bool:
         """Too few runs (McCalpin: 7) or too little confidence to call it surely."""
-        from topobind.acceptance import MIN_RUNS, STRONG_CONFIDENCE
-
-        return self.summary.n < MIN_RUNS or self.confidence < STRONG_CONFIDENCE
+        return self.summary.n < stats.MIN_RUNS or self.confidence < stats.STRONG_CONFIDENCE
 
 
 @dataclass(frozen=True)

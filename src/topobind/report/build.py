@@ -21,12 +21,12 @@ from topobind.report.analysis import Options, Report, analyse
 from topobind.report.document import json_bytes, report_json
 from topobind.report.gallery import all_pictures
 from topobind.report.html import html_page
-from topobind.report.layouts import collect_layouts
+from topobind.report.layouts_seen import collect_layouts
 from topobind.report.outdir import check_replaceable, write_directory
 from topobind.report.picture import Picture, PictureHook
 from topobind.report.reader import read_results
 from topobind.report.text import markdown_summary, text_summary
-from topobind.topology import load as load_topology
+from topobind.topo.topology import load as load_topology
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def build_report(
     ``topology`` (``--topology``: ``live``, an hwloc XML file or ``synthetic:...``) is the
     node the layouts in the results are drawn on; without it each result's
     ``params.topology``, or this machine's topology for results made here (see
-    :mod:`topobind.report.layouts`).
+    :mod:`topobind.report.layouts_seen`).
     """
     opts = options or Options()
     out = Path(outdir)

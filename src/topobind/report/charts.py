@@ -3,7 +3,7 @@ spread per host of every fleet group, page sizes compared, matrix heatmaps.
 
 Every chart is titled, its axes carry units and the direction of "better", and charts made
 from generated (synthetic) results say so in their title. The layout drawings are in
-:mod:`topobind.report.layout_pictures`; :mod:`topobind.report.gallery` draws them all.
+:mod:`topobind.report.layouts_drawn`; :mod:`topobind.report.gallery` draws them all.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from topobind import stats
 from topobind.json_records import pick, to_json
+from topobind.kernels import stats
 from topobind.report.analysis import HostStats, Report
 from topobind.report.picture import Picture
 

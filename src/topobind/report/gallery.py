@@ -1,6 +1,6 @@
 """Every picture of a report, in the order the HTML page shows them: the fleet charts
 (:mod:`topobind.report.charts`), the layouts as they ran
-(:mod:`topobind.report.layout_pictures`), then the pictures of the hooks.
+(:mod:`topobind.report.layouts_drawn`), then the pictures of the hooks.
 
 Extra pictures plug in as a :data:`~topobind.report.picture.PictureHook`: a callable
 ``Report -> list[Picture]`` passed to :func:`topobind.report.build.build_report` (or
@@ -17,7 +17,7 @@ from topobind.report.charts import (
     matrix_picture,
     pages_picture,
 )
-from topobind.report.layout_pictures import layout_picture
+from topobind.report.layouts_drawn import layout_picture
 from topobind.report.parallel import fork_map
 from topobind.report.picture import Picture, PictureHook
 

@@ -1,9 +1,10 @@
 """Reads the kernel result files of a fleet for the report, fast (forked workers from 2,000
 files on).
 
-Each document becomes a :class:`~topobind.results.Run` (:func:`topobind.results.run_from_document`:
-the fields the report uses, type-checked; the format is defined in :mod:`topobind.results`).
-A corrupt, truncated or foreign file stops the report with one
+Each document becomes a :class:`~topobind.kernels.results.Run`
+(:func:`topobind.kernels.results.run_from_document`: the fields the report uses, type-checked; the
+format is defined in :mod:`topobind.kernels.results`). A corrupt, truncated or foreign file stops
+the report with one
 :class:`~topobind.errors.TopobindError` line that names the file (and line, for JSON Lines).
 
 Inputs are files or directories; directories are searched recursively for ``*.json``,
@@ -22,8 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topobind.errors import TopobindError
-from topobind.report.parallel import fork_map
-from topobind.results import (  # noqa: F401 (MAX_FILE_BYTES, Run: part of the reader's API)
+from topobind.kernels.results import (  # noqa: F401 (MAX_FILE_BYTES, Run: part of the reader's API)
     MAX_FILE_BYTES,
     RESULT_SUFFIXES,
     TOO_DEEP,
@@ -33,6 +33,7 @@ from topobind.results import (  # noqa: F401 (MAX_FILE_BYTES, Run: part of the r
     read_bytes,
     run_from_document,
 )
+from topobind.report.parallel import fork_map
 
 _LINES_SUFFIXES = (".jsonl", ".ndjson")
 PARALLEL_MIN_FILES = 2000  # from this many files on, decode in forked workers

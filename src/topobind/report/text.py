@@ -18,7 +18,7 @@ from topobind.report.tables import (
     what,
     where,
 )
-from topobind.topology import format_list
+from topobind.topo.topology import format_list
 
 TEXT_HOST_ROWS = 60  # up to this many hosts per group, the text lists every host
 TEXT_WORST_ROWS = 20  # beyond it, the worst ones

@@ -1,0 +1,1 @@
+"""Repeated kernel runs (topobind bench) and HPL, through the launch path."""

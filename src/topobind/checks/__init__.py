@@ -1,0 +1,1 @@
+"""Site checks: site files, ReFrame configuration and runs, calibration."""

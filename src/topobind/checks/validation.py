@@ -1,0 +1,392 @@
+"""Running a site's ReFrame checks and reading what they measured: the ``reframe`` command
+line of ``topobind validate`` and ``topobind calibrate`` (``site_configs/reframe_config.py``
+on ``reframe_tests/``), ReFrame's JSON run report, one :class:`Row` per figure, the table, and
+ReFrame's comparison with earlier runs (``--performance-compare``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from topobind.checks.calibration import figure_key
+from topobind.checks.sites import REPO, Site, tolerance_text
+from topobind.errors import TopobindError
+
+
+# --------------------------------------------------------------------------- running ReFrame
+def reframe_exe() -> list[str]:
+    exe = Path(sys.executable).parent / "reframe"
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("reframe")
+    if found:
+        return [found]
+    raise TopobindError(
+        "ReFrame is not installed; install it into the venv: pip install 'reframe-hpc==4.10.4' "
+        "(or pip install -e '.[reframe]')"
+    )
+
+
+def _utc_stamp() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+@dataclass
+class Session:
+    partition: str
+    returncode: int
+    report_path: Path
+    log_path: Path
+    report: dict[str, Any] | None = None
+    testcases: list[dict[str, Any]] = field(default_factory=list)
+    skip_reasons: dict[str, str] = field(default_factory=dict)  # test hash -> reason
+    errors: list[str] = field(default_factory=list)  # ReFrame's ERROR lines
+    final: list[dict[str, Any]] = field(default_factory=list)  # last attempt of each case
+
+
+def _parse_setvar(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise TopobindError(f"-S {text!r}: write it as [CHECK.]VAR=VALUE, e.g. -S elements=20M")
+    k, v = text.split("=", 1)
+    if not re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*\.)?[a-z_][a-z0-9_]*", k):
+        raise TopobindError(f"-S {text!r}: {k!r} is not a [CHECK.]variable name")
+    return k, v
+
+
+def setvars_for(site: Site, user: list[str], calibrating: bool) -> dict[str, str]:
+    merged = {k: str(v) for k, v in (site.settings if calibrating else site.all_settings).items()}
+    for text in user:
+        k, v = _parse_setvar(text)
+        merged[k] = v
+    for k, v in merged.items():
+        if isinstance(v, bool) or v in ("True", "False"):
+            merged[k] = v.lower()
+    if calibrating:
+        merged["calibrating"] = "true"
+    return merged
+
+
+def partitions_of(site: Site, requested: list[str] | None) -> list[str]:
+    if not requested:
+        return [site.partitions[0].name]
+    if "all" in requested:
+        return [p.name for p in site.partitions]
+    for name in requested:
+        site.partition(name)  # raises with the list of partitions
+    return requested
+
+
+_STATUS_LINE = re.compile(r"^\[\s*(OK|FAIL|SKIP|PASSED|FAILED|ABORT\w*|XFAIL|XPASS)\s*\]")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# [     SKIP ] ( 4/17) NodeCheck /68d43045 @local:default+builtin [site local describes no node]
+_SKIP_LINE = re.compile(r"^\[\s*SKIP\s*\].*? /([0-9a-f]{8}) @\S+ \[(.*)\]\s*$")
+
+
+def run_reframe(
+    site: Site,
+    partition: str,
+    tags: str,
+    names: list[str] | None,
+    setvars: dict[str, str],
+    exec_policy: str,
+    results: Path,
+    verbose: bool,
+    extra: list[str] | None = None,
+    label: str = "validate",
+    echo: Callable[[str], None] | None = None,
+) -> Session:
+    """One ReFrame session on ``site:partition``; ReFrame's status lines (all of its output
+    when ``verbose``) go to ``echo`` as they come, the command line first."""
+    stamp = _utc_stamp()
+    report = results / "reports" / f"{label}-{site.name}-{partition}-{stamp}.json"
+    log = results / "logs" / f"{label}-{site.name}-{partition}-{stamp}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [
+        *reframe_exe(),
+        "-C",
+        str(REPO / "site_configs" / "reframe_config.py"),
+        "-c",
+        str(REPO / "reframe_tests"),
+        "--system",
+        f"{site.name}:{partition}",
+        "-t",
+        tags,
+        "--exec-policy",
+        exec_policy,
+        "--report-file",
+        str(report),
+        "--nocolor",
+    ]
+    for n in names or []:
+        argv += ["-n", n]
+    for k, v in setvars.items():
+        argv += ["-S", f"{k}={v}"]
+    argv += [*(extra or []), "-r"]
+    env = dict(os.environ)
+    env["TOPOBIND_REFRAME_RESULTS"] = str(results)
+    env["TOPOBIND_SITE"] = site.name  # the checks' targets: this site, whatever was exported
+    # calibrating: the checks must not reapply the settings of the previous calibration
+    env["TOPOBIND_CALIBRATING"] = "1" if setvars.get("calibrating") == "true" else "0"
+    env.setdefault("TOPOBIND_ROOT", str(REPO))
+    say = echo or _stderr
+    say(f"topobind: {shlex.join(argv)}\n")
+    skips: dict[str, str] = {}
+    errors: list[str] = []
+    with open(log, "w", encoding="utf-8") as logfh:
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            logfh.write(line)
+            plain = _ANSI.sub("", line)
+            skipped = _SKIP_LINE.match(plain)
+            if skipped:
+                skips[skipped.group(1)] = skipped.group(2)
+            if plain.startswith("ERROR"):
+                errors.append(" ".join(plain.split()))
+            noise = "variables were not set" in plain  # site settings other checks lack
+            # --each-node compares every figure with the fleet, not with references
+            noise = noise or (label in ("each-node", "confirm") and "no reference for" in plain)
+            if (
+                verbose
+                or _STATUS_LINE.match(plain)
+                or (plain.startswith(("ERROR", "WARNING")) and not noise)
+            ):
+                say(plain)
+        rc = proc.wait()
+    session = Session(partition, rc, report, log, skip_reasons=skips, errors=errors)
+    if report.exists():
+        session.report = json.loads(report.read_text())
+        runs = session.report.get("runs", [])
+        session.testcases = [tc for run in runs for tc in run.get("testcases", [])]
+        # the last attempt of every test case (after --max-retries), in first-run order
+        last: dict[str, dict[str, Any]] = {}
+        for tc in session.testcases:
+            last[f"{tc.get('name')}@{tc.get('system')}:{tc.get('partition')}"] = tc
+        session.final = list(last.values())
+    return session
+
+
+# --------------------------------------------------------------------------- report table
+@dataclass(frozen=True)
+class Row:
+    check: str
+    variant: str
+    metric: str
+    measured: str
+    reference: str
+    tolerance: str
+    result: str
+    reason: str = ""
+    node: str = ""  # where it ran (ReFrame's job_nodelist)
+
+
+def _variant(tc: dict[str, Any]) -> str:
+    parts = tc.get("name", "").split(" %")[1:]
+    return ",".join(p.split("=", 1)[1] for p in parts if "=" in p) or "-"
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:,.1f}"
+    return f"{value:.3g}"
+
+
+def rows_from(
+    testcases: list[dict[str, Any]],
+    skips: dict[str, str] | None = None,
+    errors: list[str] | None = None,
+) -> list[Row]:
+    rows: list[Row] = []
+    for tc in testcases:
+        rows += [replace(r, node=_node_of(tc)) for r in _rows_of([tc], skips, errors)]
+    return rows
+
+
+def _node_of(tc: dict[str, Any]) -> str:
+    nodes = [str(n) for n in tc.get("job_nodelist") or [] if n and n != "None"]
+    return ",".join(nodes)
+
+
+def reference_count(rows: list[Row]) -> tuple[int, int]:
+    """(figures compared with a reference, figures)."""
+    figures = [r for r in rows if r.metric not in ("-", "sanity")]
+    return sum(1 for r in figures if r.reference != "-"), len(figures)
+
+
+def _rows_of(
+    testcases: list[dict[str, Any]], skips: dict[str, str] | None, errors: list[str] | None
+) -> list[Row]:
+    rows: list[Row] = []
+    for tc in testcases:
+        check = tc.get("name", "?").split(" %")[0]
+        variant = _variant(tc)
+        result = str(tc.get("result", "?"))
+        reason = " ".join(str(tc.get("fail_reason") or "").split())
+        if result not in ("pass", "fail", "skip"):  # aborted: the session stopped early
+            why = reason or "; ".join(errors or []) or f"ReFrame result {result!r}"
+            rows.append(Row(check, variant, "-", "-", "-", "-", "ABORT", why))
+            continue
+        if result == "skip":
+            reason = (skips or {}).get(str(tc.get("hashcode")), reason)
+            rows.append(Row(check, variant, "-", "-", "-", "-", "SKIP", reason))
+            continue
+        perf = tc.get("perfvalues") or {}
+        figures = [(k.split(":")[-1], v) for k, v in perf.items() if v and v[0] is not None]
+        if result == "fail" and tc.get("fail_phase") != "performance":
+            rows.append(Row(check, variant, "sanity", "-", "-", "-", "FAIL", reason))
+            continue
+        if not figures:
+            rows.append(
+                Row(check, variant, "sanity", "-", "-", "-", "PASS" if result == "pass" else
+                    result.upper(), reason)
+            )  # fmt: skip
+            continue
+        for metric, (val, ref, lower, upper, unit, *res) in figures:
+            has_ref = not (ref == 0 and lower is None and upper is None)
+            verdict = (res[0] if res else None) or ("pass" if result == "pass" else result)
+            if not has_ref:
+                verdict_text = "PASS (no ref)" if verdict == "pass" else verdict.upper()
+            else:
+                verdict_text = verdict.upper()
+            why = ""
+            if verdict == "fail":
+                lo = "-inf" if lower is None else fmt(ref * (1 + lower))
+                hi = "+inf" if upper is None else fmt(ref * (1 + upper))
+                why = f"{fmt(val)} {unit} is outside {lo} .. {hi} {unit}"
+            rows.append(
+                Row(
+                    check,
+                    variant,
+                    metric,
+                    f"{fmt(val)} {unit}",
+                    f"{fmt(ref)} {unit}" if has_ref else "-",
+                    tolerance_text(lower, upper) if has_ref else "-",
+                    verdict_text,
+                    why,
+                )
+            )
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    head: tuple[str, ...] = ("check", "variant", "metric", "measured", "reference", "tolerance",
+                             "result")  # fmt: skip
+    data: list[tuple[str, ...]] = [head] + [
+        (r.check, r.variant, r.metric, r.measured, r.reference, r.tolerance, r.result) for r in rows
+    ]
+    right = {3, 4}
+    if any(r.node for r in rows):  # where each check ran (a Slurm partition)
+        nodes = ["node"] + [r.node or "-" for r in rows]
+        data = [(n, *d) for n, d in zip(nodes, data, strict=True)]
+        right = {4, 5}
+    widths = [max(len(str(row[i])) for row in data) for i in range(len(data[0]))]
+    lines = []
+    for n, row in enumerate(data):
+        cells = [
+            str(c).rjust(widths[i]) if i in right else str(c).ljust(widths[i])
+            for i, c in enumerate(row)
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def mark_busy(rows: list[Row], site: Site) -> list[Row]:
+    """Rows whose reference was calibrated on a busy node get ' (busy)' after it."""
+
+    if site.calibration is None or not site.calibration.busy:
+        return rows
+    out = []
+    for r in rows:
+        key = figure_key(r.check, r.variant, r.metric)
+        target = site.targets.get(key) if key else None
+        if target is not None and r.reference != "-" and target.provenance.method == "calibration":
+            r = replace(r, reference=f"{r.reference} (busy)")
+        out.append(r)
+    return out
+
+
+OUTSIDE = "OUTSIDE"  # a figure outside its reference, not judged (validate --judge sanity)
+
+
+def not_judged(rows: list[Row]) -> list[Row]:
+    """Figures outside their reference become OUTSIDE (shown, not failed); a sanity failure,
+    an aborted check or a check without figures stays as it is."""
+    return [
+        replace(r, result=OUTSIDE) if r.result == "FAIL" and r.metric != "sanity" else r
+        for r in rows
+    ]
+
+
+def failed(rows: list[Row]) -> list[Row]:
+    return [r for r in rows if r.result not in ("PASS", "PASS (no ref)", "SKIP", OUTSIDE)]
+
+
+def _stderr(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+@dataclass(frozen=True)
+class Comparison:
+    spec: str  # the --performance-compare argument
+    table: list[str]  # ReFrame's table (empty: no earlier runs)
+    error: str | None  # why ReFrame's comparison failed
+
+
+def compare(site: Site, session: Session, since: str, results: Path) -> Comparison | None:
+    """ReFrame's comparison of a session's figures with the median of earlier runs."""
+    if not session.report:
+        return None
+    info = session.report["session_info"]
+    start = dt.datetime.fromtimestamp(float(info["time_start_unix"]), dt.UTC)
+    m = re.fullmatch(r"(\d+)([mhdw])", since)
+    if not m:
+        raise TopobindError(f"--since {since!r}: write it as a number and m/h/d/w, e.g. 30d")
+    unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
+    begin = start - dt.timedelta(**{unit: int(m.group(1))})
+    end = start - dt.timedelta(seconds=1)
+    fmt = "%Y%m%dT%H%M%S%z"
+    spec = f"{info['uuid']}/{begin.strftime(fmt)}:{end.strftime(fmt)}/median:/name,pvar,pval,punit"
+    argv = [
+        *reframe_exe(),
+        "-C",
+        str(REPO / "site_configs" / "reframe_config.py"),
+        "--system",
+        f"{site.name}:{session.partition}",
+        "--nocolor",
+        "--table-format",
+        "plain",
+        "--term-lhs",
+        "this run",
+        "--term-rhs",
+        f"previous {since}",
+        "--performance-compare",
+        spec,
+    ]
+    env = dict(os.environ, TOPOBIND_REFRAME_RESULTS=str(results))
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
+    # drop ReFrame's banner; keep the table
+    start_idx = next((i for i, ln in enumerate(lines) if ln.startswith("name ")), None)
+    return Comparison(
+        shlex.join(argv[-2:]),
+        [] if start_idx is None else lines[start_idx:],
+        None if done.returncode == 0 else done.stderr.strip()[-300:],
+    )

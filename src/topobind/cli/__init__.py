@@ -1,0 +1,1 @@
+"""The topobind command: one argparse parser, one module per group of commands."""

@@ -1,0 +1,193 @@
+"""Arguments shared by the commands that read a topology and plan a layout."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import fields, replace
+
+from topobind.inputs import count_arg
+from topobind.plan import layouts, memory, request
+from topobind.plan.model import Plan
+from topobind.plan.request import PlanRequest
+from topobind.topo import cpukinds
+from topobind.topo.topology import NAMED_TOPOLOGIES, Topology, load
+
+TOPOLOGY_HELP = (
+    "where the node topology comes from: 'live' (default: this machine, only the PUs this "
+    "job/cgroup may use), an hwloc XML file (lstopo-no-graphics --of xml > node.xml on a "
+    "compute node), synthetic:'pack:2 numa:4 l3:4 core:4 pu:2', or a named node: "
+    + ", ".join(NAMED_TOPOLOGIES)
+)
+
+
+def add_topology_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topology", "-t", default="live", metavar="SRC", help=TOPOLOGY_HELP)
+
+
+def add_layout_arg(
+    parser: argparse.ArgumentParser, required: bool = True, help_prefix: str = ""
+) -> None:
+    """--layout (help from the layout registry) and the options some layouts read."""
+    parser.add_argument(
+        "--layout",
+        "-l",
+        required=required,
+        default=None if required else "compact",
+        metavar="L",
+        help=help_prefix + layouts.layout_help(),
+    )
+    for layout in layouts.REGISTRY:
+        for opt in layout.options:
+            parser.add_argument(
+                opt.flag,
+                dest=opt.dest,
+                type=opt.type,
+                metavar=opt.metavar,
+                help=f"({layout.usage}) {opt.help}",
+            )
+
+
+def add_layout_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    add_layout_arg(parser, required)
+    parser.add_argument(
+        "--ranks", "-r", type=count_arg("--ranks"), metavar="R", help="MPI ranks on the node"
+    )
+    parser.add_argument(
+        "--threads",
+        "-T",
+        type=count_arg("--threads"),
+        metavar="T",
+        help="OpenMP threads per rank",
+    )
+    parser.add_argument(
+        "--smt",
+        action="store_true",
+        help="use every PU (hardware thread) of a core; default: one thread per core, on its "
+        "first PU",
+    )
+    add_device_args(parser)
+    add_memory_args(parser)
+
+
+def size_arg(text: str) -> int:
+    """``--pages-min SIZE``: bytes, or a number with K, M, G or T (powers of 1024)."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = t[-1:] if t[-1:] in memory.SIZE_UNITS and t[-1:] else ""
+    digits = t[: len(t) - len(unit)]
+    if not digits.isdigit() or len(digits) > 12 or int(digits) == 0:
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not a size: give bytes or a number with K, M, G (e.g. 512M)"
+        )
+    return int(digits) * memory.SIZE_UNITS[unit]
+
+
+def add_memory_args(parser: argparse.ArgumentParser) -> None:
+    """``--mem``, ``--pages``, ``--pages-min`` (plan, run, env, verify, draw)."""
+    parser.add_argument(
+        "--mem",
+        choices=memory.POLICIES,
+        default="local",
+        help="memory policy of each rank over its NUMA nodes: local (default: bind on one "
+        "node, interleave over several), bind, interleave, preferred, none (kernel default)",
+    )
+    parser.add_argument(
+        "--pages",
+        choices=memory.PAGES,
+        default="thp",
+        help="page size of the program's large allocations: 1G, 2M (hugetlb, through the "
+        "shim libtbhugepages.so), thp (default: the kernel's), 4k (THP off), auto (the "
+        "largest whose free pool holds --pages-min)",
+    )
+    parser.add_argument(
+        "--pages-min",
+        type=size_arg,
+        metavar="SIZE",
+        help="memory each rank needs on large pages (e.g. 4G): the pools must hold it",
+    )
+
+
+def add_device_args(parser: argparse.ArgumentParser) -> None:
+    """--cpukind: every layout (the per-gpu layout's own options come from the registry)."""
+
+    parser.add_argument(
+        "--cpukind",
+        choices=cpukinds.CHOICES,
+        default=cpukinds.DEFAULT,
+        help="on nodes with several kinds of cores: plan on the most performant kind "
+        "(default), the most efficient one, or all",
+    )
+
+
+def topology_from(args: argparse.Namespace) -> Topology:
+    return load(args.topology)
+
+
+def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:
+    """The typed request of a planning command's options, made here once: the layout parsed,
+    each field of :class:`~topobind.plan.request.PlanRequest` taken from the option of its name, the
+    per-layout options that were given. ``job``: a command that launches inside this job, whose
+    ranks per node follow the Slurm allocation unless ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1``
+    (read here only)."""
+    given = vars(args)
+    dests = sorted({opt.dest for layout in layouts.REGISTRY for opt in layout.options})
+    plain = {f.name for f in fields(PlanRequest)} - {"layout", "parameter", "options"}
+    return request.parse(
+        args.layout,
+        options={d: given[d] for d in dests if given.get(d) is not None},
+        **{name: given[name] for name in plain if name in given},
+        follow_allocation=job and os.environ.get(request.IGNORE_ALLOCATION_TASKS) != "1",
+    )
+
+
+def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
+    """The plan of a command that plans (show, plan, draw): the layout's own rank default
+    unless --ranks is given."""
+    req = request_from(args)
+    return request.plan(topo if topo is not None else load(req.topology), req, req.ranks)
+
+
+def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
+    """The plan of a command that launches inside this job (run, env, verify): see
+    :func:`topobind.plan.request.plan_for_job`."""
+    plan = request.plan_for_job(request_from(args, job=True), topo)
+    threads = thread_warnings(plan.threads, args.threads, os.environ)
+    return replace(plan, warnings=(*plan.warnings, *threads)) if threads else plan
+
+
+def thread_warnings(planned: int, given: int | None, env: Mapping[str, str]) -> list[str]:
+    """Warnings when the plan's threads per rank disagree with what the job says: the
+    CPUs Slurm gives each task (``SLURM_CPUS_PER_TASK``) or an exported ``OMP_NUM_THREADS``
+    (which topobind replaces). ``given``: ``--threads``, None when the layout chose."""
+    out = []
+    src = "--threads" if given is not None else "chosen by the layout"
+    cpt = env.get("SLURM_CPUS_PER_TASK", "") if "SLURM_JOB_ID" in env else ""
+    if cpt.isdigit() and int(cpt) != planned:
+        cpus = int(cpt)
+        fix = (
+            f"{cpus - planned} CPU(s) of each task idle"
+            if cpus > planned
+            else "threads beyond the task's CPUs"
+        )
+        out.append(
+            f"{planned} thread(s) per rank ({src}) but Slurm gives each task {cpus} CPU(s) "
+            f"(SLURM_CPUS_PER_TASK={cpt}): {fix}; give --threads {cpus} or change -c"
+        )
+    omp = env.get("OMP_NUM_THREADS", "")
+    if omp and omp != str(planned):
+        keep = "" if given is not None else f"; give --threads {omp} to keep it"
+        out.append(
+            f"OMP_NUM_THREADS={omp} is exported but {planned} thread(s) per rank are planned "
+            f"({src}): topobind exports OMP_NUM_THREADS={planned}{keep}"
+        )
+    return out
+
+
+def print_warnings(plan: Plan, notes: list[str] | tuple[str, ...] = ()) -> None:
+    """The plan's warnings (and launch notes) on stderr, so job logs show them."""
+    for warning in plan.warnings:
+        print(f"topobind: warning: {warning}", file=sys.stderr)
+    for note in (*plan.notes, *notes):
+        print(f"topobind: note: {note}", file=sys.stderr)

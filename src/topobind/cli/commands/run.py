@@ -1,0 +1,514 @@
+"""``topobind run``, ``topobind env``, ``topobind verify`` (per-rank step: kernels/rankexec.c)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+import shutil
+import sys
+import textwrap
+from typing import Any
+
+from topobind import jsonfmt
+from topobind.cli.commands.common import (
+    add_layout_args,
+    add_topology_arg,
+    plan_for_job,
+    print_warnings,
+    request_from,
+)
+from topobind.emit.devices import env_notes
+from topobind.emit.omp import omp_notes
+from topobind.errors import TopobindError, VerifyFailed, plural
+from topobind.inputs import count_arg
+from topobind.launch import launchers
+from topobind.launch import run as jobrun
+from topobind.launch.build import JobShape, Launch, NodePlan, in_slurm, job_env, slurm_nodes
+from topobind.launch.node_groups import check_env_per_node, compare_per_node, env_group
+from topobind.launch.verify import all_ok, compare, parse_probe_output, rows_json, table
+from topobind.launch.verify_devices import check_env, env_table, why_variables_only
+from topobind.plan.layouts import per_domain_names
+from topobind.plan.memory import check_here
+from topobind.plan.model import Plan, PlannedRank, read_plan_file
+from topobind.topo.slurm_allocation import MAX_NODES
+
+RUN_EPILOG = """\
+examples (in an sbatch script, or on a workstation):
+  topobind run --layout every-other-core -- ./my_mpi_app input.dat
+  topobind run --layout per-l3 --verify -- ./hybrid_app      # probe first, stop if wrong
+  topobind run --layout spread --ranks 1 --threads 8 -- ./omp_app
+  topobind run --dry-run --layout compact --ranks 2 -- ./app  # print, do not run
+
+""" + textwrap.fill(
+    "Inside Slurm the default launcher is srun (one --cpu-bind mask per task); outside, mpirun "
+    "(OpenMPI 4 or 5, detected) for several ranks, none for one. Inside Slurm, without --ranks, "
+    "the ranks per node are the job's tasks per node (SLURM_NTASKS_PER_NODE, or SLURM_NTASKS / "
+    "SLURM_JOB_NUM_NODES), except for layouts with one rank per domain "
+    f"({per_domain_names()}); the plan is applied on every node of the job. Where the "
+    "launcher's binding alone does not give every thread its planned PU, every rank runs "
+    "through the per-rank step kernels/bin/rankexec (C, no interpreter), which exports the "
+    "exact OMP_PLACES of its local rank from a file prepared once in a scratch directory only "
+    "you can write. --verify runs the placement probe (kernels/bin/whereami) in the program's "
+    "place first and does not launch the program when verification fails; --verify-running "
+    "checks the program itself: the per-rank step samples where each rank's threads run "
+    "(/proc) after start-up. Warnings and launch notes go to stderr ('topobind: warning: "
+    "...'). The program's exit status is passed through; a program that cannot be started "
+    "exits 127 (not found) or 126.",
+    width=92,
+    break_on_hyphens=False,
+)
+
+VERIFY_EPILOG = """\
+examples:
+  topobind verify --layout compact --threads 2 -- env OMP_NUM_THREADS=2 OMP_PLACES={0},{1}
+  topobind verify --plan plan.json -- srun -n 2 --cpu-bind=mask_cpu:0x1,0x2
+  topobind verify --layout compact --ranks 2 -- mpirun -np 2 --map-by core --bind-to core
+
+The placement probe (kernels/bin/whereami) is appended to the launch command. A thread is
+OK when it ran on its planned CPU and its affinity mask lies inside its planned place; a
+wider mask is a MISMATCH ("unbound"): the binding was ignored. The plan describes one node;
+each host's ranks, in rank order, are compared with the plan's ranks 0, 1, ... In a Slurm job
+whose nodes hold different shares (tasks or CPUs), each group of equal nodes gets a plan of
+its own, as in topobind run, and each node's ranks (in node order) are compared with it.
+Exit status:
+0 when every rank and thread is bound to its planned CPU, 1 otherwise, 127/126 when the
+launch command cannot be started.
+"""
+
+
+def add_subparser(subparsers: Any) -> None:
+    run = subparsers.add_parser(
+        "run",
+        help="launch a program with the planned binding (srun, mpirun or none)",
+        description="Plan for this job's allocation, export OMP_*, and launch the program.",
+        epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _plan_args(run)
+    run.add_argument("--launcher", type=_launcher_arg, metavar="NAME", help=launchers.help_text())
+    run.add_argument(
+        "--mpi", choices=launchers.OPENMPI, help="with --launcher mpirun: which OpenMPI"
+    )
+    run.add_argument(
+        "--srun-args",
+        type=shlex.split,
+        default=[],
+        metavar="'OPTS'",
+        help="options for srun itself, e.g. --srun-args '--mpi=pmix --time=5'",
+    )
+    run.add_argument(
+        "--mpirun-args",
+        type=shlex.split,
+        default=[],
+        metavar="'OPTS'",
+        help="options for mpirun / mpiexec itself, e.g. --mpirun-args '--mca btl self,vader'",
+    )
+    run.add_argument(
+        "--verify",
+        action="store_true",
+        help="run the placement probe first; do not launch the program when it fails",
+    )
+    run.add_argument(
+        "--verify-running",
+        action="store_true",
+        help="check the real program: sample where its threads run after start-up (see "
+        "--sample-ms); exit 1 when they differ from the plan",
+    )
+    run.add_argument(
+        "--sample-ms",
+        type=int,
+        default=1000,
+        metavar="MS",
+        help="with --verify-running: sample this long after each rank starts (default 1000)",
+    )
+    run.add_argument(
+        "--rank-step",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="the per-rank step (kernels/bin/rankexec): only where the launcher's binding "
+        "does not give the exact places (auto), always, or never",
+    )
+    run.add_argument("--dry-run", action="store_true", help="print the command, do not run")
+    run.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
+    run.set_defaults(func=run_program)
+
+    env = subparsers.add_parser(
+        "env",
+        help="print the OMP_* exports of a plan, for eval in job scripts",
+        description='For scripts that launch by themselves: eval "$(topobind env --layout L)". '
+        "In a job whose nodes hold different shares the variables must fit every node: "
+        "otherwise only inside a job step (srun), for that node, else an error.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _plan_args(env)
+    env.set_defaults(func=run_env)
+
+    verify = subparsers.add_parser(
+        "verify",
+        help="run the placement probe under a launch command and compare with the plan",
+        description="Run kernels/bin/whereami under LAUNCH COMMAND; table of planned vs actual.",
+        epilog=VERIFY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _plan_args(verify)
+    verify.add_argument("--plan", metavar="FILE", help="a plan JSON (topobind plan -f json)")
+    verify.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    verify.add_argument(
+        "--nodes",
+        type=count_arg("--nodes", 1, MAX_NODES),
+        metavar="N",
+        help="nodes the launch command spans, each running the plan's ranks (default: the "
+        "job's nodes inside Slurm, else the hosts the probe reports)",
+    )
+    verify.add_argument("command", nargs=argparse.REMAINDER, help="-- LAUNCH COMMAND...")
+    verify.set_defaults(func=run_verify)
+
+
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    add_topology_arg(p)
+    add_layout_args(p, required=False)
+
+
+def _strip_dashes(argv: list[str]) -> list[str]:
+    return argv[1:] if argv and argv[0] == "--" else argv
+
+
+def _launcher_arg(text: str) -> str:
+    """``--launcher NAME``: a registered launcher or alias (a close name is suggested)."""
+    if text not in launchers.names():
+        raise argparse.ArgumentTypeError(launchers.unknown("launcher", text, launchers.names()))
+    return text
+
+
+def _options(args: argparse.Namespace) -> jobrun.RunOptions:
+    return jobrun.RunOptions(
+        args.launcher,
+        args.mpi,
+        args.rank_step,
+        args.sample_ms,
+        tuple(args.srun_args),
+        tuple(args.mpirun_args),
+    )
+
+
+def _print_launch(launch: Launch) -> None:
+    for k, v in launch.env.items():
+        print(f"export {k}={shlex.quote(v)}")
+    print(shlex.join(launch.argv))
+
+
+def _dry_run(plan: Plan, program: list[str], args: argparse.Namespace) -> int:
+    """Print the exact command. Files the command refers to (step file, rankfile) go to a
+    new directory under $TMPDIR, kept and named only when the command needs them; nothing
+    is written to the working directory (see :func:`topobind.launch.run.dry_run_dir`)."""
+    workdir = jobrun.dry_run_dir()
+    try:
+        opts = _options(args)
+        launch = jobrun.prepare(plan, program, opts, workdir, sample=args.verify_running).launch
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    print_warnings(plan, launch.notes)
+    _print_sampling(args, workdir)
+    _print_launch(launch)
+    _print_files(launch)
+    if not launch.files:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        print(f"# files this command reads (kept; remove when done): {workdir}")
+    return 0
+
+
+def _print_files(launch: Launch) -> None:
+    """The files the dry run's command reads, each after a comment naming it."""
+    for path, text in launch.files:
+        print(f"# {os.path.basename(path)} ({path}):\n" + text, end="")
+
+
+def _print_sampling(args: argparse.Namespace, workdir: str) -> None:
+    """With --verify-running, what the dry run's command does and does not do."""
+    if args.verify_running:
+        print(
+            f"# --verify-running: every rank's step samples where its threads run "
+            f"{args.sample_ms} ms after start-up, into {workdir}; only 'topobind run' "
+            "compares the samples with the plan"
+        )
+
+
+def _launch(launch: Launch, program: str | None = None) -> int:
+    """Run the launch; its exit status (a failure is also told on stderr, naming the program
+    when no launcher stands between: the status is the program's own)."""
+    status = jobrun.exit_status(jobrun.execute(launch).returncode)
+    if status:
+        what = program if launch.launcher == "none" and program else launch.argv[0]
+        print(f"topobind: {what} exited with status {status}", file=sys.stderr)
+    return status
+
+
+def run_program(args: argparse.Namespace) -> int:
+    program = _strip_dashes(args.program)
+    if not program:
+        raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
+    if args.sample_ms < 0 or args.sample_ms > 600_000:
+        raise TopobindError(f"--sample-ms must be 0 .. 600000 (got {args.sample_ms})")
+    groups = _node_groups(args)
+    if groups is not None:  # the job's nodes differ: a plan per group of nodes
+        return _run_groups(groups, program, args)
+    plan = plan_for_job(args)
+    check_here(plan, program[0])  # NUMA nodes here and allowed; the shim reaches the program
+    if args.dry_run:
+        return _dry_run(plan, program, args)
+    jobrun.check_program(program[0])
+    workdir = jobrun.workdir()
+    try:
+        job = jobrun.prepare(plan, program, _options(args), workdir, sample=args.verify_running)
+        print_warnings(plan, job.launch.notes)
+        if args.verify:
+            _print_verdict(jobrun.verify_first(plan, job))
+        status = _launch(job.launch, program[0])
+        return _with_samples(status, job, args) if args.verify_running else status
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_groups(groups: list[NodePlan], program: list[str], args: argparse.Namespace) -> int:
+    """A plan per group of nodes: one launch from :func:`topobind.launch.build.build` with the
+    groups; a dry run keeps its scratch directory (every node reads it)."""
+    for g in groups:
+        print_warnings(g.plan)
+    if not args.dry_run:
+        jobrun.check_program(program[0])
+    workdir = jobrun.workdir()  # several nodes: where every node reads the per-rank step files
+    keep = False
+    try:
+        opts = _options(args)
+        job = jobrun.prepare(
+            groups[0].plan, program, opts, workdir, sample=args.verify_running, groups=groups
+        )
+        if args.dry_run:
+            print("# the job's nodes hold different shares: one plan per group of nodes")
+            for g in groups:
+                print(f"#   {g.about}")
+            _print_sampling(args, workdir)
+            _print_launch(job.launch)
+            _print_files(job.launch)
+            print(f"# files this command reads (kept; remove when done): {workdir}")
+            keep = True
+            return 0
+        if args.verify:
+            _print_verdict(jobrun.verify_groups(groups, job), short=True)
+        status = _launch(job.launch)
+        return _with_samples(status, job, args) if args.verify_running else status
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
+    """The probe's verdict on stderr; :class:`VerifyFailed` when the placement differs."""
+    failed = "not launching" if short else "verification failed, so the program is not launched"
+    _print_state()
+    _print_probe_memory(verdict, failed)
+    if not all(r.ok for r in verdict.env_rows):
+        print(env_table(verdict.env_rows, why_variables_only()), file=sys.stderr)
+        raise VerifyFailed(f"device variables differ from the plan; {failed}")
+    if not all_ok(verdict.rows):
+        print(table(verdict.rows), file=sys.stderr)
+        raise VerifyFailed(f"placement differs from the plan; {failed}")
+    print(
+        f"topobind: verify: all {len(verdict.rows)} threads on their planned CPUs, bound to them",
+        file=sys.stderr,
+    )
+    if verdict.env_rows:
+        print(
+            f"topobind: verify: all {len(verdict.env_rows)} device variables as planned"
+            f" (the variables only{why_variables_only()})",
+            file=sys.stderr,
+        )
+
+
+def _with_samples(status: int, job: jobrun.Job, args: argparse.Namespace) -> int:
+    """The program's exit status, else 1 when its sampled placement differs from the plan.
+    A launch stopped by Ctrl-C or SIGTERM (status 130, 143: already said) is not verified."""
+    if status in (130, 143):
+        return status
+    ok = _print_samples(jobrun.sampled_rows(job.shape.plan, job, args.sample_ms), args.sample_ms)
+    ok = _print_memory(job) and ok
+    return status or (0 if ok else 1)
+
+
+def _print_probe_memory(verdict: jobrun.Verdict, failed: str) -> None:
+    """The probe's memory policy and test page per rank; VerifyFailed when they differ."""
+    from topobind.launch.verify_memory import probe_table
+
+    if not verdict.memory_rows:
+        return
+    print(probe_table(verdict.memory_rows), file=sys.stderr)
+    if not all(r.ok for r in verdict.memory_rows):
+        raise VerifyFailed(f"memory policy differs from the plan; {failed}")
+
+
+def _print_state() -> None:
+    """The kernel's memory settings (numa_balancing, THP, zone reclaim, hugepage pools) on
+    stderr: what may undo the planned memory placement."""
+    from topobind.topo.memory_state import read_state, state_lines
+
+    for line in state_lines(read_state()):
+        print(f"topobind: {line}", file=sys.stderr)
+
+
+def _print_memory(job: jobrun.Job) -> bool:
+    """The running program's memory (numa_maps, page sizes) against each rank's planned
+    memory, and the kernel settings that decide it, on stderr; True when as planned."""
+    from topobind.launch import verify_memory as memverify
+
+    _print_state()
+    plan = job.shape.plan
+    if job.shape.groups or all(r.memory is None for r in plan.ranks):
+        return True
+    rows = memverify.check(plan, memverify.read_memory_samples(memverify.sample_paths(job.workdir)))
+    print(memverify.table(rows), file=sys.stderr)
+    ok = all(r.ok for r in rows)
+    word = "verify" if ok else "error"
+    print(f"topobind: {word}: {memverify.summary(rows)}", file=sys.stderr)
+    return ok
+
+
+def _print_samples(rows: list[Any], sample_ms: int) -> bool:
+    """The running program's sampled placement on stderr; True when it is as planned."""
+    print(table(rows), file=sys.stderr)
+    unused = sum(1 for r in rows if r.status == "UNUSED")
+    if all_ok(rows):
+        print(
+            f"topobind: verify: the program's {plural(len(rows) - unused, 'thread')} ran on "
+            f"their planned CPUs ({sample_ms} ms after start)",
+            file=sys.stderr,
+        )
+        if unused:
+            print(
+                "topobind: note: the program ran fewer threads than planned: "
+                f"{plural(unused, 'planned thread')} never ran (see UNUSED above)",
+                file=sys.stderr,
+            )
+        return True
+    if all(r.status == "MISSING" for r in rows):
+        print(
+            "topobind: error: nothing observed: no rank's program was running at its sample "
+            "(each row says why); sample earlier (--sample-ms) or check with --verify",
+            file=sys.stderr,
+        )
+        return False
+    print(
+        "topobind: error: the program ran with a placement that differs from the plan",
+        file=sys.stderr,
+    )
+    return False
+
+
+def _node_groups(args: argparse.Namespace) -> list[NodePlan] | None:
+    """Plans per group of the job's nodes (None: one plan fits every node)."""
+    return jobrun.node_groups(request_from(args, job=True), getattr(args, "launcher", None))
+
+
+def run_env(args: argparse.Namespace) -> int:
+    groups = _node_groups(args)
+    # the job's nodes differ: this node's group, when well defined
+    plan = env_group(groups).plan if groups is not None else plan_for_job(args)
+    # per-gpu: per-rank variables; the memory placement: where it is applied
+    print_warnings(plan, omp_notes(plan) + env_notes(plan) + _env_memory_note(plan))
+    for k, v in job_env(JobShape(plan=plan)).items():
+        print(f"export {k}={shlex.quote(v)}")
+    return 0
+
+
+def _env_memory_note(plan: Plan) -> list[str]:
+    """``topobind env`` exports no memory placement: say where it is applied."""
+    from topobind.plan.memory import needs_step
+
+    if not needs_step(plan):
+        return []
+    return [
+        "the memory placement (--mem, --pages) is not in these exports: launch with "
+        "'topobind run' (its per-rank step applies it) or wrap the program with "
+        "'topobind plan -f numactl'"
+    ]
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    command = _strip_dashes(args.command)
+    if not command:
+        raise TopobindError("no launch command given; put it after '--' (e.g. -- srun -n 2)")
+    if args.nodes is not None and args.nodes < 1:
+        raise TopobindError(f"--nodes must be at least 1 (got {args.nodes})")
+    groups = None if args.plan else _node_groups(args)
+    if groups is not None and args.nodes is not None:
+        raise TopobindError(
+            "--nodes does not apply when the job's nodes hold different shares (each group "
+            "of nodes is compared with its own plan); leave it out, or give --plan FILE"
+        )
+    planned: list[PlannedRank] = []
+    plan: Plan | None = None
+    if args.plan:
+        planned = read_plan_file(args.plan)
+    elif groups is None:
+        plan = plan_for_job(args)
+        print_warnings(plan)
+        planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks]
+    for g in groups or ():
+        print_warnings(g.plan)
+    given = Launch(argv=[*command, jobrun.probe()], env={}, launcher="given")
+    done = jobrun.execute(given, capture=True)
+    if done.returncode != 0:
+        status = jobrun.exit_status(done.returncode)
+        print(f"topobind: error: the launch command exited with {status}", file=sys.stderr)
+        return status or 1
+    if groups is not None:
+        rows = compare_per_node(groups, parse_probe_output(done.stdout))
+        env_rows = check_env_per_node(groups, done.stdout)
+    else:
+        nodes = args.nodes if args.nodes is not None else (slurm_nodes() if in_slurm() else None)
+        rows = compare(planned, parse_probe_output(done.stdout), nnodes=nodes)
+        env_rows = check_env(planned, done.stdout)  # per-gpu plans: the device variables
+    memory = _verify_memory(plan, done.stdout)
+    return _print_verify(rows, env_rows, args.format, memory)
+
+
+def _verify_memory(plan: Plan | None, out: str) -> list[Any]:
+    """The probe's memory policy per rank; judged against the plan where the policy decides
+    something (several NUMA nodes, a policy other than none)."""
+    if plan is None:
+        return []
+    from topobind.launch.verify_memory import probe_rows
+
+    topo = plan.topology
+    several = len(topo.numa_nodes) + len(topo.cpuless_numa) > 1
+    return probe_rows(plan, out, judge=several)
+
+
+def _print_verify(rows: list[Any], env_rows: list[Any], fmt: str, memory: list[Any]) -> int:
+    """``topobind verify``'s table (or JSON) on stdout; its exit status."""
+    ok = all_ok(rows) and all(r.ok for r in env_rows) and all(r.ok for r in memory)
+    from topobind.topo.memory_state import read_state, state_json, state_lines
+
+    state = read_state()
+    if fmt == "json":
+        doc = {"ok": ok, "rows": rows_json(rows), "memory_state": state_json(state)}
+        if memory:
+            from topobind.launch.verify_memory import probe_json
+
+            doc["memory"] = probe_json(memory)
+        if env_rows:
+            doc["device_env"] = [dataclasses.asdict(r) | {"ok": r.ok} for r in env_rows]
+        print(jsonfmt.dumps(doc))
+    else:
+        print(table(rows))
+        if env_rows:
+            print(env_table(env_rows, why_variables_only()))
+        if memory:
+            from topobind.launch.verify_memory import probe_table
+
+            print(probe_table(memory))
+        print("\n".join(state_lines(state)))
+    return 0 if ok else 1

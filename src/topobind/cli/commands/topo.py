@@ -1,0 +1,409 @@
+"""``topobind show`` and ``topobind plan``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from typing import Any
+
+from topobind import jsonfmt
+
+# Only what building the parser needs: each format imports its emitter when it runs, so
+# 'topobind plan -f json' in a job script loads no drawing, gres or shell-quoting code.
+from topobind.cli.commands.common import (
+    add_layout_args,
+    add_topology_arg,
+    plan_from,
+    print_warnings,
+    topology_from,
+)
+from topobind.draw.boxes import text_grid
+from topobind.emit import launch_dict
+from topobind.emit.devices import device_lines, env_notes, rank_env_script, show_json, show_lines
+from topobind.emit.gres import gres_conf
+from topobind.emit.omp import format_places, omp_env, omp_notes
+from topobind.emit.openmpi import DEFAULT_RANKFILE, rankfile_text
+from topobind.errors import TopobindError, plural
+from topobind.fsutil import atomic_write_text
+from topobind.inputs import host_arg
+from topobind.launch.launchers import by_plan_format, plan_formats
+from topobind.plan.memory import memory_text
+from topobind.plan.model import Plan
+from topobind.topo.cpukinds import kinds_text
+from topobind.topo.topology import MAX_PUS, MAX_XML_BYTES, CacheDomain, Topology, format_list
+
+SHOW_EPILOG = f"""\
+Indexes: PU lists are OS (physical) indexes, as Linux, Slurm masks and OMP_PLACES use them;
+'L#n' marks an hwloc logical index (what OpenMPI prints).
+Limits: an XML topology is a regular file of at most {MAX_XML_BYTES >> 20} MiB (a FIFO, device or
+directory is refused unread); a topology has at most {MAX_PUS} PUs (a synthetic description
+is counted before hwloc builds it).
+
+examples:
+  topobind show
+  topobind show --topology node042.xml --format json
+  topobind show --topology synthetic:'pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)'
+"""
+
+PLAN_EPILOG = """\
+examples:
+  # 64 MPI ranks on every other core of a 2x EPYC 7742 node, Slurm flags:
+  topobind plan -t synthetic:'pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)' \\
+      --layout every-other-core --format srun
+  # hybrid: one rank per L3 domain, OpenMP threads on its cores, OpenMPI 5 flags:
+  topobind plan --layout per-l3 --format openmpi
+  # OpenMP only, in a job script:
+  eval "$(topobind plan --layout spread --threads 8 --format env)"
+
+formats: text (table, default), picture (one cell per core, holding its rank), json (the
+plan, docs/plan-format.md), env (bash exports), openmpi (OpenMPI 5 mpirun argv),
+openmpi4, srun, mpich (Hydra's mpiexec -bind-to user:...), intelmpi (I_MPI_PIN_* exports
+and mpiexec.hydra), rankfile, rankfile4, gres (Slurm gres.conf lines for the node's GPUs),
+rank-env (per-gpu: a sh wrapper exporting each local rank's GPU/NIC variables), rankexec
+(the per-rank step file: each local rank's %cpus= and variables; what the SPANK plugin
+reads), numactl (a sh wrapper running each local rank under its numactl line: CPUs and
+--mem policy; docs/memory.md).
+When no --map-by expresses the plan, the openmpi formats refer to a rankfile, which is
+written to --rankfile PATH (default ./topobind.rankfile; stderr says where). An existing file
+there is not replaced unless --force is given.
+"""
+
+
+def add_subparser(subparsers: Any) -> None:
+    show = subparsers.add_parser(
+        "show",
+        help="summarise the node topology (packages, NUMA nodes, L3 domains, PUs)",
+        description="Summarise the node topology as hwloc sees it, for this job's cpuset.",
+        epilog=SHOW_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_topology_arg(show)
+    show.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    show.set_defaults(func=run_show)
+
+    plan = subparsers.add_parser(
+        "plan",
+        help="plan a layout and print its OMP/mpirun/srun flags",
+        description="Plan where every rank and thread runs, and emit the flags that do it.",
+        epilog=PLAN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_topology_arg(plan)
+    add_layout_args(plan)
+    plan.add_argument(
+        "--format",
+        "-f",
+        choices=(
+            "text",
+            "picture",
+            "json",
+            "env",
+            *plan_formats(),  # the launchers' (topobind.launch.launchers.REGISTRY)
+            "rankfile",
+            "rankfile4",
+            "gres",
+            "rank-env",
+            "rankexec",
+            "numactl",
+        ),
+        default="text",
+    )
+    plan.add_argument(
+        "--check",
+        action="store_true",
+        help="only check the layout and its options, print nothing (srun's check of "
+        "--topobind=LAYOUT before the step starts)",
+    )
+    plan.add_argument(
+        "--slurm-cores",
+        metavar="LIST",
+        help="plan on these cores only, in Slurm's numbering (what the SPANK plugin passes: "
+        "the cores its step holds on this node)",
+    )
+    plan.add_argument(
+        "--rankfile",
+        default=DEFAULT_RANKFILE,
+        metavar="PATH",
+        help="where the openmpi formats write a rankfile when one is needed",
+    )
+    plan.add_argument(
+        "--force", action="store_true", help="replace an existing rankfile at --rankfile PATH"
+    )
+    plan.add_argument(
+        "--host", type=host_arg, help="host name in rankfiles (default: the topology's host)"
+    )
+    plan.set_defaults(func=run_plan)
+
+
+# --------------------------------------------------------------------------- show
+def _mib(n: int) -> str:
+    if n <= 0:
+        return "memory size unknown"
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def _l3_line(dom: CacheDomain) -> str:
+    return (
+        f"L{dom.level} L#{dom.logical} ({_mib(dom.size_bytes)}, NUMA {format_list(dom.numa)}): "
+        f"cores L#{format_list(dom.cores)}, PUs {format_list(dom.pus)}"
+    )
+
+
+def topology_text(topo: Topology) -> str:
+    s = topo.summary()
+    lines = [
+        f"topology: {topo.source}" + (f" (host {topo.hostname})" if topo.hostname else ""),
+        f"{plural(len(topo.packages), 'package')}, {plural(len(topo.numa_nodes), 'NUMA node')}, "
+        f"{plural(len(topo.l3_domains), f'L{topo.shared_cache_level or 3} domain')}, "
+        f"{plural(len(topo.cores), 'core')}, {plural(len(topo.pus), 'PU')} (SMT {topo.smt}); "
+        f"usable PUs (OS): {s['pus_os']}",
+    ]
+    for pkg in topo.packages:
+        os_txt = f" (OS {pkg.os_index})" if pkg.os_index is not None else ""
+        lines.append(f"Package L#{pkg.logical}{os_txt}: PUs {format_list(pkg.pus)}")
+        nodes = [n for n in topo.numa_nodes if set(n.cores) & set(pkg.cores)]
+        shown: set[int] = set()
+        for node in nodes:
+            sub = f" {node.subtype}" if node.subtype else ""
+            lines.append(
+                f"  NUMA node {node.os_index}{sub} ({_mib(node.memory_bytes)}): "
+                f"PUs {format_list(node.pus)}"
+            )
+            for dom in topo.l3_domains:
+                if (
+                    dom.package == pkg.logical
+                    and dom.numa == (node.os_index,)
+                    and dom.logical not in shown
+                ):
+                    shown.add(dom.logical)
+                    lines.append("    " + _l3_line(dom))
+        for dom in topo.l3_domains:  # shared caches spanning several NUMA nodes, or none
+            if dom.package == pkg.logical and dom.logical not in shown:
+                lines.append("  " + _l3_line(dom))
+    if topo.smt > 1:
+        first = topo.cores[0]
+        lines.append(
+            f"SMT siblings: core L#0 = PUs {','.join(map(str, first.pus))}; "
+            f"core L#{topo.cores[-1].logical} = PUs {','.join(map(str, topo.cores[-1].pus))}"
+        )
+    if topo.cpuless_numa:
+        lines.append(f"NUMA nodes with memory but no usable PU: {format_list(topo.cpuless_numa)}")
+    if topo.excluded_pus:
+        reasons: dict[str, list[int]] = {}
+        for pu, why in topo.excluded_pus.items():
+            reasons.setdefault(why, []).append(pu)
+        for why, pus in reasons.items():
+            lines.append(f"excluded PUs {format_list(pus)}: {why}")
+    lines.extend(kinds_text(topo))  # CPU kinds, when several
+    lines.extend(show_lines(topo))  # GPUs and NICs
+    for name, matrix in topo.numa_distances.items():
+        idx = topo.numa_distance_index
+        lines.append(f"{name} (NUMA OS indexes {','.join(map(str, idx))}):")
+        lines.extend("  " + " ".join(f"{v:4d}" for v in row) for row in matrix)
+    return "\n".join(lines)
+
+
+def topology_json(topo: Topology) -> dict[str, Any]:
+    return {
+        "summary": topo.summary(),
+        "packages": [
+            {
+                "logical": p.logical,
+                "os_index": p.os_index,
+                "pus": list(p.pus),
+                "numa": list(p.numa),
+                "l3": list(p.l3),
+            }
+            for p in topo.packages
+        ],
+        "numa_nodes": [
+            {
+                "os_index": n.os_index,
+                "logical": n.logical,
+                "memory_bytes": n.memory_bytes,
+                "pus": list(n.pus),
+                "subtype": n.subtype,
+            }
+            for n in topo.numa_nodes
+        ],
+        "l3_domains": [
+            {
+                "logical": d.logical,
+                "level": d.level,
+                "size_bytes": d.size_bytes,
+                "cores": list(d.cores),
+                "pus": list(d.pus),
+                "numa": list(d.numa),
+            }
+            for d in topo.l3_domains
+        ],
+        "cores": [
+            {
+                "logical": c.logical,
+                "os_index": c.os_index,
+                "pus": list(c.pus),
+                "package": c.package,
+                "numa": list(c.numa),
+                "l3": c.l3,
+                "kind": c.kind,
+            }
+            for c in topo.cores
+        ],
+        "cpuless_numa": list(topo.cpuless_numa),
+        "numa_distances": topo.numa_distances,
+        "numa_distance_index": list(topo.numa_distance_index),
+        **show_json(topo),
+    }
+
+
+def run_show(args: argparse.Namespace) -> int:
+    topo = topology_from(args)
+    state = _memory_state(topo)
+    if args.format == "json":
+        doc = topology_json(topo)
+        if state is not None:
+            from topobind.topo.memory_state import state_json
+
+            doc["memory"] = state_json(state)
+        print(jsonfmt.dumps(doc))
+    else:
+        print(topology_text(topo))
+        if state is not None:
+            from topobind.topo.memory_state import state_lines
+
+            print("\n".join(state_lines(state)))
+    return 0
+
+
+def _memory_state(topo: Topology) -> Any:
+    """This machine's memory settings (numa_balancing, THP, pools) for a live topology."""
+    if not topo.source.startswith("live"):
+        return None
+    from topobind.topo.memory_state import read_state
+
+    return read_state()
+
+
+# --------------------------------------------------------------------------- plan
+def plan_text(plan: Plan) -> str:
+    lines = [
+        f"layout {plan.layout} on {plan.topology.source}: {plural(plan.nranks, 'rank')} x "
+        f"{plural(plan.threads, 'thread')}"
+        + (" (SMT: every PU)" if plan.smt else " (one PU per core)"),
+        "PUs and NUMA nodes are OS indexes; L3 domains are hwloc logical indexes (L#).",
+        f"{'rank':>4}  {'PUs (OS)':<24} {'NUMA':<8} {'L3 L#':<8} {'memory':<18} OMP places",
+    ]
+
+    for r in plan.ranks:
+        lines.append(
+            f"{r.rank:>4}  {format_list(r.cpus):<24} {format_list(r.numa):<8} "
+            f"{format_list(r.l3):<8} {memory_text(r.memory):<18} {format_places(list(r.places))}"
+        )
+    lines.extend(device_lines(plan))  # per-gpu plans: GPUs, NIC, variables per rank
+    launch = launch_dict(plan)
+    lines.append("")
+    lines.extend(f"export {k}={shlex.quote(v)}" for k, v in launch["env"].items())
+    lines.append("OpenMPI 5: " + shlex.join(launch["openmpi"]))
+    lines.append("OpenMPI 4: " + shlex.join(launch["openmpi4"]))
+    lines.append("Slurm:     " + shlex.join(launch["srun"]))
+    for note in (*plan.notes, *launch["notes"]):
+        lines.append(f"note: {note}")
+    for warning in plan.warnings:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    if args.check:
+        from topobind.plan.layouts import parse_layout
+
+        parse_layout(args.layout)
+        return 0
+    topo = None
+    if args.slurm_cores is not None:
+        from topobind.launch.spank_step import slurm_cores_topology
+
+        topo = slurm_cores_topology(args.topology, args.slurm_cores)
+    plan = plan_from(args, topo)
+    notes = _print_plan(plan, args)  # launch notes of the flags printed
+    print_warnings(plan, notes)
+    return 0
+
+
+def _print_plan(plan: Plan, args: argparse.Namespace) -> list[str]:
+    """Print the plan in ``args.format``; the notes of the launch flags printed (text and
+    json carry theirs)."""
+    fmt = args.format
+    if fmt == "json":
+        print(jsonfmt.dumps(plan.to_dict(launch_dict(plan))))
+    elif fmt == "text":
+        print(plan_text(plan))
+    elif fmt == "picture":
+        print(text_grid(plan))
+    elif fmt == "env":
+        return _print_env(plan)
+    elif fmt in plan_formats():
+        return _print_argv(plan, args)
+    elif fmt == "rank-env":
+        sys.stdout.write(rank_env_script(plan))
+    elif fmt == "rankexec":
+        from topobind.launch.spank_step import step_text
+
+        sys.stdout.write(step_text(plan))
+    elif fmt == "numactl":
+        from topobind.emit.memory import numactl_script
+
+        sys.stdout.write(numactl_script(plan))
+    elif fmt == "gres":
+        sys.stdout.write(gres_conf(plan.topology))
+    elif fmt in ("rankfile", "rankfile4"):
+        sys.stdout.write(rankfile_text(plan, 5 if fmt == "rankfile" else 4, args.host))
+    return []
+
+
+def _print_env(plan: Plan) -> list[str]:
+    for k, v in omp_env(plan).items():
+        print(f"export {k}={shlex.quote(v)}")
+    return omp_notes(plan) + env_notes(plan)
+
+
+def _print_argv(plan: Plan, args: argparse.Namespace) -> list[str]:
+    """A launcher's flags (``--format NAME``: the launcher's ``plan_format``): the variables
+    to export, the command; its rankfile written to --rankfile PATH."""
+    out = by_plan_format(args.format).emit(plan, args.rankfile, args.host)
+    for path, text in out.files:
+        _write_rankfile(path, text, args.force)
+        print(f"topobind: wrote rankfile {os.path.abspath(path)}", file=sys.stderr)
+    for k, v in out.env.items():
+        print(f"export {k}={shlex.quote(v)}")
+    print(shlex.join(out.argv))
+    return out.notes
+
+
+def _write_rankfile(path: str, text: str, force: bool = False) -> None:
+    """Write the rankfile into an existing directory; never create directories, never
+    replace a file silently."""
+
+    if os.path.lexists(path) and not force:
+        raise TopobindError(
+            f"rankfile {path} exists; give --force to replace it, or another --rankfile PATH"
+        )
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.lexists(path) and not os.path.isfile(path):  # never replace a FIFO or /dev/null
+        raise TopobindError(
+            f"cannot write rankfile {path}: it exists and is not a regular file; give another "
+            "--rankfile PATH"
+        )
+    if not os.path.isdir(parent):
+        raise TopobindError(
+            f"cannot write rankfile {path}: directory {parent} does not exist; create it or "
+            "give another --rankfile PATH"
+        )
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise TopobindError(
+            f"cannot write rankfile {path}: {exc.strerror or exc}; give another --rankfile PATH"
+        ) from exc

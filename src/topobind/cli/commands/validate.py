@@ -1,0 +1,592 @@
+"""``topobind validate`` (run the ReFrame checks of a site, table of PASS/FAIL) and
+``topobind calibrate`` (measure references for a site and write its references.yaml).
+
+The options and the printing; the engine is :mod:`topobind.checks.validation` (running ReFrame,
+reading its report, the table) and :mod:`topobind.checks.calibration` (references from the
+sessions). Calibration runs through ReFrame too, so that references are measured by exactly
+the code, sizes, launch and binding that validation later compares against them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import socket
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from topobind.checks import calibration, sites, validation
+from topobind.checks.sites import reframe_results_dir
+from topobind.errors import TopobindError
+from topobind.fsutil import atomic_write_text
+
+VALIDATE_EPILOG = """\
+examples:
+  topobind validate --site local --tags quick        # this machine, against its calibration
+  topobind validate --site betzy --partition normal --tags bandwidth
+  topobind validate --site local --tags quick --compare   # and each figure vs earlier runs
+  topobind validate --site local --judge sanity   # figures and load shown, only sanity fails
+  topobind validate --site local -n StreamCheck%layout=compact -S StreamCheck.elements=50M
+  topobind validate --site S --partition P --each-node --confirm   # every node, bad ones named
+  topobind validate --site S --partition P --each-node --nodelist 'node[1-8]' --drain --apply
+  topobind validate --site S --history --since 30d    # each node over time, drifting nodes
+
+Runs 'reframe -C site_configs/reframe_config.py -c reframe_tests --system SITE:PARTITION -t
+TAGS -r', one session per partition, then prints one row per figure: check, variant,
+metric, measured value, reference, tolerance, PASS/FAIL (and one row for each check that
+has no figure: its sanity result). Exit status 1 when anything failed. The site's settings
+and the settings its references were calibrated with are passed as -S options.
+ReFrame's reports, perflogs and results database stay in results/reframe/ (or --results).
+Tags: quick (the short set), full, bandwidth, variability, binding, latency.
+
+--each-node: one ReFrame session, --distribute=all (one copy of each check per node) and
+--reruns N-1, so runs are interleaved across nodes; conformance (site check --live) once per
+node. Per figure, a node's median over its runs vs the fleet median: SLOW beyond --threshold
+(default 5 %) when a sign test agrees; strength = runs, CV, confidence ('weak' under 7 runs
+or 95 %). --confirm re-runs SLOW nodes next to a good node. Last line: 'bad nodes: HOSTLIST'
+(exit 1) or 'bad nodes: none' (exit 0). docs/site-admins.md.
+"""
+
+CALIBRATE_EPILOG = """\
+examples:
+  topobind calibrate --site local                     # the quick set, 3 sessions
+  topobind calibrate --site local --repeat 5 -S StreamCheck.elements=50M
+  topobind calibrate --site epyc9755 --tags full      # on the EPYC server itself
+
+Runs the checks (default: the quick set) --repeat times as whole ReFrame sessions
+(reframe --reruns), so slow drifts and neighbours are sampled between checks too, then
+writes site_configs/SITE/references.yaml (atomically): for each figure the median of the
+sessions as reference and a tolerance from their spread, every one a limit a bad node can
+cross (docs/site-admins.md, "How calibrate sets references"):
+  rates (MB/s, GFLOP/s): lower = -max(FLOOR, 3 x (median - min) / median), at most -90 %;
+  upper = max(FLOOR, 3 x (max - median) / median), at most max(50 %, FLOOR); latencies the
+  same with the sides swapped; FLOOR = --min-tolerance (default 0.10);
+  variability (%): pass while value <= min(CAP, max(FLOOR', 2 x the worst session)), CAP
+  50 % for max_slowdown, 25 % for cv, 40 % for frac_slower_5pct (FLOOR' 10, 5, 20 %).
+A node is busy when other processes used more than 25 % of its CPU time while the checks
+ran (local partitions): calibrate warns and records the load; the good side of rates and
+latencies is left open and no variability reference is written.
+Provenance: kind measured, method calibration, the date, the host and the number of runs.
+The -S settings are recorded and reapplied by topobind validate. Nothing is written when a
+check fails.
+"""
+
+
+def add_subparser(subparsers: Any) -> None:
+    val = subparsers.add_parser(
+        "validate",
+        help="run a site's ReFrame checks; table of measured vs reference, PASS/FAIL",
+        description="Run the ReFrame checks of a site and compare every figure with its target.",
+        epilog=VALIDATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(val)
+    val.add_argument(
+        "--compare",
+        action="store_true",
+        help="also show each figure against earlier runs (ReFrame --performance-compare)",
+    )
+    val.add_argument(
+        "--since",
+        default="30d",
+        metavar="AGE",
+        help="with --compare: how far back earlier runs count (e.g. 7d, 12h; default 30d)",
+    )
+    val.add_argument(
+        "--judge",
+        choices=("all", "sanity"),
+        default="all",
+        help="sanity: show every figure against its reference and the load, but fail only "
+        "when a check does (sanity: a crash, a wrong binding, an invalid result), not on a "
+        "figure outside its reference (make demo's last step); default all",
+    )
+    each = val.add_argument_group("every node of a Slurm partition (node acceptance)")
+    each.add_argument(
+        "--each-node",
+        action="store_true",
+        help="run the checks on every node (idle ones, or --nodelist), interleaved by run; "
+        "one row per node; last line 'bad nodes: HOSTLIST'",
+    )
+    each.add_argument("--nodelist", metavar="HOSTLIST", help="these nodes, e.g. node[1-3,7]")
+    each.add_argument(
+        "--repeat", type=int, default=3, metavar="N", help="runs per node (default 3; 7+: strong)"
+    )
+    each.add_argument(
+        "--confirm",
+        action="store_true",
+        help="re-run the SLOW nodes (at least 7 runs) interleaved with a good node before "
+        "naming them",
+    )
+    each.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        metavar="F",
+        help="a node slower than the fleet median by more than F is an outlier (default: the "
+        "site's settings.outlier_threshold, else 0.05)",
+    )
+    each.add_argument(
+        "--drain", action="store_true", help="print the scontrol commands draining bad nodes"
+    )
+    each.add_argument("--apply", action="store_true", help="with --drain: run them")
+    each.add_argument(
+        "--reports",
+        nargs="+",
+        metavar="JSON",
+        help="judge these ReFrame report files (of earlier --each-node runs) instead of running",
+    )
+    val.add_argument(
+        "--history",
+        action="store_true",
+        help="no run: each node's figures over --since (default 30d) from the results "
+        "database; a node whose latest session is worse than its own median by more than the "
+        "threshold DRIFTs (exit 1)",
+    )
+    val.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 1) when a figure has no reference to compare with",
+    )
+    val.set_defaults(func=run_validate)
+
+    cal = subparsers.add_parser(
+        "calibrate",
+        help="measure a site's references on this machine and write its references.yaml",
+        description="Run a site's checks several times and write references with tolerances.",
+        epilog=CALIBRATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(cal)
+    cal.add_argument("--repeat", type=int, default=3, metavar="N", help="sessions (default 3)")
+    cal.add_argument(
+        "--min-tolerance",
+        type=float,
+        default=0.10,
+        metavar="F",
+        help="smallest tolerance as a fraction of the reference (default 0.10)",
+    )
+    cal.set_defaults(func=run_calibrate)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--site", metavar="SITE", help="site name (default: the one matching this host)")
+    p.add_argument(
+        "--partition",
+        action="append",
+        metavar="P",
+        help="partition (repeatable, or 'all'; default: the site's first partition)",
+    )
+    p.add_argument("--tags", "-t", default="quick", metavar="T", help="ReFrame tag (default quick)")
+    p.add_argument(
+        "--name", "-n", action="append", metavar="PATTERN", help="only checks matching (reframe -n)"
+    )
+    p.add_argument(
+        "-S",
+        dest="setvars",
+        action="append",
+        default=[],
+        metavar="[CHECK.]VAR=VAL",
+        help="set a check variable (reframe -S), e.g. -S StreamCheck.elements=20M",
+    )
+    p.add_argument(
+        "--exec-policy",
+        choices=("async", "serial"),
+        default="async",
+        help="ReFrame execution policy; concurrency is bounded by each partition's max_jobs",
+    )
+    p.add_argument(
+        "--results",
+        metavar="DIR",
+        help="ReFrame results directory (default results/reframe, or $TOPOBIND_REFRAME_RESULTS)",
+    )
+    p.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="rerun a failed check up to N times (reframe --max-retries; for noisy nodes)",
+    )
+    p.add_argument("--verbose", "-v", action="store_true", help="show ReFrame's whole output")
+
+
+# --------------------------------------------------------------------------- validate
+def _load(site_name: str | None) -> Any:
+    return sites.load_site(site_name) if site_name else sites.detect_site()
+
+
+def _results_dir(args: argparse.Namespace) -> Path:
+    return Path(args.results).resolve() if args.results else reframe_results_dir()
+
+
+def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
+    got = validation.compare(site, session, since, results)
+    if got is None:
+        return
+    print(f"\ncompared with earlier runs: {got.spec}")
+    print(
+        "\n".join(got.table)
+        if got.table
+        else "(no earlier runs of these checks in the results database)"
+    )
+    if got.error is not None:
+        print(f"topobind: warning: --performance-compare failed: {got.error}")
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    if not args.each_node:
+        given = {"--nodelist": args.nodelist, "--confirm": args.confirm, "--drain": args.drain,
+                 "--reports": args.reports}  # fmt: skip
+        used = [o for o, v in given.items() if v] + (["--threshold"] if args.threshold else [])
+        if used:
+            raise TopobindError(f"{', '.join(used)}: only with --each-node")
+    if args.apply and not args.drain:
+        raise TopobindError("--apply runs the drain commands: add --drain")
+    site = _load(args.site)
+    if args.history:
+        return _run_history(args, site)
+    if args.each_node:
+        return _run_each_node(args, site)
+    results = _results_dir(args)
+    setvars = validation.setvars_for(site, args.setvars, calibrating=False)
+    host = socket.gethostname()
+    if site.calibration and site.calibration.host != host:
+        print(
+            f"topobind: warning: the references of site {site.name} were measured on "
+            f"{site.calibration.host}, this is {host}",
+            file=sys.stderr,
+        )
+    if not site.targets:
+        print(
+            f"topobind: warning: site {site.name} has no targets yet: figures are shown without "
+            f"references (write them with: topobind calibrate --site {site.name})",
+            file=sys.stderr,
+        )
+    if args.judge == "sanity":  # a figure outside its reference neither fails nor reruns
+        setvars.setdefault("strict_check", "false")
+    all_rows: list[validation.Row] = []
+    failed_sessions = 0
+    for partition in validation.partitions_of(site, args.partition):
+        retry = ["--max-retries", str(args.retries)] if args.retries > 0 else []
+        before = _cpu_sample(site, partition)
+        session = validation.run_reframe(
+            site,
+            partition,
+            args.tags,
+            args.name,
+            setvars,
+            args.exec_policy,
+            results,
+            args.verbose,
+            extra=retry,
+        )
+        if session.report is None and session.returncode == 0:
+            print(
+                f"topobind: warning: no check matched on {site.name}:{partition} (tags "
+                f"{args.tags!r}{', names ' + ', '.join(args.name) if args.name else ''})",
+                file=sys.stderr,
+            )
+            failed_sessions += 1
+            continue
+        if session.report is None:
+            failed_sessions += 1
+            tail = session.log_path.read_text(errors="replace").strip().splitlines()[-3:]
+            print(
+                f"topobind: error: ReFrame wrote no report for {site.name}:{partition} (exit "
+                f"{session.returncode}); its log {session.log_path} ends with: " + " | ".join(tail),
+                file=sys.stderr,
+            )
+            continue
+        rows = validation.rows_from(session.final, session.skip_reasons, session.errors)
+        if not rows:
+            print(
+                f"topobind: warning: no check matched tags {args.tags!r} on "
+                f"{site.name}:{partition}",
+                file=sys.stderr,
+            )
+        rows = validation.mark_busy(rows, site)
+        if args.judge == "sanity":
+            rows = validation.not_judged(rows)
+        if site.partition(partition).scheduler == "local":  # this machine: no node column
+            rows = [replace(r, node="") for r in rows]
+        print(f"\nsite {site.name}, partition {partition} (tags {args.tags}):")
+        print(validation.table(rows) + "\n")
+        _print_load(before, args.judge)
+        if site.calibration is not None and site.calibration.busy:
+            print(
+                f"(busy): the reference was {site.calibration.busy_text()}: it describes the "
+                "node under that load (no variability reference was written); calibrate "
+                f"again on a quiet node: topobind calibrate --site {site.name}\n"
+            )
+        for r in validation.failed(rows):
+            print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
+        for r in rows:
+            if r.result == validation.OUTSIDE:
+                print(f"outside {r.check} {r.variant} {r.metric}: {r.reason} (not judged)")
+        skipped = [r for r in rows if r.result == "SKIP"]
+        for r in skipped:
+            print(f"skip {r.check} {r.variant}: {r.reason}")
+        print(f"report: {session.report_path}")
+        print(f"perflogs: {results / 'perflogs' / site.name / partition}")
+        if session.returncode != 0 and not validation.failed(rows):
+            failed_sessions += 1
+            print(f"topobind: error: ReFrame exited with {session.returncode}", file=sys.stderr)
+        if args.compare:
+            _print_compare(site, session, args.since, results)
+        all_rows += rows
+    bad = validation.failed(all_rows)
+    passed = sum(1 for r in all_rows if r.result.startswith("PASS"))
+    outside = sum(1 for r in all_rows if r.result == validation.OUTSIDE)
+    print(
+        f"\n{passed} passed, {len(bad)} failed, "
+        f"{sum(1 for r in all_rows if r.result == 'SKIP')} skipped"
+        + (f", {outside} outside their reference (not judged: --judge sanity)" if outside else "")
+    )
+    unreferenced = _print_reference_count(all_rows, args.strict)
+    return 1 if bad or failed_sessions or (args.strict and unreferenced) else 0
+
+
+def _print_reference_count(rows: list[Any], strict: bool) -> int:
+    """'K of N figures compared with a reference'; returns N - K."""
+    from topobind.checks import validation
+
+    compared, total = validation.reference_count(rows)
+    print(f"{compared} of {total} figures compared with a reference")
+    if total > compared:
+        hint = "(--strict: that fails)" if strict else "(--strict makes that a failure)"
+        print(
+            f"topobind: warning: {total - compared} figure(s) had no reference {hint}; "
+            "write references with: topobind calibrate",
+            file=sys.stderr,
+        )
+    return total - compared
+
+
+def _run_each_node(args: argparse.Namespace, site: Any) -> int:
+    from topobind.checks import acceptance, validation
+
+    parts = validation.partitions_of(site, args.partition)
+    if len(parts) != 1:
+        raise TopobindError("--each-node tests one partition's nodes: name it with --partition")
+    threshold = args.threshold
+    if threshold is None:
+        threshold = float(site.settings.get("outlier_threshold", acceptance.DEFAULT_THRESHOLD))
+    if not 0 < threshold < 10:
+        raise TopobindError(f"--threshold {threshold}: give a fraction, e.g. 0.05 for 5 %")
+    req = acceptance.Request(
+        partition=parts[0],
+        tags=args.tags,
+        names=args.name,
+        setvars=validation.setvars_for(site, args.setvars, calibrating=False),
+        nodelist=args.nodelist,
+        repeat=args.repeat,
+        confirm=args.confirm,
+        threshold=threshold,
+    )
+    if args.reports:
+        if args.confirm:
+            raise TopobindError("--confirm runs the checks again: not with --reports")
+        out = acceptance.judge_reports(args.reports, site.name, req)
+        what = f"{len(args.reports)} report file(s)"
+    else:
+        out = acceptance.accept(site, req, _results_dir(args), args.verbose)
+        what = f"{req.repeat} runs (tags {req.tags})"
+    print(
+        f"\nsite {site.name}, partition {req.partition}: {len(out.nodes)} nodes x {what}; "
+        f"outlier: median more than "
+        f"{100 * threshold:g}% worse than the fleet median"
+        + (f"; confirmed against {out.partner}" if out.partner else "")
+    )
+    print(acceptance.table(out.verdicts) + "\n")
+    if out.partner:
+        flagged = [f"{v.node} {v.verdict_text()}" for v in out.first if v.status == "SLOW"]
+        print(f"first pass flagged: {', '.join(flagged)}; re-run with {out.partner} "
+              f"({acceptance.MIN_RUNS}+ runs each, interleaved)")  # fmt: skip
+    for check, why in sorted(out.obs.skipped.items()):
+        print(f"skip {check}: {why}")
+    for note in out.notes:
+        print(f"note: {note}")
+    weak = [v.node for v in out.verdicts if v.status == "SLOW" and v.weak and not v.confirmed]
+    if weak:
+        print(f"weak: {', '.join(weak)}: too few or too noisy runs to be sure; re-run them with "
+              "--confirm (or --repeat 7)")  # fmt: skip
+    print("reports: " + ", ".join(out.reports))
+    status = 0
+    if args.drain:
+        for _node, cmd in acceptance.drain_lines(out.verdicts):
+            print(shlex.join(cmd))
+            if args.apply:
+                status |= _apply(cmd)
+    print(acceptance.bad_nodes_line(out.verdicts))
+    bad = any(v.bad for v in out.verdicts)
+    return 1 if bad or status else 0
+
+
+def _run_history(args: argparse.Namespace, site: Any) -> int:
+    import re
+
+    from topobind.checks import acceptance, history
+
+    m = re.fullmatch(r"(\d+)d", args.since)
+    if not m:
+        raise TopobindError(f"--since {args.since!r}: with --history give days, e.g. 30d")
+    threshold = args.threshold
+    if threshold is None:
+        threshold = float(site.settings.get("outlier_threshold", acceptance.DEFAULT_THRESHOLD))
+    db = _results_dir(args) / "results.db"
+    rows = history.trends(history.sessions(db, site.name, int(m.group(1))), site.name, threshold)
+    print(f"site {site.name}: {db}, last {args.since}; drift: latest session more than "
+          f"{100 * threshold:g}% worse than the node's own median before it")  # fmt: skip
+    if not rows:
+        print("(no node has figures from two sessions yet)")
+        return 0
+    print(history.table(rows))
+    drifting = sorted({t.node for t in rows if t.drift})
+    print(f"drifting nodes: {hostlist_text(drifting)}")
+    return 1 if drifting else 0
+
+
+def hostlist_text(nodes: list[str]) -> str:
+    from topobind.topo import hostlist
+
+    return hostlist.compress(nodes) if nodes else "none"
+
+
+def _apply(cmd: list[str]) -> int:
+    import subprocess
+
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"topobind: error: {shlex.join(cmd)}: {done.stderr.strip()}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cpu_sample(site: Any, partition: str) -> Any:
+    """The host's CPU time before a session on this machine (local scheduler), else None."""
+    from topobind.checks import calibration
+
+    here = site.partition(partition).scheduler == "local"
+    return calibration.cpu_sample() if here else None
+
+
+def _print_load(before: Any, judge: str) -> None:
+    """What other processes did to this machine while the session measured it."""
+    from topobind.checks import calibration
+
+    load = calibration.load_between(before, calibration.cpu_sample() if before else None)
+    if load is None:
+        return
+    print(f"load: {load.text()}")
+    if load.busy and judge == "all":
+        print("(a figure measured on a busy node may fail for the load alone)")
+    print()
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    if args.retries:
+        raise TopobindError(
+            "calibrate does not retry failed checks (a reference needs every session); "
+            "drop --retries"
+        )
+    if args.repeat < 1:
+        raise TopobindError(f"--repeat must be at least 1 (got {args.repeat})")
+    if not 0 <= args.min_tolerance <= 1.0:
+        raise TopobindError(f"--min-tolerance must be within [0, 1] (got {args.min_tolerance})")
+    site = _load(args.site)
+    if site.references_path is None:
+        raise TopobindError(
+            f"{site.path}: has no 'references:' key, so calibrate has nowhere to write; add "
+            "references: references.yaml"
+        )
+    partitions = validation.partitions_of(site, args.partition)
+    if len(partitions) != 1:
+        raise TopobindError("calibrate measures one partition; name it with --partition P")
+    results = _results_dir(args)
+    setvars = validation.setvars_for(site, args.setvars, calibrating=True)
+    extra = ["--reruns", str(args.repeat - 1)] if args.repeat > 1 else []
+    here = site.partition(partitions[0]).scheduler == "local"
+    before = calibration.cpu_sample() if here else None
+    session = validation.run_reframe(
+        site,
+        partitions[0],
+        args.tags,
+        args.name,
+        setvars,
+        args.exec_policy,
+        results,
+        args.verbose,
+        extra=extra,
+        label="calibrate",
+    )
+    load = calibration.load_between(before, calibration.cpu_sample() if here else None)
+    if session.report is None:
+        raise TopobindError(
+            f"ReFrame wrote no report (exit {session.returncode}); see {session.log_path}"
+        )
+    rows = validation.rows_from(session.testcases, session.skip_reasons, session.errors)
+    bad = validation.failed(rows)
+    if bad:
+        print(validation.table(rows))
+        for r in bad:
+            print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
+        print(
+            f"topobind: error: {len(bad)} check(s) failed; nothing written to "
+            f"{site.references_path} (fix them, or leave them out with --name)",
+            file=sys.stderr,
+        )
+        return 1
+    values = calibration.collect(session.testcases)
+    if not values:
+        raise TopobindError(f"no figures measured with tags {args.tags!r}; nothing to write")
+    command = "topobind calibrate " + shlex.join(
+        [f"--site={site.name}", f"--partition={partitions[0]}", f"--tags={args.tags}",
+         f"--repeat={args.repeat}", *[f"-S{s}" for s in args.setvars]]
+    )  # fmt: skip
+    cal = calibration.CalibrationRun(
+        site=site,
+        values=values,
+        runs=args.repeat,
+        floor=args.min_tolerance,
+        partition=partitions[0],
+        tags=args.tags,
+        settings=setvars,
+        node=calibration.record_node(site, partitions[0], calibration.node_from(session.testcases)),
+        command=command,
+        load=load,
+    )
+    text = calibration.references_yaml(cal)
+    # Check what we are about to write with the same rules a reader applies.
+
+    problems = sites.schema_problems(yaml.safe_load(text), str(site.references_path), "references")
+    if problems:
+        raise TopobindError("internal: calibrate produced an invalid file: " + problems[0])
+    atomic_write_text(site.references_path, text)
+    print(f"\nsite {site.name}, partition {partitions[0]}: {args.repeat} sessions")
+    if load is not None:
+        print(f"load: {load.text()}")
+    print(f"{'figure':<42} {'reference':>14} {'tolerance':>12}  runs (min .. max)")
+    for (check, variant, metric), d in cal.derived().items():
+        vals = values[(check, variant, metric)]
+        unit = sites.CHECKS[check].metrics[metric].unit
+        if d is None:
+            ref_text, tol_text = "not written", "(busy node)"
+        else:
+            ref_text, tol_text = validation.fmt(d.reference) + " " + unit, sites.tolerance_text(
+                d.lower, d.upper)  # fmt: skip
+        print(
+            f"{check + '.' + variant + '.' + metric:<42} {ref_text:>14} {tol_text:>12}  "
+            f"{len(vals)} ({validation.fmt(min(vals))} .. {validation.fmt(max(vals))})"
+        )
+    print(f"wrote {site.references_path}")
+    if cal.busy and load is not None:
+        print(
+            f"topobind: warning: busy node: {load.text()}; the references describe the node "
+            "under that load (rates got no upper bound, latencies no lower one, variability "
+            f"no reference); calibrate again on a quiet node: {command}",
+            file=sys.stderr,
+        )
+    return 0

@@ -1,0 +1,117 @@
+"""The ``topobind`` command: one argparse parser over the command modules.
+
+Each command lives in a module of ``topobind.cli.commands`` that exposes
+``add_subparser(subparsers)``; that function registers the command's parser and sets
+``func`` (a callable taking the parsed namespace and returning an exit status). A command
+line naming a command imports only that command's module (a plan in a job script loads no
+report or ReFrame code); ``topobind --help`` and unknown commands build the whole parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from topobind import __version__
+from topobind.errors import TopobindError
+
+#: the module that declares each command, in the order --help lists them
+COMMANDS: dict[str, str] = {
+    "show": "topobind.cli.commands.topo",
+    "plan": "topobind.cli.commands.topo",
+    "run": "topobind.cli.commands.run",
+    "env": "topobind.cli.commands.run",
+    "verify": "topobind.cli.commands.run",
+    "spack": "topobind.cli.commands.spack",
+    "report": "topobind.cli.commands.report",
+    "draw": "topobind.cli.commands.draw",
+    "bench": "topobind.cli.commands.bench",
+    "site": "topobind.cli.commands.site",
+    "validate": "topobind.cli.commands.validate",
+    "calibrate": "topobind.cli.commands.validate",
+}
+
+#: every module that declares commands, each once, in --help order
+SUBCOMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with the project's error form: one line, naming the argument and where the
+    help is (argparse's own form prints the whole usage first), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"topobind: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser(modules: Sequence[str] = SUBCOMMAND_MODULES) -> argparse.ArgumentParser:
+    """The parser of the commands that ``modules`` declare (``add_subparser``)."""
+    parser = OneLineParser(
+        prog="topobind",
+        description=(
+            "Topology-aware binding for HPC jobs: detect the node (hwloc), plan a layout, "
+            "emit OMP_*/mpirun/srun flags, run and verify kernels, report."
+        ),
+        epilog="Run 'topobind COMMAND --help' for the options and examples of each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"topobind {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in modules:
+        importlib.import_module(name).add_subparser(subparsers)
+    return parser
+
+
+def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser for ``argv``: its command's module alone when it names a known command."""
+    if list(argv) == ["--version"]:  # no command module (a Spack install checks this line)
+        return build_parser(())
+    module = COMMANDS.get(argv[0]) if argv else None
+    return build_parser((module,) if module else SUBCOMMAND_MODULES)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: the process's arguments), run the command, return its exit
+    status; a :class:`TopobindError` becomes one stderr line and its status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = parser_for(argv)
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args))
+    except TopobindError as exc:  # the one place errors are printed
+        for line in exc.error_lines():
+            print(f"topobind: error: {line}", file=sys.stderr)
+        if exc.summary:
+            print(f"topobind: {exc.summary}", file=sys.stderr)
+        return exc.exit_status
+    except BrokenPipeError:
+        _reader_gone()
+        return 0
+
+
+def _reader_gone() -> None:
+    """The reader of our output left (``topobind plan | head``): send what is left of stdout
+    to /dev/null, so the flush at exit does not fail again (the recipe in Python's signal
+    documentation)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def entry() -> None:
+    """The ``topobind`` command (pyproject's console script)."""
+    status = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_gone()
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,2 @@
+"""The C kernels' Python side: finding and running them, their result documents, hugepage pools,
+statistics."""

@@ -1,0 +1,2 @@
+"""Launching: job shape -> launch command (srun, mpirun, none) -> run; node groups; placement
+verification."""

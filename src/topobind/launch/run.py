@@ -1,0 +1,242 @@
+"""Running a program in this job (the engine of ``topobind run``): the scratch directory
+every rank reads, the launch prepared once (:func:`topobind.launch.build.build`, files written),
+the placement probe run first in the program's place, the groups of nodes when the job's
+nodes hold different shares (:mod:`topobind.launch.node_groups`), and the samples of the running
+program. :mod:`topobind.cli.commands.run` parses the options and prints."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from topobind.errors import CannotRun, ProbeFailed, TopobindError
+from topobind.interrupt import stop_on_signals
+from topobind.kernels.programs import find_kernel
+from topobind.launch import node_groups as pernode
+from topobind.launch.build import (
+    JobShape,
+    Launch,
+    NodePlan,
+    build,
+    in_slurm,
+    job_shape,
+    slurm_nodes,
+    write_files,
+)
+from topobind.launch.node_groups import check_env_per_node, compare_per_node
+from topobind.launch.samples import explain, judged_threads, read_sample_files
+from topobind.launch.verify import Row, compare, parse_probe_output
+from topobind.launch.verify_devices import EnvRow, check_env
+from topobind.launch.verify_memory import ProbeRow, probe_rows
+from topobind.plan.memory import needs_step
+from topobind.plan.model import Plan, PlannedRank
+from topobind.plan.request import PlanRequest
+from topobind.runner import run_process
+from topobind.topo.topology import load
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The launch options of ``topobind run``."""
+
+    launcher: str | None = None
+    mpi: str | None = None
+    rank_step: str = "auto"
+    sample_ms: int = 1000
+    srun_args: tuple[str, ...] = ()  # --srun-args: options for srun itself
+    mpirun_args: tuple[str, ...] = ()  # --mpirun-args: options for mpirun / mpiexec
+
+
+@dataclass(frozen=True)
+class Job:
+    """A launch prepared in ``workdir`` (its files written) and the shape it was built from."""
+
+    shape: JobShape
+    launch: Launch
+    workdir: str
+
+    def running(self, program: Sequence[str]) -> Launch:
+        """The same launch (flags, files) running ``program`` instead."""
+        return build(self.shape, program)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Planned against observed: each thread's row, and per-gpu plans' device variables."""
+
+    rows: list[Row]
+    env_rows: list[EnvRow] = field(default_factory=list)
+    memory_rows: list[ProbeRow] = field(default_factory=list)  # the probe's memory policy
+
+
+def workdir() -> str:
+    """Scratch directory for the per-rank step file (and rankfile) every rank reads: on a shared
+    file system when the job spans several nodes ($TOPOBIND_WORKDIR, else the submit directory)."""
+    base = os.environ.get("TOPOBIND_WORKDIR") or os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd()
+    try:
+        return os.path.abspath(tempfile.mkdtemp(prefix=".topobind-run-", dir=base))
+    except OSError as exc:
+        raise TopobindError(
+            f"cannot create topobind run's scratch directory in {base}: {exc.strerror}; set "
+            "TOPOBIND_WORKDIR to a writable directory (shared by the job's nodes)"
+        ) from exc
+
+
+def dry_run_dir() -> str:
+    """Where a dry run writes the files its command reads: under $TMPDIR on one node, the
+    shared scratch directory of a real run (:func:`workdir`) on several."""
+    return workdir() if slurm_nodes() > 1 else tempfile.mkdtemp(prefix="topobind-dry-run-")
+
+
+def node_groups(req: PlanRequest, launcher: str | None = None) -> list[NodePlan] | None:
+    """Plans per group of nodes when the job holds different shares of its nodes (see
+    :mod:`topobind.launch.node_groups`); None on one node or when one plan fits every node.
+    ``launcher``: the --launcher asked for (none runs one process: refused on several nodes)."""
+    if not in_slurm() or slurm_nodes() < 2:
+        return None
+
+    groups = pernode.plans(req, load(req.topology))
+    if groups is not None and launcher == "none":
+        raise TopobindError("--launcher none runs one process; the job spans several nodes")
+    return groups
+
+
+def prepare(
+    plan: Plan,
+    program: Sequence[str],
+    opts: RunOptions,
+    where: str,
+    *,
+    sample: bool = False,
+    groups: Sequence[NodePlan] = (),
+) -> Job:
+    """Build the launch of ``program`` (one builder: :func:`topobind.launch.build.build`) and write
+    its files in ``where``. ``groups``: a plan per group of nodes (``plan`` is the first's)."""
+    shape = job_shape(
+        plan,
+        opts.launcher,
+        opts.mpi,
+        rank_step=opts.rank_step,
+        workdir=where,
+        sample_ms=opts.sample_ms if sample else None,
+        groups=groups,
+        program=program_path(program[0]) if program else None,
+        srun_args=opts.srun_args,
+        mpirun_args=opts.mpirun_args,
+    )
+    launch = build(shape, program)
+    write_files(launch)
+    return Job(shape, launch, where)
+
+
+def execute(launch: Launch, capture: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run in a new process group; Ctrl-C / SIGTERM stop the whole group."""
+    return run_process(launch.argv, env={**os.environ, **launch.env}, capture=capture)
+
+
+def exit_status(code: int) -> int:
+    """A process's return code as a shell's exit status (128 + signal)."""
+    return 128 - code if code < 0 else code
+
+
+def program_path(name: str) -> str | None:
+    """The program's file (a name is looked up on PATH), or None."""
+    path = name if "/" in name else shutil.which(name)
+    return path if path and os.path.isfile(path) else None
+
+
+def probe(kernel: str = "whereami") -> str:
+    """The placement probe (kernels/bin/whereami; an MPI program's: whereami-mpi-NAME)."""
+
+    try:
+        return str(find_kernel(kernel))
+    except TopobindError as exc:
+        raise TopobindError(f"placement probe not found ({exc}); run 'make kernels'") from exc
+
+
+def check_program(name: str) -> None:
+    """The program must exist here, on the batch host, before any rank is started: a launcher
+    would report a missing program in its own words, once per rank."""
+    path = name if "/" in name else shutil.which(name)
+    if path is None or not os.path.exists(path):
+        raise CannotRun(name, FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT)))
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise CannotRun(name, PermissionError(errno.EACCES, os.strerror(errno.EACCES)))
+
+
+def run_probe(launch: Launch) -> str:
+    """The probe's output under ``launch``; :class:`ProbeFailed` when it exits non-zero."""
+    done = execute(launch, capture=True)
+    if done.returncode != 0:
+        raise ProbeFailed(done.returncode)
+    return done.stdout
+
+
+def probe_output(job: Job) -> str:
+    """The probe run in the program's place (same flags and files). When the program's
+    threads are to be sampled, the probe runs with step files that do not sample (its samples
+    would be taken for the program's), then the program's files are written back."""
+    if job.shape.sample_ms is None:
+        return run_probe(job.running([probe(job.shape.probe)]))
+    quiet = build(_without_samples(job.shape), [probe(job.shape.probe)])
+    write_files(quiet)
+    try:
+        return run_probe(quiet)
+    finally:
+        write_files(job.launch)
+
+
+def _without_samples(shape: JobShape) -> JobShape:
+    """The same shape (launcher, files, per-rank step) without sampling the threads."""
+    return dataclasses.replace(shape, sample_ms=None, sample_dir=None)
+
+
+def verify_first(plan: Plan, job: Job) -> Verdict:
+    """Run the probe in the program's place (same flags and files) and compare with the plan."""
+    out = probe_output(job)
+    planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks]
+    rows = compare(planned, parse_probe_output(out), nnodes=job.launch.nodes)
+    memory = probe_rows(plan, out, judge=needs_step(plan))  # applied by the step: judged
+    return Verdict(rows, check_env(planned, out), memory)  # per-gpu: each rank's variables
+
+
+def verify_groups(groups: Sequence[NodePlan], job: Job) -> Verdict:
+    """The probe in the program's place, each group's ranks against its own plan."""
+
+    out = probe_output(job)
+    rows = compare_per_node(groups, parse_probe_output(out))
+    return Verdict(rows, check_env_per_node(groups, out))
+
+
+def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> list[Row]:
+    """The per-rank step's samples of the running program against the plan, or each group's
+    samples against its own plan (``job.shape.groups``), waiting up to ``sample_ms`` + 12 s
+    for every rank's sample file."""
+    groups = job.shape.groups
+    expected = (
+        sum(g.plan.nranks * len(g.hosts) for g in groups)
+        if groups
+        else plan.nranks * job.launch.nodes
+    )
+    deadline = time.monotonic() + sample_ms / 1000 + 12.0
+    with stop_on_signals("while waiting for the samples of the running program; not verified"):
+        while time.monotonic() < deadline and len(_sample_files(job.workdir)) < expected:
+            time.sleep(0.05)
+    samples = read_sample_files(_sample_files(job.workdir))
+    observed = judged_threads(samples)  # each rank's program, without its wrappers
+    if groups:
+        return explain(compare_per_node(groups, observed, match_threads=True), samples)
+    planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
+    return explain(compare(planned, observed, nnodes=job.launch.nodes, match_threads=True), samples)
+
+
+def _sample_files(where: str) -> list[str]:
+    names = [n for n in os.listdir(where) if n.startswith("sample-") and n.endswith(".json")]
+    return [os.path.join(where, n) for n in sorted(names)]

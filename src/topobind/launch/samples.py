@@ -1,0 +1,173 @@
+"""The per-rank step's samples of a running program (``topobind run --verify-running``).
+
+rankexec's sampler (kernels/rankexec.c) writes one JSON line per rank: every thread of the
+program it exec'd and of the program's descendants, each with its process (id, name) and
+whether that process is a *wrapper*, one with children of its own (``/usr/bin/time``,
+``perf stat``, a shell, ``taskset``...). The rank is judged by where the threads of the
+processes that are not wrappers ran: the real program, wherever a wrapper put it.
+
+:func:`explain` turns the comparison's rows (:func:`topobind.launch.verify.compare`) into what was
+seen: a place no thread took in a program that ran fewer threads than planned is UNUSED (with
+how many ran), not MISSING; a rank whose program had ended before its sample says so; a
+mismatch names the process under its wrappers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from topobind.errors import plural
+from topobind.launch.verify import Observed, Row
+
+_MAX_FILE = 1 << 20  # a sample of 4096 threads is about 500 KB
+
+
+@dataclass(frozen=True)
+class SampledThread:
+    observed: Observed
+    pid: int
+    process: str
+    wrapper: bool  # its process has children: not the program itself
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One rank's sample: what its step saw ``after_ms`` (+ ``waited_ms``) after the start."""
+
+    host: str
+    rank: int
+    after_ms: int
+    waited_ms: int
+    wanted: int  # OMP_NUM_THREADS of the rank (-1: not set)
+    ended: bool  # the program was gone at the sampler's last look
+    threads: tuple[SampledThread, ...]
+
+    def judged(self) -> list[SampledThread]:
+        """The program's threads: those of processes that are not wrappers."""
+        own = [t for t in self.threads if not t.wrapper]
+        return own or list(self.threads)
+
+    def wrappers(self) -> list[str]:
+        names: list[str] = []
+        for t in self.threads:
+            if t.wrapper and t.process not in names:
+                names.append(t.process)
+        return names
+
+
+def _int(v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"not an integer: {v!r}")
+    return v
+
+
+def _thread(p: object, host: str) -> SampledThread:
+    if not isinstance(p, dict):
+        raise ValueError("a placement entry is not an object")
+    affinity = p.get("affinity", [])
+    if not isinstance(affinity, list):
+        raise ValueError("affinity is not a list")
+    o = Observed(
+        host=str(p.get("host", host)),
+        rank=_int(p["rank"]),
+        thread=_int(p["thread"]),
+        cpu=_int(p["cpu"]),
+        affinity=tuple(_int(x) for x in affinity),
+    )
+    return SampledThread(
+        o, _int(p.get("pid", -1)), str(p.get("process", "?")), p.get("wrapper") is True
+    )
+
+
+def parse_sample(line: str) -> Sample | None:
+    """One sample line; None when it is not a well-formed sample (a tampered or torn file)."""
+    try:
+        doc = json.loads(line)
+        if not isinstance(doc, dict) or doc.get("kernel") != "whereami":
+            return None
+        host = str(doc.get("host", "?"))
+        placement = doc.get("placement", [])
+        if not isinstance(placement, list):
+            return None
+        return Sample(
+            host=host,
+            rank=_int(doc["rank"]),
+            after_ms=_int(doc.get("after_ms", 0)),
+            waited_ms=_int(doc.get("waited_ms", 0)),
+            wanted=_int(doc.get("threads_wanted", -1)),
+            ended=doc.get("ended") is True,
+            threads=tuple(_thread(p, host) for p in placement),
+        )
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+
+
+def read_sample_files(paths: Sequence[str]) -> list[Sample]:
+    """The samples in ``paths`` (one line each); unreadable or malformed files are left out
+    (their ranks are then MISSING)."""
+    out: list[Sample] = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read(_MAX_FILE)
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in text.splitlines():
+            sample = parse_sample(line) if line.strip() else None
+            if sample is not None:
+                out.append(sample)
+    return out
+
+
+def judged_threads(samples: Sequence[Sample]) -> list[Observed]:
+    """The threads the plan is compared with: every rank's program, without its wrappers."""
+    return [t.observed for s in samples for t in s.judged()]
+
+
+def _when(s: Sample) -> str:
+    if s.waited_ms:
+        return f"sampled {s.after_ms}..{s.after_ms + s.waited_ms} ms after start"
+    return f"sampled {s.after_ms} ms after start"
+
+
+def _explain_row(row: Row, s: Sample | None, planned: int) -> Row:
+    if s is None:
+        if row.status == "MISSING" and row.observed is None:
+            why = "no sample from this rank: it never started, or its step failed"
+            return dataclasses.replace(row, reason=why)
+        return row
+    ran = len(s.judged())
+    if row.status == "MISSING" and ran and row.observed is None:
+        why = f"the program ran {plural(ran, 'thread')} of the {planned} planned"
+        if s.ended:
+            why += " and ended"
+        return dataclasses.replace(row, status="UNUSED", reason=f"{why}; {_when(s)}")
+    if row.status == "MISSING" and not ran and s.ended:
+        return dataclasses.replace(
+            row,
+            reason=f"the program had ended before its sample at {s.after_ms} ms, nothing "
+            "observed; a process it left running is not followed",
+        )
+    if row.status == "MISMATCH" and row.observed is not None and s.wrappers():
+        proc = next((t for t in s.threads if t.observed == row.observed), None)
+        if proc is not None:
+            under = ", ".join(s.wrappers())
+            return dataclasses.replace(
+                row, reason=f"{row.reason}; in {proc.process} (pid {proc.pid}) under {under}"
+            )
+    return row
+
+
+def explain(rows: Sequence[Row], samples: Sequence[Sample]) -> list[Row]:
+    """The rows of a comparison with what the samples say about each rank (see the module)."""
+    by_rank: dict[int, Sample] = {}
+    for s in samples:
+        by_rank.setdefault(s.rank, s)
+    planned: dict[int, int] = {}
+    for r in rows:
+        if r.status != "UNPLANNED":
+            planned[r.rank] = planned.get(r.rank, 0) + 1
+    return [_explain_row(r, by_rank.get(r.rank), planned.get(r.rank, 0)) for r in rows]

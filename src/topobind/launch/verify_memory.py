@@ -1,0 +1,277 @@
+"""Where the running program's memory really is, against each rank's planned memory.
+
+The per-rank step's sampler (``kernels/rankexec.c``, ``sample_memory``) adds to each rank's
+sample a ``memory`` member read from ``/proc/PID/numa_maps`` and ``smaps_rollup``: resident
+anonymous bytes per NUMA node and per page size, transparent huge pages, and every anonymous
+mapping of 64 MiB or more (its page size, bytes and policy). A rank is a MISMATCH when more
+than :data:`MAX_OUTSIDE` of its anonymous resident memory lies outside its planned NUMA nodes,
+or when a large mapping is not on the planned page size (``--pages 2M|1G``; ``4k``: no
+transparent huge pages at all). A program that rebinds its memory (``mbind``,
+``set_mempolicy``, ``numactl --membind``) is caught by the first rule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from topobind.plan.model import MemoryPlacement, Plan
+from topobind.topo.memory_state import page_label
+from topobind.topo.topology import format_list
+
+#: The share of a rank's anonymous resident memory allowed outside its planned NUMA nodes.
+MAX_OUTSIDE = 0.10
+#: Below this much anonymous resident memory the node side is not judged.
+MIN_JUDGED = 1 << 20
+HUGE_KIB = {"2M": 2048, "1G": 1 << 20}
+
+
+@dataclass(frozen=True)
+class MemRow:
+    """One rank's memory as sampled, and the verdict against its plan."""
+
+    rank: int
+    host: str
+    planned: MemoryPlacement | None
+    nodes: dict[int, int] = field(default_factory=dict)  # NUMA node -> anonymous bytes
+    pages: dict[int, int] = field(default_factory=dict)  # page size KiB -> anonymous bytes
+    thp: int = 0
+    large: list[dict[str, object]] = field(default_factory=list)
+    status: str = "OK"  # OK | MISMATCH | MISSING
+    why: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "OK"
+
+
+def read_memory_samples(paths: list[str]) -> list[dict[str, object]]:
+    """Each sample file's JSON document that holds a ``memory`` member."""
+    docs = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.loads(fh.read(1 << 20))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("memory"), dict):
+            docs.append(doc)
+    return docs
+
+
+def sample_paths(where: str) -> list[str]:
+    names = [n for n in os.listdir(where) if n.startswith("sample-") and n.endswith(".json")]
+    return [os.path.join(where, n) for n in sorted(names)]
+
+
+def check(plan: Plan, samples: list[dict[str, object]]) -> list[MemRow]:
+    """A row per sampled rank (its plan rank: global rank modulo the ranks per node), and a
+    MISSING row per planned rank no sample names."""
+    rows = []
+    seen = set()
+    for doc in sorted(samples, key=lambda d: int(str(d.get("rank", 0)))):
+        rank = int(str(doc.get("rank", 0)))
+        seen.add(rank % plan.nranks)
+        planned = plan.ranks[rank % plan.nranks].memory
+        rows.append(_row(rank, str(doc.get("host", "?")), planned, doc["memory"]))  # type: ignore[arg-type]
+    for r in plan.ranks:
+        if r.rank not in seen:
+            rows.append(MemRow(r.rank, "?", r.memory, status="MISSING", why="no sample"))
+    return rows
+
+
+def _row(rank: int, host: str, planned: MemoryPlacement | None, mem: dict[str, object]) -> MemRow:
+    nodes = {int(k): int(v) for k, v in dict(mem.get("nodes") or {}).items()}  # type: ignore[call-overload]
+    pages = {int(k): int(v) for k, v in dict(mem.get("pages") or {}).items()}  # type: ignore[call-overload]
+    large = [dict(x) for x in list(mem.get("large") or [])]  # type: ignore[call-overload]
+    row = MemRow(rank, host, planned, nodes, pages, int(str(mem.get("thp", 0))), large)
+    if "error" in mem:
+        return _judged(row, "MISSING", str(mem["error"]))
+    why = _node_problem(row) or _page_problem(row)
+    return _judged(row, "MISMATCH", why) if why else row
+
+
+def _judged(row: MemRow, status: str, why: str) -> MemRow:
+    import dataclasses
+
+    return dataclasses.replace(row, status=status, why=why)
+
+
+def _node_problem(row: MemRow) -> str:
+    m = row.planned
+    total = sum(row.nodes.values())
+    if m is None or m.policy == "none" or total < MIN_JUDGED:
+        return ""
+    outside = sum(b for n, b in row.nodes.items() if n not in m.nodes)
+    if outside > MAX_OUTSIDE * total:
+        return (
+            f"{_mib(outside)} of {_mib(total)} anonymous memory outside planned NUMA "
+            f"{format_list(m.nodes)} (more than {MAX_OUTSIDE:.0%})"
+        )
+    return ""
+
+
+def _page_problem(row: MemRow) -> str:
+    m = row.planned
+    if m is None or m.pages == "thp":
+        return ""
+    want = HUGE_KIB.get(m.pages, 4)
+    for x in row.large:
+        kib = int(str(x.get("kib", 4)))
+        if kib != want:
+            return (
+                f"a {_mib(int(str(x.get('bytes', 0))))} mapping on {page_label(kib)} pages, "
+                f"--pages {m.pages} planned"
+            )
+    if m.pages == "4k" and row.thp:
+        return f"{_mib(row.thp)} on transparent huge pages, --pages 4k planned"
+    return ""
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def table(rows: list[MemRow]) -> str:
+    """One line per rank: planned, resident anonymous memory by NUMA node and by page size."""
+    from topobind.plan.memory import memory_text
+
+    lines = [
+        f"{'rank':>4}  {'host':<12} {'planned':<20} {'by NUMA node':<24} {'by page size':<30} "
+        "verdict"
+    ]
+    for r in rows:
+        nodes = ", ".join(f"{n}: {_mib(b)}" for n, b in sorted(r.nodes.items())) or "-"
+        sizes = [f"{page_label(k)} {_mib(b)}" for k, b in sorted(r.pages.items())]
+        sizes += [f"(THP {_mib(r.thp)})"] if r.thp else []
+        verdict = r.status + (f": {r.why}" if r.why else "")
+        lines.append(
+            f"{r.rank:>4}  {r.host[:12]:<12} {memory_text(r.planned):<20} {nodes:<24} "
+            f"{', '.join(sizes) or '-':<30} {verdict}"
+        )
+    return "\n".join(lines)
+
+
+def rows_json(rows: list[MemRow]) -> list[dict[str, object]]:
+    return [
+        {
+            "rank": r.rank,
+            "host": r.host,
+            "planned": r.planned.to_dict() if r.planned else None,
+            "nodes": {str(k): v for k, v in r.nodes.items()},
+            "pages_kib": {str(k): v for k, v in r.pages.items()},
+            "thp": r.thp,
+            "large": r.large,
+            "status": r.status,
+            "why": r.why,
+        }
+        for r in rows
+    ]
+
+
+def summary(rows: list[MemRow]) -> str:
+    """The verdict line."""
+    if all(r.ok for r in rows):
+        large = sum(len(r.large) for r in rows)
+        return (
+            f"the memory of all {len(rows)} ranks is on its planned NUMA nodes and pages "
+            f"({large} mappings of 64 MiB or more checked; at most {MAX_OUTSIDE:.0%} of a "
+            "rank's anonymous memory may lie elsewhere)"
+        )
+    bad = [r for r in rows if not r.ok]
+    return f"the memory of {len(bad)} of {len(rows)} ranks differs from the plan"
+
+
+@dataclass(frozen=True)
+class ProbeRow:
+    """The placement probe's memory (kernels/whereami.c): its policy and where its test page
+    landed, against the rank's planned memory."""
+
+    rank: int
+    host: str
+    planned: MemoryPlacement | None
+    policy: str
+    nodes: tuple[int, ...]
+    page_node: int
+    status: str = "OK"  # OK | MISMATCH | REPORTED (not judged: nothing applied it)
+    why: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "MISMATCH"
+
+
+def probe_rows(plan: Plan, text: str, judge: bool) -> list[ProbeRow]:
+    """A row per whereami document in ``text``; ``judge``: compare with the plan (when the
+    memory placement was applied: see :func:`topobind.plan.memory.needs_step`)."""
+    rows = []
+    for line in text.splitlines():
+        if not line.lstrip().startswith("{"):
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        params = doc.get("params") if isinstance(doc, dict) else None
+        if not isinstance(params, dict) or "mempolicy" not in params:
+            continue
+        rank = int(doc.get("rank", 0))
+        planned = plan.ranks[rank % plan.nranks].memory
+        row = ProbeRow(
+            rank,
+            str(doc.get("host", "?")),
+            planned,
+            str(params["mempolicy"]),
+            tuple(int(n) for n in params.get("mempolicy_nodes") or ()),
+            int(params.get("test_page_node", -1)),
+            "OK" if judge else "REPORTED",
+        )
+        why = _probe_problem(row) if judge else ""
+        rows.append(ProbeRow(**{**row.__dict__, "status": "MISMATCH", "why": why}) if why else row)
+    return sorted(rows, key=lambda r: (r.host, r.rank))
+
+
+def _probe_problem(row: ProbeRow) -> str:
+    m = row.planned
+    if m is None or m.policy == "none":
+        return ""
+    policy = "preferred" if row.policy == "preferred_many" else row.policy
+    if policy != m.policy or (m.policy != "preferred" and set(row.nodes) != set(m.nodes)):
+        planned = f"{m.policy} {format_list(m.nodes)}"
+        return f"policy {row.policy} {format_list(row.nodes)}, planned {planned}"
+    if m.policy == "bind" and row.page_node not in m.nodes:
+        return f"test page on NUMA node {row.page_node}, planned {format_list(m.nodes)}"
+    return ""
+
+
+def probe_table(rows: list[ProbeRow]) -> str:
+    from topobind.plan.memory import memory_text
+
+    lines = [f"{'rank':>4}  {'host':<12} {'planned':<20} {'policy':<24} test page  verdict"]
+    for r in rows:
+        policy = f"{r.policy} {format_list(r.nodes)}".strip()
+        node = f"node {r.page_node}" if r.page_node >= 0 else "?"
+        verdict = r.status + (f": {r.why}" if r.why else "")
+        lines.append(
+            f"{r.rank:>4}  {r.host[:12]:<12} {memory_text(r.planned):<20} {policy:<24} "
+            f"{node:<10} {verdict}"
+        )
+    return "\n".join(lines)
+
+
+def probe_json(rows: list[ProbeRow]) -> list[dict[str, object]]:
+    return [
+        {
+            "rank": r.rank,
+            "host": r.host,
+            "planned": r.planned.to_dict() if r.planned else None,
+            "policy": r.policy,
+            "nodes": list(r.nodes),
+            "test_page_node": r.page_node,
+            "status": r.status,
+            "why": r.why,
+            "ok": r.ok,
+        }
+        for r in rows
+    ]

@@ -1,0 +1,523 @@
+"""Layouts: one function per layout, Topology x request -> Plan.
+
+Vocabulary. A *slot* is what one OpenMP thread gets: a core (default; the thread's place is
+the core's first usable PU) or, with ``smt=True``, a single PU (so a 2-way SMT core holds two
+threads). Ranks take their threads' slots in hwloc logical order. See docs/layouts.md for
+the exact semantics and pictures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from topobind.errors import PlanError, TopobindError
+from topobind.inputs import count_arg, whole_number
+from topobind.plan.gpu_layout import GPU_HELP, ORDERS, RESERVES, GpuOptions, assign, rank_env
+from topobind.plan.model import Plan, RankPlan
+from topobind.topo import cpukinds
+from topobind.topo.topology import Core, Topology, format_list
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    core: Core
+    place: tuple[int, ...]  # OS PU indexes
+
+
+@dataclass(frozen=True)
+class Request:
+    layout: str
+    ranks: int | None = None
+    threads: int | None = None
+    smt: bool = False
+    parameter: int | None = None  # N of a layout spelled NAME:N (l3-groups:N)
+    options: Mapping[str, object] = field(default_factory=dict)  # per-layout options
+
+
+def _slots(cores: Sequence[Core], smt: bool) -> list[Slot]:
+    if smt:
+        return [Slot(c, (pu,)) for c in cores for pu in c.pus]
+    return [Slot(c, (c.pus[0],)) for c in cores]
+
+
+def _unit(smt: bool) -> str:
+    return "PUs" if smt else "cores"
+
+
+def _rank(rank: int, slots: Sequence[Slot]) -> RankPlan:
+    cores: list[int] = []
+    for s in slots:
+        if s.core.logical not in cores:
+            cores.append(s.core.logical)
+    return RankPlan(
+        rank=rank,
+        places=tuple(s.place for s in slots),
+        cores=tuple(cores),
+        numa=tuple(sorted({n for s in slots for n in s.core.numa})),
+        l3=tuple(sorted({s.core.l3 for s in slots if s.core.l3 is not None})),
+    )
+
+
+def _evenly(items: Sequence[Slot], count: int) -> list[Slot]:
+    """``count`` items evenly spaced over ``items`` (first one always taken)."""
+    n = len(items)
+    return [items[(i * n) // count] for i in range(count)]
+
+
+def _block_spread(slots: Sequence[Slot], ranks: int, threads: int) -> list[list[Slot]]:
+    """Cut ``slots`` into ``ranks`` equal consecutive regions; each rank takes ``threads``
+    slots evenly spaced inside its own region."""
+    n = len(slots)
+    out = []
+    for r in range(ranks):
+        region = slots[(r * n) // ranks : ((r + 1) * n) // ranks]
+        if len(region) < threads:
+            raise PlanError(
+                f"rank {r} region holds {len(region)} slots but {threads} threads were asked"
+            )
+        out.append(_evenly(region, threads))
+    return out
+
+
+def _resolve_counts(
+    capacity: int, ranks: int | None, threads: int | None, default_ranks: int, smt: bool
+) -> tuple[int, int]:
+    if ranks is not None and ranks < 1:
+        raise PlanError(f"--ranks must be at least 1 (got {ranks})")
+    if threads is not None and threads < 1:
+        raise PlanError(f"--threads must be at least 1 (got {threads})")
+    if ranks is None and threads is None:
+        ranks = default_ranks
+    if ranks is None:
+        assert threads is not None
+        ranks = max(1, capacity // threads)
+    if threads is None:
+        threads = capacity // ranks
+        if threads < 1:
+            raise PlanError(
+                f"{ranks} ranks but only {capacity} usable {_unit(smt)} for this layout; "
+                f"use --ranks {capacity} or fewer" + ("" if smt else " (or --smt to use every PU)")
+            )
+    if ranks * threads > capacity:
+        raise PlanError(
+            f"{ranks} ranks x {threads} threads = {ranks * threads} but this layout has only "
+            f"{capacity} usable {_unit(smt)}; lower --ranks/--threads"
+            + ("" if smt else " or add --smt to use every PU")
+        )
+    return ranks, threads
+
+
+def _check_counts(topo: Topology, req: Request) -> None:
+    """Bound the work before any layout runs: no layout gives a rank, or a thread, less than
+    a slot of its own, so neither count may exceed the usable slots (cores, or PUs with
+    --smt)."""
+    slots = sum(len(c.pus) for c in topo.cores) if req.smt else len(topo.cores)
+    for flag, value in (("--ranks", req.ranks), ("--threads", req.threads)):
+        if value is None:
+            continue
+        if value < 1:
+            raise PlanError(f"{flag} must be at least 1 (got {value})")
+        if value > slots:
+            more = len(topo.pus) > slots
+            raise PlanError(
+                f"{flag} {value} is more than the {slots} usable {_unit(req.smt)} of this "
+                f"topology; use {flag} {slots} or fewer"
+                + (f" (or --smt to use all {len(topo.pus)} PUs)" if more else "")
+            )
+
+
+# --------------------------------------------------------------------------- layouts
+def compact(topo: Topology, req: Request) -> list[list[Slot]]:
+    """Fill slots in logical order: rank 0 takes the first T slots, rank 1 the next T..."""
+    slots = _slots(topo.cores, req.smt)
+    ranks, threads = _resolve_counts(len(slots), req.ranks, req.threads, 1, req.smt)
+    return [slots[r * threads : (r + 1) * threads] for r in range(ranks)]
+
+
+def spread(topo: Topology, req: Request) -> list[list[Slot]]:
+    """Ranks spread evenly over the whole node; each rank's threads spread inside its share."""
+    slots = _slots(topo.cores, req.smt)
+    ranks, threads = _resolve_counts(len(slots), req.ranks, req.threads, 1, req.smt)
+    return _block_spread(slots, ranks, threads)
+
+
+def every_other_core(topo: Topology, req: Request) -> list[list[Slot]]:
+    """Half the cores: every other core inside each L3 domain (inside each NUMA node where
+    there is no shared cache), so every NUMA node and L3 domain keeps the same share; then
+    spread over those cores like ``spread``."""
+    chosen: list[Core] = []
+    groups: dict[object, list[Core]] = {}
+    for core in topo.cores:
+        key = ("l3", core.l3) if core.l3 is not None else ("numa", core.numa, core.package)
+        groups.setdefault(key, []).append(core)
+    for core in topo.cores:
+        key = ("l3", core.l3) if core.l3 is not None else ("numa", core.numa, core.package)
+        if groups[key].index(core) % 2 == 0:
+            chosen.append(core)
+    slots = _slots(chosen, req.smt)
+    ranks, threads = _resolve_counts(len(slots), req.ranks, req.threads, len(slots), req.smt)
+    if req.ranks is None and req.threads is not None:
+        ranks, threads = _resolve_counts(len(slots), None, req.threads, 1, req.smt)
+    return _block_spread(slots, ranks, threads)
+
+
+def _per_domain(
+    topo: Topology, req: Request, domains: list[list[Core]], what: str
+) -> list[list[Slot]]:
+    """One rank per domain (or k ranks per domain when --ranks is a multiple of the number of
+    domains; or an evenly spaced subset of domains when --ranks is smaller)."""
+    if not domains:
+        raise PlanError(f"layout {req.layout!r} needs {what}, and this topology has none")
+    nd = len(domains)
+    ranks = req.ranks if req.ranks is not None else nd  # at least 1 (_check_counts)
+    if ranks > nd and ranks % nd:
+        raise PlanError(
+            f"layout {req.layout!r}: {ranks} ranks over {nd} {what}; use at most {nd} ranks "
+            f"or a multiple of {nd}"
+        )
+    if ranks <= nd:
+        picked = [domains[(i * nd) // ranks] for i in range(ranks)]
+        regions = [_slots(d, req.smt) for d in picked]
+    else:
+        per = ranks // nd
+        regions = []
+        for d in domains:
+            s = _slots(d, req.smt)
+            regions.extend(s[(i * len(s)) // per : ((i + 1) * len(s)) // per] for i in range(per))
+    smallest = min(len(r) for r in regions)
+    if smallest < 1:  # more ranks per domain than its slots
+        fewest = min(len(_slots(d, req.smt)) for d in domains)
+        raise PlanError(
+            f"layout {req.layout!r}: {ranks} ranks over {nd} {what} leave a rank without a "
+            f"usable {_unit(req.smt)[:-1]} (the smallest holds {fewest}); use --ranks "
+            f"{nd * fewest} or fewer" + ("" if req.smt else " (or --smt to use every PU)")
+        )
+    threads = req.threads if req.threads is not None else smallest
+    if threads > smallest:
+        raise PlanError(
+            f"layout {req.layout!r}: {threads} threads per rank but the smallest of the {what} "
+            f"holds {smallest} usable {_unit(req.smt)} per rank; use --threads {smallest} or fewer"
+        )
+    return [region[:threads] for region in regions]
+
+
+def _cores_by(topo: Topology, key: Callable[[Core], object]) -> list[list[Core]]:
+    groups: dict[object, list[Core]] = {}
+    for core in topo.cores:
+        groups.setdefault(key(core), []).append(core)
+    return list(groups.values())
+
+
+def per_l3(topo: Topology, req: Request) -> list[list[Slot]]:
+    if topo.shared_cache_level is None:
+        raise PlanError(
+            "layout 'per-l3' needs a cache shared by several cores and this topology has "
+            "none; use per-numa or per-socket"
+        )
+    return _per_domain(topo, req, _cores_by(topo, lambda c: c.l3), "L3 domains")
+
+
+def per_numa(topo: Topology, req: Request) -> list[list[Slot]]:
+    # NUMA nodes sharing the same cores (KNL DDR + MCDRAM) form one domain.
+    homeless = [pu for c in topo.cores if not c.numa for pu in c.pus]
+    if homeless and topo.numa_nodes:
+        raise PlanError(
+            f"layout 'per-numa': usable PUs {format_list(homeless)} belong to no usable NUMA "
+            f"node (the topology's NUMA nodes with usable PUs: "
+            f"{format_list([n.os_index for n in topo.numa_nodes])}; the others are not in the "
+            "allowed nodeset or hold no usable PU); use per-socket"
+        )
+    domains = _cores_by(topo, lambda c: c.numa) if not homeless else []
+    return _per_domain(topo, req, domains, "NUMA nodes")
+
+
+def per_socket(topo: Topology, req: Request) -> list[list[Slot]]:
+    return _per_domain(topo, req, _cores_by(topo, lambda c: c.package), "packages")
+
+
+def l3_groups(topo: Topology, req: Request, size: int) -> list[list[Slot]]:
+    """Bundle neighbouring L3 domains of the same NUMA node until a group holds ``size``
+    slots; never cross a NUMA node. One rank per group."""
+    if topo.shared_cache_level is None:
+        raise PlanError("layout 'l3-groups' needs L3 domains and this topology has none")
+    groups: list[list[Core]] = []
+    current: list[Core] = []
+    current_numa: object = None
+    for dom in _cores_by(topo, lambda c: c.l3):
+        numa = dom[0].numa
+        if current and (numa != current_numa or len(_slots(current, req.smt)) >= size):
+            groups.append(current)
+            current = []
+        current_numa = numa
+        current = current + dom
+    if current:
+        groups.append(current)
+    if req.threads is None:
+        sizes = [len(_slots(g, req.smt)) for g in groups]
+        req = replace(req, threads=min(size, min(sizes)))
+    return _per_domain(topo, req, groups, f"L3 groups of {size} {_unit(req.smt)}")
+
+
+# --------------------------------------------------------------------------- the registry
+#: Largest N of ``l3-groups:N`` (and of any numeric layout parameter): more than any node's PUs.
+MAX_LAYOUT_PARAMETER = 1 << 20
+
+Planner = Callable[[Topology, Request], list[list[Slot]]]
+
+
+@dataclass(frozen=True)
+class LayoutOption:
+    """A command-line option that only some layouts read (``--gpus-per-rank N`` ...).
+    :func:`topobind.cli.commands.common.add_layout_args` adds it to every planning command; the
+    parsed value reaches the planner as ``Request.options[dest]``."""
+
+    flag: str
+    dest: str
+    help: str
+    metavar: str = "N"
+    type: Callable[[str], object] = str
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One layout of the vocabulary: the CLI, its help, the plan schema and docs/layouts.md
+    all derive from (or are tested against) :data:`REGISTRY`."""
+
+    name: str  # what --layout takes (before any ':PARAMETER')
+    planner: Planner
+    help: str
+    one_rank_per_domain: bool = False  # sets its own rank count (one rank per domain)
+    parameter: str | None = None  # e.g. "N": the layout is spelled NAME:N, N a positive integer
+    options: tuple[LayoutOption, ...] = ()
+    needs_gpus: bool = False  # plans only on a node whose topology lists GPUs
+
+    @property
+    def usage(self) -> str:
+        """How it is spelled in help and docs: ``per-l3``, ``l3-groups:N``."""
+        return f"{self.name}:{self.parameter}" if self.parameter else self.name
+
+    @property
+    def pattern(self) -> str:
+        """Regular expression of every valid spelling (the plan schema's ``layout``)."""
+        return f"{self.name}:[1-9][0-9]*" if self.parameter else self.name
+
+
+def _l3_groups_planner(topo: Topology, req: Request) -> list[list[Slot]]:
+    assert req.parameter is not None
+    return l3_groups(topo, req, req.parameter)
+
+
+def _choice(flag: str, choices: Sequence[str]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"{flag} {text[:40]!r}: choose one of {', '.join(choices)}")
+        return text
+
+    parse.__name__ = flag.lstrip("-")  # argparse names the option's type in its errors
+    return parse
+
+
+def _no_slots(topo: Topology, req: Request) -> list[list[Slot]]:
+    raise AssertionError("per-gpu plans through gpu_plan (it carries devices)")
+
+
+REGISTRY: tuple[Layout, ...] = (
+    Layout("compact", compact, "fill cores in hwloc logical order (rank 0 first)"),
+    Layout(
+        "spread",
+        spread,
+        "ranks spread evenly over the node, threads spread inside each rank's share",
+    ),
+    Layout(
+        "every-other-core",
+        every_other_core,
+        "half the cores, every other core of each L3 domain, spread over all",
+    ),
+    Layout(
+        "per-l3",
+        per_l3,
+        "one rank per L3 domain (shared cache domain), threads = its cores",
+        one_rank_per_domain=True,
+    ),
+    Layout(
+        "per-numa",
+        per_numa,
+        "one rank per NUMA node, threads = its cores",
+        one_rank_per_domain=True,
+    ),
+    Layout(
+        "per-socket",
+        per_socket,
+        "one rank per package (socket), threads = its cores",
+        one_rank_per_domain=True,
+    ),
+    Layout(
+        "l3-groups",
+        _l3_groups_planner,
+        "bundle neighbouring L3 domains of one NUMA node up to N threads per rank",
+        one_rank_per_domain=True,
+        parameter="N",
+    ),
+    Layout(
+        "per-gpu",
+        _no_slots,
+        GPU_HELP,
+        one_rank_per_domain=True,
+        needs_gpus=True,
+        options=(
+            LayoutOption(
+                "--gpus-per-rank", "gpus_per_rank", "GPUs per rank (default 1)", "G",
+                count_arg("--gpus-per-rank", 1, 64),
+            ),
+            LayoutOption(
+                "--reserve", "reserve",
+                "cores left out: none (default), first-core-per-l3 (low-noise nodes), "
+                "first-core-per-numa", "WHICH", _choice("--reserve", RESERVES),
+            ),
+            LayoutOption(
+                "--order", "order", "rank i gets GPU i (gpu, default), or ranks in core "
+                "order (cpu)", "gpu|cpu", _choice("--order", ORDERS),
+            ),
+        ),
+    ),
+)  # fmt: skip
+
+#: usage -> help, e.g. ``{"l3-groups:N": "bundle ..."}`` (for help texts and listings).
+LAYOUTS: dict[str, str] = {lay.usage: lay.help for lay in REGISTRY}
+
+
+def layout_names() -> str:
+    """``compact, spread, ..., l3-groups:N``: every layout as help and errors list them."""
+    return ", ".join(lay.usage for lay in REGISTRY)
+
+
+def layout_help() -> str:
+    """``--layout``'s help: every layout and what it does."""
+    return "; ".join(f"{lay.usage}: {lay.help}" for lay in REGISTRY)
+
+
+def per_domain_names() -> str:
+    """The layouts that set their own rank count, as help texts list them."""
+    return ", ".join(lay.usage for lay in REGISTRY if lay.one_rank_per_domain)
+
+
+def layout_pattern() -> str:
+    """The regular expression a plan's ``layout`` matches (plan.schema.json)."""
+    return "^(" + "|".join(lay.pattern for lay in REGISTRY) + ")$"
+
+
+def parse_layout(text: str) -> tuple[Layout, int | None]:
+    """``"l3-groups:32"`` -> (the l3-groups Layout, 32). Raises PlanError naming the layout."""
+    name, sep, param = text.partition(":")
+    layout = next((lay for lay in REGISTRY if lay.name == name), None)
+    if layout is None:
+        shown = text if len(text) <= 60 else text[:60] + "..."
+        from topobind.errors import did_you_mean
+
+        hint = did_you_mean(name, [lay.name for lay in REGISTRY])
+        raise PlanError(f"unknown layout {shown!r}{hint}; choose one of: {layout_names()}")
+    if layout.parameter is None:
+        if sep:
+            raise PlanError(f"layout {name!r} takes no ':{param[:20]}'; use --layout {name}")
+        return layout, None
+    example = f"{name}:32"
+    if not sep:
+        raise PlanError(f"layout {name!r} needs a size: {layout.usage}, e.g. {example}")
+    try:
+        return layout, whole_number(param, layout.parameter, 1, MAX_LAYOUT_PARAMETER)
+    except TopobindError:
+        raise PlanError(
+            f"layout {text[:60]!r}: {layout.parameter} must be a whole number from 1 to "
+            f"{MAX_LAYOUT_PARAMETER} (ASCII digits), e.g. {example}"
+        ) from None
+
+
+def one_rank_per_domain(layout: str) -> bool:
+    """True for a layout that sets its own rank count (``l3-groups:N`` for any N)."""
+    return parse_layout(layout)[0].one_rank_per_domain
+
+
+def make_plan(
+    topo: Topology,
+    layout: str,
+    ranks: int | None = None,
+    threads: int | None = None,
+    smt: bool = False,
+    cpukind: str = "performance",
+    options: Mapping[str, object] | None = None,
+) -> Plan:
+    """The plan of ``layout`` (``NAME[:N]``); ``cpukind``: which kind of cores to plan on
+    (topobind.topo.cpukinds); ``options``: the per-layout options given (``LayoutOption.dest`` ->
+    value)."""
+    spec, parameter = parse_layout(layout)
+    return plan_layout(topo, spec, parameter, ranks, threads, smt, cpukind, options)
+
+
+def plan_layout(
+    topo: Topology,
+    spec: Layout,
+    parameter: int | None,
+    ranks: int | None = None,
+    threads: int | None = None,
+    smt: bool = False,
+    cpukind: str = "performance",
+    options: Mapping[str, object] | None = None,
+) -> Plan:
+    """:func:`make_plan` of a layout already parsed (``parameter``: the N of ``NAME:N``)."""
+    layout = spec.name + ("" if parameter is None else f":{parameter}")
+    req = Request(layout, ranks, threads, smt, parameter, dict(options or {}))
+    foreign = sorted(set(req.options) - {o.dest for o in spec.options})
+    if foreign:
+        flags = ", ".join("--" + d.replace("_", "-") for d in foreign)
+        raise PlanError(f"{flags}: not an option of layout {spec.usage!r}; leave it out")
+    full, (topo, notes) = topo, cpukinds.restrict(topo, cpukind)
+    _check_counts(topo, req)
+    if spec.name == "per-gpu":
+        return gpu_plan(full, topo, req, GpuOptions(**req.options), notes)  # type: ignore[arg-type]
+    assignment = spec.planner(topo, req)
+
+    rank_plans = tuple(_rank(i, slots) for i, slots in enumerate(assignment))
+    return Plan(
+        topology=full,
+        layout=layout,
+        threads=len(assignment[0]),
+        smt=smt,
+        ranks=rank_plans,
+        warnings=tuple(_warnings(topo, rank_plans, smt)),
+        notes=tuple(notes),
+    )
+
+
+def _warnings(topo: Topology, ranks: Sequence[RankPlan], smt: bool) -> list[str]:
+    out: list[str] = []
+    if smt and len({len(c.pus) for c in topo.cores}) > 1:
+        out.append(
+            "some cores have fewer usable PUs than others (a cgroup holding only one PU of a "
+            "core, or offline PUs): SMT threads are not evenly spread"
+        )
+    if any(not r.numa for r in ranks):
+        out.append("the topology reports no NUMA node for some cores; memory locality unknown")
+    return out
+
+
+def gpu_plan(
+    full: Topology, view: Topology, req: Request, opts: GpuOptions, notes: list[str]
+) -> Plan:
+    """The per-gpu layout (topobind.plan.gpu_layout) as a Plan of the whole topology ``full``."""
+
+    ranks, more = assign(full, view.cores, req.ranks, req.threads, req.smt, opts)
+    rank_plans = []
+    for i, r in enumerate(ranks):
+        base = _rank(i, [Slot(c, p) for p in r.places for c in r.cores if p[0] in c.pus])
+        env = rank_env(r.gpus, r.nic)
+        rank_plans.append(replace(base, gpus=r.gpus, nic=r.nic, env=env))
+    return Plan(
+        topology=full,
+        layout=req.layout,
+        threads=len(ranks[0].places),
+        smt=req.smt,
+        ranks=tuple(rank_plans),
+        warnings=tuple(_warnings(full, rank_plans, req.smt)),
+        notes=(*notes, *more),
+    )
