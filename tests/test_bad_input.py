@@ -26,6 +26,8 @@ import pytest
 from cli_helpers import TOPOBIND
 from topo_sources import BETZY, TOPOLOGIES
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 HANG = 20  # seconds: a hang detector only; a refusal takes well under a second
 SMALL_XML = TOPOLOGIES / "fakecpukinds.xml"

@@ -36,6 +36,7 @@ def test_plan_invariants_and_places(name: str, src: str, layout: str, smt: bool)
     validate_plan_json(doc)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,src,layout,smt", CASES[::3], ids=IDS[::3])
 def test_srun_masks_decode_with_hwloc_calc(
     name: str, src: str, layout: str, smt: bool, tmp_path

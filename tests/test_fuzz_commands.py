@@ -29,6 +29,8 @@ from test_fuzz_inputs import (
 
 from topobind.topo.topology import parse_list
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 RANKEXEC = REPO / "kernels" / "bin" / "rankexec"

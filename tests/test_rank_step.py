@@ -28,9 +28,12 @@ WHEREAMI = REPO / "kernels" / "bin" / "whereami"
 NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
 CPUS = os.sched_getaffinity(0)
 
-pytestmark = pytest.mark.skipif(
-    not RANKEXEC.exists() or not WHEREAMI.exists(), reason="run 'make kernels' first"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not RANKEXEC.exists() or not WHEREAMI.exists(), reason="run 'make kernels' first"
+    ),
+]
 needs_two = pytest.mark.skipif(not {0, 1} <= CPUS, reason="needs CPUs 0 and 1")
 MPIS = [
     pytest.param("openmpi4", marks=pytest.mark.skipif(not have_ompi4(), reason="no OpenMPI 4")),

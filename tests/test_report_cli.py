@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from fleetgen import FleetSpec, generate_fleet, parse_slow
 
+pytestmark = pytest.mark.slow
+
 SLOW = "gen-node0005:1.10,gen-node0017:1.13,gen-node0031:1.15"
 
 

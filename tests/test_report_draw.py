@@ -55,6 +55,7 @@ def test_text_lists_every_thread_on_its_core() -> None:
     assert "\x1b[" not in text and "\x1b[" in draw_text(plan, colour=True)
 
 
+@pytest.mark.slow
 def test_png_paints_each_rank_on_its_cores() -> None:
     """Count pixels of each rank's colour: proportional to that rank's number of cores."""
     plan = make_plan(load(EPYC), "per-numa", ranks=8, threads=4)
@@ -72,6 +73,7 @@ def test_png_paints_each_rank_on_its_cores() -> None:
     assert max(per_core) / min(per_core) < 1.3, per_core
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "xml", sorted((SHARED / "topologies").glob("*.xml"))[:6], ids=lambda p: p.stem
 )
@@ -84,6 +86,7 @@ def test_draws_real_machines(xml: Path) -> None:
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 
 
+@pytest.mark.slow
 def test_cli(tmp_path: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -105,6 +108,7 @@ def test_cli(tmp_path: Path) -> None:
     assert proc.returncode == 2 and not (tmp_path / "x.png").exists()
 
 
+@pytest.mark.slow
 def test_every_rank_looks_different() -> None:
     """Colours repeat after 20 ranks; the hatching (then the border) differs, so rank r and
     r + 20 are never painted alike, up to 520 ranks."""
@@ -150,6 +154,7 @@ def test_legend_lists_cores_like_the_text_output() -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "extra", "needle"),
     [
@@ -178,6 +183,7 @@ def test_cli_refuses_unknown_output_types(
     assert proc.stdout == "" and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_cli_writes_text_and_png_by_extension(tmp_path: Path) -> None:
     for name in ("plan.txt", "PLAN.PNG"):
         proc = subprocess.run(

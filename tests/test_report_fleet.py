@@ -28,6 +28,7 @@ def analysed(path: Path, opts: Options | None = None):  # noqa: ANN201 - test he
     return analyse(read.runs, opts or Options(), read.inputs, read.files)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_finds_exactly_the_slowed_hosts(tmp_path: Path, seed: int) -> None:
     slow = {host_name(5): 1.10, host_name(17): 1.13, host_name(31): 1.15}
@@ -55,6 +56,7 @@ def test_finds_exactly_the_slowed_hosts(tmp_path: Path, seed: int) -> None:
     assert worse == sorted(worse, reverse=True)
 
 
+@pytest.mark.slow
 def test_no_slow_host_in_a_healthy_fleet(tmp_path: Path) -> None:
     generate_fleet(
         tmp_path / "f", FleetSpec(hosts=40, runs=7, kernels=("stream", "dgemm", "latency"))

@@ -48,7 +48,10 @@ window.addEventListener('load', function () {
 });
 </script>"""
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed"),
+]
 
 
 def chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "topobind"
 
 
@@ -115,6 +117,7 @@ def test_the_checker_finds_a_cycle_hidden_in_a_function() -> None:
     assert names == ["topobind.x"]  # the import inside f counts; TYPE_CHECKING's does not
 
 
+@pytest.mark.slow
 def test_the_graph_sees_the_report_imports() -> None:
     graph = import_graph()
     assert "topobind.report.analysis" in graph["topobind.report.charts"]
@@ -122,5 +125,6 @@ def test_the_graph_sees_the_report_imports() -> None:
     assert "topobind.report.fmt" in graph["topobind.report.text"]  # "from . import fmt"
 
 
+@pytest.mark.slow
 def test_no_import_cycle_in_topobind() -> None:
     assert cycles(import_graph()) == []

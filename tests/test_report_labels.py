@@ -48,6 +48,7 @@ def test_metric_label_names_the_working_set() -> None:
     assert metric_label("stream", "triad") == "stream triad"
 
 
+@pytest.mark.slow
 def test_numa_heatmap_axes_say_threads_and_memory(
     report: Report, labels: dict[str, list[str]]
 ) -> None:
@@ -68,6 +69,7 @@ def test_numa_heatmap_axes_say_threads_and_memory(
     assert [t for t in labels["x"] + labels["y"] if "index" in t] == ["CPU (PU, OS index)"] * 4
 
 
+@pytest.mark.slow
 def test_latency_pictures_call_1gib_a_working_set(
     report: Report, labels: dict[str, list[str]]
 ) -> None:

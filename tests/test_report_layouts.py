@@ -29,6 +29,8 @@ from topobind.report.layouts_seen import collect_layouts
 from topobind.report.reader import read_results
 from topobind.topo.topology import load
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 STREAM = REPO / "kernels" / "bin" / "stream"
 GEN_NODE = load("synthetic:" + TOPOLOGY)

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from fleetgen import FleetSpec, generate_fleet
 
+pytestmark = pytest.mark.slow
+
 MANIFEST = ".topobind-report"
 
 

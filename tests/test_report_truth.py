@@ -76,6 +76,7 @@ def texts(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     return seen
 
 
+@pytest.mark.slow
 def test_one_host_has_no_slow_threshold(tmp_path: Path, texts: dict[str, list[Any]]) -> None:
     generate_fleet(tmp_path / "one", FleetSpec(hosts=1, runs=3, kernels=("stream",)))
     report = _analyse(tmp_path / "one")
@@ -134,6 +135,7 @@ def test_heatmap_of_one_value_is_not_coloured_worse(
     assert texts["titles"][-1].startswith("c2c [ns]") and pic.title.startswith("c2c [ns]")
 
 
+@pytest.mark.slow
 def test_thp_fallback_from_1g_is_labelled_as_such(tmp_path: Path) -> None:
     generate_fleet(tmp_path / "f", FleetSpec(hosts=3, runs=2, kernels=("stream",)))
 
@@ -154,6 +156,7 @@ def test_thp_fallback_from_1g_is_labelled_as_such(tmp_path: Path) -> None:
     assert "(2 MiB pages, THP fallback from 1G)" in built.text
 
 
+@pytest.mark.slow
 def test_titles_have_no_doubled_words_or_empty_fields(
     tmp_path: Path, texts: dict[str, list[Any]]
 ) -> None:

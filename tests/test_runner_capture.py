@@ -25,6 +25,7 @@ def test_large_outputs_on_both_streams_do_not_stall() -> None:
     assert (status, len(out), len(err), set(out), set(err)) == (0, 300000, 300000, {"b"}, {"a"})
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_tool() -> None:
     t0 = time.monotonic()
     with pytest.raises(TopobindError, match="sleep did not finish within 0.5 s"):

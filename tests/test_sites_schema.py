@@ -27,6 +27,7 @@ def tb(*args: str, sites_dir: Path | None = None, cwd: Path | None = None):
     return subprocess.run([TOPOBIND, *args], capture_output=True, text=True, env=env, cwd=cwd)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_sites_check(name: str) -> None:
     done = tb("site", "check", name)
@@ -34,6 +35,7 @@ def test_shipped_sites_check(name: str) -> None:
     assert "valid (topobind.site/1)" in done.stdout
 
 
+@pytest.mark.slow
 def test_site_list_names_every_site() -> None:
     done = tb("site", "list")
     assert done.returncode == 0, done.stderr
@@ -122,6 +124,7 @@ BAD_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(BAD_CASES))
 def test_malformed_site_is_refused_with_file_path_and_fix(tmp_path: Path, case: str) -> None:
     old, new, expected = BAD_CASES[case]
@@ -138,6 +141,7 @@ def test_malformed_site_is_refused_with_file_path_and_fix(tmp_path: Path, case: 
     assert "reframe" not in val.stderr
 
 
+@pytest.mark.slow
 def test_several_problems_are_all_listed(tmp_path: Path) -> None:
     base = _copy_site(tmp_path)
     path = base / "betzy" / "site.yaml"
@@ -151,6 +155,7 @@ def test_several_problems_are_all_listed(tmp_path: Path) -> None:
     assert "3 problem(s) in site betzy" in done.stderr
 
 
+@pytest.mark.slow
 def test_yaml_syntax_error_names_line(tmp_path: Path) -> None:
     base = _copy_site(tmp_path)
     (base / "betzy" / "site.yaml").write_text("schema: topobind.site/1\nname: betzy\n  bad: [\n")
@@ -159,6 +164,7 @@ def test_yaml_syntax_error_names_line(tmp_path: Path) -> None:
     assert "sites/betzy/site.yaml: line 3 column 6: not valid YAML" in done.stderr
 
 
+@pytest.mark.slow
 def test_synthetic_must_agree_with_counts(tmp_path: Path) -> None:
     base = _copy_site(tmp_path)
     _edit(base / "betzy" / "site.yaml", "  l3_domains: 32\n", "  l3_domains: 16\n")
@@ -167,6 +173,7 @@ def test_synthetic_must_agree_with_counts(tmp_path: Path) -> None:
     assert "node.synthetic: describes l3_domains = 32 but node.l3_domains is 16" in done.stderr
 
 
+@pytest.mark.slow
 def test_references_file_is_checked_and_overrides(tmp_path: Path) -> None:
     base = _copy_site(tmp_path)
     ref = {
@@ -214,6 +221,7 @@ def test_references_file_is_checked_and_overrides(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_reframe_accepts_the_derived_configuration(tmp_path: Path) -> None:
     env = dict(os.environ, TOPOBIND_REFRAME_RESULTS=str(tmp_path / "res"))
     cfg = str(REPO / "site_configs" / "reframe_config.py")

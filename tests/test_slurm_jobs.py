@@ -13,7 +13,10 @@ from slurm_helpers import REPO, sbatch_wait
 
 EXAMPLES = REPO / "docs" / "examples"
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
-pytestmark = pytest.mark.skipif(not WHEREAMI.exists(), reason="run 'make kernels' first")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not WHEREAMI.exists(), reason="run 'make kernels' first"),
+]
 
 
 def placements(text: str) -> dict[tuple[int, int], int]:

@@ -21,6 +21,8 @@ from topobind.spack.check import machine_overlays, sync_copy
 from topobind.spack.locations import REPO, SPACK_YAML
 from topobind.spack.realspack import Spack
 
+pytestmark = pytest.mark.slow
+
 DATA = Path(__file__).parent / "data" / "spack"
 TOPOBIND = REPO / ".venv" / "bin" / "topobind"
 CASES = sorted(

@@ -42,6 +42,7 @@ def step_lines(text: str) -> list[list[str]]:
 
 
 # ------------------------------------------------------------------ the step file
+@pytest.mark.slow
 def test_rankexec_format_plans_on_slurms_cores() -> None:
     """betzy-epyc7742 numbers core i's PUs i and i+128: Slurm's cores 4-7 are PUs 4-7 (first
     PU of each core) or 4-7 and 132-135 with --smt."""
@@ -64,6 +65,7 @@ def test_rankexec_format_plans_on_slurms_cores() -> None:
     assert step_lines(smt.stdout)[0][1] == "%cpus=4-5,132-133"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "cores,message",
     [

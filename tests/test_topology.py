@@ -17,6 +17,7 @@ def hwloc_calc(xml_or_synth: str, *args: str) -> str:
     return out.stdout.strip()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,source", all_sources())
 def test_pus_and_cores_match_hwloc_calc(name: str, source: str) -> None:
     topo = load(source)
@@ -32,6 +33,7 @@ def test_pus_and_cores_match_hwloc_calc(name: str, source: str) -> None:
             assert sorted(core.pus) == parse_list(got), core
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,source", all_sources())
 def test_numa_and_l3_match_hwloc_calc(name: str, source: str) -> None:
     topo = load(source)
