@@ -82,6 +82,7 @@ def test_strict_1g_without_pages_fails_cleanly(tmp_path: Path) -> None:
     assert not (tmp_path / "res").exists()
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     for args in (
         ["c2c", "--pages", "1G"],

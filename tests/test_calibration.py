@@ -130,6 +130,7 @@ def test_mpirun_error_is_the_real_message() -> None:
     assert mpirun_error("") == "(no message)"
 
 
+@pytest.mark.slow
 def test_mpirun_error_of_a_real_mpirun() -> None:
     import os
     import subprocess

@@ -73,6 +73,7 @@ def test_bad_command_lines_are_one_line_errors(
     assert "--help'" in err
 
 
+@pytest.mark.slow
 def test_plan_start_up_imports_no_drawing_schema_or_reframe_library() -> None:
     """A job script's 'topobind plan -f json' loads what a plan needs and nothing of the
     report, the drawings, the checks or the schema validator."""
@@ -90,6 +91,7 @@ def test_plan_start_up_imports_no_drawing_schema_or_reframe_library() -> None:
     assert out.stdout.split() == ["0"]
 
 
+@pytest.mark.slow
 def test_python_dash_m_topobind_is_the_command() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "topobind", "--version"], capture_output=True, text=True
@@ -97,6 +99,7 @@ def test_python_dash_m_topobind_is_the_command() -> None:
     assert (out.returncode, out.stdout) == (0, "topobind 0.1.0\n")
 
 
+@pytest.mark.slow
 def test_a_reader_that_leaves_early_is_no_error() -> None:
     """'topobind plan | true': the reader is gone before the plan is printed; exit 0, no
     traceback."""

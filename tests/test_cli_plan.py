@@ -21,6 +21,7 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
     return subprocess.run([TOPOBIND, *args], capture_output=True, text=True, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_show_text_and_json() -> None:
     out = run("show", "-t", BETZY)
     assert out.returncode == 0
@@ -30,6 +31,7 @@ def test_show_text_and_json() -> None:
     assert doc["summary"]["pus"] == 256 and len(doc["l3_domains"]) == 32
 
 
+@pytest.mark.slow
 def test_plan_json_validates_and_matches_issue_example() -> None:
     out = run("plan", "-t", BETZY, "-l", "every-other-core", "-r", "64", "-f", "json")
     doc = json.loads(out.stdout)
@@ -42,6 +44,7 @@ def test_plan_json_validates_and_matches_issue_example() -> None:
     )
 
 
+@pytest.mark.slow
 def test_plan_env_is_sourceable_and_exact() -> None:
     out = run("plan", "-t", BETZY, "-l", "every-other-core", "-r", "1", "-T", "64", "-f", "env")
     script = out.stdout + 'printf "%s|%s|%s" "$OMP_NUM_THREADS" "$OMP_PLACES" "$OMP_PROC_BIND"'
@@ -51,6 +54,7 @@ def test_plan_env_is_sourceable_and_exact() -> None:
     assert parse_places(places) == [(i,) for i in range(0, 128, 2)]
 
 
+@pytest.mark.slow
 def test_openmpi_format_writes_rankfile_only_when_needed(tmp_path: Path) -> None:
     out = run("plan", "-t", BETZY, "-l", "per-l3", "-f", "openmpi", cwd=tmp_path)
     assert out.stdout.strip() == "mpirun -np 32 --map-by ppr:1:l3cache:pe=4 --bind-to core"
@@ -61,6 +65,7 @@ def test_openmpi_format_writes_rankfile_only_when_needed(tmp_path: Path) -> None
     assert "rank 63=localhost slot=126" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args,message",
     [
@@ -91,6 +96,7 @@ def test_bad_input_one_line_exit_2_nothing_written(
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_malformed_and_empty_xml(tmp_path: Path) -> None:
     bad = tmp_path / "bad.xml"
     bad.write_text("<topology><object type='Machine'")
@@ -103,6 +109,7 @@ def test_malformed_and_empty_xml(tmp_path: Path) -> None:
     assert out.returncode == 2 and "allowed cpuset is empty" in out.stderr
 
 
+@pytest.mark.slow
 def test_live_in_restricted_cpuset() -> None:
     """Inside a job step bound to one PU, the live topology holds only that PU."""
     if len(os.sched_getaffinity(0)) < 2:
@@ -130,6 +137,7 @@ def test_atomic_write_gives_the_usual_file_mode(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
 
 
+@pytest.mark.slow
 def test_rankfile_in_a_missing_directory_is_refused(tmp_path: Path) -> None:
     target = tmp_path / "no" / "such" / "rf"
     out = run(
@@ -145,6 +153,7 @@ def test_rankfile_in_a_missing_directory_is_refused(tmp_path: Path) -> None:
     assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_openmpi_formats_print_their_notes(tmp_path: Path) -> None:
     out = run("plan", "-t", BETZY, "-l", "per-l3", "-f", "openmpi", cwd=tmp_path)
     assert out.stderr.startswith(

@@ -403,6 +403,7 @@ def test_validate_history_command(tmp_path: Path) -> None:
     assert got.returncode == 2 and "no ReFrame results database yet" in got.stderr
 
 
+@pytest.mark.slow
 def test_gpu_and_nic_locality_from_a_golden_xml() -> None:
     shared = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared")) / "topologies"
     xml = shared / "power8gpudistances.xml"

@@ -34,6 +34,7 @@ def tb(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 JOB = {"SLURM_JOB_ID": "42", "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NUM_NODES": "1"}
 
 
+@pytest.mark.slow
 def test_threads_disagreeing_with_the_job_are_warned_both_ways() -> None:
     out = tb("env", "-t", "synthetic:pack:1 core:2 pu:1", "-l", "compact", "--threads", "1",
              env={**JOB, "SLURM_CPUS_PER_TASK": "2"})  # fmt: skip

@@ -38,6 +38,7 @@ def _make_kernels(kdir: Path) -> list[str]:
     return proc.stdout.split()
 
 
+@pytest.mark.slow
 def test_makefile_builds_exactly_the_local_kernels() -> None:
     assert sorted(_make_kernels(REPO / "kernels")) == sorted(LOCAL)
     c_files = {p.stem for p in (REPO / "kernels").glob("*.c")}

@@ -145,6 +145,7 @@ def test_load_results_json_lines(small_dgemm_text: str, tmp_path: Path) -> None:
         results.load_results(path)
 
 
+@pytest.mark.slow
 def test_find_kernel_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = tmp_path / "stream"
     fake.write_text("#!/bin/sh\nexit 0\n")
@@ -276,6 +277,7 @@ def _dgemm_bound(exe: Path, tmp: Path) -> tuple[dict, str]:
     return json.loads(out.read_text()), proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 PUs")
 def test_dgemm_runs_blas_on_the_bound_openmp_team_and_warns_about_pthreads(tmp_path: Path) -> None:
     # make setup installs Debian's OpenMP OpenBLAS; kernels/Makefile links it.

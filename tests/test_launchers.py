@@ -41,6 +41,7 @@ def test_site_schema_enum_is_the_registry() -> None:
     assert {"mpich", "intelmpi", "openmpi4", "openmpi5", "srun"} <= set(enum)
 
 
+@pytest.mark.slow
 def test_run_help_and_plan_formats_come_from_the_registry() -> None:
     out = cli("run", "--help")
     assert out.returncode == 0
@@ -73,6 +74,7 @@ def test_rank_variables_match_the_c_per_rank_step() -> None:
     assert list(launchers.rank_vars()) in found and list(launchers.size_vars()) in found
 
 
+@pytest.mark.slow
 def test_misspelt_launcher_and_layout_get_a_suggestion() -> None:
     out = cli("run", "--launcher", "mpihc", "--", "true")
     assert out.returncode == 2 and "did you mean 'mpich'?" in out.stderr
@@ -100,6 +102,7 @@ def ompi4_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d / "hello"
 
 
+@pytest.mark.slow
 def test_a_programs_mpi_is_read_from_its_elf_file(ompi4_program: Path, tmp_path: Path) -> None:
     linked = linked_mpi(str(ompi4_program))
     assert linked is not None and linked.family == "openmpi"
@@ -116,6 +119,7 @@ def test_a_programs_mpi_is_read_from_its_elf_file(ompi4_program: Path, tmp_path:
     assert dynamic_entries(str(cut)) == ([], [])
 
 
+@pytest.mark.slow
 def test_the_programs_mpi_picks_the_launcher_with_a_note(
     ompi4_program: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,6 +138,7 @@ def test_the_programs_mpi_picks_the_launcher_with_a_note(
     )
 
 
+@pytest.mark.slow
 def test_a_launcher_of_another_mpi_family_is_refused(
     ompi4_program: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

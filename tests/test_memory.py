@@ -106,6 +106,7 @@ def test_srun_mem_bind_and_what_it_cannot_say() -> None:
     assert out.stdout.split()[-1] == "--mem-bind=map_mem:0,1,2,3,4,5,6,7"
 
 
+@pytest.mark.slow
 def test_numactl_wrapper_places_a_real_process(tmp_path: Path) -> None:
     script = numactl_script(plan_memory(make_plan(load("live"), "compact", ranks=1, threads=1)))
     assert "exec numactl --physcpubind=0 --membind=0 --" in script
@@ -170,6 +171,7 @@ def test_confounders_read_from_a_tree(tmp_path: Path) -> None:
     assert "hugepages" in json.loads(cli("show", "-f", "json").stdout)["memory"]
 
 
+@pytest.mark.slow
 def test_step_fields() -> None:
     plan = plan_memory(make_plan(load(BETZY), "per-socket"), "preferred", "2M")
     assert step_fields(plan, plan.ranks[1], "/k/libtbhugepages.so") == [

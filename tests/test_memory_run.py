@@ -43,6 +43,7 @@ def rankexec(path: Path, *program: str, **env: str) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.slow
 def test_rankexec_sets_policy_thp_and_preload(tmp_path: Path) -> None:
     path = step(tmp_path, "%mem=bind:0\t%thp=off\t%preload=/x/lib.so\tA=1")
     out = rankexec(
@@ -65,6 +66,7 @@ def test_rankexec_sets_policy_thp_and_preload(tmp_path: Path) -> None:
     assert kept.stdout.strip() == "/x/lib.so:/u/mine.so"
 
 
+@pytest.mark.slow
 def test_rankexec_refuses_bad_memory_fields(tmp_path: Path) -> None:
     node = max(int(n[4:]) for n in os.listdir("/sys/devices/system/node") if n[4:].isdigit())
     bad = rankexec(step(tmp_path, f"%mem=bind:{node + 1}"), "true")
@@ -173,6 +175,7 @@ def test_a_static_program_or_a_missing_pool_is_refused(tmp_path: Path) -> None:
     assert "echo 1 > /sys/devices/system/node/node0/hugepages/hugepages-2048kB" in out.stderr
 
 
+@pytest.mark.slow
 def test_probe_reports_its_policy_and_test_page(tmp_path: Path) -> None:
     from topobind.launch.verify_memory import probe_rows, probe_table
 

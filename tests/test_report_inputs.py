@@ -45,6 +45,7 @@ def refused(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("option", "value"),
     [
@@ -83,6 +84,7 @@ def _copy(fleet: Path, tmp_path: Path) -> Path:
     return res
 
 
+@pytest.mark.slow
 def test_fifo_named_json_in_results_is_refused_without_hanging(fleet: Path, tmp_path: Path) -> None:
     res = _copy(fleet, tmp_path)
     fifo = res / "gen-node0001" / "stuck.json"
@@ -95,6 +97,7 @@ def test_fifo_named_json_in_results_is_refused_without_hanging(fleet: Path, tmp_
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_device_and_socket_named_json_are_refused(fleet: Path, tmp_path: Path) -> None:
     res = _copy(fleet, tmp_path)
     zero = res / "gen-node0002" / "zero.json"
@@ -109,6 +112,7 @@ def test_device_and_socket_named_json_are_refused(fleet: Path, tmp_path: Path) -
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_huge_file_is_refused_before_it_is_read(fleet: Path, tmp_path: Path) -> None:
     res = _copy(fleet, tmp_path)
     huge = res / "gen-node0001" / "huge.json"
@@ -121,6 +125,7 @@ def test_huge_file_is_refused_before_it_is_read(fleet: Path, tmp_path: Path) -> 
         read_results([res])
 
 
+@pytest.mark.slow
 def test_unreadable_and_missing_files_are_named(fleet: Path, tmp_path: Path) -> None:
     res = _copy(fleet, tmp_path)
     out = tmp_path / "report"
@@ -131,6 +136,7 @@ def test_unreadable_and_missing_files_are_named(fleet: Path, tmp_path: Path) -> 
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_the_kernels_loader_refuses_a_fifo_too(tmp_path: Path) -> None:
     """topobind.kernels.results reads every result file, for the checks as for the report."""
     fifo = tmp_path / "result.json"

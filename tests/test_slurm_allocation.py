@@ -85,6 +85,7 @@ def test_tasks_on_each_node() -> None:
         tasks_on_each_node({**three, "SLURM_NTASKS": "4", "SLURM_TASKS_PER_NODE": "2(x2)"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "slurm,nodes,per_node",
     [
@@ -114,6 +115,7 @@ def test_ranks_per_node_come_from_the_allocation(
     assert [ln.split("\t")[0] for ln in step.splitlines()[3:]] == [str(r) for r in range(per_node)]
 
 
+@pytest.mark.slow
 def test_wrappers_can_ignore_the_allocations_task_count(tmp_path: Path) -> None:
     # A ReFrame check's job holds the node with one task and launches the steps itself.
     def ntasks(slurm: dict[str, str]) -> list[str]:
@@ -128,6 +130,7 @@ def test_wrappers_can_ignore_the_allocations_task_count(tmp_path: Path) -> None:
     assert ntasks(job(ntasks="1")) == ["--ntasks=1", "--ntasks-per-node=1"]
 
 
+@pytest.mark.slow
 def test_explicit_ranks_win_with_a_warning(tmp_path: Path) -> None:
     slurm = job(ntasks="2", ntasks_per_node="2")
     out = tb("run", "--dry-run", "-t", NODE4, "-r", "1", "--", "./a", slurm=slurm, cwd=tmp_path)
@@ -139,6 +142,7 @@ def test_explicit_ranks_win_with_a_warning(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_layouts_with_one_rank_per_domain_keep_their_count(tmp_path: Path) -> None:
     slurm = job(ntasks="4")
     out = tb("run", "--dry-run", "-t", NODE8_SMT, "-l", "per-socket", "--", "./a", slurm=slurm,
@@ -149,6 +153,7 @@ def test_layouts_with_one_rank_per_domain_keep_their_count(tmp_path: Path) -> No
         "(SLURM_NTASKS=4); layout per-socket sets one rank per domain" in out.stderr  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "slurm,args,message",
     [
@@ -169,6 +174,7 @@ def test_allocations_that_cannot_be_planned(
     assert out.returncode == 0
 
 
+@pytest.mark.slow
 def test_env_follows_the_allocation(tmp_path: Path) -> None:
     out = tb("env", "-t", NODE4, slurm=job(ntasks="2"), cwd=tmp_path)
     assert "export OMP_NUM_THREADS=2" in out.stdout and "export OMP_PLACES=cores" in out.stdout
@@ -244,6 +250,7 @@ def test_compare_after_a_missing_rank_checks_the_others_against_their_own_pus() 
     assert [r.status for r in rows] == ["OK", "OK", "MISSING", "MISMATCH"]
 
 
+@pytest.mark.slow
 def test_compare_per_node_groups_block_and_cyclic() -> None:
     """Groups of nodes with plans of their own (a, b: 2 ranks; c: 1): block ranks are
     numbered from each group's first rank, others (srun -m cyclic) in their order."""

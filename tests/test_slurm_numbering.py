@@ -62,6 +62,7 @@ def slurmd_block_map(xml: Path, tmp: Path) -> tuple[int, int, dict[int, int]]:
     return cpus, threads, block
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("slurmd") is None, reason="slurmd not installed (make setup)")
 @pytest.mark.parametrize("xml", XMLS, ids=[p.stem for p in XMLS])
 def test_abstract_ids_are_slurmds_own(xml: Path, tmp_path: Path) -> None:
@@ -113,6 +114,7 @@ def test_ids_the_topology_cannot_hold(ids: set[int], threads: int, message: str)
 CPUSET = Path("/sys/fs/cgroup/cpuset")
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_a_cgroup_confined_step_still_plans_the_other_nodes_cpus(tmp_path: Path) -> None:
     """The batch step holds CPU 1 of its node (a cpuset cgroup, as task/cgroup makes it); a

@@ -43,12 +43,14 @@ def found() -> list[externals.External]:
     return externals.detect()
 
 
+@pytest.mark.slow
 def test_finds_the_stack_debian_installed(found: list[externals.External]) -> None:
     names = {e.package for e in found}
     want = {"hwloc", "openmpi", "slurm", "munge", "openblas", "numactl", "pmix", "python"}
     assert names >= want, names
 
 
+@pytest.mark.slow
 def test_each_version_is_the_owning_debian_packages(found: list[externals.External]) -> None:
     for ext in found:
         package, upstream = _owner_version(ext.found_by)
@@ -66,6 +68,7 @@ def test_prefixes_and_buildable(found: list[externals.External]) -> None:
         ), ext
 
 
+@pytest.mark.slow
 def test_openmpi_is_debians_not_the_venvs(found: list[externals.External]) -> None:
     ompi = [e for e in found if e.package == "openmpi"]
     assert [e.found_by for e in ompi] == ["/usr/bin/ompi_info"]
@@ -80,6 +83,7 @@ def test_openmpi_is_debians_not_the_venvs(found: list[externals.External]) -> No
         assert "prefix='/usr'" in out and f"prefix='{REPO / '.venv'}'" in out, out
 
 
+@pytest.mark.slow
 def test_output_is_an_overlay() -> None:
     """A packages: section; Spack itself concretizes it in tests/test_spack_check.py."""
     out = subprocess.run(
@@ -93,6 +97,7 @@ def test_output_is_an_overlay() -> None:
             assert ext["spec"].startswith(f"{name}@") and Path(ext["prefix"]).is_dir(), ext
 
 
+@pytest.mark.slow
 def test_local_overlay_is_what_this_machine_has(found: list[externals.External]) -> None:
     """site_configs/local/spack-packages.yaml is generated (make setup, make spack-check),
     never shipped: whatever this machine has, it is the probe's output here."""
@@ -112,6 +117,7 @@ def test_local_overlay_is_what_this_machine_has(found: list[externals.External])
         assert f"threads={want}" in ext.variants, (ext, real)
 
 
+@pytest.mark.slow
 def test_debian_python_is_detected_but_not_used(found: list[externals.External]) -> None:
     """Debian's python3 installs `pip install --prefix=P` under P/local/: shown, not used."""
     (python,) = [e for e in found if e.package == "python" and e.prefix == "/usr"]
@@ -129,6 +135,7 @@ def _pyenv_pythons(root: Path) -> list[Path]:
     return sorted(root.glob("versions/*/bin/python3"))
 
 
+@pytest.mark.slow
 def test_a_pyenv_python_first_on_path_is_never_used(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -150,6 +157,7 @@ def test_a_pyenv_python_first_on_path_is_never_used(
             monkeypatch.undo()
 
 
+@pytest.mark.slow
 def test_nothing_found_says_so_and_exits_0(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -163,6 +171,7 @@ def test_nothing_found_says_so_and_exits_0(
     assert captured.out == "" and "no externals found" in captured.err
 
 
+@pytest.mark.slow
 def test_runs_before_topobind_is_installed(tmp_path: Path) -> None:
     """A site admin runs it from the checkout with the system's python3 (stdlib only)."""
     out = subprocess.run(

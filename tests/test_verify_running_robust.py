@@ -100,6 +100,7 @@ def test_a_wrapper_that_leaves_the_program_in_place_passes(tmp_path: Path) -> No
     assert "the program's 2 threads ran on their planned CPUs" in out.stderr
 
 
+@pytest.mark.slow
 def test_wrapper_threads_are_not_judged() -> None:
     from topobind.launch.samples import judged_threads, parse_sample
 
@@ -119,6 +120,7 @@ def test_wrapper_threads_are_not_judged() -> None:
 
 
 # ------------------------------------------------------------- duplicated ranks (item 2b)
+@pytest.mark.slow
 def test_a_rank_reported_twice_is_unplanned(tmp_path: Path) -> None:
     out = topobind(
         "verify", "-l", "compact", "--ranks", "1", "-T", "1", "--",
@@ -159,6 +161,7 @@ def test_sleep_sampled_while_it_runs_is_not_missing(tmp_path: Path) -> None:
     assert "UNUSED (the program ran 1 thread of the 2 planned and ended" in row(out.stderr, 0, 1)
 
 
+@pytest.mark.slow
 def test_a_program_gone_with_a_background_child(tmp_path: Path) -> None:
     out = checked(
         "sh", "-c", "sleep 2 & exit 0", cwd=tmp_path, launcher="none", ranks="1", threads="1",
@@ -172,6 +175,7 @@ def test_a_program_gone_with_a_background_child(tmp_path: Path) -> None:
     assert "differs" not in out.stderr
 
 
+@pytest.mark.slow
 def test_no_launcher_reports_the_programs_own_status(tmp_path: Path) -> None:
     out = topobind(
         "run", "--launcher", "none", "-r", "1", "-T", "1", "--rank-step", "always", "--",
@@ -199,6 +203,7 @@ def _one_sample(d: Path) -> dict[str, object]:
     return doc
 
 
+@pytest.mark.slow
 def test_a_host_name_with_json_characters_gives_valid_json(tmp_path: Path) -> None:
     """The step file names the node as Slurm does (SLURMD_NODENAME), a name that holds a
     quote, a backslash and a slash."""
@@ -213,6 +218,7 @@ def test_a_host_name_with_json_characters_gives_valid_json(tmp_path: Path) -> No
     assert placement[0]["process"] == "sleep"
 
 
+@pytest.mark.slow
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root")
 def test_run_under_a_host_name_with_a_quote(tmp_path: Path) -> None:
