@@ -13,6 +13,7 @@ from topobind.kernels import programs as kernels
 from topobind.kernels import results
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(
         len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0),
         reason="needs CPUs 0 and 1 in the affinity mask",

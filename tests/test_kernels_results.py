@@ -37,6 +37,7 @@ def test_schema_is_valid_draft_2020_12() -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KERNELS)
 def test_help_and_bad_arguments(name: str) -> None:
     ok = kernels.run_kernel_raw(name, ["--help"])
@@ -49,6 +50,7 @@ def test_help_and_bad_arguments(name: str) -> None:
     assert len(lines) == 1 and lines[0].startswith(f"{name}: error: unknown option")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "args", "needle"),
     [
@@ -75,6 +77,7 @@ def test_bad_values_one_line_exit_2(
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_json_file_is_atomic_and_expands_rank(tmp_path: Path) -> None:
     run = kernels.run_kernel_raw(
         "whereami",
@@ -87,6 +90,7 @@ def test_json_file_is_atomic_and_expands_rank(tmp_path: Path) -> None:
     assert res.ranks == 4 and res.rank == 3 and {p.rank for p in res.placement} == {3}
 
 
+@pytest.mark.slow
 def test_stdout_is_one_line() -> None:
     run = kernels.run_kernel_raw("whereami", ["--spin-ms", "1"], env=omp_env(2))
     assert run.returncode == 0
