@@ -12,13 +12,14 @@ TEST_PREREQS :=
 BENCH_TARGETS :=
 DEMO_STEPS :=
 
-.PHONY: all setup demo test lint bench help
+.PHONY: all setup demo test test-fast lint bench help
 all: help
 
 help:
 	@echo "make setup   install Debian packages (root) and the .venv"
 	@echo "make demo    install everything and run the main job"
 	@echo "make test    install everything and run the whole test suite"
+	@echo "make test-fast  the tests not marked slow: no topobind, kernel, MPI, Slurm or VM subprocess (~35 s)"
 	@echo "make bench   run the benchmarks; results as JSON under results/bench/"
 
 setup:
@@ -33,6 +34,10 @@ lint: setup
 test: setup $(TEST_PREREQS)
 	$(VENV)/bin/ruff check src tests reframe_tests site_configs
 	$(PY) -m pytest -q -ra tests
+
+# The edit loop (issue 23 item 6): in-process tests only, after 'make setup'; 'make test' runs all.
+test-fast:
+	$(PY) -m pytest -q -ra -m "not slow" tests
 
 demo: setup $(DEMO_STEPS)
 
