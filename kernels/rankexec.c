@@ -707,7 +707,8 @@ static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, c
             "\"threads_wanted\":%ld,\"processes\":%d,\"ended\":%s,\"placement\":[%s]",
             rank, ranks, (long)pid, ms, waited, want, best.procs, alive ? "false" : "true",
             best.text ? best.text : "");
-    sample_memory(f, program_pid(&best, pid));
+    if (alive) /* a program gone before its sample has no memory to read */
+        sample_memory(f, program_pid(&best, pid));
     fputs("}\n", f);
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         _exit(1);

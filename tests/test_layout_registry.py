@@ -78,7 +78,11 @@ def test_every_spelling_plans_and_matches_the_schema(layout: str) -> None:
 @pytest.mark.parametrize(
     "text,says",
     [
-        ("cmpact", "unknown layout 'cmpact'; choose one of: " + ", ".join(LAYOUTS)),
+        (
+            "cmpact",
+            "unknown layout 'cmpact' (did you mean 'compact'?); choose one of: "
+            + ", ".join(LAYOUTS),
+        ),
         ("l3-groups", "needs a size"),
         ("l3-groups:", "must be a whole number"),
         ("l3-groups:0", "must be a whole number"),

@@ -257,7 +257,8 @@ def run_program(args: argparse.Namespace) -> int:
     if groups is not None:  # the job's nodes differ: a plan per group of nodes
         return _run_groups(groups, program, args)
     plan = plan_for_job(args)
-    check_here(plan, program[0])  # NUMA nodes here and allowed; the shim reaches the program
+    if not args.dry_run or plan.topology.source == "live":  # a dry run of another node's XML
+        check_here(plan, program[0])  # NUMA nodes here and allowed; the shim reaches the program
     if args.dry_run:
         return _dry_run(plan, program, args)
     jobrun.check_program(program[0])
@@ -364,11 +365,15 @@ def _print_memory(job: jobrun.Job) -> bool:
     memory, and the kernel settings that decide it, on stderr; True when as planned."""
     from topobind.launch import verify_memory as memverify
 
-    _print_state()
     plan = job.shape.plan
     if job.shape.groups or all(r.memory is None for r in plan.ranks):
+        _print_state()
         return True
-    rows = memverify.check(plan, memverify.read_memory_samples(memverify.sample_paths(job.workdir)))
+    samples = memverify.read_memory_samples(memverify.sample_paths(job.workdir))
+    if not samples:  # no program was running at its sample: the placement verdict says so
+        return True
+    _print_state()
+    rows = memverify.check(plan, samples)
     print(memverify.table(rows), file=sys.stderr)
     ok = all(r.ok for r in rows)
     word = "verify" if ok else "error"

@@ -73,7 +73,9 @@ class Topobind(PythonPackage):
             make("-C", "kernels", "install", f"PREFIX={prefix}", *self.kernel_make_args())
             mkdirp(prefix.bin)
             for name in sorted(os.listdir("launchers")):
-                install(join_path("launchers", name), prefix.bin)
+                path = join_path("launchers", name)
+                if os.path.isfile(path):  # the scripts; not launchers/spank (a Slurm plugin)
+                    install(path, prefix.bin)
             install_tree("reframe_tests", join_path(share, "reframe_tests"))
             install_tree("site_configs", join_path(share, "site_configs"))
 
