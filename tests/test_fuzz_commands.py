@@ -130,7 +130,9 @@ def test_rankexec_step_files(
         assert len(lines) == 1 and lines[0].startswith("topobind rankexec: error:"), done.stderr
         return
     assert done.returncode == 0, (done.returncode, done.stderr)
-    assert text.startswith(("topobind-rankexec 1\n", "topobind-rankexec 2\n"))
+    assert text.startswith(
+        ("topobind-rankexec 1\n", "topobind-rankexec 2\n", "topobind-rankexec 3\n")
+    )
     exported = dict(
         item.split("=", 1)
         for item in (where / "env.bin").read_bytes().decode().split("\0")

@@ -48,10 +48,10 @@ def test_rankexec_format_plans_on_slurms_cores() -> None:
     PU of each core) or 4-7 and 132-135 with --smt."""
     out = plan_rankexec(
         "-t", "betzy-epyc7742", "--layout", "spread", "--ranks", "2", "--threads", "2",
-        "--slurm-cores", "4-7",
+        "--slurm-cores", "4-7", "--mem", "none",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[0] == "topobind-rankexec 2"
+    assert out.stdout.splitlines()[0] == "topobind-rankexec 2"  # no memory fields: version 2
     assert "@*" in out.stdout.splitlines()
     assert step_lines(out.stdout) == [
         ["0", "%cpus=4-5", "OMP_NUM_THREADS=2", "OMP_PLACES={4},{5}", "OMP_PROC_BIND=close"],
