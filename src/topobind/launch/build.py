@@ -111,24 +111,6 @@ def slurm_nodes(env: dict[str, str] | None = None) -> int:
     return slurm.nodes(env)
 
 
-def find_mpirun(prefer: str | None = None) -> tuple[str, str]:
-    """(path, flavour) of the OpenMPI mpirun to use: ``openmpi4`` or ``openmpi5``. (Moved:
-    :mod:`topobind.launch.launchers.openmpi`; this name stays for callers.)"""
-    return launchers.find_openmpi(prefer)
-
-
-def mpi_flavour(path: str) -> str:
-    """``openmpi4`` or ``openmpi5`` (moved: ``launch.launchers.openmpi.mpi_flavour``)."""
-    from topobind.launch.launchers.openmpi import mpi_flavour as flavour
-
-    return flavour(path)
-
-
-def choose_launcher(plan: Plan, requested: str | None, family: str | None = None) -> str:
-    """The launcher's name (moved: :func:`topobind.launch.launchers.choose`)."""
-    return launchers.choose(plan, requested, family).name
-
-
 def launcher_masks(plan: Plan, launcher: str) -> list[tuple[int, ...]]:
     """The CPU mask each rank gets from the launcher's binding (each launcher's
     :meth:`~topobind.launch.launchers.base.Launcher.masks`)."""
@@ -369,26 +351,6 @@ def build(shape: JobShape, program: Sequence[str]) -> Launch:
     if shape.notes:
         launch.notes[:0] = list(shape.notes)
     return launch
-
-
-def rankfile_groups(groups: Sequence[NodePlan], version: int) -> str:
-    """(Moved: :func:`topobind.launch.launchers.openmpi.rankfile_groups`.)"""
-    from topobind.launch.launchers.openmpi import rankfile_groups as text
-
-    return text(groups, version)
-
-
-def mpirun_argv_groups(
-    groups: Sequence[NodePlan],
-    steps: Sequence[list[str]],
-    version: int,
-    rankfile_path: str,
-    forward: Sequence[str] = (),
-) -> list[str]:
-    """(Moved: :func:`topobind.launch.launchers.openmpi.mpirun_argv_groups`.)"""
-    from topobind.launch.launchers.openmpi import mpirun_argv_groups as argv
-
-    return argv(groups, steps, version, rankfile_path, forward)
 
 
 def write_files(launch: Launch) -> None:
