@@ -190,7 +190,7 @@ def test_step_fields() -> None:
 @pytest.mark.skipif(not (REPO / "kernels/bin/rankexec").exists(), reason="run 'make kernels' first")
 def test_sizes_and_static_programs() -> None:
     assert size_arg("512M") == 512 << 20 and size_arg("4GiB") == 4 << 30 and size_arg("7") == 7
-    for bad in ("", "0", "x1G", "1P", "9" * 20):
+    for bad in ("", "0", "x1G", "1P", "9" * 20, "²G", "٣M"):  # Unicode digits: int() takes them
         with pytest.raises(Exception, match="not a size"):
             size_arg(bad)
     assert is_static(str(REPO / "kernels/bin/rankexec"))  # built with -static

@@ -77,7 +77,7 @@ def size_arg(text: str) -> int:
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
     unit = t[-1:] if t[-1:] in memory.SIZE_UNITS and t[-1:] else ""
     digits = t[: len(t) - len(unit)]
-    if not digits.isdigit() or len(digits) > 12 or int(digits) == 0:
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 12 or int(digits) == 0:
         raise argparse.ArgumentTypeError(
             f"{text[:40]!r} is not a size: give bytes or a number with K, M, G (e.g. 512M)"
         )
