@@ -64,7 +64,7 @@
 #define MAX_TASKS 4096
 
 /* The launchers' variables, innermost first: topobind.launch.launchers.local_rank_vars() and
- * rank_vars() (tests/test_launchers.py compares them; MPI_LOCALRANKID, PMI_RANK: Hydra). */
+ * rank_vars() (tests/launch/test_launchers.py compares them; MPI_LOCALRANKID, PMI_RANK: Hydra). */
 static const char *LOCAL_VARS[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK",
                                    "MPI_LOCALRANKID", "SLURM_LOCALID",
                                    "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",

@@ -4,4 +4,4 @@
 # example and a @reproduce_failure line to paste above the test.
 .PHONY: fuzz
 fuzz: setup kernels
-	TOPOBIND_FUZZ=long $(PY) -m pytest -q -ra -p no:cacheprovider tests/test_fuzz_inputs.py tests/test_fuzz_commands.py
+	TOPOBIND_FUZZ=long $(PY) -m pytest -q -ra -p no:cacheprovider tests/cli/test_fuzz_inputs.py tests/cli/test_fuzz_commands.py

@@ -3,7 +3,7 @@
 output of every command shown (run on the hwloc XMLs of ../shared/topologies).
 
     scripts/gen-gpu-doc.py            # write docs/gpu.md and the PNGs
-    scripts/gen-gpu-doc.py --check    # exit 1 when either is stale (tests/test_gpu_docs.py)
+    scripts/gen-gpu-doc.py --check    # exit 1 when either is stale (tests/cli/test_gpu_docs.py)
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ the launch step, `topobind.plan.model.rank_envs(plan)` returns `{{rank: {{variab
 under the launch command and checks, per rank, the CPUs and the variables. The probe does not
 open a GPU runtime: it checks the variables, not the device the runtime then shows, and says
 so. On this 2-core machine without GPU, with the live topology plus one fake GPU per core and
-one InfiniBand NIC (tests/test_gpu_launch.py) and OpenMPI 5 (recorded output):
+one InfiniBand NIC (tests/launch/test_gpu_launch.py) and OpenMPI 5 (recorded output):
 
 ```console
 $ topobind plan -t node.xml -l per-gpu -r 2 -f json > plan.json

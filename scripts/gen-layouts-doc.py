@@ -3,7 +3,7 @@
 plus the real output of every command shown.
 
     scripts/gen-layouts-doc.py            # write docs/layouts.md and the PNGs
-    scripts/gen-layouts-doc.py --check    # exit 1 when either is stale (tests/test_docs.py)
+    scripts/gen-layouts-doc.py --check    # exit 1 when either is stale (tests/cli/test_docs.py)
 
 --check draws the PNGs into a temporary directory and compares them byte for byte with the
 committed ones, so the doc always shows what topobind really prints and draws.

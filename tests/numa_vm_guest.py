@@ -1,4 +1,4 @@
-"""The batch the multi-NUMA guest runs for tests/test_numa_vm.py (not a test module).
+"""The batch the multi-NUMA guest runs for tests/launch/test_numa_vm.py (not a test module).
 
     python numa_vm_guest.py SPEC.json
 

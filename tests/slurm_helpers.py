@@ -26,7 +26,7 @@ with the reason when it cannot run) and ``release(cluster)`` when done.
 
 The cluster's state directory is ``$TOPOBIND_SLURM_DIR`` or ``<repo>/build/local-slurm``;
 every helper also takes ``state_dir=`` to use another one (a second, independent cluster on
-its own ports, as ``tests/test_local_slurm.py`` does for its start/stop tests).
+its own ports, as ``tests/launch/test_local_slurm.py`` does for its start/stop tests).
 
 ``sbatch_wait(script, *sbatch_args)`` submits with ``sbatch --parsable`` and polls the job
 every 0.2 s until it ends (``sbatch --wait`` polls at 2 s and then 8 s intervals, which makes

@@ -4,7 +4,7 @@ Flags are emitted only when OpenMPI's ``ppr`` mapper reproduces the plan exactly
 module simulates that mapper (objects in hwloc logical order, N ranks per object, each
 taking ``pe`` consecutive cores/PUs of the object) and compares rank by rank. When no
 ``--map-by ppr:N:RESOURCE:pe=M`` expresses the plan, a rankfile is emitted instead.
-Tests check every emitted form against OpenMPI's own mapper (tests/test_openmpi_oracle.py).
+Tests check every emitted form against OpenMPI's own mapper (tests/emit/test_openmpi_oracle.py).
 
 Under a restricted affinity mask (``taskset``, a Slurm step's task/affinity mask) the plan
 sees only the allowed PUs, but OpenMPI maps and numbers the whole node (the cgroup cpuset is

@@ -1,7 +1,7 @@
 """Slurm ``srun`` flags: one ``--cpu-bind=mask_cpu`` mask per task, OS PU indexes.
 
 Known traps (each also written into the plan's notes), as measured on Slurm 22.05 with
-task/affinity (tests/test_local_slurm.py):
+task/affinity (tests/launch/test_local_slurm.py):
 - A mask is honoured only when all its CPUs belong to the step; otherwise the launch fails
   ("CPU binding outside of job step allocation"). A step holds all of the job's CPUs on the
   node unless ``--exact``, ``srun --exclusive`` or ``-c N`` (which implies ``--exact``) give

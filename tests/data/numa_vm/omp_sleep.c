@@ -1,4 +1,4 @@
-/* A user's program for the multi-NUMA guest tests (tests/test_numa_vm.py): every OpenMP
+/* A user's program for the multi-NUMA guest tests (tests/launch/test_numa_vm.py): every OpenMP
  * thread (OMP_NUM_THREADS, bound by OMP_PLACES / OMP_PROC_BIND as the launch sets them)
  * touches its share of MIB mebibytes, then sleeps MS milliseconds, so that topobind run
  * --verify-running samples live threads without spinning the emulated CPUs. With MIB > 0 the

@@ -3,7 +3,7 @@
 :data:`REGISTRY` maps ``--launcher`` names to :class:`~topobind.launch.launchers.base.Launcher`
 objects (the interface is in :mod:`.base`). Everything that names launchers is derived from
 it: ``topobind run --launcher`` choices and help, ``topobind plan --format`` launcher
-formats, the site schema's ``launcher`` enum (tests/test_launchers.py checks the JSON file
+formats, the site schema's ``launcher`` enum (tests/launch/test_launchers.py checks the JSON file
 against :func:`site_launchers`), ReFrame's launcher arguments and the docs' launcher table
 (:func:`table_markdown`). To add a launcher (Flux, PRRTE's DVM): one module here with a
 ``Launcher`` subclass, one line in :data:`REGISTRY`, and its tests.
@@ -102,7 +102,7 @@ def from_reframe(name: str) -> str:
 
 def local_rank_vars() -> tuple[str, ...]:
     """Every launcher's local-rank variables, innermost launcher first (kernels/rankexec.c
-    reads the same list: tests/test_launchers.py compares them)."""
+    reads the same list: tests/launch/test_launchers.py compares them)."""
     return _ordered("local_rank_vars")
 
 

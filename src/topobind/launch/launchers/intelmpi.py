@@ -10,7 +10,7 @@ per-rank step binds each rank (``%cpus=``, version-2 step file).
 
 Found in ``.venv-impi/`` (PyPI ``impi-rt`` + ``impi-devel``, ``make setup-mpis``). With
 ``I_MPI_DEBUG=4`` rank 0 prints the pinning table (``Rank Pid Node name Pin cpu``), the
-oracle of tests/test_intelmpi.py."""
+oracle of tests/launch/test_mpi_families.py."""
 
 from __future__ import annotations
 

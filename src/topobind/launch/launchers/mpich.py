@@ -4,7 +4,8 @@ user:A+B,C+D`` (OS indexes, one entry per local rank, in rank order).
 Found in ``.venv-mpich/`` (PyPI ``mpich``, ``make setup-mpis``), else ``mpiexec.hydra`` on
 PATH (Debian's ``mpich``). Hydra gives every rank ``PMI_RANK``, ``PMI_SIZE`` and
 ``MPI_LOCALRANKID``; ``HYDRA_TOPO_DEBUG=1`` makes it print each process's binding
-(``process 0 binding: 01``, one character per PU), the oracle of tests/test_mpich.py."""
+(``process 0 binding: 01``, one character per PU), the oracle of
+tests/launch/test_mpi_families.py."""
 
 from __future__ import annotations
 

@@ -1,0 +1,192 @@
+"""Node acceptance for real on the local 3-node Slurm cluster (root): one node made slow with a
+CPU quota on its slurmd (cgroup v1 ``cpu.cfs_quota_us`` or v2 ``cpu.max``: the node's jobs
+inherit it), one node made non-conforming through the site's per-host expectations (the nodes
+share this machine's hardware, so a real difference cannot be made per node). Exactly those
+two are named, with their reasons, under --confirm; --drain --apply drains them in Slurm;
+without the faults no node is named.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from slurm_helpers import SlurmCluster, slurm_cluster3  # noqa: F401  (session fixture)
+
+REPO = Path(__file__).resolve().parents[2]
+TOPOBIND = str(Path(sys.executable).parent / "topobind")
+#: single-threaded STREAM (one core of two), arrays large enough that one trial outlasts the
+#: CPU quota's slice, few trials and runs: the quick pass is 9 jobs
+CHECK = ["-n", "StreamCheck%layout=every-other-core", "-S", "StreamCheck.elements=4M",
+         "-S", "StreamCheck.trials=10"]  # fmt: skip
+
+pytestmark = [pytest.mark.slow, pytest.mark.root]
+
+
+def _site(tmp: Path, per_host: str = "") -> Path:
+    """A site 'fleet' whose slurm partition is the local cluster's, with a node: section
+    this machine meets (and ``per_host`` expectations under hosts:)."""
+    from topobind.checks.sites import node_counts
+    from topobind.topo.topology import load
+
+    c = node_counts(load("live"))
+    d = tmp / "sites" / "fleet"
+    d.mkdir(parents=True)
+    text = (REPO / "site_configs" / "local" / "site.yaml").read_text()
+    text = text.replace("name: local", "name: fleet").replace("references: references.yaml", "")
+    text += "node:\n" + "".join(f"  {k}: {v}\n" for k, v in c.items())
+    if per_host:
+        text += f"  hosts:\n    {per_host}\n"
+    (d / "site.yaml").write_text(text)
+    return d.parent
+
+
+@contextmanager
+def cpu_quota(cluster: SlurmCluster, node: str, percent: int) -> Iterator[None]:
+    """Put NODE's slurmd (so every job it starts) in a cgroup limited to PERCENT of one CPU."""
+    pid = (cluster.state_dir / f"slurmd-{node}.pid").read_text().strip()
+    v1 = Path("/sys/fs/cgroup/cpu")
+    if (v1 / "cpu.cfs_quota_us").exists():
+        cg, root = v1 / f"topobind-test-{node}", v1
+        cg.mkdir(exist_ok=True)
+        (cg / "cpu.cfs_period_us").write_text("10000")
+        (cg / "cpu.cfs_quota_us").write_text(str(100 * percent))
+    else:
+        root = Path("/sys/fs/cgroup")
+        cg = root / f"topobind-test-{node}"
+        cg.mkdir(exist_ok=True)
+        (cg / "cpu.max").write_text(f"{100 * percent} 10000")
+    (cg / "cgroup.procs").write_text(pid)
+    try:
+        yield
+    finally:
+        for p in (cg / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):  # gone meanwhile
+                (root / "cgroup.procs").write_text(p)
+        cg.rmdir()
+
+
+def _validate(
+    cluster: SlurmCluster, sites: Path, tmp: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    env = dict(cluster.env, TOPOBIND_SITES_DIR=str(sites))
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    argv = [TOPOBIND, "validate", "--site", "fleet", "--partition", "slurm",
+            "--results", str(tmp / "results"), *args]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
+
+
+def _row(out: str, node: str) -> str:
+    rows = [ln for ln in out.splitlines() if re.match(rf"^{node}\s", ln)]
+    assert rows, out
+    return rows[-1]
+
+
+def _resume(cluster: SlurmCluster) -> None:
+    for node in cluster.nodes:
+        cluster.run(["scontrol", "update", f"nodename={node}", "state=resume"])
+
+
+def test_slow_and_nonconforming_nodes_named_confirmed_drained(
+    slurm_cluster3: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    c = slurm_cluster3
+    sites = _site(tmp_path, "node2: {hugepages_2m_per_numa: 100000}")
+    try:
+        with cpu_quota(c, "node3", 10):
+            got = _validate(c, sites, tmp_path, "--each-node", *CHECK, "--confirm", "--drain",
+                            "--apply")  # fmt: skip
+        out = got.stdout
+        assert got.returncode == 1, out + got.stderr
+        assert out.strip().splitlines()[-1] == "bad nodes: node[2-3]", out
+        assert re.search(r"SLOW \((weak|strong), confirmed against node1\)", _row(out, "node3"))
+        assert "slower than node1" in _row(out, "node3")
+        assert "FAIL" in _row(out, "node2")
+        assert "hugepages_2m_per_numa: expected at least 100000" in _row(out, "node2")
+        assert _row(out, "node1").split()[1] == "ok"
+        assert "first pass flagged: node3 SLOW" in out
+        show = c.run(["scontrol", "show", "node", "node3"]).stdout
+        assert re.search(r"State=\S*DRAIN", show), show
+        assert "Reason=topobind: slow: StreamCheck.every-other-core." in show
+        show2 = c.run(["scontrol", "show", "node", "node2"]).stdout
+        assert "Reason=topobind: fail: conformance: hugepages_2m_per_numa" in show2
+        # a drained node asked for by name: refused with the fix, nothing run
+        bad = _validate(c, sites, tmp_path, "--each-node", "--nodelist", "node[1,3]", *CHECK)
+        assert bad.returncode == 2 and "node3 is drain" in bad.stderr, bad.stderr
+        assert "state=resume" in bad.stderr
+    finally:
+        _resume(c)
+
+
+def test_without_faults_no_node_is_named_and_bad_nodelists_are_refused(
+    slurm_cluster3: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    c = slurm_cluster3
+    sites = _site(tmp_path)
+    bad = _validate(c, sites, tmp_path, "--each-node", "--nodelist", "node[1,9]", *CHECK)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "node9 not in partition slurm" in bad.stderr and "Traceback" not in bad.stderr
+    got = _validate(c, sites, tmp_path, "--each-node", *CHECK, "--confirm")
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert got.stdout.strip().splitlines()[-1] == "bad nodes: none"
+    for node in c.nodes:
+        assert _row(got.stdout, node).split()[1] == "ok"
+
+
+def test_plain_validate_names_the_node_and_counts_references(
+    slurm_cluster3: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    c = slurm_cluster3
+    sites = _site(tmp_path)
+    got = _validate(c, sites, tmp_path, *CHECK, "--strict")
+    assert got.returncode == 1, got.stdout + got.stderr  # --strict: no reference
+    header = next(ln for ln in got.stdout.splitlines() if ln.startswith("node "))
+    assert header.split()[:2] == ["node", "check"]
+    assert re.search(r"^node\d\s+StreamCheck", got.stdout, re.M), got.stdout
+    assert "0 of 4 figures compared with a reference" in got.stdout
+    assert os.path.isdir(tmp_path / "results")
+
+
+def test_a_node_that_dies_during_the_run_is_named_failed_and_the_others_judged(
+    slurm_cluster3: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from slurm_helpers import revive_nodes, run_script
+
+    c = slurm_cluster3
+    sites = _site(tmp_path)
+    env = dict(c.env, TOPOBIND_SITES_DIR=str(sites))
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    argv = [TOPOBIND, "validate", "--site", "fleet", "--partition", "slurm", "--each-node",
+            "--results", str(tmp_path / "results"), *CHECK]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)  # fmt: skip
+    try:
+        # the conformance step and the first jobs are under way: node2 crashes
+        deadline = time.monotonic() + 120
+        while "node2" not in c.run(["squeue", "-h", "-o", "%N"]).stdout:
+            assert time.monotonic() < deadline and proc.poll() is None, "no job reached node2"
+            time.sleep(0.5)
+        killed = run_script("kill-node", c.state_dir, args=["node2"])
+        assert killed.returncode == 0, killed.stdout + killed.stderr
+        out, err = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        revive_nodes(c, timeout=120)
+    assert proc.returncode == 1, out + err
+    assert "Traceback" not in err
+    assert out.strip().splitlines()[-1] == "bad nodes: node2", out
+    assert _row(out, "node2").split()[1] == "FAIL"
+    assert _row(out, "node1").split()[1] == "ok" and _row(out, "node3").split()[1] == "ok"

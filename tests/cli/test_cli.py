@@ -1,0 +1,116 @@
+"""The command layer: one argparse parser, every command's help, one-line errors, and a plan
+whose start-up loads none of the heavy libraries only other commands need."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from topobind.cli import main as cli
+
+XML = str(Path(__file__).resolve().parents[3] / "shared" / "topologies" / "192em64t-24n8c2t.xml")
+
+
+def _commands() -> list[list[str]]:
+    """Every command and nested subcommand, as argv prefixes."""
+    nested = {"spack": ["check", "externals"], "site": ["list", "check"]}
+    out: list[list[str]] = []
+    for name in cli.COMMANDS:
+        out.append([name])
+        out.extend([name, sub] for sub in nested.get(name, []))
+    return out
+
+
+def test_the_command_table_names_every_command_of_the_parser() -> None:
+    """COMMANDS (which module declares a command) lists exactly the parser's commands."""
+    parser = cli.build_parser()
+    action = next(a for a in parser._actions if a.dest == "command")
+    assert sorted(action.choices) == sorted(cli.COMMANDS)
+
+
+@pytest.mark.parametrize("argv", _commands(), ids=" ".join)
+def test_every_command_prints_its_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main([*argv, "--help"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0
+    assert out.startswith(f"usage: topobind {' '.join(argv)}")
+
+
+def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0
+    assert all(f"    {name}" in out for name in cli.COMMANDS)
+
+
+def test_no_command_prints_the_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 2
+    assert "COMMAND" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["plann"], "invalid choice: 'plann'"),
+        (["plan", "-t", XML], "the following arguments are required: --layout/-l"),
+        (["plan", "-l", "compact", "--ranks", "x"], "--ranks"),
+        (["show", "--format", "yaml"], "invalid choice: 'yaml'"),
+    ],
+)
+def test_bad_command_lines_are_one_line_errors(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert err.count("\n") == 1 and err.startswith("topobind: error: ") and says in err
+    assert "--help'" in err
+
+
+@pytest.mark.slow
+def test_plan_start_up_imports_no_drawing_schema_or_reframe_library() -> None:
+    """A job script's 'topobind plan -f json' loads what a plan needs and nothing of the
+    report, the drawings, the checks or the schema validator."""
+    code = (
+        "import io, sys\n"
+        "from topobind.cli.main import main\n"
+        "out, sys.stdout = sys.stdout, io.StringIO()\n"
+        f"status = main(['plan', '-t', {XML!r}, '-l', 'spread', '-r', '8', '-f', 'json'])\n"
+        "sys.stdout = out\n"
+        "heavy = ('matplotlib', 'numpy', 'jsonschema', 'yaml', 'reframe', 'topobind.report')\n"
+        "print(status, *sorted(m for m in sys.modules if m.split('.')[0] in heavy\n"
+        "    or m.startswith('topobind.report')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0"]
+
+
+@pytest.mark.slow
+def test_python_dash_m_topobind_is_the_command() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "topobind", "--version"], capture_output=True, text=True
+    )
+    assert (out.returncode, out.stdout) == (0, "topobind 0.1.0\n")
+
+
+@pytest.mark.slow
+def test_a_reader_that_leaves_early_is_no_error() -> None:
+    """'topobind plan | true': the reader is gone before the plan is printed; exit 0, no
+    traceback."""
+    out = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"{sys.executable} -m topobind plan -t {XML} -l spread -r 192 -f json | true; "
+            "echo ${PIPESTATUS[0]}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert (out.stdout, out.stderr) == ("0\n", "")

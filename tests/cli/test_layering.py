@@ -1,0 +1,126 @@
+"""The layering docs/architecture.md states: which folders of src/topobind may import which.
+
+Every import of every module counts (inside functions too), read with ``ast``. A module
+directly under src/topobind is in the base layer. A folder the rules do not know fails the
+test: add it to LAYERS here and to docs/architecture.md (section 1) together.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+PACKAGE = SRC / "topobind"
+
+#: folder -> the folders its modules may import (their own folder and "base" always allowed)
+LAYERS: dict[str, frozenset[str]] = {
+    "base": frozenset(),
+    "topo": frozenset(),
+    "plan": frozenset({"topo"}),
+    "emit": frozenset({"topo", "plan"}),
+    "draw": frozenset({"topo", "plan"}),
+    "kernels": frozenset(),
+    "launch": frozenset({"topo", "plan", "emit", "kernels"}),
+    "bench": frozenset({"topo", "plan", "emit", "kernels", "launch"}),
+    "checks": frozenset({"topo", "kernels", "launch"}),
+    "report": frozenset({"topo", "plan", "draw", "kernels"}),
+    "spack": frozenset(),
+    "cli": frozenset(
+        {"topo", "plan", "emit", "draw", "kernels", "launch", "bench", "checks", "report", "spack"}
+    ),
+}
+
+#: modules outside the rules: the package's own entry points
+ENTRY_POINTS = frozenset({"topobind.__main__"})
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def folder_of(module: str) -> str:
+    """``topobind.plan.layouts`` -> "plan"; ``topobind.errors`` (a module directly under the
+    package) -> "base"."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "base"
+    if len(parts) == 2 and (PACKAGE / f"{parts[1]}.py").is_file():
+        return "base"
+    return parts[1]
+
+
+def imports_of(path: Path) -> set[str]:
+    """The topobind modules ``path`` imports, anywhere in it (``from topobind.x import y``
+    counts as topobind.x.y when that is a module)."""
+    modules = _modules()
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "topobind")
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module.split(".")[0] != "topobind":
+                continue
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                out.add(full if full in modules else node.module)
+    return out
+
+
+def violations() -> list[str]:
+    bad = []
+    for module, path in _modules().items():
+        if module in ENTRY_POINTS:
+            continue
+        mine = folder_of(module)
+        allowed = LAYERS[mine] | {mine, "base"}
+        for target in sorted(imports_of(path)):
+            theirs = folder_of(target)
+            if target != "topobind" and theirs not in allowed:
+                bad.append(f"{module} ({mine}) imports {target} ({theirs})")
+    return bad
+
+
+def test_every_folder_has_a_rule() -> None:
+    folders = {folder_of(m) for m in _modules()}
+    assert folders <= LAYERS.keys(), (
+        f"folders without a layering rule: {sorted(folders - LAYERS.keys())}; add them to "
+        "LAYERS and to docs/architecture.md"
+    )
+
+
+@pytest.mark.slow
+def test_every_import_follows_the_layers() -> None:
+    assert violations() == []
+
+
+def test_the_rules_have_no_cycle() -> None:
+    """The rules themselves point one way: no folder may import a folder that may import it."""
+    order: list[str] = []
+    left = dict(LAYERS)
+    while left:
+        ready = [f for f, deps in left.items() if deps <= set(order) | {"base"}]
+        assert ready, f"the layering rules have a cycle among {sorted(left)}"
+        order.extend(sorted(ready))
+        for f in ready:
+            del left[f]
+
+
+@pytest.mark.parametrize(
+    ("module", "target", "allowed"),
+    [("topobind.topo.topology", "topobind.plan.model", False),
+     ("topobind.cli.main", "topobind.report.build", True),
+     ("topobind.errors", "topobind.topo.topology", False),
+     ("topobind.launch.build", "topobind.emit.srun", True)],
+)  # fmt: skip
+def test_the_rule_reads_folders_as_documented(module: str, target: str, allowed: bool) -> None:
+    mine, theirs = folder_of(module), folder_of(target)
+    assert (theirs in LAYERS[mine] | {mine, "base"}) is allowed

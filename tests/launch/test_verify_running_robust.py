@@ -1,0 +1,285 @@
+"""Verification that must not pass falsely, verdicts that say what was seen, and signals in
+the sample wait (issue 22 items 2-4), run for real: the per-rank step (kernels/bin/rankexec)
+samples the program and its descendants, OpenMPI launches, the placement probe."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from topobind.launch.verify import Observed, compare
+from topobind.plan.model import PlannedRank
+
+REPO = Path(__file__).resolve().parents[2]
+RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
+WHEREAMI = REPO / "kernels" / "bin" / "whereami"
+TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
+NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
+
+pytestmark = [
+    pytest.mark.skipif(not RANKEXEC.exists() or not WHEREAMI.exists(), reason="make kernels"),
+    pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0 and 1"),
+]
+
+
+def topobind(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [TOPOBIND, *args], capture_output=True, text=True, env=NO_SLURM, cwd=cwd, timeout=timeout
+    )
+
+
+def checked(*program: str, cwd: Path, ranks: str, threads: str, launcher: str = "mpirun",
+            ms: str = "500") -> subprocess.CompletedProcess[str]:  # fmt: skip
+    return topobind(
+        "run", "-l", "compact", "--launcher", launcher, "-r", ranks, "-T", threads,
+        "--verify-running", "--sample-ms", ms, "--", *program, cwd=cwd,
+    )  # fmt: skip
+
+
+def row(stderr: str, rank: int, thread: int) -> str:
+    """The verdict table's line of one rank's thread."""
+    lines = [ln for ln in stderr.splitlines() if ln[:12].split() == [str(rank), str(thread)]]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+# ------------------------------------------------------------------ wrappers (item 2a)
+@pytest.mark.slow
+def test_a_shell_wrapper_that_moves_the_program_fails(tmp_path: Path) -> None:
+    """The issue's case, and the same under a shell that forks (it cannot exec the last
+    command): rank 1's sleep runs on CPU 0, planned CPU 1."""
+    for script in ("taskset -c 0 sleep 2", "taskset -c 0 sleep 2; true"):
+        out = checked("bash", "-c", script, cwd=tmp_path, ranks="2", threads="1")
+        assert out.returncode == 1, out.stderr
+        assert "MISMATCH (ran on 0, planned 1" in row(out.stderr, 1, 0), out.stderr
+        assert " OK" in row(out.stderr, 0, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/usr/bin/time"), reason="no /usr/bin/time")
+def test_usr_bin_time_is_judged_by_the_program_under_it(tmp_path: Path) -> None:
+    out = checked(
+        "/usr/bin/time", "-f", "%e", "taskset", "-c", "0", "sleep", "2",
+        cwd=tmp_path, ranks="2", threads="1",
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    line = row(out.stderr, 1, 0)
+    assert "MISMATCH (ran on 0, planned 1; in sleep (pid " in line and "under time" in line
+
+
+@pytest.mark.slow
+def test_a_perf_stat_like_wrapper_that_moves_the_program_fails(tmp_path: Path) -> None:
+    """A wrapper that forks the program, rebinds it and waits for it (as perf stat and
+    profilers do): the wrapper itself stays bound as planned."""
+    wrapper = tmp_path / "measure.py"
+    wrapper.write_text(
+        "import os, sys\npid = os.fork()\nif pid == 0:\n"
+        "    os.sched_setaffinity(0, {0})\n    os.execvp(sys.argv[1], sys.argv[1:])\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    out = checked("python3", str(wrapper), "sleep", "3", cwd=tmp_path, ranks="2", threads="1",
+                  ms="1500")  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert "MISMATCH (ran on 0, planned 1; in sleep" in row(out.stderr, 1, 0)
+
+
+@pytest.mark.slow
+def test_a_wrapper_that_leaves_the_program_in_place_passes(tmp_path: Path) -> None:
+    out = checked(
+        "bash", "-c", f"{WHEREAMI} --spin-ms 2500 >/dev/null; true",
+        cwd=tmp_path, ranks="2", threads="1",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "the program's 2 threads ran on their planned CPUs" in out.stderr
+
+
+@pytest.mark.slow
+def test_wrapper_threads_are_not_judged() -> None:
+    from topobind.launch.samples import judged_threads, parse_sample
+
+    line = json.dumps(
+        {"kernel": "whereami", "host": "h", "rank": 0, "ended": False, "placement": [
+            {"rank": 0, "thread": 0, "pid": 7, "process": "time", "wrapper": True,
+             "cpu": 1, "affinity": [1], "host": "h"},
+            {"rank": 0, "thread": 1, "pid": 8, "process": "app", "wrapper": False,
+             "cpu": 0, "affinity": [0], "host": "h"},
+        ]}
+    )  # fmt: skip
+    sample = parse_sample(line)
+    assert sample is not None
+    assert [o.cpu for o in judged_threads([sample])] == [0]
+    for bad in ('{"kernel":"whereami","rank":"x"}', "[" * 100_000, '{"kernel":"whereami",'):
+        assert parse_sample(bad) is None
+
+
+# ------------------------------------------------------------- duplicated ranks (item 2b)
+@pytest.mark.slow
+def test_a_rank_reported_twice_is_unplanned(tmp_path: Path) -> None:
+    out = topobind(
+        "verify", "-l", "compact", "--ranks", "1", "-T", "1", "--",
+        "sh", "-c", 'taskset -c 0 "$0"; taskset -c 1 "$0"', cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "UNPLANNED (reported twice on " in out.stdout
+    assert "1 of 2 threads bound to their planned CPU; 1 not" in out.stdout
+
+
+def test_compare_keeps_every_report_of_a_rank() -> None:
+    planned = [PlannedRank(0, ((0,),), (0,))]
+    twice = [Observed("h", 0, 0, 0, (0,)), Observed("h", 0, 0, 0, (0,))]
+    rows = compare(planned, twice)
+    assert [r.status for r in rows] == ["OK", "UNPLANNED"]
+
+
+# --------------------------------------------------------------------- verdicts (item 3)
+@pytest.mark.slow
+def test_fewer_threads_than_planned_is_reported_as_seen(tmp_path: Path) -> None:
+    """2 threads planned, the program runs 1 (bound as planned) past the sample point: the
+    thread that ran is judged, the other place is UNUSED with a note, not MISSING."""
+    out = checked(
+        "env", "OMP_NUM_THREADS=1", str(WHEREAMI), "--spin-ms", "1500",
+        cwd=tmp_path, launcher="none", ranks="1", threads="2", ms="300",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert " OK" in row(out.stderr, 0, 0)
+    assert "UNUSED (the program ran 1 thread of the 2 planned" in row(out.stderr, 0, 1)
+    assert "topobind: note: the program ran fewer threads than planned" in out.stderr
+    assert "MISSING" not in out.stderr
+
+
+@pytest.mark.slow
+def test_sleep_sampled_while_it_runs_is_not_missing(tmp_path: Path) -> None:
+    out = checked("sleep", "1", cwd=tmp_path, launcher="none", ranks="1", threads="2", ms="300")
+    assert "MISSING" not in out.stderr and "ended before" not in out.stderr, out.stderr
+    assert "UNUSED (the program ran 1 thread of the 2 planned and ended" in row(out.stderr, 0, 1)
+
+
+@pytest.mark.slow
+def test_a_program_gone_with_a_background_child(tmp_path: Path) -> None:
+    out = checked(
+        "sh", "-c", "sleep 2 & exit 0", cwd=tmp_path, launcher="none", ranks="1", threads="1",
+        ms="300",
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert "the program had ended before its sample at 300 ms, nothing observed" in row(
+        out.stderr, 0, 0
+    )
+    assert out.stderr.strip().splitlines()[-1].startswith("topobind: error: nothing observed")
+    assert "differs" not in out.stderr
+
+
+@pytest.mark.slow
+def test_no_launcher_reports_the_programs_own_status(tmp_path: Path) -> None:
+    out = topobind(
+        "run", "--launcher", "none", "-r", "1", "-T", "1", "--rank-step", "always", "--",
+        "sh", "-c", "exit 3", cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 3
+    assert out.stderr == "topobind: sh exited with status 3\n"
+
+
+def _step_file(d: Path, group: str) -> Path:
+    d.mkdir(mode=0o700)
+    step = d / "step.txt"
+    step.write_text(f"topobind-rankexec 1\n%sample {d} 200\n@{group}\n0\tOMP_NUM_THREADS=1\n")
+    step.chmod(0o600)
+    return step
+
+
+def _one_sample(d: Path) -> dict[str, object]:
+    deadline = time.monotonic() + 30
+    while not list(d.glob("sample-*.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (path,) = d.glob("sample-*.json")
+    doc = json.loads(path.read_text())  # valid JSON, whatever the host name holds
+    assert isinstance(doc, dict)
+    return doc
+
+
+@pytest.mark.slow
+def test_a_host_name_with_json_characters_gives_valid_json(tmp_path: Path) -> None:
+    """The step file names the node as Slurm does (SLURMD_NODENAME), a name that holds a
+    quote, a backslash and a slash."""
+    name = 'no"de\\7/x'
+    step = _step_file(tmp_path / "s", name)
+    env = {**NO_SLURM, "SLURMD_NODENAME": name}
+    subprocess.run([str(RANKEXEC), str(step), "sleep", "1"], env=env, check=True, timeout=30)
+    doc = _one_sample(tmp_path / "s")
+    assert doc["host"] == name
+    placement = doc["placement"]
+    assert isinstance(placement, list) and placement and placement[0]["host"] == name
+    assert placement[0]["process"] == "sleep"
+
+
+@pytest.mark.slow
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root")
+def test_run_under_a_host_name_with_a_quote(tmp_path: Path) -> None:
+    """topobind run end to end on a host named a"b (a UTS namespace of its own)."""
+    setname = (
+        "import os, socket, sys; socket.sethostname(sys.argv[1]); "
+        "os.execvp(sys.argv[2], sys.argv[2:])"
+    )
+    out = subprocess.run(
+        ["unshare", "-u", "python3", "-c", setname, 'a"b', TOPOBIND, "run", "--launcher",
+         "none", "-r", "1", "-T", "1", "--verify-running", "--sample-ms", "300", "--",
+         str(WHEREAMI), "--spin-ms", "1500"],
+        capture_output=True, text=True, env=NO_SLURM, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert 'a"b' in row(out.stderr, 0, 0) and " OK" in row(out.stderr, 0, 0)
+
+
+# ---------------------------------------------------------------------- signals (item 4)
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_in_the_sample_wait_cleans_up(tmp_path: Path, sig: signal.Signals) -> None:
+    done = tmp_path / "done"
+    proc = subprocess.Popen(
+        [TOPOBIND, "run", "--launcher", "none", "-r", "1", "-T", "1", "--verify-running",
+         "--sample-ms", "20000", "--", "touch", str(done)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=NO_SLURM, cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not done.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the program has ended: topobind waits for its sample (20 s)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert err == (
+        f"topobind: error: interrupted ({sig.name}) while waiting for the samples of the "
+        "running program; not verified\n"
+    )
+    assert out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["done"]
+
+
+@pytest.mark.slow
+def test_a_signal_in_the_launch_does_not_wait_for_samples(tmp_path: Path) -> None:
+    """Ctrl-C while the program runs stops it (the runner passes the signal on): one line,
+    the program's status, and no wait for samples that will never come."""
+    started = tmp_path / "started"
+    proc = subprocess.Popen(
+        [TOPOBIND, "run", "--launcher", "none", "-r", "1", "-T", "1", "--verify-running",
+         "--sample-ms", "20000", "--", "sh", "-c", f"touch {started}; exec sleep 60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=NO_SLURM, cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err == "topobind: sh exited with status 130\n"
+    assert time.monotonic() - t0 < 20  # not the sample wait (20 s + up to 12 s)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["started"]

@@ -1,0 +1,226 @@
+"""The per-gpu layout, data-driven: tests/data/gpu_cases.json holds each topology, the
+``topobind plan`` arguments and the expected ranks (or error); the XMLs are in
+../shared/topologies and tests/data (gpu_derive.py derives the latter)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from topo_sources import TOPOLOGIES
+
+from topobind.cli.main import main
+from topobind.plan.model import validate_plan_json
+from topobind.topo.topology import format_list, load
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+CASES = json.loads((DATA / "gpu_cases.json").read_text())["cases"]
+
+
+def topology_path(spec: str) -> Path:
+    where, name = spec.split(":", 1)
+    path = (TOPOLOGIES if where == "shared" else DATA) / name
+    if not path.exists():
+        pytest.skip(f"{path} not found (set TOPOBIND_SHARED to the shared directory)")
+    return path
+
+
+def plan_json(capsys: pytest.CaptureFixture[str], src: Path, *args: str) -> tuple[int, Any, str]:
+    code = main(["plan", "-t", str(src), "--layout", "per-gpu", "-f", "json", *args])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if code == 0 else None), err
+
+
+def summary(rank: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "pus": rank["cpus_list"],
+        "gpus": [f"{g['os']}@{g['pci']}" for g in rank["gpus"]],
+        "nic": rank["nic"]["os"] if rank["nic"] else None,
+        "env": rank["env"],
+    }
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_case(case: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, err = plan_json(capsys, topology_path(case["topology"]), *case["args"])
+    if "error" in case:
+        assert code == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("topobind: error: "), err
+        assert case["error"] in lines[0]
+        return
+    assert code == 0, err
+    validate_plan_json(doc)
+    got = [summary(r) for r in doc["ranks"]]
+    if "ranks" in case:
+        assert got == case["ranks"]
+    else:
+        assert got[: len(case["first_ranks"])] == case["first_ranks"]
+    for note in case.get("notes", []):
+        assert any(note in n for n in doc["notes"]), doc["notes"]
+    if "srun_masks" in case:
+        (bind,) = [a for a in doc["launch"]["srun"] if a.startswith("--cpu-bind=mask_cpu:")]
+        masks = bind.split(":", 1)[1].split(",")
+        assert [int(m, 16) for m in masks] == [int(m, 16) for m in case["srun_masks"]]
+        assert "--gpu-bind=none" in doc["launch"]["srun"]
+
+
+def test_every_rank_local_to_its_gpus_and_disjoint(capsys: pytest.CaptureFixture[str]) -> None:
+    """On every GPU fixture: no PU used twice, every rank's PUs local to its GPUs."""
+    for spec in sorted({c["topology"] for c in CASES if "error" not in c}):
+        src = topology_path(spec)
+        gpus = {g.os: set(g.pus) for g in load(str(src)).devices.gpus}
+        code, doc, err = plan_json(capsys, src)
+        assert code == 0, err
+        seen: set[int] = set()
+        for r in doc["ranks"]:
+            cpus = set(r["cpus"])
+            assert not cpus & seen, (spec, r["rank"])
+            seen |= cpus
+            assert all(cpus <= gpus[g["os"]] for g in r["gpus"]), (spec, r)
+
+
+def test_lassen_agrees_with_mpibind_one_task_per_core(capsys: pytest.CaptureFixture[str]) -> None:
+    """mpibind's test 1 on Lassen: 40 tasks, one per core; tasks 0-9 on GPU 0, 10-19 on 1..."""
+    expected = (TOPOLOGIES / "gpu" / "mpibind-expected.coral-lassen").read_text()
+    block = expected.split("# 1:")[1].split("# 2:")[0]
+    quoted = [ln.strip().strip('"') for ln in block.splitlines() if ln.startswith('"')]
+    cpus, gpus = quoted[1].split(";"), quoted[2].split(";")
+    code, doc, err = plan_json(capsys, TOPOLOGIES / "gpu" / "mpibind-coral-lassen.xml", "-r", "40")
+    assert code == 0, err
+    assert [r["cpus_list"] for r in doc["ranks"]] == cpus
+    assert [",".join(str(g["index"]) for g in r["gpus"]) for r in doc["ranks"]] == gpus
+
+
+def test_show_lists_devices_with_locality(capsys: pytest.CaptureFixture[str]) -> None:
+    src = TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml"
+    assert main(["show", "-t", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert "GPU rsmi0 (index 0, PCI 0000:c1:00.0, vendor 1002" in out
+    assert "near L3Cache, PUs 48-55,112-119, NUMA 3" in out
+    assert "NIC hsi2 (slingshot, PCI 0000:d5:00.0): near L3Cache, PUs 8-15,72-79, NUMA 0" in out
+    assert main(["show", "-t", str(src), "-f", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [g["os"] for g in doc["gpus"]] == [f"rsmi{i}" for i in range(8)]
+    assert {n["os"]: n["numa"] for n in doc["nics"]} == {
+        "hsi0": [3],
+        "hsi1": [1],
+        "hsi2": [0],
+        "hsi3": [2],
+    }
+
+
+def test_one_physical_gpu_is_one_gpu() -> None:
+    """cuda/nvml/opencl OS devices of one PCI device are one GPU, named after its runtime."""
+    topo = load(str(TOPOLOGIES / "gpu" / "mpibind-g4dnmetal.xml"))
+    assert [g.os for g in topo.devices.gpus] == [f"cuda{i}" for i in range(8)]
+    assert set(topo.devices.gpus[0].names) == {"cuda0", "nvml0", "opencl0d0"}
+    assert topo.devices.nics == ()  # the EFA device (rdmap*) is not one of the NIC kinds
+    lassen = load(str(TOPOLOGIES / "gpu" / "mpibind-coral-lassen.xml"))
+    assert [(n.os, n.kind) for n in lassen.devices.nics][:1] == [("mlx5_0", "openfabrics")]
+    assert set(lassen.devices.nics[0].names) == {"mlx5_0", "hsi0"}
+
+
+def test_cgroup_cuts_device_locality() -> None:
+    topo = load(str(DATA / "gpu-tioga-cgroup.xml"))
+    local = {g.os: format_list(g.pus) for g in topo.devices.gpus}
+    assert local["rsmi4"] == "0-3" and local["rsmi5"] == "8-11" and local["rsmi0"] == ""
+
+
+def test_live_node_without_gpus() -> None:
+    """This machine has no GPU: the live topology loads, with no GPU, and per-gpu says so."""
+    topo = load("live")
+    if topo.devices.gpus:
+        pytest.skip("this machine has GPUs")
+    assert main(["plan", "--layout", "per-gpu"]) == 2
+
+
+def test_a_job_that_narrowed_the_gpus_is_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Live plans inside a job whose ROCR_VISIBLE_DEVICES is already set (Slurm --gpus)."""
+    import dataclasses
+
+    from topobind.plan.layouts import make_plan
+
+    topo = dataclasses.replace(
+        load(str(TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml")), source="live"
+    )
+    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "2,3")
+    assert any(
+        "ROCR_VISIBLE_DEVICES=2,3 is already set" in n for n in make_plan(topo, "per-gpu").notes
+    )
+    monkeypatch.delenv("ROCR_VISIBLE_DEVICES")
+    assert not any("already set" in n for n in make_plan(topo, "per-gpu").notes)
+
+
+def test_deep_io_nesting_is_read_without_recursion() -> None:
+    from topobind.topo import hwloc_xml
+    from topobind.topo.devices import devices_of
+
+    xml = (
+        '<topology><object type="Machine" cpuset="0x1">'
+        + '<object type="Bridge">' * 5000
+        + '<object type="PCIDev" pci_busid="0000:01:00.0" pci_type="0302 [10de:1db1]">'
+        + '<object type="OSDev" name="cuda0"/></object>'
+        + "</object>" * 5000
+        + "</object></topology>"
+    )
+    doc = hwloc_xml.read(xml, "deep.xml", max_pus=1, max_depth=6000, fix="")
+    gpus = devices_of(doc.osdevs, {0}, set()).gpus
+    assert [(g.os, g.index, g.pus) for g in gpus] == [("cuda0", 0, (0,))]
+
+
+def test_gpu_options_belong_to_per_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["plan", "-t", "synthetic:pack:1 core:2 pu:1", "-l", "compact", "--order", "cpu"]) == 2
+    )
+    assert "--order: not an option of layout 'compact'" in capsys.readouterr().err
+
+
+def test_run_writes_each_ranks_variables_into_the_rank_step_file(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The per-rank step (kernels/rankexec.c) reads each rank's ranks[].env from the file
+    topobind run writes: one line per local rank."""
+    import re
+
+    for var in ("SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    src = str(TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml")
+    args = ["run", "--dry-run", "-t", src, "-l", "per-gpu", "--launcher", "mpirun", "--", "true"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    workdir = re.search(r"files this command reads \(kept; remove when done\): (\S+)", out)
+    assert workdir, out
+    lines = (Path(workdir.group(1)) / "rankexec.txt").read_text().splitlines()
+    ranks = [line.split("\t") for line in lines if line[:1].isdigit()]
+    assert [r[0] for r in ranks] == [str(i) for i in range(8)]
+    assert [[v for v in r if v.startswith("ROCR_")] for r in ranks] == [
+        [f"ROCR_VISIBLE_DEVICES={i}"] for i in range(8)
+    ]
+
+
+def test_nested_localities_give_each_core_once() -> None:
+    """GPU cuda1 near both L3 domains, cuda0 and cuda2 near one each: the cores go to the
+    nearest GPUs, cuda1 is left out with a note (never a core planned twice)."""
+    import dataclasses
+
+    from topobind.plan.layouts import make_plan
+    from topobind.topo.devices import Devices, Gpu
+
+    topo = load("synthetic:pack:1 l3:2 core:2 pu:1")
+
+    def gpu(i: int, pus: tuple[int, ...]) -> Gpu:
+        return Gpu(
+            f"cuda{i}", (f"cuda{i}",), i, f"0000:0{i}:00.0", "10de", None, pus, (0,), "L3", "cuda"
+        )
+
+    devices = Devices(gpus=(gpu(0, (0, 1)), gpu(1, (0, 1, 2, 3)), gpu(2, (2, 3))))
+    plan = make_plan(dataclasses.replace(topo, devices=devices), "per-gpu")
+    assert [(r.cpus, [g.os for g in r.gpus]) for r in plan.ranks] == [
+        ((0, 1), ["cuda0"]),
+        ((2, 3), ["cuda2"]),
+    ]
+    assert plan.notes == ("GPUs cuda1: every core near them went to GPUs nearer still; not used",)
