@@ -84,7 +84,6 @@ def add_subparser(subparsers: Any) -> None:
         help="launch a program with the planned binding (srun, mpirun or none)",
         description="Plan for this job's allocation, export OMP_*, and launch the program.",
         epilog=RUN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _plan_args(run)
     run.add_argument("--launcher", type=_launcher_arg, metavar="NAME", help=launchers.help_text())
@@ -140,7 +139,6 @@ def add_subparser(subparsers: Any) -> None:
         description='For scripts that launch by themselves: eval "$(topobind env --layout L)". '
         "In a job whose nodes hold different shares the variables must fit every node: "
         "otherwise only inside a job step (srun), for that node, else an error.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _plan_args(env)
     env.set_defaults(func=run_env)
@@ -150,7 +148,6 @@ def add_subparser(subparsers: Any) -> None:
         help="run the placement probe under a launch command and compare with the plan",
         description="Run kernels/bin/whereami under LAUNCH COMMAND; table of planned vs actual.",
         epilog=VERIFY_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _plan_args(verify)
     verify.add_argument("--plan", metavar="FILE", help="a plan JSON (topobind plan -f json)")

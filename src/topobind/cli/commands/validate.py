@@ -82,7 +82,6 @@ def add_subparser(subparsers: Any) -> None:
         help="run a site's ReFrame checks; table of measured vs reference, PASS/FAIL",
         description="Run the ReFrame checks of a site and compare every figure with its target.",
         epilog=VALIDATE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(val)
     val.add_argument(
@@ -158,7 +157,6 @@ def add_subparser(subparsers: Any) -> None:
         help="measure a site's references on this machine and write its references.yaml",
         description="Run a site's checks several times and write references with tolerances.",
         epilog=CALIBRATE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(cal)
     cal.add_argument("--repeat", type=int, default=3, metavar="N", help="sessions (default 3)")
