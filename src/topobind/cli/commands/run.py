@@ -90,20 +90,17 @@ def add_subparser(subparsers: Any) -> None:
     run.add_argument(
         "--mpi", choices=launchers.OPENMPI, help="with --launcher mpirun: which OpenMPI"
     )
-    run.add_argument(
-        "--srun-args",
-        type=shlex.split,
-        default=[],
-        metavar="'OPTS'",
-        help="options for srun itself, e.g. --srun-args '--mpi=pmix --time=5'",
-    )
-    run.add_argument(
-        "--mpirun-args",
-        type=shlex.split,
-        default=[],
-        metavar="'OPTS'",
-        help="options for mpirun / mpiexec itself, e.g. --mpirun-args '--mca btl self,vader'",
-    )
+    for flag, launcher, example in (
+        ("--srun-args", "srun", "--mpi=pmix --time=5"),
+        ("--mpirun-args", "mpirun / mpiexec", "--mca btl self,vader"),
+    ):  # the launcher's own options, one shell-quoted string
+        run.add_argument(
+            flag,
+            type=shlex.split,
+            default=[],
+            metavar="'OPTS'",
+            help=f"options for {launcher} itself, e.g. {flag} '{example}'",
+        )
     run.add_argument(
         "--verify",
         action="store_true",
@@ -366,7 +363,7 @@ def _print_memory(job: jobrun.Job) -> bool:
     if job.shape.groups or all(r.memory is None for r in plan.ranks):
         _print_state()
         return True
-    samples = memverify.read_memory_samples(memverify.sample_paths(job.workdir))
+    samples = memverify.memory_samples(job.workdir)
     if not samples:  # no program was running at its sample: the placement verdict says so
         return True
     _print_state()
