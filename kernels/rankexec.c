@@ -162,8 +162,11 @@ static void bind_to(const char *list, long rank)
     int top = 0;
     for (int i = 0; i < n; i++)
         top = cpus[i] > top ? cpus[i] : top;
-    cpu_set_t *set = CPU_ALLOC((size_t)top + 1);
-    size_t size = CPU_ALLOC_SIZE((size_t)top + 1);
+    /* sched_getaffinity(2) refuses (EINVAL) a mask smaller than the kernel's CPU count: at
+       least 1024 CPUs, as tb_step_bind() does (a 256-PU node binding a rank to CPUs 0-3) */
+    size_t count = (size_t)top + 1 > 1024 ? (size_t)top + 1 : 1024;
+    cpu_set_t *set = CPU_ALLOC(count);
+    size_t size = CPU_ALLOC_SIZE(count);
     if (!set)
         fail("out of memory");
     CPU_ZERO_S(size, set);
