@@ -32,16 +32,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#ifndef MAP_HUGE_SHIFT
-#define MAP_HUGE_SHIFT 26
-#endif
-#ifndef MAP_HUGE_2MB
-#define MAP_HUGE_2MB (21 << MAP_HUGE_SHIFT)
-#endif
-#ifndef MAP_HUGE_1GB
-#define MAP_HUGE_1GB (30 << MAP_HUGE_SHIFT)
-#endif
-
 #define HDR 64
 #define MAGIC 0x7462687567657061ULL /* "tbhugepa" */
 #define MAX_LIVE 1024

@@ -43,6 +43,7 @@
  * gone at the last look).
  */
 #include "tb_common.h"
+#include "tb_step.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -138,71 +139,17 @@ static char *read_plan(const char *path)
     return buf;
 }
 
-/* Does the "@a,b,c" group line name this host (its name, or its name up to the first '.')? */
-static int names_host(const char *list, const char *host)
+/* The rank's line of the step file (the shared reader, common/tb_step.c); an error names PATH. */
+static tb_step_choice choose(char *text, const char *path, const char *host, long rank)
 {
-    size_t hl = strlen(host), sl = strcspn(host, ".");
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        if ((n == hl || n == sl) && strncmp(p, host, n) == 0)
-            return 1;
-        if (!e)
-            break;
-        p = e + 1;
-    }
-    return 0;
-}
-
-typedef struct {
-    char *line; /* the rank's line: "RANK\tNAME=VALUE\t..." (NUL-terminated) */
-    char *sample_dir;
-    long sample_ms;
-} choice_t;
-
-static choice_t choose(char *text, const char *path, const char *host, long rank)
-{
-    choice_t c = {0};
-    char *own = NULL, *any = NULL; /* the rank's line in this host's group / in "@*" */
-    int in_own = 0, in_any = 1, host_has_group = 0; /* before any "@": every host */
-    char *save = NULL;
-    char *line = strtok_r(text, "\n", &save);
-    if (!line || (strcmp(line, "topobind-rankexec 1") != 0 &&
-                  strcmp(line, "topobind-rankexec 2") != 0 &&
-                  strcmp(line, "topobind-rankexec 3") != 0))
-        fail("%s is not a topobind-rankexec 1, 2 or 3 file", path);
-    while ((line = strtok_r(NULL, "\n", &save))) {
-        if (line[0] == '#' || line[0] == '\0')
-            continue;
-        if (line[0] == '%') {
-            char *dir = strchr(line, ' ');
-            char *ms = dir ? strrchr(dir + 1, ' ') : NULL;
-            if (strncmp(line, "%sample ", 8) != 0 || !ms)
-                fail("%s: unknown directive %.40s", path, line);
-            *ms = '\0';
-            c.sample_dir = dir + 1;
-            c.sample_ms = strtol(ms + 1, NULL, 10);
-            continue;
-        }
-        if (line[0] == '@') {
-            in_any = strcmp(line + 1, "*") == 0;
-            in_own = !in_any && names_host(line + 1, host);
-            host_has_group |= in_own;
-            continue;
-        }
-        char *end;
-        long r = strtol(line, &end, 10);
-        if (end == line || (*end != '\t' && *end != '\0'))
-            fail("%s: malformed line %.40s", path, line);
-        if (r != rank)
-            continue;
-        if (in_own && !own)
-            own = line;
-        else if (in_any && !any)
-            any = line;
-    }
-    c.line = host_has_group ? own : any; /* NULL: no line for this rank on this host */
-    return c;
+    tb_step_choice c = {0};
+    char err[256];
+    int rc = tb_step_choose(text, host, rank, &c, err, sizeof err);
+    if (rc == TB_STEP_NOT_STEP_FILE)
+        fail("%s is %s", path, err);
+    if (rc != 0)
+        fail("%s: %s", path, err);
+    return c; /* c.line NULL: no line for this rank on this host */
 }
 
 /* Bind this process (the rank, before its exec) to the OS CPUs of LIST. */
@@ -215,8 +162,11 @@ static void bind_to(const char *list, long rank)
     int top = 0;
     for (int i = 0; i < n; i++)
         top = cpus[i] > top ? cpus[i] : top;
-    cpu_set_t *set = CPU_ALLOC((size_t)top + 1);
-    size_t size = CPU_ALLOC_SIZE((size_t)top + 1);
+    /* sched_getaffinity(2) refuses (EINVAL) a mask smaller than the kernel's CPU count: at
+       least 1024 CPUs, as tb_step_bind() does (a 256-PU node binding a rank to CPUs 0-3) */
+    size_t count = (size_t)top + 1 > 1024 ? (size_t)top + 1 : 1024;
+    cpu_set_t *set = CPU_ALLOC(count);
+    size_t size = CPU_ALLOC_SIZE(count);
     if (!set)
         fail("out of memory");
     CPU_ZERO_S(size, set);
@@ -291,42 +241,40 @@ static void preload(const char *lib)
         fail("cannot set LD_PRELOAD: %s", strerror(errno));
 }
 
-/* A version-3 memory field of the rank's line; 0 when TOK is not one. */
-static int memory_field(const char *tok, long rank)
+/* One field of the rank's line (tb_step_fields): %cpus=, the version-3 memory fields, or a
+ * variable to export. */
+static int apply_field(void *ctx, const char *name, const char *value, int directive, char *err,
+                       size_t errlen)
 {
-    if (strncmp(tok, "%mem=", 5) == 0)
-        set_policy(tok + 5, rank);
-    else if (strncmp(tok, "%thp=", 5) == 0) {
-        if (strcmp(tok + 5, "off") != 0)
-            fail("local rank %ld: unknown THP setting %.40s (only %%thp=off)", rank, tok);
+    long rank = *(const long *)ctx;
+    (void)err;
+    (void)errlen;
+    if (!directive) {
+        if (setenv(name, value, 1) != 0)
+            fail("cannot set %s: %s", name, strerror(errno));
+    } else if (strcmp(name, "cpus") == 0)
+        bind_to(value, rank);
+    else if (strcmp(name, "mem") == 0)
+        set_policy(value, rank);
+    else if (strcmp(name, "thp") == 0) {
+        if (strcmp(value, "off") != 0)
+            fail("local rank %ld: unknown THP setting %%thp=%.40s (only %%thp=off)", rank, value);
         if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
             fail("local rank %ld: cannot turn transparent huge pages off: %s", rank,
                  strerror(errno));
-    } else if (strncmp(tok, "%preload=", 9) == 0)
-        preload(tok + 9);
+    } else if (strcmp(name, "preload") == 0)
+        preload(value);
     else
-        return 0;
-    return 1;
+        fail("local rank %ld: unknown field %%%.40s (a step file newer than this rankexec?)",
+             rank, name);
+    return 0;
 }
 
 static void export_line(char *line, long rank)
 {
-    char *save = NULL;
-    char *tok = strtok_r(line, "\t", &save); /* the rank number */
-    while ((tok = strtok_r(NULL, "\t", &save))) {
-        if (strncmp(tok, "%cpus=", 6) == 0) {
-            bind_to(tok + 6, rank);
-            continue;
-        }
-        if (tok[0] == '%' && memory_field(tok, rank))
-            continue;
-        char *eq = strchr(tok, '=');
-        if (!eq || eq == tok)
-            fail("malformed variable %.40s", tok);
-        *eq = '\0';
-        if (setenv(tok, eq + 1, 1) != 0)
-            fail("cannot set %s: %s", tok, strerror(errno));
-    }
+    char err[256];
+    if (tb_step_fields(line, apply_field, &rank, err, sizeof err) != 0)
+        fail("%s", err);
 }
 
 /* ---------------------------------------------------------------- sampler */
@@ -716,7 +664,7 @@ static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, c
 }
 
 /* A detached sampler: the grandchild is adopted by init, the program never sees it. */
-static void start_sampler(const choice_t *c, long rank, const char *host)
+static void start_sampler(const tb_step_choice *c, long rank, const char *host)
 {
     pid_t self = getpid();
     long global = env_number(RANK_VARS);
@@ -763,7 +711,7 @@ int main(int argc, char **argv)
     if (node && (!*node || strcmp(node, host) == 0))
         node = NULL;
     char *again = node ? strdup(text) : NULL; /* choose() cuts the text into lines */
-    choice_t c = choose(text, argv[1], host, rank);
+    tb_step_choice c = choose(text, argv[1], host, rank);
     if (!c.line && again) {
         c = choose(again, argv[1], node, rank);
         snprintf(host, sizeof host, "%s", node);

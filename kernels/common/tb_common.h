@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
 
 #define TB_SCHEMA "topobind.result/1"
 
@@ -135,6 +136,18 @@ int tb_node_cpus(int node, int **out);
 long long tb_llc_total_bytes(void);
 
 /* ---------------------------------------------------------------- memory with page control */
+/* mmap(2)'s hugetlb page-size flags, for C libraries whose headers predate them (used by
+ * tb_pages.c and the LD_PRELOAD shim hugepreload.c: macros only, nothing to link). */
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+#ifndef MAP_HUGE_2MB
+#define MAP_HUGE_2MB (21 << MAP_HUGE_SHIFT)
+#endif
+#ifndef MAP_HUGE_1GB
+#define MAP_HUGE_1GB (30 << MAP_HUGE_SHIFT)
+#endif
+
 typedef enum { TB_PG_AUTO = 0, TB_PG_1G, TB_PG_2M, TB_PG_THP, TB_PG_4K } tb_pgkind;
 
 typedef struct {

@@ -18,15 +18,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#ifndef MAP_HUGE_SHIFT
-#define MAP_HUGE_SHIFT 26
-#endif
-#ifndef MAP_HUGE_2MB
-#define MAP_HUGE_2MB (21 << MAP_HUGE_SHIFT)
-#endif
-#ifndef MAP_HUGE_1GB
-#define MAP_HUGE_1GB (30 << MAP_HUGE_SHIFT)
-#endif
 #define TB_MPOL_BIND 2
 
 static const size_t TB_2M = 2UL << 20, TB_1G = 1UL << 30;
@@ -199,6 +190,23 @@ static void bind_or_note(tb_region *r)
     note(r, "bound to NUMA node %d (mbind MPOL_BIND)", r->mem_node);
 }
 
+/* R takes the anonymous mapping [BASE, BASE+LEN) made for KIND (thp or 4k), advised with
+ * ADVICE (named NAME); a note says how (HOW: what else was done to it), then the NUMA binding. */
+static void take_advised(tb_region *r, void *base, size_t len, tb_pgkind kind, int advice,
+                         const char *name, const char *how)
+{
+    char sz[32];
+    r->base = base;
+    r->len = len;
+    r->method = kind;
+    bytes_text(len, sz, sizeof sz);
+    if (madvise(base, len, advice) != 0)
+        note(r, "%s: madvise(%s) failed: %s", tb_pgkind_name(kind), name, strerror(errno));
+    else
+        note(r, "%s: mapped %s%s with madvise(%s)", tb_pgkind_name(kind), sz, how, name);
+    bind_or_note(r);
+}
+
 void tb_region_alloc(tb_region *r, tb_pgkind req, size_t bytes, int strict, int mem_node)
 {
     static const tb_pgkind chain[] = {TB_PG_1G, TB_PG_2M, TB_PG_THP, TB_PG_4K};
@@ -270,15 +278,7 @@ void tb_region_alloc(tb_region *r, tb_pgkind req, size_t bytes, int strict, int 
                 munmap(p, (size_t)(a - p));
             if (a + len < p + len + TB_2M)
                 munmap(a + len, (size_t)(p + len + TB_2M - (a + len)));
-            r->base = a;
-            r->len = len;
-            r->method = TB_PG_THP;
-            bytes_text(len, sz, sizeof sz);
-            if (madvise(a, len, MADV_HUGEPAGE) != 0)
-                note(r, "thp: madvise(MADV_HUGEPAGE) failed: %s", strerror(errno));
-            else
-                note(r, "thp: mapped %s 2 MiB-aligned with madvise(MADV_HUGEPAGE)", sz);
-            bind_or_note(r);
+            take_advised(r, a, len, TB_PG_THP, MADV_HUGEPAGE, "MADV_HUGEPAGE", " 2 MiB-aligned");
             return;
         }
         /* 4k */
@@ -286,15 +286,7 @@ void tb_region_alloc(tb_region *r, tb_pgkind req, size_t bytes, int strict, int 
         void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
             tb_die(1, "cannot map %zu bytes: %s", len, strerror(errno));
-        r->base = p;
-        r->len = len;
-        r->method = TB_PG_4K;
-        bytes_text(len, sz, sizeof sz);
-        if (madvise(p, len, MADV_NOHUGEPAGE) != 0)
-            note(r, "4k: madvise(MADV_NOHUGEPAGE) failed: %s", strerror(errno));
-        else
-            note(r, "4k: mapped %s with madvise(MADV_NOHUGEPAGE)", sz);
-        bind_or_note(r);
+        take_advised(r, p, len, TB_PG_4K, MADV_NOHUGEPAGE, "MADV_NOHUGEPAGE", "");
         return;
     }
 }

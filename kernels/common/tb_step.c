@@ -38,8 +38,8 @@ int tb_step_choose(char *text, const char *host, long rank, tb_step_choice *out,
     if (!line || (strcmp(line, "topobind-rankexec 1") != 0 &&
                   strcmp(line, "topobind-rankexec 2") != 0 &&
                   strcmp(line, "topobind-rankexec 3") != 0)) {
-        snprintf(err, errlen, "not a topobind-rankexec 1, 2 or 3 step file");
-        return -1;
+        snprintf(err, errlen, "not a topobind-rankexec 1, 2 or 3 file");
+        return TB_STEP_NOT_STEP_FILE;
     }
     while ((line = strtok_r(NULL, "\n", &save))) {
         if (line[0] == '#' || line[0] == '\0')

@@ -3,8 +3,8 @@
  * by topobind: launch.py rank_step_text/groups_step_text, `topobind plan --format rankexec`)
  * read from memory: find the line of a local rank for a host, walk its fields, bind to a
  * %cpus= list. No exit, no output: errors come back as text for the caller to report.
- * Used by the SPANK plugin (launchers/spank/topobind_spank.c); kernels/rankexec.c reads the
- * same format with its own copy of this code.
+ * Used by the SPANK plugin (launchers/spank/topobind_spank.c) and by the per-rank step
+ * kernels/rankexec.c.
  */
 #ifndef TB_STEP_H
 #define TB_STEP_H
@@ -18,7 +18,9 @@ typedef struct {
 } tb_step_choice;
 
 /* The line of local rank RANK for HOST in TEXT (cut into lines in place). Returns 0 with
- * out->line set or NULL (no line for that rank on that host), -1 on a malformed file (ERR). */
+ * out->line set or NULL (no line for that rank on that host), -1 on a malformed file (ERR),
+ * TB_STEP_NOT_STEP_FILE when TEXT is no step file at all (ERR: "not a topobind-rankexec ..."). */
+#define TB_STEP_NOT_STEP_FILE (-2)
 int tb_step_choose(char *text, const char *host, long rank, tb_step_choice *out, char *err,
                    size_t errlen);
 

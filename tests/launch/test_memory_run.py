@@ -4,6 +4,7 @@ program topobind did not write, and the numa_maps verdicts (a rank whose pages m
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from slurm_helpers import slurm_cluster  # noqa: F401  (session fixture)
 
+from topobind.launch.samples import Sample, parse_sample
 from topobind.launch.verify_memory import MAX_OUTSIDE, check, summary, table
 from topobind.plan.layouts import make_plan
 from topobind.plan.memory import plan_memory
@@ -91,8 +93,13 @@ def test_dry_run_step_file_carries_memory(tmp_path: Path) -> None:
     assert "0\t%thp=off\t" in out.stdout
 
 
-def sample(rank: int, nodes: dict[str, int], pages: dict[str, int], **extra: object) -> dict:
-    return {"rank": rank, "host": "h", "memory": {"nodes": nodes, "pages": pages, **extra}}
+def sample(rank: int, nodes: dict[str, int], pages: dict[str, int], **extra: object) -> Sample:
+    """A rank's sample line as rankexec's sampler writes it, through the samples' reader."""
+    memory = {"nodes": nodes, "pages": pages, **extra}
+    doc = {"kernel": "whereami", "host": "h", "rank": rank, "placement": [], "memory": memory}
+    parsed = parse_sample(json.dumps(doc))
+    assert parsed is not None and parsed.memory == memory
+    return parsed
 
 
 def test_verdicts_on_samples() -> None:

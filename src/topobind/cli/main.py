@@ -14,7 +14,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from topobind import __version__
 from topobind.errors import TopobindError
@@ -47,6 +47,15 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"topobind: error: {message} (see '{self.prog} --help')\n")
 
 
+class CommandParser(OneLineParser):
+    """The parser of a command (and of its subcommands): its description and epilog keep
+    their line breaks (examples, tables), as every command writes them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser(modules: Sequence[str] = SUBCOMMAND_MODULES) -> argparse.ArgumentParser:
     """The parser of the commands that ``modules`` declare (``add_subparser``)."""
     parser = OneLineParser(
@@ -58,7 +67,9 @@ def build_parser(modules: Sequence[str] = SUBCOMMAND_MODULES) -> argparse.Argume
         epilog="Run 'topobind COMMAND --help' for the options and examples of each command.",
     )
     parser.add_argument("--version", action="version", version=f"topobind {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=CommandParser
+    )
     for name in modules:
         importlib.import_module(name).add_subparser(subparsers)
     return parser

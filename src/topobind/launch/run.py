@@ -31,7 +31,7 @@ from topobind.launch.build import (
     write_files,
 )
 from topobind.launch.node_groups import check_env_per_node, compare_per_node
-from topobind.launch.samples import explain, judged_threads, read_sample_files
+from topobind.launch.samples import explain, judged_threads, read_sample_files, sample_files
 from topobind.launch.verify import Row, compare, parse_probe_output
 from topobind.launch.verify_devices import EnvRow, check_env
 from topobind.launch.verify_memory import ProbeRow, probe_rows
@@ -227,16 +227,11 @@ def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> list[Row]:
     )
     deadline = time.monotonic() + sample_ms / 1000 + 12.0
     with stop_on_signals("while waiting for the samples of the running program; not verified"):
-        while time.monotonic() < deadline and len(_sample_files(job.workdir)) < expected:
+        while time.monotonic() < deadline and len(sample_files(job.workdir)) < expected:
             time.sleep(0.05)
-    samples = read_sample_files(_sample_files(job.workdir))
+    samples = read_sample_files(sample_files(job.workdir))
     observed = judged_threads(samples)  # each rank's program, without its wrappers
     if groups:
         return explain(compare_per_node(groups, observed, match_threads=True), samples)
     planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
     return explain(compare(planned, observed, nnodes=job.launch.nodes, match_threads=True), samples)
-
-
-def _sample_files(where: str) -> list[str]:
-    names = [n for n in os.listdir(where) if n.startswith("sample-") and n.endswith(".json")]
-    return [os.path.join(where, n) for n in sorted(names)]

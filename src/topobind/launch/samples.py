@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,6 +45,9 @@ class Sample:
     wanted: int  # OMP_NUM_THREADS of the rank (-1: not set)
     ended: bool  # the program was gone at the sampler's last look
     threads: tuple[SampledThread, ...]
+    #: the program's memory (rankexec's sample_memory: numa_maps bytes by NUMA node and page
+    #: size, THP, large mappings; topobind.launch.verify_memory); None: not read (it was gone)
+    memory: dict[str, object] | None = None
 
     def judged(self) -> list[SampledThread]:
         """The program's threads: those of processes that are not wrappers."""
@@ -100,9 +104,16 @@ def parse_sample(line: str) -> Sample | None:
             wanted=_int(doc.get("threads_wanted", -1)),
             ended=doc.get("ended") is True,
             threads=tuple(_thread(p, host) for p in placement),
+            memory=memory if isinstance(memory := doc.get("memory"), dict) else None,
         )
     except (ValueError, KeyError, TypeError, RecursionError):
         return None
+
+
+def sample_files(where: str) -> list[str]:
+    """The sample files the ranks' samplers wrote into the job directory ``where``, by name."""
+    names = [n for n in os.listdir(where) if n.startswith("sample-") and n.endswith(".json")]
+    return [os.path.join(where, n) for n in sorted(names)]
 
 
 def read_sample_files(paths: Sequence[str]) -> list[Sample]:

@@ -13,9 +13,12 @@ transparent huge pages at all). A program that rebinds its memory (``mbind``,
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+from topobind.launch.samples import Sample, read_sample_files, sample_files
+from topobind.plan.memory import memory_text
 from topobind.plan.model import MemoryPlacement, Plan
 from topobind.topo.memory_state import page_label
 from topobind.topo.topology import format_list
@@ -46,35 +49,23 @@ class MemRow:
         return self.status == "OK"
 
 
-def read_memory_samples(paths: list[str]) -> list[dict[str, object]]:
-    """Each sample file's JSON document that holds a ``memory`` member."""
-    docs = []
-    for path in paths:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                doc = json.loads(fh.read(1 << 20))
-        except (OSError, ValueError):
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("memory"), dict):
-            docs.append(doc)
-    return docs
+def memory_samples(where: str) -> list[Sample]:
+    """The samples in the job directory ``where`` that hold the program's memory (read by
+    :mod:`topobind.launch.samples`, the one reader of sample files)."""
+    return [s for s in read_sample_files(sample_files(where)) if s.memory is not None]
 
 
-def sample_paths(where: str) -> list[str]:
-    names = [n for n in os.listdir(where) if n.startswith("sample-") and n.endswith(".json")]
-    return [os.path.join(where, n) for n in sorted(names)]
-
-
-def check(plan: Plan, samples: list[dict[str, object]]) -> list[MemRow]:
-    """A row per sampled rank (its plan rank: global rank modulo the ranks per node), and a
-    MISSING row per planned rank no sample names."""
+def check(plan: Plan, samples: Sequence[Sample]) -> list[MemRow]:
+    """A row per sample holding memory (its plan rank: global rank modulo the ranks per node),
+    and a MISSING row per planned rank no sample names."""
     rows = []
     seen = set()
-    for doc in sorted(samples, key=lambda d: int(str(d.get("rank", 0)))):
-        rank = int(str(doc.get("rank", 0)))
-        seen.add(rank % plan.nranks)
-        planned = plan.ranks[rank % plan.nranks].memory
-        rows.append(_row(rank, str(doc.get("host", "?")), planned, doc["memory"]))  # type: ignore[arg-type]
+    for sample in sorted(samples, key=lambda x: x.rank):
+        if sample.memory is None:
+            continue
+        seen.add(sample.rank % plan.nranks)
+        planned = plan.ranks[sample.rank % plan.nranks].memory
+        rows.append(_row(sample.rank, sample.host, planned, sample.memory))
     for r in plan.ranks:
         if r.rank not in seen:
             rows.append(MemRow(r.rank, "?", r.memory, status="MISSING", why="no sample"))
@@ -135,20 +126,27 @@ def _mib(n: int) -> str:
 
 def table(rows: list[MemRow]) -> str:
     """One line per rank: planned, resident anonymous memory by NUMA node and by page size."""
-    from topobind.plan.memory import memory_text
 
-    lines = [
-        f"{'rank':>4}  {'host':<12} {'planned':<20} {'by NUMA node':<24} {'by page size':<30} "
-        "verdict"
-    ]
-    for r in rows:
+    def cells(r: MemRow) -> str:
         nodes = ", ".join(f"{n}: {_mib(b)}" for n, b in sorted(r.nodes.items())) or "-"
         sizes = [f"{page_label(k)} {_mib(b)}" for k, b in sorted(r.pages.items())]
         sizes += [f"(THP {_mib(r.thp)})"] if r.thp else []
+        return f"{nodes:<24} {', '.join(sizes) or '-':<30}"
+
+    return _table(rows, f"{'by NUMA node':<24} {'by page size':<30}", cells)
+
+
+_Row = TypeVar("_Row", MemRow, "ProbeRow")
+
+
+def _table(rows: Sequence[_Row], heads: str, cells: Callable[[_Row], str]) -> str:
+    """The memory tables: rank, host and planned memory, the table's own columns (``heads``
+    over ``cells`` of each row), the verdict."""
+    lines = [f"{'rank':>4}  {'host':<12} {'planned':<20} {heads} verdict"]
+    for r in rows:
         verdict = r.status + (f": {r.why}" if r.why else "")
         lines.append(
-            f"{r.rank:>4}  {r.host[:12]:<12} {memory_text(r.planned):<20} {nodes:<24} "
-            f"{', '.join(sizes) or '-':<30} {verdict}"
+            f"{r.rank:>4}  {r.host[:12]:<12} {memory_text(r.planned):<20} {cells(r)} {verdict}"
         )
     return "\n".join(lines)
 
@@ -246,18 +244,12 @@ def _probe_problem(row: ProbeRow) -> str:
 
 
 def probe_table(rows: list[ProbeRow]) -> str:
-    from topobind.plan.memory import memory_text
-
-    lines = [f"{'rank':>4}  {'host':<12} {'planned':<20} {'policy':<24} test page  verdict"]
-    for r in rows:
+    def cells(r: ProbeRow) -> str:
         policy = f"{r.policy} {format_list(r.nodes)}".strip()
         node = f"node {r.page_node}" if r.page_node >= 0 else "?"
-        verdict = r.status + (f": {r.why}" if r.why else "")
-        lines.append(
-            f"{r.rank:>4}  {r.host[:12]:<12} {memory_text(r.planned):<20} {policy:<24} "
-            f"{node:<10} {verdict}"
-        )
-    return "\n".join(lines)
+        return f"{policy:<24} {node:<10}"
+
+    return _table(rows, f"{'policy':<24} test page ", cells)
 
 
 def probe_json(rows: list[ProbeRow]) -> list[dict[str, object]]:

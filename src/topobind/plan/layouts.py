@@ -451,20 +451,31 @@ def make_plan(
     (topobind.topo.cpukinds); ``options``: the per-layout options given (``LayoutOption.dest`` ->
     value)."""
     spec, parameter = parse_layout(layout)
-    return plan_layout(topo, spec, parameter, ranks, threads, smt, cpukind, options)
+    return plan_layout(
+        topo,
+        spec,
+        parameter,
+        ranks=ranks,
+        threads=threads,
+        smt=smt,
+        cpukind=cpukind,
+        options=options,
+    )
 
 
 def plan_layout(
     topo: Topology,
     spec: Layout,
     parameter: int | None,
-    ranks: int | None = None,
-    threads: int | None = None,
-    smt: bool = False,
-    cpukind: str = "performance",
-    options: Mapping[str, object] | None = None,
+    *,
+    ranks: int | None,
+    threads: int | None,
+    smt: bool,
+    cpukind: str,
+    options: Mapping[str, object] | None,
 ) -> Plan:
-    """:func:`make_plan` of a layout already parsed (``parameter``: the N of ``NAME:N``)."""
+    """:func:`make_plan` of a layout already parsed (``parameter``: the N of ``NAME:N``), every
+    value given (the engine's entry, from a request: ``topobind.plan.request.plan``)."""
     layout = spec.name + ("" if parameter is None else f":{parameter}")
     req = Request(layout, ranks, threads, smt, parameter, dict(options or {}))
     foreign = sorted(set(req.options) - {o.dest for o in spec.options})

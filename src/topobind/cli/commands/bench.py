@@ -59,7 +59,6 @@ def add_subparser(subparsers: Any) -> None:
         description=DESCRIPTION,
         epilog=EPILOG,
         usage="topobind bench KERNEL [options] [-- kernel arguments]",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     # argparse (3.11) mishandles '--' below nested subparsers: take the rest verbatim and
     # parse it in run() after splitting at the first '--'.

@@ -36,7 +36,6 @@ def add_subparser(subparsers: Any) -> None:
         help="draw a layout on the node: packages, NUMA nodes, L3 domains, cores, ranks",
         description="Draw where every rank and thread of a layout runs on the node topology.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_topology_arg(p)
     add_layout_args(p)

@@ -52,7 +52,6 @@ def add_subparser(subparsers: Any) -> None:
             "first; ECDF, per-host, page-size and matrix pictures; one HTML page."
         ),
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("results", nargs="+", metavar="RESULTS", help="result files or directories")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="report directory")

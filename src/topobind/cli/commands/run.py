@@ -84,27 +84,23 @@ def add_subparser(subparsers: Any) -> None:
         help="launch a program with the planned binding (srun, mpirun or none)",
         description="Plan for this job's allocation, export OMP_*, and launch the program.",
         epilog=RUN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _plan_args(run)
     run.add_argument("--launcher", type=_launcher_arg, metavar="NAME", help=launchers.help_text())
     run.add_argument(
         "--mpi", choices=launchers.OPENMPI, help="with --launcher mpirun: which OpenMPI"
     )
-    run.add_argument(
-        "--srun-args",
-        type=shlex.split,
-        default=[],
-        metavar="'OPTS'",
-        help="options for srun itself, e.g. --srun-args '--mpi=pmix --time=5'",
-    )
-    run.add_argument(
-        "--mpirun-args",
-        type=shlex.split,
-        default=[],
-        metavar="'OPTS'",
-        help="options for mpirun / mpiexec itself, e.g. --mpirun-args '--mca btl self,vader'",
-    )
+    for flag, launcher, example in (
+        ("--srun-args", "srun", "--mpi=pmix --time=5"),
+        ("--mpirun-args", "mpirun / mpiexec", "--mca btl self,vader"),
+    ):  # the launcher's own options, one shell-quoted string
+        run.add_argument(
+            flag,
+            type=shlex.split,
+            default=[],
+            metavar="'OPTS'",
+            help=f"options for {launcher} itself, e.g. {flag} '{example}'",
+        )
     run.add_argument(
         "--verify",
         action="store_true",
@@ -140,7 +136,6 @@ def add_subparser(subparsers: Any) -> None:
         description='For scripts that launch by themselves: eval "$(topobind env --layout L)". '
         "In a job whose nodes hold different shares the variables must fit every node: "
         "otherwise only inside a job step (srun), for that node, else an error.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _plan_args(env)
     env.set_defaults(func=run_env)
@@ -150,7 +145,6 @@ def add_subparser(subparsers: Any) -> None:
         help="run the placement probe under a launch command and compare with the plan",
         description="Run kernels/bin/whereami under LAUNCH COMMAND; table of planned vs actual.",
         epilog=VERIFY_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _plan_args(verify)
     verify.add_argument("--plan", metavar="FILE", help="a plan JSON (topobind plan -f json)")
@@ -369,7 +363,7 @@ def _print_memory(job: jobrun.Job) -> bool:
     if job.shape.groups or all(r.memory is None for r in plan.ranks):
         _print_state()
         return True
-    samples = memverify.read_memory_samples(memverify.sample_paths(job.workdir))
+    samples = memverify.memory_samples(job.workdir)
     if not samples:  # no program was running at its sample: the placement verdict says so
         return True
     _print_state()

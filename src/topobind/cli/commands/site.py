@@ -34,14 +34,12 @@ def add_subparser(subparsers: Any) -> None:
         help="list the sites and check a site's site.yaml",
         description="Site descriptions for the ReFrame checks: hosts, partitions, node, targets.",
         epilog=SITE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = site.add_subparsers(dest="site_command", metavar="SUBCOMMAND")
     lst = sub.add_parser(
         "list",
         help="every site: description, partitions, node, targets, whether it matches this host",
         epilog=SITE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     lst.set_defaults(func=run_list)
     check = sub.add_parser(
@@ -53,7 +51,6 @@ def add_subparser(subparsers: Any) -> None:
             "the site is valid, 2 when it is not, 1 when --live finds the node different."
         ),
         epilog=SITE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument("site", metavar="SITE", help="site name (directory under site_configs/)")
     check.add_argument(

@@ -49,7 +49,6 @@ def add_subparser(subparsers: Any) -> None:
         help="check spack.yaml and the recipe with real Spack; print this machine's externals",
         description="Real Spack checks of the project, and externals for a site overlay.",
         epilog="Run 'topobind spack check -h' or 'topobind spack externals -h' for details.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = sp.add_subparsers(dest="spack_command", metavar="check|externals", required=True)
     check = sub.add_parser(
@@ -57,7 +56,6 @@ def add_subparser(subparsers: Any) -> None:
         help="concretize, audit and install the project with real Spack",
         description="Check the project's Spack files with real Spack.",
         epilog=CHECK_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument(
         "files",
@@ -71,7 +69,6 @@ def add_subparser(subparsers: Any) -> None:
         help="print a packages: section of this machine's externals",
         description="Detect hwloc, OpenMPI, Slurm, munge, OpenBLAS, PMIx, numactl, Python.",
         epilog=EXTERNALS_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ext.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     ext.add_argument(

@@ -77,7 +77,6 @@ def add_subparser(subparsers: Any) -> None:
         help="summarise the node topology (packages, NUMA nodes, L3 domains, PUs)",
         description="Summarise the node topology as hwloc sees it, for this job's cpuset.",
         epilog=SHOW_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_topology_arg(show)
     show.add_argument("--format", "-f", choices=("text", "json"), default="text")
@@ -88,7 +87,6 @@ def add_subparser(subparsers: Any) -> None:
         help="plan a layout and print its OMP/mpirun/srun flags",
         description="Plan where every rank and thread runs, and emit the flags that do it.",
         epilog=PLAN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_topology_arg(plan)
     add_layout_args(plan)

@@ -82,7 +82,6 @@ def add_subparser(subparsers: Any) -> None:
         help="run a site's ReFrame checks; table of measured vs reference, PASS/FAIL",
         description="Run the ReFrame checks of a site and compare every figure with its target.",
         epilog=VALIDATE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(val)
     val.add_argument(
@@ -158,7 +157,6 @@ def add_subparser(subparsers: Any) -> None:
         help="measure a site's references on this machine and write its references.yaml",
         description="Run a site's checks several times and write references with tolerances.",
         epilog=CALIBRATE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(cal)
     cal.add_argument("--repeat", type=int, default=3, metavar="N", help="sessions (default 3)")
@@ -222,6 +220,30 @@ def _results_dir(args: argparse.Namespace) -> Path:
     return Path(args.results).resolve() if args.results else reframe_results_dir()
 
 
+def _session(
+    args: argparse.Namespace,
+    site: Any,
+    partition: str,
+    setvars: dict[str, str],
+    results: Path,
+    extra: list[str],
+    label: str = "validate",
+) -> validation.Session:
+    """One ReFrame session with the options validate and calibrate share (``_common``)."""
+    return validation.run_reframe(
+        site,
+        partition,
+        args.tags,
+        args.name,
+        setvars,
+        args.exec_policy,
+        results,
+        args.verbose,
+        extra=extra,
+        label=label,
+    )
+
+
 def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
     got = validation.compare(site, session, since, results)
     if got is None:
@@ -272,17 +294,7 @@ def run_validate(args: argparse.Namespace) -> int:
     for partition in validation.partitions_of(site, args.partition):
         retry = ["--max-retries", str(args.retries)] if args.retries > 0 else []
         before = _cpu_sample(site, partition)
-        session = validation.run_reframe(
-            site,
-            partition,
-            args.tags,
-            args.name,
-            setvars,
-            args.exec_policy,
-            results,
-            args.verbose,
-            extra=retry,
-        )
+        session = _session(args, site, partition, setvars, results, extra=retry)
         if session.report is None and session.returncode == 0:
             print(
                 f"topobind: warning: no check matched on {site.name}:{partition} (tags "
@@ -510,18 +522,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     extra = ["--reruns", str(args.repeat - 1)] if args.repeat > 1 else []
     here = site.partition(partitions[0]).scheduler == "local"
     before = calibration.cpu_sample() if here else None
-    session = validation.run_reframe(
-        site,
-        partitions[0],
-        args.tags,
-        args.name,
-        setvars,
-        args.exec_policy,
-        results,
-        args.verbose,
-        extra=extra,
-        label="calibrate",
-    )
+    session = _session(args, site, partitions[0], setvars, results, extra=extra, label="calibrate")
     load = calibration.load_between(before, calibration.cpu_sample() if here else None)
     if session.report is None:
         raise TopobindError(
