@@ -8,7 +8,8 @@ MPI under srun.
   program's sampled threads (host, planned, actual, affinity), sampled 1.5 s after start:
   Intel MPI's MPI_Init over TCP between the nodes takes longer than on one node, and a
   sample at 0.4 s once saw a rank on another CPU than the one its MPI_Init ends on.
-- A job whose nodes hold different shares is refused for these launchers in one line.
+- A job whose nodes hold different shares (another job holds a CPU of node3): one Hydra
+  launch over a host file, each rank bound by the per-rank step to its group's plan.
 - An Intel MPI program under ``topobind run`` (srun, MpiDefault=none): ``--mpi=pmi2`` and
   ``I_MPI_PMI_LIBRARY`` = Slurm's libpmi2, proven by Intel MPI's own ``PMI API: pmi2`` line
   (``I_MPI_DEBUG=5``); a PMI-2 library given under ``--mpi=pmix`` is refused.
@@ -21,6 +22,8 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -126,21 +129,46 @@ def test_hydra_places_every_node(
         assert (planned, actual, affinity, status) == (str(cpu), str(cpu), str(cpu), "OK"), out
 
 
+@pytest.fixture
+def node3_cpu0_taken(slurm_cluster3: SlurmCluster) -> Iterator[None]:  # noqa: F811
+    """Another job holds one CPU of node3 (Slurm gives it CPU 0) for the test's duration."""
+    out = slurm_cluster3.run(["sbatch", "--parsable", "-w", "node3", "-n", "1", "-c", "1",
+                              "--time=3", "-o", "/dev/null", "--wrap", "sleep 170"])  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    job = out.stdout.strip().split(";")[0]
+    try:
+        deadline = time.monotonic() + 60
+        while "RUNNING" not in slurm_cluster3.run(["squeue", "-h", "-j", job, "-o", "%T"]).stdout:
+            assert time.monotonic() < deadline, "the job holding node3's CPU did not start"
+            time.sleep(0.2)
+        yield
+    finally:
+        slurm_cluster3.run(["scancel", job])
+
+
 @pytest.mark.slow
-def test_nodes_holding_different_shares_are_refused_in_one_line(
+def test_nodes_holding_different_shares_get_a_plan_each(
     slurm_cluster3: SlurmCluster,  # noqa: F811
     program: tuple[str, Path],
+    node3_cpu0_taken: None,
     tmp_path: Path,
 ) -> None:
+    """-N 3 -n 5 beside a job on node3's CPU 0: node1 and node2 hold 2 CPUs (2 ranks each),
+    node3 holds CPU 1 only (1 rank): one Hydra launch over a host file, each rank bound by
+    the per-rank step to its group's plan (rank 4 on CPU 1 of node3, not CPU 0)."""
     name, exe = program
     run = shlex.join(["topobind", "run", "--layout", "compact", "--launcher", name, "--verify",
-                      "--", str(exe), "100"])  # fmt: skip
+                      "--verify-running", "--sample-ms", "1500", "--", str(exe),
+                      "3000"])  # fmt: skip
     code, out = _job(slurm_cluster3, tmp_path, "-N 3 -n 5", run)
-    assert code == 2, out
-    lines = [ln for ln in out.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("topobind: error: --launcher " + name), out
-    assert "different plans on different nodes" in out and "--launcher srun" in out
-    assert "rank=" not in out
+    assert code == 0, out
+    assert "verify: all 5 threads on their planned CPUs, bound to them" in out, out
+    assert "size=5 sum=5" in out, out
+    want = {("node1", 0, 0), ("node1", 1, 1), ("node2", 2, 0), ("node2", 3, 1), ("node3", 4, 1)}
+    seen = re.findall(r"host=(node\d) rank=(\d+) thread=0 cpu=(\d+)", out)
+    assert {(h, int(r), int(c)) for h, r, c in seen} == want, out
+    rows = {(h, int(r), int(a), aff, st) for r, _t, h, _p, a, aff, st in ROW.findall(out)}
+    assert rows == {(h, r, c, str(c), "OK") for h, r, c in want}, out
 
 
 @pytest.fixture(scope="module")
