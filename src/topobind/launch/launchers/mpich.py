@@ -5,7 +5,12 @@ Found in ``.venv-mpich/`` (PyPI ``mpich``, ``make setup-mpis``), else ``mpiexec.
 PATH (Debian's ``mpich``). Hydra gives every rank ``PMI_RANK``, ``PMI_SIZE`` and
 ``MPI_LOCALRANKID``; ``HYDRA_TOPO_DEBUG=1`` makes it print each process's binding
 (``process 0 binding: 01``, one character per PU), the oracle of
-tests/launch/test_mpi_families.py."""
+tests/launch/test_mpi_families.py.
+
+On several Slurm nodes Hydra starts its proxies through Slurm (its slurm bootstrap runs srun):
+``-ppn R`` puts the plan's ranks on every node; nodes holding different shares get one launch
+over a host file whose per-rank step binds each rank (:func:`hydra_groups`, also Intel MPI's;
+tests/launch/test_mpi_multinode.py)."""
 
 from __future__ import annotations
 
