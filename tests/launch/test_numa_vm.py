@@ -4,9 +4,10 @@ This machine has one NUMA node and one package, so elsewhere multi-socket placem
 only through the mappers' simulations. Here each shape boots once per session (both at once),
 runs one batch (tests/numa_vm_guest.py) whose results reach the host through a --rwdir
 directory, and each test reads its case: `topobind show` sees the shape live, the layouts'
-real launches with OpenMPI 4, OpenMPI 5 and no launcher pass `topobind run --verify-running`
-with every thread on the CPU the plan gives it on the equivalent synthetic topology, and a
-program moved to other CPUs with taskset fails it. The guest's speed means nothing (no KVM).
+real launches with OpenMPI 4, OpenMPI 5, MPICH (one case) and no launcher pass `topobind run
+--verify-running` with every thread on the CPU the plan gives it on the equivalent synthetic
+topology, and a program moved to other CPUs with taskset fails it. The guest's speed means
+nothing (no KVM).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class Launch:
     or numactl) for the cases that must fail."""
 
     layout: str
-    how: str  # openmpi4 | openmpi5 | none
+    how: str  # openmpi4 | openmpi5 | mpich | none
     taskset: str = ""  # CPUs the program is moved to
     mem: str = ""  # --mem policy; the program then touches MEM_MIB per rank
     membind: str = ""  # NUMA node the program's memory is moved to (numactl --membind)
@@ -76,7 +77,7 @@ class Launch:
         return bool(self.taskset or self.membind)
 
     def argv(self, sleeper: str) -> list[str]:
-        how = ["--launcher", "none"] if self.how == "none" else ["--mpi", self.how]
+        how = ["--launcher", self.how] if self.how in ("none", "mpich") else ["--mpi", self.how]
         mem = ["--mem", self.mem] if self.mem else []
         wrap = ["taskset", "-c", self.taskset] if self.taskset else []
         wrap += ["numactl", f"--membind={self.membind}"] if self.membind else []
@@ -98,6 +99,7 @@ SHAPES = {
         (
             Launch("per-numa", "openmpi4"),
             Launch("per-numa", "openmpi5"),
+            Launch("per-numa", "mpich"),  # Hydra's -bind-to user list (.venv-mpich)
             Launch("per-l3", "openmpi4"),
             Launch("every-other-core", "openmpi4"),
             Launch("per-socket", "openmpi5"),

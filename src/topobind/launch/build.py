@@ -176,7 +176,7 @@ def job_shape(
         raise TopobindError("sampling the program's threads needs the per-rank step")
     step = step or _memory_step(plan, rank_step)
     given = srun_args if which.name == "srun" else mpirun_args if which.family else ()
-    extra, notes = launchers.launch_args(which, r.linked, given)
+    extra, mpi_env, notes = launchers.launch_args(which, r.linked, given)
     return JobShape(
         plan=plan,
         launcher=r.shape_name,
@@ -192,7 +192,7 @@ def job_shape(
         env=dict(env or {}),
         forward=tuple(forward),
         extra_args=tuple(extra),
-        runtime_env=r.env,
+        runtime_env={**r.env, **mpi_env},
         notes=(*r.notes, *notes),
         probe=r.probe,
     )

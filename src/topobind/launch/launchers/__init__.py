@@ -295,14 +295,16 @@ def _family_error(which: Launcher, linked: Linked, owner: Launcher | None) -> st
 
 def launch_args(
     which: Launcher, linked: Linked | None, extra: Sequence[str]
-) -> tuple[list[str], list[str]]:
-    """The launcher's own options: ``extra`` (given by the user), and for an MPI program
-    under srun the ``--mpi`` the cluster needs (:mod:`topobind.launch.launchers.slurm_mpi`)."""
+) -> tuple[list[str], dict[str, str], list[str]]:
+    """(options, variables, notes): the launcher's own options, ``extra`` (given by the
+    user), and for an MPI program under srun the ``--mpi`` the cluster needs and the
+    variables its MPI needs there (:mod:`topobind.launch.launchers.slurm_mpi`)."""
     if which.name != "srun" or linked is None:
-        return list(extra), []
-    from topobind.launch.launchers.slurm_mpi import srun_mpi_args
+        return list(extra), {}, []
+    from topobind.launch.launchers.slurm_mpi import srun_mpi
 
-    return srun_mpi_args(linked, list(extra))
+    got = srun_mpi(linked, list(extra))
+    return got.args, got.env, got.notes
 
 
 def masks(plan: Plan, name: str) -> list[tuple[int, ...]]:

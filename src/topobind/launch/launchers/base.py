@@ -171,10 +171,11 @@ class Launcher:
 
     def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         """The launch of ``program`` with a plan per group of nodes (``shape.groups``)."""
+        other = "--launcher srun or mpirun" if self.family == "openmpi" else "--launcher srun"
         raise TopobindError(
             f"--launcher {self.name} cannot place different plans on different nodes in one "
-            "launch (the job's nodes hold different shares); use --launcher srun or mpirun, "
-            "or a job holding the same share of every node"
+            f"launch (the job's nodes hold different shares); use {other}, or a job holding "
+            "the same share of every node"
         )
 
     def emit(self, plan: Plan, rankfile_path: str, host: str | None) -> Emitted:

@@ -54,7 +54,8 @@ class IntelMpi(Launcher):
         map_by="I_MPI_PIN_DOMAIN=core|cache3|numa|socket|omp, I_MPI_PIN_ORDER",
         rankfile="no (machine file: nodes and counts only)",
         memory="no general one (I_MPI_HBW_POLICY: high-bandwidth memory)",
-        per_node="no (one pin list for every node)",
+        per_node="one launch over a host file (node:ranks), I_MPI_PIN=off; topobind's "
+        "per-rank step binds",
         adds="the pin list or domain masks from the plan; under a restricted mask, the "
         "per-rank step binds instead; exact OMP_PLACES per rank (rankexec)",
     )
@@ -105,6 +106,15 @@ class IntelMpi(Launcher):
             files=tuple(files),
             notes=notes,
             nodes=shape.nodes,
+        )
+
+    def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
+        """Nodes holding different shares: Intel MPI's pinning off, the per-rank step binds
+        each rank (:func:`topobind.launch.launchers.mpich.hydra_groups`)."""
+        from topobind.launch.launchers.mpich import hydra_groups
+
+        return hydra_groups(
+            self, shape, program, step, ["-bootstrap", "slurm"], {"I_MPI_PIN": "off"}
         )
 
     def emit(self, plan: Plan, rankfile_path: str, host: str | None) -> Emitted:

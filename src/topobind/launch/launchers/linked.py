@@ -83,11 +83,13 @@ def linked_mpi(path: str) -> Linked | None:
     for name in needed:
         family = next((f for p, f in FAMILIES.items() if name.startswith(p)), None)
         if family:
-            return Linked(path, name, family, _find_library(name, runpath))
+            return Linked(path, name, family, find_library(name, runpath))
     return None
 
 
-def _find_library(name: str, runpath: list[str]) -> str | None:
+def find_library(name: str, runpath: list[str]) -> str | None:
+    """The file the loader would open for ``name``: ``LD_LIBRARY_PATH``, then ``runpath``,
+    then the system's directories; None when none has it."""
     env = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
     system = ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
               "/lib", "/usr/lib", *sorted(glob.glob("/usr/lib/*-linux-gnu"))]  # fmt: skip
@@ -96,6 +98,17 @@ def _find_library(name: str, runpath: list[str]) -> str | None:
         if os.path.exists(f):
             return os.path.realpath(f)
     return None
+
+
+def is_intel_mpi(linked: Linked) -> bool:
+    """Intel MPI's libmpi.so.12 (MPICH ABI): its directory, or the one above (oneAPI's
+    ``lib/release/``), also holds Intel's ILP64 library ``libmpi_ilp64.so``, which MPICH,
+    Cray MPICH and MVAPICH do not ship."""
+    if linked.library is None:
+        return False
+    here = os.path.dirname(linked.library)
+    dirs = (here, os.path.dirname(here))
+    return any(glob.glob(os.path.join(d, "libmpi_ilp64.so*")) for d in dirs)
 
 
 def _file_offset(loads: list[tuple[int, int, int]], vaddr: int) -> int | None:

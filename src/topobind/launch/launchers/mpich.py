@@ -5,7 +5,12 @@ Found in ``.venv-mpich/`` (PyPI ``mpich``, ``make setup-mpis``), else ``mpiexec.
 PATH (Debian's ``mpich``). Hydra gives every rank ``PMI_RANK``, ``PMI_SIZE`` and
 ``MPI_LOCALRANKID``; ``HYDRA_TOPO_DEBUG=1`` makes it print each process's binding
 (``process 0 binding: 01``, one character per PU), the oracle of
-tests/launch/test_mpi_families.py."""
+tests/launch/test_mpi_families.py.
+
+On several Slurm nodes Hydra starts its proxies through Slurm (its slurm bootstrap runs srun):
+``-ppn R`` puts the plan's ranks on every node; nodes holding different shares get one launch
+over a host file whose per-rank step binds each rank (:func:`hydra_groups`, also Intel MPI's;
+tests/launch/test_mpi_multinode.py)."""
 
 from __future__ import annotations
 
@@ -71,7 +76,7 @@ class Mpich(Launcher):
         map_by="-bind-to/-map-by core|l3cache|numa|socket[:n]",
         rankfile="no (a host file: nodes and counts only)",
         memory="-membind (hwloc policies)",
-        per_node="no (one binding list for every node)",
+        per_node="one launch over a host file (node:ranks); topobind's per-rank step binds",
         adds="the user list from the plan, exact OMP_PLACES per rank (rankexec) where "
         "threads do not fill their mask in order",
     )
@@ -100,9 +105,46 @@ class Mpich(Launcher):
             nodes=shape.nodes,
         )
 
+    def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
+        """Nodes holding different shares: Hydra binds nothing, the per-rank step binds
+        each rank (:func:`hydra_groups`)."""
+        return hydra_groups(self, shape, program, step, ["-launcher", "slurm", "-bind-to", "none"])
+
     def emit(self, plan: Plan, rankfile_path: str, host: str | None) -> Emitted:
         argv = ["mpiexec", "-n", str(plan.nranks), "-bind-to", user_binding(plan)]
         return Emitted(argv=argv, notes=_exact_note(plan))
+
+
+def hydra_groups(
+    launcher: Launcher,
+    shape: JobShape,
+    program: Sequence[str],
+    step: RankStep,
+    flags: Sequence[str],
+    env: dict[str, str] | None = None,
+) -> Launch:
+    """One Hydra launch over the groups of nodes (``shape.groups``): a host file
+    (``host:ranks``, nodes in order, so ranks are numbered node by node as the groups
+    expect), proxies started through Slurm (``flags``: the launcher's option for it and for
+    no binding of its own), and the per-rank step whose one file holds a section per group:
+    each rank (``MPI_LOCALRANKID``) binds itself to its planned CPUs and exports its places."""
+    counts = [(h, g.plan.nranks) for g in shape.groups for h in g.hosts]
+    hostfile = os.path.join(os.path.dirname(shape.rank_file), "hostfile")
+    files = (
+        (shape.rank_file, step.groups_text()),
+        (hostfile, "".join(f"{h}:{n}\n" for h, n in counts)),
+    )
+    argv = [shape.mpirun or "mpiexec", *flags, "-f", hostfile,
+            "-n", str(sum(n for _, n in counts)), *shape.extra_args]  # fmt: skip
+    variables = {"TOPOBIND_LAYOUT": shape.plan.layout, **shape.env, **shape.runtime_env}
+    return Launch(
+        argv=[*argv, *step.argv(), *program],
+        env=variables | (env or {}),
+        launcher=launcher.name,
+        mpi=launcher.name,
+        files=files,
+        nodes=len(counts),
+    )
 
 
 def _exact_note(plan: Plan) -> list[str]:

@@ -52,7 +52,7 @@ class Srun(Launcher):
         notes = [n for n in s.notes if n != STEP_NOTE]
         return Launch(
             argv=[s.argv[0], *shape.extra_args, *s.argv[1:], *prefix, *program],
-            env=env,
+            env=env | dict(shape.runtime_env),
             launcher="srun",
             files=tuple(files),
             notes=notes,
@@ -80,7 +80,7 @@ class Srun(Launcher):
             "srun", *shape.extra_args, f"--nodes={nodes}", f"--ntasks={len(hosts)}", *per_node,
             "--distribution=arbitrary", "--cpu-bind=none", *step.argv(), *program,
         ]  # fmt: skip
-        env = {**env, "SLURM_HOSTFILE": hostfile}
+        env = {**env, **shape.runtime_env, "SLURM_HOSTFILE": hostfile}
         return Launch(argv=argv, env=env, launcher="srun", files=files, nodes=nodes)
 
     def emit(self, plan: Plan, rankfile_path: str, host: str | None) -> Emitted:
