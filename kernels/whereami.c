@@ -90,33 +90,49 @@ static const char *bind_name(omp_proc_bind_t b)
 }
 
 /* The memory policy this process runs under (get_mempolicy) and the NUMA node where a page it
- * touches lands (move_pages with no target: a query), as "mempolicy", "mempolicy_nodes" and
- * "test_page_node" of params (-1: unknown). */
-static void memory_params(tb_json *j)
+ * touches lands (move_pages with no target: a query); fixed size, so MPI can gather it. */
+#define MEM_NODES 1024
+typedef struct {
+    int rank;
+    int mode; /* flagless MPOL_* mode, -1 unknown */
+    int test_page_node; /* -1 unknown */
+    unsigned long mask[MEM_NODES / (8 * sizeof(unsigned long))];
+    char host[256];
+} memory_t;
+
+static void memory_probe(memory_t *m, int rank, const char *host)
 {
-    static const char *names[] = {"default", "preferred", "bind", "interleave", "local",
-                                  "preferred_many", "weighted_interleave"};
+    memset(m, 0, sizeof *m);
+    m->rank = rank;
+    snprintf(m->host, sizeof m->host, "%s", host);
     int mode = -1;
-    unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {0};
-    if (syscall(SYS_get_mempolicy, &mode, mask, 1024UL, NULL, 0UL) != 0)
+    if (syscall(SYS_get_mempolicy, &mode, m->mask, (unsigned long)MEM_NODES, NULL, 0UL) != 0)
         mode = -1;
-    int flagless = mode < 0 ? -1 : (mode & ~((1 << 15) | (1 << 14) | (1 << 13)));
-    tbj_str(j, "mempolicy", flagless >= 0 && flagless < 7 ? names[flagless] : "unknown");
-    int ids[1024], n = 0;
-    for (int i = 0; i < 1024; i++)
-        if (mask[i / (8 * sizeof(unsigned long))] >> (i % (8 * sizeof(unsigned long))) & 1UL)
-            ids[n++] = i;
-    tbj_int_array(j, "mempolicy_nodes", ids, n);
-    int status = -1;
+    m->mode = mode < 0 ? -1 : (mode & ~((1 << 15) | (1 << 14) | (1 << 13)));
+    m->test_page_node = -1;
     char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (page != MAP_FAILED) {
         page[0] = 1;
         void *pages[1] = {page};
-        if (syscall(SYS_move_pages, 0, 1UL, pages, NULL, &status, 0) != 0)
-            status = -1;
+        if (syscall(SYS_move_pages, 0, 1UL, pages, NULL, &m->test_page_node, 0) != 0)
+            m->test_page_node = -1;
         munmap(page, 4096);
     }
-    tbj_int(j, "test_page_node", status);
+}
+
+/* "mempolicy", "mempolicy_nodes" and "test_page_node" of one rank's memory. */
+static void memory_fields(tb_json *j, const memory_t *m)
+{
+    static const char *names[] = {"default", "preferred", "bind", "interleave", "local",
+                                  "preferred_many", "weighted_interleave"};
+    tbj_str(j, "mempolicy", m->mode >= 0 && m->mode < 7 ? names[m->mode] : "unknown");
+    int ids[MEM_NODES], n = 0;
+    const int bits = 8 * sizeof(unsigned long);
+    for (int i = 0; i < MEM_NODES; i++)
+        if (m->mask[i / bits] >> (i % bits) & 1UL)
+            ids[n++] = i;
+    tbj_int_array(j, "mempolicy_nodes", ids, n);
+    tbj_int(j, "test_page_node", m->test_page_node);
 }
 
 static void env_param(tb_json *j, const char *name)
@@ -173,6 +189,10 @@ int main(int argc, char **argv)
         }
     }
     run.threads = n;
+    memory_t memory;
+    memory_probe(&memory, run.rank, run.host);
+    memory_t *memories = &memory;
+    int nmem = 1;
 
     entry_t *all = mine;
     int total = n;
@@ -198,6 +218,12 @@ int main(int argc, char **argv)
     }
     MPI_Gatherv(mine, n * (int)sizeof(entry_t), MPI_BYTE, all, bcounts, displs, MPI_BYTE, 0,
                 MPI_COMM_WORLD);
+    if (run.rank == 0) {
+        memories = tb_xcalloc((size_t)run.ranks, sizeof(memory_t));
+        nmem = run.ranks;
+    }
+    MPI_Gather(&memory, (int)sizeof(memory_t), MPI_BYTE, memories, (int)sizeof(memory_t),
+               MPI_BYTE, 0, MPI_COMM_WORLD);
     char libver[MPI_MAX_LIBRARY_VERSION_STRING];
     int lvlen = 0;
     MPI_Get_library_version(libver, &lvlen);
@@ -230,7 +256,17 @@ int main(int argc, char **argv)
     env_param(&j, "ZE_AFFINITY_MASK");
     env_param(&j, "UCX_NET_DEVICES");
     tbj_obj_end(&j);
-    memory_params(&j);
+    memory_fields(&j, &memory); /* this rank's (rank 0's in the MPI build) */
+    /* every rank's memory, one object each (the MPI build gathers them to rank 0) */
+    tbj_arr_begin(&j, "rank_memory");
+    for (int r = 0; r < nmem; r++) {
+        tbj_obj_begin(&j, NULL);
+        tbj_int(&j, "rank", memories[r].rank);
+        tbj_str(&j, "host", memories[r].host);
+        memory_fields(&j, &memories[r]);
+        tbj_obj_end(&j);
+    }
+    tbj_arr_end(&j);
     tbj_str(&j, "omp_proc_bind", bind_name(omp_get_proc_bind()));
     tbj_arr_begin(&j, "omp_places");
     for (int pl = 0; pl < omp_get_num_places(); pl++) {

@@ -224,3 +224,19 @@ def test_srun_path_applies_the_memory_fields(slurm_cluster, tmp_path: Path) -> N
     for rank in (0, 1):
         assert f"rank={rank} THP_enabled: 0" in job.output, job.describe()
     assert "\n2\n" in "\n" + job.output, job.describe()
+
+
+@pytest.mark.slow
+def test_the_mpi_probe_reports_every_ranks_memory(topobind_cli, tmp_path: Path) -> None:
+    """whereami-mpi gathers every rank's policy and test page to rank 0 (params.rank_memory):
+    the memory table has a row per rank, not rank 0's alone."""
+    probe = REPO / "kernels" / "bin" / "whereami-mpi"
+    if not probe.exists():
+        pytest.skip("kernels/bin/whereami-mpi is not built (no mpicc)")
+    args = ["run", "--layout", "compact", "--ranks", "2", "--mpi", "openmpi4", "--verify"]
+    out = topobind_cli(*args, "--", str(probe), "--spin-ms", "1", cwd=tmp_path, env=NO_SLURM)
+    assert out.returncode == 0, out.stderr
+    rows = [ln.split() for ln in out.stderr.splitlines() if ln.endswith(("REPORTED", "OK"))]
+    assert [r[0] for r in rows] == ["0", "1"], out.stderr
+    doc = json.loads(next(ln for ln in out.stdout.splitlines() if ln.startswith("{")))
+    assert [m["rank"] for m in doc["params"]["rank_memory"]] == [0, 1]

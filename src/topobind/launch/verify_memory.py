@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from topobind.launch.samples import Sample, read_sample_files, sample_files
 from topobind.plan.memory import memory_text
@@ -201,8 +201,10 @@ class ProbeRow:
 
 
 def probe_rows(plan: Plan, text: str, judge: bool) -> list[ProbeRow]:
-    """A row per whereami document in ``text``; ``judge``: compare with the plan (when the
-    memory placement was applied: see :func:`topobind.plan.memory.needs_step`)."""
+    """A row per rank of the whereami documents in ``text`` (``params.rank_memory``: every
+    rank's memory, which the MPI probe gathers to rank 0; older probes: the document's own
+    ``params``); ``judge``: compare with the plan (when the memory placement was applied: see
+    :func:`topobind.plan.memory.needs_step`)."""
     rows = []
     for line in text.splitlines():
         if not line.lstrip().startswith("{"):
@@ -214,20 +216,26 @@ def probe_rows(plan: Plan, text: str, judge: bool) -> list[ProbeRow]:
         params = doc.get("params") if isinstance(doc, dict) else None
         if not isinstance(params, dict) or "mempolicy" not in params:
             continue
-        rank = int(doc.get("rank", 0))
-        planned = plan.ranks[rank % plan.nranks].memory
-        row = ProbeRow(
-            rank,
-            str(doc.get("host", "?")),
-            planned,
-            str(params["mempolicy"]),
-            tuple(int(n) for n in params.get("mempolicy_nodes") or ()),
-            int(params.get("test_page_node", -1)),
-            "OK" if judge else "REPORTED",
-        )
-        why = _probe_problem(row) if judge else ""
-        rows.append(ProbeRow(**{**row.__dict__, "status": "MISMATCH", "why": why}) if why else row)
+        each = params.get("rank_memory")
+        if not isinstance(each, list) or not all(isinstance(m, dict) for m in each):
+            each = [{**params, "rank": doc.get("rank", 0), "host": doc.get("host", "?")}]
+        rows += [_probe_row(plan, m, judge) for m in each]
     return sorted(rows, key=lambda r: (r.host, r.rank))
+
+
+def _probe_row(plan: Plan, memory: dict[str, Any], judge: bool) -> ProbeRow:
+    rank = int(memory.get("rank", 0))
+    row = ProbeRow(
+        rank,
+        str(memory.get("host", "?")),
+        plan.ranks[rank % plan.nranks].memory,
+        str(memory.get("mempolicy")),
+        tuple(int(n) for n in memory.get("mempolicy_nodes") or ()),
+        int(memory.get("test_page_node", -1)),
+        "OK" if judge else "REPORTED",
+    )
+    why = _probe_problem(row) if judge else ""
+    return replace(row, status="MISMATCH", why=why) if why else row
 
 
 def _probe_problem(row: ProbeRow) -> str:
