@@ -26,7 +26,7 @@ from topo_sources import TOPOLOGIES
 from topobind.checks.sites.loading import load_site_file
 from topobind.errors import TopobindError
 from topobind.inputs import host_name, whole_number
-from topobind.kernels.results import MAX_VALUE, ResultError, run_from_document
+from topobind.kernels.results import MAX_VALUE, ResultError, result_from_document
 from topobind.launch.samples import judged_threads, read_sample_files
 from topobind.launch.verify import parse_probe_output
 from topobind.launch.verify_devices import probe_envs
@@ -477,13 +477,14 @@ def result_doc(draw: st.DrawFn) -> Any:
 def test_result_documents(doc: Any) -> None:
     with bounded():
         try:
-            run = run_from_document(doc)
+            run = result_from_document(doc)
         except ResultError as exc:
             assert "\n" not in str(exc)
             return
-        if run.value is not None:
-            assert math.isfinite(run.value) and 0 < run.value <= MAX_VALUE
-        good = run_from_document(GOOD_RESULT)
+        if run.headline is not None:
+            assert math.isfinite(run.headline.value) and 0 < run.headline.value <= MAX_VALUE
+            assert run.headline.metric in run.metrics
+        good = result_from_document(GOOD_RESULT)
         with contextlib.suppress(TopobindError):
             analyse([run, good], Options())
 
