@@ -156,8 +156,10 @@ def test_a_layout_that_cannot_be_drawn_is_still_read(
     source, good = next((s, d) for s, d in documents if d["layout"] and d["placement"])
     doc = copy.deepcopy(good) | {"placement": [{"rank": 0}], "ranks": None}
     read = result_from_document(doc, source)
-    assert read.placement == () and read.ranks is None and read.headline == (
-        result_from_document(good, source).headline
+    assert (
+        read.placement == ()
+        and read.ranks is None
+        and read.headline == (result_from_document(good, source).headline)
     )
     with pytest.raises(TopobindError, match="not a valid"):
         results.parse_result(doc, source)
