@@ -442,8 +442,12 @@ def read_matrices(raw: object) -> dict[str, Matrix]:
                 flat.extend(row)  # fast path: all numbers
             except TypeError:  # None (not measured, e.g. the c2c diagonal) or junk
                 del flat[start:]  # extend() keeps what it appended before the failure
-                for v in row:
-                    flat.append(_NAN if v is None else _number(v, f"{where} values"))
+                try:
+                    flat.extend([_NAN if v is None else v for v in row])
+                except TypeError:
+                    del flat[start:]
+                    for v in row:
+                        flat.append(_NAN if v is None else _number(v, f"{where} values"))
         out[name] = Matrix(
             name=name,
             unit=unit,
@@ -472,10 +476,11 @@ def _placement(raw: object) -> tuple[Placement, ...]:
         if type(rank) is not int or type(thread) is not int or type(cpu) is not int:
             return ()
         aff, host = e.get("affinity"), e.get("host")
-        ok = isinstance(aff, list) and all(type(c) is int for c in aff)
-        aff = tuple(aff) if ok else None
+        affinity = (
+            tuple(aff) if isinstance(aff, list) and all(type(c) is int for c in aff) else None
+        )
         numa = numa if type(numa) is int else -1
-        entries.append((rank, thread, cpu, numa, aff, host if isinstance(host, str) else None))
+        entries.append((rank, thread, cpu, numa, affinity, host if isinstance(host, str) else None))
     key = tuple(entries)
     got = _PLACEMENTS.get(key)
     if got is None:  # runs of one layout share one tuple
