@@ -128,7 +128,7 @@ def test_load_result_rejects_schema_violations(small_dgemm_text: str) -> None:
         kernels.load_result(json.dumps(bad))
     bad = json.loads(small_dgemm_text)
     bad["headline"]["metric"] = "nope"
-    with pytest.raises(TopobindError, match="headline names metric 'nope'"):
+    with pytest.raises(TopobindError, match='"headline.metric" "nope" names no metric'):
         kernels.load_result(json.dumps(bad))
     bad = json.loads(small_dgemm_text)
     bad["headline"] = None  # dgemm must have a headline

@@ -140,6 +140,7 @@ def _empty_file(d: Path) -> Path:
 def _mixed_units(d: Path) -> Path:
     doc = json.loads(_one_result(d).read_text())
     doc["headline"]["unit"] = "GB/s"
+    doc["metrics"][doc["headline"]["metric"]]["unit"] = "GB/s"  # one file is consistent
     doc["headline"]["value"] = 240.0
     bad = d / "gen-node0002" / "zz-stream-in-gbs.json"  # sorts after the MB/s files
     bad.write_text(json.dumps(doc))

@@ -111,7 +111,7 @@ def test_warmup_drops_first_run_by_timestamp(tmp_path: Path) -> None:
     report = analysed(tmp_path / "f", Options(warmup=1))
     for h in report.groups[0].hosts:
         assert h.summary.n == 3 and len(h.warmup_runs) == 1
-        assert h.warmup_runs[0].timestamp < min(r.timestamp for r in h.runs)
+        assert h.warmup_runs[0].time < min(r.time for r in h.runs)
     with pytest.raises(Exception, match="warmup"):
         analysed(tmp_path / "f", Options(warmup=4))
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from topobind.errors import TopobindError
+from topobind.kernels.results import Headline, Placement
 from topobind.report.reader import read_file, read_results
 
 DOC: dict[str, Any] = {
@@ -61,10 +62,13 @@ def write(path: Path, obj: Any) -> Path:
 def test_reads_the_documented_fields(tmp_path: Path) -> None:
     (run,) = read_file(write(tmp_path / "r.json", doc()))
     assert (run.kernel, run.host, run.layout) == ("stream", "node042", "every-other-core")
-    assert (run.page_kib, run.page_requested, run.page_fallback) == (2048, "2M", None)
-    assert (run.metric, run.stat, run.value, run.unit) == ("triad", "best", 12345.6, "MB/s")
-    assert run.higher_is_better is True and run.valid is True and run.generated is False
-    assert run.timestamp.isoformat() == "2026-11-22T22:40:00+00:00"
+    assert run.pages is not None and (run.page_kib, run.pages.requested) == (2048, "2M")
+    assert run.page_fallback is None
+    assert run.headline == Headline("triad", "best", 12345.6, "MB/s", True)
+    assert run.metrics["triad"].trials == (1.0, 2.0)
+    assert run.placement == (Placement(rank=0, thread=0, cpu=3, numa=0),)
+    assert run.valid is True and run.generated is False
+    assert run.time.isoformat() == "2026-11-22T22:40:00+00:00"
     assert run.source == str(tmp_path / "r.json")
 
 
@@ -80,11 +84,11 @@ def test_null_headline_and_matrices_with_null_cells(tmp_path: Path) -> None:
         }
     }
     (run,) = read_file(write(tmp_path / "c.json", doc(kernel="c2c", matrices=m)))
-    (mat,) = run.matrices
-    assert mat.rows == ("0", "2") and mat.unit == "ns"
+    (mat,) = run.matrices.values()
+    assert mat.rows == (0, 2) and mat.unit == "ns"  # labels as in the file
     assert math.isnan(mat.values[0]) and mat.values[1] == 40.5 and mat.values[2] == 41.0
     (who,) = read_file(write(tmp_path / "w.json", doc(kernel="whereami", headline=None)))
-    assert who.value is None and who.metric is None
+    assert who.headline is None and who.headline_value is None
 
 
 def test_json_lines_by_suffix_and_by_content(tmp_path: Path) -> None:
@@ -176,9 +180,10 @@ def test_parallel_path_matches_serial(tmp_path: Path, monkeypatch: pytest.Monkey
     parallel = read_results([tmp_path]).runs
     assert [r.source for r in parallel] == [r.source for r in serial]
     for a, b in zip(serial, parallel, strict=True):
-        assert a.host == b.host and a.value == b.value and a.timestamp == b.timestamp
-        assert a.matrices[0].rows == b.matrices[0].rows
-        assert list(a.matrices[0].values)[1:3] == list(b.matrices[0].values)[1:3] == [3.0, 4.0]
+        assert (a.host, a.headline, a.timestamp) == (b.host, b.headline, b.timestamp)
+        assert (a.pages, a.placement, a.metrics) == (b.pages, b.placement, b.metrics)
+        assert a.matrices["c2c"].rows == b.matrices["c2c"].rows
+        assert list(a.matrices["c2c"].values)[1:3] == list(b.matrices["c2c"].values)[1:3] == [3, 4]
     # a bad file is still reported by name from a worker
     (tmp_path / "017.json").write_text("{")
     with pytest.raises(TopobindError, match="017.json: not valid JSON"):

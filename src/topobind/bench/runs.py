@@ -16,7 +16,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from topobind.errors import TopobindError
@@ -24,7 +24,7 @@ from topobind.fsutil import atomic_write_text
 from topobind.kernels import registry as kernel_registry
 from topobind.kernels import stats
 from topobind.kernels.programs import run_kernel
-from topobind.kernels.results import Result, load_result
+from topobind.kernels.results import Result, load_result, result_document
 from topobind.launch.build import JobShape, job_env
 from topobind.plan.model import Plan
 from topobind.topo.topology import format_list
@@ -113,10 +113,9 @@ def run_repeats(
         for i in range(1, repeat + 1):
             res = run_kernel(kernel, args, env=env, timeout=timeout, json_path=Path(tmp) / "r.json")
             dest = result_path(results_root, res.host or host, kernel, res.layout)
-            raw = res.raw
-            if topology and isinstance(raw.get("params"), dict):
-                raw = {**raw, "params": {**raw["params"], "topology": topology}}
-            atomic_write_text(dest, json.dumps(raw, indent=1) + "\n")
+            if topology:
+                res = replace(res, params={**res.params, "topology": topology})
+            atomic_write_text(dest, json.dumps(result_document(res), indent=1) + "\n")
             runs.append(BenchRun(dest, load_result(dest)))
             if progress is not None:
                 progress(f"[{i}/{repeat}] {kernel} {headline_text(res)}")

@@ -1,15 +1,18 @@
 """The kernel result format ``topobind.result/1``: its one definition in code.
 
 The kernels (``kernels/``) write one JSON document per run (``schemas/result.schema.json``,
-``docs/results-format.md``). Everything that reads one goes through this module:
+``docs/results-format.md``). Everything that reads one goes through this module, into one
+model, :class:`Result` (with :class:`Pages`, :class:`Placement`, :class:`Metric`,
+:class:`Headline` and :class:`Matrix`, the one record of a labelled matrix):
 
-* :func:`load_result` / :func:`load_results` / :func:`parse_result`: one result, validated
-  against the schema and for what the schema cannot say (the headline names a metric with
-  its unit; matrices are rows x columns), as a :class:`Result` (checks, ``topobind bench``).
-* :class:`Matrix`: the one record of a labelled matrix (a result's, the report's medians).
-* :func:`run_from_document`: the fleet view of a result, :class:`Run`: the fields the fleet
-  report uses, each checked for its type, thousands of documents a second
-  (:mod:`topobind.report.reader` reads the files).
+* :func:`result_from_document`: the one reader. A decoded document becomes a
+  :class:`Result`, each field checked by hand for its type, with a one-line
+  :class:`ResultError` for the first defect; thousands of documents a second (the fleet
+  report, :mod:`topobind.report.reader`, reads through it).
+* :func:`load_result` / :func:`load_results` / :func:`parse_result`: one file or text, first
+  validated against the schema (the contract), then read by :func:`result_from_document`
+  (checks, ``topobind bench``, ReFrame tests).
+* :func:`result_document`: the one writer in Python (HPL's results).
 * :func:`read_bytes`: the bytes of a result file: regular files only (a FIFO or a device
   named ``*.json`` is refused without a blocking open), at most :data:`MAX_FILE_BYTES`.
 """
@@ -186,30 +189,58 @@ class Matrix:
 
 @dataclass(frozen=True)
 class Result:
-    """One kernel run (``topobind.result/1``)."""
+    """One kernel run (``topobind.result/1``): the one model of a result, read by
+    :func:`result_from_document` for the checks, ``topobind bench`` and the fleet report, and
+    written by :func:`result_document` (HPL's results)."""
 
     schema: str
     kernel: str
     host: str
-    timestamp: str
+    timestamp: str  # ISO 8601 UTC as in the document; :attr:`time` is it parsed
     layout: str | None
-    ranks: int
-    threads: int
+    ranks: int | None  # None: not an integer >= 1 (the report then draws no layout)
+    threads: int | None
     params: dict[str, Any]
     pages: Pages | None
-    placement: tuple[Placement, ...]
+    placement: tuple[Placement, ...]  # (): none, or not as documented (the report draws none)
     metrics: dict[str, Metric]
     headline: Headline | None
     matrices: dict[str, Matrix]
     valid: bool
     validation: str
     rank: int | None = None
-    source: str = "<text>"
-    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    source: str = "<text>"  # file name, plus ":LINE" for JSON Lines or "[I]" in an array
 
     @property
     def headline_value(self) -> float | None:
         return None if self.headline is None else self.headline.value
+
+    @property
+    def time(self) -> datetime:
+        """:attr:`timestamp` as an aware UTC datetime (the reader has checked it parses)."""
+        return _parse_time(self.timestamp)
+
+    @property
+    def page_kib(self) -> int | None:
+        """The page size obtained (KiB); None when the result does not say (``pages`` null)."""
+        return None if self.pages is None else self.pages.kib
+
+    @property
+    def page_fallback(self) -> str | None:
+        """``THP fallback from 1G`` when the run did not get the page size it asked for."""
+        p = self.pages
+        return None if p is None or not p.fallback else fallback_text(p.requested, p.method)
+
+    @property
+    def generated(self) -> bool:
+        """``params.generated``: a synthetic result (tests/fleetgen.py), not a measurement."""
+        return self.params.get("generated") is True
+
+    @property
+    def topology(self) -> str | None:
+        """``params.topology``: the hwloc synthetic description of the node, when recorded."""
+        topo = self.params.get("topology")
+        return topo if isinstance(topo, str) and topo.strip() else None
 
     def cpus(self) -> list[int]:
         """CPU (OS index) of every placement entry, in order."""
@@ -271,96 +302,6 @@ def validate_result_document(doc: Any, source: str = "<text>") -> None:
             f"{source}: not a valid {RESULT_SCHEMA_ID} document: at {where}: "
             f"{_one_line(error.message)[:300]}"
         )
-    # consistency the schema cannot express
-    headline = doc.get("headline")
-    if headline is not None:
-        metric = doc["metrics"].get(headline["metric"])
-        if metric is None:
-            raise TopobindError(
-                f"{source}: headline names metric {headline['metric']!r} "
-                f"which is not in metrics ({', '.join(sorted(doc['metrics'])) or 'none'})"
-            )
-        if metric["unit"] != headline["unit"]:
-            raise TopobindError(
-                f"{source}: headline unit {headline['unit']!r} differs from metric "
-                f"{headline['metric']!r} unit {metric['unit']!r}"
-            )
-    for name, mat in (doc.get("matrices") or {}).items():
-        shape_ok = len(mat["values"]) == len(mat["rows"]) and all(
-            len(row) == len(mat["cols"]) for row in mat["values"]
-        )
-        if not shape_ok:
-            raise TopobindError(
-                f"{source}: matrix {name!r} values are not {len(mat['rows'])} rows x "
-                f"{len(mat['cols'])} columns"
-            )
-
-
-def _build(doc: dict[str, Any], source: str) -> Result:
-    pages = None
-    if doc["pages"] is not None:
-        p = doc["pages"]
-        known = {"requested", "kib", "fallback", "note", "method"}
-        pages = Pages(
-            requested=p["requested"],
-            kib=p["kib"],
-            fallback=p["fallback"],
-            note=p["note"],
-            method=p.get("method"),
-            extra={k: v for k, v in p.items() if k not in known},
-        )
-    placement = tuple(
-        Placement(
-            rank=e["rank"],
-            thread=e["thread"],
-            cpu=e["cpu"],
-            numa=e["numa"],
-            affinity=tuple(e["affinity"]) if "affinity" in e else None,
-            host=e.get("host"),
-        )
-        for e in doc["placement"]
-    )
-    metrics = {
-        name: Metric(
-            unit=m["unit"],
-            higher_is_better=m["higher_is_better"],
-            trials=tuple(float(x) for x in m["trials"]),
-            best=float(m["best"]),
-            avg=float(m["avg"]),
-            min=float(m["min"]),
-            max=float(m["max"]),
-            median=float(m["median"]) if "median" in m else None,
-            warmup=int(m.get("warmup", 0)),
-        )
-        for name, m in doc["metrics"].items()
-    }
-    h = doc["headline"]
-    headline = (
-        None
-        if h is None
-        else Headline(h["metric"], h["stat"], float(h["value"]), h["unit"], h["higher_is_better"])
-    )
-    matrices = {m.name: m for m in read_matrices(doc.get("matrices"), text_labels=False)}
-    return Result(
-        schema=doc["schema"],
-        kernel=doc["kernel"],
-        host=doc["host"],
-        timestamp=doc["timestamp"],
-        layout=doc["layout"],
-        ranks=doc["ranks"],
-        threads=doc["threads"],
-        params=dict(doc["params"]),
-        pages=pages,
-        placement=placement,
-        metrics=metrics,
-        headline=headline,
-        matrices=matrices,
-        valid=doc["valid"],
-        validation=doc["validation"],
-        rank=doc.get("rank"),
-        source=source,
-        raw=doc,
-    )
 
 
 def _read_source(src: str | os.PathLike[str] | bytes) -> tuple[str, str]:
@@ -395,12 +336,6 @@ def _parse_json(text: str, source: str) -> Any:
         raise TopobindError(f"{source}: {TOO_DEEP}") from None
 
 
-def parse_result(doc: Any, source: str = "<text>") -> Result:
-    """Validate an already-decoded document and build the :class:`Result`."""
-    validate_result_document(doc, source)
-    return _build(doc, source)
-
-
 def load_result(src: str | os.PathLike[str] | bytes) -> Result:
     """Read ONE result from a file path or JSON text; TopobindError names the file on any defect."""
     text, source = _read_source(src)
@@ -427,51 +362,22 @@ def load_results(src: str | os.PathLike[str] | bytes) -> list[Result]:
     return [parse_result(doc, source)]
 
 
-# --------------------------------------------------------------------------- fleet view
-PlacementEntry = tuple[int, int, int, int]
-"""One thread of a result's ``placement``: (rank, thread, cpu, numa); cpu is the PU's OS
-index (-1 unknown), numa the NUMA node's OS index (-1 when the result does not say)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """One kernel run: what the report needs from one result document."""
-
-    source: str  # file name, plus ":LINE" for JSON Lines
-    kernel: str
-    host: str
-    timestamp: datetime
-    layout: str | None
-    page_kib: int | None
-    page_requested: str | None
-    page_fallback: str | None  # e.g. "THP fallback from 1G"; None: the page size asked for
-    metric: str | None  # headline metric; None when the kernel has no headline (whereami)
-    stat: str | None
-    value: float | None
-    unit: str | None
-    higher_is_better: bool | None
-    valid: bool
-    validation: str
-    generated: bool
-    matrices: tuple[Matrix, ...]
-    # what the layout drawings need (read only for results that name a layout):
-    ranks: int | None = None  # "ranks" of the job
-    threads: int | None = None  # "threads" per rank
-    placement: tuple[PlacementEntry, ...] | None = None  # None: absent or unreadable
-    topology: str | None = None  # params.topology: hwloc synthetic description of the node
-
-
+# --------------------------------------------------------------------------- the reader
 class ResultError(Exception):
-    """A field of a result is not as documented; the reader turns it into a TopobindError
+    """A field of a result is not as documented; the callers turn it into a TopobindError
     naming the file (and line)."""
 
 
-def _field(doc: dict[str, object], key: str, kind: type | tuple[type, ...], what: str) -> object:
+def _field(
+    doc: dict[str, object], key: str, kind: type | tuple[type, ...], what: str, owner: str = ""
+) -> Any:
+    """``doc[key]`` when it is a ``kind`` (a bool is no number); ``owner``: the path of
+    ``doc`` in the result (``pages.``), for the message."""
     if key not in doc:
-        raise ResultError(f'missing "{key}" ({what})')
+        raise ResultError(f'missing "{owner}{key}" ({what})')
     value = doc[key]
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise ResultError(f'"{key}" must be {what}, got {json.dumps(value)[:60]}')
+        raise ResultError(f'"{owner}{key}" must be {what}, got {json.dumps(value)[:60]}')
     return value
 
 
@@ -494,33 +400,37 @@ def _parse_time(text: str) -> datetime:
 _LABELS: dict[tuple[int | str, ...], tuple[int | str, ...]] = {}
 
 
-def _same(label: object) -> object:
-    return label
-
-
-def _interned(labels: tuple[Any, ...]) -> tuple[int | str, ...]:
-    """One shared tuple per distinct label list: less memory, cheaper to send between processes."""
+def _labels(raw: object) -> tuple[int | str, ...] | None:
+    """A matrix's ``rows`` or ``cols`` (integers or strings, not empty), one shared tuple per
+    distinct list (less memory, cheaper to send between processes); None if not so."""
+    if not isinstance(raw, list) or not raw:
+        return None
+    labels = tuple(raw)
+    if not all(type(x) is int or type(x) is str for x in labels):
+        return None
     return _LABELS.setdefault(labels, labels)
 
 
-def read_matrices(raw: object, text_labels: bool = True) -> tuple[Matrix, ...]:
-    """The ``matrices`` object of a result as :class:`Matrix` records (raises ResultError);
-    ``text_labels``: labels as strings (the fleet report's), else as in the file."""
+def read_matrices(raw: object) -> dict[str, Matrix]:
+    """The ``matrices`` object of a result as :class:`Matrix` records by name (raises
+    ResultError); labels as in the file."""
     if raw is None:
-        return ()
+        return {}
     if not isinstance(raw, dict):
         raise ResultError('"matrices" must be an object of named matrices')
-    out = []
+    out = {}
     for name, m in raw.items():
-        where = f'matrix "{name}"'
+        where = f'matrix "{name[:40]}"'
         if not isinstance(m, dict):
             raise ResultError(f"{where} must be an object")
         unit = _field(m, "unit", str, f"the {where} unit")
-        rows = m.get("rows")
-        cols = m.get("cols")
+        rows, cols = _labels(m.get("rows")), _labels(m.get("cols"))
         values = m.get("values")
-        if not isinstance(rows, list) or not isinstance(cols, list) or not rows or not cols:
-            raise ResultError(f'{where}: "rows" and "cols" must be non-empty label lists')
+        if rows is None or cols is None:
+            raise ResultError(
+                f'{where}: "rows" and "cols" must be non-empty lists of labels (integers or '
+                "strings)"
+            )
         if not isinstance(values, list) or len(values) != len(rows):
             raise ResultError(f'{where}: "values" must have one list per row ({len(rows)} rows)')
         flat = array("d")
@@ -538,42 +448,48 @@ def read_matrices(raw: object, text_labels: bool = True) -> tuple[Matrix, ...]:
                     del flat[start:]
                     for v in row:
                         flat.append(_NAN if v is None else _number(v, f"{where} values"))
-        label = str if text_labels else _same
-        out.append(
-            Matrix(
-                name=str(name),
-                unit=str(unit),
-                rows=_interned(tuple(label(r) for r in rows)),
-                cols=_interned(tuple(label(c) for c in cols)),
-                row_kind=str(m.get("row_kind", "")),
-                col_kind=str(m.get("col_kind", "")),
-                values=flat,
-            )
+        out[name] = Matrix(
+            name=name,
+            unit=unit,
+            rows=rows,
+            cols=cols,
+            row_kind=str(m.get("row_kind", "")),
+            col_kind=str(m.get("col_kind", "")),
+            values=flat,
         )
-    return tuple(out)
+    return out
 
 
-_PLACEMENTS: dict[tuple[PlacementEntry, ...], tuple[PlacementEntry, ...]] = {}
+_PLACEMENTS: dict[tuple[tuple[Any, ...], ...], tuple[Placement, ...]] = {}
 
 
-def _placement(raw: object) -> tuple[PlacementEntry, ...] | None:
-    """The ``placement`` array as (rank, thread, cpu, numa) tuples; None when it is missing
-    or not as documented (the report then says it cannot draw that layout, nothing more)."""
-    if not isinstance(raw, list) or not raw:
-        return None
-    out: list[PlacementEntry] = []
+def _placement(raw: object) -> tuple[Placement, ...]:
+    """The ``placement`` array; () when it is missing or not as documented (the report then
+    says it cannot draw that layout, nothing more; the schema refuses it)."""
+    if not isinstance(raw, list):
+        return ()
+    entries = []
     for e in raw:
         if not isinstance(e, dict):
-            return None
+            return ()
         rank, thread, cpu, numa = e.get("rank"), e.get("thread"), e.get("cpu"), e.get("numa")
         if type(rank) is not int or type(thread) is not int or type(cpu) is not int:
-            return None
-        out.append((rank, thread, cpu, numa if type(numa) is int else -1))
-    key = tuple(out)
-    return _PLACEMENTS.setdefault(key, key)  # runs of one layout share one tuple
+            return ()
+        aff, host = e.get("affinity"), e.get("host")
+        affinity = (
+            tuple(aff) if isinstance(aff, list) and all(type(c) is int for c in aff) else None
+        )
+        numa = numa if type(numa) is int else -1
+        entries.append((rank, thread, cpu, numa, affinity, host if isinstance(host, str) else None))
+    key = tuple(entries)
+    got = _PLACEMENTS.get(key)
+    if got is None:  # runs of one layout share one tuple
+        got = _PLACEMENTS[key] = tuple(Placement(*e) for e in key)
+    return got
 
 
 _METHODS = {"thp": "THP ", "hugetlb-2M": "hugetlbfs ", "hugetlb-1G": "hugetlbfs ", "4k": "4 KiB "}
+_PAGES_FIELDS = frozenset(("requested", "kib", "fallback", "note", "method"))
 
 
 def fallback_text(requested: str | None, method: object) -> str:
@@ -584,117 +500,161 @@ def fallback_text(requested: str | None, method: object) -> str:
     return f"{how}fallback from {asked}"
 
 
+def _pages(raw: object) -> Pages | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ResultError('"pages" must be an object like {"requested": "2M", "kib": 2048, ...}')
+    kib = raw.get("kib")
+    if isinstance(kib, bool) or not isinstance(kib, int) or kib <= 0:
+        got = "it is missing" if "kib" not in raw else f"got {json.dumps(kib)[:40]}"
+        raise ResultError(f'"pages.kib" must be a positive integer (KiB), {got}')
+    method = raw.get("method")
+    if method is not None and not isinstance(method, str):
+        raise ResultError(f'"pages.method" must be a string, got {json.dumps(method)[:40]}')
+    return Pages(
+        requested=_field(raw, "requested", str, "the page size asked for, e.g. 2M", "pages."),
+        kib=kib,
+        fallback=_field(raw, "fallback", bool, "true or false", "pages."),
+        note=_field(raw, "note", str, "a string", "pages."),
+        method=method,
+        extra={k: v for k, v in raw.items() if k not in _PAGES_FIELDS},
+    )
+
+
+def _trials(raw: object, where: str) -> tuple[float, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ResultError(f'{where} must have a non-empty "trials" list')
+    for t in raw:
+        if type(t) is not float and type(t) is not int:
+            raise ResultError(f'{where}: "trials" must be numbers, got {json.dumps(t)[:40]}')
+    trials = tuple(map(float, raw))
+    if not any(map(math.isfinite, trials)):
+        raise ResultError(
+            f"{where}: no trial is a finite number (all NaN?); the run measured nothing: "
+            "re-run the kernel or remove the file"
+        )
+    return trials
+
+
+def _metrics(raw: object) -> dict[str, Metric]:
+    """Every result has ``metrics`` (an object; whereami's is empty); a metric's ``trials``
+    are numbers, not all NaN (a run with a headline measured something)."""
+    if not isinstance(raw, dict):
+        got = "missing" if raw is None else f"got {json.dumps(raw)[:40]}"
+        raise ResultError(f'"metrics" must be an object of named metrics ({got})')
+    out = {}
+    for name, m in raw.items():
+        where = f'metric "{name[:40]}"'
+        if not isinstance(m, dict):
+            raise ResultError(f"{where} must be an object")
+        trials = _trials(m.get("trials"), where)
+        owner = f"metrics.{name[:40]}."
+        median, warmup = m.get("median"), m.get("warmup", 0)
+        if type(warmup) is not int or warmup < 0:
+            raise ResultError(f'"{owner}warmup" must be an integer >= 0')
+        out[name] = Metric(
+            unit=_field(m, "unit", str, "the unit", owner),
+            higher_is_better=_field(m, "higher_is_better", bool, "true or false", owner),
+            trials=trials,
+            best=_number(m.get("best"), f'"{owner}best"'),
+            avg=_number(m.get("avg"), f'"{owner}avg"'),
+            min=_number(m.get("min"), f'"{owner}min"'),
+            max=_number(m.get("max"), f'"{owner}max"'),
+            median=None if median is None else _number(median, f'"{owner}median"'),
+            warmup=warmup,
+        )
+    return out
+
+
+def _headline(raw: object, metrics: dict[str, Metric]) -> Headline | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ResultError('"headline" must be an object or null')
+    metric = _field(raw, "metric", str, "the headline metric name", "headline.")
+    if metric not in metrics:
+        raise ResultError(
+            f'"headline.metric" {json.dumps(metric)[:40]} names no metric of "metrics" '
+            f"({', '.join(sorted(metrics))[:80] or 'none'})"
+        )
+    unit = _field(raw, "unit", str, "the headline unit", "headline.")
+    if unit != metrics[metric].unit:
+        raise ResultError(
+            f'"headline.unit" {json.dumps(unit)[:40]} differs from the unit of metric '
+            f"{json.dumps(metric)[:40]} ({json.dumps(metrics[metric].unit)[:40]})"
+        )
+    hib = _field(raw, "higher_is_better", bool, "true or false", "headline.")
+    value = _number(raw.get("value"), '"headline.value"')
+    if not (math.isfinite(value) and 0 < value <= MAX_VALUE):
+        raise ResultError(
+            f'"headline.value" must be a positive finite number up to {MAX_VALUE:g}, got {value!r}'
+        )
+    stat = _field(raw, "stat", str, "the statistic (best, median, avg, min or max)", "headline.")
+    return Headline(metric, stat, value, unit, hib)
+
+
 def _count(value: object) -> int | None:
     return value if type(value) is int and value >= 1 else None
 
 
-def _check_metrics(metrics: object, head: object) -> None:
-    """Every result has ``metrics`` (an object; whereami's is empty); a metric's ``trials``
-    are numbers, not all NaN (a run with a headline measured something)."""
-    if not isinstance(metrics, dict):
-        got = "missing" if metrics is None else f"got {json.dumps(metrics)[:40]}"
-        raise ResultError(f'"metrics" must be an object of named metrics ({got})')
-    for name, metric in metrics.items():
-        trials = metric.get("trials") if isinstance(metric, dict) else None
-        if not isinstance(trials, list) or not trials:
-            raise ResultError(f'metric "{name[:40]}" must have a non-empty "trials" list')
-        if not any(type(t) in (int, float) and math.isfinite(t) for t in trials):
-            raise ResultError(
-                f'metric "{name[:40]}": no trial is a finite number (all NaN?); the run '
-                "measured nothing: re-run the kernel or remove the file"
-            )
-    named = head.get("metric") if isinstance(head, dict) else None
-    if isinstance(named, str) and metrics and named not in metrics:
-        raise ResultError(
-            f'"headline.metric" {json.dumps(named)[:40]} names no metric of "metrics"'
-        )
-
-
-def run_from_document(doc: object) -> Run:
-    """Turn one decoded result document into a :class:`Run` (raises :class:`ResultError`)."""
+def _result(doc: object, source: str) -> Result:
     if not isinstance(doc, dict):
         raise ResultError(f"expected a JSON object (one result), got {type(doc).__name__}")
     schema = doc.get("schema")
     if schema != RESULT_SCHEMA_ID:
         raise ResultError(
-            f'not a topobind result: "schema" is {json.dumps(schema)}, '
+            f'not a topobind result: "schema" is {json.dumps(schema)[:60]}, '
             f'expected "{RESULT_SCHEMA_ID}"'
         )
     kernel = _field(doc, "kernel", str, "the kernel name")
     host = _field(doc, "host", str, "the host name")
     if not kernel or not host:
         raise ResultError('"kernel" and "host" must not be empty')
-    timestamp = _parse_time(str(_field(doc, "timestamp", str, "an ISO 8601 UTC time")))
+    timestamp = _field(doc, "timestamp", str, "an ISO 8601 UTC time")
+    _parse_time(timestamp)
     layout = doc.get("layout")
     if layout is not None and not isinstance(layout, str):
         raise ResultError('"layout" must be a string or null')
-    pages = doc.get("pages")
-    page_kib: int | None = None
-    page_requested: str | None = None
-    page_fallback: str | None = None
-    if pages is not None:
-        if not isinstance(pages, dict):
-            raise ResultError(
-                '"pages" must be an object like {"requested": "2M", "kib": 2048, ...}'
-            )
-        kib = pages.get("kib")
-        if kib is not None and (isinstance(kib, bool) or not isinstance(kib, int) or kib <= 0):
-            raise ResultError(
-                f'"pages.kib" must be a positive integer (KiB), got {json.dumps(kib)}'
-            )
-        page_kib = kib
-        req = pages.get("requested")
-        page_requested = req if isinstance(req, str) else None
-        if pages.get("fallback") is True:
-            page_fallback = fallback_text(page_requested, pages.get("method"))
+    pages = _pages(doc.get("pages"))
     valid = _field(doc, "valid", bool, "true or false")
-    validation = doc.get("validation")
-    params = doc.get("params")
-    generated = isinstance(params, dict) and params.get("generated") is True
-    placement = None
-    topology = None
-    if layout is not None:  # only layouts are drawn: other results skip this work
-        placement = _placement(doc.get("placement"))
-        topo = params.get("topology") if isinstance(params, dict) else None
-        topology = topo if isinstance(topo, str) and topo.strip() else None
-    _check_metrics(doc.get("metrics"), head := doc.get("headline"))
-    metric = stat = unit = None
-    value: float | None = None
-    hib: bool | None = None
-    if head is not None:
-        if not isinstance(head, dict):
-            raise ResultError('"headline" must be an object or null')
-        metric = str(_field(head, "metric", str, "the headline metric name"))
-        unit = str(_field(head, "unit", str, "the headline unit"))
-        hib = bool(_field(head, "higher_is_better", bool, "true or false"))
-        value = _number(head.get("value"), '"headline.value"')
-        if not (math.isfinite(value) and 0 < value <= MAX_VALUE):
-            raise ResultError(
-                f'"headline.value" must be a positive finite number up to {MAX_VALUE:g}, got '
-                f"{value!r}"
-            )
-        s = head.get("stat")
-        stat = s if isinstance(s, str) else None
-    return Run(
-        source="",
-        kernel=str(kernel),
-        host=str(host),
+    validation, params, rank = doc.get("validation"), doc.get("params"), doc.get("rank")
+    metrics = _metrics(doc.get("metrics"))
+    return Result(
+        schema=RESULT_SCHEMA_ID,
+        kernel=kernel,
+        host=host,
         timestamp=timestamp,
         layout=layout,
-        page_kib=page_kib,
-        page_requested=page_requested,
-        page_fallback=page_fallback,
-        metric=metric,
-        stat=stat,
-        value=value,
-        unit=unit,
-        higher_is_better=hib,
-        valid=bool(valid),
-        validation=validation if isinstance(validation, str) else "",
-        generated=generated,
-        matrices=read_matrices(doc.get("matrices")),
         ranks=_count(doc.get("ranks")),
         threads=_count(doc.get("threads")),
-        placement=placement,
-        topology=topology,
+        params=params if isinstance(params, dict) else {},
+        pages=pages,
+        placement=_placement(doc.get("placement")),
+        metrics=metrics,
+        headline=_headline(doc.get("headline"), metrics),
+        matrices=read_matrices(doc.get("matrices")),
+        valid=valid,
+        validation=validation if isinstance(validation, str) else "",
+        rank=rank if type(rank) is int and rank >= 0 else None,
+        source=source,
     )
+
+
+def result_from_document(doc: object, source: str = "<text>") -> Result:
+    """The one reader: a decoded result document as a :class:`Result`, every field the model
+    holds checked for its type (raises :class:`ResultError`, one line; the caller names the
+    file). Thousands of documents a second: the fleet report reads through it without the
+    schema; where a layout cannot be drawn from (``placement``, ``ranks``, ``threads`` not as
+    documented) the result is still read, with () or None there."""
+    return _result(doc, source)
+
+
+def parse_result(doc: Any, source: str = "<text>") -> Result:
+    """Validate an already-decoded document against the schema and read it
+    (:func:`result_from_document`); TopobindError naming ``source`` on any defect."""
+    validate_result_document(doc, source)
+    try:
+        return _result(doc, source)
+    except ResultError as exc:
+        raise TopobindError(f"{source}: {exc}") from None

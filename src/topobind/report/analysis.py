@@ -31,9 +31,8 @@ from typing import Any
 
 from topobind.errors import TopobindError
 from topobind.kernels import stats
-from topobind.kernels.results import Matrix
+from topobind.kernels.results import Headline, Matrix, Result
 from topobind.report.layouts_seen import Layouts
-from topobind.report.reader import Run
 
 MAX_WARMUP = 1_000_000
 MAX_SLOW_LIMIT = 1000.0  # --slow-mads / --slow-pct: beyond it nothing could ever be slow
@@ -140,8 +139,8 @@ def _group_order(key: GroupKey) -> tuple[str, str, int, str]:
 class HostStats:
     host: str
     summary: stats.Summary  # of the kept runs' headline values
-    runs: tuple[Run, ...]  # kept runs, in time order
-    warmup_runs: tuple[Run, ...]  # dropped as warm-up, in time order
+    runs: tuple[Result, ...]  # kept runs, in time order
+    warmup_runs: tuple[Result, ...]  # dropped as warm-up, in time order
     worse_pct: float  # median vs fleet median, % of the fleet median; > 0 = worse
     slowdown: float  # stats.slowdown of the host median against the fleet median (fraction)
     mads: float | None  # how many fleet MADs worse (> 0) or better (< 0); None if the MAD is 0
@@ -281,7 +280,7 @@ class Report:
     files: int
     documents: int
     no_headline: int  # e.g. whereami results
-    invalid: tuple[Run, ...]  # runs with valid=false, left out
+    invalid: tuple[Result, ...]  # runs with valid=false, left out
     generated: int  # documents marked params.generated
     groups: tuple[FleetGroup, ...]
     pages: tuple[PageComparison, ...]
@@ -305,17 +304,24 @@ class Report:
         return sum(g.all_runs.n for g in self.groups)
 
 
-def _check_units(runs: Sequence[Run]) -> None:
+def _head(r: Result) -> Headline:
+    """The headline of a result the report analyses (those without one are only counted)."""
+    assert r.headline is not None, r.source
+    return r.headline
+
+
+def _check_units(runs: Sequence[Result]) -> None:
     """One kernel, one headline metric, unit and direction: else the file that differs."""
-    first: dict[str, Run] = {}
+    first: dict[str, Result] = {}
     for r in runs:
         ref = first.setdefault(r.kernel, r)
         if r is ref:
             continue
+        h, ref_h = _head(r), _head(ref)
         for what, a, b in (
-            ("unit", ref.unit, r.unit),
-            ("metric", ref.metric, r.metric),
-            ("higher_is_better", ref.higher_is_better, r.higher_is_better),
+            ("unit", ref_h.unit, h.unit),
+            ("metric", ref_h.metric, h.metric),
+            ("higher_is_better", ref_h.higher_is_better, h.higher_is_better),
         ):
             if a != b:
                 raise TopobindError(
@@ -326,14 +332,14 @@ def _check_units(runs: Sequence[Run]) -> None:
 
 
 def _host_stats(
-    host: str, runs: list[Run], hib: bool, opts: Options
-) -> tuple[tuple[Run, ...], tuple[Run, ...], stats.Summary | None]:
-    runs.sort(key=lambda r: (r.timestamp, r.source))
+    host: str, runs: list[Result], hib: bool, opts: Options
+) -> tuple[tuple[Result, ...], tuple[Result, ...], stats.Summary | None]:
+    runs.sort(key=lambda r: (r.time, r.source))
     warm = tuple(runs[: opts.warmup])
     kept = tuple(runs[opts.warmup :])
     if not kept:
         return kept, warm, None
-    values = [r.value for r in kept if r.value is not None]
+    values = [_head(r).value for r in kept]
     return kept, warm, stats.summarize(values, hib, confidence=opts.confidence)
 
 
@@ -345,10 +351,12 @@ def _beyond(values: Sequence[float], threshold: float | None, hib: bool) -> floa
     return stats.beyond_confidence(n, len(values))
 
 
-def _fleet_group(key: GroupKey, by_host: dict[str, list[Run]], opts: Options) -> FleetGroup | None:
-    sample = next(iter(by_host.values()))[0]
-    hib = bool(sample.higher_is_better)
-    per_host: list[tuple[str, tuple[Run, ...], tuple[Run, ...], stats.Summary]] = []
+def _fleet_group(
+    key: GroupKey, by_host: dict[str, list[Result]], opts: Options
+) -> FleetGroup | None:
+    sample = _head(next(iter(by_host.values()))[0])
+    hib = sample.higher_is_better
+    per_host: list[tuple[str, tuple[Result, ...], tuple[Result, ...], stats.Summary]] = []
     only_warmup: list[str] = []
     for host in sorted(by_host):
         kept, warm, summary = _host_stats(host, by_host[host], hib, opts)
@@ -393,9 +401,9 @@ def _fleet_group(key: GroupKey, by_host: dict[str, list[Run]], opts: Options) ->
         kernel=key[0],
         layout=key[1],
         page_kib=key[2],
-        metric=str(sample.metric),
+        metric=sample.metric,
         stat=sample.stat,
-        unit=str(sample.unit),
+        unit=sample.unit,
         higher_is_better=hib,
         hosts=tuple(hosts),
         all_runs=stats.summarize(all_values, hib, confidence=opts.confidence),
@@ -461,7 +469,7 @@ def _matrix_groups(groups: Sequence[FleetGroup]) -> list[MatrixGroup]:
         kinds: dict[MatrixKey, tuple[str, str]] = {}
         for h in g.hosts:
             for r in h.runs:
-                for m in r.matrices:
+                for m in r.matrices.values():
                     k = (m.name, m.unit, m.rows, m.cols)
                     collected[k].append((h.host, m.values))
                     kinds[k] = (m.row_kind, m.col_kind)
@@ -511,7 +519,7 @@ def _nanmedian(np: Any, stack: Any) -> Any:
 
 
 def analyse(
-    runs: Sequence[Run],
+    runs: Sequence[Result],
     opts: Options,
     inputs: tuple[str, ...] = (),
     files: int = 0,
@@ -519,7 +527,7 @@ def analyse(
     """Everything the report shows, from the runs read. Raises TopobindError for bad input."""
     if not runs:
         raise TopobindError(f"no results in {', '.join(inputs) or 'the input'}")
-    with_head = [r for r in runs if r.value is not None]
+    with_head = [r for r in runs if r.headline is not None]
     no_headline = len(runs) - len(with_head)
     _check_units(with_head)
     invalid = tuple(r for r in with_head if not r.valid)
@@ -531,7 +539,7 @@ def analyse(
             else f"none of the {len(runs)} results has a headline value (whereami has none)"
         )
         raise TopobindError(f"{', '.join(inputs) or 'input'}: nothing to report: {why}")
-    grouped: dict[GroupKey, dict[str, list[Run]]] = defaultdict(lambda: defaultdict(list))
+    grouped: dict[GroupKey, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in good:
         grouped[(r.kernel, r.layout, r.page_kib, r.page_fallback)][r.host].append(r)
     groups = []

@@ -36,8 +36,11 @@ def _host_json(h: HostStats) -> dict[str, Any]:
     d |= {
         "values": to_json(h.summary.values),
         "sources": [r.source for r in h.runs],
-        "timestamps": [to_json(r.timestamp) for r in h.runs],
-        "warmup": [pick(r, "value", "timestamp", "source") for r in h.warmup_runs],
+        "timestamps": [to_json(r.time) for r in h.runs],
+        "warmup": [
+            {"value": r.headline_value, "timestamp": to_json(r.time), "source": r.source}
+            for r in h.warmup_runs
+        ],
         **pick(h, "worse_pct"),
         "slowdown_vs_fleet": to_json(h.slowdown),
         **pick(h, "mads", "slow"),

@@ -36,9 +36,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from topobind.errors import TopobindError
+from topobind.kernels.results import Result
 from topobind.plan.model import Plan, RankPlan
 from topobind.report.fmt import plural
-from topobind.report.reader import Run
 from topobind.topo.topology import SYNTHETIC_PREFIX, Topology, format_list, load, load_live
 
 MAX_LAYOUT_PICTURES = 12  # distinct placements drawn; the rest are listed as not drawn
@@ -135,7 +135,7 @@ class _Topologies:
             raise _Skip(got)
         return got
 
-    def for_runs(self, host: str, runs: Sequence[Run]) -> tuple[Topology, str]:
+    def for_runs(self, host: str, runs: Sequence[Result]) -> tuple[Topology, str]:
         if self.given is not None:
             return self.given, f"the topology given with --topology ({self.given.source})"
         recorded = next((r.topology for r in runs if r.topology), None)
@@ -159,18 +159,16 @@ class _Topologies:
 
 
 def _recorded(
-    runs: Sequence[Run], ranks: int, threads: int
+    runs: Sequence[Result], ranks: int, threads: int
 ) -> dict[tuple[int, int], tuple[int, int]]:
     """(rank, thread) -> (PU OS index, NUMA node or -1), each from the earliest result that
     records that thread."""
     placed: dict[tuple[int, int], tuple[int, int]] = {}
     for r in runs:
-        for rank, thread, cpu, numa in r.placement or ():
-            placed.setdefault((rank, thread), (cpu, numa))
-    if not placed:
-        if any(r.placement is None for r in runs):
-            raise _Skip('no readable "placement" in the results')
-        raise _Skip("the placement is empty")
+        for p in r.placement:
+            placed.setdefault((p.rank, p.thread), (p.cpu, p.numa))
+    if not placed:  # the reader keeps () for a missing, empty or malformed placement
+        raise _Skip('no readable "placement" in the results')
     wanted = [(rk, t) for rk in range(ranks) for t in range(threads)]
     missing = [k for k in wanted if k not in placed]
     if missing:
@@ -274,7 +272,7 @@ def _variants(accs: Iterable[_Acc]) -> list[LayoutSeen]:
 
 
 def collect_layouts(
-    runs: Sequence[Run],
+    runs: Sequence[Result],
     given: Topology | None = None,
     local_host: str | None = None,
     max_pictures: int = MAX_LAYOUT_PICTURES,
@@ -286,8 +284,8 @@ def collect_layouts(
     """
     if local_host is None:
         local_host = socket.gethostname()
-    groups: dict[tuple[str, int | None, int | None, str, str], list[Run]] = defaultdict(list)
-    by_host: dict[str, list[Run]] = defaultdict(list)
+    groups: dict[tuple[str, int | None, int | None, str, str], list[Result]] = defaultdict(list)
+    by_host: dict[str, list[Result]] = defaultdict(list)
     for r in runs:
         if r.layout:
             groups[(r.layout, r.ranks, r.threads, r.host, r.kernel)].append(r)
@@ -300,7 +298,7 @@ def collect_layouts(
     skipped: dict[tuple[str, int | None, int | None, str], set[str]] = defaultdict(set)
     for key in sorted(groups, key=lambda k: (k[0], k[1] or 0, k[2] or 0, k[3], k[4])):
         layout, ranks, threads, host, kernel = key
-        rs = sorted(groups[key], key=lambda r: (r.timestamp, r.source))
+        rs = sorted(groups[key], key=lambda r: (r.time, r.source))
         try:
             if ranks is None or threads is None:
                 raise _Skip('the results do not record "ranks" and "threads" (integers >= 1)')

@@ -1,11 +1,11 @@
 """Reads the kernel result files of a fleet for the report, fast (forked workers from 2,000
 files on).
 
-Each document becomes a :class:`~topobind.kernels.results.Run`
-(:func:`topobind.kernels.results.run_from_document`: the fields the report uses, type-checked; the
-format is defined in :mod:`topobind.kernels.results`). A corrupt, truncated or foreign file stops
-the report with one
-:class:`~topobind.errors.TopobindError` line that names the file (and line, for JSON Lines).
+Each document becomes a :class:`~topobind.kernels.results.Result` (the one reader,
+:func:`topobind.kernels.results.result_from_document`: every field type-checked; the format is
+defined in :mod:`topobind.kernels.results`). A corrupt, truncated or foreign file stops the
+report with one :class:`~topobind.errors.TopobindError` line that names the file (and line, for
+JSON Lines).
 
 Inputs are files or directories; directories are searched recursively for ``*.json``,
 ``*.jsonl`` and ``*.ndjson`` (hidden files and directories, whose names start with ``.``, are
@@ -20,18 +20,16 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from topobind.errors import TopobindError
-from topobind.kernels.results import (  # noqa: F401 (MAX_FILE_BYTES, Run: part of the reader's API)
+from topobind.kernels.results import (  # noqa: F401 (MAX_FILE_BYTES: part of the reader's API)
     MAX_FILE_BYTES,
     RESULT_SUFFIXES,
     TOO_DEEP,
-    Matrix,
+    Result,
     ResultError,
-    Run,
     read_bytes,
-    run_from_document,
+    result_from_document,
 )
 from topobind.report.parallel import fork_map
 
@@ -42,39 +40,12 @@ CHUNK_FILES = 500
 
 @dataclass(frozen=True)
 class ReadResult:
-    runs: list[Run]
+    runs: list[Result]
     files: int
     inputs: tuple[str, ...]
 
 
-def _with_source(run: Run, source: str) -> Run:
-    # dataclasses.replace is slow-ish on 35,000 objects with slots; rebuild directly
-    return Run(
-        source,
-        run.kernel,
-        run.host,
-        run.timestamp,
-        run.layout,
-        run.page_kib,
-        run.page_requested,
-        run.page_fallback,
-        run.metric,
-        run.stat,
-        run.value,
-        run.unit,
-        run.higher_is_better,
-        run.valid,
-        run.validation,
-        run.generated,
-        run.matrices,
-        run.ranks,
-        run.threads,
-        run.placement,
-        run.topology,
-    )
-
-
-def _decode_lines(path: str, data: bytes) -> list[Run]:
+def _decode_lines(path: str, data: bytes) -> list[Result]:
     out = []
     for lineno, line in enumerate(data.splitlines(), 1):
         if not line.strip():
@@ -92,13 +63,13 @@ def _decode_lines(path: str, data: bytes) -> list[Run]:
         except RecursionError:
             raise TopobindError(f"{where}: {TOO_DEEP}") from None
         try:
-            out.append(_with_source(run_from_document(doc), where))
+            out.append(result_from_document(doc, where))
         except ResultError as exc:
             raise TopobindError(f"{where}: {exc}") from None
     return out
 
 
-def read_file(path: str | os.PathLike[str]) -> list[Run]:
+def read_file(path: str | os.PathLike[str]) -> list[Result]:
     """All runs in one file (one JSON document, or JSON Lines)."""
     name = os.fspath(path)
     data = read_bytes(name)
@@ -122,7 +93,7 @@ def read_file(path: str | os.PathLike[str]) -> list[Run]:
     except RecursionError:
         raise TopobindError(f"{name}: {TOO_DEEP}") from None
     try:
-        return [_with_source(run_from_document(doc), name)]
+        return [result_from_document(doc, name)]
     except ResultError as exc:
         raise TopobindError(f"{name}: {exc}") from None
 
@@ -181,40 +152,17 @@ def read_results(
             unique.append(f)
     if len(unique) >= PARALLEL_MIN_FILES:
         chunks = [unique[i : i + CHUNK_FILES] for i in range(0, len(unique), CHUNK_FILES)]
-        parts = fork_map(_read_chunk_tuples, chunks)
-        runs = [_run_from_tuple(t) for part in parts for t in part]
+        runs = [r for part in fork_map(_read_chunk, chunks) for r in part]
     else:
         runs = _read_chunk(unique)
     return ReadResult(runs=runs, files=len(unique), inputs=names)
 
 
-def _read_chunk(files: Sequence[str]) -> list[Run]:
-    runs: list[Run] = []
+def _read_chunk(files: Sequence[str]) -> list[Result]:
+    runs: list[Result] = []
     for f in files:
         found = read_file(f)
         if not found:
             raise TopobindError(f"{f}: holds no result (only blank lines); remove it")
         runs.extend(found)
     return runs
-
-
-# Runs travel back from the worker processes as plain tuples (pickling slotted dataclasses
-# costs several times more).
-def _run_to_tuple(r: Run) -> tuple[object, ...]:
-    mats = tuple(
-        (m.name, m.unit, m.rows, m.cols, m.row_kind, m.col_kind, m.values) for m in r.matrices
-    )
-    return (
-        r.source, r.kernel, r.host, r.timestamp, r.layout, r.page_kib, r.page_requested,
-        r.page_fallback, r.metric, r.stat, r.value, r.unit, r.higher_is_better, r.valid,
-        r.validation, r.generated, mats, r.ranks, r.threads, r.placement, r.topology,
-    )  # fmt: skip
-
-
-def _run_from_tuple(t: tuple[Any, ...]) -> Run:
-    mats = tuple(Matrix(*m) for m in t[16])
-    return Run(*t[:16], mats, *t[17:])  # type: ignore[call-arg]
-
-
-def _read_chunk_tuples(files: Sequence[str]) -> list[tuple[object, ...]]:
-    return [_run_to_tuple(r) for r in _read_chunk(files)]

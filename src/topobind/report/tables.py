@@ -189,6 +189,6 @@ def host_table(report: Report, g: FleetGroup, hosts: Sequence[HostStats]) -> Tab
             signed_worse(g, h), fmt.mads(h.mads), status(h),
         ]  # fmt: skip
         if warm:
-            cells.append(", ".join(fmt.value(r.value) for r in h.warmup_runs) or "-")
+            cells.append(", ".join(fmt.value(r.headline_value) for r in h.warmup_runs) or "-")
         rows.append(Row(tuple(cells), slow=h.slow))
     return Table(tuple(headers), tuple(rows), frozenset({1, 2, 4, 5, 6, 7, 8, 9}))
