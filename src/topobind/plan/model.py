@@ -7,7 +7,9 @@ A plan knows nothing about launchers; :mod:`topobind.emit` turns it into flags.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from topobind.errors import TopobindError
@@ -152,14 +154,13 @@ def validate_plan_json(doc: dict[str, Any]) -> None:
         raise TopobindError(f"plan JSON invalid at {where}: {message}") from exc
 
 
-@dataclass(frozen=True)
-class PlannedRank:
+class PlannedRank(NamedTuple):
     """A rank as read back from a plan JSON document (for verification and launchers)."""
 
     rank: int
     places: tuple[tuple[int, ...], ...]
     cpus: tuple[int, ...]
-    env: dict[str, str] = field(default_factory=dict, hash=False)  # ranks[].env
+    env: Mapping[str, str] = MappingProxyType({})  # ranks[].env (read-only)
 
 
 def ranks_from_json(doc: dict[str, Any]) -> list[PlannedRank]:
