@@ -7,8 +7,15 @@ Writes results/bench/plan.json. Target (issue 23): `topobind plan` on the 384-PU
 hits both; the medians are reported, with min and max, and the load average the runs saw. On a
 busy machine wall times mostly measure the load, so each case also counts the instructions each
 command executes (valgrind --tool=callgrind, when installed): a figure the load does not move.
-hwloc-distrib's time is the reference a reader compares with (its ratio is reported, not
-targeted).
+hwloc-distrib's time is the reference a reader compares with.
+
+The 100 ms target was set on this machine on a day when hwloc-distrib ran in 12.0 ms on the
+same input (REFERENCE_DISTRIB_MS); the machine's speed varies (~2.4x between quiet days, more
+under load). So beside the absolute verdict (median <= 100 ms now) each targeted case has two
+verdicts independent of the machine's speed and load: topobind's time as a multiple of
+hwloc-distrib's measured in the same run (taking turns), and the same multiple in
+instructions, each against 100 / 12.0 = 8.3x (the target at the reference speed). The
+printed line and the JSON say which verdicts hold.
 
 A synthetic description is expanded by hwloc's own lstopo, which topobind runs: that case
 costs at least lstopo plus the Python interpreter, so its ratio is reported, not targeted.
@@ -31,6 +38,10 @@ SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 REPEAT = int(os.environ.get("BENCH_REPEAT", "15"))
 TARGET_MS = 100.0
+#: hwloc-distrib's median on the 384-PU XML when the target was set (issue 23, this machine)
+REFERENCE_DISTRIB_MS = 12.0
+#: the target as a multiple of hwloc-distrib's time: 100 ms at the reference speed
+TARGET_RATIO = TARGET_MS / REFERENCE_DISTRIB_MS
 
 #: (name, topobind's --topology, hwloc-distrib's --input, layout, ranks, targeted)
 CASES = [
@@ -91,9 +102,18 @@ def main() -> int:
         "bytecode_cache": True,
         "cpus": os.cpu_count(),
         "target": "topobind plan on the 384-PU XML within 100 ms (median wall time)",
+        "reference_hwloc_distrib_ms": REFERENCE_DISTRIB_MS,
+        "target_ratio": TARGET_RATIO,
+        "target_at_reference_speed": (
+            f"topobind plan within {TARGET_RATIO:.1f}x hwloc-distrib's time in the same run "
+            f"(100 ms when hwloc-distrib takes {REFERENCE_DISTRIB_MS} ms), in wall time and "
+            "in instructions"
+        ),
         "load_average_before": os.getloadavg()[0],
     }
-    ok = True
+    ok = True  # the absolute verdict: median within 100 ms on this machine now
+    ok_ratio = True  # wall-time multiple of hwloc-distrib within TARGET_RATIO
+    ok_instructions: bool | None = None  # instruction multiple within TARGET_RATIO (valgrind)
     for name, source, hwloc_input, layout, ranks, targeted in CASES:
         hw_input = hwloc_input if not hwloc_input.endswith(".xml") else source
         plan_cmd = [TOPOBIND, "plan", "-t", source, "-l", layout, "-r", str(ranks), "-f", "json"]
@@ -119,8 +139,15 @@ def main() -> int:
                                              "hwloc_distrib": ins_distrib}  # fmt: skip
             case["instructions_ratio"] = ins_ours / ins_distrib
         case["within_100_ms"] = case["topobind_plan_json"]["median_ms"] <= TARGET_MS
+        case["within_target_ratio"] = ratio <= TARGET_RATIO
+        if "instructions_ratio" in case:
+            case["within_target_ratio_instructions"] = case["instructions_ratio"] <= TARGET_RATIO
         if targeted:
             ok &= case["within_100_ms"]
+            ok_ratio &= case["within_target_ratio"]
+            if "instructions_ratio" in case:
+                held = case["within_target_ratio_instructions"]
+                ok_instructions = held if ok_instructions is None else ok_instructions and held
         out["cases"].append(case)
         print(
             f"{name}: topobind plan {case['topobind_plan_json']['median_ms']:.1f} ms, "
@@ -136,7 +163,16 @@ def main() -> int:
         )
     out["load_average_after"] = os.getloadavg()[0]
     out["meets_target"] = ok
-    print(f"target: {out['target']}: {'met' if ok else 'NOT met'}")
+    out["meets_target_ratio"] = ok_ratio
+    out["meets_target_ratio_instructions"] = ok_instructions
+    out["meets_target_at_reference_speed"] = ok_ratio and ok_instructions is not False
+    print(f"target: {out['target']}: {'met' if ok else 'NOT met'} (on this machine, now)")
+    print(
+        f"target at the reference speed ({TARGET_RATIO:.1f}x hwloc-distrib, i.e. 100 ms when "
+        f"hwloc-distrib takes {REFERENCE_DISTRIB_MS} ms): wall-time ratio "
+        f"{'met' if ok_ratio else 'NOT met'}; instruction ratio "
+        + {True: "met", False: "NOT met", None: "not measured (no valgrind)"}[ok_instructions]
+    )
     path = REPO / "results" / "bench" / "plan.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")

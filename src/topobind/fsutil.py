@@ -3,10 +3,10 @@ schemas (``schemas/*.json``, package data)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
-from pathlib import Path
 from typing import Any
 
 
@@ -16,11 +16,14 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> str:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename;
+    the path written."""
+    target = os.fspath(path)
+    parent = os.path.dirname(os.path.abspath(target))
+    os.makedirs(parent, exist_ok=True)
+    name = os.path.basename(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
         with os.fdopen(fd, "wb") as fh:
@@ -29,12 +32,13 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         raise
     return target
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> str:
     """Text twin of :func:`atomic_write_bytes` (UTF-8)."""
     return atomic_write_bytes(path, text.encode("utf-8"))
 

@@ -10,7 +10,7 @@ import argparse
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from topobind.errors import TopobindError
 
@@ -74,8 +74,7 @@ def host_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--host ")) from exc
 
 
-@dataclass(frozen=True)
-class InputFile:
+class InputFile(NamedTuple):
     """A kind of input file: ``what`` it is (named in every refusal), its size limit, the
     ``fix`` each refusal ends with (what to give instead) and the error type raised."""
 

@@ -129,7 +129,7 @@ def test_atomic_write_gives_the_usual_file_mode(tmp_path: Path) -> None:
 
     old = os.umask(0o022)
     try:
-        path = atomic_write_text(tmp_path / "x.txt", "hello\n")
+        path = Path(atomic_write_text(tmp_path / "x.txt", "hello\n"))
     finally:
         os.umask(old)
     assert path.read_text() == "hello\n"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from topobind.errors import plural
 from topobind.plan.model import Plan
@@ -39,8 +40,7 @@ ANSI = (34, 33, 32, 31, 35, 36, 94, 93, 92, 91, 95, 96)
 TREE_ROW_CORES = 4  # cores per line of the text tree
 
 
-@dataclass(frozen=True)
-class RankStyle:
+class RankStyle(NamedTuple):
     """How one rank is painted: fill colour, hatching ("" = plain) and border line style."""
 
     colour: str
@@ -71,8 +71,7 @@ def _ink(fill: str) -> str:
     return "#000000" if 0.299 * r + 0.587 * g + 0.114 * b > 0.6 else "#ffffff"
 
 
-@dataclass(frozen=True, slots=True)
-class CoreUse:
+class CoreUse(NamedTuple):
     """Who runs on one core: (rank, thread) pairs, in thread order."""
 
     core: Core

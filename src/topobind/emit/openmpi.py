@@ -16,7 +16,7 @@ logical numbers (5.x), which is what OpenMPI reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from topobind.emit.devices import env_notes
 from topobind.inputs import host_name
@@ -26,11 +26,10 @@ from topobind.topo.topology import Topology, format_list, parse_xml
 DEFAULT_RANKFILE = "topobind.rankfile"
 
 
-@dataclass(frozen=True)
-class MpiLaunch:
+class MpiLaunch(NamedTuple):
     argv: list[str]
+    notes: list[str]
     rankfile: str | None = None  # rankfile text when the argv refers to one
-    notes: list[str] = field(default_factory=list)
     resource: str | None = None  # the ppr resource used (None: rankfile)
 
 
@@ -225,8 +224,7 @@ def _oversubscribe_5(plan: Plan, notes: list[str]) -> str:
     return ""
 
 
-@dataclass(frozen=True)
-class RankfileBlock:
+class RankfileBlock(NamedTuple):
     """Ranks of one plan on ``hosts`` (each host runs every rank of the plan, in order);
     ``node``: the whole node's topology that OpenMPI 5 numbers (default: the plan's node,
     without this process's affinity mask); ``about``: a comment line."""

@@ -14,7 +14,7 @@ task/affinity (tests/launch/test_local_slurm.py):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from topobind.emit.devices import srun_extra
 from topobind.plan.model import Plan
@@ -26,11 +26,10 @@ STEP_NOTE = (
 )
 
 
-@dataclass(frozen=True)
-class SrunLaunch:
+class SrunLaunch(NamedTuple):
     argv: list[str]
     masks: list[str]
-    notes: list[str] = field(default_factory=list)
+    notes: list[str]
 
 
 def cpu_mask(cpus: tuple[int, ...] | list[int]) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from topobind.errors import PlanError
 from topobind.topo.devices import Gpu, Nic
@@ -34,8 +34,7 @@ RESERVES = ("none", "first-core-per-l3", "first-core-per-numa")
 ORDERS = ("gpu", "cpu")
 
 
-@dataclass(frozen=True)
-class GpuOptions:
+class GpuOptions(NamedTuple):
     """The per-gpu layout's options: what the layout registry offers on the command line."""
 
     gpus_per_rank: int = 1
@@ -43,8 +42,7 @@ class GpuOptions:
     order: str = "gpu"
 
 
-@dataclass(frozen=True, slots=True)
-class GpuRank:
+class GpuRank(NamedTuple):
     """One rank of the layout: its slots (OS PU tuples, one per thread) and devices."""
 
     cores: tuple[Core, ...]
@@ -53,8 +51,7 @@ class GpuRank:
     nic: Nic | None
 
 
-@dataclass
-class _Domain:
+class _Domain(NamedTuple):
     cores: list[Core]
     gpus: list[Gpu]
 
@@ -114,10 +111,12 @@ def _disjoint(domains: list[_Domain]) -> list[_Domain]:
     """A core local to several domains (nested localities) goes to the smallest one; a
     domain left without cores keeps no GPU (the caller notes the GPUs left out)."""
     taken: set[int] = set()
-    for dom in sorted(domains, key=lambda d: len(d.cores)):
-        dom.cores = [c for c in dom.cores if c.logical not in taken]
-        taken.update(c.logical for c in dom.cores)
-    return [d for d in domains if d.cores]
+    kept: dict[int, _Domain] = {}  # position in ``domains`` -> the domain with its cores left
+    for i, dom in sorted(enumerate(domains), key=lambda item: len(item[1].cores)):
+        cores = [c for c in dom.cores if c.logical not in taken]
+        taken.update(c.logical for c in cores)
+        kept[i] = dom._replace(cores=cores)
+    return [kept[i] for i in range(len(domains)) if kept[i].cores]
 
 
 def _slots(cores: Sequence[Core], smt: bool) -> list[tuple[int, ...]]:

@@ -9,7 +9,8 @@ the exact semantics and pictures.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from topobind.errors import PlanError, TopobindError
 from topobind.inputs import count_arg, whole_number
@@ -19,20 +20,20 @@ from topobind.topo import cpukinds
 from topobind.topo.topology import Core, Topology, format_list
 
 
-@dataclass(frozen=True, slots=True)
-class Slot:
+class Slot(NamedTuple):
     core: Core
     place: tuple[int, ...]  # OS PU indexes
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
+    """What a planner reads (:func:`plan_layout` makes it)."""
+
     layout: str
-    ranks: int | None = None
-    threads: int | None = None
-    smt: bool = False
-    parameter: int | None = None  # N of a layout spelled NAME:N (l3-groups:N)
-    options: Mapping[str, object] = field(default_factory=dict)  # per-layout options
+    ranks: int | None
+    threads: int | None
+    smt: bool
+    parameter: int | None  # N of a layout spelled NAME:N (l3-groups:N)
+    options: Mapping[str, object]  # per-layout options
 
 
 def _slots(cores: Sequence[Core], smt: bool) -> list[Slot]:
@@ -255,7 +256,7 @@ def l3_groups(topo: Topology, req: Request, size: int) -> list[list[Slot]]:
         groups.append(current)
     if req.threads is None:
         sizes = [len(_slots(g, req.smt)) for g in groups]
-        req = replace(req, threads=min(size, min(sizes)))
+        req = req._replace(threads=min(size, min(sizes)))
     return _per_domain(topo, req, groups, f"L3 groups of {size} {_unit(req.smt)}")
 
 
@@ -266,8 +267,7 @@ MAX_LAYOUT_PARAMETER = 1 << 20
 Planner = Callable[[Topology, Request], list[list[Slot]]]
 
 
-@dataclass(frozen=True)
-class LayoutOption:
+class LayoutOption(NamedTuple):
     """A command-line option that only some layouts read (``--gpus-per-rank N`` ...).
     :func:`topobind.cli.commands.common.add_layout_args` adds it to every planning command; the
     parsed value reaches the planner as ``Request.options[dest]``."""
@@ -279,8 +279,7 @@ class LayoutOption:
     type: Callable[[str], object] = str
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
     """One layout of the vocabulary: the CLI, its help, the plan schema and docs/layouts.md
     all derive from (or are tested against) :data:`REGISTRY`."""
 

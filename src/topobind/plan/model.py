@@ -7,8 +7,10 @@ A plan knows nothing about launchers; :mod:`topobind.emit` turns it into flags.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from topobind.errors import TopobindError
 from topobind.fsutil import package_schema
@@ -19,8 +21,7 @@ from topobind.topo.topology import Topology, format_list
 PLAN_SCHEMA_ID = "topobind.plan/1"
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryPlacement:
+class MemoryPlacement(NamedTuple):
     """Where a rank's memory lives (planned by :mod:`topobind.plan.memory`): ``policy`` ``bind``,
     ``interleave``, ``preferred`` or ``none`` (the kernel's default) over NUMA nodes ``nodes``
     (OS indexes); ``pages``: ``4k``, ``2M``, ``1G`` or ``thp`` (the kernel's default)."""
@@ -33,7 +34,7 @@ class MemoryPlacement:
         return {"policy": self.policy, "nodes": list(self.nodes), "pages": self.pages}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RankPlan:
     """One MPI rank (or the single process of an OpenMP-only job).
 
@@ -153,14 +154,13 @@ def validate_plan_json(doc: dict[str, Any]) -> None:
         raise TopobindError(f"plan JSON invalid at {where}: {message}") from exc
 
 
-@dataclass(frozen=True, slots=True)
-class PlannedRank:
+class PlannedRank(NamedTuple):
     """A rank as read back from a plan JSON document (for verification and launchers)."""
 
     rank: int
     places: tuple[tuple[int, ...], ...]
     cpus: tuple[int, ...]
-    env: dict[str, str] = field(default_factory=dict, hash=False)  # ranks[].env
+    env: Mapping[str, str] = MappingProxyType({})  # ranks[].env (read-only)
 
 
 def ranks_from_json(doc: dict[str, Any]) -> list[PlannedRank]:

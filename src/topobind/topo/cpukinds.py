@@ -59,7 +59,7 @@ def restrict(topo: Topology, choice: str) -> tuple[Topology, list[str]]:
     for core in topo.cores:
         pus = tuple(pu for pu in core.pus if pu in keep)
         if pus:
-            cores.append(replace(core, pus=pus))
+            cores.append(core._replace(pus=pus))
     others = sorted(set(topo.pus) - keep)
     notes = [
         f"this node has {len(topo.cpu_kinds)} kinds of cores; the plan uses only the "

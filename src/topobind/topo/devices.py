@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from topobind.topo.bitmap import parse_hwloc_bitmap
 from topobind.topo.hwloc_xml import Attrs, OsDevice
@@ -79,7 +80,7 @@ _NIC_KINDS: tuple[tuple[str, Callable[[str], bool]], ...] = (
 _NIC_CLASSES = ("0200", "0207", "0280", "0c06")  # Ethernet, InfiniBand, other network, IB (old)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Gpu:
     """One physical GPU. ``pus``/``numa``: its locality (usable OS PU indexes, NUMA OS
     indexes); ``near``: the hwloc type of the object that locality comes from."""
@@ -101,8 +102,7 @@ class Gpu:
         return GPU_VENDORS[self.vendor][1] if self.vendor in GPU_VENDORS else None
 
 
-@dataclass(frozen=True, slots=True)
-class Nic:
+class Nic(NamedTuple):
     os: str  # preferred name: the OpenFabrics device (mlx5_0) over its IP interface (ib0)
     names: tuple[str, ...]
     kind: str  # openfabrics | slingshot | bxi
@@ -113,14 +113,12 @@ class Nic:
     near: str
 
 
-@dataclass(frozen=True)
-class Devices:
+class Devices(NamedTuple):
     gpus: tuple[Gpu, ...] = ()
     nics: tuple[Nic, ...] = ()
 
 
-@dataclass
-class _OsDev:
+class _OsDev(NamedTuple):
     name: str
     subtype: str
     pci: str | None

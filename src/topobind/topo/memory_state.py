@@ -21,7 +21,7 @@ Every function takes ``root`` (default "/") so tests can give a prepared tree.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from topobind.topo.topology import parse_list
 
@@ -69,8 +69,7 @@ def page_label(kib: int) -> str:
     return f"{kib}k"
 
 
-@dataclass(frozen=True, slots=True)
-class Pool:
+class Pool(NamedTuple):
     """One NUMA node's hugetlb pool of one page size."""
 
     node: int
@@ -119,8 +118,7 @@ def pool_file(node: int, size_kib: int) -> str:
     return f"/sys/devices/system/node/node{node}/hugepages/hugepages-{size_kib}kB/nr_hugepages"
 
 
-@dataclass(frozen=True, slots=True)
-class MemState:
+class MemState(NamedTuple):
     """The settings that decide what a memory policy and a page size really give."""
 
     numa_balancing: int | None

@@ -13,6 +13,7 @@ import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from topobind.errors import TopobindError, plural
 from topobind.inputs import whole_number
@@ -134,8 +135,7 @@ def hostnames(env: Mapping[str, str] | None = None, nodelist: str | None = None)
     return hosts
 
 
-@dataclass(frozen=True)
-class NodeShare:
+class NodeShare(NamedTuple):
     """What the job holds on some of its nodes: the same task count and CPUs on each."""
 
     hosts: tuple[str, ...]  # the nodes, in Slurm's order

@@ -15,6 +15,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from topobind.errors import CannotRun, TopobindError, TopologyError
 from topobind.inputs import InputFile
@@ -87,8 +88,7 @@ def _shown(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- model
-@dataclass(frozen=True, slots=True)
-class Core:
+class Core(NamedTuple):
     """A core. ``pus``: OS indexes of its usable PUs, in hwloc logical order (SMT siblings)."""
 
     logical: int
@@ -100,8 +100,7 @@ class Core:
     kind: int | None = None  # CPU kind index (0 = least efficient) when the machine has several
 
 
-@dataclass(frozen=True, slots=True)
-class CacheDomain:
+class CacheDomain(NamedTuple):
     """A shared cache (normally L3): the cores and PUs behind it."""
 
     logical: int
@@ -113,8 +112,7 @@ class CacheDomain:
     package: int
 
 
-@dataclass(frozen=True, slots=True)
-class NumaNode:
+class NumaNode(NamedTuple):
     """A NUMA node with CPUs. ``os_index`` is what numactl/Linux call node N."""
 
     os_index: int
@@ -126,8 +124,7 @@ class NumaNode:
     subtype: str | None = None  # e.g. "MCDRAM" on KNL
 
 
-@dataclass(frozen=True, slots=True)
-class Package:
+class Package(NamedTuple):
     logical: int
     os_index: int | None
     cores: tuple[int, ...]
@@ -136,8 +133,7 @@ class Package:
     l3: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class CpuKind:
+class CpuKind(NamedTuple):
     pus: tuple[int, ...]
     efficiency: int | None
     core_type: str | None

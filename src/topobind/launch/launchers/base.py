@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from topobind.errors import TopobindError
 
@@ -51,8 +51,7 @@ class Launch:
     nodes: int = 1
 
 
-@dataclass(frozen=True)
-class Native:
+class Native(NamedTuple):
     """What a launcher expresses by itself (the docs' launcher table is made from these).
 
     ``masks``: an explicit CPU set per rank; ``map_by``: a mapping by hardware object
