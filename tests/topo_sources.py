@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
-TOPOLOGIES = SHARED / "topologies"
+from paths import TOPOLOGIES
 
 
 def xml_files() -> list[Path]:

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import TOPOBIND
-from topo_sources import BETZY, TOPOLOGIES
+from paths import TOPOLOGIES
+from topo_sources import BETZY
 
 pytestmark = pytest.mark.slow
 

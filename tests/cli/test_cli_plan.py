@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import TOPOBIND
-from topo_sources import BETZY, TOPOLOGIES
+from paths import TOPOLOGIES
+from topo_sources import BETZY
 
 from topobind.emit.omp import parse_places
 from topobind.plan.model import validate_plan_json

@@ -21,7 +21,7 @@ import pytest
 from fuzzing import bounded, fuzz
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from topo_sources import TOPOLOGIES
+from paths import TOPOLOGIES
 
 from topobind.checks.sites.loading import load_site_file
 from topobind.errors import TopobindError

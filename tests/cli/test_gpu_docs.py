@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from topo_sources import TOPOLOGIES
+from paths import TOPOLOGIES
 
 from topobind.draw.boxes import rank_colour
 from topobind.draw.device_badges import _tree, draw_gpu_png

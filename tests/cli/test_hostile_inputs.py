@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from topo_sources import TOPOLOGIES
+from paths import TOPOLOGIES
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import TOPOBIND
 from ompi_oracle import have_ompi4, have_ompi5, ompi5_map
-from topo_sources import SHARED
+from paths import SHARED
 
 from topobind.emit.openmpi import openmpi_argv
 from topobind.launch.build import JobShape, build, rank_step_text, uniform_env_is_exact
