@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 
@@ -44,3 +44,7 @@ def run_topobind(
         timeout=timeout,
         input=stdin,
     )
+
+
+#: the type of the ``topobind_cli`` fixture (``run_topobind``), for test signatures
+Cli = Callable[..., subprocess.CompletedProcess[str]]

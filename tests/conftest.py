@@ -5,11 +5,8 @@ kernels built once per session (tests/conftest_kernels.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from subprocess import CompletedProcess
-
 import pytest
-from cli_helpers import run_topobind
+from cli_helpers import Cli, run_topobind
 from conftest_kernels import ensure_built
 from slurm_helpers import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
@@ -20,7 +17,7 @@ def local_slurm(slurm_cluster: SlurmCluster) -> dict[str, str]:  # noqa: F811
 
 
 @pytest.fixture
-def topobind_cli() -> Callable[..., CompletedProcess[str]]:
+def topobind_cli() -> Cli:
     """``topobind_cli("plan", "-l", "compact", cwd=..., env=..., timeout=...)``."""
     return run_topobind
 
