@@ -12,13 +12,14 @@ from pathlib import Path
 import jsonschema
 import pytest
 from conftest_kernels import omp_env
+from paths import REPO
 
 from topobind.errors import TopobindError
 from topobind.kernels import programs as kernels
 from topobind.kernels import results
 
 KERNELS = ["stream", "dgemm", "latency", "c2c", "whereami"]
-KSRC = Path(__file__).resolve().parents[2] / "kernels"
+KSRC = REPO / "kernels"
 
 
 pytestmark = pytest.mark.usefixtures("built_kernels")
@@ -252,7 +253,7 @@ def test_latency_numa_matrices() -> None:
 @pytest.mark.slow
 def test_make_from_clean_has_no_warnings(tmp_path: Path) -> None:
     """Build a pristine copy of kernels/ with the default flags: no warning may appear."""
-    src = Path(__file__).resolve().parents[2] / "kernels"
+    src = KSRC
     subprocess.run(["cp", "-r", str(src), str(tmp_path / "k")], check=True)
     subprocess.run(["make", "-s", "-C", str(tmp_path / "k"), "clean"], check=True)
     proc = subprocess.run(
