@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helpers import NO_SLURM, TOPOBIND
+from paths import KERNELS_BIN
 from slurm_helpers import slurm_cluster  # noqa: F401  (session fixture)
 
 from topobind.launch.verify_memory import MAX_OUTSIDE, check, summary, table
@@ -16,10 +18,7 @@ from topobind.plan.layouts import make_plan
 from topobind.plan.memory import plan_memory
 from topobind.topo.topology import load
 
-REPO = Path(__file__).resolve().parents[2]
-RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
-NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
+RANKEXEC = KERNELS_BIN / "rankexec"
 #: a dynamic program topobind did not write: 300 MiB touched, then alive for the sample
 PYTHON_300M = ["python3", "-c", "b = b'x' * (300 << 20)\nimport time\ntime.sleep(3)"]
 
@@ -179,7 +178,7 @@ def test_a_static_program_or_a_missing_pool_is_refused(tmp_path: Path) -> None:
 def test_probe_reports_its_policy_and_test_page(tmp_path: Path) -> None:
     from topobind.launch.verify_memory import probe_rows, probe_table
 
-    whereami = REPO / "kernels" / "bin" / "whereami"
+    whereami = KERNELS_BIN / "whereami"
     out = rankexec(step(tmp_path, "%mem=bind:0\tOMP_NUM_THREADS=1"), str(whereami))
     assert out.returncode == 0, out.stderr
     plan = plan_memory(make_plan(load("live"), "compact", ranks=1, threads=1), "bind")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import TOPOBIND
 from ompi_oracle import have_ompi4, have_ompi5, ompi5_map
-from paths import SHARED
+from paths import REPO, SHARED
 
 from topobind.emit.openmpi import openmpi_argv
 from topobind.launch.build import JobShape, build, rank_step_text, uniform_env_is_exact
@@ -22,7 +22,6 @@ from topobind.plan.layouts import make_plan
 from topobind.plan.model import Plan
 from topobind.topo.topology import load, parse_xml
 
-REPO = Path(__file__).resolve().parents[2]
 RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
 NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}

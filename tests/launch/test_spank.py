@@ -12,16 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_helpers import TOPOBIND
+from paths import REPO
 from slurm_helpers import (
     MULTI_SLURMD_TIMEOUT,
-    REPO,
     SlurmCluster,
     run_script,
     sbatch_wait,
     slurm_cluster3,  # noqa: F401  (fixture)
 )
 
-TOPOBIND = REPO / ".venv" / "bin" / "topobind"
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
 PLUGIN_DIR = REPO / "launchers" / "spank"
 HAVE_HEADER = Path("/usr/include/slurm/spank.h").exists()
