@@ -140,6 +140,7 @@ def _envelope(doc: dict[str, Any]) -> dict[str, object]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("built_kernels")
 def test_hpl_result_is_written_through_the_result_model() -> None:
     """An HPL document passes the schema, reads back to the same record, and has the

@@ -99,6 +99,7 @@ def test_stdout_is_one_line() -> None:
     assert kernels.load_result(run.stdout).kernel == "whereami"
 
 
+@pytest.mark.slow
 def test_load_result_corrupt_and_truncated_files(small_dgemm_text: str, tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(small_dgemm_text)

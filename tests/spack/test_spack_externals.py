@@ -56,6 +56,7 @@ def test_each_version_is_the_owning_debian_packages(found: list[externals.Extern
         assert ext.version == upstream, (ext, package, upstream)
 
 
+@pytest.mark.slow
 def test_prefixes_and_buildable(found: list[externals.External]) -> None:
     by_name = {e.package: e for e in found}
     assert by_name["hwloc"].prefix == "/usr" and by_name["openmpi"].prefix == "/usr"
