@@ -122,6 +122,7 @@ def test_load_result_corrupt_and_truncated_files(small_dgemm_text: str, tmp_path
         kernels.load_result(small_dgemm_text[:-40])
 
 
+@pytest.mark.slow
 def test_load_result_rejects_schema_violations(small_dgemm_text: str) -> None:
     doc = json.loads(small_dgemm_text)
     bad = dict(doc)
@@ -142,6 +143,7 @@ def test_load_result_rejects_schema_violations(small_dgemm_text: str) -> None:
         kernels.load_result(json.dumps(bad))
 
 
+@pytest.mark.slow
 def test_load_results_json_lines(small_dgemm_text: str, tmp_path: Path) -> None:
     path = tmp_path / "two.jsonl"
     path.write_text(small_dgemm_text.strip() + "\n" + small_dgemm_text.strip() + "\n")
