@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_helpers import NO_SLURM, TOPOBIND, venv_bin
+from cli_helpers import NO_SLURM, TOPOBIND, run_topobind, venv_bin
 from paths import KERNELS_BIN, REPO
 
 WHEREAMI = KERNELS_BIN / "whereami"
@@ -138,13 +138,7 @@ def test_bad_input(tmp_path: Path) -> None:
     out = run(RUN, "--layout", "compact", cwd=tmp_path)
     assert out.returncode == 2 and "no program given" in out.stderr
     env = {**NO_SLURM, "TOPOBIND_KERNELS_DIR": str(tmp_path / "none"), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run(
-        [TOPOBIND, "run", "--verify", "--", "true"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
+    out = run_topobind("run", "--verify", "--", "true", env=env, cwd=tmp_path)
     assert out.returncode == 2 and "make kernels" in out.stderr
 
 
@@ -261,13 +255,8 @@ def _dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     tmpdir.mkdir(exist_ok=True)
     cwd = tmp_path / "cwd"
     cwd.mkdir(exist_ok=True)
-    return subprocess.run(
-        [TOPOBIND, "run", "--dry-run", *args],
-        capture_output=True,
-        text=True,
-        env={**NO_SLURM, "TMPDIR": str(tmpdir)},
-        cwd=cwd,
-        timeout=60,
+    return run_topobind(
+        "run", "--dry-run", *args, env={**NO_SLURM, "TMPDIR": str(tmpdir)}, cwd=cwd, timeout=60
     )
 
 

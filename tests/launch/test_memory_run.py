@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_helpers import NO_SLURM, TOPOBIND
+from cli_helpers import NO_SLURM, TOPOBIND, run_topobind
 from paths import KERNELS_BIN
 from slurm_helpers import slurm_cluster  # noqa: F401  (session fixture)
 
@@ -80,10 +80,10 @@ def test_rankexec_refuses_bad_memory_fields(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_dry_run_step_file_carries_memory(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [TOPOBIND, "run", "--dry-run", "--launcher", "none", "--ranks", "1", "--threads", "1",
-         "--pages", "4k", "--", "true"],
-        capture_output=True, text=True, env=NO_SLURM, timeout=120,
+    out = run_topobind(
+        "run", "--dry-run", "--launcher", "none", "--ranks", "1", "--threads", "1",
+        "--pages", "4k", "--", "true",
+        env=NO_SLURM, timeout=120,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "topobind-rankexec 3" in out.stdout
@@ -123,10 +123,10 @@ def run_program(pages: str, kib: int, count: int) -> subprocess.CompletedProcess
     pool = hugepages_status().get(kib)
     in_use = pool.nr - pool.free if pool else 0  # another process's pages stay taken
     with reserve_hugepages(kib, count + in_use):
-        return subprocess.run(
-            [TOPOBIND, "run", "--ranks", "2", "--threads", "1", "--pages", pages,
-             "--verify-running", "--sample-ms", "1500", "--", *PYTHON_300M],
-            capture_output=True, text=True, env=NO_SLURM, timeout=300,
+        return run_topobind(
+            "run", "--ranks", "2", "--threads", "1", "--pages", pages,
+            "--verify-running", "--sample-ms", "1500", "--", *PYTHON_300M,
+            env=NO_SLURM, timeout=300,
         )  # fmt: skip
 
 
@@ -158,17 +158,17 @@ def test_a_static_program_or_a_missing_pool_is_refused(tmp_path: Path) -> None:
     from topobind.kernels.hugepages import reserve_hugepages
 
     with reserve_hugepages(2048, 4):
-        out = subprocess.run(
-            [TOPOBIND, "run", "--launcher", "none", "--ranks", "1", "--threads", "1",
-             "--pages", "2M", "--", str(RANKEXEC)],
-            capture_output=True, text=True, env=NO_SLURM, timeout=120,
+        out = run_topobind(
+            "run", "--launcher", "none", "--ranks", "1", "--threads", "1",
+            "--pages", "2M", "--", str(RANKEXEC),
+            env=NO_SLURM, timeout=120,
         )  # fmt: skip
     assert out.returncode == 2
     assert "is a static executable; the hugepage shim (LD_PRELOAD) cannot reach it" in out.stderr
     with reserve_hugepages(2048, 0):
-        out = subprocess.run(
-            [TOPOBIND, "run", "--launcher", "none", "--ranks", "1", "--pages", "2M", "--", "true"],
-            capture_output=True, text=True, env=NO_SLURM, timeout=120,
+        out = run_topobind(
+            "run", "--launcher", "none", "--ranks", "1", "--pages", "2M", "--", "true",
+            env=NO_SLURM, timeout=120,
         )  # fmt: skip
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "echo 1 > /sys/devices/system/node/node0/hugepages/hugepages-2048kB" in out.stderr
