@@ -19,7 +19,7 @@ help:
 	@echo "make setup   install Debian packages (root) and the .venv"
 	@echo "make demo    install everything and run the main job"
 	@echo "make test    install everything and run the whole test suite"
-	@echo "make test-fast  the tests not marked slow: no topobind, kernel, MPI, Slurm or VM subprocess (~35 s)"
+	@echo "make test-fast  the tests not marked slow: no topobind, kernel, MPI, Slurm or VM subprocess (~30 s)"
 	@echo "make bench   run the benchmarks; results as JSON under results/bench/"
 
 setup:

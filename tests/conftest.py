@@ -1,16 +1,17 @@
 """Shared fixtures. ``local_slurm``: the environment (SLURM_CONF) of the project's one-node
 Slurm cluster, from the session fixture ``slurm_cluster`` in tests/slurm_helpers.py;
 ``topobind_cli``: runs the topobind command (tests/cli_helpers.py); ``built_kernels``: the C
-kernels built once per session (tests/conftest_kernels.py)."""
+kernels built once per session (tests/conftest_kernels.py); ``small_fleet``: a results
+directory of 2 hosts x 2 STREAM runs (tests/fleetgen.py), shared read-only."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from subprocess import CompletedProcess
+from pathlib import Path
 
 import pytest
-from cli_helpers import run_topobind
+from cli_helpers import Cli, run_topobind
 from conftest_kernels import ensure_built
+from fleetgen import FleetSpec, generate_fleet
 from slurm_helpers import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 
@@ -20,7 +21,7 @@ def local_slurm(slurm_cluster: SlurmCluster) -> dict[str, str]:  # noqa: F811
 
 
 @pytest.fixture
-def topobind_cli() -> Callable[..., CompletedProcess[str]]:
+def topobind_cli() -> Cli:
     """``topobind_cli("plan", "-l", "compact", cwd=..., env=..., timeout=...)``."""
     return run_topobind
 
@@ -29,3 +30,11 @@ def topobind_cli() -> Callable[..., CompletedProcess[str]]:
 def built_kernels() -> None:
     """The C kernels (kernels/bin), built once per session; a no-op when up to date."""
     ensure_built()
+
+
+@pytest.fixture(scope="session")
+def small_fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Results of 2 hosts x 2 STREAM runs; tests read it (copy it to change it)."""
+    root = tmp_path_factory.mktemp("small-fleet")
+    generate_fleet(root / "results", FleetSpec(hosts=2, runs=2, kernels=("stream",)))
+    return root / "results"

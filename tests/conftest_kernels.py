@@ -1,4 +1,4 @@
-"""Helpers shared by tests/test_kernels_*.py (imported, not a pytest conftest)."""
+"""Helpers shared by tests/kernels/test_kernels_*.py (imported, not a pytest conftest)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
 from topobind.errors import TopobindError
 from topobind.kernels import hugepages
 
-REPO = Path(__file__).resolve().parents[1]
 KIB_1G = 1048576
 KIB_2M = 2048
 

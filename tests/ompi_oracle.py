@@ -20,10 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from cli_helpers import venv_bin
+
+from topobind.emit.openmpi import openmpi_argv
+from topobind.plan.model import Plan
 from topobind.topo.topology import parse_list
 
-REPO = Path(__file__).resolve().parents[1]
-OMPI5 = str(REPO / ".venv" / "bin" / "mpirun")
+OMPI5 = str(venv_bin("mpirun"))  # PyPI 'openmpi' in the test environment
 OMPI4 = "/usr/bin/mpirun"
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
@@ -65,6 +68,28 @@ def _core_to_pus(xml: Path, cores: str) -> list[int]:
         check=True,
     ).stdout.strip()
     return parse_list(out) if out else []
+
+
+def plan_xml(plan: Plan, tmp: Path) -> Path:
+    """The plan's topology as ``tmp/topo.xml`` (the mappers' input)."""
+    path = tmp / "topo.xml"
+    path.write_text(plan.topology.xml)
+    return path
+
+
+def plan_argv(plan: Plan, version: int, tmp: Path) -> list[str]:
+    """``mpirun -np N FLAGS`` that topobind emits for the plan on localhost for OpenMPI
+    ``version``; its rankfile, if any, written to ``tmp/rf``."""
+    launch = openmpi_argv(plan, version, rankfile_path=str(tmp / "rf"), host="localhost")
+    if launch.rankfile is not None:
+        (tmp / "rf").write_text(launch.rankfile)
+    return launch.argv
+
+
+def ompi5_map_plan(plan: Plan, tmp: Path) -> list[list[int]]:
+    """OpenMPI 5's mapping of the flags topobind emits for the plan (files under ``tmp``)."""
+    flags = plan_argv(plan, 5, tmp)[3:]
+    return ompi5_map(plan_xml(plan, tmp), plan.nranks, flags, cwd=tmp)
 
 
 def ompi5_map(xml: Path, np: int, flags: list[str], cwd: Path | None = None) -> list[list[int]]:

@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "local-slurm"
 
 # Job states after which nothing more happens (base states of squeue/scontrol).

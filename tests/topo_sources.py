@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
-TOPOLOGIES = SHARED / "topologies"
+import pytest
+from paths import TOPOLOGIES
 
 
 def xml_files() -> list[Path]:
@@ -50,10 +49,28 @@ def layout_cases(l3_group: int) -> tuple[list[tuple[str, str, str, bool]], list[
     return cases, [f"{c[0]}-{c[2]}-{'smt' if c[3] else 'core'}" for c in cases]
 
 
+#: the topologies whose layout cases stay in the fast tier (``pytest -m "not slow"``): the
+#: flagship node, offline PUs on 4 SMT sockets, KNL's SNC4 NUMA, nested groups; every other
+#: topology's cases are marked slow (the whole matrix runs in ``make test``)
+FAST_TOPOLOGIES = (
+    "betzy-epyc7742",
+    "16em64t-4s2c2t-offlines",
+    "64intel64-fakeKNL-SNC4-hybrid",
+    "16-2gr2gr2n2c+misc",
+)
+
+
+def layout_params(l3_group: int) -> list[Any]:
+    """``layout_cases`` as pytest parameters, those outside FAST_TOPOLOGIES marked slow."""
+    cases, ids = layout_cases(l3_group)
+    return [
+        pytest.param(*c, id=i, marks=() if c[0] in FAST_TOPOLOGIES else pytest.mark.slow)
+        for c, i in zip(cases, ids, strict=True)
+    ]
+
+
 def plan_or_skip(src: str, layout: str, smt: bool, **kw: int):  # type: ignore[no-untyped-def]
     """The plan, or skip the test when the layout does not apply to this topology."""
-    import pytest
-
     from topobind.errors import PlanError
     from topobind.plan.layouts import make_plan
     from topobind.topo.topology import load

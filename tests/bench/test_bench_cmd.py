@@ -5,22 +5,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import Cli, run_topobind
 
 from topobind.kernels import stats
 from topobind.kernels.hugepages import hugepages_status, reserve_hugepages
 from topobind.kernels.results import load_result
 
-TOPOBIND = [sys.executable, "-m", "topobind"]
-
 
 def bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*TOPOBIND, "bench", *args], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
+    return run_topobind("bench", *args, cwd=cwd, timeout=300)
 
 
 @pytest.mark.slow
@@ -114,7 +110,9 @@ def test_hpl_through_cli_writes_valid_result(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_results_record_the_topology_so_a_report_elsewhere_can_draw_them(tmp_path: Path) -> None:
+def test_results_record_the_topology_so_a_report_elsewhere_can_draw_them(
+    tmp_path: Path, topobind_cli: Cli
+) -> None:
     from topobind.topo.topology import load, load_live
 
     proc = bench(
@@ -144,12 +142,7 @@ def test_results_record_the_topology_so_a_report_elsewhere_can_draw_them(tmp_pat
     fleet = tmp_path / "fleet"
     fleet.mkdir()
     (fleet / "r.json").write_text(json.dumps(doc))
-    rep = subprocess.run(
-        [*TOPOBIND, "report", str(fleet), "-o", str(tmp_path / "rep")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    rep = topobind_cli("report", str(fleet), "-o", str(tmp_path / "rep"), timeout=300)
     assert rep.returncode == 0, rep.stderr
     report = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert report["layouts"], report.get("layouts_not_drawn")

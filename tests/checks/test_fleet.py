@@ -7,19 +7,17 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import Cli, run_topobind
+from paths import TOPOLOGIES
 
 from topobind.checks import acceptance, conformance, validation
 from topobind.errors import TopobindError
 from topobind.kernels import stats
 from topobind.topo import hostlist
-
-REPO = Path(__file__).resolve().parents[2]
-TOPOBIND = [sys.executable, "-m", "topobind.cli.main"]
 
 
 # --------------------------------------------------------------------------- host lists
@@ -246,8 +244,7 @@ def _sites_dir(tmp_path: Path, node: str | None) -> Path:
 
 def _topobind(args: list[str], sites: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, TOPOBIND_SITES_DIR=str(sites), SLURMD_NODENAME="node2")
-    return subprocess.run([*TOPOBIND, *args], capture_output=True, text=True, env=env,
-                          timeout=120)  # fmt: skip
+    return run_topobind(*args, env=env, timeout=120)
 
 
 @pytest.mark.slow
@@ -259,7 +256,7 @@ def test_site_check_live_without_node_section_says_what_to_add(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_site_check_live_per_host_finding_and_drain(tmp_path: Path) -> None:
+def test_site_check_live_per_host_finding_and_drain(tmp_path: Path, topobind_cli: Cli) -> None:
     from topobind.checks.sites import node_counts
     from topobind.topo.topology import load
 
@@ -279,8 +276,7 @@ def test_site_check_live_per_host_finding_and_drain(tmp_path: Path) -> None:
     )
     # another host is not in node[2-3]: it conforms
     env = dict(os.environ, TOPOBIND_SITES_DIR=str(sites), SLURMD_NODENAME="node1")
-    ok = subprocess.run([*TOPOBIND, "site", "check", "fleet", "--live"], capture_output=True,
-                        text=True, env=env, timeout=120)  # fmt: skip
+    ok = topobind_cli("site", "check", "fleet", "--live", env=env, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert "node1 conforms to the node: section" in ok.stdout
 
@@ -311,10 +307,11 @@ def test_site_check_golden_xml(tmp_path: Path) -> None:
         (["--each-node", "--partition", "slurm", "--repeat", "0"], "--repeat 0"),
     ],
 )
-def test_validate_each_node_bad_options(args: list[str], msg: str, tmp_path: Path) -> None:
+def test_validate_each_node_bad_options(
+    args: list[str], msg: str, tmp_path: Path, topobind_cli: Cli
+) -> None:
     env = dict(os.environ, TOPOBIND_REFRAME_RESULTS=str(tmp_path))
-    got = subprocess.run([*TOPOBIND, "validate", "--site", "local", *args], capture_output=True,
-                         text=True, env=env, timeout=120)  # fmt: skip
+    got = topobind_cli("validate", "--site", "local", *args, env=env, timeout=120)
     assert got.returncode == 2 and msg in got.stderr, got.stderr
     assert "Traceback" not in got.stderr
 
@@ -405,8 +402,7 @@ def test_validate_history_command(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_gpu_and_nic_locality_from_a_golden_xml() -> None:
-    shared = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared")) / "topologies"
-    xml = shared / "power8gpudistances.xml"
+    xml = TOPOLOGIES / "power8gpudistances.xml"
     if not xml.is_file():
         pytest.skip(f"{xml} not here")
     golden, where = conformance.golden_expected(xml, "n1")

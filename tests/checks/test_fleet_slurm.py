@@ -19,10 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from cli_helpers import TOPOBIND
+from paths import REPO
 from slurm_helpers import SlurmCluster, slurm_cluster3  # noqa: F401  (session fixture)
 
-REPO = Path(__file__).resolve().parents[2]
-TOPOBIND = str(Path(sys.executable).parent / "topobind")
 #: single-threaded STREAM (one core of two), arrays large enough that one trial outlasts the
 #: CPU quota's slice, few trials and runs: the quick pass is 9 jobs
 CHECK = ["-n", "StreamCheck%layout=every-other-core", "-S", "StreamCheck.elements=4M",

@@ -14,13 +14,15 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
-from cli_helpers import TOPOBIND
+from cli_helpers import run_topobind, venv_bin
+from paths import REPO
 
 from topobind.checks import calibration, sites
 from topobind.kernels import stats
@@ -28,7 +30,6 @@ from topobind.kernels.hugepages import hugepages_status
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 SMALL = [
     "-S", "elements=8M", "-S", "trials=10", "-S", "n=512", "-S", "reps=10",
     "-S", "sizes=16K,1M", "-S", "quick_n=960", "-S", "samples=3",
@@ -48,9 +49,7 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     full = dict(env if env is not None else os.environ)
     full["TOPOBIND_SITES_DIR"] = str(sites_dir)
-    return subprocess.run(
-        [TOPOBIND, *args], capture_output=True, text=True, env=full, timeout=timeout
-    )
+    return run_topobind(*args, env=full, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -265,7 +264,7 @@ def _forged_kernels(tmp_path: Path) -> Path:
     (kdir / "stream").write_text(
         "#!/bin/bash\n# the real STREAM, then its result forged as failing validation\n"
         f'{real}/stream "$@" || exit $?\n'
-        f"{REPO}/.venv/bin/python - <<'PY'\n"
+        f"{sys.executable} - <<'PY'\n"
         "import glob, json\n"
         "for f in glob.glob('stream.*.json'):\n"
         "    d = json.load(open(f))\n"
@@ -423,7 +422,7 @@ def foreign_reframe(
     full["TOPOBIND_SITES_DIR"] = str(sites_dir)
     if site is not None:
         full["TOPOBIND_SITE"] = site
-    argv = [str(REPO / ".venv" / "bin" / "reframe"), "-C", str(config), "-c",
+    argv = [str(venv_bin("reframe")), "-C", str(config), "-c",
             str(REPO / "reframe_tests"), "--nocolor", *args, "-r"]  # fmt: skip
     return subprocess.run(argv, capture_output=True, text=True, env=full, cwd=tmp_path, timeout=900)
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_helpers import TOPOBIND
+from cli_helpers import run_topobind, venv_bin
+from paths import REPO
 
 from topobind.checks import sites
 
-REPO = Path(__file__).resolve().parents[2]
-REFRAME = str(REPO / ".venv" / "bin" / "reframe")
+REFRAME = str(venv_bin("reframe"))
 SHIPPED = ["betzy", "epyc9755", "local", "stampede2-skx"]
 
 
@@ -24,7 +24,7 @@ def tb(*args: str, sites_dir: Path | None = None, cwd: Path | None = None):
     env = dict(os.environ)
     if sites_dir is not None:
         env["TOPOBIND_SITES_DIR"] = str(sites_dir)
-    return subprocess.run([TOPOBIND, *args], capture_output=True, text=True, env=env, cwd=cwd)
+    return run_topobind(*args, env=env, cwd=cwd)
 
 
 @pytest.mark.slow

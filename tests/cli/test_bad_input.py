@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_helpers import TOPOBIND
-from topo_sources import BETZY, TOPOLOGIES
+from cli_helpers import Cli, run_topobind
+from paths import TOPOLOGIES
+from topo_sources import BETZY
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 HANG = 20  # seconds: a hang detector only; a refusal takes well under a second
 SMALL_XML = TOPOLOGIES / "fakecpukinds.xml"
 FORMATS = ("text", "picture", "json", "env", "openmpi", "openmpi4", "srun", "rankfile", "rankfile4")
@@ -197,9 +196,7 @@ def _check(argv: list[str], names: str, cwd: Path, tmpdir: Path) -> None:
     special = {p: os.lstat(p).st_mode for p in ("/dev/null", "/dev/zero")}
     env = {**os.environ, "TMPDIR": str(tmpdir)}
     env.pop("SLURM_JOB_ID", None)
-    out = subprocess.run(
-        [TOPOBIND, *argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=HANG
-    )
+    out = run_topobind(*argv, cwd=cwd, env=env, timeout=HANG)
     lines = out.stderr.splitlines()
     assert out.returncode == 2, (argv[:6], out.returncode, out.stderr[-500:])
     assert "Traceback" not in out.stderr
@@ -316,27 +313,26 @@ def test_many_pus_synthetic_at_the_limit_is_refused_before_hwloc(tmp_path: Path)
     _check(["show", "-t", "synthetic:pack:5 core:3277 pu:1"], "pack:5", *_dirs(tmp_path))
 
 
-def test_valid_neighbours_still_work(files: dict[str, Path], tmp_path: Path) -> None:
+def test_valid_neighbours_still_work(
+    files: dict[str, Path], tmp_path: Path, topobind_cli: Cli
+) -> None:
     """The limits leave real inputs alone: the shared XMLs, an XML beside the bad ones
     (every kind of core: fakecpukinds.xml has fewer performance cores than 2)."""
     good = tmp_path / "good.xml"
     good.write_text(SMALL_XML.read_text())
     for src in (str(good), BETZY):
-        out = subprocess.run(
-            [TOPOBIND, "plan", "-t", src, "-l", "compact", "-r", "2", "-T", "1", "--cpukind=all"],
-            capture_output=True,
-            text=True,
-            timeout=HANG,
+        out = topobind_cli(
+            "plan", "-t", src, "-l", "compact", "-r", "2", "-T", "1", "--cpukind=all", timeout=HANG
         )
         assert out.returncode == 0, out.stderr
 
 
 @pytest.mark.parametrize("ranks", ["3", "4"])
-def test_threads_not_blamed_when_not_given(ranks: str, tmp_path: Path) -> None:
+def test_threads_not_blamed_when_not_given(ranks: str, tmp_path: Path, topobind_cli: Cli) -> None:
     """per-numa -r 3 on a 2-core node said '--threads must be at least 1 (got 0)'."""
     argv = ["plan", "-t", str(SMALL_XML), "-l", "per-numa", "-r", ranks]
     _check(argv, "--ranks", *_dirs(tmp_path))
-    out = subprocess.run([TOPOBIND, *argv], capture_output=True, text=True, timeout=HANG)
+    out = topobind_cli(*argv, timeout=HANG)
     assert "--threads" not in out.stderr
 
 

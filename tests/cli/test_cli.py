@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from paths import TOPOLOGIES
 
 from topobind.cli import main as cli
 
-XML = str(Path(__file__).resolve().parents[3] / "shared" / "topologies" / "192em64t-24n8c2t.xml")
+XML = str(TOPOLOGIES / "192em64t-24n8c2t.xml")
 
 
 def _commands() -> list[list[str]]:

@@ -8,32 +8,27 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_helpers import TOPOBIND
-from topo_sources import BETZY, TOPOLOGIES
+from cli_helpers import TOPOBIND, Cli
+from paths import TOPOLOGIES
+from topo_sources import BETZY
 
 from topobind.emit.omp import parse_places
 from topobind.plan.model import validate_plan_json
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TOPOBIND, *args], capture_output=True, text=True, cwd=cwd)
-
 
 @pytest.mark.slow
-def test_show_text_and_json() -> None:
-    out = run("show", "-t", BETZY)
+def test_show_text_and_json(topobind_cli: Cli) -> None:
+    out = topobind_cli("show", "-t", BETZY)
     assert out.returncode == 0
     assert "2 packages, 8 NUMA nodes, 32 L3 domains, 128 cores, 256 PUs (SMT 2)" in out.stdout
     assert "L3 L#1 (16 MiB, NUMA 0): cores L#4-7, PUs 4-7,132-135" in out.stdout
-    doc = json.loads(run("show", "-t", BETZY, "-f", "json").stdout)
+    doc = json.loads(topobind_cli("show", "-t", BETZY, "-f", "json").stdout)
     assert doc["summary"]["pus"] == 256 and len(doc["l3_domains"]) == 32
 
 
 @pytest.mark.slow
-def test_plan_json_validates_and_matches_issue_example() -> None:
-    out = run("plan", "-t", BETZY, "-l", "every-other-core", "-r", "64", "-f", "json")
+def test_plan_json_validates_and_matches_issue_example(topobind_cli: Cli) -> None:
+    out = topobind_cli("plan", "-t", BETZY, "-l", "every-other-core", "-r", "64", "-f", "json")
     doc = json.loads(out.stdout)
     validate_plan_json(doc)
     assert [r["cpus"] for r in doc["ranks"]] == [[i] for i in range(0, 128, 2)]
@@ -45,8 +40,10 @@ def test_plan_json_validates_and_matches_issue_example() -> None:
 
 
 @pytest.mark.slow
-def test_plan_env_is_sourceable_and_exact() -> None:
-    out = run("plan", "-t", BETZY, "-l", "every-other-core", "-r", "1", "-T", "64", "-f", "env")
+def test_plan_env_is_sourceable_and_exact(topobind_cli: Cli) -> None:
+    out = topobind_cli(
+        "plan", "-t", BETZY, "-l", "every-other-core", "-r", "1", "-T", "64", "-f", "env"
+    )
     script = out.stdout + 'printf "%s|%s|%s" "$OMP_NUM_THREADS" "$OMP_PLACES" "$OMP_PROC_BIND"'
     got = subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout
     threads, places, bind = got.split("|")
@@ -55,11 +52,11 @@ def test_plan_env_is_sourceable_and_exact() -> None:
 
 
 @pytest.mark.slow
-def test_openmpi_format_writes_rankfile_only_when_needed(tmp_path: Path) -> None:
-    out = run("plan", "-t", BETZY, "-l", "per-l3", "-f", "openmpi", cwd=tmp_path)
+def test_openmpi_format_writes_rankfile_only_when_needed(tmp_path: Path, topobind_cli: Cli) -> None:
+    out = topobind_cli("plan", "-t", BETZY, "-l", "per-l3", "-f", "openmpi", cwd=tmp_path)
     assert out.stdout.strip() == "mpirun -np 32 --map-by ppr:1:l3cache:pe=4 --bind-to core"
     assert not list(tmp_path.iterdir())
-    out = run("plan", "-t", BETZY, "-l", "every-other-core", "-f", "openmpi", cwd=tmp_path)
+    out = topobind_cli("plan", "-t", BETZY, "-l", "every-other-core", "-f", "openmpi", cwd=tmp_path)
     assert "rankfile:file=topobind.rankfile" in out.stdout
     text = (tmp_path / "topobind.rankfile").read_text()
     assert "rank 63=localhost slot=126" in text
@@ -82,12 +79,12 @@ def test_openmpi_format_writes_rankfile_only_when_needed(tmp_path: Path) -> None
     ],
 )
 def test_bad_input_one_line_exit_2_nothing_written(
-    args: list[str], message: str, tmp_path: Path
+    args: list[str], message: str, tmp_path: Path, topobind_cli: Cli
 ) -> None:
     out = (
-        run("plan", "-t", BETZY, *args, "-f", "openmpi", cwd=tmp_path)
+        topobind_cli("plan", "-t", BETZY, *args, "-f", "openmpi", cwd=tmp_path)
         if "-t" not in args
-        else run("plan", *args, "-f", "openmpi", cwd=tmp_path)
+        else topobind_cli("plan", *args, "-f", "openmpi", cwd=tmp_path)
     )
     assert out.returncode == 2
     assert out.stdout == ""
@@ -97,15 +94,15 @@ def test_bad_input_one_line_exit_2_nothing_written(
 
 
 @pytest.mark.slow
-def test_malformed_and_empty_xml(tmp_path: Path) -> None:
+def test_malformed_and_empty_xml(tmp_path: Path, topobind_cli: Cli) -> None:
     bad = tmp_path / "bad.xml"
     bad.write_text("<topology><object type='Machine'")
-    out = run("show", "-t", str(bad))
+    out = topobind_cli("show", "-t", str(bad))
     assert out.returncode == 2 and "malformed hwloc XML" in out.stderr
     empty = tmp_path / "empty.xml"
     src = (TOPOLOGIES / "2intel64-1n2c-numaroot.v1tov2.xml").read_text()
     empty.write_text(src.replace('allowed_cpuset="0x00000003"', 'allowed_cpuset="0x0"'))
-    out = run("show", "-t", str(empty))
+    out = topobind_cli("show", "-t", str(empty))
     assert out.returncode == 2 and "allowed cpuset is empty" in out.stderr
 
 
@@ -138,9 +135,9 @@ def test_atomic_write_gives_the_usual_file_mode(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_rankfile_in_a_missing_directory_is_refused(tmp_path: Path) -> None:
+def test_rankfile_in_a_missing_directory_is_refused(tmp_path: Path, topobind_cli: Cli) -> None:
     target = tmp_path / "no" / "such" / "rf"
-    out = run(
+    out = topobind_cli(
         "plan", "-t", BETZY, "-l", "every-other-core", "-f", "openmpi", "--rankfile", str(target)
     )
     assert out.returncode == 2 and out.stdout == ""
@@ -149,13 +146,15 @@ def test_rankfile_in_a_missing_directory_is_refused(tmp_path: Path) -> None:
         "exist; create it or give another --rankfile PATH"
     ]
     assert not (tmp_path / "no").exists()
-    out = run("plan", "-t", BETZY, "-l", "every-other-core", "-f", "openmpi4", "--rankfile", "/")
+    out = topobind_cli(
+        "plan", "-t", BETZY, "-l", "every-other-core", "-f", "openmpi4", "--rankfile", "/"
+    )
     assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1
 
 
 @pytest.mark.slow
-def test_openmpi_formats_print_their_notes(tmp_path: Path) -> None:
-    out = run("plan", "-t", BETZY, "-l", "per-l3", "-f", "openmpi", cwd=tmp_path)
+def test_openmpi_formats_print_their_notes(tmp_path: Path, topobind_cli: Cli) -> None:
+    out = topobind_cli("plan", "-t", BETZY, "-l", "per-l3", "-f", "openmpi", cwd=tmp_path)
     assert out.stderr.startswith(
         "topobind: note: --bind-to core binds each rank to every PU of its cores, so "
         "OMP_PLACES=cores gives each thread a whole core (all its PUs), not only the planned PU"

@@ -15,9 +15,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helpers import NO_SLURM, TOPOBIND
 from fuzzing import HANG_S, fuzz, limit_memory, one_error_line
 from hypothesis import given
 from hypothesis import strategies as st
+from paths import KERNELS_BIN
 from test_fuzz_inputs import (
     GOOD_RESULT,
     hostile_text,
@@ -31,10 +33,7 @@ from topobind.topo.topology import parse_list
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
-RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
-NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
+RANKEXEC = KERNELS_BIN / "rankexec"
 CPUS = sorted(os.sched_getaffinity(0))
 
 

@@ -13,7 +13,6 @@ import json
 import math
 import re
 import shutil
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -21,7 +20,7 @@ import pytest
 from fuzzing import bounded, fuzz
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from topo_sources import TOPOLOGIES
+from paths import DATA, REPO, TOPOLOGIES
 
 from topobind.checks.sites.loading import load_site_file
 from topobind.errors import TopobindError
@@ -45,8 +44,6 @@ from topobind.topo.topology import (
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-DATA = REPO / "tests" / "data"
 
 # --------------------------------------------------------------------------- strategies
 #: characters hostile input is made of: digits of other scripts, signs, separators, controls

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from topo_sources import TOPOLOGIES
+from paths import REPO, TOPOLOGIES
 
 from topobind.draw.boxes import rank_colour
 from topobind.draw.device_badges import _tree, draw_gpu_png
@@ -21,7 +21,6 @@ from topobind.topo.topology import load
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 TIOGA = TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml"
 LASSEN = TOPOLOGIES / "gpu" / "mpibind-coral-lassen.xml"
 

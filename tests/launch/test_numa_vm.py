@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
 from topobind.plan.layouts import make_plan
 from topobind.plan.model import Plan
 from topobind.topo.topology import format_list, load, parse_list
 
-REPO = Path(__file__).resolve().parents[2]
 NUMA_VM = REPO / "scripts" / "numa-vm"
 GUEST_BATCH = REPO / "tests" / "numa_vm_guest.py"
 SLEEPER_SRC = REPO / "tests" / "data" / "numa_vm" / "omp_sleep.c"

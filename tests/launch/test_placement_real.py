@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from ompi_oracle import OMPI4, OMPI5, ROOT_ENV, have_ompi4, have_ompi5
+from paths import REPO
 
 from topobind.emit.omp import omp_env
 from topobind.emit.openmpi import openmpi_argv
@@ -18,7 +19,6 @@ from topobind.plan.layouts import make_plan
 from topobind.plan.model import Plan
 from topobind.topo.topology import load
 
-REPO = Path(__file__).resolve().parents[2]
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
 pytestmark = [
     pytest.mark.slow,

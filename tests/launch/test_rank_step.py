@@ -12,9 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from cli_helpers import TOPOBIND
+from cli_helpers import NO_SLURM, TOPOBIND, run_topobind
 from ompi_oracle import have_ompi4, have_ompi5, ompi5_map
-from topo_sources import SHARED
+from paths import REPO, SHARED
 
 from topobind.emit.openmpi import openmpi_argv
 from topobind.launch.build import JobShape, build, rank_step_text, uniform_env_is_exact
@@ -22,10 +22,8 @@ from topobind.plan.layouts import make_plan
 from topobind.plan.model import Plan
 from topobind.topo.topology import load, parse_xml
 
-REPO = Path(__file__).resolve().parents[2]
 RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
-NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
 CPUS = os.sched_getaffinity(0)
 
 pytestmark = [
@@ -210,10 +208,10 @@ def run_checked(
     *program: str, ranks: str = "1", threads: str = "2", mpi: str | None = None, ms: str = "300"
 ) -> subprocess.CompletedProcess[str]:
     extra = ["--mpi", mpi] if mpi else []
-    return subprocess.run(
-        [TOPOBIND, "run", "-l", "compact", "-r", ranks, "-T", threads, *extra,
-         "--verify-running", "--sample-ms", ms, "--", *program],
-        capture_output=True, text=True, env=NO_SLURM, timeout=180,
+    return run_topobind(
+        "run", "-l", "compact", "-r", ranks, "-T", threads, *extra,
+        "--verify-running", "--sample-ms", ms, "--", *program,
+        env=NO_SLURM, timeout=180,
     )  # fmt: skip
 
 
@@ -259,10 +257,10 @@ def test_verify_running_reports_a_program_gone_before_the_sample() -> None:
 
 def test_dry_run_shows_the_sampling_step(tmp_path: Path) -> None:
     """The dry run prints the command the real run launches: the step with its %sample line."""
-    out = subprocess.run(
-        [TOPOBIND, "run", "--dry-run", "-l", "compact", "-r", "1", "-T", "1",
-         "--verify-running", "--sample-ms", "250", "--", "true"],
-        capture_output=True, text=True, env={**NO_SLURM, "TMPDIR": str(tmp_path)}, timeout=60,
+    out = run_topobind(
+        "run", "--dry-run", "-l", "compact", "-r", "1", "-T", "1",
+        "--verify-running", "--sample-ms", "250", "--", "true",
+        env={**NO_SLURM, "TMPDIR": str(tmp_path)}, timeout=60,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     (kept,) = tmp_path.glob("topobind-dry-run-*")

@@ -9,7 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from slurm_helpers import REPO, sbatch_wait
+from cli_helpers import TOPOBIND
+from paths import REPO
+from slurm_helpers import sbatch_wait
 
 EXAMPLES = REPO / "docs" / "examples"
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
@@ -91,7 +93,7 @@ def test_wrong_binding_is_caught_in_slurm(local_slurm: dict[str, str], tmp_path:
     script = tmp_path / "wrong.sbatch"
     script.write_text(
         "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --exclusive\n"
-        f"{REPO}/.venv/bin/topobind verify --layout compact --ranks 2 -- "
+        f"{TOPOBIND} verify --layout compact --ranks 2 -- "
         "srun -n 2 --cpu-bind=map_cpu:1,0\n"
     )
     job = sbatch_wait(script, tmp_path, local_slurm)
@@ -119,7 +121,7 @@ def test_ignored_binding_is_caught_in_slurm(local_slurm: dict[str, str], tmp_pat
     script = tmp_path / "unbound.sbatch"
     script.write_text(
         "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --exclusive\n"
-        f"{REPO}/.venv/bin/topobind verify --layout compact -- "
+        f"{TOPOBIND} verify --layout compact -- "
         "srun --cpu-bind=none env OMP_NUM_THREADS=1 OMP_PROC_BIND=false\n"
     )
     job = sbatch_wait(script, tmp_path, local_slurm)

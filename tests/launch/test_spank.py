@@ -12,28 +12,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_helpers import TOPOBIND, run_topobind
+from paths import REPO
 from slurm_helpers import (
     MULTI_SLURMD_TIMEOUT,
-    REPO,
     SlurmCluster,
     run_script,
     sbatch_wait,
     slurm_cluster3,  # noqa: F401  (fixture)
 )
 
-TOPOBIND = REPO / ".venv" / "bin" / "topobind"
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
 PLUGIN_DIR = REPO / "launchers" / "spank"
 HAVE_HEADER = Path("/usr/include/slurm/spank.h").exists()
 
 
 def plan_rankexec(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(TOPOBIND), "plan", "--format", "rankexec", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_topobind("plan", "--format", "rankexec", *args, timeout=60)
 
 
 def step_lines(text: str) -> list[list[str]]:

@@ -13,15 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import NO_SLURM, TOPOBIND, run_topobind
+from paths import KERNELS_BIN
 
 from topobind.launch.verify import Observed, compare
 from topobind.plan.model import PlannedRank
 
-REPO = Path(__file__).resolve().parents[2]
-RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
-WHEREAMI = REPO / "kernels" / "bin" / "whereami"
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
-NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
+RANKEXEC = KERNELS_BIN / "rankexec"
+WHEREAMI = KERNELS_BIN / "whereami"
 
 pytestmark = [
     pytest.mark.skipif(not RANKEXEC.exists() or not WHEREAMI.exists(), reason="make kernels"),
@@ -30,9 +29,7 @@ pytestmark = [
 
 
 def topobind(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TOPOBIND, *args], capture_output=True, text=True, env=NO_SLURM, cwd=cwd, timeout=timeout
-    )
+    return run_topobind(*args, env=NO_SLURM, cwd=cwd, timeout=timeout)
 
 
 def checked(*program: str, cwd: Path, ranks: str, threads: str, launcher: str = "mpirun",

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from topo_sources import TOPOLOGIES
+from paths import DATA, TOPOLOGIES
 
 from topobind.cli.main import main
 from topobind.plan.model import validate_plan_json
 from topobind.topo.topology import format_list, load
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 CASES = json.loads((DATA / "gpu_cases.json").read_text())["cases"]
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
-from cli_helpers import TOPOBIND
-from topo_sources import BETZY, TOPOLOGIES
+from cli_helpers import run_topobind
+from paths import REPO, TOPOLOGIES
+from topo_sources import BETZY
 
 from topobind.errors import PlanError
 from topobind.plan.layouts import (
@@ -25,11 +24,10 @@ from topobind.plan.layouts import (
 from topobind.plan.model import plan_schema
 from topobind.topo.topology import load
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def _help(*argv: str) -> str:
-    out = subprocess.run([TOPOBIND, *argv, "--help"], capture_output=True, text=True, check=True)
+    out = run_topobind(*argv, "--help")
+    assert out.returncode == 0, out.stderr
     return out.stdout
 
 

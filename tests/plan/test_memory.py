@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from cli_helpers import NO_SLURM, run_topobind
+from paths import REPO
 
 from topobind.cli.commands.common import size_arg
 from topobind.emit.memory import numactl_script, srun_mem_bind
@@ -21,16 +23,11 @@ from topobind.plan.model import validate_plan_json
 from topobind.topo.memory_state import read_state, state_lines
 from topobind.topo.topology import load
 
-REPO = Path(__file__).resolve().parents[2]
-TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
-NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
 BETZY = "betzy-epyc7742"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TOPOBIND, *args], capture_output=True, text=True, env=NO_SLURM, timeout=120
-    )
+    return run_topobind(*args, env=NO_SLURM, timeout=120)
 
 
 def fake_sys(root: Path, nodes: dict[int, dict[int, tuple[int, int]]]) -> str:

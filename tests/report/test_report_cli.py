@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_topobind as topobind
 from fleetgen import FleetSpec, generate_fleet, parse_slow
 
 pytestmark = pytest.mark.slow
 
 SLOW = "gen-node0005:1.10,gen-node0017:1.13,gen-node0031:1.15"
-
-
-def topobind(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "topobind", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def snapshot(d: Path) -> dict[str, tuple[bytes, int]]:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import io
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import Cli, run_topobind
+from paths import SHARED
 
 from topobind.draw.boxes import core_uses, rank_colour, rank_style
 from topobind.draw.boxes import text_tree as draw_text
@@ -18,8 +18,6 @@ from topobind.draw.png import _legend_label, draw_png
 from topobind.plan.layouts import make_plan
 from topobind.topo.topology import format_list, load
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
 EPYC = "synthetic:pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)"
 
 
@@ -89,12 +87,7 @@ def test_draws_real_machines(xml: Path) -> None:
 @pytest.mark.slow
 def test_cli(tmp_path: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "topobind", "draw", "-t", EPYC, *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return run_topobind("draw", "-t", EPYC, *args, timeout=120)
 
     out = tmp_path / "eoc.png"
     proc = run("--layout", "every-other-core", "--ranks", "4", "-o", str(out))
@@ -166,16 +159,10 @@ def test_legend_lists_cores_like_the_text_output() -> None:
     ],
 )
 def test_cli_refuses_unknown_output_types(
-    tmp_path: Path, name: str, extra: list[str], needle: str
+    tmp_path: Path, name: str, extra: list[str], needle: str, topobind_cli: Cli
 ) -> None:
     out = tmp_path / name
-    proc = subprocess.run(
-        [sys.executable, "-m", "topobind", "draw", "-t", EPYC, "-l", "per-l3",
-         "-o", str(out), *extra],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )  # fmt: skip
+    proc = topobind_cli("draw", "-t", EPYC, "-l", "per-l3", "-o", str(out), *extra, timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("topobind: error: ") and needle in lines[0]
@@ -184,15 +171,11 @@ def test_cli_refuses_unknown_output_types(
 
 
 @pytest.mark.slow
-def test_cli_writes_text_and_png_by_extension(tmp_path: Path) -> None:
+def test_cli_writes_text_and_png_by_extension(tmp_path: Path, topobind_cli: Cli) -> None:
     for name in ("plan.txt", "PLAN.PNG"):
-        proc = subprocess.run(
-            [sys.executable, "-m", "topobind", "draw", "-t", EPYC, "-l", "per-numa",
-             "-o", str(tmp_path / name)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )  # fmt: skip
+        proc = topobind_cli(
+            "draw", "-t", EPYC, "-l", "per-numa", "-o", str(tmp_path / name), timeout=120
+        )
         assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "plan.txt").read_text().startswith("layout per-numa: 8 ranks x 16 threads")
     assert (tmp_path / "PLAN.PNG").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
-PACKAGE = Path(__file__).resolve().parents[2] / "src" / "topobind"
+PACKAGE = REPO / "src" / "topobind"
 
 
 def module_name(path: Path) -> str:

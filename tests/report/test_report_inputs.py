@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fleetgen import FleetSpec, generate_fleet
+from cli_helpers import run_topobind
 
 from topobind.errors import TopobindError
 from topobind.report.analysis import MAX_SLOW_LIMIT, Options
@@ -23,16 +23,7 @@ from topobind.report.reader import MAX_FILE_BYTES, read_results
 
 def topobind(*args: str) -> subprocess.CompletedProcess[str]:
     # the timeout is the hang detector: a report of two hosts takes seconds
-    return subprocess.run(
-        [sys.executable, "-m", "topobind", *args], capture_output=True, text=True, timeout=120
-    )
-
-
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("inputs")
-    generate_fleet(root / "results", FleetSpec(hosts=2, runs=2, kernels=("stream",)))
-    return root / "results"
+    return run_topobind(*args, timeout=120)
 
 
 def refused(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -62,10 +53,12 @@ def refused(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
     ],
 )
 def test_numbers_out_of_range_are_refused(
-    fleet: Path, tmp_path: Path, option: str, value: str
+    small_fleet: Path, tmp_path: Path, option: str, value: str
 ) -> None:
     out = tmp_path / "report"
-    line = refused(topobind("report", str(fleet), "-o", str(out), f"{option}={value}"), option)
+    line = refused(
+        topobind("report", str(small_fleet), "-o", str(out), f"{option}={value}"), option
+    )
     assert "default" in line  # says what to give instead
     assert not out.exists()
 
@@ -78,15 +71,17 @@ def test_numbers_at_the_limits_are_accepted() -> None:
             Options(slow_pct=bad)
 
 
-def _copy(fleet: Path, tmp_path: Path) -> Path:
+def _copy(small_fleet: Path, tmp_path: Path) -> Path:
     res = tmp_path / "results"
-    shutil.copytree(fleet, res)
+    shutil.copytree(small_fleet, res)
     return res
 
 
 @pytest.mark.slow
-def test_fifo_named_json_in_results_is_refused_without_hanging(fleet: Path, tmp_path: Path) -> None:
-    res = _copy(fleet, tmp_path)
+def test_fifo_named_json_in_results_is_refused_without_hanging(
+    small_fleet: Path, tmp_path: Path
+) -> None:
+    res = _copy(small_fleet, tmp_path)
     fifo = res / "gen-node0001" / "stuck.json"
     os.mkfifo(fifo)  # nobody ever writes to it: opening it blocking would hang forever
     out = tmp_path / "report"
@@ -98,8 +93,8 @@ def test_fifo_named_json_in_results_is_refused_without_hanging(fleet: Path, tmp_
 
 
 @pytest.mark.slow
-def test_device_and_socket_named_json_are_refused(fleet: Path, tmp_path: Path) -> None:
-    res = _copy(fleet, tmp_path)
+def test_device_and_socket_named_json_are_refused(small_fleet: Path, tmp_path: Path) -> None:
+    res = _copy(small_fleet, tmp_path)
     zero = res / "gen-node0002" / "zero.json"
     zero.symlink_to("/dev/zero")  # endless: reading it whole would never end
     out = tmp_path / "report"
@@ -113,8 +108,8 @@ def test_device_and_socket_named_json_are_refused(fleet: Path, tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_huge_file_is_refused_before_it_is_read(fleet: Path, tmp_path: Path) -> None:
-    res = _copy(fleet, tmp_path)
+def test_huge_file_is_refused_before_it_is_read(small_fleet: Path, tmp_path: Path) -> None:
+    res = _copy(small_fleet, tmp_path)
     huge = res / "gen-node0001" / "huge.json"
     with open(huge, "wb") as fh:  # sparse: costs no disk, would cost the memory to read
         fh.truncate(MAX_FILE_BYTES + 1)
@@ -126,8 +121,8 @@ def test_huge_file_is_refused_before_it_is_read(fleet: Path, tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_unreadable_and_missing_files_are_named(fleet: Path, tmp_path: Path) -> None:
-    res = _copy(fleet, tmp_path)
+def test_unreadable_and_missing_files_are_named(small_fleet: Path, tmp_path: Path) -> None:
+    res = _copy(small_fleet, tmp_path)
     out = tmp_path / "report"
     refused(topobind("report", str(res / "nope.json"), "-o", str(out)), "nope.json")
     dangling = res / "gen-node0001" / "gone.json"

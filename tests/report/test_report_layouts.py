@@ -13,13 +13,13 @@ import json
 import os
 import re
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_topobind as topobind
 from fleetgen import TOPOLOGY, FleetSpec, generate_fleet
+from paths import KERNELS_BIN
 
 from topobind.draw.boxes import rank_colour
 from topobind.plan.layouts import REGISTRY, make_plan
@@ -31,15 +31,8 @@ from topobind.topo.topology import load
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-STREAM = REPO / "kernels" / "bin" / "stream"
+STREAM = KERNELS_BIN / "stream"
 GEN_NODE = load("synthetic:" + TOPOLOGY)
-
-
-def topobind(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "topobind", *args], capture_output=True, text=True, timeout=300
-    )
 
 
 def colour_pixels(png: bytes, colour: str) -> int:

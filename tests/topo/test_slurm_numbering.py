@@ -15,16 +15,16 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from topo_sources import TOPOLOGIES
+from paths import TOPOLOGIES
 
 from topobind.errors import TopobindError
 from topobind.topo.slurm_allocation import machine_cpus
 from topobind.topo.topology import node_cores, parse_xml
 
-REPO = Path(__file__).resolve().parents[2]
 XMLS = sorted(TOPOLOGIES.glob("*.xml")) + sorted((TOPOLOGIES / "gpu").glob("*.xml"))
 SMT_NODE = TOPOLOGIES / "16em64t-4s2c2t.xml"  # 4 sockets x 2 cores x 2 PUs, OS 0-7 then 8-15
 
@@ -131,7 +131,7 @@ def test_a_cgroup_confined_step_still_plans_the_other_nodes_cpus(tmp_path: Path)
         (group / "cpuset.mems").write_text((CPUSET / "cpuset.mems").read_text())
         script = (
             f"echo $$ > {group}/tasks; "
-            f"exec {REPO}/.venv/bin/python -c 'from topobind.topo import topology as t; "
+            f"exec {sys.executable} -c 'from topobind.topo import topology as t; "
             'import sys; sys.stdout.write(t.load("live").xml + "\\0" + t.live_whole_xml())\''
         )
         done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from topo_sources import BETZY, TOPOLOGIES, all_sources
+from paths import TOPOLOGIES
+from topo_sources import BETZY, all_sources
 
 from topobind.errors import TopologyError
 from topobind.topo.topology import format_list, load, parse_hwloc_bitmap, parse_list
