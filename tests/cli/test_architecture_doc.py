@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from paths import REPO
+
 PACKAGE = REPO / "src" / "topobind"
 DOC = REPO / "docs" / "architecture.md"
 

@@ -229,7 +229,7 @@ def test_srun_path_applies_the_memory_fields(slurm_cluster, tmp_path: Path) -> N
 def test_the_mpi_probe_reports_every_ranks_memory(topobind_cli, tmp_path: Path) -> None:
     """whereami-mpi gathers every rank's policy and test page to rank 0 (params.rank_memory):
     the memory table has a row per rank, not rank 0's alone."""
-    probe = REPO / "kernels" / "bin" / "whereami-mpi"
+    probe = KERNELS_BIN / "whereami-mpi"
     if not probe.exists():
         pytest.skip("kernels/bin/whereami-mpi is not built (no mpicc)")
     args = ["run", "--layout", "compact", "--ranks", "2", "--mpi", "openmpi4", "--verify"]

@@ -20,10 +20,11 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import TOPOBIND as CLI_TOPOBIND
+from paths import REPO, TOPOLOGIES
 
 from topobind.launch.launchers import REGISTRY
 from topobind.launch.launchers.intelmpi import pin_env
@@ -31,10 +32,8 @@ from topobind.launch.launchers.mpich import Mpich
 from topobind.plan.layouts import make_plan
 from topobind.topo.topology import load
 
-REPO = Path(__file__).resolve().parents[2]
-TOPOBIND = [sys.executable, "-m", "topobind.cli.main"]
+TOPOBIND = [CLI_TOPOBIND]
 MPICC = {"mpich": REPO / ".venv-mpich/bin/mpicc", "intelmpi": REPO / ".venv-impi/bin/mpicc"}
-SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared")) / "topologies"
 
 HYBRID_C = r"""
 #define _GNU_SOURCE
@@ -180,7 +179,7 @@ def test_hydra_computes_the_planned_binding_on_big_nodes(xml: str) -> None:
     apply the binding to this 2-PU machine) and prints the binding it computed from the
     emitted ``-bind-to user:...`` for every process."""
     mpich = REGISTRY["mpich"].detect()
-    path = SHARED / xml
+    path = TOPOLOGIES / xml
     if mpich is None or not path.exists():
         pytest.skip("MPICH (make setup-mpis) or the shared topology is missing")
     topo = load(str(path))
@@ -237,7 +236,7 @@ def test_intel_mpi_pins_as_planned(hybrid, shape: list[str], tmp_path: Path) -> 
 def test_intel_mpi_variables_for_big_nodes_decode_to_the_plan(xml: str) -> None:
     """What Intel MPI is told for every layout on a big node: the processor list (one PU per
     rank) or one domain mask per rank, in rank order (I_MPI_PIN_ORDER=range)."""
-    path = SHARED / xml
+    path = TOPOLOGIES / xml
     if not path.exists():
         pytest.skip("shared topology missing")
     topo = load(str(path))

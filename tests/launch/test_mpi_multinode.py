@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_helpers import venv_bin
+from paths import REPO
 from slurm_helpers import (
     SlurmCluster,
     sbatch_wait,
@@ -39,7 +41,6 @@ from topobind.launch.launchers import REGISTRY
 from topobind.launch.launchers.linked import is_intel_mpi, linked_mpi
 from topobind.launch.launchers.slurm_mpi import intel_pmi, slurm_pmi2_library
 
-REPO = Path(__file__).resolve().parents[2]
 MPICC = {"mpich": REPO / ".venv-mpich/bin/mpicc", "intelmpi": REPO / ".venv-impi/bin/mpicc"}
 #: every thread also reports its host: the node each rank ran on, seen by the program
 REPORT = 'printf("rank=%d thread=%d cpu=%d\\n", rank, omp_get_thread_num(), sched_getcpu());'
@@ -76,7 +77,8 @@ def _job(cluster: SlurmCluster, tmp_path: Path, sbatch: str, run: str) -> tuple[
     script = tmp_path / "job.sbatch"
     script.write_text(
         f"#!/bin/bash\n#SBATCH {sbatch} --time=3\n"
-        f"export PATH={REPO}/.venv/bin:$PATH\nunset SLURM_MPI_TYPE I_MPI_PMI_LIBRARY\n{run}\n"
+        f"export PATH={venv_bin('topobind').parent}:$PATH\n"
+        f"unset SLURM_MPI_TYPE I_MPI_PMI_LIBRARY\n{run}\n"
     )
     env = {k: v for k, v in cluster.env.items() if not k.startswith(("SLURM_MPI", "I_MPI"))}
     job = sbatch_wait(script, cluster=cluster, env=env, workdir=tmp_path, timeout=240)
