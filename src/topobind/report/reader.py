@@ -45,27 +45,39 @@ class ReadResult:
     inputs: tuple[str, ...]
 
 
+def _loads(data: bytes | str, where: str, unit: str, lines_after: bool = False) -> object:
+    """One JSON document of a result ``unit`` ("file" or "line") at ``where``; a defect is one
+    TopobindError. ``lines_after``: a document followed by more (JSON Lines in a ``.json``
+    file) raises :class:`json.JSONDecodeError` for the caller to read it line by line."""
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data" and lines_after:
+            raise
+        at = f"line {exc.lineno} column {exc.colno}" if unit == "file" else f"column {exc.colno}"
+        raise TopobindError(
+            f"{where}: not valid JSON ({exc.msg} at {at}); "
+            "the file is corrupt or truncated: re-run the kernel or remove the file"
+        ) from None
+    except UnicodeDecodeError:
+        raise TopobindError(f"{where}: not a JSON text {unit} (bad UTF-8)") from None
+    except RecursionError:
+        raise TopobindError(f"{where}: {TOO_DEEP}") from None
+
+
+def _result(doc: object, where: str) -> Result:
+    try:
+        return result_from_document(doc, where)
+    except ResultError as exc:
+        raise TopobindError(f"{where}: {exc}") from None
+
+
 def _decode_lines(path: str, data: bytes) -> list[Result]:
     out = []
     for lineno, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TopobindError(
-                f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); "
-                "the file is corrupt or truncated: re-run the kernel or remove the file"
-            ) from None
-        except UnicodeDecodeError:
-            raise TopobindError(f"{where}: not a JSON text line (bad UTF-8)") from None
-        except RecursionError:
-            raise TopobindError(f"{where}: {TOO_DEEP}") from None
-        try:
-            out.append(result_from_document(doc, where))
-        except ResultError as exc:
-            raise TopobindError(f"{where}: {exc}") from None
+        if line.strip():
+            where = f"{path}:{lineno}"
+            out.append(_result(_loads(line, where, "line"), where))
     return out
 
 
@@ -80,22 +92,10 @@ def read_file(path: str | os.PathLike[str]) -> list[Result]:
     if name.endswith(_LINES_SUFFIXES):
         return _decode_lines(name, data)
     try:
-        doc = json.loads(data)
-    except json.JSONDecodeError as exc:
-        if exc.msg == "Extra data" and data.count(b"\n") > 1:
-            return _decode_lines(name, data)
-        raise TopobindError(
-            f"{name}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-            "the file is corrupt or truncated: re-run the kernel or remove the file"
-        ) from None
-    except UnicodeDecodeError:
-        raise TopobindError(f"{name}: not a JSON text file (bad UTF-8)") from None
-    except RecursionError:
-        raise TopobindError(f"{name}: {TOO_DEEP}") from None
-    try:
-        return [result_from_document(doc, name)]
-    except ResultError as exc:
-        raise TopobindError(f"{name}: {exc}") from None
+        doc = _loads(data, name, "file", lines_after=data.count(b"\n") > 1)
+    except json.JSONDecodeError:  # JSON Lines in a .json file
+        return _decode_lines(name, data)
+    return [_result(doc, name)]
 
 
 def find_result_files(
