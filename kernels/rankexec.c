@@ -674,10 +674,13 @@ static void start_sampler(const tb_step_choice *c, long rank, const char *host)
     if (child < 0)
         fail("cannot fork the sampler: %s", strerror(errno));
     if (child == 0) {
+        /* Out of the launch's process group before the program starts (the parent waits for
+         * this child): a launcher that kills the group when the program ends (topobind's
+         * runner does) must not take the sampler with it, so a program that ends before its
+         * sample still gets its (empty) report; the sampler ends right after it. */
+        setsid();
         if (fork() != 0)
             _exit(0);
-        setsid(); /* out of the launch's process group: a program that ends before its
-                     sample still gets its (empty) report; the sampler ends right after */
         close(0); /* keep no pipe of the launcher open */
         close(1);
         close(2);

@@ -252,7 +252,7 @@ def test_verify_running_reports_a_program_gone_before_the_sample() -> None:
     out = run_checked("true", threads="1")
     assert out.returncode == 1
     why = "MISSING (the program had ended before its sample at 300 ms, nothing observed"
-    assert why in out.stderr
+    assert why in out.stderr, out.stderr
 
 
 def test_dry_run_shows_the_sampling_step(tmp_path: Path) -> None:
