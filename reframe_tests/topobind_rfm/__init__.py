@@ -203,6 +203,9 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     maintainers = ["topobind"]
     #: calibration mode: no references, and checks that need targets run anyway
     calibrating = variable(bool, value=False)
+    #: the node the job ran on, from its post-run line (set after the run; in ReFrame's
+    #: report beside ``job_nodelist``, which a job too short for the scheduler's poll lacks)
+    tb_ran_on = variable(str, value="")
 
     #: key of topobind.checks.sites.CHECKS (targets) or '' for sanity-only checks
     tb_family = ""
@@ -326,7 +329,9 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
             return None
         for line in reversed(text.splitlines()):
             if line.startswith("topobind-exit-status: "):
-                return int(line.split(":", 1)[1])
+                status, _, host = line.split(":", 1)[1].partition(" host: ")
+                self.tb_ran_on = host.strip()
+                return int(status)
         return None
 
     def tb_stderr_tail(self) -> str:
@@ -361,8 +366,9 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
 
 
 def status_line() -> list[str]:
-    """Post-run command recording the main command's exit status in the job output."""
-    return ['echo "topobind-exit-status: $?"']
+    """Post-run command recording the main command's exit status, and the node the job ran
+    on, in the job output."""
+    return ['echo "topobind-exit-status: $? host: $(hostname -s)"']
 
 
 def shell_join(*parts: str) -> str:

@@ -326,6 +326,19 @@ def test_plain_table_has_a_node_column_and_counts_references() -> None:
     assert validation.reference_count(rows) == (0, 1)
 
 
+def test_a_job_whose_nodelist_reframe_missed_is_named_by_its_post_run_line() -> None:
+    """ReFrame's squeue poll can miss a job of 2 s: job_nodelist is ['None']; the node then
+    comes from the check's tb_ran_on (the host its post-run line printed)."""
+    tc = _tc("node2", 1234.0)
+    tc["name"] = "StreamCheck %layout=compact"
+    tc["job_nodelist"] = ["None"]
+    assert validation.rows_from([tc])[0].node == ""
+    tc["tb_ran_on"] = "node3"
+    assert {r.node for r in validation.rows_from([tc])} == {"node3"}
+    tc["job_nodelist"] = ["node2"]  # the scheduler's own record wins
+    assert {r.node for r in validation.rows_from([tc])} == {"node2"}
+
+
 # --------------------------------------------------------------------------- report
 def test_report_slow_host_table_shows_the_verdicts_strength(tmp_path: Path) -> None:
     from fleetgen import FleetSpec, generate_fleet, parse_slow

@@ -218,8 +218,10 @@ def rows_from(
 
 
 def _node_of(tc: dict[str, Any]) -> str:
+    """Where a test ran: ReFrame's ``job_nodelist``, or the host its job's post-run line
+    recorded (``tb_ran_on``) when the scheduler's poll missed a short job's nodes."""
     nodes = [str(n) for n in tc.get("job_nodelist") or [] if n and n != "None"]
-    return ",".join(nodes)
+    return ",".join(nodes) or str(tc.get("tb_ran_on") or "")
 
 
 def reference_count(rows: list[Row]) -> tuple[int, int]:
