@@ -6,6 +6,7 @@ batch host: ``scontrol show config`` (MpiDefault) and ``srun --mpi=list`` (the p
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -74,7 +75,10 @@ def mpi_type(args: list[str]) -> str | None:
     return _given_type(args) or os.environ.get("SLURM_MPI_TYPE") or mpi_default()
 
 
+@functools.cache
 def mpi_default() -> str | None:
+    """The cluster's MpiDefault (``scontrol show config``), asked once per process: both
+    :func:`srun_mpi_args` and :func:`mpi_type` need it."""
     return _output(["scontrol", "show", "config"], r"^MpiDefault\s*=\s*(\S+)")
 
 
