@@ -239,3 +239,21 @@ def test_the_mpi_probe_reports_every_ranks_memory(topobind_cli, tmp_path: Path) 
     assert [r[0] for r in rows] == ["0", "1"], out.stderr
     doc = json.loads(next(ln for ln in out.stdout.splitlines() if ln.startswith("{")))
     assert [m["rank"] for m in doc["params"]["rank_memory"]] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ['{"rank": "x"}', '{"rank": 1e400}', '{"rank": 0, "mempolicy_nodes": "ab"}',
+     '{"rank": 0, "test_page_node": [1]}'],
+)  # fmt: skip
+def test_an_unreadable_probe_memory_report_is_a_mismatch(entry: str) -> None:
+    """A broken probe's rank_memory entry: a MISMATCH row when judged, no traceback."""
+    from topobind.launch.verify_memory import probe_rows, probe_table
+
+    plan = plan_memory(make_plan(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=1), "bind")
+    line = f'{{"params": {{"mempolicy": "bind", "rank_memory": [{entry}]}}}}'
+    (row,) = probe_rows(plan, line, judge=True)
+    assert row.status == "MISMATCH" and "not readable" in row.why
+    assert "MISMATCH" in probe_table([row])
+    (row,) = probe_rows(plan, line, judge=False)
+    assert row.status == "REPORTED"

@@ -224,6 +224,18 @@ def probe_rows(plan: Plan, text: str, judge: bool) -> list[ProbeRow]:
 
 
 def _probe_row(plan: Plan, memory: dict[str, Any], judge: bool) -> ProbeRow:
+    """The row of one rank's memory report; a report whose numbers are not integers (a
+    broken probe) is a MISMATCH when judged, never a traceback or a silent pass."""
+    try:
+        return _probe_row_of(plan, memory, judge)
+    except (TypeError, ValueError, OverflowError):
+        why = "the probe's memory report of this rank is not readable"
+        host = str(memory.get("host", "?"))[:64]
+        status = "MISMATCH" if judge else "REPORTED"
+        return ProbeRow(-1, host, None, "?", (), -1, status, why if judge else "")
+
+
+def _probe_row_of(plan: Plan, memory: dict[str, Any], judge: bool) -> ProbeRow:
     rank = int(memory.get("rank", 0))
     row = ProbeRow(
         rank,
