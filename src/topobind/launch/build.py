@@ -336,6 +336,15 @@ class RankStep:
     def groups_text(self) -> str:
         return groups_step_text(self.shape)
 
+    def groups_launch(self, hosts: str) -> tuple[dict[str, str], str, tuple[tuple[str, str], ...]]:
+        """What a launch over the groups of nodes by a host file (srun's, Hydra's) shares:
+        its variables, the host file's path, and its files: the one step file with a
+        section per group, and the host file holding ``hosts``."""
+        s = self.shape
+        hostfile = os.path.join(os.path.dirname(s.rank_file), "hostfile")
+        env = {"TOPOBIND_LAYOUT": s.plan.layout, **s.env, **s.runtime_env}
+        return env, hostfile, ((s.rank_file, self.groups_text()), (hostfile, hosts))
+
     def group_file(self, k: int) -> str:
         return group_rank_file(self.shape, k)
 

@@ -129,14 +129,9 @@ def hydra_groups(
     no binding of its own), and the per-rank step whose one file holds a section per group:
     each rank (``MPI_LOCALRANKID``) binds itself to its planned CPUs and exports its places."""
     counts = [(h, g.plan.nranks) for g in shape.groups for h in g.hosts]
-    hostfile = os.path.join(os.path.dirname(shape.rank_file), "hostfile")
-    files = (
-        (shape.rank_file, step.groups_text()),
-        (hostfile, "".join(f"{h}:{n}\n" for h, n in counts)),
-    )
+    variables, hostfile, files = step.groups_launch("".join(f"{h}:{n}\n" for h, n in counts))
     argv = [shape.mpirun or "mpiexec", *flags, "-f", hostfile,
             "-n", str(sum(n for _, n in counts)), *shape.extra_args]  # fmt: skip
-    variables = {"TOPOBIND_LAYOUT": shape.plan.layout, **shape.env, **shape.runtime_env}
     return Launch(
         argv=[*argv, *step.argv(), *program],
         env=variables | (env or {}),

@@ -4,7 +4,6 @@ Before launching an MPI program it makes sure srun starts MPI (:mod:`.slurm_mpi`
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from topobind.launch.launchers.base import Emitted, Launch, Launcher, Native
@@ -66,11 +65,9 @@ class Srun(Launcher):
         holds a section per group: each rank binds itself to its planned CPUs and exports its
         places. (Not a heterogeneous step, ``srun A : B``: Slurm 22.05's srun can hang at the
         end of one under mpi/pmix, see docs/job-scripts.md.)"""
-        env = {"TOPOBIND_LAYOUT": shape.plan.layout, **shape.env}
         nodes = sum(len(g.hosts) for g in shape.groups)
-        hostfile = os.path.join(os.path.dirname(shape.rank_file), "hostfile")
         hosts = [h for g in shape.groups for h in g.hosts for _ in range(g.plan.nranks)]
-        files = ((shape.rank_file, step.groups_text()), (hostfile, "\n".join(hosts) + "\n"))
+        env, hostfile, files = step.groups_launch("\n".join(hosts) + "\n")
         # The same count on every node overrides the job's SLURM_NTASKS_PER_NODE, which an
         # explicit --ranks may contradict (srun warns, then ignores it); different counts
         # cannot be said with it (srun warns that it ignores any).
@@ -80,7 +77,7 @@ class Srun(Launcher):
             "srun", *shape.extra_args, f"--nodes={nodes}", f"--ntasks={len(hosts)}", *per_node,
             "--distribution=arbitrary", "--cpu-bind=none", *step.argv(), *program,
         ]  # fmt: skip
-        env = {**env, **shape.runtime_env, "SLURM_HOSTFILE": hostfile}
+        env = {**env, "SLURM_HOSTFILE": hostfile}
         return Launch(argv=argv, env=env, launcher="srun", files=files, nodes=nodes)
 
     def emit(self, plan: Plan, rankfile_path: str, host: str | None) -> Emitted:
