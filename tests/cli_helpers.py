@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from paths import KERNELS_BIN
+
 
 def venv_bin(name: str) -> Path:
     """The program ``name`` of the environment whose interpreter runs the tests (it may be
@@ -25,6 +27,19 @@ TOPOBIND = str(venv_bin("topobind"))
 
 #: this process's environment without the SLURM_* (an enclosing job's) and OMP_* variables
 NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
+#: the per-rank step, as built by ``make kernels``
+RANKEXEC = KERNELS_BIN / "rankexec"
+
+
+def run_rankexec(step: Path, *program: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``rankexec STEP -- PROGRAM...`` outside Slurm, its output captured as text."""
+    return subprocess.run(
+        [str(RANKEXEC), str(step), "--", *program],
+        capture_output=True,
+        text=True,
+        env={**NO_SLURM, **env},
+        timeout=60,
+    )
 
 
 def run_topobind(

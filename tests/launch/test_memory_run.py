@@ -10,7 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_helpers import NO_SLURM, TOPOBIND, run_topobind
+from cli_helpers import NO_SLURM, RANKEXEC, TOPOBIND, run_topobind
+from cli_helpers import run_rankexec as rankexec
 from paths import KERNELS_BIN
 from slurm_helpers import slurm_cluster  # noqa: F401  (session fixture)
 
@@ -20,7 +21,6 @@ from topobind.plan.layouts import make_plan
 from topobind.plan.memory import plan_memory
 from topobind.topo.topology import load
 
-RANKEXEC = KERNELS_BIN / "rankexec"
 #: a dynamic program topobind did not write: 300 MiB touched, then alive for the sample
 PYTHON_300M = ["python3", "-c", "b = b'x' * (300 << 20)\nimport time\ntime.sleep(3)"]
 
@@ -32,16 +32,6 @@ def step(tmp_path: Path, line: str, header: str = "topobind-rankexec 3") -> Path
     path.write_text(f"{header}\n@*\n0\t{line}\n")
     path.chmod(0o600)
     return path
-
-
-def rankexec(path: Path, *program: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(RANKEXEC), str(path), "--", *program],
-        capture_output=True,
-        text=True,
-        env={**NO_SLURM, **env},
-        timeout=60,
-    )
 
 
 @pytest.mark.slow

@@ -12,7 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from cli_helpers import NO_SLURM, TOPOBIND, run_topobind
+from cli_helpers import NO_SLURM, RANKEXEC, TOPOBIND, run_topobind
+from cli_helpers import run_rankexec as rankexec
 from ompi_oracle import have_ompi4, have_ompi5, ompi5_map
 from paths import REPO, SHARED
 
@@ -22,7 +23,6 @@ from topobind.plan.layouts import make_plan
 from topobind.plan.model import Plan
 from topobind.topo.topology import load, parse_xml
 
-RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
 CPUS = os.sched_getaffinity(0)
 
@@ -44,16 +44,6 @@ def step_file(tmp_path: Path, body: str, mode: int = 0o600) -> Path:
     path.write_text("topobind-rankexec 1\n" + body)
     path.chmod(mode)
     return path
-
-
-def rankexec(path: Path, *program: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(RANKEXEC), str(path), "--", *program],
-        capture_output=True,
-        text=True,
-        env={**NO_SLURM, **env},
-        timeout=60,
-    )
 
 
 def printenv(path: Path, **env: str) -> str:
