@@ -45,14 +45,15 @@ class ReadResult:
     inputs: tuple[str, ...]
 
 
-def _loads(data: bytes | str, where: str, unit: str, lines_after: bool = False) -> object:
+def _loads(data: bytes, where: str, unit: str) -> object:
     """One JSON document of a result ``unit`` ("file" or "line") at ``where``; a defect is one
-    TopobindError. ``lines_after``: a document followed by more (JSON Lines in a ``.json``
-    file) raises :class:`json.JSONDecodeError` for the caller to read it line by line."""
+    TopobindError. A file whose document is followed by more on further lines (JSON Lines in
+    a ``.json`` file) raises :class:`json.JSONDecodeError` for the caller to read it line by
+    line."""
     try:
         return json.loads(data)
     except json.JSONDecodeError as exc:
-        if exc.msg == "Extra data" and lines_after:
+        if exc.msg == "Extra data" and unit == "file" and data.count(b"\n") > 1:
             raise
         at = f"line {exc.lineno} column {exc.colno}" if unit == "file" else f"column {exc.colno}"
         raise TopobindError(
@@ -92,7 +93,7 @@ def read_file(path: str | os.PathLike[str]) -> list[Result]:
     if name.endswith(_LINES_SUFFIXES):
         return _decode_lines(name, data)
     try:
-        doc = _loads(data, name, "file", lines_after=data.count(b"\n") > 1)
+        doc = _loads(data, name, "file")
     except json.JSONDecodeError:  # JSON Lines in a .json file
         return _decode_lines(name, data)
     return [_result(doc, name)]
