@@ -31,7 +31,13 @@ from topobind.launch.build import (
     write_files,
 )
 from topobind.launch.node_groups import check_env_per_node, compare_per_node
-from topobind.launch.samples import explain, judged_threads, read_sample_files, sample_files
+from topobind.launch.samples import (
+    Sample,
+    explain,
+    judged_threads,
+    read_sample_files,
+    sample_files,
+)
 from topobind.launch.verify import Row, compare, parse_probe_output
 from topobind.launch.verify_devices import EnvRow, check_env
 from topobind.launch.verify_memory import ProbeRow, probe_rows
@@ -215,10 +221,10 @@ def verify_groups(groups: Sequence[NodePlan], job: Job) -> Verdict:
     return Verdict(rows, check_env_per_node(groups, out))
 
 
-def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> list[Row]:
+def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> tuple[list[Row], list[Sample]]:
     """The per-rank step's samples of the running program against the plan, or each group's
     samples against its own plan (``job.shape.groups``), waiting up to ``sample_ms`` + 12 s
-    for every rank's sample file."""
+    for every rank's sample file; and the samples (read once: their memory is checked too)."""
     groups = job.shape.groups
     expected = (
         sum(g.plan.nranks * len(g.hosts) for g in groups)
@@ -232,6 +238,7 @@ def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> list[Row]:
     samples = read_sample_files(sample_files(job.workdir))
     observed = judged_threads(samples)  # each rank's program, without its wrappers
     if groups:
-        return explain(compare_per_node(groups, observed, match_threads=True), samples)
+        return explain(compare_per_node(groups, observed, match_threads=True), samples), samples
     planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
-    return explain(compare(planned, observed, nnodes=job.launch.nodes, match_threads=True), samples)
+    rows = compare(planned, observed, nnodes=job.launch.nodes, match_threads=True)
+    return explain(rows, samples), samples

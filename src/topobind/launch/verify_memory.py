@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from topobind.launch.samples import Sample, read_sample_files, sample_files
+from topobind.launch.samples import Sample
 from topobind.plan.memory import memory_text
 from topobind.plan.model import MemoryPlacement, Plan
 from topobind.topo.memory_state import page_label
@@ -47,12 +47,6 @@ class MemRow:
     @property
     def ok(self) -> bool:
         return self.status == "OK"
-
-
-def memory_samples(where: str) -> list[Sample]:
-    """The samples in the job directory ``where`` that hold the program's memory (read by
-    :mod:`topobind.launch.samples`, the one reader of sample files)."""
-    return [s for s in read_sample_files(sample_files(where)) if s.memory is not None]
 
 
 def check(plan: Plan, samples: Sequence[Sample]) -> list[MemRow]:

@@ -27,6 +27,7 @@ from topobind.launch import launchers
 from topobind.launch import run as jobrun
 from topobind.launch.build import JobShape, Launch, NodePlan, in_slurm, job_env, slurm_nodes
 from topobind.launch.node_groups import check_env_per_node, compare_per_node, env_group
+from topobind.launch.samples import Sample
 from topobind.launch.verify import all_ok, compare, parse_probe_output, rows_json, table
 from topobind.launch.verify_devices import check_env, env_table, why_variables_only
 from topobind.plan.layouts import per_domain_names
@@ -329,8 +330,9 @@ def _with_samples(status: int, job: jobrun.Job, args: argparse.Namespace) -> int
     A launch stopped by Ctrl-C or SIGTERM (status 130, 143: already said) is not verified."""
     if status in (130, 143):
         return status
-    ok = _print_samples(jobrun.sampled_rows(job.shape.plan, job, args.sample_ms), args.sample_ms)
-    ok = _print_memory(job) and ok
+    rows, samples = jobrun.sampled_rows(job.shape.plan, job, args.sample_ms)
+    ok = _print_samples(rows, args.sample_ms)
+    ok = _print_memory(job, samples) and ok
     return status or (0 if ok else 1)
 
 
@@ -354,16 +356,17 @@ def _print_state() -> None:
         print(f"topobind: {line}", file=sys.stderr)
 
 
-def _print_memory(job: jobrun.Job) -> bool:
-    """The running program's memory (numa_maps, page sizes) against each rank's planned
-    memory, and the kernel settings that decide it, on stderr; True when as planned."""
+def _print_memory(job: jobrun.Job, sampled: list[Sample]) -> bool:
+    """The running program's memory (numa_maps, page sizes; the samples that hold it) against
+    each rank's planned memory, and the kernel settings that decide it, on stderr; True when
+    as planned."""
     from topobind.launch import verify_memory as memverify
 
     plan = job.shape.plan
     if job.shape.groups or all(r.memory is None for r in plan.ranks):
         _print_state()
         return True
-    samples = memverify.memory_samples(job.workdir)
+    samples = [s for s in sampled if s.memory is not None]
     if not samples:  # no program was running at its sample: the placement verdict says so
         return True
     _print_state()
