@@ -249,7 +249,6 @@ CORRUPT = {
         'type="PCIDev" gp_index="236" pci_busid="0000:04:00.0"',
         "pci_busid='0000:04:00.0'",
     ),
-    "gpu-without-pci": (PASCAL, GPU0, 'type="Bridge" gp_index="235"', "has no PCIDev"),
     "cuda1-renamed-cuda0": (PASCAL, 'name="cuda1"', 'name="cuda0"', "'cuda0'"),
     "cpukinds-overlap": (
         SMALL_XML,
@@ -270,9 +269,27 @@ def test_corrupt_topologies_are_refused(case: str, command: str, tmp_path: Path)
     bad.write_text(text.replace(old, new))
     layout = ["-l", "per-gpu" if shipped == PASCAL else "per-numa"] if command == "plan" else []
     done = topobind(command, "-t", str(bad), *layout, cwd=tmp_path)
+    if shipped == PASCAL and command == "show":  # GPUs that cannot be told apart: a note
+        assert done.returncode == 0, done.stderr
+        assert f"note: GPUs not listed: {bad}: " in done.stdout and names in done.stdout
+        compact = topobind("plan", "-t", str(bad), "-l", "compact", cwd=tmp_path)
+        assert compact.returncode == 0 and "GPUs not used by this layout" in compact.stdout
+        return
     refused(done, str(bad), names)
     assert done.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == [bad.name]
+
+
+def test_a_gpu_outside_any_pci_device_is_left_out_with_a_note(tmp_path: Path) -> None:
+    """Issue 27: an OS device with no PCI device of its vendor under its bridge is a note;
+    the other GPU still plans."""
+    bad = tmp_path / "gpu-without-pci.xml"
+    bad.write_text(PASCAL.read_text().replace(GPU0, 'type="Bridge" gp_index="235"'))
+    done = topobind("plan", "-t", str(bad), "-l", "per-gpu", "-f", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert [g["pci"] for r in plan["ranks"] for g in r["gpus"]] == ["0000:07:00.0"]
+    assert any("OS device cuda0 is outside any PCI device" in n for n in plan["notes"])
 
 
 def test_the_shipped_topologies_still_load() -> None:

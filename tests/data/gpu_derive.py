@@ -1,7 +1,8 @@
 """Derive the GPU test nodes that ../shared/topologies does not have (run from the repo root:
 ``python tests/data/gpu_derive.py``); the XMLs it writes are committed beside it.
 
-- gpu-tioga-half.xml: the Tioga node with GPUs on NUMA nodes 0 and 2 only.
+- gpu-tioga-half.xml: the Tioga node with GPUs on NUMA nodes 0 and 2 only (the PCI devices of
+  rsmi0-rsmi3 removed with their OS devices: topobind finds GPUs by their PCI devices).
 - gpu-tioga-cgroup.xml: the Tioga node seen from a job whose cgroup allows PUs 0-3,8-11.
 - gpu-lassen-package0.xml: Lassen seen from a job holding package 0 only (mpibind's test 9).
 - gpu-intel-slingshot.xml: the 2-GPU Xeon with Intel GPUs (ze0, ze1) and a Slingshot NIC
@@ -66,9 +67,22 @@ def _allow(tree: ET.ElementTree, pus: list[int], nodes: list[int]) -> None:
             info.set("value", "/slurm/uid_0/job_42/step_0")
 
 
+def _drop_pcidevs(tree: ET.ElementTree, osdevs: set[str]) -> None:
+    """Remove the PCI devices holding the OS devices ``osdevs`` (and OS device distances)."""
+    root = tree.getroot()
+    parent = _parents(root)
+    for e in list(root.iter("object")):
+        if e.get("type") == "OSDev" and e.get("name") in osdevs:
+            pcidev = parent[e]
+            parent[pcidev].remove(pcidev)
+    for d in root.findall("distances2"):
+        if d.get("type") == "OSDev":
+            root.remove(d)
+
+
 def tioga_half() -> None:
     tree = _load("gpu/mpibind-eas-tioga.xml")
-    _drop_osdevs(tree, {"rsmi0", "rsmi1", "rsmi2", "rsmi3"})
+    _drop_pcidevs(tree, {"rsmi0", "rsmi1", "rsmi2", "rsmi3"})
     _save(tree, "gpu-tioga-half.xml")
 
 
@@ -128,6 +142,11 @@ def amd_drm() -> None:
 
 
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["tioga_half"]:
+        tioga_half()
+        raise SystemExit(0)
     tioga_half()
     tioga_cgroup()
     lassen_package0()

@@ -8,6 +8,8 @@ import shlex
 from topobind.errors import TopobindError
 from topobind.plan.model import Plan, rank_envs
 from topobind.topo.cpukinds import kind_names
+from topobind.topo.devices import Gpu
+from topobind.topo.gpus import RUNTIME_PLUGINS
 from topobind.topo.topology import Topology, format_list
 
 ENV_NOTE = (
@@ -48,16 +50,38 @@ def device_lines(plan: Plan) -> list[str]:
     return lines
 
 
+#: what gives the richest GPU inventory, for ``show`` when hwloc had no GPU plugin
+PLUGIN_REMEDY = (
+    "hwloc had no GPU runtime plugin (nvml, rsmi, levelzero) here: for UUIDs and runtime "
+    "indexes from hwloc install its plugins (Debian/Ubuntu: libhwloc-contrib-plugins; "
+    "hwloc built with --enable-nvml/--enable-rsmi/--enable-levelzero; Spack: hwloc+nvml, "
+    "+rocm, +levelzero) or run topobind on the node itself (sysfs, procfs, NVML)"
+)
+
+
+def _gpu_line(g: Gpu) -> str:
+    return (
+        f"GPU {g.os} (index {g.index}, PCI {g.pci}, vendor {g.vendor}"
+        + (f", {g.model}" if g.model else "")
+        + (f", {g.uuid}" if g.uuid else "")
+        + (f", MIG {','.join(g.mig)}" if g.mig else "")
+        + f"): near {g.near}, PUs {format_list(g.pus) or 'none usable'}, "
+        f"NUMA {format_list(g.numa) or '?'}; found by {g.source}"
+    )
+
+
 def show_lines(topo: Topology) -> list[str]:
-    """``topobind show`` lines: every GPU and NIC with its locality."""
-    lines = []
-    for g in topo.devices.gpus:
-        lines.append(
-            f"GPU {g.os} (index {g.index}, PCI {g.pci}, vendor {g.vendor}"
-            + (f", {g.model}" if g.model else "")
-            + f"): near {g.near}, PUs {format_list(g.pus) or 'none usable'}, "
-            f"NUMA {format_list(g.numa) or '?'}"
-        )
+    """``topobind show`` lines: every GPU (with where it was found) and NIC with its
+    locality, the notes of the GPU inventory, and what to install when hwloc lacked its GPU
+    plugins."""
+    lines = [_gpu_line(g) for g in topo.devices.gpus]
+    gpus = topo.devices.gpus
+    sources = {s for g in gpus for s in g.sources}
+    if gpus and not sources.intersection({*RUNTIME_PLUGINS, "NVML", "procfs", "ROCm SMI"}):
+        lines.append("note: " + PLUGIN_REMEDY)
+    if topo.devices.refusal:
+        lines.append(f"note: GPUs not listed: {topo.devices.refusal}")
+    lines.extend(f"note: {n}" for n in topo.devices.notes)
     for n in topo.devices.nics:
         also = ",".join(x for x in n.names if x != n.os)
         lines.append(
@@ -82,6 +106,9 @@ def show_json(topo: Topology) -> dict[str, object]:
                 "pci": g.pci,
                 "vendor": g.vendor,
                 "model": g.model,
+                "uuid": g.uuid,
+                "mig": list(g.mig),
+                "sources": list(g.sources),
                 "near": g.near,
                 "pus": list(g.pus),
                 "numa": list(g.numa),
@@ -99,6 +126,10 @@ def show_json(topo: Topology) -> dict[str, object]:
                 "numa": list(n.numa),
             }
             for n in topo.devices.nics
+        ],
+        "gpu_notes": [
+            *topo.devices.notes,
+            *([topo.devices.refusal] if topo.devices.refusal else []),
         ],
         "cpu_kinds": [
             {

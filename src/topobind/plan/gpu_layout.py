@@ -30,6 +30,8 @@ GPU_HELP = (
     "one rank per GPU (--gpus-per-rank G), threads on the cores local to it, with its NIC; "
     "--reserve, --order gpu|cpu"
 )
+NVIDIA, INTEL = "10de", "8086"
+ZE_HIERARCHY = "ZE_FLAT_DEVICE_HIERARCHY"
 RESERVES = ("none", "first-core-per-l3", "first-core-per-numa")
 ORDERS = ("gpu", "cpu")
 
@@ -155,15 +157,18 @@ def assign(
         raise PlanError(f"--order {opts.order!r}: choose one of {', '.join(ORDERS)}")
     if opts.gpus_per_rank < 1:
         raise PlanError(f"--gpus-per-rank must be at least 1 (got {opts.gpus_per_rank})")
+    if topo.devices.refusal:
+        raise PlanError(topo.devices.refusal)
     all_gpus = topo.devices.gpus
     if not all_gpus:
         raise PlanError(
-            f"layout 'per-gpu': {topo.source} has no GPU (hwloc lists no rsmi/nvml/cuda/"
-            "opencl/ze OS device); use another layout, or a topology exported with I/O devices"
+            f"layout 'per-gpu': {topo.source} has no GPU (no PCI device of class 0302/0380 from "
+            "NVIDIA, AMD or Intel, nor a GPU driver's device); use another layout, or a topology "
+            "exported with I/O devices (lstopo-no-graphics --of xml, not --no-io)"
         )
     reserved = _reserved(cores, opts.reserve)
     usable = [c for c in cores if c.logical not in reserved]
-    notes: list[str] = []
+    notes: list[str] = list(topo.devices.notes)
     gpus = [g for g in all_gpus if _local(usable, g)]
     if len(gpus) < len(all_gpus):
         left = ", ".join(g.os for g in all_gpus if g not in gpus)
@@ -178,13 +183,7 @@ def assign(
             f"--gpus-per-rank {opts.gpus_per_rank}: the node has only {len(gpus)} usable GPUs"
         )
     notes.extend(_preset_variables(topo, gpus))
-    guessed = [g.os for g in gpus if g.runtime is None]
-    if guessed:
-        notes.append(
-            f"GPUs {', '.join(guessed)}: no runtime device (rsmi/cuda/nvml/ze) in the topology, "
-            "so their indexes are their order on the PCI bus; check them with the vendor's "
-            "tool (rocm-smi, nvidia-smi) or export the topology with hwloc's GPU plugins"
-        )
+    notes.extend(_identity_notes(gpus))
     if len({g.vendor for g in gpus}) > 1:
         notes.append("GPUs of several vendors: each rank's variable names only its own GPUs")
     groups: list[tuple[_Domain, tuple[Gpu, ...]]] = []
@@ -207,6 +206,13 @@ def assign(
     return result, notes
 
 
+def gpu_refusal_note(topo: Topology) -> list[str]:
+    """The note of a layout that needs no GPU on a node whose GPUs cannot be told apart."""
+    if not topo.devices.refusal:
+        return []
+    return [f"GPUs not used by this layout and not listed: {topo.devices.refusal}"]
+
+
 def _preset_variables(topo: Topology, gpus: Sequence[Gpu]) -> list[str]:
     """A plan made where the visible GPUs are already narrowed (Slurm's --gpus sets
     CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES): the plan's per-rank values replace the
@@ -227,6 +233,35 @@ def _preset_variables(topo: Topology, gpus: Sequence[Gpu]) -> list[str]:
         "node's GPUs (sbatch --exclusive) or check the indexes"
         for name in names
     ]
+
+
+def _identity_notes(gpus: Sequence[Gpu]) -> list[str]:
+    """What the per-rank variables rest on: an index guessed from the bus order (AMD, Intel
+    without their runtime's device), a user's own ZE_FLAT_DEVICE_HIERARCHY, MIG slices."""
+    notes = []
+    guessed = [g.os for g in gpus if g.runtime is None and g.vendor != NVIDIA]
+    if guessed:
+        notes.append(
+            f"GPUs {', '.join(guessed)}: no runtime device (rsmi/ze) in the topology, so their "
+            "indexes are their order on the PCI bus; check them with the vendor's tool "
+            "(rocm-smi, xpu-smi) or export the topology with hwloc's GPU plugins"
+        )
+    if any(g.vendor == INTEL for g in gpus) and ZE_HIERARCHY in os.environ:
+        notes.append(
+            f"{ZE_HIERARCHY}={os.environ[ZE_HIERARCHY][:20]} is your own setting: kept; "
+            "ZE_AFFINITY_MASK numbers the devices that mode shows (COMPOSITE: whole GPUs)"
+        )
+    if any(g.vendor == "1002" for g in gpus) and "HIP_VISIBLE_DEVICES" in os.environ:
+        notes.append(
+            "HIP_VISIBLE_DEVICES is set: HIP renumbers what ROCR_VISIBLE_DEVICES leaves "
+            "visible, so it may hide a rank's GPU; unset it"
+        )
+    if any(g.mig for g in gpus):
+        notes.append(
+            "GPUs with MIG slices: a rank gets its GPU's first slice (CUDA_VISIBLE_DEVICES="
+            "MIG-<uuid>; CUDA shows one slice per process), the other slices stay unused"
+        )
+    return notes
 
 
 def _order_key(group: tuple[_Domain, tuple[Gpu, ...]], order: str) -> tuple[object, ...]:
@@ -308,12 +343,20 @@ def _distance(r: GpuRank, n: Nic, pkg_of: dict[int, int]) -> int:
 
 
 def rank_env(gpus: Sequence[Gpu], nic: Nic | None) -> dict[str, str]:
-    """The per-rank variables: each vendor's visible-devices variable (its runtime indexes)
-    and ``UCX_NET_DEVICES=<hca>:1`` for an OpenFabrics NIC."""
+    """The per-rank variables: each vendor's visible-devices variable (its runtime indexes;
+    a MIG slice's UUID), the order or mode those indexes mean (``CUDA_DEVICE_ORDER=
+    PCI_BUS_ID``: CUDA numbers fastest first otherwise; ``ZE_FLAT_DEVICE_HIERARCHY=
+    COMPOSITE`` unless the user set it), and ``UCX_NET_DEVICES=<hca>:1`` for an OpenFabrics
+    NIC. ``ROCR_VISIBLE_DEVICES`` alone for AMD: HIP_VISIBLE_DEVICES would renumber again."""
     env: dict[str, str] = {}
     for g in gpus:
         if g.variable is not None:
-            env[g.variable] = ",".join(filter(None, [env.get(g.variable), str(g.index)]))
+            value = g.mig[0] if g.mig else str(g.index)
+            env[g.variable] = ",".join(filter(None, [env.get(g.variable), value]))
+    if "CUDA_VISIBLE_DEVICES" in env:
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if "ZE_AFFINITY_MASK" in env and ZE_HIERARCHY not in os.environ:
+        env[ZE_HIERARCHY] = "COMPOSITE"
     if nic is not None and nic.kind == "openfabrics":
         env["UCX_NET_DEVICES"] = f"{nic.os}:1"
     return env

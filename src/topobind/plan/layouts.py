@@ -14,7 +14,15 @@ from typing import NamedTuple
 
 from topobind.errors import PlanError, TopobindError
 from topobind.inputs import count_arg, whole_number
-from topobind.plan.gpu_layout import GPU_HELP, ORDERS, RESERVES, GpuOptions, assign, rank_env
+from topobind.plan.gpu_layout import (
+    GPU_HELP,
+    ORDERS,
+    RESERVES,
+    GpuOptions,
+    assign,
+    gpu_refusal_note,
+    rank_env,
+)
 from topobind.plan.model import Plan, RankPlan
 from topobind.topo import cpukinds
 from topobind.topo.topology import Core, Topology, format_list
@@ -495,7 +503,7 @@ def plan_layout(
         smt=smt,
         ranks=rank_plans,
         warnings=tuple(_warnings(topo, rank_plans, smt)),
-        notes=tuple(notes),
+        notes=(*notes, *gpu_refusal_note(full)),
     )
 
 

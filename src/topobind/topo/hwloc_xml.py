@@ -30,13 +30,16 @@ class OsDevice:
     """An OS device (``<object type="OSDev">``): its attributes and ``info`` pairs, its nearest
     non-I/O ancestor (``anchor``: where its locality comes from) and its PCI device."""
 
-    __slots__ = ("attrs", "infos", "anchor", "pcidev")
+    __slots__ = ("attrs", "infos", "anchor", "pcidev", "bridge")
 
-    def __init__(self, attrs: Attrs, anchor: Attrs, pcidev: Attrs | None) -> None:
+    def __init__(
+        self, attrs: Attrs, anchor: Attrs, pcidev: Attrs | None, bridge: Attrs | None = None
+    ) -> None:
         self.attrs = attrs
         self.infos: dict[str, str] = {}
         self.anchor = anchor
         self.pcidev = pcidev
+        self.bridge = bridge  # the nearest Bridge object above it (None: none)
 
 
 class Pu:
@@ -87,6 +90,7 @@ class HwlocXml:
         self.packages: dict[int, Attrs] = {}
         self.has_core = False
         self.osdevs: list[OsDevice] = []
+        self.pcidevs: list[OsDevice] = []  # PCI devices (``pcidev``: the object itself)
         self.cpukinds: list[tuple[Attrs, dict[str, str]]] = []
         self.distances: list[Distances] = []
         self.last_top = ""  # the name of the last child of <topology> started
@@ -95,8 +99,8 @@ class HwlocXml:
 # An open object is a list, copied from its parent's (what its children inherit):
 # [serial of the package above, serial of the core above, that core's attributes,
 #  {cache level: serial of the cache above}, nearest non-I/O object (for the children),
-#  nearest PCI device, where the object's <info> pairs go (None: dropped)]
-_ROOT_FRAME: list[Any] = [None, 0, None, {}, None, None, None]
+#  nearest PCI device, where the object's <info> pairs go (None: dropped), nearest bridge]
+_ROOT_FRAME: list[Any] = [None, 0, None, {}, None, None, None, None]
 
 
 def _handlers(
@@ -149,8 +153,12 @@ def _handlers(
         elif typ == "NUMANode":
             doc.numa.append(attrs)
         elif typ == "OSDev" and frame[4] is not None:
-            device = OsDevice(attrs, frame[4], frame[5])
+            device = OsDevice(attrs, frame[4], frame[5], frame[7])
             doc.osdevs.append(device)
+            frame[6] = device.infos
+        elif typ == "PCIDev" and frame[4] is not None:
+            device = OsDevice(attrs, frame[4], attrs, frame[7])
+            doc.pcidevs.append(device)
             frame[6] = device.infos
         if doc.machine is None:
             doc.machine, frame[6] = attrs, doc.machine_infos
@@ -158,6 +166,8 @@ def _handlers(
             frame[4] = attrs
         elif typ == "PCIDev":
             frame[5] = attrs
+        elif typ == "Bridge":
+            frame[7] = attrs
         frames.append(frame)
 
     def end(_name: str) -> None:

@@ -477,7 +477,7 @@ def parse_xml(
         numa_distances=distances,
         numa_distance_index=dist_index,
         cpu_kinds=tuple(kinds),
-        devices=devices_of(doc.osdevs, usable_set, numa_os, source),
+        devices=devices_of(doc.osdevs, usable_set, numa_os, source, doc.pcidevs),
         xml=text,
         missing_levels=(() if doc.packages else ("Package",)) + (() if doc.has_core else ("Core",)),
     )
