@@ -119,7 +119,7 @@ def test_bus_ids_are_ordered_by_domain_then_bus() -> None:
     assert [(g.pci, g.index) for g in gpus] == [
         ("0000:ff:00.0", 0),
         ("0001:01:00.0", 1),
-        ("00000002:00:00.0", 2),
+        ("0002:00:00.0", 2),
         ("000a:00:01.0", 3),
     ]
 

@@ -67,11 +67,15 @@ Locality = Callable[[Attrs], tuple[tuple[int, ...], tuple[int, ...]]]
 
 
 def bus_id(text: str | None) -> str | None:
-    """A PCI bus id as ``DDDD:BB:DD.F`` in lower case (a 4- to 8-digit domain), else None."""
+    """A PCI bus id as ``DDDD:BB:DD.F`` in lower case, the domain with at least 4 digits (NVML
+    writes 8: ``00000000:06:00.0``), else None."""
     if text is None or len(text) > 20:
         return None
     m = _BUSID.fullmatch(text.strip())
-    return text.strip().lower() if m else None
+    if m is None:
+        return None
+    domain, bus, dev, fn = m.groups()
+    return f"{int(domain, 16):04x}:{bus}:{dev}.{fn}".lower()
 
 
 def bus_key(pci: str | None) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from topobind.errors import CannotRun, TopobindError, TopologyError
@@ -23,6 +23,7 @@ from topobind.runner import capture
 from topobind.topo import hwloc_xml
 from topobind.topo.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
 from topobind.topo.devices import Devices, devices_of
+from topobind.topo.gpus import Inventory
 from topobind.topo.hwloc_xml import Attrs, HwlocXml, Pu
 
 SYNTHETIC_PREFIX = "synthetic:"
@@ -276,7 +277,18 @@ def load_live() -> Topology:
         affinity: frozenset[int] | None = frozenset(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         affinity = None
-    return parse_xml(xml, source="live", affinity=affinity, hostname=os.uname().nodename)
+    topo = parse_xml(xml, source="live", affinity=affinity, hostname=os.uname().nodename)
+    return _with_live_gpus(topo)
+
+
+def _with_live_gpus(topo: Topology) -> Topology:
+    """The live node's GPUs as sysfs, procfs and NVML see them too (topobind.topo.gpu_live)."""
+    from topobind.topo.gpu_live import live_inventory  # only live topologies read /sys
+
+    d = topo.devices
+    numa = {n.os_index for n in topo.numa_nodes} | set(topo.cpuless_numa)
+    inv = live_inventory(Inventory(d.gpus, d.notes, d.refusal), set(topo.pus), numa, parse_list)
+    return replace(topo, devices=d._replace(gpus=inv.gpus, notes=inv.notes, refusal=inv.refusal))
 
 
 def load_synthetic(description: str) -> Topology:
