@@ -4,7 +4,11 @@
  * Every OpenMP thread spins for --spin-ms (so the OS scheduler has settled) and records its
  * rank, thread number, CPU (sched_getcpu, OS index), NUMA node, affinity mask (OS indexes,
  * pthread_getaffinity_np) and host; params.device_env holds the rank's GPU/NIC selection
- * variables (ROCR_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, ZE_AFFINITY_MASK, UCX_NET_DEVICES).
+ * variables (ROCR_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, ZE_AFFINITY_MASK,
+ * ZE_FLAT_DEVICE_HIERARCHY, UCX_NET_DEVICES); params.gpu_runtime what the rank's own GPU
+ * runtime shows it: the CUDA driver (libcuda.so.1) or HIP (libamdhip64.so), loaded with
+ * dlopen at run time (no build-time dependency), each device's PCI bus id and UUID, in the
+ * runtime's order; {"api": null} when neither library loads (no driver on this node).
  *
  *   whereami       rank from the launcher environment (OMPI_COMM_WORLD_RANK, PMIX_RANK,
  *                  SLURM_PROCID); every rank prints its own one-line JSON document, so a
@@ -20,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #ifdef WITH_MPI
@@ -141,6 +146,118 @@ static void env_param(tb_json *j, const char *name)
     tbj_str(j, name, v);
 }
 
+#ifndef WITH_MPI
+/* ---- the GPUs this rank's runtime shows (params.gpu_runtime) ---- */
+#define TB_MAX_GPUS 64
+
+typedef struct {
+    const char *api;   /* "cuda", "hip", NULL: no runtime library loaded */
+    const char *error; /* why the runtime listed nothing, NULL: it listed */
+    int n;
+    char pci[TB_MAX_GPUS][32];
+    char uuid[TB_MAX_GPUS][48];
+} gpu_seen_t;
+
+static void uuid_text(char *out, size_t len, const unsigned char b[16])
+{
+    snprintf(out, len,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
+/* The CUDA driver API, as a CUDA program's runtime sees it (CUDA_VISIBLE_DEVICES and
+ * CUDA_DEVICE_ORDER apply): 1 when libcuda.so.1 loaded. */
+static int cuda_devices(gpu_seen_t *g)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return 0;
+    typedef int (*init_f)(unsigned);
+    typedef int (*count_f)(int *);
+    typedef int (*get_f)(int *, int);
+    typedef int (*bus_f)(char *, int, int);
+    typedef int (*uuid_f)(unsigned char *, int);
+    init_f init = (init_f)dlsym(lib, "cuInit");
+    count_f count = (count_f)dlsym(lib, "cuDeviceGetCount");
+    get_f get = (get_f)dlsym(lib, "cuDeviceGet");
+    bus_f bus = (bus_f)dlsym(lib, "cuDeviceGetPCIBusId");
+    uuid_f uuid = (uuid_f)dlsym(lib, "cuDeviceGetUuid_v2");
+    if (!uuid)
+        uuid = (uuid_f)dlsym(lib, "cuDeviceGetUuid");
+    g->api = "cuda";
+    int n = 0, rc;
+    if (!init || !count || !get || !bus) {
+        g->error = "libcuda.so.1 lacks cuInit/cuDeviceGetCount/cuDeviceGetPCIBusId";
+    } else if ((rc = init(0)) != 0) {
+        g->error = rc == 100 ? "cuInit: no CUDA device visible (CUDA_ERROR_NO_DEVICE)"
+                             : "cuInit failed (no usable driver)";
+    } else if (count(&n) != 0) {
+        g->error = "cuDeviceGetCount failed";
+    }
+    for (int i = 0; !g->error && i < n && g->n < TB_MAX_GPUS; i++) {
+        int dev = 0;
+        unsigned char b[16];
+        if (get(&dev, i) != 0 || bus(g->pci[g->n], 32, dev) != 0)
+            continue;
+        g->uuid[g->n][0] = 0;
+        if (uuid && uuid(b, dev) == 0)
+            uuid_text(g->uuid[g->n], sizeof g->uuid[0], b);
+        g->n++;
+    }
+    return 1; /* libcuda stays loaded: unloading a driver library is not worth the risk */
+}
+
+/* HIP (ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES apply): 1 when libamdhip64 loaded. */
+static int hip_devices(gpu_seen_t *g)
+{
+    static const char *names[] = {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"};
+    void *lib = NULL;
+    for (size_t k = 0; !lib && k < sizeof names / sizeof names[0]; k++)
+        lib = dlopen(names[k], RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return 0;
+    typedef int (*count_f)(int *);
+    typedef int (*bus_f)(char *, int, int);
+    count_f count = (count_f)dlsym(lib, "hipGetDeviceCount");
+    bus_f bus = (bus_f)dlsym(lib, "hipDeviceGetPCIBusId");
+    g->api = "hip";
+    int n = 0;
+    if (!count || !bus)
+        g->error = "libamdhip64 lacks hipGetDeviceCount/hipDeviceGetPCIBusId";
+    else if (count(&n) != 0)
+        g->error = "hipGetDeviceCount failed (no device visible or no driver)";
+    for (int i = 0; !g->error && i < n && g->n < TB_MAX_GPUS; i++) {
+        if (bus(g->pci[g->n], 32, i) == 0) {
+            g->uuid[g->n][0] = 0;
+            g->n++;
+        }
+    }
+    return 1;
+}
+
+static void gpu_runtime_fields(tb_json *j)
+{
+    static gpu_seen_t g; /* 64 x 80 bytes: not on the stack */
+    memset(&g, 0, sizeof g);
+    if (!cuda_devices(&g))
+        hip_devices(&g);
+    tbj_obj_begin(j, "gpu_runtime");
+    tbj_str(j, "api", g.api);
+    tbj_str(j, "error", g.error);
+    tbj_arr_begin(j, "devices");
+    for (int i = 0; i < g.n; i++) {
+        tbj_obj_begin(j, NULL);
+        g.pci[i][31] = 0;
+        tbj_str(j, "pci", g.pci[i]);
+        tbj_str(j, "uuid", g.uuid[i][0] ? g.uuid[i] : NULL);
+        tbj_obj_end(j);
+    }
+    tbj_arr_end(j);
+    tbj_obj_end(j);
+}
+#endif
+
 /* --help: the text, and MPI finalised before the exit */
 static void help(FILE *f)
 {
@@ -253,9 +370,14 @@ int main(int argc, char **argv)
     tbj_obj_begin(&j, "device_env");
     env_param(&j, "ROCR_VISIBLE_DEVICES");
     env_param(&j, "CUDA_VISIBLE_DEVICES");
+    env_param(&j, "CUDA_DEVICE_ORDER");
     env_param(&j, "ZE_AFFINITY_MASK");
+    env_param(&j, "ZE_FLAT_DEVICE_HIERARCHY");
     env_param(&j, "UCX_NET_DEVICES");
     tbj_obj_end(&j);
+#ifndef WITH_MPI
+    gpu_runtime_fields(&j); /* the MPI build gathers no GPUs: verify says UNVERIFIABLE */
+#endif
     memory_fields(&j, &memory); /* this rank's (rank 0's in the MPI build) */
     /* every rank's memory, one object each (the MPI build gathers them to rank 0) */
     tbj_arr_begin(&j, "rank_memory");

@@ -52,8 +52,11 @@ def _plan(path: Path) -> Plan:
     return make_plan(topo, "per-gpu")
 
 
-def hwloc_calc(path: Path, osdev: str, kind: str, physical: bool = True) -> list[int]:
-    cmd = ["hwloc-calc", "-i", str(path), f"os={osdev}", "-I", kind]
+def hwloc_calc(path: Path, where: str, kind: str, physical: bool = True) -> list[int]:
+    """hwloc-calc's PUs/cores/NUMA nodes near ``where`` (an OS device name, or ``pci=BUSID``:
+    a GPU topobind found as a PCI device only)."""
+    loc = where if where.startswith("pci=") else f"os={where}"
+    cmd = ["hwloc-calc", "-i", str(path), loc, "-I", kind]
     out = subprocess.run(
         cmd + (["--po"] if physical else []), capture_output=True, text=True, check=False
     )
@@ -65,9 +68,10 @@ def hwloc_calc(path: Path, osdev: str, kind: str, physical: bool = True) -> list
 def test_device_locality_is_hwlocs(path: Path) -> None:
     topo = _load(path)
     for dev in (*topo.devices.gpus, *topo.devices.nics):
-        assert list(dev.pus) == hwloc_calc(path, dev.os, "pu"), dev.os
+        where = dev.os if dev.names else f"pci={dev.pci}"
+        assert list(dev.pus) == hwloc_calc(path, where, "pu"), dev.os
         if dev.pus:
-            assert list(dev.numa) == hwloc_calc(path, dev.os, "numa"), dev.os
+            assert list(dev.numa) == hwloc_calc(path, where, "numa"), dev.os
 
 
 @pytest.mark.slow
@@ -82,9 +86,28 @@ def test_gres_cores_are_slurms_logical_cores(path: Path) -> None:
     lines = [ln for ln in text.splitlines() if ln.startswith("Name=gpu ")]
     names = [m.group(1) for m in re.finditer(r"^# (\S+) PCI", text, re.M)]
     assert len(lines) == len(names) == sum(1 for g in topo.devices.gpus if g.pus)
+    where = {g.os: g.os if g.names else f"pci={g.pci}" for g in topo.devices.gpus}
     for name, line in zip(names, lines, strict=True):
         cores = parse_list(line.split("Cores=", 1)[1])
-        assert cores == hwloc_calc(path, name, "core", physical=False), line
+        assert cores == hwloc_calc(path, where[name], "core", physical=False), line
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=IDS)
+def test_cuda_indexes_always_come_with_the_pci_bus_order(path: Path, tmp_path: Path) -> None:
+    """Issue 27 item 3: CUDA numbers devices fastest first unless told otherwise, so every
+    rank given CUDA_VISIBLE_DEVICES by index also gets CUDA_DEVICE_ORDER=PCI_BUS_ID, in the
+    plan and in the rank-env wrapper srun and mpirun lines run; ROCR without HIP_; ZE with
+    its hierarchy stated."""
+    plan = _plan(path)
+    script = rank_env_script(plan)
+    for r in plan.ranks:
+        cuda = r.env.get("CUDA_VISIBLE_DEVICES")
+        if cuda is not None and not cuda.startswith(("GPU-", "MIG-")):
+            assert r.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID", r.env
+            assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in script.splitlines()[5 + r.rank]
+        assert "HIP_VISIBLE_DEVICES" not in r.env
+        if "ZE_AFFINITY_MASK" in r.env:
+            assert r.env["ZE_FLAT_DEVICE_HIERARCHY"] == "COMPOSITE"
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=IDS)

@@ -84,6 +84,96 @@ def prepare(tmp_path: Path, reverse: bool = False) -> tuple[dict[str, object], P
     return json.loads(made.stdout), tmp_path / "select.sh"
 
 
+# ------------------------------------------------------------ what each rank's runtime sees
+FAKE_CUDA = Path(__file__).with_name("fake_libcuda.c")
+#: two NVIDIA GPUs in two PCI domains; the second on the bus is the faster one
+BUSES = ("0000:41:00.0", "0001:00:06.0")
+UUIDS = ("GPU-11111111-2222-3333-4444-555555555555", "GPU-99999999-8888-7777-6666-555555555555")
+FAKE_GPUS = f"{BUSES[0]}={UUIDS[0]}=1;{BUSES[1]}={UUIDS[1]}=2"
+
+
+def fake_libcuda(tmp_path: Path) -> Path:
+    """The stand-in CUDA driver (tests/launch/fake_libcuda.c) built into ``tmp_path``/lib."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
+    subprocess.run([*cc, "-o", str(lib / "libcuda.so.1"), str(FAKE_CUDA)], check=True)
+    return lib
+
+
+def nvidia_xml(path: Path) -> Path:
+    """This machine's hwloc XML with an NVIDIA GPU (a PCI device only: no hwloc plugin) below
+    each of its first two cores, at BUSES."""
+    root = ET.fromstring(
+        subprocess.run(
+            ["lstopo-no-graphics", "--of", "xml", "-"], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    cores = [e for e in root.iter("object") if e.get("type") == "Core"]
+    if len(cores) < 2 or len(load("live").cores) < 2:
+        pytest.skip("needs 2 usable cores")
+    for core, bus in zip(cores, BUSES, strict=False):
+        attrs = {"type": "PCIDev", "pci_busid": bus, "pci_type": "0302 [10de:2330] [10de:16c1] a1"}
+        ET.SubElement(core, "object", attrs)
+    path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode"))
+    return path
+
+
+def run_verified(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """topobind run --layout per-gpu --verify (OpenMPI 5) of a 2-GPU node, each rank's probe
+    asking the stand-in CUDA driver which GPUs it sees."""
+    if not have_ompi5():
+        pytest.skip("OpenMPI 5 not installed")
+    xml = nvidia_xml(tmp_path / "node.xml")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CUDA_"))}
+    args = ["run", "-t", str(xml), "-l", "per-gpu", "--launcher", "mpirun", "--mpi", "openmpi5"]
+    return subprocess.run(
+        [TOPOBIND, *args, "--verify", "--", "true"],
+        capture_output=True,
+        text=True,
+        env={**base, **ROOT_ENV, "TB_FAKE_CUDA_GPUS": FAKE_GPUS, **env},
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+
+def test_each_ranks_cuda_runtime_sees_its_planned_gpu(tmp_path: Path) -> None:
+    """Issue 27 item 4: the probe asks each rank's CUDA driver; the plan pins the order
+    (CUDA_DEVICE_ORDER=PCI_BUS_ID), so the faster second GPU is still device 1."""
+    lib = fake_libcuda(tmp_path)
+    out = run_verified(tmp_path, LD_LIBRARY_PATH=str(lib))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "4 of 4 device variables as planned" in out.stderr
+    assert "GPU runtime: 2 of 2 ranks saw their planned GPUs" in out.stderr
+    rows = [ln.split() for ln in out.stderr.splitlines() if ln.strip().endswith(UUIDS)]
+    assert [(r[0], r[2], r[3], r[4], r[5]) for r in rows] == [
+        ("0", BUSES[0], BUSES[0], "OK", UUIDS[0]),
+        ("1", BUSES[1], BUSES[1], "OK", UUIDS[1]),
+    ]
+
+
+def test_a_runtime_that_renumbers_the_gpus_is_a_mismatch(tmp_path: Path) -> None:
+    """A CUDA runtime numbering fastest first (CUDA_DEVICE_ORDER lost on the way, here: the
+    stand-in told to ignore it): the variables are as planned, the GPUs are not."""
+    lib = fake_libcuda(tmp_path)
+    out = run_verified(tmp_path, LD_LIBRARY_PATH=str(lib), TB_FAKE_CUDA_IGNORE_ORDER="1")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "MISMATCH  cuda device 0 is 0001:00:06.0, planned 0000:41:00.0" in out.stderr
+    assert "MISMATCH  cuda device 0 is 0000:41:00.0, planned 0001:00:06.0" in out.stderr
+    assert "GPU runtime: 0 of 2 ranks saw their planned GPUs; 2 MISMATCH" in out.stderr
+
+
+def test_no_gpu_driver_is_unverifiable_never_ok(tmp_path: Path) -> None:
+    out = run_verified(tmp_path, LD_LIBRARY_PATH=str(tmp_path))  # no libcuda.so.1 there
+    if Path("/proc/driver/nvidia").exists():
+        pytest.skip("this node has an NVIDIA driver")
+    assert out.returncode == 0, out.stdout + out.stderr
+    runtime = out.stderr.split("GPUs planned")[1]
+    assert runtime.count("UNVERIFIABLE  no GPU runtime library") == 2
+    assert " OK" not in runtime
+    assert "GPU runtime: 0 of 2 ranks saw their planned GPUs; 2 UNVERIFIABLE" in runtime
+
+
 def _check_ok(out: subprocess.CompletedProcess[str]) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 of 2 threads bound to their planned CPU" in out.stdout
@@ -214,7 +304,8 @@ def test_topobind_run_sets_and_verifies_each_ranks_variables(tmp_path: Path) -> 
         timeout=120,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "all 4 device variables as planned" in out.stderr
+    assert "4 of 4 device variables as planned" in out.stderr
+    assert "UNVERIFIABLE" in out.stderr and " OK " not in out.stderr.split("GPUs planned")[1]
     assert sorted(ln for ln in out.stdout.splitlines() if ln.startswith("rank=")) == [
         "rank=0 gpu=0 nic=mlx5_0:1",
         "rank=1 gpu=1 nic=mlx5_0:1",
@@ -232,7 +323,7 @@ def test_topobind_run_in_slurm(local_slurm: dict[str, str], tmp_path: Path) -> N
     )
     job = sbatch_wait(script, tmp_path, local_slurm)
     assert job.returncode == 0, job.output
-    assert "all 4 device variables as planned" in job.output
+    assert "4 of 4 device variables as planned" in job.output
     assert sorted(ln for ln in job.output.splitlines() if ln.startswith("rank=")) == [
         "rank=0 gpu=0",
         "rank=1 gpu=1",

@@ -147,7 +147,10 @@ def check_env_per_node(node_plans: Sequence[NodePlan], probe_text: str) -> list[
     """Per-rank variables (per-gpu plans) of each group's ranks against its own plan."""
     rows: list[EnvRow] = []
     for np_ in node_plans:
-        planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in np_.plan.ranks]
+        planned = [
+            PlannedRank(r.rank, r.places, r.cpus, r.env, tuple(g.pci or "" for g in r.gpus))
+            for r in np_.plan.ranks
+        ]
         rows += [r for r in check_env(planned, probe_text) if r.host in np_.hosts]
     return sorted(rows, key=lambda r: (r.rank, r.host, r.variable))
 

@@ -207,7 +207,10 @@ def _without_samples(shape: JobShape) -> JobShape:
 def verify_first(plan: Plan, job: Job) -> Verdict:
     """Run the probe in the program's place (same flags and files) and compare with the plan."""
     out = probe_output(job)
-    planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks]
+    planned = [
+        PlannedRank(r.rank, r.places, r.cpus, r.env, tuple(g.pci or "" for g in r.gpus))
+        for r in plan.ranks
+    ]
     rows = compare(planned, parse_probe_output(out), nnodes=job.launch.nodes)
     memory = probe_rows(plan, out, judge=needs_step(plan))  # applied by the step: judged
     return Verdict(rows, check_env(planned, out), memory)  # per-gpu: each rank's variables

@@ -1,39 +1,74 @@
-"""Verification of the per-rank device variables of GPU plans (``ranks[].env``).
+"""Verification of GPU plans (layout per-gpu): the per-rank device variables
+(``ranks[].env``) and the GPUs each rank's own runtime then shows.
 
 The probe (kernels/bin/whereami) reports each rank's ``ROCR_VISIBLE_DEVICES``,
-``CUDA_VISIBLE_DEVICES``, ``ZE_AFFINITY_MASK`` and ``UCX_NET_DEVICES`` in
-``params.device_env``. Local rank *i* of a host (the host's ranks in rank order, as in
-:mod:`topobind.launch.verify`) must see exactly the values of the plan's rank *i*. The probe does
-not open a GPU runtime, so what is checked is the variables, not the device the runtime
-then shows; the report says so.
+``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER``, ``ZE_AFFINITY_MASK``,
+``ZE_FLAT_DEVICE_HIERARCHY`` and ``UCX_NET_DEVICES`` in ``params.device_env``, and in
+``params.gpu_runtime`` the devices its CUDA driver (``libcuda.so.1``) or HIP
+(``libamdhip64``), loaded at run time, shows it: bus id and UUID, in the runtime's order.
+Local rank *i* of a host (the host's ranks in rank order, as in
+:mod:`topobind.launch.verify`) must see exactly the variables of the plan's rank *i*, and
+its runtime exactly the plan's GPUs of that rank, in the plan's order (device 0 is the
+first): OK, MISMATCH (naming both bus ids), or UNVERIFIABLE when no GPU runtime loaded
+(no driver on this node, or the MPI build of the probe), never OK then. NVML is not asked:
+it ignores ``CUDA_VISIBLE_DEVICES`` and is not what the program sees.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from topobind.errors import TopobindError
 from topobind.plan.model import PlannedRank
+from topobind.topo.gpus import bus_id
 from topobind.topo.topology import load
 
-VARIABLES = ("ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "UCX_NET_DEVICES")
-SCOPE_NOTE = (
-    "device variables checked as set per rank; the probe does not open a GPU runtime, so the "
-    "device each rank then sees is not checked{why}"
+VARIABLES = (
+    "ROCR_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "ZE_AFFINITY_MASK",
+    "ZE_FLAT_DEVICE_HIERARCHY",
+    "UCX_NET_DEVICES",
 )
+RUNTIME = "GPU runtime"  # the variable column of a runtime row
+#: a runtime error that means "no device visible", not "no driver": the rank sees no GPU
+_NO_DEVICE = ("no CUDA device visible", "no device visible")
+MAX_SEEN = 64
 
 
 @dataclass(frozen=True)
 class EnvRow:
+    """A device variable of a rank (planned, seen), or its runtime's GPUs (``variable`` is
+    :data:`RUNTIME`, ``status`` OK/MISMATCH/UNVERIFIABLE, ``note`` why or what else)."""
+
     rank: int
     host: str
     variable: str
     planned: str | None
     seen: str | None
+    status: str = ""  # "": OK when planned == seen
+    note: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.planned == self.seen
+        return self.status != "MISMATCH" if self.status else self.planned == self.seen
+
+    @property
+    def verdict(self) -> str:
+        return self.status or ("OK" if self.planned == self.seen else "MISMATCH")
+
+
+def _rank_of(doc: dict[str, Any], lineno: int) -> int:
+    rank = doc.get("rank", 0)
+    if type(rank) is not int or rank < 0:
+        raise TopobindError(
+            f'probe output line {lineno}: "rank" must be a whole number, got '
+            f"{repr(rank)[:40]}; the probe's output is corrupt"
+        )
+    return rank
 
 
 def probe_envs(text: str) -> dict[tuple[str, int], dict[str, str | None]]:
@@ -45,59 +80,154 @@ def probe_envs(text: str) -> dict[tuple[str, int], dict[str, str | None]]:
         params = doc.get("params")
         env = params.get("device_env") if isinstance(params, dict) else None
         if isinstance(env, dict):
-            rank = doc.get("rank", 0)
-            if type(rank) is not int or rank < 0:
-                raise TopobindError(
-                    f'probe output line {lineno}: "rank" must be a whole number, got '
-                    f"{repr(rank)[:40]}; the probe's output is corrupt"
-                )
-            out[(str(doc.get("host", "?")), rank)] = {
+            out[(str(doc.get("host", "?")), _rank_of(doc, lineno))] = {
                 k: v if isinstance(v, str) else None for k, v in env.items()
             }
     return out
 
 
+class Seen:
+    """What one rank's GPU runtime showed: ``api`` (cuda, hip; None: no library loaded),
+    ``error``, and its devices as (bus id, UUID) in the runtime's order."""
+
+    def __init__(self, block: object) -> None:
+        block = block if isinstance(block, dict) else {}
+        api, error, devices = block.get("api"), block.get("error"), block.get("devices")
+        self.api = api[:20] if isinstance(api, str) else None
+        self.error = error[:120] if isinstance(error, str) else None
+        self.devices: list[tuple[str, str | None]] = []
+        for d in devices[:MAX_SEEN] if isinstance(devices, list) else []:
+            pci = bus_id(d.get("pci")) if isinstance(d, dict) else None
+            uuid = d.get("uuid") if isinstance(d, dict) else None
+            ok_uuid = isinstance(uuid, str) and len(uuid) <= 64 and uuid.isascii()
+            self.devices.append((pci or "?", uuid if ok_uuid else None))
+
+
+def probe_runtimes(text: str) -> dict[tuple[str, int], Seen]:
+    """(host, rank) -> what that rank's GPU runtime showed (no ``gpu_runtime`` block: an
+    old or MPI probe, ``api`` None)."""
+    from topobind.launch.verify import probe_documents
+
+    out: dict[tuple[str, int], Seen] = {}
+    for lineno, doc in probe_documents(text):
+        params = doc.get("params")
+        if isinstance(params, dict) and isinstance(params.get("device_env"), dict):
+            out[(str(doc.get("host", "?")), _rank_of(doc, lineno))] = Seen(
+                params.get("gpu_runtime")
+            )
+    return out
+
+
+def runtime_row(rank: int, host: str, planned: Sequence[str], seen: Seen) -> EnvRow:
+    """The runtime's GPUs of one rank against its planned bus ids, in order."""
+    want = ",".join(planned)
+    got = ",".join(pci for pci, _ in seen.devices)
+    uuids = ",".join(u for _, u in seen.devices if u)
+    if seen.api is None:
+        why = "no GPU runtime library (libcuda.so.1, libamdhip64) on this node: no driver"
+        return EnvRow(rank, host, RUNTIME, want, None, "UNVERIFIABLE", why)
+    if not seen.devices and seen.error and not seen.error.startswith(_NO_DEVICE):
+        return EnvRow(rank, host, RUNTIME, want, None, "UNVERIFIABLE", f"{seen.api}: {seen.error}")
+    if got == want:
+        return EnvRow(rank, host, RUNTIME, want, got, "OK", uuids)
+    first = seen.devices[0][0] if seen.devices else "none"
+    why = f"{seen.api} device 0 is {first}, planned {planned[0] if planned else 'none'}"
+    return EnvRow(rank, host, RUNTIME, want, got or None, "MISMATCH", why)
+
+
 def check_env(planned: list[PlannedRank], probe_text: str) -> list[EnvRow]:
-    """One row per planned variable of every rank the probe reported (empty when the plan
-    sets no variable)."""
+    """One row per planned variable of every rank the probe reported, and one for the GPUs
+    its runtime showed (empty when the plan sets no variable)."""
     if not any(p.env for p in planned):
         return []
     names = sorted({k for p in planned for k in p.env})
     seen = probe_envs(probe_text)
+    runtimes = probe_runtimes(probe_text)
     by_host: dict[str, list[int]] = {}
     for host, rank in seen:
         by_host.setdefault(host, []).append(rank)
     rows: list[EnvRow] = []
     for host, ranks in sorted(by_host.items()):
         for local, rank in enumerate(sorted(ranks)):
-            want = planned[local % len(planned)].env
+            plan = planned[local % len(planned)]
             got = seen[(host, rank)]
             for name in names:
-                rows.append(EnvRow(rank, host, name, want.get(name), got.get(name)))
-    rows.sort(key=lambda r: (r.rank, r.host, r.variable))
+                rows.append(EnvRow(rank, host, name, plan.env.get(name), got.get(name)))
+            buses = plan.gpus
+            if buses:
+                row = runtime_row(rank, host, buses, runtimes.get((host, rank), Seen(None)))
+                rows.append(_with_numa_note(row, plan))
+    rows.sort(key=lambda r: (r.rank, r.host, r.variable == RUNTIME, r.variable))
     return rows
 
 
+def _with_numa_note(row: EnvRow, plan: PlannedRank) -> EnvRow:
+    """A rank whose CPUs and GPU sit on different NUMA nodes gets a note (as hpcat prints)."""
+    if row.status != "OK":
+        return row
+    try:
+        topo = _live()
+    except Exception:  # noqa: BLE001 - a note only
+        return row
+    cpu_numa = {n.os_index for n in topo.numa_nodes if set(n.pus) & set(plan.cpus)}
+    far = [
+        f"GPU {g.pci} on NUMA {','.join(map(str, g.numa))}"
+        for g in topo.devices.gpus
+        if g.pci in plan.gpus and g.numa and not set(g.numa) & cpu_numa
+    ]
+    if not far:
+        return row
+    note = f"CPUs on NUMA {','.join(map(str, sorted(cpu_numa)))}, {'; '.join(far)}"
+    return EnvRow(row.rank, row.host, row.variable, row.planned, row.seen, row.status, note)
+
+
+_LIVE: list[Any] = []
+
+
+def _live() -> Any:
+    if not _LIVE:
+        _LIVE.append(load("live"))
+    return _LIVE[0]
+
+
 def env_table(rows: list[EnvRow], why: str = "") -> str:
-    lines = [f"{'rank':>4}  {'host':<10} {'variable':<22} {'planned':<12} {'seen':<12} status"]
+    lines = [f"{'rank':>4}  {'host':<10} {'variable':<24} {'planned':<14} {'seen':<14} status"]
     for r in rows:
+        if r.variable == RUNTIME:
+            continue
         lines.append(
-            f"{r.rank:>4}  {r.host:<10} {r.variable:<22} {r.planned or '(unset)':<12} "
-            f"{r.seen or '(unset)':<12} {'OK' if r.ok else 'MISMATCH'}"
+            f"{r.rank:>4}  {r.host:<10} {r.variable:<24} {r.planned or '(unset)':<14} "
+            f"{r.seen or '(unset)':<14} {r.verdict}"
         )
-    bad = sum(1 for r in rows if not r.ok)
+    runtime = [r for r in rows if r.variable == RUNTIME]
+    if runtime:
+        lines.append(f"{'rank':>4}  {'host':<10} {'GPUs planned':<14} {'runtime saw':<14} status")
+        for r in runtime:
+            lines.append(
+                f"{r.rank:>4}  {r.host:<10} {r.planned or '-':<14} {r.seen or '(none)':<14} "
+                f"{r.verdict}" + (f"  {r.note}" if r.note else "")
+            )
+    env = [r for r in rows if r.variable != RUNTIME]
+    bad = sum(1 for r in env if not r.ok)
     lines.append(
-        f"{len(rows) - bad} of {len(rows)} device variables as planned"
+        f"{len(env) - bad} of {len(env)} device variables as planned"
         + (f"; {bad} not" if bad else "")
     )
-    lines.append("note: " + SCOPE_NOTE.format(why=why))
+    if runtime:
+        counts = {s: sum(1 for r in runtime if r.verdict == s) for s in ("OK", "MISMATCH")}
+        unknown = len(runtime) - counts["OK"] - counts["MISMATCH"]
+        lines.append(
+            f"GPU runtime: {counts['OK']} of {len(runtime)} ranks saw their planned GPUs"
+            + (f"; {counts['MISMATCH']} MISMATCH" if counts["MISMATCH"] else "")
+            + (f"; {unknown} UNVERIFIABLE{why}" if unknown else "")
+        )
     return "\n".join(lines)
 
 
 def why_variables_only() -> str:
-    """Why only the variables are checked, for the note (this node's GPUs, from hwloc)."""
+    """Why the runtime could not be checked, for the table (this node's GPUs, from hwloc)."""
     try:
-        gpus = load("live").devices.gpus
+        gpus = _live().devices.gpus
     except Exception:  # noqa: BLE001 - the note only
         return ""
     return " (this node has no GPU)" if not gpus else f" ({len(gpus)} GPUs on this node)"

@@ -161,6 +161,7 @@ class PlannedRank(NamedTuple):
     places: tuple[tuple[int, ...], ...]
     cpus: tuple[int, ...]
     env: Mapping[str, str] = MappingProxyType({})  # ranks[].env (read-only)
+    gpus: tuple[str, ...] = ()  # ranks[].gpus[].pci: the bus ids the rank's runtime must show
 
 
 def ranks_from_json(doc: dict[str, Any]) -> list[PlannedRank]:
@@ -171,6 +172,7 @@ def ranks_from_json(doc: dict[str, Any]) -> list[PlannedRank]:
             places=tuple(tuple(int(x) for x in p) for p in r["places"]),
             cpus=tuple(int(x) for x in r["cpus"]),
             env={str(k): str(v) for k, v in r.get("env", {}).items()},
+            gpus=tuple(str(g["pci"]) for g in r.get("gpus", []) if g.get("pci")),
         )
         for r in doc["ranks"]
     ]

@@ -309,7 +309,9 @@ def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
     _print_probe_memory(verdict, failed)
     if not all(r.ok for r in verdict.env_rows):
         print(env_table(verdict.env_rows, why_variables_only()), file=sys.stderr)
-        raise VerifyFailed(f"device variables differ from the plan; {failed}")
+        raise VerifyFailed(
+            f"device variables or the GPUs a runtime saw differ from the plan; {failed}"
+        )
     if not all_ok(verdict.rows):
         print(table(verdict.rows), file=sys.stderr)
         raise VerifyFailed(f"placement differs from the plan; {failed}")
@@ -317,12 +319,8 @@ def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
         f"topobind: verify: all {len(verdict.rows)} threads on their planned CPUs, bound to them",
         file=sys.stderr,
     )
-    if verdict.env_rows:
-        print(
-            f"topobind: verify: all {len(verdict.env_rows)} device variables as planned"
-            f" (the variables only{why_variables_only()})",
-            file=sys.stderr,
-        )
+    if verdict.env_rows:  # per-gpu: the variables and what each rank's GPU runtime saw
+        print(env_table(verdict.env_rows, why_variables_only()), file=sys.stderr)
 
 
 def _with_samples(status: int, job: jobrun.Job, args: argparse.Namespace) -> int:
@@ -457,7 +455,10 @@ def run_verify(args: argparse.Namespace) -> int:
     elif groups is None:
         plan = plan_for_job(args)
         print_warnings(plan)
-        planned = [PlannedRank(r.rank, r.places, r.cpus, r.env) for r in plan.ranks]
+        planned = [
+            PlannedRank(r.rank, r.places, r.cpus, r.env, tuple(g.pci or "" for g in r.gpus))
+            for r in plan.ranks
+        ]
     for g in groups or ():
         print_warnings(g.plan)
     given = Launch(argv=[*command, jobrun.probe()], env={}, launcher="given")
