@@ -21,22 +21,54 @@ SHOWN = "../shared"  # how the doc names the shared directory
 TIOGA = f"{SHOWN}/topologies/gpu/mpibind-eas-tioga.xml"
 LASSEN = f"{SHOWN}/topologies/gpu/mpibind-coral-lassen.xml"
 KINDS = f"{SHOWN}/topologies/fakecpukinds.xml"
-#: recorded on this project's 2-core machine (OpenMPI 5), see the Verify section
-VERIFY_OUTPUT = "\n".join(
+H100_PCI = f"{SHOWN}/topologies/gpu/h100-cloud-pci-only.xml"
+H100_CL = f"{SHOWN}/topologies/gpu/h100-cloud-opencl.xml"
+#: recorded on this project's 2-core machine without GPU (OpenMPI 5, the tests' stand-in
+#: libcuda.so.1, two NVIDIA GPUs in two PCI domains, the second faster): see the Verify section
+_VARS = [
+    "rank  host       variable                 planned        seen           status",
+    "   0  vm         CUDA_DEVICE_ORDER        PCI_BUS_ID     PCI_BUS_ID     OK",
+    "   0  vm         CUDA_VISIBLE_DEVICES     0              0              OK",
+    "   1  vm         CUDA_DEVICE_ORDER        PCI_BUS_ID     PCI_BUS_ID     OK",
+    "   1  vm         CUDA_VISIBLE_DEVICES     1              1              OK",
+    "rank  host       GPUs planned   runtime saw    status",
+]
+VERIFY_OK = "\n".join(
     [
-        "CPU numbers are OS indexes; OK means on the planned CPU and bound to it.",
-        "rank thread  host       planned      actual  affinity       status",
-        "   0      0  vm         0                 0  0              OK",
-        "   1      0  vm         1                 1  1              OK",
-        "2 of 2 threads bound to their planned CPU",
-        "rank  host       variable               planned      seen         status",
-        "   0  vm         ROCR_VISIBLE_DEVICES   0            0            OK",
-        "   0  vm         UCX_NET_DEVICES        mlx5_0:1     mlx5_0:1     OK",
-        "   1  vm         ROCR_VISIBLE_DEVICES   1            1            OK",
-        "   1  vm         UCX_NET_DEVICES        mlx5_0:1     mlx5_0:1     OK",
+        "topobind: verify: all 2 threads on their planned CPUs, bound to them",
+        *_VARS,
+        "   0  vm         0000:41:00.0   0000:41:00.0   OK  "
+        "GPU-11111111-2222-3333-4444-555555555555",
+        "   1  vm         0001:00:06.0   0001:00:06.0   OK  "
+        "GPU-99999999-8888-7777-6666-555555555555",
         "4 of 4 device variables as planned",
-        "note: device variables checked as set per rank; the probe does not open a GPU "
-        "runtime, so the device each rank then sees is not checked (this node has no GPU)",
+        "GPU runtime: 2 of 2 ranks saw their planned GPUs",
+    ]
+)
+VERIFY_MISMATCH = "\n".join(
+    [
+        *_VARS,
+        "   0  vm         0000:41:00.0   0001:00:06.0   MISMATCH  cuda device 0 is 0001:00:06.0, "
+        "planned 0000:41:00.0",
+        "   1  vm         0001:00:06.0   0000:41:00.0   MISMATCH  cuda device 0 is 0000:41:00.0, "
+        "planned 0001:00:06.0",
+        "4 of 4 device variables as planned",
+        "GPU runtime: 0 of 2 ranks saw their planned GPUs; 2 MISMATCH",
+        "topobind: error: device variables or the GPUs a runtime saw differ from the plan; "
+        "verification failed, so the program is not launched",
+        "$ echo $?",
+        "1",
+    ]
+)
+VERIFY_NO_DRIVER = "\n".join(
+    [
+        "rank  host       GPUs planned   runtime saw    status",
+        "   0  vm         0000:41:00.0   (none)         UNVERIFIABLE  no GPU runtime library "
+        "(libcuda.so.1, libamdhip64) on this node: no driver",
+        "   1  vm         0001:00:06.0   (none)         UNVERIFIABLE  no GPU runtime library "
+        "(libcuda.so.1, libamdhip64) on this node: no driver",
+        "4 of 4 device variables as planned",
+        "GPU runtime: 0 of 2 ranks saw their planned GPUs; 2 UNVERIFIABLE (this node has no GPU)",
     ]
 )
 LUMI = ["--ranks", "8", "--threads", "7", "--reserve", "first-core-per-l3"]
@@ -90,33 +122,80 @@ def document(img: Path) -> str:
     return f"""# GPU- and NIC-aware placement: the `per-gpu` layout
 
 On a GPU node the binding question is "which cores, which GPU and which NIC for each rank".
-`topobind` reads the node's GPUs and NICs from hwloc, plans ranks, threads, GPUs and NICs
-together (`--layout per-gpu`), emits them for Slurm and OpenMPI, and `topobind verify` checks
-each rank's CPUs and device variables. This page uses the HPE Cray EX235A node of
-`../shared/topologies/gpu/mpibind-eas-tioga.xml` (the LUMI-G / Frontier node: one 64-core
-EPYC in 8 L3 domains and 4 NUMA nodes, 8 MI250X GCDs `rsmi0..7`, 4 Slingshot NICs
-`hsi0..3`). Every output below is real (`scripts/gen-gpu-doc.py` regenerates this page).
+`topobind` finds the node's GPUs (with or without hwloc's GPU plugins) and NICs, plans ranks,
+threads, GPUs and NICs together (`--layout per-gpu`), emits them for Slurm and OpenMPI, and
+`topobind verify` checks each rank's CPUs, device variables and the GPUs its runtime sees.
+This page uses the HPE Cray EX235A node of `../shared/topologies/gpu/mpibind-eas-tioga.xml`
+(the LUMI-G / Frontier node: one 64-core EPYC in 8 L3 domains and 4 NUMA nodes, 8 MI250X
+GCDs `rsmi0..7`, 4 Slingshot NICs `hsi0..3`). Every output below is real
+(`scripts/gen-gpu-doc.py` regenerates this page).
+
+## Where the GPUs come from
+
+A GPU is a **PCI device**: class 0302 (3D controller) or 0380 (other display) from NVIDIA
+(10de), AMD (1002) or Intel (8086), or class 0300 (VGA) when a GPU driver is bound to it. hwloc
+lists these PCI devices with or without its GPU plugins, so topobind finds every GPU even
+where hwloc was built without them (Debian's and Ubuntu's `libhwloc-plugins` have none for
+CUDA, NVML or ROCm SMI; Spack's hwloc turns them off by default; Rocky 9's lacks them). A
+BMC's display adapter (ASPEED, Matrox) is never a GPU. GPUs are keyed and ordered by their
+full bus id, domain included (`0000:c1:00.0`, `0001:00:06.0`).
+
+What else is read, when present:
+
+- hwloc's PCI devices (always, live or XML): every GPU and its locality (the nearest non-I/O
+  object's cpuset, cut to this job's PUs).
+- hwloc's GPU OS devices `nvmlN`, `rsmiN`, `zeN` (hwloc built with its NVML, ROCm SMI, Level
+  Zero plugins): names, model, UUID, the runtime index.
+- hwloc's `cudaN`, `openclPdN`, DRM `cardN`/`renderDN`: names and a model only; their numbers
+  shift with `*_VISIBLE_DEVICES` and CUDA's own order, so they never decide an index.
+- On a live node, sysfs `/sys/bus/pci/devices/*/`: `class`, `vendor`, the bound `driver`,
+  `local_cpulist`, `numa_node` (-1: unknown, noted).
+- On a live node with the NVIDIA driver, `/proc/driver/nvidia/gpus/*/information`: model and
+  `GPU UUID`, no library needed (as Slurm's `AutoDetect=nvidia`).
+- On a live node with GPUs of that vendor, NVML (`libnvidia-ml.so.1`) and ROCm SMI
+  (`librocm_smi64.so`), loaded at run time with ctypes (no build dependency;
+  `TOPOBIND_GPU_LIBS=0` keeps them unloaded): UUIDs, MIG slices' UUIDs, ROCm's index.
+
+Each GPU says where it was found (`found by ...` in `topobind show`, `sources` in
+`show -f json`). Odd devices are notes, never errors: hwloc 2.10's OpenCL backend puts a
+device whose bus id it cannot read beside its PCI device (`opencl1d0` on the H100 node below);
+it is taken as the one GPU of its vendor under the same bridge, or left out with a note when
+that is ambiguous. A CPU OpenCL device (pocl, Intel's CPU runtime) is no GPU. An OS device of
+another vendor's runtime than its PCI device's (`cuda0` under an Intel device), a malformed bus
+id, an OS device numbered with more than 4 digits: left out, with a note. Only GPUs that
+cannot be told apart (two PCI devices with one bus id, one OS device name or one runtime index
+twice) stop a plan, and only a `per-gpu` plan: every other command and layout goes on with a
+note.
+
+The *index* a plan exports is the GPU's position among its vendor's GPUs in bus order, which
+is NVML's numbering and CUDA's under `CUDA_DEVICE_ORDER=PCI_BUS_ID` (exported with it, see
+below); for AMD and Intel it is `rsmiN`'s or `zeN`'s number when hwloc had that plugin, else
+the bus position, with a note to check it (`rocm-smi`, `xpu-smi`).
+
+A cloud VM with one H100 whose hwloc had no GPU plugin, and the same node with the distro's
+OpenCL plugin (both exported on the node, `../shared/topologies/gpu/`):
+
+{run("show", "-t", H100_PCI, start="GPU ")}
+{run("show", "-t", H100_CL, start="GPU ")}
+{run("plan", "-t", H100_CL, "--layout", "per-gpu", start="rank  GPUs")}
+On a live node topobind also reads sysfs and procfs (their roots can be moved with
+`TOPOBIND_SYSFS_ROOT` and `TOPOBIND_PROCFS_ROOT`, which the tests use for fake trees), so
+`show` there lists GPUs `found by hwloc PCI, sysfs, procfs, NVML` with their UUIDs.
+
+**For the richest inventory** install hwloc's GPU plugins where you plan: Debian/Ubuntu
+`libhwloc-contrib-plugins` (NVML, ROCm SMI, Level Zero where packaged), or hwloc built
+`--enable-nvml --enable-rsmi --enable-levelzero` (Spack: `hwloc+nvml+rocm+levelzero`), and
+export the node's XML with them (`lstopo-no-graphics --of xml > node.xml`). Without them, run
+topobind on the node itself: sysfs, procfs and NVML give the same GPUs and UUIDs.
 
 ## Devices in the topology
 
-GPUs and NICs are hwloc *OS devices* (`lstopo` lists them by default; `--whole-io` is not
-needed). topobind recognises them by name, subtype and PCI class, never by the numeric
-`osdev_type` (it differs between hwloc versions):
-
-- GPUs: `rsmi*` (AMD ROCm SMI), `nvml*`/`cuda*` (NVIDIA), `ze*` (Intel Level Zero),
-  `opencl*`; and, when hwloc had no GPU plugin, a DRM device (`card*`, `renderD*`) of a
-  3D/display controller (PCI class 0302/0380) from AMD, NVIDIA or Intel. One physical GPU
-  appears as several OS devices (`cuda0`, `nvml0`, `opencl0d0`): they are one GPU, grouped by
-  PCI bus id and named after the vendor's runtime.
-- The GPU's *index* is the number the vendor's runtime uses (`cudaN`/`nvmlN`, `rsmiN`,
-  `zeN`): it goes into `CUDA_VISIBLE_DEVICES` (PCI vendor 10de), `ROCR_VISIBLE_DEVICES`
-  (1002) or `ZE_AFFINITY_MASK` (8086). A GPU seen only through OpenCL or DRM gets its position
-  on the PCI bus among the vendor's GPUs, and the plan says so in a note.
-- NICs: `mlx5_*`, `mlx4_*`, `hfi1_*` (OpenFabrics: `UCX_NET_DEVICES=<hca>:1`), `cxi*`, `hsn*`,
-  `hsi*` (Slingshot), `bxi*`; an IP interface on the same PCI device (`ib0`, `hsi0` of an
-  `mlx5_0`) is the same NIC.
-- Locality: the cpuset of the nearest non-I/O ancestor (an L3 domain on the EX235A, a package
-  on POWER9), cut to the PUs this job may use; NUMA nodes from its nodeset.
+NICs are hwloc *OS devices*: `mlx5_*`, `mlx4_*`, `hfi1_*` (OpenFabrics:
+`UCX_NET_DEVICES=<hca>:1`), `cxi*`, `hsn*`, `hsi*` (Slingshot), `bxi*`; an IP interface on the
+same PCI device (`ib0`, `hsi0` of an `mlx5_0`) is the same NIC. Devices are recognised by name,
+subtype and PCI class, never by the numeric `osdev_type` (it differs between hwloc versions).
+Locality: the cpuset of the nearest non-I/O ancestor (an L3 domain on the EX235A, a package on
+POWER9), cut to the PUs this job may use; NUMA nodes from its nodeset.
 
 {run("show", "-t", TIOGA)}
 ## The layout
@@ -171,6 +250,18 @@ the launch step, `topobind.plan.model.rank_envs(plan)` returns `{{rank: {{variab
 {run("plan", "-t", TIOGA, "--layout", "per-gpu", *LUMI, "-f", "json", start='"ranks"', head=33)}
 ## Emitted for launchers
 
+**Device identity, not a bare ordinal.** CUDA numbers devices fastest first by default;
+NVML, `nvidia-smi` and topobind number them by PCI bus. On a node whose GPUs differ, index 0
+is then another GPU for CUDA than for the plan (dask-cuda#777). So every rank given
+`CUDA_VISIBLE_DEVICES` by index also gets `CUDA_DEVICE_ORDER=PCI_BUS_ID`; a GPU with MIG
+slices gets `CUDA_VISIBLE_DEVICES=MIG-<uuid>` (a slice shares its parent's bus id, and CUDA
+shows one slice per process). AMD: `ROCR_VISIBLE_DEVICES` alone, never also
+`HIP_VISIBLE_DEVICES` (HIP would renumber what ROCr left visible; a preset one is noted).
+Intel: `ZE_AFFINITY_MASK` with `ZE_FLAT_DEVICE_HIERARCHY=COMPOSITE` stated (the mask then
+numbers whole GPUs, as `zeN` does), unless you set the hierarchy yourself, which is kept and
+noted. The plan JSON (`ranks[].env`), the rank-env wrapper, `topobind run` (the per-rank step)
+and the srun and mpirun lines that run the wrapper all carry the same variables.
+
 - Slurm: `--cpu-bind=mask_cpu:` one mask per task and `--gpu-bind=none` (the per-rank
   variables choose the GPUs; Slurm's own binding would renumber the devices each rank sees).
 - OpenMPI 4 and 5: the rankfile (or `--map-by`), as for every layout.
@@ -185,18 +276,40 @@ the launch step, `topobind.plan.model.rank_envs(plan)` returns `{{rank: {{variab
 {run("plan", "-t", TIOGA, "--layout", "per-gpu", "-f", "gres")}
 ## Verify
 
-`topobind verify` runs the probe (`kernels/bin/whereami`, which reports each rank's
-`ROCR_VISIBLE_DEVICES`, `CUDA_VISIBLE_DEVICES`, `ZE_AFFINITY_MASK` and `UCX_NET_DEVICES`)
-under the launch command and checks, per rank, the CPUs and the variables. The probe does not
-open a GPU runtime: it checks the variables, not the device the runtime then shows, and says
-so. On this 2-core machine without GPU, with the live topology plus one fake GPU per core and
-one InfiniBand NIC (tests/launch/test_gpu_launch.py) and OpenMPI 5 (recorded output):
+`topobind verify` and `topobind run --verify` run the probe (`kernels/bin/whereami`) under the
+launch command and check, per rank, the CPUs, the device variables, and **the GPUs the rank's
+own GPU runtime sees**: the probe loads the CUDA driver (`libcuda.so.1`: `cuInit`,
+`cuDeviceGetCount`, `cuDeviceGetPCIBusId`, `cuDeviceGetUuid_v2`) or HIP (`libamdhip64`:
+`hipGetDeviceCount`, `hipDeviceGetPCIBusId`) with `dlopen` at run time (no build-time
+dependency) and reports each device's bus id and UUID in the runtime's order. A rank is OK
+when its runtime shows exactly its planned GPUs, device 0 first; MISMATCH names both bus ids
+and the exit status is 1; UNVERIFIABLE when no GPU runtime library loads (no driver on the
+node, or the MPI build of the probe), never OK. A rank whose CPUs and GPU sit on different NUMA
+nodes gets a note. NVML is not asked: it ignores `CUDA_VISIBLE_DEVICES`.
+
+No GPU machine was at hand for this page: the output below is real, recorded on this project's
+2-core machine without GPU, with the live topology plus two NVIDIA GPUs (`0000:41:00.0` and
+`0001:00:06.0`, the second faster) and the tests' stand-in `libcuda.so.1`
+(`tests/launch/fake_libcuda.c`, which follows CUDA's numbering rules), OpenMPI 5
+(`tests/launch/test_gpu_launch.py`; the memory lines before the tables are left out):
 
 ```console
-$ topobind plan -t node.xml -l per-gpu -r 2 -f json > plan.json
-$ topobind plan -t node.xml -l per-gpu -r 2 -f rank-env > select.sh
-$ topobind verify --plan plan.json -- mpirun -np 2 --map-by ppr:1:core --bind-to core sh select.sh
-{VERIFY_OUTPUT}
+$ topobind run -t node.xml -l per-gpu --launcher mpirun --mpi openmpi5 --verify -- ./app
+{VERIFY_OK}
+```
+
+The same launch with a CUDA runtime that numbers fastest first (the order variable lost on the
+way): the variables are as planned, the GPUs are not, and the program is not launched:
+
+```console
+$ topobind run -t node.xml -l per-gpu --launcher mpirun --mpi openmpi5 --verify -- ./app
+{VERIFY_MISMATCH}
+```
+
+And where no GPU driver is installed:
+
+```console
+{VERIFY_NO_DRIVER}
 ```
 
 ## Several kinds of cores
