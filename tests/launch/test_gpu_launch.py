@@ -328,3 +328,26 @@ def test_topobind_run_in_slurm(local_slurm: dict[str, str], tmp_path: Path) -> N
         "rank=0 gpu=0",
         "rank=1 gpu=1",
     ]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        None,
+        5,
+        {"api": 7, "devices": "x"},
+        {"api": "cuda", "devices": [5, {"pci": 12}, {"pci": "0000:41:00.0", "uuid": ["u"]}]},
+        {"api": "cuda", "error": "x" * 10000, "devices": [{"pci": "0000:41:00.0"}] * 10000},
+    ],
+)
+def test_hostile_gpu_runtime_blocks_are_judged_not_tracebacks(block: object) -> None:
+    """A probe's params.gpu_runtime is untrusted: whatever it holds, a row (never OK unless
+    the runtime listed exactly the planned bus id), bounded."""
+    from topobind.launch.verify_devices import RUNTIME, check_env
+    from topobind.plan.model import PlannedRank
+
+    params = {"device_env": {"CUDA_VISIBLE_DEVICES": "0"}, "gpu_runtime": block}
+    doc = {"kernel": "whereami", "host": "h", "rank": 0, "placement": [], "params": params}
+    planned = [PlannedRank(0, ((0,),), (0,), {"CUDA_VISIBLE_DEVICES": "0"}, ("0000:41:00.0",))]
+    (row,) = [r for r in check_env(planned, json.dumps(doc)) if r.variable == RUNTIME]
+    assert row.verdict in ("MISMATCH", "UNVERIFIABLE") and len(row.seen or "") < 64 * 14

@@ -97,7 +97,8 @@ class Seen:
         self.error = error[:120] if isinstance(error, str) else None
         self.devices: list[tuple[str, str | None]] = []
         for d in devices[:MAX_SEEN] if isinstance(devices, list) else []:
-            pci = bus_id(d.get("pci")) if isinstance(d, dict) else None
+            raw = d.get("pci") if isinstance(d, dict) else None
+            pci = bus_id(raw) if isinstance(raw, str) else None
             uuid = d.get("uuid") if isinstance(d, dict) else None
             ok_uuid = isinstance(uuid, str) and len(uuid) <= 64 and uuid.isascii()
             self.devices.append((pci or "?", uuid if ok_uuid else None))
