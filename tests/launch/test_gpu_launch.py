@@ -351,3 +351,23 @@ def test_hostile_gpu_runtime_blocks_are_judged_not_tracebacks(block: object) -> 
     planned = [PlannedRank(0, ((0,),), (0,), {"CUDA_VISIBLE_DEVICES": "0"}, ("0000:41:00.0",))]
     (row,) = [r for r in check_env(planned, json.dumps(doc)) if r.variable == RUNTIME]
     assert row.verdict in ("MISMATCH", "UNVERIFIABLE") and len(row.seen or "") < 64 * 14
+
+
+def test_a_rank_whose_gpu_is_on_another_numa_node_gets_a_note(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As hpcat prints: rank CPUs on NUMA 0, its GPU (Tioga's 0000:c1:00.0) on NUMA 3."""
+    from paths import TOPOLOGIES
+
+    from topobind.launch import verify_devices
+    from topobind.plan.model import PlannedRank
+
+    tioga = TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml"
+    if not tioga.exists():
+        pytest.skip("set TOPOBIND_SHARED")
+    monkeypatch.setattr(verify_devices, "_LIVE", [load(str(tioga))])
+    seen = verify_devices.Seen({"api": "hip", "devices": [{"pci": "0000:c1:00.0"}]})
+    for cpus, note in [((0,), "CPUs on NUMA 0, GPU 0000:c1:00.0 on NUMA 3"), ((48,), "")]:
+        rank = PlannedRank(0, ((cpus[0],),), cpus, {}, ("0000:c1:00.0",))
+        row = verify_devices.runtime_row(0, "h", rank.gpus, seen)
+        assert verify_devices._with_numa_note(row, rank).note == note

@@ -178,7 +178,8 @@ def _with_numa_note(row: EnvRow, plan: PlannedRank) -> EnvRow:
     ]
     if not far:
         return row
-    note = f"CPUs on NUMA {','.join(map(str, sorted(cpu_numa)))}, {'; '.join(far)}"
+    numa = f"CPUs on NUMA {','.join(map(str, sorted(cpu_numa)))}, {'; '.join(far)}"
+    note = f"{row.note}; {numa}" if row.note else numa
     return EnvRow(row.rank, row.host, row.variable, row.planned, row.seen, row.status, note)
 
 
