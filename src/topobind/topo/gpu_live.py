@@ -70,9 +70,11 @@ def sysfs_gpus(root: str, parse_list: Callable[[str], list[int]]) -> list[LiveGp
     for name in names:
         bus = bus_id(name)
         path = os.path.join(base, name)
-        cls, vendor = (_read(os.path.join(path, f)) or "" for f in ("class", "vendor"))
-        cls, vendor = cls.lower().removeprefix("0x")[:4], vendor.lower().removeprefix("0x")
-        if bus is None or vendor not in GPU_VENDORS or cls not in (*GPU_CLASSES, VGA_CLASS):
+        cls = (_read(os.path.join(path, "class")) or "").lower().removeprefix("0x")[:4]
+        if bus is None or cls not in (*GPU_CLASSES, VGA_CLASS):
+            continue  # most functions: one read each
+        vendor = (_read(os.path.join(path, "vendor")) or "").lower().removeprefix("0x")
+        if vendor not in GPU_VENDORS:
             continue
         driver = os.path.basename(os.path.realpath(os.path.join(path, "driver")))
         if cls == VGA_CLASS and driver not in GPU_DRIVERS:
