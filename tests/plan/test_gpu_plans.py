@@ -308,6 +308,7 @@ WITHOUT_OSDEVS_DIFFERS = {
 }
 
 
+@pytest.mark.slow  # 60 plans of re-written XMLs: ~10 s
 @pytest.mark.parametrize("kind", ["bare", "pocl", "opencl"])
 @pytest.mark.parametrize("case", VARIANT_CASES, ids=[c["id"] for c in VARIANT_CASES])
 def test_gpu_plugins_do_not_change_the_plan(
