@@ -105,3 +105,38 @@ def test_show_and_per_gpu_on_a_live_node_without_plugins(tmp_path: Path) -> None
     ranks = json.loads(done.stdout)["ranks"]
     assert [[g["pci"] for g in r["gpus"]] for r in ranks] == [["0000:41:00.0"], ["0001:00:06.0"]]
     assert [r["env"]["CUDA_VISIBLE_DEVICES"] for r in ranks] == ["0", "1"]
+
+
+def test_nvml_through_ctypes_gives_uuids_and_mig_slices(tmp_path: Path) -> None:
+    """gpu_live.nvml_gpus against a stand-in libnvidia-ml.so.1 (tests/topo/
+    fake_libnvidia_ml.c): NVML's 8-digit domains normalised, UUIDs, MIG slices' UUIDs; and
+    topobind show on this machine with the fake sysfs tree lists them, found by NVML."""
+    import subprocess
+    import sys
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    src = Path(__file__).with_name("fake_libnvidia_ml.c")
+    cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
+    subprocess.run([*cc, "-o", str(lib / "libnvidia-ml.so.1"), str(src)], check=True)
+    mig = ("MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "MIG-ffffffff-bbbb-cccc-dddd-eeeeeeeeeeee")
+    uuid1 = "GPU-99999999-8888-7777-6666-555555555555"
+    nvml = f"0000:41:00.0={UUID0}={','.join(mig)};0001:00:06.0={uuid1}"
+    env = {**NO_SLURM, "LD_LIBRARY_PATH": str(lib), "TB_FAKE_NVML_GPUS": nvml}
+    code = "from topobind.topo.gpu_live import nvml_gpus; print([tuple(g) for g in nvml_gpus()])"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(
+        [
+            ("0000:41:00.0", "10de", None, None, UUID0, None, None, mig, "NVML"),
+            ("0001:00:06.0", "10de", None, None, uuid1, None, None, (), "NVML"),
+        ]
+    )
+    cpus = ",".join(map(str, load("live").pus))
+    sys_root, proc_root = fake_node(tmp_path, cpus)
+    env |= {gpu_live.SYSFS_ENV: str(sys_root), gpu_live.PROCFS_ENV: str(proc_root)}
+    shown = run_topobind("show", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert f"MIG {','.join(mig)}): near sysfs" in shown.stdout
+    assert "found by sysfs, procfs, NVML" in shown.stdout
+    assert f"{uuid1}): near sysfs" in shown.stdout

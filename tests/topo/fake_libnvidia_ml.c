@@ -1,0 +1,118 @@
+/*
+ * fake_libnvidia_ml.c - a stand-in libnvidia-ml.so.1 for tests/topo/test_gpu_live.py (no GPU
+ * on the test machines), built by the test into a temporary folder:
+ *
+ *   cc -std=c11 -shared -fPIC -o DIR/libnvidia-ml.so.1 fake_libnvidia_ml.c
+ *
+ * The node's GPUs come from TB_FAKE_NVML_GPUS: "BUSID=UUID[=MIG-UUID,MIG-UUID...];..." in
+ * NVML's order; a GPU with MIG UUIDs is in MIG mode. Bus ids are returned as NVML writes them
+ * (an 8-digit domain: "00000000:41:00.0"). Only what topobind.topo.gpu_live calls.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXG 8
+#define MAXM 7
+
+typedef struct {
+    char bus[32];
+    char uuid[64];
+    char mig[MAXM][64];
+    int nmig;
+} fake_gpu;
+
+static fake_gpu gpus[MAXG];
+static int ngpus;
+
+typedef struct { /* nvmlPciInfo_t (v3) */
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} pci_info;
+
+int nvmlInit_v2(void)
+{
+    char buf[4096];
+    const char *spec = getenv("TB_FAKE_NVML_GPUS");
+    snprintf(buf, sizeof buf, "%s", spec ? spec : "");
+    ngpus = 0;
+    for (char *s1 = NULL, *tok = strtok_r(buf, ";", &s1); tok && ngpus < MAXG;
+         tok = strtok_r(NULL, ";", &s1)) {
+        fake_gpu *g = &gpus[ngpus];
+        memset(g, 0, sizeof *g);
+        char *uuid = strchr(tok, '=');
+        if (!uuid)
+            continue;
+        *uuid++ = 0;
+        char *migs = strchr(uuid, '=');
+        if (migs)
+            *migs++ = 0;
+        unsigned d = 0, b = 0, dev = 0, fn = 0;
+        if (sscanf(tok, "%x:%x:%x.%x", &d, &b, &dev, &fn) != 4)
+            continue;
+        snprintf(g->bus, sizeof g->bus, "%08x:%02x:%02x.%x", d, b, dev, fn);
+        snprintf(g->uuid, sizeof g->uuid, "%s", uuid);
+        for (char *s2 = NULL, *m = migs ? strtok_r(migs, ",", &s2) : NULL; m && g->nmig < MAXM;
+             m = strtok_r(NULL, ",", &s2))
+            snprintf(g->mig[g->nmig++], sizeof g->mig[0], "%s", m);
+        ngpus++;
+    }
+    return 0;
+}
+
+int nvmlShutdown(void) { return 0; }
+
+int nvmlDeviceGetCount_v2(unsigned int *n)
+{
+    *n = (unsigned int)ngpus;
+    return 0;
+}
+
+/* a handle: 1 + 16 * gpu + (mig + 1), never NULL */
+int nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **h)
+{
+    if (i >= (unsigned int)ngpus)
+        return 2;
+    *h = (void *)(uintptr_t)(1 + 16 * i);
+    return 0;
+}
+
+static int gpu_of(void *h) { return (int)(((uintptr_t)h - 1) / 16); }
+static int mig_of(void *h) { return (int)(((uintptr_t)h - 1) % 16) - 1; }
+
+int nvmlDeviceGetPciInfo_v3(void *h, pci_info *p)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->busId, sizeof p->busId, "%s", gpus[gpu_of(h)].bus);
+    return 0;
+}
+
+int nvmlDeviceGetUUID(void *h, char *out, unsigned int len)
+{
+    const fake_gpu *g = &gpus[gpu_of(h)];
+    snprintf(out, len, "%s", mig_of(h) < 0 ? g->uuid : g->mig[mig_of(h)]);
+    return 0;
+}
+
+int nvmlDeviceGetMigMode(void *h, unsigned int *current, unsigned int *pending)
+{
+    *current = *pending = gpus[gpu_of(h)].nmig > 0;
+    return 0;
+}
+
+int nvmlDeviceGetMaxMigDeviceCount(void *h, unsigned int *n)
+{
+    *n = (unsigned int)gpus[gpu_of(h)].nmig;
+    return 0;
+}
+
+int nvmlDeviceGetMigDeviceHandleByIndex(void *h, unsigned int i, void **mig)
+{
+    if (i >= (unsigned int)gpus[gpu_of(h)].nmig)
+        return 2;
+    *mig = (void *)((uintptr_t)h + 1 + i);
+    return 0;
+}
