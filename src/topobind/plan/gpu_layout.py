@@ -22,16 +22,9 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from topobind.errors import PlanError
+from topobind.plan.gpu_options import ORDERS, RESERVES
 from topobind.topo.devices import Gpu, Nic
 from topobind.topo.topology import Core, Topology, format_list
-
-#: per-gpu's help in the layout registry
-GPU_HELP = (
-    "one rank per GPU (--gpus-per-rank G), threads on the cores local to it, with its NIC; "
-    "--reserve, --order gpu|cpu"
-)
-RESERVES = ("none", "first-core-per-l3", "first-core-per-numa")
-ORDERS = ("gpu", "cpu")
 
 
 class GpuOptions(NamedTuple):

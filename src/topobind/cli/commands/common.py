@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import fields, replace
 
-from topobind.inputs import count_arg
+from topobind.cli.arguments import choice_arg, count_arg
 from topobind.plan import layouts, memory, request
 from topobind.plan.model import Plan
 from topobind.plan.request import PlanRequest
@@ -41,10 +41,12 @@ def add_layout_arg(
     )
     for layout in layouts.REGISTRY:
         for opt in layout.options:
+            most, choices = opt.most, opt.choices
+            kind = count_arg(opt.flag, 1, most) if most else choice_arg(opt.flag, choices)
             parser.add_argument(
                 opt.flag,
                 dest=opt.dest,
-                type=opt.type,
+                type=kind,
                 metavar=opt.metavar,
                 help=f"({layout.usage}) {opt.help}",
             )

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from typing import Any
 
-from topobind import jsonfmt
-
-# Only what building the parser needs: each format imports its emitter when it runs, so
-# 'topobind plan -f json' in a job script loads no drawing, gres or shell-quoting code.
+# Only what building the parser needs: each format imports its emitter when it runs (inside
+# the function that prints it), so 'topobind plan -f json' in a job script loads no drawing,
+# gres, GPU or shell-quoting code.
+from topobind.cli.arguments import host_arg
 from topobind.cli.commands.common import (
     add_layout_args,
     add_topology_arg,
@@ -19,19 +18,11 @@ from topobind.cli.commands.common import (
     print_warnings,
     topology_from,
 )
-from topobind.draw.boxes import text_grid
-from topobind.emit import launch_dict
-from topobind.emit.devices import device_lines, env_notes, rank_env_script, show_json, show_lines
-from topobind.emit.gres import gres_conf
-from topobind.emit.omp import format_places, omp_env, omp_notes
-from topobind.emit.openmpi import DEFAULT_RANKFILE, rankfile_text
+from topobind.emit.openmpi import DEFAULT_RANKFILE
 from topobind.errors import TopobindError, plural
 from topobind.fsutil import atomic_write_text
-from topobind.inputs import host_arg
-from topobind.launch.launchers import by_plan_format, plan_formats
-from topobind.plan.memory import memory_text
+from topobind.launch.launchers import plan_formats
 from topobind.plan.model import Plan
-from topobind.topo.cpukinds import kinds_text
 from topobind.topo.topology import MAX_PUS, MAX_XML_BYTES, CacheDomain, Topology, format_list
 
 SHOW_EPILOG = f"""\
@@ -150,6 +141,10 @@ def _l3_line(dom: CacheDomain) -> str:
 
 
 def topology_text(topo: Topology) -> str:
+    # CPU kinds, GPUs and NICs: only the text summary prints them this way.
+    from topobind.emit.devices import show_lines
+    from topobind.topo.cpukinds import kinds_text
+
     s = topo.summary()
     lines = [
         f"topology: {topo.source}" + (f" (host {topo.hostname})" if topo.hostname else ""),
@@ -204,6 +199,8 @@ def topology_text(topo: Topology) -> str:
 
 
 def topology_json(topo: Topology) -> dict[str, Any]:
+    from topobind.emit.devices import show_json  # GPUs and NICs, for the JSON summary only
+
     return {
         "summary": topo.summary(),
         "packages": [
@@ -260,6 +257,8 @@ def run_show(args: argparse.Namespace) -> int:
     topo = topology_from(args)
     state = _memory_state(topo)
     if args.format == "json":
+        from topobind import jsonfmt  # the JSON form only
+
         doc = topology_json(topo)
         if state is not None:
             from topobind.topo.memory_state import state_json
@@ -286,6 +285,14 @@ def _memory_state(topo: Topology) -> Any:
 
 # --------------------------------------------------------------------------- plan
 def plan_text(plan: Plan) -> str:
+    # The text table's own printers (shell quoting, OMP places, memory, devices).
+    import shlex
+
+    from topobind.emit import launch_dict
+    from topobind.emit.devices import device_lines
+    from topobind.emit.omp import format_places
+    from topobind.plan.memory import memory_text
+
     lines = [
         f"layout {plan.layout} on {plan.topology.source}: {plural(plan.nranks, 'rank')} x "
         f"{plural(plan.threads, 'thread')}"
@@ -335,16 +342,23 @@ def _print_plan(plan: Plan, args: argparse.Namespace) -> list[str]:
     json carry theirs)."""
     fmt = args.format
     if fmt == "json":
+        from topobind import jsonfmt
+        from topobind.emit import launch_dict
+
         print(jsonfmt.dumps(plan.to_dict(launch_dict(plan))))
     elif fmt == "text":
         print(plan_text(plan))
     elif fmt == "picture":
+        from topobind.draw.boxes import text_grid
+
         print(text_grid(plan))
     elif fmt == "env":
         return _print_env(plan)
     elif fmt in plan_formats():
         return _print_argv(plan, args)
     elif fmt == "rank-env":
+        from topobind.emit.devices import rank_env_script
+
         sys.stdout.write(rank_env_script(plan))
     elif fmt == "rankexec":
         from topobind.launch.spank_step import step_text
@@ -355,13 +369,22 @@ def _print_plan(plan: Plan, args: argparse.Namespace) -> list[str]:
 
         sys.stdout.write(numactl_script(plan))
     elif fmt == "gres":
+        from topobind.emit.gres import gres_conf
+
         sys.stdout.write(gres_conf(plan.topology))
     elif fmt in ("rankfile", "rankfile4"):
+        from topobind.emit.openmpi import rankfile_text
+
         sys.stdout.write(rankfile_text(plan, 5 if fmt == "rankfile" else 4, args.host))
     return []
 
 
 def _print_env(plan: Plan) -> list[str]:
+    import shlex
+
+    from topobind.emit.devices import env_notes
+    from topobind.emit.omp import omp_env, omp_notes
+
     for k, v in omp_env(plan).items():
         print(f"export {k}={shlex.quote(v)}")
     return omp_notes(plan) + env_notes(plan)
@@ -370,6 +393,10 @@ def _print_env(plan: Plan) -> list[str]:
 def _print_argv(plan: Plan, args: argparse.Namespace) -> list[str]:
     """A launcher's flags (``--format NAME``: the launcher's ``plan_format``): the variables
     to export, the command; its rankfile written to --rankfile PATH."""
+    import shlex
+
+    from topobind.launch.launchers import by_plan_format
+
     out = by_plan_format(args.format).emit(plan, args.rankfile, args.host)
     for path, text in out.files:
         _write_rankfile(path, text, args.force)
