@@ -1,4 +1,5 @@
-"""argparse ``type=`` helpers of the command layer: each turns a bad option value into
+"""Options every command shares: ``--topology`` (what ``show`` needs, without the layouts),
+and the argparse ``type=`` helpers of the command layer: each turns a bad option value into
 argparse's one-line error naming the option, from the bounded checks of
 :mod:`topobind.inputs` (which the layers below use on their own)."""
 
@@ -9,6 +10,22 @@ from collections.abc import Callable, Sequence
 
 from topobind.errors import TopobindError
 from topobind.inputs import host_name, whole_number
+from topobind.topo.topology import NAMED_TOPOLOGIES, Topology, load
+
+TOPOLOGY_HELP = (
+    "where the node topology comes from: 'live' (default: this machine, only the PUs this "
+    "job/cgroup may use), an hwloc XML file (lstopo-no-graphics --of xml > node.xml on a "
+    "compute node), synthetic:'pack:2 numa:4 l3:4 core:4 pu:2', or a named node: "
+    + ", ".join(NAMED_TOPOLOGIES)
+)
+
+
+def add_topology_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topology", "-t", default="live", metavar="SRC", help=TOPOLOGY_HELP)
+
+
+def topology_from(args: argparse.Namespace) -> Topology:
+    return load(args.topology)
 
 
 def count_arg(flag: str, lo: int = 1, hi: int = 1 << 20) -> Callable[[str], int]:
