@@ -315,3 +315,38 @@ def test_bench_refuses_pages_this_machine_cannot_give(tmp_path: Path) -> None:
     [line] = out.stderr.strip().splitlines()
     assert line.startswith("topobind: error: --pages 2M:")
     assert not (tmp_path / "res").exists()
+
+
+# --------------------------------------------------------------------------- start-up
+_MODULES_AFTER = (
+    "import sys, io, contextlib\n"
+    "from topobind.cli.main import main\n"
+    "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+    "    status = main(sys.argv[1:])\n"
+    "print(status, ' '.join(sorted(sys.modules)))\n"
+)
+
+#: what each command must not import: it never uses them (make bench-plan counts the cost)
+UNUSED = {
+    ("plan", "-f", "json"): ("topobind.plan.gpu_layout", "topobind.draw.boxes",
+                             "topobind.emit.gres", "topobind.topo.slurm_allocation",
+                             "difflib", "tempfile", "subprocess"),
+    ("show", "-f", "json"): ("topobind.plan.layouts", "topobind.launch", "topobind.emit.openmpi",
+                             "difflib", "tempfile", "subprocess"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", list(UNUSED), ids=" ".join)
+def test_a_command_imports_only_what_it_uses(command: tuple[str, ...]) -> None:
+    import sys
+
+    name, *fmt = command
+    argv = [name, "-t", str(TOPOLOGIES / "192em64t-24n8c2t.xml"), *fmt]
+    if name == "plan":
+        argv += ["-l", "spread", "-r", "192"]
+    out = subprocess.run([sys.executable, "-c", _MODULES_AFTER, *argv], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    status, loaded = out.stdout.split(" ", 1)
+    assert status == "0"
+    assert not set(UNUSED[command]) & set(loaded.split())
