@@ -350,3 +350,22 @@ def test_a_command_imports_only_what_it_uses(command: tuple[str, ...]) -> None:
     status, loaded = out.stdout.split(" ", 1)
     assert status == "0"
     assert not set(UNUSED[command]) & set(loaded.split())
+
+
+def test_argparse_types_live_in_the_command_layer() -> None:
+    """Option parsing is the command layer's (issue 28 item 7): no module outside ``cli/``
+    imports argparse or raises its errors (``inputs.py`` keeps the bounded checks only)."""
+    import ast
+
+    from paths import REPO
+
+    outside = []
+    for path in sorted((REPO / "src" / "topobind").rglob("*.py")):
+        if "cli" in path.relative_to(REPO / "src" / "topobind").parts:
+            continue
+        tree = ast.parse(path.read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        if "argparse" in names:
+            outside.append(str(path.relative_to(REPO)))
+    assert not outside, f"argparse outside cli/: {outside}"
