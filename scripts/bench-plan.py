@@ -17,6 +17,10 @@ hwloc-distrib's measured in the same run (taking turns), and the same multiple i
 instructions, each against 100 / 12.0 = 8.3x (the target at the reference speed). The
 printed line and the JSON say which verdicts hold.
 
+Issue 28 adds an instruction budget: at most 250 million instructions (bytecode compiled) for
+`plan -f json`, `show -f json` and `env` on the 384-PU XML (INSTRUCTION_BUDGET), each counted
+here beside hwloc-distrib's, with their median wall times from the same turns.
+
 A synthetic description is expanded by hwloc's own lstopo, which topobind runs: that case
 costs at least lstopo plus the Python interpreter, so its ratio is reported, not targeted.
 """
@@ -42,6 +46,14 @@ TARGET_MS = 100.0
 REFERENCE_DISTRIB_MS = 12.0
 #: the target as a multiple of hwloc-distrib's time: 100 ms at the reference speed
 TARGET_RATIO = TARGET_MS / REFERENCE_DISTRIB_MS
+#: issue 28: millions of instructions each start-up command may take on the 384-PU XML
+INSTRUCTION_BUDGET = 250.0
+XML_384 = str(SHARED / "topologies" / "192em64t-24n8c2t.xml")
+#: the job-script commands held to the budget (besides plan -f json, timed above)
+BUDGET_COMMANDS = {
+    "show -f json": [TOPOBIND, "show", "-t", XML_384, "-f", "json"],
+    "env": [TOPOBIND, "env", "-t", XML_384, "-l", "spread", "-r", "192"],
+}
 
 #: (name, topobind's --topology, hwloc-distrib's --input, layout, ranks, targeted)
 CASES = [
@@ -71,7 +83,7 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 def timed(cmd: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=ENV)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     return (time.perf_counter() - t0) * 1000.0
 
 
@@ -90,6 +102,45 @@ def instructions(cmd: list[str]) -> float | None:
 
 def stats(samples: list[float]) -> dict[str, float]:
     return {"median_ms": statistics.median(samples), "min_ms": min(samples), "max_ms": max(samples)}
+
+
+def budget(first: dict) -> dict:
+    """plan -f json (the first case), show and env on the 384-PU XML against
+    INSTRUCTION_BUDGET, each with its median wall time taken in turns with hwloc-distrib's."""
+    distrib_cmd = ["hwloc-distrib", "--input", XML_384, "--single", "192"]
+    got: dict = {
+        "budget_millions": INSTRUCTION_BUDGET,
+        "plan -f json": {
+            "instructions_millions": first.get("instructions_millions", {}).get(
+                "topobind_plan_json"
+            ),
+            "median_ms": first["topobind_plan_json"]["median_ms"],
+        },
+    }
+    for name, cmd in BUDGET_COMMANDS.items():
+        ours: list[float] = []
+        distrib: list[float] = []
+        for _ in range(REPEAT):
+            ours.append(timed(cmd))
+            distrib.append(timed(distrib_cmd))
+        got[name] = {
+            "instructions_millions": instructions(cmd),
+            "median_ms": statistics.median(ours),
+            "hwloc_distrib_median_ms": statistics.median(distrib),
+        }
+    for name, case in got.items():
+        if name == "budget_millions":
+            continue
+        ins = case["instructions_millions"]
+        case["within_budget"] = None if ins is None else ins <= INSTRUCTION_BUDGET
+        shown = "not counted (no valgrind)" if ins is None else f"{ins:.0f}M instructions"
+        beside = case.get("hwloc_distrib_median_ms", first["hwloc_distrib"]["median_ms"])
+        verdict = {True: "within", False: "OVER", None: "unknown"}[case["within_budget"]]
+        print(
+            f"budget {INSTRUCTION_BUDGET:.0f}M, 384-PU XML: topobind {name}: {shown} "
+            f"({verdict}); {case['median_ms']:.1f} ms beside hwloc-distrib's {beside:.1f} ms"
+        )
+    return got
 
 
 def main() -> int:
@@ -161,6 +212,7 @@ def main() -> int:
             )
             + ("" if targeted else " (not targeted: lstopo expands the description)")
         )
+    out["instruction_budget"] = budget(out["cases"][0])
     out["load_average_after"] = os.getloadavg()[0]
     out["meets_target"] = ok
     out["meets_target_ratio"] = ok_ratio

@@ -3,8 +3,6 @@ the error says otherwise), and :func:`plural`, the wording of counts in messages
 
 from __future__ import annotations
 
-import difflib
-
 
 class TopobindError(Exception):
     """A user-facing error: bad input, an impossible request, a missing tool.
@@ -83,5 +81,7 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 def did_you_mean(given: str, choices: list[str] | tuple[str, ...]) -> str:
     """`` (did you mean 'srun'?)`` for a close choice, else ``""``."""
+    import difflib  # only for a misspelled name
+
     close = difflib.get_close_matches(given, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""

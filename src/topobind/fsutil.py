@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from typing import Any
 
 
@@ -23,6 +22,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> str:
     parent = os.path.dirname(os.path.abspath(target))
     os.makedirs(parent, exist_ok=True)
     name = os.path.basename(target)
+    import tempfile  # only when a file is written (a plan printed to stdout writes none)
+
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode

@@ -1,15 +1,14 @@
 """Checks of what users hand to topobind, before any work depends on it: whole numbers,
 host names and input files. Each check is bounded (a huge number, a FIFO or /dev/zero costs
 no more than a small valid input) and raises :class:`TopobindError` with one line that names
-the input and says what to give instead.
+the input and says what to give instead. The command line's argparse ``type=`` helpers built
+on them live in the command layer (:mod:`topobind.cli.arguments`).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import stat
-from collections.abc import Callable
 from typing import NamedTuple
 
 from topobind.errors import TopobindError
@@ -43,19 +42,6 @@ def whole_number(text: str, what: str, lo: int = 1, hi: int = 1 << 20) -> int:
     return int(text)
 
 
-def count_arg(flag: str, lo: int = 1, hi: int = 1 << 20) -> Callable[[str], int]:
-    """An argparse ``type=`` for a count option: a bad value is one line naming ``flag``."""
-
-    def parse(text: str) -> int:
-        try:
-            return whole_number(text, flag, lo, hi)
-        except TopobindError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag} ")) from exc
-
-    parse.__name__ = flag  # argparse names the type in some messages
-    return parse
-
-
 def host_name(text: str, what: str = "--host") -> str:
     """A host name that can stand in a rankfile line (``rank 0=NAME slot=...``)."""
     if not _is_host(text):
@@ -64,14 +50,6 @@ def host_name(text: str, what: str = "--host") -> str:
             "'_'); give the node's name as 'hostname' or Slurm prints it"
         )
     return text
-
-
-def host_arg(text: str) -> str:
-    """argparse ``type=`` of ``--host``."""
-    try:
-        return host_name(text)
-    except TopobindError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--host ")) from exc
 
 
 class InputFile(NamedTuple):

@@ -78,3 +78,76 @@ def test_the_checker_catches_a_file_that_does_not_exist() -> None:
     assert not _candidates("plan/no_such_module.py")
     [(token, inside)] = FILE_SYMBOL_RE.findall(row)
     assert token == "plan/no_such_module.py" and SYMBOL_RE.findall(inside) == ["REGISTRY"]
+
+
+def _section(number: int) -> str:
+    text = DOC.read_text()
+    start = text.index(f"## {number}.")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else len(text)]
+
+
+def _module_rows() -> list[tuple[str, list[Path], str]]:
+    """Section 2's table rows: (concept, the files its module column names, its notes)."""
+    rows = []
+    for line in _section(2).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] in ("concept", "---"):
+            continue
+        files = [p for tok in PATH_RE.findall(cells[1]) for p in _candidates(tok)]
+        rows.append((cells[0], files, cells[2]))
+    return rows
+
+
+def test_section_two_modules_exist_and_hold_what_the_row_says() -> None:
+    """Section 2 ("Where each concept lives"): every module named exists, and every name in
+    backticks in a row's notes (``JobShape``, ``build()``) is defined or used in one of the
+    row's source files: a concept the row places in a module it has left fails here."""
+    rows = _module_rows()
+    assert len(rows) > 30
+    wrong = []
+    for concept, files, notes in rows:
+        if not files:
+            wrong.append(f"{concept}: no such module")
+            continue
+        sources = [f.read_text() for f in files if f.suffix in (".py", ".c", ".h")]
+        if not sources:
+            continue
+        for symbol in re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)(?:\(\))?`", notes):
+            if not any(re.search(rf"\b{symbol}\b", s) for s in sources):
+                wrong.append(f"{concept}: {symbol}")
+    assert not wrong, f"docs/architecture.md section 2 names what its modules lack: {wrong}"
+
+
+def test_section_two_says_where_launcher_detection_lives() -> None:
+    """The drift that started these checks: launcher and MPI detection placed in
+    ``launch/build.py``, which only builds the command."""
+    for concept, files, notes in _module_rows():
+        if "detect" in notes or "detection" in concept:
+            assert all("def resolve" in f.read_text() or "def detect" in f.read_text()
+                       for f in files if f.suffix == ".py"), concept  # fmt: skip
+
+
+def _listed_tests() -> list[tuple[list[str], str]]:
+    """Section 5's bullets ``- plan/: `test_x.py`, ...``: (the test folders, a file named)."""
+    out = []
+    for bullet in re.split(r"\n- ", _section(5)):
+        head, sep, body = bullet.partition(":")
+        folders = re.findall(r"\b(\w+)/", head) if sep else []
+        if not folders or not re.fullmatch(r"[\w/ ]+", head.strip()):
+            continue
+        out += [(folders, token) for token in re.findall(r"`(test_[\w*]+\.py)`", body)]
+    return out
+
+
+def test_section_five_lists_each_test_file_under_its_folder() -> None:
+    """Section 5: a test file listed under ``plan/:`` is in ``tests/plan/`` (or, for ``report/
+    and draw/:``, in one of the folders named)."""
+    listed = _listed_tests()
+    assert len(listed) > 20
+    wrong = [
+        f"{'/, '.join(folders)}/: {name}"
+        for folders, name in listed
+        if not any(list((REPO / "tests" / f).glob(name)) for f in folders)
+    ]
+    assert not wrong, f"docs/architecture.md section 5 lists test files elsewhere: {wrong}"

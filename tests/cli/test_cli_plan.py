@@ -159,3 +159,213 @@ def test_openmpi_formats_print_their_notes(tmp_path: Path, topobind_cli: Cli) ->
         "topobind: note: --bind-to core binds each rank to every PU of its cores, so "
         "OMP_PLACES=cores gives each thread a whole core (all its PUs), not only the planned PU"
     )
+
+
+# --------------------------------------------------------------------------- one planning entry
+TWO_NUMA = str(TOPOLOGIES / "24em64t-2n6c2t-pci.xml")
+TIOGA = str(TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml")
+
+#: (command line, what it asks: layout, ranks, and the request's other fields)
+COMMANDS = [
+    (["plan", "-t", TWO_NUMA, "-l", "per-numa", "--mem", "interleave", "-f", "json"],
+     ("per-numa", None, {"mem": "interleave"})),
+    (["plan", "-t", TIOGA, "-l", "per-gpu", "--reserve", "first-core-per-l3", "-f", "json"],
+     ("per-gpu", None, {"options": {"reserve": "first-core-per-l3"}})),
+    (["plan", "-t", TWO_NUMA, "-l", "compact", "--slurm-cores", "0-3", "-f", "rankexec"],
+     ("compact", None, {})),  # the SPANK plugin's path
+    (["env", "-t", TWO_NUMA, "-l", "spread", "-r", "4", "--smt"],
+     ("spread", 4, {"smt": True})),
+    (["run", "--dry-run", "--launcher", "none", "-t", TWO_NUMA, "-l", "compact", "-r", "1",
+      "--mem", "bind", "--", "true"], ("compact", 1, {"mem": "bind"})),
+    (["draw", "-t", TWO_NUMA, "-l", "per-socket", "--format", "text"],
+     ("per-socket", None, {})),
+    (["bench", "stream", "-t", TWO_NUMA, "-l", "spread", "--mem", "bind", "--pages", "4k"],
+     ("spread", 1, {"mem": "bind", "pages": "4k"})),
+]  # fmt: skip
+
+
+class _Stop(Exception):
+    """Raised in place of running a kernel: the plan is what the test looks at."""
+
+
+@pytest.mark.parametrize("argv,asked", COMMANDS, ids=[" ".join(c[0][:2]) for c in COMMANDS])
+def test_every_command_plans_through_request_plan(
+    argv: list[str],
+    asked: tuple[str, int | None, dict[str, object]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """bench, run, env, plan, draw and the SPANK path each plan through ``request.plan``
+    (no layout plans outside it), and the plan a command uses equals ``request.plan``'s for
+    the same request, built here from the command line (its --mem and --pages included)."""
+    from topobind.bench import runs
+    from topobind.cli.main import main
+    from topobind.plan import layouts, request
+
+    seen: list[tuple[object, object]] = []  # (topology, plan) of every request.plan
+    inside = [0]
+    real_plan, real_layout_plan = request.plan, layouts.Layout.plan
+
+    def spy_plan(topo, req, ranks):  # type: ignore[no-untyped-def]
+        inside[0] += 1
+        try:
+            made = real_plan(topo, req, ranks)
+        finally:
+            inside[0] -= 1
+        seen.append((topo, made))
+        return made
+
+    def layout_plan(self, node, view, req):  # type: ignore[no-untyped-def]
+        assert inside[0], f"{argv[0]}: layout {self.name} planned outside request.plan"
+        return real_layout_plan(self, node, view, req)
+
+    def no_kernel(kernel, plan, **kw):  # type: ignore[no-untyped-def]
+        raise _Stop
+
+    monkeypatch.setattr(request, "plan", spy_plan)
+    monkeypatch.setattr(layouts.Layout, "plan", layout_plan)
+    monkeypatch.setattr(runs, "run_repeats", no_kernel)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.chdir(tmp_path)
+    try:
+        status = main(argv)
+    except _Stop:
+        status = 0
+    assert status == 0, capsys.readouterr().err
+    assert seen, f"{argv[0]} did not plan through request.plan"
+    layout, ranks, fields = asked
+    topo, used = seen[-1]
+    monkeypatch.setattr(layouts.Layout, "plan", real_layout_plan)
+    same = real_plan(topo, request.parse(layout, **fields), ranks)  # type: ignore[arg-type]
+    assert used == same
+
+
+def test_the_entry_check_fails_on_a_plan_made_beside_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spy above can fail: a plan made through the layout stage alone is caught."""
+    from topobind.plan import layouts
+    from topobind.topo.topology import load
+
+    calls: list[str] = []
+    real = layouts.Layout.plan
+
+    def layout_plan(self, node, view, req):  # type: ignore[no-untyped-def]
+        calls.append(self.name)
+        return real(self, node, view, req)
+
+    monkeypatch.setattr(layouts.Layout, "plan", layout_plan)
+    plan = layouts.make_plan(load(TWO_NUMA), "per-numa")
+    assert calls == ["per-numa"] and plan.ranks[0].memory is None  # no memory plan beside it
+
+
+# --------------------------------------------------------------------------- bench's memory
+@pytest.mark.slow
+def test_bench_runs_the_kernel_with_the_memory_plan(tmp_path: Path, built_kernels: None) -> None:
+    """``topobind bench stream --mem bind --pages 4k``: the kernel runs under the per-rank
+    step that applies the plan (rankexec: %mem=bind, %thp=off), asks for 4k pages, and its
+    result records the memory plan (what one NUMA node without hugepages can check)."""
+    from cli_helpers import run_topobind
+
+    out = run_topobind(
+        "bench", "stream", "--mem", "bind", "--pages", "4k", "--results", "res",
+        "--", "--elements", "1M", "--trials", "2", cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    [path] = (tmp_path / "res").rglob("*.json")
+    doc = json.loads(path.read_text())
+    assert doc["params"]["memory"]["policy"] == "bind"
+    assert doc["params"]["memory"]["pages"] == "4k"
+    assert doc["pages"]["requested"] == "4k"
+
+
+@pytest.mark.slow
+def test_bench_memory_step_applies_the_policy_and_thp(tmp_path: Path, built_kernels: None) -> None:
+    """What bench puts in front of the kernel really sets the policy and turns THP off: a
+    program run behind it sees ``bind:`` in its numa_maps and ``THP_enabled: 0``."""
+    from topobind.bench.runs import memory_step
+    from topobind.plan import request
+    from topobind.topo.topology import load
+
+    req = request.parse("compact", mem="bind", pages="4k", threads=1)
+    plan = request.plan(load("live"), req, 1)
+    step = memory_step(plan, tmp_path)
+    assert step and step[0].endswith("rankexec")
+    probe = "grep THP_enabled /proc/self/status; grep -c ' bind:' /proc/self/numa_maps"
+    out = subprocess.run([*step, "sh", "-c", probe], capture_output=True, text=True, check=True)
+    thp, binds = out.stdout.split("\n")[:2]
+    assert thp.split() == ["THP_enabled:", "0"] and int(binds) > 0
+    none = request.plan(load("live"), request.parse("compact", mem="none", threads=1), 1)
+    assert memory_step(none, tmp_path) == []  # the kernel's defaults: no step
+
+
+@pytest.mark.slow
+def test_bench_refuses_pages_this_machine_cannot_give(tmp_path: Path) -> None:
+    """``--pages 2M`` where no 2M page is free: one line naming --pages and the fix, exit 2,
+    no kernel run, nothing written."""
+    from cli_helpers import run_topobind
+
+    from topobind.kernels.hugepages import hugepages_status
+
+    pool = hugepages_status().get(2048)
+    if pool is not None and getattr(pool, "free", 0) > 0:
+        pytest.skip("this machine has free 2M pages")
+    out = run_topobind("bench", "stream", "--mem", "bind", "--pages", "2M", "--results", "res",
+                       cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 2
+    [line] = out.stderr.strip().splitlines()
+    assert line.startswith("topobind: error: --pages 2M:")
+    assert not (tmp_path / "res").exists()
+
+
+# --------------------------------------------------------------------------- start-up
+_MODULES_AFTER = (
+    "import sys, io, contextlib\n"
+    "from topobind.cli.main import main\n"
+    "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+    "    status = main(sys.argv[1:])\n"
+    "print(status, ' '.join(sorted(sys.modules)))\n"
+)
+
+#: what each command must not import: it never uses them (make bench-plan counts the cost)
+UNUSED = {
+    ("plan", "-f", "json"): ("topobind.plan.gpu_layout", "topobind.draw.boxes",
+                             "topobind.emit.gres", "topobind.topo.slurm_allocation",
+                             "difflib", "tempfile", "subprocess"),
+    ("show", "-f", "json"): ("topobind.plan.layouts", "topobind.launch", "topobind.emit.openmpi",
+                             "difflib", "tempfile", "subprocess"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", list(UNUSED), ids=" ".join)
+def test_a_command_imports_only_what_it_uses(command: tuple[str, ...]) -> None:
+    import sys
+
+    name, *fmt = command
+    argv = [name, "-t", str(TOPOLOGIES / "192em64t-24n8c2t.xml"), *fmt]
+    if name == "plan":
+        argv += ["-l", "spread", "-r", "192"]
+    out = subprocess.run([sys.executable, "-c", _MODULES_AFTER, *argv], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    status, loaded = out.stdout.split(" ", 1)
+    assert status == "0"
+    assert not set(UNUSED[command]) & set(loaded.split())
+
+
+def test_argparse_types_live_in_the_command_layer() -> None:
+    """Option parsing is the command layer's (issue 28 item 7): no module outside ``cli/``
+    imports argparse or raises its errors (``inputs.py`` keeps the bounded checks only)."""
+    import ast
+
+    from paths import REPO
+
+    outside = []
+    for path in sorted((REPO / "src" / "topobind").rglob("*.py")):
+        if "cli" in path.relative_to(REPO / "src" / "topobind").parts:
+            continue
+        tree = ast.parse(path.read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        if "argparse" in names:
+            outside.append(str(path.relative_to(REPO)))
+    assert not outside, f"argparse outside cli/: {outside}"

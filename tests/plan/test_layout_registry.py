@@ -117,19 +117,19 @@ def test_a_new_layout_with_its_own_option_joins_by_one_registry_entry(
     from topobind.cli import main as cli
     from topobind.cli.commands.common import plan_from
     from topobind.plan import layouts
-    from topobind.plan.layouts import Layout, LayoutOption, Request, Slot, compact
+    from topobind.plan.layouts import Layout, LayoutOption, PlanRequest, Slot, by_slots, compact
 
-    seen: list[Request] = []
+    seen: list[PlanRequest] = []
 
-    def every_nth(topo, req: Request) -> list[list[Slot]]:  # type: ignore[no-untyped-def]
+    def every_nth(topo, req: PlanRequest) -> list[list[Slot]]:  # type: ignore[no-untyped-def]
         seen.append(req)
         return compact(topo, req)
 
     extra = Layout(
         "every-nth",
-        every_nth,
+        by_slots(every_nth),
         "a test layout",
-        options=(LayoutOption("--nth", "nth", "take every Nth core", type=int),),
+        options=(LayoutOption("--nth", "nth", "take every Nth core", most=8),),
     )
     monkeypatch.setattr(layouts, "REGISTRY", (*layouts.REGISTRY, extra))
     parser = cli.build_parser(("topobind.cli.commands.topo",))

@@ -53,6 +53,23 @@ def kernel_env(plan: Plan) -> dict[str, str]:
     return job_env(JobShape(plan=plan))
 
 
+def memory_step(plan: Plan, tmp: Path) -> list[str]:
+    """``rankexec FILE``: the per-rank step that applies the plan's memory (``%mem=`` policy,
+    ``%thp=off``) before the kernel starts, as ``topobind run`` does; [] when the plan's memory
+    needs no step (the kernel's defaults, or one NUMA node and the kernel's pages)."""
+    from topobind.kernels.programs import find_kernel
+    from topobind.launch.spank_step import step_text
+    from topobind.plan.memory import needs_step
+
+    if not needs_step(plan):
+        return []
+    path = tmp / "rank-step"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # rankexec's rule: ours only
+    with os.fdopen(fd, "w") as f:
+        f.write(step_text(plan))
+    return [str(find_kernel("rankexec")), str(path), "--"]
+
+
 def headline_text(res: Result) -> str:
     if res.headline is None:
         cpus = ",".join(str(c) for c in res.cpus())
@@ -99,6 +116,7 @@ def run_repeats(
     if strict:
         args.append("--strict")
     env = kernel_env(plan)
+    memory = plan.ranks[0].memory
     if spec.pins_own_threads:
         # e.g. c2c pins its own two threads per pair: give it the plan's PUs (OS indexes)
         # instead of an OpenMP binding (which would shrink the process mask to one place)
@@ -110,11 +128,17 @@ def run_repeats(
     runs: list[BenchRun] = []
     host = os.uname().nodename
     with tempfile.TemporaryDirectory(prefix="topobind-bench-") as tmp:
+        step = memory_step(plan, Path(tmp))
         for i in range(1, repeat + 1):
-            res = run_kernel(kernel, args, env=env, timeout=timeout, json_path=Path(tmp) / "r.json")
+            res = run_kernel(
+                kernel, args, env=env, timeout=timeout, json_path=Path(tmp) / "r.json",
+                launcher=step,
+            )  # fmt: skip
             dest = result_path(results_root, res.host or host, kernel, res.layout)
             if topology:
                 res = replace(res, params={**res.params, "topology": topology})
+            if memory is not None:  # the memory plan the kernel ran with (policy, pages)
+                res = replace(res, params={**res.params, "memory": memory.to_dict()})
             atomic_write_text(dest, json.dumps(result_document(res), indent=1) + "\n")
             runs.append(BenchRun(dest, load_result(dest)))
             if progress is not None:

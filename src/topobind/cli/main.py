@@ -21,7 +21,7 @@ from topobind.errors import TopobindError
 
 #: the module that declares each command, in the order --help lists them
 COMMANDS: dict[str, str] = {
-    "show": "topobind.cli.commands.topo",
+    "show": "topobind.cli.commands.show",
     "plan": "topobind.cli.commands.topo",
     "run": "topobind.cli.commands.run",
     "env": "topobind.cli.commands.run",

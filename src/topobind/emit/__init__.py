@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from topobind.emit.omp import omp_env
-from topobind.emit.openmpi import openmpi_argv
-from topobind.emit.srun import srun_argv
 from topobind.plan.model import Plan
 
 
 def launch_dict(plan: Plan) -> dict[str, Any]:
     """The ``launch`` section of a plan's JSON: every launcher's flags for this plan."""
+    # Here, not at the top: importing one emitter (emit.devices for show) loads this package.
+    from topobind.emit.omp import omp_env
+    from topobind.emit.openmpi import openmpi_argv
+    from topobind.emit.srun import srun_argv
+
     ompi5 = openmpi_argv(plan, version=5)
     ompi4 = openmpi_argv(plan, version=4)
     srun = srun_argv(plan)

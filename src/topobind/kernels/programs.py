@@ -134,15 +134,19 @@ def run_kernel(
     env: Mapping[str, str | None] | None = None,
     timeout: float = 600.0,
     json_path: str | os.PathLike[str] | None = None,
+    launcher: Sequence[str] = (),
 ) -> Result:
     """Run kernel ``name`` with ``args`` plus ``--json FILE`` and return its validated result.
 
     A result that ran but does not validate (exit status 4) is returned with ``valid=False``;
     any other failure raises :class:`KernelError` carrying the kernel's one-line message.
+    ``launcher``: what runs the kernel (``rankexec FILE``: the per-rank step).
     """
     with tempfile.TemporaryDirectory(prefix="topobind-kernel-") as tmp:
         out = Path(json_path) if json_path is not None else Path(tmp) / f"{name}.json"
-        run = run_kernel_raw(name, [*args, "--json", str(out)], env=env, timeout=timeout)
+        run = run_kernel_raw(
+            name, [*args, "--json", str(out)], env=env, timeout=timeout, launcher=launcher
+        )
         if run.returncode not in (0, EXIT_INVALID) or not out.exists():
             raise KernelError(
                 f"{name} exited with status {run.returncode}: {_last_line(run.stderr)}",

@@ -22,18 +22,12 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from topobind.errors import PlanError
+from topobind.plan.gpu_options import ORDERS, RESERVES
 from topobind.topo.devices import Gpu, Nic
 from topobind.topo.topology import Core, Topology, format_list
 
-#: per-gpu's help in the layout registry
-GPU_HELP = (
-    "one rank per GPU (--gpus-per-rank G), threads on the cores local to it, with its NIC; "
-    "--reserve, --order gpu|cpu"
-)
 NVIDIA, INTEL = "10de", "8086"
 ZE_HIERARCHY = "ZE_FLAT_DEVICE_HIERARCHY"
-RESERVES = ("none", "first-core-per-l3", "first-core-per-numa")
-ORDERS = ("gpu", "cpu")
 
 
 class GpuOptions(NamedTuple):
@@ -204,13 +198,6 @@ def assign(
     if opts.order == "cpu":
         result.sort(key=lambda r: min(c.logical for c in r.cores))
     return result, notes
-
-
-def gpu_refusal_note(topo: Topology) -> list[str]:
-    """The note of a layout that needs no GPU on a node whose GPUs cannot be told apart."""
-    if not topo.devices.refusal:
-        return []
-    return [f"GPUs not used by this layout and not listed: {topo.devices.refusal}"]
 
 
 def _preset_variables(topo: Topology, gpus: Sequence[Gpu]) -> list[str]:

@@ -1,4 +1,9 @@
-"""Layouts: one function per layout, Topology x request -> Plan.
+"""Layouts: one function per layout, Topology x request -> Plan, and the request they read.
+
+:class:`PlanRequest` is the one request record: the command layer makes it
+(``commands/common.request_from``), :func:`topobind.plan.request.plan` (the one planning
+entry) checks it and calls :meth:`Layout.plan` of the requested layout, every layout
+(``per-gpu`` included) answering ``Layout.plan(node, view, request) -> Plan``.
 
 Vocabulary. A *slot* is what one OpenMP thread gets: a core (default; the thread's place is
 the core's first usable PU) or, with ``smt=True``, a single PU (so a 2-way SMT core holds two
@@ -9,20 +14,12 @@ the exact semantics and pictures.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from topobind.errors import PlanError, TopobindError
-from topobind.inputs import count_arg, whole_number
-from topobind.plan.gpu_layout import (
-    GPU_HELP,
-    ORDERS,
-    RESERVES,
-    GpuOptions,
-    assign,
-    gpu_refusal_note,
-    rank_env,
-)
+from topobind.inputs import whole_number
+from topobind.plan.gpu_options import GPU_HELP, ORDERS, RESERVES
 from topobind.plan.model import Plan, RankPlan
 from topobind.topo import cpukinds
 from topobind.topo.topology import Core, Topology, format_list
@@ -33,15 +30,36 @@ class Slot(NamedTuple):
     place: tuple[int, ...]  # OS PU indexes
 
 
-class Request(NamedTuple):
-    """What a planner reads (:func:`plan_layout` makes it)."""
+@dataclass(frozen=True)
+class PlanRequest:
+    """One planning request: a layout of the registry and the options every layout reads."""
 
-    layout: str
-    ranks: int | None
-    threads: int | None
-    smt: bool
-    parameter: int | None  # N of a layout spelled NAME:N (l3-groups:N)
-    options: Mapping[str, object]  # per-layout options
+    layout: Layout  # the registry's layout, parsed once from NAME[:N]
+    parameter: int | None = None  # N of a layout spelled NAME:N (l3-groups:N)
+    topology: str = "live"  # where the topology comes from (topology.load)
+    ranks: int | None = None  # --ranks: wins over the allocation and the layout's default
+    threads: int | None = None  # OpenMP threads per rank
+    smt: bool = False  # every PU of a core
+    cpukind: str = "performance"  # which kind of cores (cpukinds)
+    options: Mapping[str, object] = field(default_factory=dict)  # per-layout options given
+    follow_allocation: bool = False  # ranks per node from the Slurm allocation (run, env, verify)
+    mem: str = "local"  # --mem: each rank's NUMA memory policy (topobind.plan.memory)
+    pages: str = "thp"  # --pages: the page size of the program's large allocations
+    pages_min: int | None = None  # --pages-min: bytes per rank the pool must hold (auto)
+
+    @property
+    def spelled(self) -> str:
+        """The layout as the user wrote it: ``spread``, ``l3-groups:32``."""
+        return self.layout.name + ("" if self.parameter is None else f":{self.parameter}")
+
+    def ranks_for(self, tasks: int | None) -> int | None:
+        """The ranks per node of a plan, where ``tasks`` is what the allocation gives a node:
+        --ranks wins; a layout with one rank per domain sets its own count; otherwise the
+        allocation's tasks when the request follows the allocation (None: the layout's
+        default)."""
+        if self.ranks is not None or self.layout.one_rank_per_domain:
+            return self.ranks
+        return tasks if self.follow_allocation else None
 
 
 def _slots(cores: Sequence[Core], smt: bool) -> list[Slot]:
@@ -117,7 +135,7 @@ def _resolve_counts(
     return ranks, threads
 
 
-def _check_counts(topo: Topology, req: Request) -> None:
+def _check_counts(topo: Topology, req: PlanRequest) -> None:
     """Bound the work before any layout runs: no layout gives a rank, or a thread, less than
     a slot of its own, so neither count may exceed the usable slots (cores, or PUs with
     --smt)."""
@@ -137,21 +155,21 @@ def _check_counts(topo: Topology, req: Request) -> None:
 
 
 # --------------------------------------------------------------------------- layouts
-def compact(topo: Topology, req: Request) -> list[list[Slot]]:
+def compact(topo: Topology, req: PlanRequest) -> list[list[Slot]]:
     """Fill slots in logical order: rank 0 takes the first T slots, rank 1 the next T..."""
     slots = _slots(topo.cores, req.smt)
     ranks, threads = _resolve_counts(len(slots), req.ranks, req.threads, 1, req.smt)
     return [slots[r * threads : (r + 1) * threads] for r in range(ranks)]
 
 
-def spread(topo: Topology, req: Request) -> list[list[Slot]]:
+def spread(topo: Topology, req: PlanRequest) -> list[list[Slot]]:
     """Ranks spread evenly over the whole node; each rank's threads spread inside its share."""
     slots = _slots(topo.cores, req.smt)
     ranks, threads = _resolve_counts(len(slots), req.ranks, req.threads, 1, req.smt)
     return _block_spread(slots, ranks, threads)
 
 
-def every_other_core(topo: Topology, req: Request) -> list[list[Slot]]:
+def every_other_core(topo: Topology, req: PlanRequest) -> list[list[Slot]]:
     """Half the cores: every other core inside each L3 domain (inside each NUMA node where
     there is no shared cache), so every NUMA node and L3 domain keeps the same share; then
     spread over those cores like ``spread``."""
@@ -172,17 +190,17 @@ def every_other_core(topo: Topology, req: Request) -> list[list[Slot]]:
 
 
 def _per_domain(
-    topo: Topology, req: Request, domains: list[list[Core]], what: str
+    topo: Topology, req: PlanRequest, domains: list[list[Core]], what: str
 ) -> list[list[Slot]]:
     """One rank per domain (or k ranks per domain when --ranks is a multiple of the number of
     domains; or an evenly spaced subset of domains when --ranks is smaller)."""
     if not domains:
-        raise PlanError(f"layout {req.layout!r} needs {what}, and this topology has none")
+        raise PlanError(f"layout {req.spelled!r} needs {what}, and this topology has none")
     nd = len(domains)
     ranks = req.ranks if req.ranks is not None else nd  # at least 1 (_check_counts)
     if ranks > nd and ranks % nd:
         raise PlanError(
-            f"layout {req.layout!r}: {ranks} ranks over {nd} {what}; use at most {nd} ranks "
+            f"layout {req.spelled!r}: {ranks} ranks over {nd} {what}; use at most {nd} ranks "
             f"or a multiple of {nd}"
         )
     if ranks <= nd:
@@ -198,14 +216,14 @@ def _per_domain(
     if smallest < 1:  # more ranks per domain than its slots
         fewest = min(len(_slots(d, req.smt)) for d in domains)
         raise PlanError(
-            f"layout {req.layout!r}: {ranks} ranks over {nd} {what} leave a rank without a "
+            f"layout {req.spelled!r}: {ranks} ranks over {nd} {what} leave a rank without a "
             f"usable {_unit(req.smt)[:-1]} (the smallest holds {fewest}); use --ranks "
             f"{nd * fewest} or fewer" + ("" if req.smt else " (or --smt to use every PU)")
         )
     threads = req.threads if req.threads is not None else smallest
     if threads > smallest:
         raise PlanError(
-            f"layout {req.layout!r}: {threads} threads per rank but the smallest of the {what} "
+            f"layout {req.spelled!r}: {threads} threads per rank but the smallest of the {what} "
             f"holds {smallest} usable {_unit(req.smt)} per rank; use --threads {smallest} or fewer"
         )
     return [region[:threads] for region in regions]
@@ -218,7 +236,7 @@ def _cores_by(topo: Topology, key: Callable[[Core], object]) -> list[list[Core]]
     return list(groups.values())
 
 
-def per_l3(topo: Topology, req: Request) -> list[list[Slot]]:
+def per_l3(topo: Topology, req: PlanRequest) -> list[list[Slot]]:
     if topo.shared_cache_level is None:
         raise PlanError(
             "layout 'per-l3' needs a cache shared by several cores and this topology has "
@@ -227,7 +245,7 @@ def per_l3(topo: Topology, req: Request) -> list[list[Slot]]:
     return _per_domain(topo, req, _cores_by(topo, lambda c: c.l3), "L3 domains")
 
 
-def per_numa(topo: Topology, req: Request) -> list[list[Slot]]:
+def per_numa(topo: Topology, req: PlanRequest) -> list[list[Slot]]:
     # NUMA nodes sharing the same cores (KNL DDR + MCDRAM) form one domain.
     homeless = [pu for c in topo.cores if not c.numa for pu in c.pus]
     if homeless and topo.numa_nodes:
@@ -241,11 +259,11 @@ def per_numa(topo: Topology, req: Request) -> list[list[Slot]]:
     return _per_domain(topo, req, domains, "NUMA nodes")
 
 
-def per_socket(topo: Topology, req: Request) -> list[list[Slot]]:
+def per_socket(topo: Topology, req: PlanRequest) -> list[list[Slot]]:
     return _per_domain(topo, req, _cores_by(topo, lambda c: c.package), "packages")
 
 
-def l3_groups(topo: Topology, req: Request, size: int) -> list[list[Slot]]:
+def l3_groups(topo: Topology, req: PlanRequest, size: int) -> list[list[Slot]]:
     """Bundle neighbouring L3 domains of the same NUMA node until a group holds ``size``
     slots; never cross a NUMA node. One rank per group."""
     if topo.shared_cache_level is None:
@@ -264,7 +282,7 @@ def l3_groups(topo: Topology, req: Request, size: int) -> list[list[Slot]]:
         groups.append(current)
     if req.threads is None:
         sizes = [len(_slots(g, req.smt)) for g in groups]
-        req = req._replace(threads=min(size, min(sizes)))
+        req = replace(req, threads=min(size, min(sizes)))
     return _per_domain(topo, req, groups, f"L3 groups of {size} {_unit(req.smt)}")
 
 
@@ -272,19 +290,22 @@ def l3_groups(topo: Topology, req: Request, size: int) -> list[list[Slot]]:
 #: Largest N of ``l3-groups:N`` (and of any numeric layout parameter): more than any node's PUs.
 MAX_LAYOUT_PARAMETER = 1 << 20
 
-Planner = Callable[[Topology, Request], list[list[Slot]]]
+#: what a layout answers: (the node, the view of it to plan on, the request) -> the plan
+Planner = Callable[[Topology, Topology, "PlanRequest"], Plan]
 
 
 class LayoutOption(NamedTuple):
     """A command-line option that only some layouts read (``--gpus-per-rank N`` ...).
-    :func:`topobind.cli.commands.common.add_layout_args` adds it to every planning command; the
-    parsed value reaches the planner as ``Request.options[dest]``."""
+    :func:`topobind.cli.commands.common.add_layout_args` adds it to every planning command (the
+    command layer turns ``most``/``choices`` into its argparse type); the parsed value reaches
+    the planner as ``PlanRequest.options[dest]``."""
 
     flag: str
     dest: str
     help: str
     metavar: str = "N"
-    type: Callable[[str], object] = str
+    most: int | None = None  # a count from 1 to most
+    choices: tuple[str, ...] = ()  # one of these words
 
 
 class Layout(NamedTuple):
@@ -309,82 +330,114 @@ class Layout(NamedTuple):
         """Regular expression of every valid spelling (the plan schema's ``layout``)."""
         return f"{self.name}:[1-9][0-9]*" if self.parameter else self.name
 
+    def plan(self, node: Topology, view: Topology, req: PlanRequest) -> Plan:
+        """The plan of this layout on ``view`` (``node`` restricted to the request's CPU
+        kind), a Plan of the whole ``node``; ``req``'s counts already checked
+        (:func:`topobind.plan.request.plan` calls it)."""
+        return self.planner(node, view, req)
 
-def _l3_groups_planner(topo: Topology, req: Request) -> list[list[Slot]]:
+
+def by_slots(assign: Callable[[Topology, PlanRequest], list[list[Slot]]]) -> Planner:
+    """A layout that hands each rank its slots, as a :data:`Planner`."""
+
+    def planner(node: Topology, view: Topology, req: PlanRequest) -> Plan:
+        assignment = assign(view, req)
+        rank_plans = tuple(_rank(i, slots) for i, slots in enumerate(assignment))
+        return Plan(
+            topology=node,
+            layout=req.spelled,
+            threads=len(assignment[0]),
+            smt=req.smt,
+            ranks=rank_plans,
+            warnings=tuple(_warnings(view, rank_plans, req.smt)),
+        )
+
+    return planner
+
+
+def _l3_groups(topo: Topology, req: PlanRequest) -> list[list[Slot]]:
     assert req.parameter is not None
     return l3_groups(topo, req, req.parameter)
 
 
-def _choice(flag: str, choices: Sequence[str]) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise ValueError(f"{flag} {text[:40]!r}: choose one of {', '.join(choices)}")
-        return text
+def _per_gpu(node: Topology, view: Topology, req: PlanRequest) -> Plan:
+    """The per-gpu layout (topobind.plan.gpu_layout): its ranks carry GPUs, a NIC and their
+    variables."""
+    # The GPU planner only here: a plan of another layout never imports it.
+    from topobind.plan.gpu_layout import GpuOptions, assign, rank_env
 
-    parse.__name__ = flag.lstrip("-")  # argparse names the option's type in its errors
-    return parse
-
-
-def _no_slots(topo: Topology, req: Request) -> list[list[Slot]]:
-    raise AssertionError("per-gpu plans through gpu_plan (it carries devices)")
+    opts = GpuOptions(**req.options)  # type: ignore[arg-type]
+    ranks, more = assign(node, view.cores, req.ranks, req.threads, req.smt, opts)
+    rank_plans = []
+    for i, r in enumerate(ranks):
+        base = _rank(i, [Slot(c, p) for p in r.places for c in r.cores if p[0] in c.pus])
+        env = rank_env(r.gpus, r.nic)
+        rank_plans.append(replace(base, gpus=r.gpus, nic=r.nic, env=env))
+    return Plan(
+        topology=node,
+        layout=req.spelled,
+        threads=len(ranks[0].places),
+        smt=req.smt,
+        ranks=tuple(rank_plans),
+        warnings=tuple(_warnings(node, rank_plans, req.smt)),
+        notes=tuple(more),
+    )
 
 
 REGISTRY: tuple[Layout, ...] = (
-    Layout("compact", compact, "fill cores in hwloc logical order (rank 0 first)"),
+    Layout("compact", by_slots(compact), "fill cores in hwloc logical order (rank 0 first)"),
     Layout(
         "spread",
-        spread,
+        by_slots(spread),
         "ranks spread evenly over the node, threads spread inside each rank's share",
     ),
     Layout(
         "every-other-core",
-        every_other_core,
+        by_slots(every_other_core),
         "half the cores, every other core of each L3 domain, spread over all",
     ),
     Layout(
         "per-l3",
-        per_l3,
+        by_slots(per_l3),
         "one rank per L3 domain (shared cache domain), threads = its cores",
         one_rank_per_domain=True,
     ),
     Layout(
         "per-numa",
-        per_numa,
+        by_slots(per_numa),
         "one rank per NUMA node, threads = its cores",
         one_rank_per_domain=True,
     ),
     Layout(
         "per-socket",
-        per_socket,
+        by_slots(per_socket),
         "one rank per package (socket), threads = its cores",
         one_rank_per_domain=True,
     ),
     Layout(
         "l3-groups",
-        _l3_groups_planner,
+        by_slots(_l3_groups),
         "bundle neighbouring L3 domains of one NUMA node up to N threads per rank",
         one_rank_per_domain=True,
         parameter="N",
     ),
     Layout(
         "per-gpu",
-        _no_slots,
+        _per_gpu,
         GPU_HELP,
         one_rank_per_domain=True,
         needs_gpus=True,
         options=(
-            LayoutOption(
-                "--gpus-per-rank", "gpus_per_rank", "GPUs per rank (default 1)", "G",
-                count_arg("--gpus-per-rank", 1, 64),
-            ),
+            LayoutOption("--gpus-per-rank", "gpus_per_rank", "GPUs per rank (default 1)", "G",
+                         most=64),
             LayoutOption(
                 "--reserve", "reserve",
                 "cores left out: none (default), first-core-per-l3 (low-noise nodes), "
-                "first-core-per-numa", "WHICH", _choice("--reserve", RESERVES),
+                "first-core-per-numa", "WHICH", choices=RESERVES,
             ),
             LayoutOption(
                 "--order", "order", "rank i gets GPU i (gpu, default), or ranks in core "
-                "order (cpu)", "gpu|cpu", _choice("--order", ORDERS),
+                "order (cpu)", "gpu|cpu", choices=ORDERS,
             ),
         ),
     ),
@@ -445,6 +498,23 @@ def one_rank_per_domain(layout: str) -> bool:
     return parse_layout(layout)[0].one_rank_per_domain
 
 
+def plan_layout(topo: Topology, req: PlanRequest) -> Plan:
+    """The layout stage of :func:`topobind.plan.request.plan` (the one planning entry, which
+    adds the memory plan): the request's per-layout options and counts checked, the CPU kind
+    chosen, then :meth:`Layout.plan`."""
+    foreign = sorted(set(req.options) - {o.dest for o in req.layout.options})
+    if foreign:
+        flags = ", ".join("--" + d.replace("_", "-") for d in foreign)
+        raise PlanError(f"{flags}: not an option of layout {req.layout.usage!r}; leave it out")
+    view, notes = cpukinds.restrict(topo, req.cpukind)
+    _check_counts(view, req)
+    made = req.layout.plan(topo, view, req)
+    if req.layout.name != "per-gpu" and topo.devices.refusal:
+        # a node whose GPUs cannot be told apart plans any layout that needs no GPU
+        notes = (*notes, f"GPUs not used by this layout and not listed: {topo.devices.refusal}")
+    return replace(made, notes=(*notes, *made.notes)) if notes else made
+
+
 def make_plan(
     topo: Topology,
     layout: str,
@@ -454,57 +524,12 @@ def make_plan(
     cpukind: str = "performance",
     options: Mapping[str, object] | None = None,
 ) -> Plan:
-    """The plan of ``layout`` (``NAME[:N]``); ``cpukind``: which kind of cores to plan on
-    (topobind.topo.cpukinds); ``options``: the per-layout options given (``LayoutOption.dest`` ->
-    value)."""
+    """Tests' and scripts' shorthand for :func:`plan_layout` of ``layout`` (``NAME[:N]``),
+    without a memory plan; commands plan through ``topobind.plan.request.plan``."""
     spec, parameter = parse_layout(layout)
-    return plan_layout(
-        topo,
-        spec,
-        parameter,
-        ranks=ranks,
-        threads=threads,
-        smt=smt,
-        cpukind=cpukind,
-        options=options,
-    )
-
-
-def plan_layout(
-    topo: Topology,
-    spec: Layout,
-    parameter: int | None,
-    *,
-    ranks: int | None,
-    threads: int | None,
-    smt: bool,
-    cpukind: str,
-    options: Mapping[str, object] | None,
-) -> Plan:
-    """:func:`make_plan` of a layout already parsed (``parameter``: the N of ``NAME:N``), every
-    value given (the engine's entry, from a request: ``topobind.plan.request.plan``)."""
-    layout = spec.name + ("" if parameter is None else f":{parameter}")
-    req = Request(layout, ranks, threads, smt, parameter, dict(options or {}))
-    foreign = sorted(set(req.options) - {o.dest for o in spec.options})
-    if foreign:
-        flags = ", ".join("--" + d.replace("_", "-") for d in foreign)
-        raise PlanError(f"{flags}: not an option of layout {spec.usage!r}; leave it out")
-    full, (topo, notes) = topo, cpukinds.restrict(topo, cpukind)
-    _check_counts(topo, req)
-    if spec.name == "per-gpu":
-        return gpu_plan(full, topo, req, GpuOptions(**req.options), notes)  # type: ignore[arg-type]
-    assignment = spec.planner(topo, req)
-
-    rank_plans = tuple(_rank(i, slots) for i, slots in enumerate(assignment))
-    return Plan(
-        topology=full,
-        layout=layout,
-        threads=len(assignment[0]),
-        smt=smt,
-        ranks=rank_plans,
-        warnings=tuple(_warnings(topo, rank_plans, smt)),
-        notes=(*notes, *gpu_refusal_note(full)),
-    )
+    req = PlanRequest(spec, parameter, ranks=ranks, threads=threads, smt=smt, cpukind=cpukind,
+                      options=dict(options or {}))  # fmt: skip
+    return plan_layout(topo, req)
 
 
 def _warnings(topo: Topology, ranks: Sequence[RankPlan], smt: bool) -> list[str]:
@@ -517,25 +542,3 @@ def _warnings(topo: Topology, ranks: Sequence[RankPlan], smt: bool) -> list[str]
     if any(not r.numa for r in ranks):
         out.append("the topology reports no NUMA node for some cores; memory locality unknown")
     return out
-
-
-def gpu_plan(
-    full: Topology, view: Topology, req: Request, opts: GpuOptions, notes: list[str]
-) -> Plan:
-    """The per-gpu layout (topobind.plan.gpu_layout) as a Plan of the whole topology ``full``."""
-
-    ranks, more = assign(full, view.cores, req.ranks, req.threads, req.smt, opts)
-    rank_plans = []
-    for i, r in enumerate(ranks):
-        base = _rank(i, [Slot(c, p) for p in r.places for c in r.cores if p[0] in c.pus])
-        env = rank_env(r.gpus, r.nic)
-        rank_plans.append(replace(base, gpus=r.gpus, nic=r.nic, env=env))
-    return Plan(
-        topology=full,
-        layout=req.layout,
-        threads=len(ranks[0].places),
-        smt=req.smt,
-        ranks=tuple(rank_plans),
-        warnings=tuple(_warnings(full, rank_plans, req.smt)),
-        notes=(*notes, *more),
-    )

@@ -1,61 +1,32 @@
-"""What a planning command asks for, as one typed value the engine takes.
+"""The one planning entry: what a planning command asks for (:class:`PlanRequest`, one typed
+value) and :func:`plan`, which every command and path that plans goes through.
 
 The command layer turns its options into a :class:`PlanRequest` once
 (``commands/common.request_from``): the layout spelled ``NAME[:N]`` is parsed there, and
 whether the ranks per node follow the Slurm allocation is decided there (the commands that
-launch inside a job, unless ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1``). The engine
-(:func:`plan`, :func:`plan_for_job`, ``pernode.plans``, ``jobrun.node_groups``) reads only the
-request. A new planning option (``--mem``) is one field here, named as the option's ``dest``:
-``request_from`` copies every field it finds by name.
+launch inside a job, unless ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1``). :func:`plan` plans it:
+the layout (``Layout.plan``, per-gpu included) then the memory (``--mem``/``--pages``);
+:func:`plan_for_job` only decides the ranks per node from the allocation and calls
+:func:`plan`, as ``launch.node_groups`` does per group of nodes. A new planning option
+(``--mem``) is one field of ``PlanRequest``, named as the option's ``dest``: ``request_from``
+copies every field it finds by name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from topobind.errors import PlanError, TopobindError, plural
-from topobind.plan.layouts import Layout, parse_layout, plan_layout
+from topobind.plan.layouts import PlanRequest, parse_layout, plan_layout
 from topobind.plan.memory import plan_memory
 from topobind.plan.model import Plan
-from topobind.topo import slurm_allocation as slurm
 from topobind.topo.topology import Topology, load
+
+__all__ = ["IGNORE_ALLOCATION_TASKS", "PlanRequest", "parse", "plan", "plan_for_job"]
 
 #: environment variable: "1" = plan without the allocation's task count (the ReFrame checks,
 #: whose job holds the node with one task and launches every step itself)
 IGNORE_ALLOCATION_TASKS = "TOPOBIND_IGNORE_ALLOCATION_TASKS"
-
-
-@dataclass(frozen=True)
-class PlanRequest:
-    """One planning request: a layout of the registry and the options every layout reads."""
-
-    layout: Layout  # the registry's layout, parsed once from NAME[:N]
-    parameter: int | None = None  # N of a layout spelled NAME:N (l3-groups:N)
-    topology: str = "live"  # where the topology comes from (topology.load)
-    ranks: int | None = None  # --ranks: wins over the allocation and the layout's default
-    threads: int | None = None  # OpenMP threads per rank
-    smt: bool = False  # every PU of a core
-    cpukind: str = "performance"  # which kind of cores (cpukinds)
-    options: Mapping[str, object] = field(default_factory=dict)  # per-layout options given
-    follow_allocation: bool = False  # ranks per node from the Slurm allocation (run, env, verify)
-    mem: str = "local"  # --mem: each rank's NUMA memory policy (topobind.plan.memory)
-    pages: str = "thp"  # --pages: the page size of the program's large allocations
-    pages_min: int | None = None  # --pages-min: bytes per rank the pool must hold (auto)
-
-    @property
-    def spelled(self) -> str:
-        """The layout as the user wrote it: ``spread``, ``l3-groups:32``."""
-        return self.layout.name + ("" if self.parameter is None else f":{self.parameter}")
-
-    def ranks_for(self, tasks: int | None) -> int | None:
-        """The ranks per node of a plan, where ``tasks`` is what the allocation gives a node:
-        --ranks wins; a layout with one rank per domain sets its own count; otherwise the
-        allocation's tasks when the request follows the allocation (None: the layout's
-        default)."""
-        if self.ranks is not None or self.layout.one_rank_per_domain:
-            return self.ranks
-        return tasks if self.follow_allocation else None
 
 
 def parse(layout: str, **values: object) -> PlanRequest:
@@ -66,18 +37,11 @@ def parse(layout: str, **values: object) -> PlanRequest:
 
 
 def plan(topo: Topology, req: PlanRequest, ranks: int | None) -> Plan:
-    """The plan ``req`` asks for on ``topo`` with ``ranks`` per node: every path that plans
-    (once per node, or per group of nodes) plans through here."""
-    made = plan_layout(
-        topo,
-        req.layout,
-        req.parameter,
-        ranks=ranks,
-        threads=req.threads,
-        smt=req.smt,
-        cpukind=req.cpukind,
-        options=req.options,
-    )
+    """The plan ``req`` asks for on ``topo`` with ``ranks`` per node (None: the layout's
+    default): the layout's plan, then each rank's memory. Every command and path that plans
+    (show, plan, env, run, verify, draw, bench, the SPANK step; once per node or per group
+    of nodes) plans through here."""
+    made = plan_layout(topo, replace(req, ranks=ranks))
     return plan_memory(made, req.mem, req.pages, req.pages_min)
 
 
@@ -91,6 +55,9 @@ def plan_for_job(req: PlanRequest, topo: Topology | None = None) -> Plan:
     that does not follow the allocation plans with the layout's own default."""
     if not req.follow_allocation:
         return plan(topo if topo is not None else load(req.topology), req, req.ranks)
+    # The allocation is read only here (a plan outside a job never imports it).
+    from topobind.topo import slurm_allocation as slurm
+
     try:
         alloc = slurm.tasks_per_node()
     except TopobindError:

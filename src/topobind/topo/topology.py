@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from topobind.errors import CannotRun, TopobindError, TopologyError
 from topobind.inputs import InputFile
-from topobind.runner import capture
 from topobind.topo import hwloc_xml
 from topobind.topo.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
 from topobind.topo.devices import Devices, devices_of
@@ -203,6 +201,7 @@ def _lstopo(args: list[str], what: str) -> tuple[int, str, str]:
     """hwloc's ``lstopo-no-graphics ARGS`` (runner.capture: no subprocess module at start-up);
     (exit status, stdout, stderr). A missing hwloc or a run over 300 s (a node at MAX_PUS
     takes seconds) is a :class:`TopologyError` naming ``what``."""
+    from topobind.runner import capture  # only a live or synthetic topology runs hwloc
 
     try:
         return capture(["lstopo-no-graphics", *args], 300, f"hwloc building {what}")
@@ -234,6 +233,8 @@ def synthetic_description(topo: Topology) -> str | None:
         return topo.source
     if not topo.xml:
         return None
+    import tempfile  # only for an export
+
     with tempfile.NamedTemporaryFile("w", suffix=".xml") as f:
         f.write(topo.xml)
         f.flush()

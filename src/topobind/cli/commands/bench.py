@@ -14,8 +14,9 @@ from topobind.fsutil import atomic_write_text
 from topobind.kernels import registry as kernel_registry
 from topobind.kernels.programs import KernelError
 from topobind.kernels.results import load_result
-from topobind.plan.layouts import make_plan
-from topobind.topo.topology import synthetic_description
+from topobind.plan import memory, request
+from topobind.plan.model import Plan
+from topobind.topo.topology import Topology, synthetic_description
 
 DESCRIPTION = (
     "Plan a layout on this node (live topology), run a benchmark kernel with it, save each "
@@ -106,6 +107,13 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         help="page size of the big buffers: 1G|2M|thp|4k|auto (kernels); 1G|2M|none (hpl, via the "
         "libtbhugepages.so LD_PRELOAD shim; default none)",
     )
+    p.add_argument(
+        "--mem",
+        choices=memory.POLICIES,
+        default="local",
+        help="memory policy of the rank over its NUMA nodes (as topobind run): local (default), "
+        "bind, interleave, preferred, none",
+    )
     p.add_argument("--strict", action="store_true", help="fail when the pages are not obtained")
     p.add_argument("--repeat", "-n", type=int, default=1, metavar="N", help="runs (default 1)")
     p.add_argument(
@@ -139,13 +147,14 @@ def run(outer: argparse.Namespace) -> int:
     topo = topology_from(args)
     if args.kernel == "hpl":
         return _run_hpl(args, topo, extra)
-    plan = make_plan(topo, args.layout, ranks=args.ranks or 1, threads=args.threads, smt=args.smt)
+    plan = bench_plan(args, topo, ranks=args.ranks or 1, threads=args.threads, pages=args.pages)
+    memory_of = plan.ranks[0].memory
     try:
         runs = bench.run_repeats(
             args.kernel,
             plan,
             repeat=args.repeat,
-            pages=args.pages,
+            pages=memory_of.pages if args.pages and memory_of else args.pages,
             strict=args.strict,
             extra=extra,
             results_root=args.results,
@@ -159,12 +168,38 @@ def run(outer: argparse.Namespace) -> int:
     return 0 if all(r.result.valid for r in runs) else 4
 
 
+def bench_plan(
+    args: argparse.Namespace,
+    topo: Topology,
+    *,
+    ranks: int | None,
+    threads: int | None,
+    pages: str | None,
+) -> Plan:
+    """The plan of a bench run, through the one planning entry (``request.plan``): the
+    layout with ``--mem`` and the kernels' ``--pages`` (checked against this machine's pools
+    as for ``topobind run``; hpl's pages go through its own shim, so its plan keeps the
+    kernel's)."""
+    if pages is not None and pages not in memory.PAGES:
+        raise TopobindError(f"--pages {pages!r}: choose one of {', '.join(memory.PAGES)}")
+    req = request.parse(
+        args.layout,
+        topology=args.topology,
+        ranks=ranks,
+        threads=threads,
+        smt=args.smt,
+        mem=args.mem,
+        pages=pages or "thp",
+    )
+    return request.plan(topo, req, req.ranks)
+
+
 def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
     if args.ranks is None:
         raise TopobindError("topobind bench hpl needs --ranks R (MPI ranks, e.g. --ranks 2)")
     if args.repeat != 1 or args.strict or extra:
         raise TopobindError("hpl takes no --repeat/--strict/kernel arguments (one run per call)")
-    plan = make_plan(topo, args.layout, ranks=args.ranks, threads=args.threads or 1, smt=args.smt)
+    plan = bench_plan(args, topo, ranks=args.ranks, threads=args.threads or 1, pages=None)
     out = hpl.run_hpl(
         plan,
         n=args.n,

@@ -8,23 +8,18 @@ import sys
 from collections.abc import Mapping
 from dataclasses import fields, replace
 
-from topobind.inputs import count_arg
+from topobind.cli.arguments import (  # noqa: F401 (the topology options, re-exported)
+    TOPOLOGY_HELP,
+    add_topology_arg,
+    choice_arg,
+    count_arg,
+    topology_from,
+)
 from topobind.plan import layouts, memory, request
 from topobind.plan.model import Plan
 from topobind.plan.request import PlanRequest
 from topobind.topo import cpukinds
-from topobind.topo.topology import NAMED_TOPOLOGIES, Topology, load
-
-TOPOLOGY_HELP = (
-    "where the node topology comes from: 'live' (default: this machine, only the PUs this "
-    "job/cgroup may use), an hwloc XML file (lstopo-no-graphics --of xml > node.xml on a "
-    "compute node), synthetic:'pack:2 numa:4 l3:4 core:4 pu:2', or a named node: "
-    + ", ".join(NAMED_TOPOLOGIES)
-)
-
-
-def add_topology_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--topology", "-t", default="live", metavar="SRC", help=TOPOLOGY_HELP)
+from topobind.topo.topology import Topology, load
 
 
 def add_layout_arg(
@@ -41,10 +36,12 @@ def add_layout_arg(
     )
     for layout in layouts.REGISTRY:
         for opt in layout.options:
+            most, choices = opt.most, opt.choices
+            kind = count_arg(opt.flag, 1, most) if most else choice_arg(opt.flag, choices)
             parser.add_argument(
                 opt.flag,
                 dest=opt.dest,
-                type=opt.type,
+                type=kind,
                 metavar=opt.metavar,
                 help=f"({layout.usage}) {opt.help}",
             )
@@ -119,10 +116,6 @@ def add_device_args(parser: argparse.ArgumentParser) -> None:
         help="on nodes with several kinds of cores: plan on the most performant kind "
         "(default), the most efficient one, or all",
     )
-
-
-def topology_from(args: argparse.Namespace) -> Topology:
-    return load(args.topology)
 
 
 def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:

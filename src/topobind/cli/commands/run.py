@@ -12,6 +12,7 @@ import textwrap
 from typing import Any
 
 from topobind import jsonfmt
+from topobind.cli.arguments import count_arg
 from topobind.cli.commands.common import (
     add_layout_args,
     add_topology_arg,
@@ -22,7 +23,6 @@ from topobind.cli.commands.common import (
 from topobind.emit.devices import env_notes
 from topobind.emit.omp import omp_notes
 from topobind.errors import TopobindError, VerifyFailed, plural
-from topobind.inputs import count_arg
 from topobind.launch import launchers
 from topobind.launch import run as jobrun
 from topobind.launch.build import JobShape, Launch, NodePlan, in_slurm, job_env, slurm_nodes

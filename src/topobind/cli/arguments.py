@@ -1,0 +1,61 @@
+"""Options every command shares: ``--topology`` (what ``show`` needs, without the layouts),
+and the argparse ``type=`` helpers of the command layer: each turns a bad option value into
+argparse's one-line error naming the option, from the bounded checks of
+:mod:`topobind.inputs` (which the layers below use on their own)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+
+from topobind.errors import TopobindError
+from topobind.inputs import host_name, whole_number
+from topobind.topo.topology import NAMED_TOPOLOGIES, Topology, load
+
+TOPOLOGY_HELP = (
+    "where the node topology comes from: 'live' (default: this machine, only the PUs this "
+    "job/cgroup may use), an hwloc XML file (lstopo-no-graphics --of xml > node.xml on a "
+    "compute node), synthetic:'pack:2 numa:4 l3:4 core:4 pu:2', or a named node: "
+    + ", ".join(NAMED_TOPOLOGIES)
+)
+
+
+def add_topology_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topology", "-t", default="live", metavar="SRC", help=TOPOLOGY_HELP)
+
+
+def topology_from(args: argparse.Namespace) -> Topology:
+    return load(args.topology)
+
+
+def count_arg(flag: str, lo: int = 1, hi: int = 1 << 20) -> Callable[[str], int]:
+    """An argparse ``type=`` for a count option: a bad value is one line naming ``flag``."""
+
+    def parse(text: str) -> int:
+        try:
+            return whole_number(text, flag, lo, hi)
+        except TopobindError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag} ")) from exc
+
+    parse.__name__ = flag  # argparse names the type in some messages
+    return parse
+
+
+def choice_arg(flag: str, choices: Sequence[str]) -> Callable[[str], str]:
+    """An argparse ``type=`` for one word of ``choices`` (a layout's option)."""
+
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"{flag} {text[:40]!r}: choose one of {', '.join(choices)}")
+        return text
+
+    parse.__name__ = flag.lstrip("-")  # argparse names the option's type in its errors
+    return parse
+
+
+def host_arg(text: str) -> str:
+    """argparse ``type=`` of ``--host``."""
+    try:
+        return host_name(text)
+    except TopobindError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--host ")) from exc
