@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from topobind.checks.calibration import figure_key
+from topobind.checks.reframe_report import Report, TestCase, cases_of
 from topobind.checks.sites import REPO, Site, tolerance_text
 from topobind.errors import TopobindError
 
@@ -48,11 +49,12 @@ class Session:
     returncode: int
     report_path: Path
     log_path: Path
-    report: dict[str, Any] | None = None
-    testcases: list[dict[str, Any]] = field(default_factory=list)
+    report: dict[str, Any] | None = None  # the decoded JSON
+    parsed: Report | None = None  # the same, read by topobind.checks.reframe_report
+    testcases: list[TestCase] = field(default_factory=list)
     skip_reasons: dict[str, str] = field(default_factory=dict)  # test hash -> reason
     errors: list[str] = field(default_factory=list)  # ReFrame's ERROR lines
-    final: list[dict[str, Any]] = field(default_factory=list)  # last attempt of each case
+    final: list[TestCase] = field(default_factory=list)  # last attempt of each case
 
 
 def _parse_setvar(text: str) -> tuple[str, str]:
@@ -168,14 +170,12 @@ def run_reframe(
         rc = proc.wait()
     session = Session(partition, rc, report, log, skip_reasons=skips, errors=errors)
     if report.exists():
+        from topobind.checks import reframe_report
+
+        session.parsed = reframe_report.read_report(str(report))
         session.report = json.loads(report.read_text())
-        runs = session.report.get("runs", [])
-        session.testcases = [tc for run in runs for tc in run.get("testcases", [])]
-        # the last attempt of every test case (after --max-retries), in first-run order
-        last: dict[str, dict[str, Any]] = {}
-        for tc in session.testcases:
-            last[f"{tc.get('name')}@{tc.get('system')}:{tc.get('partition')}"] = tc
-        session.final = list(last.values())
+        session.testcases = list(session.parsed.cases)
+        session.final = session.parsed.final()
     return session
 
 
@@ -193,11 +193,6 @@ class Row:
     node: str = ""  # where it ran (ReFrame's job_nodelist)
 
 
-def _variant(tc: dict[str, Any]) -> str:
-    parts = tc.get("name", "").split(" %")[1:]
-    return ",".join(p.split("=", 1)[1] for p in parts if "=" in p) or "-"
-
-
 def fmt(value: float | None) -> str:
     if value is None:
         return "-"
@@ -207,21 +202,16 @@ def fmt(value: float | None) -> str:
 
 
 def rows_from(
-    testcases: list[dict[str, Any]],
+    testcases: list[TestCase] | list[dict[str, Any]],
     skips: dict[str, str] | None = None,
     errors: list[str] | None = None,
 ) -> list[Row]:
+    """One row per figure of each test case (one for a check without figures), with the
+    node it ran on (:mod:`topobind.checks.reframe_report` says where)."""
     rows: list[Row] = []
-    for tc in testcases:
-        rows += [replace(r, node=_node_of(tc)) for r in _rows_of([tc], skips, errors)]
+    for tc in cases_of(testcases):
+        rows += [replace(r, node=tc.node) for r in _rows_of(tc, skips, errors)]
     return rows
-
-
-def _node_of(tc: dict[str, Any]) -> str:
-    """Where a test ran: ReFrame's ``job_nodelist``, or the host its job's post-run line
-    recorded (``tb_ran_on``) when the scheduler's poll missed a short job's nodes."""
-    nodes = [str(n) for n in tc.get("job_nodelist") or [] if n and n != "None"]
-    return ",".join(nodes) or str(tc.get("tb_ran_on") or "")
 
 
 def reference_count(rows: list[Row]) -> tuple[int, int]:
@@ -230,58 +220,35 @@ def reference_count(rows: list[Row]) -> tuple[int, int]:
     return sum(1 for r in figures if r.reference != "-"), len(figures)
 
 
-def _rows_of(
-    testcases: list[dict[str, Any]], skips: dict[str, str] | None, errors: list[str] | None
-) -> list[Row]:
+def _rows_of(tc: TestCase, skips: dict[str, str] | None, errors: list[str] | None) -> list[Row]:
+    check, variant, result, reason = tc.check, tc.variant, tc.result, tc.fail_reason
+    if result not in ("pass", "fail", "skip"):  # aborted: the session stopped early
+        why = reason or "; ".join(errors or []) or f"ReFrame result {result!r}"
+        return [Row(check, variant, "-", "-", "-", "-", "ABORT", why)]
+    if result == "skip":
+        reason = (skips or {}).get(tc.hashcode, reason)
+        return [Row(check, variant, "-", "-", "-", "-", "SKIP", reason)]
+    if result == "fail" and tc.fail_phase != "performance":
+        return [Row(check, variant, "sanity", "-", "-", "-", "FAIL", reason)]
+    if not tc.figures:
+        verdict = "PASS" if result == "pass" else result.upper()
+        return [Row(check, variant, "sanity", "-", "-", "-", verdict, reason)]
     rows: list[Row] = []
-    for tc in testcases:
-        check = tc.get("name", "?").split(" %")[0]
-        variant = _variant(tc)
-        result = str(tc.get("result", "?"))
-        reason = " ".join(str(tc.get("fail_reason") or "").split())
-        if result not in ("pass", "fail", "skip"):  # aborted: the session stopped early
-            why = reason or "; ".join(errors or []) or f"ReFrame result {result!r}"
-            rows.append(Row(check, variant, "-", "-", "-", "-", "ABORT", why))
-            continue
-        if result == "skip":
-            reason = (skips or {}).get(str(tc.get("hashcode")), reason)
-            rows.append(Row(check, variant, "-", "-", "-", "-", "SKIP", reason))
-            continue
-        perf = tc.get("perfvalues") or {}
-        figures = [(k.split(":")[-1], v) for k, v in perf.items() if v and v[0] is not None]
-        if result == "fail" and tc.get("fail_phase") != "performance":
-            rows.append(Row(check, variant, "sanity", "-", "-", "-", "FAIL", reason))
-            continue
-        if not figures:
-            rows.append(
-                Row(check, variant, "sanity", "-", "-", "-", "PASS" if result == "pass" else
-                    result.upper(), reason)
-            )  # fmt: skip
-            continue
-        for metric, (val, ref, lower, upper, unit, *res) in figures:
-            has_ref = not (ref == 0 and lower is None and upper is None)
-            verdict = (res[0] if res else None) or ("pass" if result == "pass" else result)
-            if not has_ref:
-                verdict_text = "PASS (no ref)" if verdict == "pass" else verdict.upper()
-            else:
-                verdict_text = verdict.upper()
-            why = ""
-            if verdict == "fail":
-                lo = "-inf" if lower is None else fmt(ref * (1 + lower))
-                hi = "+inf" if upper is None else fmt(ref * (1 + upper))
-                why = f"{fmt(val)} {unit} is outside {lo} .. {hi} {unit}"
-            rows.append(
-                Row(
-                    check,
-                    variant,
-                    metric,
-                    f"{fmt(val)} {unit}",
-                    f"{fmt(ref)} {unit}" if has_ref else "-",
-                    tolerance_text(lower, upper) if has_ref else "-",
-                    verdict_text,
-                    why,
-                )
-            )
+    for f in tc.figures:
+        verdict = f.result or ("pass" if result == "pass" else result)
+        has_ref = f.has_reference
+        text = "PASS (no ref)" if verdict == "pass" and not has_ref else verdict.upper()
+        why = ""
+        if verdict == "fail":
+            lo, hi = f.limits()
+            lo_text = "-inf" if lo is None else fmt(lo)
+            hi_text = "+inf" if hi is None else fmt(hi)
+            why = f"{fmt(f.value)} {f.unit} is outside {lo_text} .. {hi_text} {f.unit}"
+        rows.append(
+            Row(check, variant, f.metric, f"{fmt(f.value)} {f.unit}",
+                f"{fmt(f.reference)} {f.unit}" if has_ref else "-",
+                tolerance_text(f.lower, f.upper) if has_ref else "-", text, why)
+        )  # fmt: skip
     return rows
 
 

@@ -10,6 +10,7 @@ the code, sizes, launch and binding that validation later compares against them.
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import socket
 import sys
@@ -260,11 +261,14 @@ def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
 
 def run_validate(args: argparse.Namespace) -> int:
     if not args.each_node:
-        given = {"--nodelist": args.nodelist, "--confirm": args.confirm, "--drain": args.drain,
-                 "--reports": args.reports}  # fmt: skip
-        used = [o for o, v in given.items() if v] + (["--threshold"] if args.threshold else [])
+        given = {"--nodelist": args.nodelist is not None, "--confirm": args.confirm,
+                 "--drain": args.drain, "--reports": args.reports is not None,
+                 "--threshold": args.threshold is not None and not args.history}  # fmt: skip
+        used = [o for o, v in given.items() if v]
         if used:
-            raise TopobindError(f"{', '.join(used)}: only with --each-node")
+            raise TopobindError(f"{', '.join(used)}: only with --each-node"
+                                + (" (or --history for --threshold)" if "--threshold" in used
+                                   else ""))  # fmt: skip
     if args.apply and not args.drain:
         raise TopobindError("--apply runs the drain commands: add --drain")
     site = _load(args.site)
@@ -383,11 +387,7 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
     parts = validation.partitions_of(site, args.partition)
     if len(parts) != 1:
         raise TopobindError("--each-node tests one partition's nodes: name it with --partition")
-    threshold = args.threshold
-    if threshold is None:
-        threshold = float(site.settings.get("outlier_threshold", acceptance.DEFAULT_THRESHOLD))
-    if not 0 < threshold < 10:
-        raise TopobindError(f"--threshold {threshold}: give a fraction, e.g. 0.05 for 5 %")
+    threshold = _threshold(args, site)
     req = acceptance.Request(
         partition=parts[0],
         tags=args.tags,
@@ -401,7 +401,8 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
     if args.reports:
         if args.confirm:
             raise TopobindError("--confirm runs the checks again: not with --reports")
-        out = acceptance.judge_reports(args.reports, site.name, req)
+        states = acceptance.partition_states(site, req.partition) if args.drain else None
+        out = acceptance.judge_reports(args.reports, site, req, states)
         what = f"{len(args.reports)} report file(s)"
     else:
         out = acceptance.accept(site, req, _results_dir(args), args.verbose)
@@ -426,28 +427,35 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
         print(f"weak: {', '.join(weak)}: too few or too noisy runs to be sure; re-run them with "
               "--confirm (or --repeat 7)")  # fmt: skip
     print("reports: " + ", ".join(out.reports))
-    status = 0
-    if args.drain:
-        for _node, cmd in acceptance.drain_lines(out.verdicts):
-            print(shlex.join(cmd))
-            if args.apply:
-                status |= _apply(cmd)
+    status = _drain(out, args.apply) if args.drain else 0
     print(acceptance.bad_nodes_line(out.verdicts))
     bad = any(v.bad for v in out.verdicts)
     return 1 if bad or status else 0
 
 
+def _threshold(args: argparse.Namespace, site: Any) -> float:
+    """--threshold, else the site's settings.outlier_threshold, else 5 %; 0 < F < 10."""
+    from topobind.checks import verdict
+
+    if args.threshold is not None:
+        return verdict.check_threshold(args.threshold)
+    raw = site.settings.get("outlier_threshold", verdict.DEFAULT_THRESHOLD)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    return verdict.check_threshold(value, f"{site.path}: settings.outlier_threshold")
+
+
 def _run_history(args: argparse.Namespace, site: Any) -> int:
     import re
 
-    from topobind.checks import acceptance, history
+    from topobind.checks import history
 
     m = re.fullmatch(r"(\d+)d", args.since)
     if not m:
         raise TopobindError(f"--since {args.since!r}: with --history give days, e.g. 30d")
-    threshold = args.threshold
-    if threshold is None:
-        threshold = float(site.settings.get("outlier_threshold", acceptance.DEFAULT_THRESHOLD))
+    threshold = _threshold(args, site)
     db = _results_dir(args) / "results.db"
     rows = history.trends(history.sessions(db, site.name, int(m.group(1))), site.name, threshold)
     print(f"site {site.name}: {db}, last {args.since}; drift: latest session more than "
@@ -467,14 +475,28 @@ def hostlist_text(nodes: list[str]) -> str:
     return hostlist.compress(nodes) if nodes else "none"
 
 
-def _apply(cmd: list[str]) -> int:
-    import subprocess
+def _drain(out: Any, apply: bool) -> int:
+    """Print (and with --apply run) the drain of each node that may be drained; one line for
+    each bad node that may not, and what Slurm shows after each drain."""
+    from topobind.checks import acceptance, slurm
 
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        print(f"topobind: error: {shlex.join(cmd)}: {done.stderr.strip()}", file=sys.stderr)
-        return 1
-    return 0
+    plan = acceptance.drain_lines(out)
+    for line in plan.refused:
+        print(f"not drained: {line}")
+    status = 0
+    for node, reason in plan.commands:
+        if not apply:
+            print(shlex.join(slurm.drain_command(node, reason)))
+            continue
+        (done,) = acceptance.drain(acceptance.DrainPlan([(node, reason)], []))
+        if done.ok:
+            print(f"drained {node}: {done.text}")
+        else:
+            print(f"topobind: error: drain {node}: {done.text}", file=sys.stderr)
+            status = 1
+    if plan.commands and not apply:
+        print("(dry run: add --apply to drain them)")
+    return status
 
 
 def _cpu_sample(site: Any, partition: str) -> Any:
