@@ -130,6 +130,8 @@ def golden_expected(path: Path, host: str) -> tuple[dict[str, Any], str]:
     from topobind.errors import TopobindError
     from topobind.topo.topology import load
 
+    if path.is_dir():
+        host = node_name(host, None)  # never a name that leads out of the directory
     xml = path / f"{host}.xml" if path.is_dir() else path
     if not xml.is_file():
         raise TopobindError(
@@ -145,12 +147,32 @@ def golden_expected(path: Path, host: str) -> tuple[dict[str, Any], str]:
     return counts, str(xml)
 
 
+def node_name(slurmd_nodename: str | None, hostname: str | None) -> str:
+    """This node's name: ``$SLURMD_NODENAME``, else the host name (its first label when the
+    full name is no node name); one literal node name, or TopobindError (a name with ``/``
+    would lead ``--golden DIR`` out of DIR, a host list would drain other nodes)."""
+    import socket
+
+    from topobind.checks.reframe_report import NODE_NAME
+    from topobind.errors import TopobindError
+
+    if slurmd_nodename is not None:
+        if not NODE_NAME.match(slurmd_nodename):
+            raise TopobindError(f"SLURMD_NODENAME={slurmd_nodename[:60]!r}: not one node name "
+                                "(letters, digits, '.', '_', '-'); unset it or fix it")  # fmt: skip
+        return slurmd_nodename
+    host = hostname or socket.gethostname()
+    if not NODE_NAME.match(host):
+        raise TopobindError(f"host name {host[:60]!r} is not a node name; set SLURMD_NODENAME")
+    return host
+
+
 def drain_command(host: str, reason: str) -> list[str]:
-    """``scontrol update nodename=HOST state=drain reason="topobind: REASON"``."""
-    text = " ".join(reason.split())
-    if len(text) > 200:  # slurmctld keeps reasons short; the full text is in the output
-        text = text[:197] + "..."
-    return ["scontrol", "update", f"nodename={host}", "state=drain", f"reason=topobind: {text}"]
+    """``scontrol update nodename=HOST state=drain reason="topobind: REASON"``
+    (:func:`topobind.checks.slurm.drain_command`: one literal node name only)."""
+    from topobind.checks import slurm
+
+    return slurm.drain_command(host, reason)
 
 
 def drain_text(host: str, reason: str) -> str:

@@ -40,6 +40,7 @@ MAX_VALUE = 1e100  # no figure is near it; sums of values near float's limit ove
 #: units whose figures are rates (higher is better) or times: the verdicts divide by them
 RATE_UNITS = {"MB/s": True, "GB/s": True, "GFLOP/s": True, "ns": False, "us": False, "s": False}
 _PARAM = re.compile(r" %([^ =]+)=(\S*)")
+_DISPLAY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*( %[^ =]+=\S*)*$")
 #: one literal Slurm node name: what scontrol and sinfo print for a single node
 NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
@@ -179,6 +180,8 @@ def parse_name(display_name: str) -> tuple[str, tuple[tuple[str, str], ...], str
     """``StreamCheck %layout=compact %.part=local:slurm %.nid=node1`` ->
     (StreamCheck, (("layout", "compact"),), node1). ValueError for a parameter named
     twice (two ``%.nid``: which node ran it?)."""
+    if not _DISPLAY.match(display_name):
+        raise ValueError("not a ReFrame test name (CLASS %param=value ...)")
     check = display_name.split(" %")[0].strip()
     pairs = _PARAM.findall(display_name)
     names = [k for k, _ in pairs]
