@@ -104,7 +104,7 @@ def test_a_weak_verdict_is_not_drained_and_says_how_to_confirm(
     assert _validate(_report(tmp_path, three, 3), "--apply") == 1
     out = capsys.readouterr().out
     assert _drained(fake_slurm) == []
-    assert "not drained: node3 not drained: SLOW (weak): too few or too noisy runs" in out
+    assert "node3 not drained: SLOW (weak): too few or too noisy runs" in out
     assert "--confirm (or --repeat 7)" in out and "scontrol update" not in out
 
 

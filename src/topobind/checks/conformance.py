@@ -43,6 +43,33 @@ class Finding:
         return f"{host}: {self.key}: expected {want}, found {self.found} ({self.where})"
 
 
+def whole_node() -> Any:
+    """This node's hardware, whatever the job's cpuset or affinity mask allows this process
+    (a plain ``srun -N3`` gives a task 1 CPU: the node still has all its cores): hwloc's
+    XML with the disallowed PUs kept, read as if a job held every CPU. Where that cannot be
+    read and this process is restricted, TopobindError (one line): counting a mask would
+    call a good node non-conforming."""
+    import os
+
+    from topobind.errors import TopobindError
+    from topobind.topo import topology
+
+    try:
+        xml = topology.live_whole_xml()
+        every = frozenset(pu for core in topology.node_cores(xml, "live") for pu in core)
+        return topology.parse_xml(xml, "live", hostname=os.uname().nodename, job_cpus=every)
+    except TopobindError as exc:
+        topo = topology.load("live")
+        allowed = len(os.sched_getaffinity(0))
+        if allowed < (os.cpu_count() or allowed):
+            raise TopobindError(
+                f"cannot read the whole node ({exc}) and this process may use only {allowed} of "
+                f"{os.cpu_count()} CPUs (a job's mask): run the check outside a job step, or "
+                "with srun --exclusive --cpu-bind=none"
+            ) from None
+        return topo
+
+
 def expected_for(node: Any, host: str) -> dict[str, Any]:
     """The node: section's values for ``host``: the defaults, then each matching ``hosts:``
     entry (in file order) on top."""

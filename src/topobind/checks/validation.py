@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,7 +23,8 @@ from typing import Any
 from topobind.checks.calibration import figure_key
 from topobind.checks.reframe_report import Report, TestCase, cases_of
 from topobind.checks.sites import REPO, Site, tolerance_text
-from topobind.errors import TopobindError
+from topobind.errors import Interrupted, TopobindError
+from topobind.interrupt import stop_on_signals
 
 
 # --------------------------------------------------------------------------- running ReFrame
@@ -150,24 +152,24 @@ def run_reframe(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
         )
         assert proc.stdout is not None
-        for line in proc.stdout:
-            logfh.write(line)
-            plain = _ANSI.sub("", line)
-            skipped = _SKIP_LINE.match(plain)
-            if skipped:
-                skips[skipped.group(1)] = skipped.group(2)
-            if plain.startswith("ERROR"):
-                errors.append(" ".join(plain.split()))
-            noise = "variables were not set" in plain  # site settings other checks lack
-            # --each-node compares every figure with the fleet, not with references
-            noise = noise or (label in ("each-node", "confirm") and "no reference for" in plain)
-            if (
-                verbose
-                or _STATUS_LINE.match(plain)
-                or (plain.startswith(("ERROR", "WARNING")) and not noise)
-            ):
-                say(plain)
-        rc = proc.wait()
+        try:
+            with stop_on_signals(f"while ReFrame ran on {site.name}:{partition}"):
+                for line in proc.stdout:
+                    logfh.write(line)
+                    plain = _ANSI.sub("", line)
+                    skipped = _SKIP_LINE.match(plain)
+                    if skipped:
+                        skips[skipped.group(1)] = skipped.group(2)
+                    if plain.startswith("ERROR"):
+                        errors.append(" ".join(plain.split()))
+                    if _shown(plain, verbose, label):
+                        say(plain)
+                rc = proc.wait()
+        except Interrupted as exc:
+            signum = exc.exit_status - 128
+            done = stop_reframe(proc, logfh)
+            during = f"while ReFrame ran on {site.name}:{partition}; {done} (its log: {log})"
+            raise Interrupted(signum, signal.Signals(signum).name, during) from None
     session = Session(partition, rc, report, log, skip_reasons=skips, errors=errors)
     if report.exists():
         from topobind.checks import reframe_report
@@ -177,6 +179,48 @@ def run_reframe(
         session.testcases = list(session.parsed.cases)
         session.final = session.parsed.final()
     return session
+
+
+def _shown(plain: str, verbose: bool, label: str) -> bool:
+    """Whether a line of ReFrame's output is echoed: all with --verbose, else status lines,
+    errors and warnings (not the noise of site settings other checks lack, nor, for
+    --each-node, the missing references it does not use)."""
+    noise = "variables were not set" in plain
+    noise = noise or (label in ("each-node", "confirm") and "no reference for" in plain)
+    return (
+        verbose
+        or bool(_STATUS_LINE.match(plain))
+        or (plain.startswith(("ERROR", "WARNING")) and not noise)
+    )
+
+
+STOP_GRACE_S = 60  # ReFrame cancels its jobs (scancel) on SIGINT; give it time to
+
+
+def stop_reframe(proc: subprocess.Popen[str], logfh: Any) -> str:
+    """Stop the ``reframe`` child after Ctrl-C: SIGINT (ReFrame then cancels its jobs), then
+    SIGTERM and SIGKILL if it lingers; further Ctrl-C are ignored meanwhile. What it did, in
+    words."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=STOP_GRACE_S)
+            logfh.write(out or "")
+            return "ReFrame stopped and cancelled its jobs"
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+        try:
+            proc.wait(timeout=10)
+            return f"ReFrame did not stop within {STOP_GRACE_S} s and was terminated"
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return "ReFrame did not stop and was killed (check squeue for its jobs)"
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 # --------------------------------------------------------------------------- report table

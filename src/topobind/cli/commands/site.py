@@ -118,9 +118,8 @@ def run_list(args: argparse.Namespace) -> int:
 def _live_findings(site: Any, golden: str | None) -> tuple[str, list[str]]:
     """(this node's name, one line per way it differs from the site's node: or the XML)."""
     from topobind.checks import conformance
-    from topobind.topo.topology import load
 
-    topo = load("live")
+    topo = conformance.whole_node()  # the node's hardware, not this job's CPUs
     host = conformance.node_name(os.environ.get("SLURMD_NODENAME"), topo.hostname)
     facts = conformance.live_facts(topo)
     if golden:

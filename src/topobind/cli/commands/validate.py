@@ -482,7 +482,7 @@ def _drain(out: Any, apply: bool) -> int:
 
     plan = acceptance.drain_lines(out)
     for line in plan.refused:
-        print(f"not drained: {line}")
+        print(line)
     status = 0
     for node, reason in plan.commands:
         if not apply:
