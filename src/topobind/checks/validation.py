@@ -403,3 +403,125 @@ def compare(site: Site, session: Session, since: str, results: Path) -> Comparis
         [] if start_idx is None else lines[start_idx:],
         None if done.returncode == 0 else done.stderr.strip()[-300:],
     )
+
+
+# --------------------------------------------------------------------------- one validate
+@dataclass(frozen=True)
+class Options:
+    """What ``topobind validate`` (one machine or a partition's jobs) was asked to run."""
+
+    results: Path
+    tags: str = "quick"
+    names: list[str] | None = None
+    setvars: list[str] = field(default_factory=list)  # -S [CHECK.]VAR=VALUE
+    exec_policy: str = "async"
+    verbose: bool = False
+    retries: int = 0
+    judge: str = "all"  # all | sanity (a figure outside its reference is shown, not failed)
+    compare: bool = False
+    since: str = "30d"
+    strict: bool = False  # a figure without a reference fails
+
+
+@dataclass
+class PartitionResult:
+    partition: str
+    rows: list[Row]
+    session: Session | None
+    load: Any = None  # calibration.Load while a local session ran
+    warnings: list[str] = field(default_factory=list)  # stderr lines after 'topobind: warning: '
+    errors: list[str] = field(default_factory=list)  # stderr lines after 'topobind: error: '
+    comparison: Comparison | None = None
+    failed: bool = False  # the session itself failed (no report, ReFrame's own error)
+
+
+@dataclass
+class Outcome:
+    partitions: list[PartitionResult]
+    strict: bool = False
+
+    @property
+    def rows(self) -> list[Row]:
+        return [r for p in self.partitions for r in p.rows]
+
+    @property
+    def unreferenced(self) -> int:
+        compared, total = reference_count(self.rows)
+        return total - compared
+
+    @property
+    def status(self) -> int:
+        """1 when a check failed, a session failed, or (--strict) a figure had no reference."""
+        bad = failed(self.rows) or any(p.failed for p in self.partitions)
+        return 1 if bad or (self.strict and self.unreferenced) else 0
+
+
+def warnings_before(site: Site, host: str) -> list[str]:
+    """What to say before running: references of another host, a site without targets."""
+    out = []
+    if site.calibration and site.calibration.host != host:
+        out.append(f"the references of site {site.name} were measured on "
+                   f"{site.calibration.host}, this is {host}")  # fmt: skip
+    if not site.targets:
+        out.append(f"site {site.name} has no targets yet: figures are shown without references "
+                   f"(write them with: topobind calibrate --site {site.name})")  # fmt: skip
+    return out
+
+
+def validate(
+    site: Site,
+    partitions: list[str],
+    options: Options,
+    on_partition: Callable[[PartitionResult], None] | None = None,
+) -> Outcome:
+    """One ReFrame session per partition, its rows judged; ``on_partition`` sees each
+    partition's result as soon as it is known (the command prints it then)."""
+    setvars = setvars_for(site, options.setvars, calibrating=False)
+    if options.judge == "sanity":  # a figure outside its reference neither fails nor reruns
+        setvars.setdefault("strict_check", "false")
+    out = Outcome([], options.strict)
+    for partition in partitions:
+        one = _validate_partition(site, partition, setvars, options)
+        out.partitions.append(one)
+        if on_partition is not None:
+            on_partition(one)
+    return out
+
+
+def _validate_partition(site: Site, partition: str, setvars: dict[str, str],
+                        options: Options) -> PartitionResult:  # fmt: skip
+    from topobind.checks import calibration
+
+    here = site.partition(partition).scheduler == "local"
+    before = calibration.cpu_sample() if here else None
+    retry = ["--max-retries", str(options.retries)] if options.retries > 0 else []
+    session = run_reframe(
+        site, partition, options.tags, options.names, setvars, options.exec_policy,
+        options.results, options.verbose, extra=retry,
+    )  # fmt: skip
+    load = calibration.load_between(before, calibration.cpu_sample() if before else None)
+    where = f"{site.name}:{partition}"
+    if session.parsed is None:
+        if session.returncode == 0:
+            names = f", names {', '.join(options.names)}" if options.names else ""
+            why = f"no check matched on {where} (tags {options.tags!r}{names})"
+            return PartitionResult(partition, [], session, load, warnings=[why], failed=True)
+        tail = session.log_path.read_text(errors="replace").strip().splitlines()[-3:]
+        why = (f"ReFrame wrote no report for {where} (exit {session.returncode}); its log "
+               f"{session.log_path} ends with: " + " | ".join(tail))  # fmt: skip
+        return PartitionResult(partition, [], session, load, errors=[why], failed=True)
+    rows = rows_from(session.final, session.skip_reasons, session.errors)
+    one = PartitionResult(partition, rows, session, load)
+    if not rows:
+        one.warnings.append(f"no check matched tags {options.tags!r} on {where}")
+    one.rows = mark_busy(one.rows, site)
+    if options.judge == "sanity":
+        one.rows = not_judged(one.rows)
+    if here:  # this machine: no node column
+        one.rows = [replace(r, node="") for r in one.rows]
+    if session.returncode != 0 and not failed(one.rows):
+        one.failed = True
+        one.errors.append(f"ReFrame exited with {session.returncode}")
+    if options.compare:
+        one.comparison = compare(site, session, options.since, options.results)
+    return one

@@ -14,7 +14,6 @@ import math
 import shlex
 import socket
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -245,10 +244,7 @@ def _session(
     )
 
 
-def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
-    got = validation.compare(site, session, since, results)
-    if got is None:
-        return
+def _print_compare(got: Any) -> None:
     print(f"\ncompared with earlier runs: {got.spec}")
     print(
         "\n".join(got.table)
@@ -276,93 +272,64 @@ def run_validate(args: argparse.Namespace) -> int:
         return _run_history(args, site)
     if args.each_node:
         return _run_each_node(args, site)
-    results = _results_dir(args)
-    setvars = validation.setvars_for(site, args.setvars, calibrating=False)
-    host = socket.gethostname()
-    if site.calibration and site.calibration.host != host:
-        print(
-            f"topobind: warning: the references of site {site.name} were measured on "
-            f"{site.calibration.host}, this is {host}",
-            file=sys.stderr,
-        )
-    if not site.targets:
-        print(
-            f"topobind: warning: site {site.name} has no targets yet: figures are shown without "
-            f"references (write them with: topobind calibrate --site {site.name})",
-            file=sys.stderr,
-        )
-    if args.judge == "sanity":  # a figure outside its reference neither fails nor reruns
-        setvars.setdefault("strict_check", "false")
-    all_rows: list[validation.Row] = []
-    failed_sessions = 0
-    for partition in validation.partitions_of(site, args.partition):
-        retry = ["--max-retries", str(args.retries)] if args.retries > 0 else []
-        before = _cpu_sample(site, partition)
-        session = _session(args, site, partition, setvars, results, extra=retry)
-        if session.report is None and session.returncode == 0:
-            print(
-                f"topobind: warning: no check matched on {site.name}:{partition} (tags "
-                f"{args.tags!r}{', names ' + ', '.join(args.name) if args.name else ''})",
-                file=sys.stderr,
-            )
-            failed_sessions += 1
-            continue
-        if session.report is None:
-            failed_sessions += 1
-            tail = session.log_path.read_text(errors="replace").strip().splitlines()[-3:]
-            print(
-                f"topobind: error: ReFrame wrote no report for {site.name}:{partition} (exit "
-                f"{session.returncode}); its log {session.log_path} ends with: " + " | ".join(tail),
-                file=sys.stderr,
-            )
-            continue
-        rows = validation.rows_from(session.final, session.skip_reasons, session.errors)
-        if not rows:
-            print(
-                f"topobind: warning: no check matched tags {args.tags!r} on "
-                f"{site.name}:{partition}",
-                file=sys.stderr,
-            )
-        rows = validation.mark_busy(rows, site)
-        if args.judge == "sanity":
-            rows = validation.not_judged(rows)
-        if site.partition(partition).scheduler == "local":  # this machine: no node column
-            rows = [replace(r, node="") for r in rows]
-        print(f"\nsite {site.name}, partition {partition} (tags {args.tags}):")
-        print(validation.table(rows) + "\n")
-        _print_load(before, args.judge)
-        if site.calibration is not None and site.calibration.busy:
-            print(
-                f"(busy): the reference was {site.calibration.busy_text()}: it describes the "
-                "node under that load (no variability reference was written); calibrate "
-                f"again on a quiet node: topobind calibrate --site {site.name}\n"
-            )
-        for r in validation.failed(rows):
-            print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
-        for r in rows:
-            if r.result == validation.OUTSIDE:
-                print(f"outside {r.check} {r.variant} {r.metric}: {r.reason} (not judged)")
-        skipped = [r for r in rows if r.result == "SKIP"]
-        for r in skipped:
-            print(f"skip {r.check} {r.variant}: {r.reason}")
-        print(f"report: {session.report_path}")
-        print(f"perflogs: {results / 'perflogs' / site.name / partition}")
-        if session.returncode != 0 and not validation.failed(rows):
-            failed_sessions += 1
-            print(f"topobind: error: ReFrame exited with {session.returncode}", file=sys.stderr)
-        if args.compare:
-            _print_compare(site, session, args.since, results)
-        all_rows += rows
-    bad = validation.failed(all_rows)
-    passed = sum(1 for r in all_rows if r.result.startswith("PASS"))
-    outside = sum(1 for r in all_rows if r.result == validation.OUTSIDE)
+    for line in validation.warnings_before(site, socket.gethostname()):
+        print(f"topobind: warning: {line}", file=sys.stderr)
+    options = validation.Options(
+        results=_results_dir(args), tags=args.tags, names=args.name, setvars=args.setvars,
+        exec_policy=args.exec_policy, verbose=args.verbose, retries=args.retries,
+        judge=args.judge, compare=args.compare, since=args.since, strict=args.strict,
+    )  # fmt: skip
+    partitions = validation.partitions_of(site, args.partition)
+
+    def show(one: validation.PartitionResult) -> None:
+        _print_partition(site, one, options)
+
+    out = validation.validate(site, partitions, options, show)
+    rows = out.rows
+    bad = validation.failed(rows)
+    passed = sum(1 for r in rows if r.result.startswith("PASS"))
+    outside = sum(1 for r in rows if r.result == validation.OUTSIDE)
     print(
         f"\n{passed} passed, {len(bad)} failed, "
-        f"{sum(1 for r in all_rows if r.result == 'SKIP')} skipped"
+        f"{sum(1 for r in rows if r.result == 'SKIP')} skipped"
         + (f", {outside} outside their reference (not judged: --judge sanity)" if outside else "")
     )
-    unreferenced = _print_reference_count(all_rows, args.strict)
-    return 1 if bad or failed_sessions or (args.strict and unreferenced) else 0
+    _print_reference_count(rows, args.strict)
+    return out.status
+
+
+def _print_partition(site: Any, one: Any, options: Any) -> None:
+    """One partition's table and lines, as soon as its session is done."""
+    for line in one.warnings:
+        print(f"topobind: warning: {line}", file=sys.stderr)
+    if one.session is None or one.session.parsed is None:
+        for line in one.errors:
+            print(f"topobind: error: {line}", file=sys.stderr)
+        return
+    rows = one.rows
+    print(f"\nsite {site.name}, partition {one.partition} (tags {options.tags}):")
+    print(validation.table(rows) + "\n")
+    _print_load(one.load, options.judge)
+    if site.calibration is not None and site.calibration.busy:
+        print(
+            f"(busy): the reference was {site.calibration.busy_text()}: it describes the "
+            "node under that load (no variability reference was written); calibrate "
+            f"again on a quiet node: topobind calibrate --site {site.name}\n"
+        )
+    for r in validation.failed(rows):
+        print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
+    for r in rows:
+        if r.result == validation.OUTSIDE:
+            print(f"outside {r.check} {r.variant} {r.metric}: {r.reason} (not judged)")
+    for r in rows:
+        if r.result == "SKIP":
+            print(f"skip {r.check} {r.variant}: {r.reason}")
+    print(f"report: {one.session.report_path}")
+    print(f"perflogs: {options.results / 'perflogs' / site.name / one.partition}")
+    for line in one.errors:
+        print(f"topobind: error: {line}", file=sys.stderr)
+    if one.comparison is not None:
+        _print_compare(one.comparison)
 
 
 def _print_reference_count(rows: list[Any], strict: bool) -> int:
@@ -499,19 +466,8 @@ def _drain(out: Any, apply: bool) -> int:
     return status
 
 
-def _cpu_sample(site: Any, partition: str) -> Any:
-    """The host's CPU time before a session on this machine (local scheduler), else None."""
-    from topobind.checks import calibration
-
-    here = site.partition(partition).scheduler == "local"
-    return calibration.cpu_sample() if here else None
-
-
-def _print_load(before: Any, judge: str) -> None:
+def _print_load(load: Any, judge: str) -> None:
     """What other processes did to this machine while the session measured it."""
-    from topobind.checks import calibration
-
-    load = calibration.load_between(before, calibration.cpu_sample() if before else None)
     if load is None:
         return
     print(f"load: {load.text()}")
