@@ -83,6 +83,9 @@ def sessions(db: Path, site: str, since_days: float, now: float | None = None) -
             blob = blob.decode("utf-8", errors="replace")
         if not isinstance(blob, str):
             raise ReportError(f"{where}: json_blob is not JSON text ({type(blob).__name__})")
+        if len(blob) > reframe_report.MAX_REPORT_BYTES:
+            raise ReportError(f"{where}: json_blob of {len(blob) / 2**20:,.0f} MiB is larger than "
+                              "any ReFrame report")  # fmt: skip
         doc = reframe_report.parse_json(blob, where)
         report = reframe_report.report_from_document(doc, where)
         if any(tc.system == site for tc in report.cases):

@@ -372,7 +372,7 @@ def _not_drained(
     if not NODE_NAME.match(v.node) or v.node.upper() == "ALL":
         return "not one literal node name (a host list, ALL or a comma list drains others)"
     if partition_nodes is None:
-        return f"the nodes of partition {partition} are unknown (sinfo failed)"
+        return f"the nodes of partition {partition} are unknown (not Slurm, or sinfo failed)"
     if v.node not in partition_nodes:
         return f"not a node of partition {partition}"
     if nodelist is not None and v.node not in nodelist:
