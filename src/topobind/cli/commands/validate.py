@@ -48,7 +48,9 @@ Tags: quick (the short set), full, bandwidth, variability, binding, latency.
 node. Per figure, a node's median over its runs vs the fleet median: SLOW beyond --threshold
 (default 5 %) when a sign test agrees; strength = runs, CV, confidence ('weak' under 7 runs
 or 95 %). --confirm re-runs SLOW nodes next to a good node. Last line: 'bad nodes: HOSTLIST'
-(exit 1) or 'bad nodes: none' (exit 0). docs/site-admins.md.
+(exit 1) or 'bad nodes: none' (exit 0). --drain drains only a node of the partition (and of
+--nodelist), named literally, bad on a confirmed verdict (FAIL, SLOW strong or confirmed);
+every other bad node gets a 'not drained' line saying why. docs/site-admins.md.
 """
 
 CALIBRATE_EPILOG = """\
