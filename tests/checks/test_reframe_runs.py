@@ -187,7 +187,7 @@ def test_quick_set_passes_on_local_scheduler(calibrated: Calibrated, tmp_path: P
     assert by_key[("NodeCheck", "-", "sanity")][-1] == "PASS"
     assert by_key[("DgemmCheck", "1G", "gflops")][-1] == "PASS"
     assert by_key[("HplCheck", "quick", "gflops")][-1] == "PASS"
-    assert by_key[("LatencyCheck", "-", "latency_ns")][-1] == "PASS"
+    assert by_key[("LatencyCheck", "local", "latency_ns")][-1] == "PASS"
     assert re.search(r"\n\d+ passed, 0 failed, \d+ skipped\n", done.stdout)
     # validate says next to each calibrated figure whether the node was busy then
     site = sites.load_site("local", calibrated.sites)
@@ -212,7 +212,7 @@ def test_site_without_targets_runs_every_check_alike(tmp_path: Path) -> None:
     assert "has no targets yet" in done.stderr
     rows = {(r[0], r[1], r[2]): r for r in table_rows(done.stdout)}
     for key in [
-        ("LatencyCheck", "-", "latency_ns"),
+        ("LatencyCheck", "local", "latency_ns"),
         ("DgemmCheck", "1G", "gflops"),
         ("DgemmCheck", "1G", "max_slowdown"),
     ]:
