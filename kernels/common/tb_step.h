@@ -37,9 +37,22 @@ int tb_step_fields(char *line, tb_step_field_fn fn, void *ctx, char *err, size_t
  *                                       exec (preferred over several nodes needs Linux 5.15;
  *                                       before, the first node is preferred);
  * %thp=off                              prctl(PR_SET_THP_DISABLE), kept across exec.
- * 0, or -1 with ERR. (%preload=LIB is an environment change: the caller's.) */
+ * The policy is read back (get_mempolicy): a node the kernel dropped (one that does not exist
+ * or that the task's cpuset does not allow) fails it. 0, or -1 with ERR. */
 int tb_step_mempolicy(const char *spec, char *err, size_t errlen);
 int tb_step_thp(const char *value, char *err, size_t errlen);
+
+/* Export NAME=VALUE into the rank's environment (PREPEND: put VALUE first in the ':' list
+ * NAME already holds, before what the user set: LD_PRELOAD). 0, or -1 with ERR. */
+typedef int (*tb_step_setenv_fn)(void *ctx, const char *name, const char *value, int prepend,
+                                 char *err, size_t errlen);
+
+/* The per-rank step: apply the fields of a rank's LINE (cut in place) to the calling process,
+ * in their order: %cpus= (tb_step_bind), %mem= (tb_step_mempolicy), %thp=off (tb_step_thp),
+ * %preload=LIB (LIB first in LD_PRELOAD, through SETENV_FN), NAME=VALUE (SETENV_FN). The
+ * binding and the memory policy are read back: what the kernel narrowed is refused. Used by
+ * rankexec and the SPANK plugin alike. 0, or -1 with ERR (one line). */
+int tb_step_apply(char *line, tb_step_setenv_fn setenv_fn, void *ctx, char *err, size_t errlen);
 
 /* Bind the calling thread to the OS CPUs of LIST ("0-3,8"), then read the mask back: -1 with
  * ERR when the list is malformed, or any CPU of it is not allowed here (cgroup cpuset,

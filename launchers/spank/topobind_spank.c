@@ -505,36 +505,16 @@ typedef struct {
     spank_t sp;
 } task_ctx;
 
-/* %preload=LIB: LIB first in the task's LD_PRELOAD, before what the user preloads. */
-static int preload(spank_t sp, const char *lib, char *err, size_t errlen)
-{
-    char old[4096], both[8192];
-    if (spank_getenv(sp, "LD_PRELOAD", old, sizeof old) != ESPANK_SUCCESS)
-        old[0] = '\0';
-    snprintf(both, sizeof both, old[0] ? "%s:%s" : "%s", lib, old);
-    if (spank_setenv(sp, "LD_PRELOAD", both, 1) != ESPANK_SUCCESS) {
-        snprintf(err, errlen, "cannot set LD_PRELOAD in the task's environment");
-        return -1;
-    }
-    return 0;
-}
-
-static int apply_field(void *ctx, const char *name, const char *value, int directive, char *err,
-                       size_t errlen)
+/* The step library's way into the task's environment (LD_PRELOAD: the shim first, before
+ * what the user preloads). */
+static int task_env(void *ctx, const char *name, const char *value, int prepend, char *err,
+                    size_t errlen)
 {
     task_ctx *t = ctx;
-    if (directive) {
-        if (strcmp(name, "cpus") == 0)
-            return tb_step_bind(value, err, errlen);
-        if (strcmp(name, "mem") == 0)
-            return tb_step_mempolicy(value, err, errlen);
-        if (strcmp(name, "thp") == 0)
-            return tb_step_thp(value, err, errlen);
-        if (strcmp(name, "preload") == 0)
-            return preload(t->sp, value, err, errlen);
-        snprintf(err, errlen, "the step file's field %%%.20s is newer than this plugin: rebuild "
-                 "it with this topobind", name);
-        return -1;
+    char old[4096], both[8192];
+    if (prepend && spank_getenv(t->sp, name, old, sizeof old) == ESPANK_SUCCESS && old[0]) {
+        snprintf(both, sizeof both, "%s:%s", value, old);
+        value = both;
     }
     if (spank_setenv(t->sp, name, value, 1) != ESPANK_SUCCESS) {
         snprintf(err, errlen, "cannot set %.60s in the task's environment", name);
@@ -568,7 +548,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         return -1;
     }
     task_ctx t = {sp};
-    if (tb_step_fields(c.line, apply_field, &t, err, sizeof err) != 0) {
+    if (tb_step_apply(c.line, task_env, &t, err, sizeof err) != 0) {
         fprintf(stderr, "topobind: error: local task %d: %s\n", id, err);
         return -1;
     }

@@ -378,8 +378,8 @@ def test_the_step_binds_each_rank_where_its_line_says(tmp_path: Path) -> None:
     out = _mask(path)
     assert out.returncode == 125 and out.stdout == ""
     assert out.stderr == (
-        f"topobind rankexec: error: cannot bind local rank 0 to CPUs {last + 4096}: Invalid "
-        "argument (CPUs this job does not hold here?)\n"
+        f"topobind rankexec: error: local rank 0: cannot bind to CPUs {last + 4096}: Invalid "
+        "argument (CPUs outside this task's set?)\n"
     )
 
 
@@ -394,3 +394,34 @@ def test_a_node_named_otherwise_than_its_host_takes_its_slurm_name(tmp_path: Pat
     path = step_file(tmp_path, f"@{host}\n0\tX=host\n@nid0042\n0\tX=slurm-name\n")
     # the host's own name wins over SLURMD_NODENAME
     assert _mask(path, SLURMD_NODENAME="nid0042").stdout.split()[-1] == "host"
+
+
+# ------------------------------------------------------------- memory policy read back
+def _top_node() -> int:
+    nodes = [int(n[4:]) for n in os.listdir("/sys/devices/system/node") if n[4:].isdigit()]
+    return max(nodes)
+
+
+@pytest.mark.parametrize("mode", ["bind", "interleave", "preferred"])
+def test_a_policy_the_kernel_narrows_is_refused(tmp_path: Path, mode: str) -> None:
+    """issue 31 item 2: the kernel drops a NUMA node that does not exist (or that the cpuset
+    does not allow) from set_mempolicy's mask without a word; %mem=interleave:0,5 on a 1-node
+    machine ran as interleave:0 with exit 0. rankexec reads the policy back and refuses."""
+    missing = _top_node() + 5
+    marker = tmp_path / "ran"
+    path = tmp_path / "v3.txt"
+    path.write_text(f"topobind-rankexec 3\n@*\n0\t%mem={mode}:0,{missing}\tX=1\n")
+    path.chmod(0o600)
+    out = rankexec(path, "touch", str(marker))
+    assert out.returncode == 125 and not marker.exists(), out.stderr
+    assert out.stderr == (
+        f"topobind rankexec: error: local rank 0: memory policy {mode}:0,{missing}: the kernel "
+        f"dropped NUMA node {missing} (not on this node, or not allowed to this task: cpuset) "
+        f"and kept {mode}:0; refused\n"
+    )
+    # the planned policy itself runs, and is the one the program has
+    path.write_text(f"topobind-rankexec 3\n@*\n0\t%mem={mode}:0\tX=1\n")
+    ok = rankexec(path, "sh", "-c", "head -1 /proc/self/numa_maps")
+    assert ok.returncode == 0, ok.stderr
+    policy = ok.stdout.split(" file=")[0].split(" ", 1)[1]  # "prefer (many):0" from Linux 5.15
+    assert policy in ({f"{mode}:0"} if mode != "preferred" else {"prefer:0", "prefer (many):0"})

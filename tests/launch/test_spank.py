@@ -373,6 +373,15 @@ def test_memory_fields_of_version_3_lines(spank3: SlurmCluster, tmp_path: Path) 
     out = srun_with_planner(spank3, tmp_path, bad, "-n1", "--topobind=spread", "true")
     assert out.returncode != 0
     assert "topobind: error: local task 0: malformed memory policy bind:x" in out.stderr
+    # a node the kernel drops from the mask (issue 31 item 2): read back, the task refused
+    narrowed = "topobind-rankexec 3\n@*\n0\t%mem=interleave:0,1000\tOMP_NUM_THREADS=1\n"
+    out = srun_with_planner(spank3, tmp_path, narrowed, "-n1", "--topobind=spread", "true")
+    assert out.returncode != 0
+    assert (
+        "topobind: error: local task 0: memory policy interleave:0,1000: the kernel dropped "
+        "NUMA node 1000 (not on this node, or not allowed to this task: cpuset) and kept "
+        "interleave:0; refused" in out.stderr
+    )
 
 
 @pytest.mark.slow
