@@ -85,19 +85,32 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
     exit(EXIT_STEP);
 }
 
-static long env_number(const char *const *names)
+/* The first of NAMES that is set: its value, a number >= 0; -1 when none is set. STRICT: a
+ * launcher's rank variable that is set but is no plain decimal number (OMPI_COMM_WORLD_LOCAL_RANK=
+ * holding a Unicode digit, "1x", "-1") is an error, not a reason to take the next variable or
+ * rank 0's line. */
+#define MAX_RANK 100000000L
+static long env_number_of(const char *const *names, int strict)
 {
     for (int i = 0; names[i]; i++) {
         const char *v = getenv(names[i]);
         if (v && *v) {
             char *end;
+            errno = 0;
             long n = strtol(v, &end, 10);
-            if (*end == '\0' && n >= 0)
+            if (*end == '\0' && n >= 0 && n <= MAX_RANK && !errno && *v >= '0' && *v <= '9')
                 return n;
+            if (strict)
+                fail("%s=%.40s is not a rank number (0 .. %ld): the launcher's variable is "
+                     "unreadable; unset it or launch through topobind run", names[i], v,
+                     MAX_RANK);
         }
     }
     return -1;
 }
+
+static long env_number(const char *const *names) { return env_number_of(names, 0); }
+static long env_rank(const char *const *names) { return env_number_of(names, 1); }
 
 /* Read FILE after checking, on the open descriptor, who owns it and who may write it. Opened
    non-blocking, so a FIFO does not block the open; blocking again once it is known to be a
@@ -522,8 +535,13 @@ static void sample_path(char *path, size_t len, const char *dir, const char *hos
 static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, const char *host)
 {
     long want = env_number((const char *const[]){"OMP_NUM_THREADS", NULL});
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    /* MS is bounded (tb_step_choose); the wait ends early when the program does: no sampler
+       sleeps on after its program */
+    for (long slept = 0; slept < ms && parent_of(pid, NULL, 0) >= 0; slept += 100) {
+        long step = ms - slept < 100 ? ms - slept : 100;
+        struct timespec ts = {0, step * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     static snap_t best, now;
     int alive = snapshot(pid, rank, host, &best);
     long waited = 0;
@@ -570,9 +588,9 @@ static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, c
 static void start_sampler(const tb_step_choice *c, long rank, const char *host)
 {
     pid_t self = getpid();
-    long global = env_number(RANK_VARS);
-    long ranks = env_number((const char *const[]){"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE",
-                                                   "PMI_SIZE", "SLURM_NTASKS", NULL});
+    long global = env_rank(RANK_VARS);
+    long ranks = env_rank((const char *const[]){"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
+                                                "SLURM_NTASKS", NULL});
     pid_t child = fork();
     if (child < 0)
         fail("cannot fork the sampler: %s", strerror(errno));
@@ -606,7 +624,7 @@ int main(int argc, char **argv)
         prog++;
     if (prog >= argc)
         fail("no program given after %s", argv[1]);
-    long rank = env_number(LOCAL_VARS);
+    long rank = env_rank(LOCAL_VARS);
     if (rank < 0)
         rank = 0; /* no launcher variable: a single process */
     char host[256] = "localhost";

@@ -53,7 +53,18 @@ int tb_step_choose(char *text, const char *host, long rank, tb_step_choice *out,
             }
             *ms = '\0';
             c.sample_dir = dir + 1;
-            c.sample_ms = strtol(ms + 1, NULL, 10);
+            char *end;
+            errno = 0;
+            c.sample_ms = strtol(ms + 1, &end, 10);
+            /* the directory topobind made (absolute, never "" or "/": a root sampler would
+               write into /), and a delay within topobind's --sample-ms bound */
+            if (c.sample_dir[0] != '/' || strspn(c.sample_dir, "/") == strlen(c.sample_dir) ||
+                end == ms + 1 || *end || errno || c.sample_ms < 0 ||
+                c.sample_ms > TB_STEP_MAX_SAMPLE_MS) {
+                snprintf(err, errlen, "malformed %%sample line (%%sample DIR MS: DIR an absolute "
+                         "directory, not /; MS 0 .. %d)", TB_STEP_MAX_SAMPLE_MS);
+                return -1;
+            }
             continue;
         }
         if (line[0] == '@') {

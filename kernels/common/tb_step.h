@@ -11,9 +11,11 @@
 
 #include <stddef.h>
 
+#define TB_STEP_MAX_SAMPLE_MS 600000 /* topobind run --sample-ms: 0 .. 600000 */
+
 typedef struct {
     char *line;       /* "RANK\tFIELD\tFIELD..." of the rank (points into the text), or NULL */
-    char *sample_dir; /* %sample DIR MS, when present */
+    char *sample_dir; /* %sample DIR MS, when present (DIR absolute, not "/"; MS bounded) */
     long sample_ms;
 } tb_step_choice;
 
