@@ -250,6 +250,8 @@ def test_a_plan_that_cannot_fit_fails_the_step(spank3: SlurmCluster) -> None:
         ("spread:ranks=4", "option 'ranks' is set by the plugin from the step"),
         ("spread:top=/etc/passwd", "option 'top' is set by the plugin from the step"),
         ("spread:slurm-cores=0-1", "option 'slurm-cores' is set by the plugin from the step"),
+        # issue 31 item 4: was "unrecognized arguments: ---1" from topobind plan on the node
+        ("l3-groups:-1", "'-1' is neither a size (a layout's size is a positive number"),
     ],
 )
 def test_malformed_option_is_refused_by_srun(
