@@ -4,32 +4,16 @@
  *   rankexec FILE [--] PROGRAM [ARGS...]
  *
  * `topobind run` writes FILE once, on the batch host, in its 0700 scratch directory; every
- * rank of the job runs `rankexec FILE PROGRAM ...`, which picks the line of its local rank
- * (OMPI_COMM_WORLD_LOCAL_RANK, PMIX_LOCAL_RANK, SLURM_LOCALID, in that order: an mpirun inside
- * sbatch passes the batch step's SLURM_LOCALID=0 to every rank), exports that line's
- * variables and execs PROGRAM. No interpreter, one open(2) and one read(2) of FILE.
+ * rank of the job runs `rankexec FILE PROGRAM ...`, which picks the line of its local rank,
+ * applies it and execs PROGRAM. No interpreter, one open(2) and one read(2) of FILE.
  *
- * FILE (text, "topobind-rankexec 1" or "topobind-rankexec 2" on its first line):
- *   # comment
- *   %sample DIR MS       optional: sample where this rank's threads run MS ms after start
- *   @*                   the lines that follow apply to every host (the default group)
- *   @node1,node2         the lines that follow apply to these hosts only (per-node plans)
- *   0<TAB>NAME=VALUE<TAB>NAME=VALUE...   local rank 0's variables (values hold no TAB/NL)
- *   0<TAB>%cpus=0-3<TAB>NAME=VALUE...    (version 2) also bind the rank to these OS CPUs
- *                        (sched_setaffinity) before the exec: a launcher that binds
- *                        nothing (srun --cpu-bind=none) over nodes that differ
- *   0<TAB>%mem=bind:0-1<TAB>%thp=off<TAB>%preload=/path/lib.so<TAB>NAME=VALUE...
- *                        (version 3) the rank's memory: set_mempolicy (bind, interleave,
- *                        preferred over the listed NUMA nodes) before the exec, which keeps
- *                        it; %thp=off: prctl(PR_SET_THP_DISABLE), also kept across exec;
- *                        %preload: put the library first in LD_PRELOAD (the hugepage shim)
- *
- * A host takes the group naming it (its host name, or that name up to the first '.'), else
- * the "@*" group; with neither, the group naming SLURMD_NODENAME (Slurm's node name). FILE
- * must be a regular file owned by the user running rankexec and not writable by group or
- * others (per-rank environment from a file someone else can change would be a way into every
- * job): otherwise rankexec refuses it and exits 125, as it does for a rank the file does not
- * plan.
+ * FILE's format, which line a rank takes, and the refusals (one line, exit 125): the one
+ * reference is docs/step-file.md. The line is applied by the step library (tb_step_apply,
+ * common/tb_step.c: binding, memory policy and THP, each read back; variables), as the SPANK
+ * plugin applies it. FILE must be a regular file owned by the user running rankexec and not
+ * writable by group or others (per-rank environment from a file someone else can change
+ * would be a way into every job). Built for the architecture's baseline (Makefile,
+ * STEP_CFLAGS): it runs on every node of a job.
  *
  * With %sample, a detached process (double fork: not a child of the program) waits MS ms,
  * finds the program and its descendants (one pass over /proc: a wrapper such as

@@ -1,8 +1,9 @@
 /*
- * tb_step.h - the per-rank step file ("topobind-rankexec 1" / "topobind-rankexec 2", written
- * by topobind: launch.py rank_step_text/groups_step_text, `topobind plan --format rankexec`)
- * read from memory: find the line of a local rank for a host, walk its fields, bind to a
- * %cpus= list. No exit, no output: errors come back as text for the caller to report.
+ * tb_step.h - the per-rank step: the step file (format: docs/step-file.md; written by
+ * topobind's launch/build.py and `topobind plan --format rankexec`) read from memory: find the
+ * line of a local rank for a host, and apply it (tb_step_apply: binding, memory policy, THP,
+ * each read back; variables through the caller). No exit, no output: errors come back as
+ * text for the caller to report.
  * Used by the SPANK plugin (launchers/spank/topobind_spank.c) and by the per-rank step
  * kernels/rankexec.c.
  */
