@@ -146,7 +146,7 @@ int tb_step_bind(const char *list, char *err, size_t errlen)
     for (int i = 0; i < n; i++)
         if (!CPU_ISSET_S((size_t)cpus[i], size, got)) {
             snprintf(err, errlen,
-                     "CPU %d of the planned %.60s is outside the CPUs this task may use here "
+                     "CPU %d of the planned CPUs %.60s is outside the CPUs this task may use here "
                      "(cgroup cpuset or offline)",
                      cpus[i], list);
             goto out;

@@ -345,7 +345,7 @@ def test_a_cpu_the_task_cannot_use_fails_it(spank3: SlurmCluster, tmp_path: Path
     assert out.returncode != 0
     assert out.stdout == ""
     assert (
-        "topobind: error: local task 0: CPU 1000 of the planned 0,1000 is outside the CPUs "
+        "topobind: error: local task 0: CPU 1000 of the planned CPUs 0,1000 is outside the CPUs "
         "this task may use here" in out.stderr
     )
 
