@@ -212,7 +212,7 @@ def test_unknown_layout_fails_the_step(spank3: SlurmCluster) -> None:
     assert len([ln for ln in plugin_lines if "unknown layout" in ln]) == 1
     bad_opt = srun(spank3, "-n1", "--topobind=spread:frob=2", str(WHEREAMI))
     assert bad_opt.returncode != 0 and bad_opt.stdout == ""
-    assert "srun: error: topobind: unrecognized arguments: --frob 2" in bad_opt.stderr
+    assert "srun: error: topobind: unrecognized arguments: --frob=2 " in bad_opt.stderr
 
 
 @pytest.mark.slow
