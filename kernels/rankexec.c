@@ -4,32 +4,16 @@
  *   rankexec FILE [--] PROGRAM [ARGS...]
  *
  * `topobind run` writes FILE once, on the batch host, in its 0700 scratch directory; every
- * rank of the job runs `rankexec FILE PROGRAM ...`, which picks the line of its local rank
- * (OMPI_COMM_WORLD_LOCAL_RANK, PMIX_LOCAL_RANK, SLURM_LOCALID, in that order: an mpirun inside
- * sbatch passes the batch step's SLURM_LOCALID=0 to every rank), exports that line's
- * variables and execs PROGRAM. No interpreter, one open(2) and one read(2) of FILE.
+ * rank of the job runs `rankexec FILE PROGRAM ...`, which picks the line of its local rank,
+ * applies it and execs PROGRAM. No interpreter, one open(2) and one read(2) of FILE.
  *
- * FILE (text, "topobind-rankexec 1" or "topobind-rankexec 2" on its first line):
- *   # comment
- *   %sample DIR MS       optional: sample where this rank's threads run MS ms after start
- *   @*                   the lines that follow apply to every host (the default group)
- *   @node1,node2         the lines that follow apply to these hosts only (per-node plans)
- *   0<TAB>NAME=VALUE<TAB>NAME=VALUE...   local rank 0's variables (values hold no TAB/NL)
- *   0<TAB>%cpus=0-3<TAB>NAME=VALUE...    (version 2) also bind the rank to these OS CPUs
- *                        (sched_setaffinity) before the exec: a launcher that binds
- *                        nothing (srun --cpu-bind=none) over nodes that differ
- *   0<TAB>%mem=bind:0-1<TAB>%thp=off<TAB>%preload=/path/lib.so<TAB>NAME=VALUE...
- *                        (version 3) the rank's memory: set_mempolicy (bind, interleave,
- *                        preferred over the listed NUMA nodes) before the exec, which keeps
- *                        it; %thp=off: prctl(PR_SET_THP_DISABLE), also kept across exec;
- *                        %preload: put the library first in LD_PRELOAD (the hugepage shim)
- *
- * A host takes the group naming it (its host name, or that name up to the first '.'), else
- * the "@*" group; with neither, the group naming SLURMD_NODENAME (Slurm's node name). FILE
- * must be a regular file owned by the user running rankexec and not writable by group or
- * others (per-rank environment from a file someone else can change would be a way into every
- * job): otherwise rankexec refuses it and exits 125, as it does for a rank the file does not
- * plan.
+ * FILE's format, which line a rank takes, and the refusals (one line, exit 125): the one
+ * reference is docs/step-file.md. The line is applied by the step library (tb_step_apply,
+ * common/tb_step.c: binding, memory policy and THP, each read back; variables), as the SPANK
+ * plugin applies it. FILE must be a regular file owned by the user running rankexec and not
+ * writable by group or others (per-rank environment from a file someone else can change
+ * would be a way into every job). Built for the architecture's baseline (Makefile,
+ * STEP_CFLAGS): it runs on every node of a job.
  *
  * With %sample, a detached process (double fork: not a child of the program) waits MS ms,
  * finds the program and its descendants (one pass over /proc: a wrapper such as
@@ -52,9 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,19 +69,32 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
     exit(EXIT_STEP);
 }
 
-static long env_number(const char *const *names)
+/* The first of NAMES that is set: its value, a number >= 0; -1 when none is set. STRICT: a
+ * launcher's rank variable that is set but is no plain decimal number (OMPI_COMM_WORLD_LOCAL_RANK=
+ * holding a Unicode digit, "1x", "-1") is an error, not a reason to take the next variable or
+ * rank 0's line. */
+#define MAX_RANK 100000000L
+static long env_number_of(const char *const *names, int strict)
 {
     for (int i = 0; names[i]; i++) {
         const char *v = getenv(names[i]);
         if (v && *v) {
             char *end;
+            errno = 0;
             long n = strtol(v, &end, 10);
-            if (*end == '\0' && n >= 0)
+            if (*end == '\0' && n >= 0 && n <= MAX_RANK && !errno && *v >= '0' && *v <= '9')
                 return n;
+            if (strict)
+                fail("%s=%.40s is not a rank number (0 .. %ld): the launcher's variable is "
+                     "unreadable; unset it or launch through topobind run", names[i], v,
+                     MAX_RANK);
         }
     }
     return -1;
 }
+
+static long env_number(const char *const *names) { return env_number_of(names, 0); }
+static long env_rank(const char *const *names) { return env_number_of(names, 1); }
 
 /* Read FILE after checking, on the open descriptor, who owns it and who may write it. Opened
    non-blocking, so a FIFO does not block the open; blocking again once it is known to be a
@@ -152,129 +147,33 @@ static tb_step_choice choose(char *text, const char *path, const char *host, lon
     return c; /* c.line NULL: no line for this rank on this host */
 }
 
-/* Bind this process (the rank, before its exec) to the OS CPUs of LIST. */
-static void bind_to(const char *list, long rank)
+/* The step library's way into this process's environment (LD_PRELOAD: the shim first). */
+static int export_env(void *ctx, const char *name, const char *value, int prepend, char *err,
+                      size_t errlen)
 {
-    int *cpus = NULL;
-    int n = tb_list_parse(list, &cpus);
-    if (n <= 0)
-        fail("local rank %ld: malformed CPU list %.40s", rank, list);
-    int top = 0;
-    for (int i = 0; i < n; i++)
-        top = cpus[i] > top ? cpus[i] : top;
-    /* sched_getaffinity(2) refuses (EINVAL) a mask smaller than the kernel's CPU count: at
-       least 1024 CPUs, as tb_step_bind() does (a 256-PU node binding a rank to CPUs 0-3) */
-    size_t count = (size_t)top + 1 > 1024 ? (size_t)top + 1 : 1024;
-    cpu_set_t *set = CPU_ALLOC(count);
-    size_t size = CPU_ALLOC_SIZE(count);
-    if (!set)
-        fail("out of memory");
-    CPU_ZERO_S(size, set);
-    for (int i = 0; i < n; i++)
-        CPU_SET_S((size_t)cpus[i], size, set);
-    if (sched_setaffinity(0, size, set) != 0)
-        fail("cannot bind local rank %ld to CPUs %.40s: %s (CPUs this job does not hold here?)",
-             rank, list, strerror(errno));
-    /* The kernel keeps the CPUs of the mask it can use and drops the others without a word:
-       every CPU of the line must be in the mask it kept. */
-    CPU_ZERO_S(size, set);
-    if (sched_getaffinity(0, size, set) != 0)
-        fail("cannot read local rank %ld's binding: %s", rank, strerror(errno));
-    for (int i = 0; i < n; i++)
-        if (!CPU_ISSET_S((size_t)cpus[i], size, set))
-            fail("cannot bind local rank %ld to CPUs %.40s: CPU %d is not available here "
-                 "(offline, or a CPU this job does not hold here?)",
-                 rank, list, cpus[i]);
-    CPU_FREE(set);
-    free(cpus);
-}
-
-/* ---------------------------------------------------------------- memory (version 3) */
-#define TB_MPOL_PREFERRED 1
-#define TB_MPOL_BIND 2
-#define TB_MPOL_INTERLEAVE 3
-#define TB_MPOL_PREFERRED_MANY 5
-#define TB_MAX_NODES 1024
-
-/* set_mempolicy(2) by its raw system call (no libnuma): MODE over the NUMA nodes of LIST. */
-static void set_policy(const char *spec, long rank)
-{
-    const char *colon = strchr(spec, ':');
-    int mode = strncmp(spec, "bind:", 5) == 0         ? TB_MPOL_BIND
-               : strncmp(spec, "interleave:", 11) == 0 ? TB_MPOL_INTERLEAVE
-               : strncmp(spec, "preferred:", 10) == 0  ? TB_MPOL_PREFERRED_MANY
-                                                       : -1;
-    int *nodes = NULL;
-    int n = colon ? tb_list_parse(colon + 1, &nodes) : 0;
-    if (mode < 0 || n <= 0)
-        fail("local rank %ld: malformed memory policy %.40s", rank, spec);
-    unsigned long mask[TB_MAX_NODES / (8 * sizeof(unsigned long))] = {0};
-    const size_t bits = 8 * sizeof(unsigned long);
-    for (int i = 0; i < n; i++) {
-        if (nodes[i] < 0 || nodes[i] >= TB_MAX_NODES)
-            fail("local rank %ld: NUMA node %d out of range", rank, nodes[i]);
-        mask[(size_t)nodes[i] / bits] |= 1UL << ((size_t)nodes[i] % bits);
-    }
-    long rc = syscall(SYS_set_mempolicy, mode, mask, (unsigned long)TB_MAX_NODES + 1);
-    if (rc != 0 && mode == TB_MPOL_PREFERRED_MANY && errno == EINVAL) {
-        /* kernels before 5.15: one preferred node, the first */
-        unsigned long first[TB_MAX_NODES / (8 * sizeof(unsigned long))] = {0};
-        first[(size_t)nodes[0] / bits] = 1UL << ((size_t)nodes[0] % bits);
-        rc = syscall(SYS_set_mempolicy, TB_MPOL_PREFERRED, first, (unsigned long)TB_MAX_NODES + 1);
-    }
-    if (rc != 0)
-        fail("cannot set local rank %ld's memory policy %.40s: %s (NUMA nodes this job does "
-             "not hold here?)", rank, spec, strerror(errno));
-    free(nodes);
-}
-
-/* LIB first in LD_PRELOAD, before what the user preloads. */
-static void preload(const char *lib)
-{
-    const char *old = getenv("LD_PRELOAD");
+    (void)ctx;
     char buf[8192];
-    if (old && *old)
-        snprintf(buf, sizeof buf, "%s:%s", lib, old);
-    else
-        snprintf(buf, sizeof buf, "%s", lib);
-    if (setenv("LD_PRELOAD", buf, 1) != 0)
-        fail("cannot set LD_PRELOAD: %s", strerror(errno));
-}
-
-/* One field of the rank's line (tb_step_fields): %cpus=, the version-3 memory fields, or a
- * variable to export. */
-static int apply_field(void *ctx, const char *name, const char *value, int directive, char *err,
-                       size_t errlen)
-{
-    long rank = *(const long *)ctx;
-    (void)err;
-    (void)errlen;
-    if (!directive) {
-        if (setenv(name, value, 1) != 0)
-            fail("cannot set %s: %s", name, strerror(errno));
-    } else if (strcmp(name, "cpus") == 0)
-        bind_to(value, rank);
-    else if (strcmp(name, "mem") == 0)
-        set_policy(value, rank);
-    else if (strcmp(name, "thp") == 0) {
-        if (strcmp(value, "off") != 0)
-            fail("local rank %ld: unknown THP setting %%thp=%.40s (only %%thp=off)", rank, value);
-        if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
-            fail("local rank %ld: cannot turn transparent huge pages off: %s", rank,
-                 strerror(errno));
-    } else if (strcmp(name, "preload") == 0)
-        preload(value);
-    else
-        fail("local rank %ld: unknown field %%%.40s (a step file newer than this rankexec?)",
-             rank, name);
+    const char *old = prepend ? getenv(name) : NULL;
+    if (old && *old) {
+        if ((size_t)snprintf(buf, sizeof buf, "%s:%s", value, old) >= sizeof buf) {
+            snprintf(err, errlen, "%.40s would be longer than %zu bytes", name, sizeof buf);
+            return -1;
+        }
+        value = buf;
+    }
+    if (setenv(name, value, 1) != 0) {
+        snprintf(err, errlen, "cannot set %.60s: %s", name, strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
+/* The rank's line applied by the step library: binding, memory policy, THP, variables. */
 static void export_line(char *line, long rank)
 {
-    char err[256];
-    if (tb_step_fields(line, apply_field, &rank, err, sizeof err) != 0)
-        fail("%s", err);
+    char err[512];
+    if (tb_step_apply(line, export_env, NULL, err, sizeof err) != 0)
+        fail("local rank %ld: %s", rank, err);
 }
 
 /* ---------------------------------------------------------------- sampler */
@@ -441,6 +340,7 @@ static int thread_json(FILE *f, const proc_t *proc, int tid, long rank, int inde
 }
 
 /* ---------------------------------------------------------------- memory sample */
+#define TB_MAX_NODES 1024 /* NUMA nodes counted in a memory sample */
 #define LARGE_BYTES (64ULL << 20) /* a "large" mapping: the shim's threshold */
 #define MAX_LARGE 32
 #define MAX_PAGE_SIZES 8
@@ -619,8 +519,13 @@ static void sample_path(char *path, size_t len, const char *dir, const char *hos
 static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, const char *host)
 {
     long want = env_number((const char *const[]){"OMP_NUM_THREADS", NULL});
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    /* MS is bounded (tb_step_choose); the wait ends early when the program does: no sampler
+       sleeps on after its program */
+    for (long slept = 0; slept < ms && parent_of(pid, NULL, 0) >= 0; slept += 100) {
+        long step = ms - slept < 100 ? ms - slept : 100;
+        struct timespec ts = {0, step * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     static snap_t best, now;
     int alive = snapshot(pid, rank, host, &best);
     long waited = 0;
@@ -667,9 +572,9 @@ static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, c
 static void start_sampler(const tb_step_choice *c, long rank, const char *host)
 {
     pid_t self = getpid();
-    long global = env_number(RANK_VARS);
-    long ranks = env_number((const char *const[]){"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE",
-                                                   "PMI_SIZE", "SLURM_NTASKS", NULL});
+    long global = env_rank(RANK_VARS);
+    long ranks = env_rank((const char *const[]){"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
+                                                "SLURM_NTASKS", NULL});
     pid_t child = fork();
     if (child < 0)
         fail("cannot fork the sampler: %s", strerror(errno));
@@ -703,7 +608,7 @@ int main(int argc, char **argv)
         prog++;
     if (prog >= argc)
         fail("no program given after %s", argv[1]);
-    long rank = env_number(LOCAL_VARS);
+    long rank = env_rank(LOCAL_VARS);
     if (rank < 0)
         rank = 0; /* no launcher variable: a single process */
     char host[256] = "localhost";

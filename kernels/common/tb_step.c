@@ -53,7 +53,18 @@ int tb_step_choose(char *text, const char *host, long rank, tb_step_choice *out,
             }
             *ms = '\0';
             c.sample_dir = dir + 1;
-            c.sample_ms = strtol(ms + 1, NULL, 10);
+            char *end;
+            errno = 0;
+            c.sample_ms = strtol(ms + 1, &end, 10);
+            /* the directory topobind made (absolute, never "" or "/": a root sampler would
+               write into /), and a delay within topobind's --sample-ms bound */
+            if (c.sample_dir[0] != '/' || strspn(c.sample_dir, "/") == strlen(c.sample_dir) ||
+                end == ms + 1 || *end || errno || c.sample_ms < 0 ||
+                c.sample_ms > TB_STEP_MAX_SAMPLE_MS) {
+                snprintf(err, errlen, "malformed %%sample line (%%sample DIR MS: DIR an absolute "
+                         "directory, not /; MS 0 .. %d)", TB_STEP_MAX_SAMPLE_MS);
+                return -1;
+            }
             continue;
         }
         if (line[0] == '@') {
@@ -135,7 +146,7 @@ int tb_step_bind(const char *list, char *err, size_t errlen)
     for (int i = 0; i < n; i++)
         if (!CPU_ISSET_S((size_t)cpus[i], size, got)) {
             snprintf(err, errlen,
-                     "CPU %d of the planned %.60s is outside the CPUs this task may use here "
+                     "CPU %d of the planned CPUs %.60s is outside the CPUs this task may use here "
                      "(cgroup cpuset or offline)",
                      cpus[i], list);
             goto out;
@@ -153,6 +164,70 @@ enum { TB_MPOL_PREFERRED = 1, TB_MPOL_BIND = 2, TB_MPOL_INTERLEAVE = 3,
        TB_MPOL_PREFERRED_MANY = 5 };
 #define TB_MAX_NUMA 1024
 #define TB_LONG_BITS (8 * sizeof(unsigned long))
+
+/* The nodes of MASK as a list "0,5" (at most LEN bytes, "..." when cut). */
+static void mask_list(const unsigned long *mask, char *out, size_t len)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    for (size_t n = 0; n < TB_MAX_NUMA && o + 1 < len; n++)
+        if (mask[n / TB_LONG_BITS] & (1UL << (n % TB_LONG_BITS))) {
+            int w = snprintf(out + o, len - o, "%s%zu", o ? "," : "", n);
+            if (w < 0 || (size_t)w >= len - o) {
+                snprintf(out + (len > 4 ? len - 4 : 0), len > 4 ? 4 : len, "...");
+                return;
+            }
+            o += (size_t)w;
+        }
+}
+
+static const char *mode_name(int mode)
+{
+    switch (mode) {
+    case TB_MPOL_BIND: return "bind";
+    case TB_MPOL_INTERLEAVE: return "interleave";
+    case TB_MPOL_PREFERRED: return "preferred";
+    case TB_MPOL_PREFERRED_MANY: return "preferred";
+    case 0: return "default";
+    case 4: return "local";
+    default: return "another mode";
+    }
+}
+
+/* The kernel keeps the nodes of the mask that exist and that this task may use (cpuset) and
+ * drops the others without a word (set_mempolicy fails only when none is left): read the
+ * policy back (get_mempolicy) and refuse one that is not the one asked for. */
+static int check_policy(const char *spec, int mode, const unsigned long *want, char *err,
+                        size_t errlen)
+{
+    unsigned long got[TB_MAX_NUMA / TB_LONG_BITS] = {0};
+    int now = -1;
+    if (syscall(SYS_get_mempolicy, &now, got, (unsigned long)TB_MAX_NUMA + 1, NULL, 0UL) != 0) {
+        snprintf(err, errlen, "cannot read back the memory policy %.40s: %s", spec,
+                 strerror(errno));
+        return -1;
+    }
+    now &= ~(1 << 15 | 1 << 14 | 1 << 13); /* MPOL_F_STATIC_NODES and the other mode flags */
+    unsigned long lost[TB_MAX_NUMA / TB_LONG_BITS] = {0};
+    int differs = now != mode;
+    for (size_t i = 0; i < TB_MAX_NUMA / TB_LONG_BITS; i++) {
+        lost[i] = want[i] & ~got[i];
+        differs |= want[i] != got[i];
+    }
+    if (!differs)
+        return 0;
+    char dropped[96], kept[96];
+    mask_list(lost, dropped, sizeof dropped);
+    mask_list(got, kept, sizeof kept);
+    if (dropped[0])
+        snprintf(err, errlen, "memory policy %.40s: the kernel dropped NUMA node%s %s (not on "
+                 "this node, or not allowed to this task: cpuset) and kept %s:%s; refused",
+                 spec, strchr(dropped, ',') ? "s" : "", dropped, mode_name(now), kept);
+    else
+        snprintf(err, errlen, "memory policy %.40s: the kernel set %s:%s instead; refused", spec,
+                 mode_name(now), kept);
+    return -1;
+}
 
 int tb_step_mempolicy(const char *spec, char *err, size_t errlen)
 {
@@ -184,16 +259,18 @@ int tb_step_mempolicy(const char *spec, char *err, size_t errlen)
     }
     long r = syscall(SYS_set_mempolicy, mode, mask, (unsigned long)TB_MAX_NUMA + 1);
     if (r != 0 && mode == TB_MPOL_PREFERRED_MANY && errno == EINVAL) {
-        unsigned long first[TB_MAX_NUMA / TB_LONG_BITS] = {0}; /* before Linux 5.15 */
-        first[(size_t)nodes[0] / TB_LONG_BITS] = 1UL << ((size_t)nodes[0] % TB_LONG_BITS);
-        r = syscall(SYS_set_mempolicy, TB_MPOL_PREFERRED, first, (unsigned long)TB_MAX_NUMA + 1);
+        /* before Linux 5.15: one preferred node, the first (what is then read back) */
+        memset(mask, 0, sizeof mask);
+        mask[(size_t)nodes[0] / TB_LONG_BITS] = 1UL << ((size_t)nodes[0] % TB_LONG_BITS);
+        mode = TB_MPOL_PREFERRED;
+        r = syscall(SYS_set_mempolicy, mode, mask, (unsigned long)TB_MAX_NUMA + 1);
     }
     if (r != 0) {
         snprintf(err, errlen, "cannot set the memory policy %.40s: %s (NUMA nodes this task "
                  "may not use here?)", spec, strerror(errno));
         goto out;
     }
-    rc = 0;
+    rc = check_policy(spec, mode, mask, err, errlen);
 out:
     free(nodes);
     return rc;
@@ -210,4 +287,35 @@ int tb_step_thp(const char *value, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------ one rank's line */
+typedef struct {
+    tb_step_setenv_fn setenv_fn;
+    void *ctx;
+} apply_ctx;
+
+static int apply_field(void *ctx, const char *name, const char *value, int directive, char *err,
+                       size_t errlen)
+{
+    apply_ctx *a = ctx;
+    if (!directive)
+        return a->setenv_fn(a->ctx, name, value, 0, err, errlen);
+    if (strcmp(name, "cpus") == 0)
+        return tb_step_bind(value, err, errlen);
+    if (strcmp(name, "mem") == 0)
+        return tb_step_mempolicy(value, err, errlen);
+    if (strcmp(name, "thp") == 0)
+        return tb_step_thp(value, err, errlen);
+    if (strcmp(name, "preload") == 0)
+        return a->setenv_fn(a->ctx, "LD_PRELOAD", value, 1, err, errlen);
+    snprintf(err, errlen, "unknown field %%%.40s (a step file newer than this step: rebuild it "
+             "with this topobind)", name);
+    return -1;
+}
+
+int tb_step_apply(char *line, tb_step_setenv_fn setenv_fn, void *ctx, char *err, size_t errlen)
+{
+    apply_ctx a = {setenv_fn, ctx};
+    return tb_step_fields(line, apply_field, &a, err, errlen);
 }

@@ -1,8 +1,9 @@
 /*
- * tb_step.h - the per-rank step file ("topobind-rankexec 1" / "topobind-rankexec 2", written
- * by topobind: launch.py rank_step_text/groups_step_text, `topobind plan --format rankexec`)
- * read from memory: find the line of a local rank for a host, walk its fields, bind to a
- * %cpus= list. No exit, no output: errors come back as text for the caller to report.
+ * tb_step.h - the per-rank step: the step file (format: docs/step-file.md; written by
+ * topobind's launch/build.py and `topobind plan --format rankexec`) read from memory: find the
+ * line of a local rank for a host, and apply it (tb_step_apply: binding, memory policy, THP,
+ * each read back; variables through the caller). No exit, no output: errors come back as
+ * text for the caller to report.
  * Used by the SPANK plugin (launchers/spank/topobind_spank.c) and by the per-rank step
  * kernels/rankexec.c.
  */
@@ -11,9 +12,11 @@
 
 #include <stddef.h>
 
+#define TB_STEP_MAX_SAMPLE_MS 600000 /* topobind run --sample-ms: 0 .. 600000 */
+
 typedef struct {
     char *line;       /* "RANK\tFIELD\tFIELD..." of the rank (points into the text), or NULL */
-    char *sample_dir; /* %sample DIR MS, when present */
+    char *sample_dir; /* %sample DIR MS, when present (DIR absolute, not "/"; MS bounded) */
     long sample_ms;
 } tb_step_choice;
 
@@ -37,9 +40,22 @@ int tb_step_fields(char *line, tb_step_field_fn fn, void *ctx, char *err, size_t
  *                                       exec (preferred over several nodes needs Linux 5.15;
  *                                       before, the first node is preferred);
  * %thp=off                              prctl(PR_SET_THP_DISABLE), kept across exec.
- * 0, or -1 with ERR. (%preload=LIB is an environment change: the caller's.) */
+ * The policy is read back (get_mempolicy): a node the kernel dropped (one that does not exist
+ * or that the task's cpuset does not allow) fails it. 0, or -1 with ERR. */
 int tb_step_mempolicy(const char *spec, char *err, size_t errlen);
 int tb_step_thp(const char *value, char *err, size_t errlen);
+
+/* Export NAME=VALUE into the rank's environment (PREPEND: put VALUE first in the ':' list
+ * NAME already holds, before what the user set: LD_PRELOAD). 0, or -1 with ERR. */
+typedef int (*tb_step_setenv_fn)(void *ctx, const char *name, const char *value, int prepend,
+                                 char *err, size_t errlen);
+
+/* The per-rank step: apply the fields of a rank's LINE (cut in place) to the calling process,
+ * in their order: %cpus= (tb_step_bind), %mem= (tb_step_mempolicy), %thp=off (tb_step_thp),
+ * %preload=LIB (LIB first in LD_PRELOAD, through SETENV_FN), NAME=VALUE (SETENV_FN). The
+ * binding and the memory policy are read back: what the kernel narrowed is refused. Used by
+ * rankexec and the SPANK plugin alike. 0, or -1 with ERR (one line). */
+int tb_step_apply(char *line, tb_step_setenv_fn setenv_fn, void *ctx, char *err, size_t errlen);
 
 /* Bind the calling thread to the OS CPUs of LIST ("0-3,8"), then read the mask back: -1 with
  * ERR when the list is malformed, or any CPU of it is not allowed here (cgroup cpuset,

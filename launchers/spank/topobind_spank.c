@@ -29,6 +29,7 @@
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 
+#include "spank_option.h"
 #include "tb_step.h"
 
 #include <dlfcn.h>
@@ -49,9 +50,7 @@
 #pragma GCC visibility push(default)
 SPANK_PLUGIN(topobind, 1);
 
-#define MAX_OPT 512
 #define MAX_PLAN (16 << 20)
-#define MAX_ARGS 64
 #define ERR_LEN 1024
 #define PLAN_TIMEOUT_MS 120000
 
@@ -96,82 +95,11 @@ __attribute__((constructor)) static void check_slurm_version(void)
 }
 
 /* ------------------------------------------------------------ the option */
-static int word_ok(const char *s, size_t n, const char *extra)
-{
-    if (n == 0)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
-              strchr(extra, s[i])))
-            return 0;
-    return 1;
-}
-
-/* The length of LAYOUT in ARG: up to the first ':', or past a ':N' size (l3-groups:32). */
-static size_t layout_len(const char *arg)
-{
-    size_t n = strcspn(arg, ":");
-    if (arg[n] == ':' && arg[n + 1] >= '0' && arg[n + 1] <= '9') {
-        n++;
-        while (arg[n] >= '0' && arg[n] <= '9')
-            n++;
-    }
-    return n;
-}
-
-/* What the plugin sets itself (from the step, or to read the output): an option NAME equal to
- * one of these, or a prefix of one (argparse takes --top for --topology), is refused. */
-static const char *const RESERVED[] = {"ranks", "slurm-cores", "topology", "format", "layout",
-                                       "check", "rankfile", "force", "host", "help", NULL};
-
-static int reserved(const char *name, size_t n)
-{
-    for (int i = 0; RESERVED[i]; i++)
-        if (strncmp(RESERVED[i], name, n) == 0)
-            return 1;
-    return 0;
-}
-
-/* LAYOUT[:NAME[=VALUE][,NAME[=VALUE]...]]: names and values from a small alphabet (each
- * becomes one argv word of topobind; no shell). 0, or -1 with ERR. */
-static int check_option(const char *arg, char *err, size_t errlen)
-{
-    size_t n = strlen(arg);
-    size_t lay = layout_len(arg);
-    if (n > MAX_OPT || !word_ok(arg, lay, ":")) {
-        snprintf(err, errlen,
-                 "--topobind=%.80s: give LAYOUT[:NAME=VALUE,...], e.g. "
-                 "--topobind=every-other-core or --topobind=spread:threads=2",
-                 arg);
-        return -1;
-    }
-    for (const char *p = arg + lay; *p;) {
-        p++; /* ':' or ',' */
-        size_t len = strcspn(p, ",");
-        size_t name = strcspn(p, ",=");
-        if (!word_ok(p, name, "") || (name < len && !word_ok(p + name + 1, len - name - 1,
-                                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ_.:/+"))) {
-            snprintf(err, errlen, "--topobind=%.80s: option '%.*s' is not NAME or NAME=VALUE", arg,
-                     (int)len, p);
-            return -1;
-        }
-        if (reserved(p, name)) {
-            snprintf(err, errlen,
-                     "--topobind=%.80s: option '%.*s' is set by the plugin from the step "
-                     "(ranks: the tasks, cores: the step's, the topology: plugstack.conf)",
-                     arg, (int)name, p);
-            return -1;
-        }
-        p += len;
-    }
-    return 0;
-}
-
 static int option_cb(int val, const char *optarg, int remote)
 {
     (void)val;
     char err[ERR_LEN];
-    if (!optarg || check_option(optarg, err, sizeof err) != 0) {
+    if (!optarg || tb_option_check(optarg, err, sizeof err) != 0) {
         if (!optarg)
             snprintf(err, sizeof err, "--topobind needs a layout");
         if (!remote)
@@ -213,27 +141,6 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 }
 
 /* ------------------------------------------------------------ planning, once per node */
-typedef struct {
-    char *argv[MAX_ARGS + 1];
-    int argc;
-    char words[MAX_OPT + 256];
-    size_t used;
-} argv_t;
-
-static void add(argv_t *a, const char *s, size_t n)
-{
-    if (a->argc >= MAX_ARGS || a->used + n + 1 > sizeof a->words)
-        return; /* bounded by MAX_OPT: cannot happen for an option that passed the check */
-    char *w = a->words + a->used;
-    memcpy(w, s, n);
-    w[n] = '\0';
-    a->used += n + 1;
-    a->argv[a->argc++] = w;
-    a->argv[a->argc] = NULL;
-}
-
-static void add_s(argv_t *a, const char *s) { add(a, s, strlen(s)); }
-
 /* Read the child's stdout (the plan) and stderr (its message) until both close; bounded in
  * size and time. */
 static int collect(int out, int err, pid_t pid, char **text, char *msg, size_t msglen)
@@ -311,10 +218,16 @@ static void error_line(const char *msg, char *out, size_t outlen)
 
 /* Run topobind (argv A) as the user, its output into *TEXT; 0, or -1 with ERRLINE (its
  * error line, or why it could not run). ENOENT: *missing set (the command is not here). */
-static int run_topobind(argv_t *a, char **text, char *errline, size_t errlen, int *missing)
+static int run_topobind(tb_argv *a, char **text, char *errline, size_t errlen, int *missing)
 {
     int out[2], err[2];
     *text = NULL;
+    if (a->full) {
+        snprintf(errline, errlen, "topobind: error: the topobind command is longer than %d words "
+                 "or %zu bytes (plugstack.conf's topobind= or topology=?)", TB_OPT_MAX_ARGS,
+                 sizeof a->words);
+        return -1;
+    }
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
         snprintf(errline, errlen, "topobind: error: pipe: %s", strerror(errno));
         return -1;
@@ -368,7 +281,7 @@ static int run_topobind(argv_t *a, char **text, char *errline, size_t errlen, in
     return rc;
 }
 
-static void run_planner(argv_t *a)
+static void run_planner(tb_argv *a)
 {
     char *text = NULL;
     if (run_topobind(a, &text, plan_error, sizeof plan_error, NULL) != 0)
@@ -385,28 +298,6 @@ static void run_planner(argv_t *a)
     plan_text = text;
 }
 
-/* --layout LAYOUT and --NAME [VALUE] for each option; whether threads= was given. */
-static int add_layout_args(argv_t *a, const char *opt)
-{
-    const char *p = opt;
-    size_t lay = layout_len(p);
-    add_s(a, "--layout");
-    add(a, p, lay);
-    int threads_given = 0;
-    for (p += lay; *p;) {
-        p++;
-        size_t len = strcspn(p, ","), name = strcspn(p, ",=");
-        char flag[80];
-        snprintf(flag, sizeof flag, "--%.*s", (int)(name < 70 ? name : 70), p);
-        threads_given |= strcmp(flag, "--threads") == 0;
-        add_s(a, flag);
-        if (name < len)
-            add(a, p + name + 1, len - name - 1);
-        p += len;
-    }
-    return threads_given;
-}
-
 /* In srun (local context), before anything starts: `topobind plan --check --layout ...`
  * refuses an unknown layout or option with one line. Skipped when topobind is not installed
  * on this host (the nodes still plan, and fail the step on their own). */
@@ -417,11 +308,11 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     (void)av;
     if (spank_context() != S_CTX_LOCAL || !opt_value || !srun_check)
         return 0;
-    argv_t a = {0};
-    add_s(&a, topobind_cmd);
-    add_s(&a, "plan");
-    add_s(&a, "--check");
-    add_layout_args(&a, opt_value);
+    tb_argv a = {0};
+    tb_argv_add_s(&a, topobind_cmd);
+    tb_argv_add_s(&a, "plan");
+    tb_argv_add_s(&a, "--check");
+    tb_option_args(&a, opt_value);
     char *text = NULL, line[ERR_LEN];
     int missing = 0;
     if (run_topobind(&a, &text, line, sizeof line, &missing) == 0 || missing) {
@@ -476,24 +367,24 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
                  "on this node");
         return 0;
     }
-    argv_t a = {0};
+    tb_argv a = {0};
     char num[32], topo[1100];
-    add_s(&a, topobind_cmd);
-    add_s(&a, "plan");
-    add_s(&a, "--topology");
-    add_s(&a, topology_here(topo, sizeof topo));
-    add_s(&a, "--format");
-    add_s(&a, "rankexec");
-    add_s(&a, "--slurm-cores");
-    add_s(&a, cores);
+    tb_argv_add_s(&a, topobind_cmd);
+    tb_argv_add_s(&a, "plan");
+    tb_argv_add_s(&a, "--topology");
+    tb_argv_add_s(&a, topology_here(topo, sizeof topo));
+    tb_argv_add_s(&a, "--format");
+    tb_argv_add_s(&a, "rankexec");
+    tb_argv_add_s(&a, "--slurm-cores");
+    tb_argv_add_s(&a, cores);
     snprintf(num, sizeof num, "%u", tasks);
-    add_s(&a, "--ranks");
-    add_s(&a, num);
-    int threads_given = add_layout_args(&a, opt_value);
+    tb_argv_add_s(&a, "--ranks");
+    tb_argv_add_s(&a, num);
+    int threads_given = tb_option_args(&a, opt_value);
     if (!threads_given) {
         snprintf(num, sizeof num, "%u", cpt ? cpt : 1);
-        add_s(&a, "--threads");
-        add_s(&a, num);
+        tb_argv_add_s(&a, "--threads");
+        tb_argv_add_s(&a, num);
     }
     run_planner(&a);
     plan_us = (long)(now_us() - start);
@@ -505,36 +396,16 @@ typedef struct {
     spank_t sp;
 } task_ctx;
 
-/* %preload=LIB: LIB first in the task's LD_PRELOAD, before what the user preloads. */
-static int preload(spank_t sp, const char *lib, char *err, size_t errlen)
-{
-    char old[4096], both[8192];
-    if (spank_getenv(sp, "LD_PRELOAD", old, sizeof old) != ESPANK_SUCCESS)
-        old[0] = '\0';
-    snprintf(both, sizeof both, old[0] ? "%s:%s" : "%s", lib, old);
-    if (spank_setenv(sp, "LD_PRELOAD", both, 1) != ESPANK_SUCCESS) {
-        snprintf(err, errlen, "cannot set LD_PRELOAD in the task's environment");
-        return -1;
-    }
-    return 0;
-}
-
-static int apply_field(void *ctx, const char *name, const char *value, int directive, char *err,
-                       size_t errlen)
+/* The step library's way into the task's environment (LD_PRELOAD: the shim first, before
+ * what the user preloads). */
+static int task_env(void *ctx, const char *name, const char *value, int prepend, char *err,
+                    size_t errlen)
 {
     task_ctx *t = ctx;
-    if (directive) {
-        if (strcmp(name, "cpus") == 0)
-            return tb_step_bind(value, err, errlen);
-        if (strcmp(name, "mem") == 0)
-            return tb_step_mempolicy(value, err, errlen);
-        if (strcmp(name, "thp") == 0)
-            return tb_step_thp(value, err, errlen);
-        if (strcmp(name, "preload") == 0)
-            return preload(t->sp, value, err, errlen);
-        snprintf(err, errlen, "the step file's field %%%.20s is newer than this plugin: rebuild "
-                 "it with this topobind", name);
-        return -1;
+    char old[4096], both[8192];
+    if (prepend && spank_getenv(t->sp, name, old, sizeof old) == ESPANK_SUCCESS && old[0]) {
+        snprintf(both, sizeof both, "%s:%s", value, old);
+        value = both;
     }
     if (spank_setenv(t->sp, name, value, 1) != ESPANK_SUCCESS) {
         snprintf(err, errlen, "cannot set %.60s in the task's environment", name);
@@ -568,7 +439,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         return -1;
     }
     task_ctx t = {sp};
-    if (tb_step_fields(c.line, apply_field, &t, err, sizeof err) != 0) {
+    if (tb_step_apply(c.line, task_env, &t, err, sizeof err) != 0) {
         fprintf(stderr, "topobind: error: local task %d: %s\n", id, err);
         return -1;
     }

@@ -37,27 +37,35 @@ def run_process(
     """Run ``argv``; stdout (and stderr) captured as text when asked. A command that cannot
     be started raises :class:`CannotRun` (exit 127/126, as a shell says it)."""
 
-    try:
-        proc = subprocess.Popen(
-            list(argv),
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            start_new_session=True,
-            text=True,
-            stdout=subprocess.PIPE if capture else None,
-            stderr=subprocess.PIPE if capture_stderr else None,
-        )
-    except OSError as exc:
-        raise CannotRun(argv[0], exc) from exc
+    proc: subprocess.Popen[str] | None = None
+    got: list[int] = []  # the signals topobind received while the command ran
 
     def stop(signum: int, _frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signum)
+        got.append(signum)
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signum)
 
+    # The handlers come before the start: a Ctrl-C while the command starts is passed on too.
     main = threading.current_thread() is threading.main_thread()
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
     t0 = time.monotonic()
     try:
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                start_new_session=True,
+                text=True,
+                stdout=subprocess.PIPE if capture else None,
+                stderr=subprocess.PIPE if capture_stderr else None,
+            )
+        except OSError as exc:
+            raise CannotRun(argv[0], exc) from exc
+        for s in list(got):  # received while it started
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, s)
         while True:
             left = None if timeout is None else timeout - (time.monotonic() - t0)
             if left is not None and left <= 0:
@@ -77,9 +85,23 @@ def run_process(
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # nothing left running
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # nothing left running
+    _pass_on_late_signal(got, proc.returncode, old)
     return subprocess.CompletedProcess(list(argv), proc.returncode, out or "", err or "")
+
+
+def _pass_on_late_signal(got: list[int], returncode: int, old: dict[int, object]) -> None:
+    """A signal that came when the command had already ended (topobind had not yet seen it
+    end: a loaded machine) reached no process: pass it to the handler the caller had set
+    (e.g. :func:`topobind.interrupt.stop_on_signals` around a launch and the wait after it),
+    so Ctrl-C is not lost. A command that the signal ended reports it in its status."""
+    if not got or returncode in (-got[-1], 128 + got[-1]):
+        return
+    handler = old.get(got[-1])
+    if callable(handler) and handler is not signal.default_int_handler:
+        signal.raise_signal(got[-1])
 
 
 def capture(argv: Sequence[str], timeout: float, what: str) -> tuple[int, str, str]:

@@ -62,7 +62,7 @@ def test_rankexec_refuses_bad_memory_fields(tmp_path: Path) -> None:
     node = max(int(n[4:]) for n in os.listdir("/sys/devices/system/node") if n[4:].isdigit())
     bad = rankexec(step(tmp_path, f"%mem=bind:{node + 1}"), "true")
     assert bad.returncode == 125
-    assert "cannot set local rank 0's memory policy" in bad.stderr
+    assert "local rank 0: cannot set the memory policy" in bad.stderr
     for field in ("%mem=sideways:0", "%mem=bind:", "%thp=maybe"):
         out = rankexec(step(tmp_path, field), "true")
         assert out.returncode == 125 and "topobind rankexec: error" in out.stderr, field

@@ -33,6 +33,7 @@ from topobind.topo.topology import format_list, load, parse_list
 NUMA_VM = REPO / "scripts" / "numa-vm"
 GUEST_BATCH = REPO / "tests" / "numa_vm_guest.py"
 SLEEPER_SRC = REPO / "tests" / "data" / "numa_vm" / "omp_sleep.c"
+CANARY_SRC = REPO / "tests" / "data" / "numa_vm" / "avx2_canary.c"
 BOOT_TIMEOUT = 1500  # s: both guests, boot and batch, on 2 busy cores
 LAST = REPO / "build" / "numa-vm-tests" / "last"  # the last session's results, by shape
 # Sampled well after start-up (a rank's start takes seconds in a guest on a busy machine: a
@@ -151,6 +152,7 @@ def _spec(shape: str, where: Path, sleeper: str) -> dict[str, object]:
     cases: list[dict[str, object]] = [
         {"name": "show", "argv": ["topobind", "show"]},
         {"name": "lstopo", "argv": ["lstopo-no-graphics", "--no-io"]},
+        {"name": "avx2-canary", "argv": [str(where / "avx2_canary")]},
     ]
     cases += [{"name": c.name, "argv": c.argv(sleeper)} for c in SHAPES[shape][1]]
     return {"out": str(where / f"{shape}.json"), "jobs": 6, "cases": cases}
@@ -166,6 +168,8 @@ def guests() -> dict[str, dict[str, dict[str, object]]]:
     try:
         sleeper = where / "omp_sleep"
         subprocess.run(["cc", "-O1", "-std=c11", "-fopenmp", str(SLEEPER_SRC), "-o", str(sleeper)],
+                       check=True, timeout=120)  # fmt: skip
+        subprocess.run(["cc", "-O1", "-mavx2", str(CANARY_SRC), "-o", str(where / "avx2_canary")],
                        check=True, timeout=120)  # fmt: skip
         procs = {}
         start = time.monotonic()
@@ -220,6 +224,16 @@ def test_show_sees_the_shape_live(guests: dict, shape: str) -> None:  # type: ig
     lstopo = str(_case(guests, shape, "lstopo")["stdout"])
     assert lstopo.count("NUMANode") == (4 if shape == "numa4" else 2)
     assert lstopo.count("Package") == (1 if shape == "numa4" else 2)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_avx2_code_dies_in_the_guest_on_any_host(guests: dict, shape: str) -> None:  # type: ignore[type-arg]
+    """The guest's CPU has no AVX (scripts/numa-vm): a binary built with -march=native on the
+    host that runs the tier fails here as it would on an AVX-512 host (where TCG's 'max' CPU
+    lacked AVX-512), so every binary the guest runs must be built for the baseline (the
+    per-rank step is, kernels/common/baseline.mk), whatever the host."""
+    case = _case(guests, shape, "avx2-canary")
+    assert case["status"] == -4, case  # SIGILL
 
 
 CASES = [(shape, c) for shape, (_, launches) in sorted(SHAPES.items()) for c in launches]

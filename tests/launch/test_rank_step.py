@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -378,8 +379,8 @@ def test_the_step_binds_each_rank_where_its_line_says(tmp_path: Path) -> None:
     out = _mask(path)
     assert out.returncode == 125 and out.stdout == ""
     assert out.stderr == (
-        f"topobind rankexec: error: cannot bind local rank 0 to CPUs {last + 4096}: Invalid "
-        "argument (CPUs this job does not hold here?)\n"
+        f"topobind rankexec: error: local rank 0: cannot bind to CPUs {last + 4096}: Invalid "
+        "argument (CPUs outside this task's set?)\n"
     )
 
 
@@ -394,3 +395,94 @@ def test_a_node_named_otherwise_than_its_host_takes_its_slurm_name(tmp_path: Pat
     path = step_file(tmp_path, f"@{host}\n0\tX=host\n@nid0042\n0\tX=slurm-name\n")
     # the host's own name wins over SLURMD_NODENAME
     assert _mask(path, SLURMD_NODENAME="nid0042").stdout.split()[-1] == "host"
+
+
+# ------------------------------------------------------------- memory policy read back
+def _top_node() -> int:
+    nodes = [int(n[4:]) for n in os.listdir("/sys/devices/system/node") if n[4:].isdigit()]
+    return max(nodes)
+
+
+@pytest.mark.parametrize("mode", ["bind", "interleave", "preferred"])
+def test_a_policy_the_kernel_narrows_is_refused(tmp_path: Path, mode: str) -> None:
+    """issue 31 item 2: the kernel drops a NUMA node that does not exist (or that the cpuset
+    does not allow) from set_mempolicy's mask without a word; %mem=interleave:0,5 on a 1-node
+    machine ran as interleave:0 with exit 0. rankexec reads the policy back and refuses."""
+    missing = _top_node() + 5
+    marker = tmp_path / "ran"
+    path = tmp_path / "v3.txt"
+    path.write_text(f"topobind-rankexec 3\n@*\n0\t%mem={mode}:0,{missing}\tX=1\n")
+    path.chmod(0o600)
+    out = rankexec(path, "touch", str(marker))
+    assert out.returncode == 125 and not marker.exists(), out.stderr
+    assert out.stderr == (
+        f"topobind rankexec: error: local rank 0: memory policy {mode}:0,{missing}: the kernel "
+        f"dropped NUMA node {missing} (not on this node, or not allowed to this task: cpuset) "
+        f"and kept {mode}:0; refused\n"
+    )
+    # the planned policy itself runs, and is the one the program has
+    path.write_text(f"topobind-rankexec 3\n@*\n0\t%mem={mode}:0\tX=1\n")
+    ok = rankexec(path, "sh", "-c", "head -1 /proc/self/numa_maps")
+    assert ok.returncode == 0, ok.stderr
+    policy = ok.stdout.split(" file=")[0].split(" ", 1)[1]  # "prefer (many):0" from Linux 5.15
+    assert policy in ({f"{mode}:0"} if mode != "preferred" else {"prefer:0", "prefer (many):0"})
+
+
+# ------------------------------------------------------------- hostile step input (item 8)
+def _sample_step(tmp_path: Path, sample: str) -> Path:
+    path = tmp_path / "sample.txt"
+    path.write_text(f"topobind-rankexec 1\n{sample}\n@*\n0\tX=1\n")
+    path.chmod(0o600)
+    return path
+
+
+@pytest.mark.parametrize(
+    "sample",
+    ["%sample  200", "%sample / 200", "%sample // 200", "%sample rel/dir 200",
+     "%sample {d} 99999999999999999999", "%sample {d} 600001", "%sample {d} -5",
+     "%sample {d} 2x", "%sample {d} "],
+)  # fmt: skip
+def test_a_sample_line_without_a_directory_or_with_a_huge_delay_is_refused(
+    tmp_path: Path, sample: str
+) -> None:
+    """issue 31 item 8: an empty directory made a sampler running as root write into /; a
+    huge delay left a detached sampler sleeping for ever."""
+    before = set(Path("/").glob("sample-*"))
+    marker = tmp_path / "ran"
+    out = rankexec(_sample_step(tmp_path, sample.format(d=tmp_path)), "touch", str(marker))
+    assert out.returncode == 125 and not marker.exists(), out.stderr
+    assert out.stderr == (
+        "topobind rankexec: error: "
+        f"{tmp_path / 'sample.txt'}: malformed %sample line (%sample DIR MS: DIR an absolute "
+        "directory, not /; MS 0 .. 600000)\n"
+    )
+    assert set(Path("/").glob("sample-*")) == before
+
+
+def test_the_sampler_ends_with_its_program(tmp_path: Path) -> None:
+    """The longest delay allowed (10 min) and a program that ends at once: the sampler
+    writes its (empty, 'ended') sample when the program is gone, not 10 minutes later."""
+    out = rankexec(_sample_step(tmp_path, f"%sample {tmp_path} 600000"), "true")
+    assert out.returncode == 0, out.stderr
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob("sample-*.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (sample,) = tmp_path.glob("sample-*.json")
+    doc = json.loads(sample.read_text())
+    assert doc["ended"] is True and doc["placement"] == []
+
+
+@pytest.mark.parametrize("value", ["\u0660", "1x", "-1", " 1", "+1", "99999999999999999999"])
+def test_an_unreadable_local_rank_is_an_error(tmp_path: Path, value: str) -> None:
+    """issue 31 item 8: OMPI_COMM_WORLD_LOCAL_RANK=<Arabic-Indic zero> was skipped, and the
+    rank ran rank 0's line (or, with SLURM_LOCALID set, another variable's)."""
+    path = step_file(tmp_path, "@*\n0\tOMP_PLACES={0}\n1\tOMP_PLACES={1}\n")
+    marker = tmp_path / "ran"
+    for extra in ({}, {"SLURM_LOCALID": "1"}):
+        out = rankexec(path, "touch", str(marker), OMPI_COMM_WORLD_LOCAL_RANK=value, **extra)
+        assert out.returncode == 125 and not marker.exists(), out.stderr
+        assert out.stderr == (
+            f"topobind rankexec: error: OMPI_COMM_WORLD_LOCAL_RANK={value} is not a rank number "
+            "(0 .. 100000000): the launcher's variable is unreadable; unset it or launch "
+            "through topobind run\n"
+        )

@@ -212,7 +212,7 @@ def test_unknown_layout_fails_the_step(spank3: SlurmCluster) -> None:
     assert len([ln for ln in plugin_lines if "unknown layout" in ln]) == 1
     bad_opt = srun(spank3, "-n1", "--topobind=spread:frob=2", str(WHEREAMI))
     assert bad_opt.returncode != 0 and bad_opt.stdout == ""
-    assert "srun: error: topobind: unrecognized arguments: --frob 2" in bad_opt.stderr
+    assert "srun: error: topobind: unrecognized arguments: --frob=2 " in bad_opt.stderr
 
 
 @pytest.mark.slow
@@ -250,6 +250,8 @@ def test_a_plan_that_cannot_fit_fails_the_step(spank3: SlurmCluster) -> None:
         ("spread:ranks=4", "option 'ranks' is set by the plugin from the step"),
         ("spread:top=/etc/passwd", "option 'top' is set by the plugin from the step"),
         ("spread:slurm-cores=0-1", "option 'slurm-cores' is set by the plugin from the step"),
+        # issue 31 item 4: was "unrecognized arguments: ---1" from topobind plan on the node
+        ("l3-groups:-1", "'-1' is neither a size (a layout's size is a positive number"),
     ],
 )
 def test_malformed_option_is_refused_by_srun(
@@ -343,7 +345,7 @@ def test_a_cpu_the_task_cannot_use_fails_it(spank3: SlurmCluster, tmp_path: Path
     assert out.returncode != 0
     assert out.stdout == ""
     assert (
-        "topobind: error: local task 0: CPU 1000 of the planned 0,1000 is outside the CPUs "
+        "topobind: error: local task 0: CPU 1000 of the planned CPUs 0,1000 is outside the CPUs "
         "this task may use here" in out.stderr
     )
 
@@ -373,6 +375,15 @@ def test_memory_fields_of_version_3_lines(spank3: SlurmCluster, tmp_path: Path) 
     out = srun_with_planner(spank3, tmp_path, bad, "-n1", "--topobind=spread", "true")
     assert out.returncode != 0
     assert "topobind: error: local task 0: malformed memory policy bind:x" in out.stderr
+    # a node the kernel drops from the mask (issue 31 item 2): read back, the task refused
+    narrowed = "topobind-rankexec 3\n@*\n0\t%mem=interleave:0,1000\tOMP_NUM_THREADS=1\n"
+    out = srun_with_planner(spank3, tmp_path, narrowed, "-n1", "--topobind=spread", "true")
+    assert out.returncode != 0
+    assert (
+        "topobind: error: local task 0: memory policy interleave:0,1000: the kernel dropped "
+        "NUMA node 1000 (not on this node, or not allowed to this task: cpuset) and kept "
+        "interleave:0; refused" in out.stderr
+    )
 
 
 @pytest.mark.slow

@@ -235,20 +235,59 @@ def test_run_under_a_host_name_with_a_quote(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- signals (item 4)
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
+
+
+def _ended(pid: int) -> bool:
+    """Has process PID ended (a zombie not yet reaped by its parent, or gone)?"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] in "ZX"
+
+
+def _wait_for(what: str, ok: object, limit: float = 60) -> None:
+    deadline = time.monotonic() + limit
+    while not ok():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"waited {limit} s for {what}"
+        time.sleep(0.02)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_in_the_sample_wait_cleans_up(tmp_path: Path, sig: signal.Signals) -> None:
+@pytest.mark.parametrize("when", ["ended", "sampling"])
+def test_a_signal_in_the_sample_wait_cleans_up(
+    tmp_path: Path, sig: signal.Signals, when: str
+) -> None:
+    """Ctrl-C (or SIGTERM) once the program has ended: one line, the signal's status, the
+    scratch directory gone, no wait for the samples. 'ended': the signal comes before topobind
+    has seen its program end, as on a loaded machine where topobind is not scheduled for a
+    while (simulated with SIGSTOP): the runner passed it to the ended program's group, where
+    it was lost, and topobind went on to wait 20 s for the samples. 'sampling': topobind waits
+    for the samples."""
     done = tmp_path / "done"
     proc = subprocess.Popen(
         [TOPOBIND, "run", "--launcher", "none", "-r", "1", "-T", "1", "--verify-running",
-         "--sample-ms", "20000", "--", "touch", str(done)],
+         "--sample-ms", "20000", "--", "sh", "-c", f"touch {done}; sleep 0.5"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=NO_SLURM, cwd=tmp_path,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not done.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)  # the program has ended: topobind waits for its sample (20 s)
+    _wait_for("the program to start", done.exists)
+    if when == "ended":
+        os.kill(proc.pid, signal.SIGSTOP)  # topobind waits for its program (sleep 0.5)
+        program = _children(proc.pid)
+        assert len(program) == 1
+        _wait_for("the program to end", lambda: _ended(program[0]))
+    else:
+        _wait_for("topobind to reap its program", lambda: not _children(proc.pid))
     proc.send_signal(sig)
+    os.kill(proc.pid, signal.SIGCONT)
+    t0 = time.monotonic()
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err
     assert err == (
@@ -256,6 +295,7 @@ def test_a_signal_in_the_sample_wait_cleans_up(tmp_path: Path, sig: signal.Signa
         "running program; not verified\n"
     )
     assert out == ""
+    assert time.monotonic() - t0 < 15  # not the sample wait (20 s)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["done"]
 
 

@@ -23,6 +23,7 @@ from topobind.cli.commands.common import (
 from topobind.emit.devices import env_notes
 from topobind.emit.omp import omp_notes
 from topobind.errors import TopobindError, VerifyFailed, plural
+from topobind.interrupt import stop_on_signals
 from topobind.launch import launchers
 from topobind.launch import run as jobrun
 from topobind.launch.build import JobShape, Launch, NodePlan, in_slurm, job_env, slurm_nodes
@@ -242,6 +243,18 @@ def _launch(launch: Launch, program: str | None = None) -> int:
     return status
 
 
+def _launch_then_samples(
+    job: jobrun.Job, args: argparse.Namespace, program: str | None = None
+) -> int:
+    """The launch, then (--verify-running) the wait for its samples. Ctrl-C or SIGTERM after
+    the launch ended and before the wait began (or one that reached the ended launch:
+    topobind.runner passes it on) ends the command with one line, as in the wait."""
+    if not args.verify_running:
+        return _launch(job.launch, program)
+    with stop_on_signals("while waiting for the samples of the running program; not verified"):
+        return _with_samples(_launch(job.launch, program), job, args)
+
+
 def run_program(args: argparse.Namespace) -> int:
     program = _strip_dashes(args.program)
     if not program:
@@ -263,8 +276,7 @@ def run_program(args: argparse.Namespace) -> int:
         print_warnings(plan, job.launch.notes)
         if args.verify:
             _print_verdict(jobrun.verify_first(plan, job))
-        status = _launch(job.launch, program[0])
-        return _with_samples(status, job, args) if args.verify_running else status
+        return _launch_then_samples(job, args, program[0])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -295,8 +307,7 @@ def _run_groups(groups: list[NodePlan], program: list[str], args: argparse.Names
             return 0
         if args.verify:
             _print_verdict(jobrun.verify_groups(groups, job), short=True)
-        status = _launch(job.launch)
-        return _with_samples(status, job, args) if args.verify_running else status
+        return _launch_then_samples(job, args)
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,111 @@
+"""What runs on every node of a job is built for the architecture's baseline (issue 31 item 6):
+the per-rank step (rankexec), the LD_PRELOAD shim and the SPANK plugin are built once, on a
+login node, and run on compute nodes of other CPUs and in the QEMU guest of scripts/numa-vm.
+Built with -march=native on an AVX-512 host they died there with SIGILL; the benchmark kernels
+stay native (they measure the node they were built for)."""
+
+from __future__ import annotations
+
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from paths import KERNELS_BIN, REPO
+
+KERNELS = REPO / "kernels"
+SPANK = REPO / "launchers" / "spank"
+# The C files whose code is in rankexec (a static binary: glibc's AVX variants are in it too,
+# chosen at run time by CPUID; only our own functions are judged).
+RANKEXEC_SOURCES = [KERNELS / "rankexec.c", KERNELS / "common" / "tb_step.c",
+                    KERNELS / "common" / "tb_util.c"]  # fmt: skip
+X86 = platform.machine() == "x86_64"
+
+
+def dry_run(*args: str) -> str:
+    out = subprocess.run(
+        ["make", "-B", "-n", *args], capture_output=True, text=True, timeout=60, check=True
+    )
+    return out.stdout
+
+
+@pytest.mark.parametrize("cflags", [None, "-O3 -march=native"])
+def test_make_builds_the_step_the_shim_and_the_plugin_for_the_baseline(cflags: str | None) -> None:
+    """Also when the kernels' CFLAGS ask for -march=native on the command line."""
+    extra = [f"CFLAGS={cflags}"] if cflags else []
+    step = dry_run("-C", str(KERNELS), "bin/rankexec", "bin/libtbhugepages.so", *extra)
+    plugin = dry_run("-C", str(SPANK), *extra)
+    for text, built in ((step, "bin/rankexec"), (step, "bin/libtbhugepages.so"),
+                        (plugin, "topobind_spank.so")):  # fmt: skip
+        assert built in text
+        assert "-march=native" not in text, text
+        if X86:
+            assert "-march=x86-64 -mtune=generic" in text, text
+    kernels = dry_run("-C", str(KERNELS), "bin/stream")
+    assert "-march=native" in kernels  # the benchmarks stay native, as the Makefile says
+
+
+def defined_functions(sources: list[Path]) -> set[str]:
+    """Names of the functions defined in C SOURCES (the project's style: the signature, then
+    '{' alone on the next line)."""
+    found: set[str] = set()
+    for src in sources:
+        text = src.read_text()
+        found |= set(re.findall(r"^[a-z_][^\n;{}#=]*?\b(\w+)\([^;{}]*\)\s*\n\{", text, re.M))
+    return found
+
+
+VECTOR = re.compile(r"%[yz]mm\d|\tv(?!erw|err|m)[a-z0-9]+ ")
+
+
+def vector_functions(binary: Path, only: set[str] | None) -> dict[str, str]:
+    """Functions of BINARY (those named in ONLY, or all) with an AVX instruction: a ymm or zmm
+    register or a VEX/EVEX mnemonic (vmovdqu, vpxor, vzeroupper ...), with the first one."""
+    text = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", str(binary)],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    hits: dict[str, str] = {}
+    name = ""
+    for line in text.splitlines():
+        if m := re.match(r"^[0-9a-f]+ <([^>]+)>:$", line):
+            name = m[1]
+        elif (only is None or name in only) and name not in hits and VECTOR.search(line):
+            hits[name] = line.strip()
+    return hits
+
+
+needs_objdump = pytest.mark.skipif(
+    not X86 or not shutil.which("objdump"), reason="x86_64 with binutils' objdump"
+)
+
+
+@needs_objdump
+def test_the_function_finder_sees_rankexecs_functions() -> None:
+    names = defined_functions(RANKEXEC_SOURCES)
+    assert {"main", "sample", "tb_step_choose", "tb_step_fields", "tb_list_parse"} <= names
+
+
+@needs_objdump
+def test_the_scan_finds_avx_code(tmp_path: Path) -> None:
+    """The scan itself: a function built for AVX2 is found, the same built for the baseline
+    is not."""
+    src = tmp_path / "v.c"
+    src.write_text("void scale(double *x, int n)\n{\n    for (int i = 0; i < n; i++)\n"
+                   "        x[i] *= 3.0;\n}\n")  # fmt: skip
+    for march, found in (("-march=haswell", True), ("-march=x86-64", False)):
+        obj = tmp_path / "v.o"
+        subprocess.run(["cc", "-O3", march, "-c", str(src), "-o", str(obj)], check=True)
+        assert bool(vector_functions(obj, defined_functions([src]))) is found, march
+
+
+@needs_objdump
+@pytest.mark.parametrize("name", ["rankexec", "libtbhugepages.so", "topobind_spank.so"])
+def test_the_built_step_shim_and_plugin_hold_no_avx(name: str) -> None:
+    path = SPANK / name if name.startswith("topobind_spank") else KERNELS_BIN / name
+    if not path.exists():
+        pytest.skip(f"{path} not built (make kernels / make spank)")
+    only = defined_functions(RANKEXEC_SOURCES) if name == "rankexec" else None
+    assert vector_functions(path, only) == {}

@@ -1,0 +1,158 @@
+"""Property tests (Hypothesis, tests/fuzzing.py) of the per-rank step's outside input, through
+the C code itself (issue 31, "a net for the next ones"): the memory fields of a step-file line
+through kernels/bin/rankexec, and srun's --topobind=... option through the SPANK plugin's
+parser (launchers/spank/tb-spank-option, the plugin's spank_option.c without Slurm).
+
+The property: the right result, or one error line and exit 125 with the program not run
+(rankexec); one error line, or the argv words `topobind plan` gets, each one option
+(the plugin). Never a crash, a hang (the subprocess timeouts) or a narrowed policy."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from fuzzing import fuzz
+from hypothesis import example, given
+from hypothesis import strategies as st
+from paths import KERNELS_BIN, REPO
+
+RANKEXEC = KERNELS_BIN / "rankexec"
+OPTION = REPO / "launchers" / "spank" / "tb-spank-option"
+pytestmark = pytest.mark.slow
+
+
+def _nodes_here() -> set[int]:
+    """The NUMA nodes with memory that this process may use."""
+    status = Path("/proc/self/status").read_text()
+    allowed = re.search(r"^Mems_allowed_list:\s*(\S+)", status, re.M)
+    have = Path("/sys/devices/system/node/has_memory").read_text().strip()
+    return _parse(have) & (_parse(allowed[1]) if allowed else _parse(have))  # type: ignore[operator]
+
+
+def _parse(text: str) -> set[int] | None:
+    """tb_list_parse's grammar: N or A-B (A <= B <= 1000000), comma separated, one trailing
+    comma allowed; None when malformed."""
+    if not re.fullmatch(r"(\d+(-\d+)?)(,\d+(-\d+)?)*,?", text):
+        return None
+    nodes: set[int] = set()
+    for part in filter(None, text.split(",")):
+        a, _, b = part.partition("-")
+        lo, hi = int(a), int(b or a)
+        if lo > hi or hi > 1_000_000:
+            return None
+        nodes |= set(range(lo, hi + 1))
+    return nodes
+
+
+node = st.one_of(st.integers(0, 3), st.integers(0, 2000), st.sampled_from([1023, 1024, 10**20]))
+node_list = st.one_of(
+    st.lists(
+        st.one_of(node.map(str), st.tuples(node, node).map(lambda t: f"{t[0]}-{t[1]}")),
+        min_size=1, max_size=4,
+    ).map(",".join),
+    st.text(alphabet="0123456789,-: x\u0660", max_size=12),
+)  # fmt: skip
+mem_field = st.tuples(
+    st.sampled_from(["bind", "interleave", "preferred", "local", "Bind", ""]), node_list
+).map(lambda t: f"{t[0]}:{t[1]}")
+
+
+@pytest.mark.skipif(not RANKEXEC.exists(), reason="make kernels")
+@fuzz(60)
+@given(mem=mem_field, thp=st.sampled_from(["", "off", "on", "of"]))
+@example(mem="interleave:0,5", thp="")
+@example(mem="bind:0-1000000", thp="off")
+def test_memory_fields_through_rankexec(tmp_path_factory: pytest.TempPathFactory, mem: str,
+                                        thp: str) -> None:  # fmt: skip
+    tmp = tmp_path_factory.mktemp("step")
+    step = tmp / "step.txt"
+    fields = [f"%mem={mem}"] + ([f"%thp={thp}"] if thp else [])
+    step.write_text("topobind-rankexec 3\n@*\n0\t" + "\t".join(fields) + "\tX=1\n")
+    step.chmod(0o600)
+    out = subprocess.run(
+        [str(RANKEXEC), str(step), "sh", "-c", "head -1 /proc/self/numa_maps"],
+        capture_output=True, text=True, timeout=30, env={"PATH": os.environ["PATH"]},
+    )  # fmt: skip
+    mode, _, text = mem.partition(":")
+    nodes = _parse(text)
+    good = (
+        mode in ("bind", "interleave", "preferred")
+        and nodes is not None
+        and all(n < 1024 for n in nodes)
+        and nodes <= _nodes_here()
+        and thp in ("", "off")
+    )
+    if not good:
+        assert out.returncode == 125, (mem, thp, out)
+        assert out.stdout == ""  # the program did not run
+        assert out.stderr.startswith("topobind rankexec: error: ") and out.stderr.count("\n") == 1
+        return
+    assert out.returncode == 0, (mem, thp, out.stderr)
+    policy = out.stdout.split(" file=")[0].split(" ", 1)[1]  # "interleave:0", "prefer (many):0"
+    name, _, kept = policy.partition(":")
+    assert name.split()[0] == {"preferred": "prefer"}.get(mode, mode)
+    assert _ranges(kept) == nodes  # numa_maps writes ranges: "interleave:0-3"
+
+
+def _ranges(text: str) -> set[int]:
+    out: set[int] = set()
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out |= set(range(int(a), int(b or a) + 1))
+    return out
+
+
+# ----------------------------------------------------------------- the SPANK option
+RESERVED = ("ranks", "slurm-cores", "topology", "format", "layout", "check", "rankfile", "force",
+            "host", "help")  # fmt: skip
+word = st.text(alphabet="abcz019-_=:,.;/ A+\u0660", max_size=10)
+option = st.one_of(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-:=,._/ ;A\u0660", max_size=40),
+    st.tuples(
+        st.sampled_from(["spread", "l3-groups", "compact", "per-l3", "-x", "Spread", ""]),
+        st.lists(word, max_size=4),
+    ).map(lambda t: ":".join([t[0], *t[1]]) if t[1] else t[0]),
+)
+
+
+def _parsed(options: list[str]) -> list[list[str]]:
+    out = subprocess.run(
+        [str(OPTION), *options], capture_output=True, text=True, timeout=30
+    )  # fmt: skip
+    assert out.stderr == "" and out.returncode in (0, 1), out
+    blocks = out.stdout.split("\n\n")
+    assert blocks[-1] == "" and len(blocks) == len(options) + 1, out.stdout
+    return [b.split("\n") for b in blocks[:-1]]
+
+
+@pytest.mark.skipif(not OPTION.exists(), reason="make spank-option")
+@fuzz(150)
+@given(opt=option)
+@example(opt="l3-groups:-1")
+@example(opt="spread:smt=--force")
+@example(opt="l3-groups:2:threads=2,smt")
+def test_spank_option_strings_through_the_plugins_parser(opt: str) -> None:
+    """One error line naming the option, or `--layout LAYOUT` and one `--NAME[=VALUE]` word
+    per option: a name that starts with a letter (no '---1'), never one the plugin sets, and
+    the words give the option back."""
+    (lines,) = _parsed([opt])
+    if lines[0].startswith("error: "):
+        assert len(lines) == 1 and lines[0].startswith(f"error: --topobind={opt[:80]}")
+        return
+    assert lines[0].startswith("ok threads=") and lines[0].endswith("full=0"), lines
+    words = lines[1:]
+    assert words[:1] == ["--layout"] and len(words) >= 2
+    layout, rest = words[1], words[2:]
+    assert re.fullmatch(r"[a-z][a-z0-9-]*(:\d+)?", layout), words
+    for w in rest:
+        assert re.fullmatch(r"--[a-z][a-z0-9-]*(=[A-Za-z0-9_.:/+-]+)?", w), words
+        name = w[2:].split("=")[0]
+        assert not any(r.startswith(name) for r in RESERVED), words
+    back = layout + (":" + ",".join(w[2:] for w in rest) if rest else "")
+    assert back == opt
+    threads = any(w.split("=")[0] == "--threads" for w in rest)
+    assert lines[0].startswith(f"ok threads={int(threads)}")
