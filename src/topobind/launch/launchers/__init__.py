@@ -18,7 +18,7 @@ import os
 from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
-from topobind.launch.launchers.base import Launcher
+from topobind.launch.launchers.base import Launcher, real_dir
 from topobind.launch.launchers.intelmpi import IntelMpi
 from topobind.launch.launchers.mpich import Mpich
 from topobind.launch.launchers.none import NoLauncher
@@ -153,7 +153,7 @@ def find_openmpi(prefer: str | None = None) -> tuple[str, str]:
 
     candidates = list(REGISTRY[prefer].programs[:1]) if prefer in OPENMPI else []
     found = [c for c in candidates if os.path.exists(c)] or [
-        p for p in [shutil.which("mpirun")] if p
+        real_dir(p) for p in [shutil.which("mpirun")] if p
     ]
     if not found:
         raise TopobindError("mpirun not found; install OpenMPI (make setup) or use --launcher srun")

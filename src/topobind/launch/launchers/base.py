@@ -88,6 +88,15 @@ class Emitted:
     notes: list[str] = field(default_factory=list)
 
 
+def real_dir(path: str) -> str:
+    """``path`` in its directory's real location, its own name kept: ``/bin/mpirun`` on a
+    usr-merged system (``/bin`` a link to ``usr/bin``, before ``/usr/bin`` in PATH) is
+    ``/usr/bin/mpirun``. OpenMPI takes its prefix from the directory it was started from, and
+    refuses ``/`` ("A prefix was supplied to mpirun that only contained slashes")."""
+    head, name = os.path.split(path)
+    return os.path.join(os.path.realpath(head), name) if head else path
+
+
 class Launcher:
     """One launcher. Subclasses set the class attributes and implement :meth:`command`."""
 
@@ -132,7 +141,7 @@ class Launcher:
         for p in self.programs:
             full = p if os.path.isabs(p) else shutil.which(p)
             if full and os.access(full, os.X_OK):
-                return full
+                return real_dir(full)
         return None
 
     def version_of(self, path: str) -> str:
