@@ -310,6 +310,24 @@ def test_env_notes_whole_cores_on_smt_for_several_ranks() -> None:
     assert "the whole core (all its PUs) under mpirun --bind-to core" in out.stderr
 
 
+def test_advice_on_idle_task_cpus_leads_to_a_plan() -> None:
+    """Issue 31 item 9: every-other-core plans one thread on a 2-core SMT-1 node; Slurm's
+    -c 2 is then half idle. --threads 2 does not plan there (the advice was that, and then
+    "add --smt"): ask for -c 1 instead. Where --threads 2 plans, it is still the advice."""
+    env = {**NO_SLURM, "SLURM_JOB_ID": "1", "SLURM_CPUS_PER_TASK": "2"}
+    for cores, advice in ((2, "--threads 2 does not fit this layout here: ask Slurm for -c 1"),
+                          (8, "give --threads 2 or change -c")):  # fmt: skip
+        topo = f"synthetic:package:1 l3cache:1 core:{cores} pu:1"
+        out = run_topobind("env", "-t", topo, "-l", "every-other-core", "-r", "1", "-T", "1",
+                           env=env)  # fmt: skip
+        assert out.returncode == 0 and advice in out.stderr, out.stderr
+        follow = ["-T", "2"] if "--threads 2" in advice and "give" in advice else []
+        if follow:
+            done = run_topobind("env", "-t", topo, "-l", "every-other-core", "-r", "1", *follow,
+                                env=env)  # fmt: skip
+            assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+
+
 def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:
     """An mpirun inside an sbatch script passes SLURM_PROCID=0/SLURM_LOCALID=0 of the batch
     step to every rank: OpenMPI's (and PMIx's) own variables must decide the rank."""
