@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -326,6 +327,28 @@ def test_advice_on_idle_task_cpus_leads_to_a_plan() -> None:
             done = run_topobind("env", "-t", topo, "-l", "every-other-core", "-r", "1", *follow,
                                 env=env)  # fmt: skip
             assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_an_example_job_script_runs_from_a_job_directory(tmp_path: Path) -> None:
+    """Issue 31 item 9: copied to a job directory and run there with topobind's environment
+    on PATH (no TOPOBIND_ROOT), the script finds topobind-run and the probe; with no topobind
+    at all, one line says what to do (it said 'topobind-run: command not found')."""
+    script = tmp_path / "omp.sbatch"
+    script.write_text((REPO / "docs" / "examples" / "openmp-only.sbatch").read_text())
+    base = {k: v for k, v in NO_SLURM.items() if k not in ("PATH", "TOPOBIND_ROOT")}
+    env = {**base, "PATH": f"{venv_bin('topobind').parent}:/usr/bin:/bin"}
+    out = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "all 2 threads on their planned CPUs" in out.stderr
+    if shutil.which("topobind-run", path="/usr/bin:/bin") or shutil.which(
+        "topobind", path="/usr/bin:/bin"
+    ):
+        return  # installed system-wide: nothing to miss
+    bare = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True,
+                          env={**base, "PATH": "/usr/bin:/bin"}, timeout=60)  # fmt: skip
+    assert bare.returncode == 127 and bare.stderr.startswith("topobind not found: "), bare
 
 
 def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:
