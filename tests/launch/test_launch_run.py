@@ -351,6 +351,16 @@ def test_an_example_job_script_runs_from_a_job_directory(tmp_path: Path) -> None
     assert bare.returncode == 127 and bare.stderr.startswith("topobind not found: "), bare
 
 
+def test_verify_takes_srun_s_dash_n(tmp_path: Path) -> None:
+    """Issue 31 item 9: -N is what srun users type for --nodes."""
+    out = run_topobind("verify", "-l", "compact", "-r", "1", "-T", "1", "-N", "2", "--", "env",
+                       env=NO_SLURM, cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert "1      0  -          0                 -  -              MISSING" in out.stdout
+    bad = run_topobind("verify", "-N", "0", "--", "env", env=NO_SLURM, cwd=tmp_path)
+    assert bad.returncode == 2 and "argument --nodes/-N: '0'" in bad.stderr
+
+
 def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:
     """An mpirun inside an sbatch script passes SLURM_PROCID=0/SLURM_LOCALID=0 of the batch
     step to every rank: OpenMPI's (and PMIx's) own variables must decide the rank."""

@@ -152,6 +152,7 @@ def add_subparser(subparsers: Any) -> None:
     verify.add_argument("--format", "-f", choices=("text", "json"), default="text")
     verify.add_argument(
         "--nodes",
+        "-N",  # srun's spelling
         type=count_arg("--nodes", 1, MAX_NODES),
         metavar="N",
         help="nodes the launch command spans, each running the plan's ranks (default: the "
