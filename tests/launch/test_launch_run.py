@@ -361,6 +361,26 @@ def test_verify_takes_srun_s_dash_n(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "argument --nodes/-N: '0'" in bad.stderr
 
 
+def test_launcher_options_as_one_dash_word_and_unused_ones(tmp_path: Path) -> None:
+    """Issue 31 item 4: --srun-args '--cpu-bind=none' (one word starting with a dash) was an
+    argparse error; --launcher none --mpirun-args was ignored silently."""
+    slurm = {**NO_SLURM, "SLURM_JOB_ID": "1", "SLURM_NNODES": "1", "SLURM_JOB_NUM_NODES": "1"}
+    out = run_topobind("run", "-r", "2", "-T", "1", "--launcher", "srun", "--srun-args",
+                       "--cpu-bind=none", "--dry-run", "--", "./app", "--srun-args", "-x",
+                       env=slurm, cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("srun "))
+    assert line.startswith("srun --cpu-bind=none ") and line.endswith(" ./app --srun-args -x")
+    none = run_topobind("run", "-r", "1", "--launcher", "none", "--mpirun-args",
+                        "--oversubscribe", "--", "true", env=NO_SLURM, cwd=tmp_path)  # fmt: skip
+    assert none.returncode == 2 and none.stderr.count("\n") == 1, none.stderr
+    assert none.stderr.startswith("topobind: error: --mpirun-args: --launcher none starts")
+    other = run_topobind("run", "-r", "2", "-T", "1", "--launcher", "mpirun", "--srun-args",
+                         "-N 1", "--dry-run", "--", "true", env=NO_SLURM, cwd=tmp_path)  # fmt: skip
+    assert other.returncode == 0, other.stderr
+    assert "topobind: note: --srun-args not used: the launch is openmpi" in other.stderr
+
+
 def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:
     """An mpirun inside an sbatch script passes SLURM_PROCID=0/SLURM_LOCALID=0 of the batch
     step to every rank: OpenMPI's (and PMIx's) own variables must decide the rank."""

@@ -176,7 +176,10 @@ def job_shape(
         raise TopobindError("sampling the program's threads needs the per-rank step")
     step = step or _memory_step(plan, rank_step)
     given = srun_args if which.name == "srun" else mpirun_args if which.family else ()
+    unused = _unused_launcher_args(which.name, srun_args if given is not srun_args else (),
+                                   mpirun_args if given is not mpirun_args else ())  # fmt: skip
     extra, mpi_env, notes = launchers.launch_args(which, r.linked, given)
+    notes = [*unused, *notes]
     return JobShape(
         plan=plan,
         launcher=r.shape_name,
@@ -196,6 +199,18 @@ def job_shape(
         notes=(*r.notes, *notes),
         probe=r.probe,
     )
+
+
+def _unused_launcher_args(launcher: str, srun: Sequence[str], mpirun: Sequence[str]) -> list[str]:
+    """Notes on launcher options the launch does not use (``srun``, ``mpirun``: the unused
+    ones); with no launcher at all they are refused: nothing would take them."""
+    unused = [flag for flag, v in (("--srun-args", srun), ("--mpirun-args", mpirun)) if v]
+    if unused and launcher == "none":
+        raise TopobindError(
+            f"{unused[0]}: --launcher none starts the program itself, with no launcher to "
+            "take them; leave them out, or choose a launcher (--launcher srun|mpirun)"
+        )
+    return [f"{flag} not used: the launch is {launcher}'s" for flag in unused]
 
 
 def _memory_step(plan: Plan, rank_step: str) -> bool:

@@ -79,6 +79,33 @@ launch command cannot be started.
 """
 
 
+def _dash_values(parser: argparse.ArgumentParser, flags: tuple[str, ...]) -> None:
+    """Let ``flags`` take a value that starts with a dash as a separate word (``--srun-args
+    '--cpu-bind=none'``), which argparse takes for an unknown option: such a pair is given
+    to it as ``FLAG=VALUE``. Words after ``--`` (the program's) are left as they are."""
+    parse = parser.parse_known_args
+
+    def joined(args: Any = None, namespace: Any = None) -> Any:
+        words = list(sys.argv[1:] if args is None else args)
+        out: list[str] = []
+        i = 0
+        while i < len(words):
+            word = words[i]
+            if word == "--":
+                out += words[i:]
+                break
+            value = words[i + 1] if i + 1 < len(words) else ""
+            if word in flags and value.startswith("-") and value != "--":
+                out.append(f"{word}={value}")
+                i += 2
+                continue
+            out.append(word)
+            i += 1
+        return parse(out, namespace)
+
+    parser.parse_known_args = joined  # type: ignore[method-assign]
+
+
 def add_subparser(subparsers: Any) -> None:
     run = subparsers.add_parser(
         "run",
@@ -102,6 +129,7 @@ def add_subparser(subparsers: Any) -> None:
             metavar="'OPTS'",
             help=f"options for {launcher} itself, e.g. {flag} '{example}'",
         )
+    _dash_values(run, ("--srun-args", "--mpirun-args"))
     run.add_argument(
         "--verify",
         action="store_true",
