@@ -79,7 +79,13 @@ def plan_memory(
     size = _page_choice(plan, mem, pages, need, live, root, notes)
     placements: dict[tuple[int, ...], MemoryPlacement] = {}  # ranks on the same nodes share one
     for r in plan.ranks:
-        if r.numa not in placements:
+        if r.numa not in placements and mem == "local" and not r.numa:
+            placements[r.numa] = MemoryPlacement("none", (), size)  # the default's fallback
+            notes.append(
+                f"the topology has no NUMA node for the CPUs of rank {r.rank} (and of any "
+                "rank on such CPUs): their memory is left to the kernel (--mem none)"
+            )
+        elif r.numa not in placements:
             placements[r.numa] = rank_placement(plan, r, mem, size)
     ranks = tuple(replace(r, memory=placements[r.numa]) for r in plan.ranks)
     if mem in ("bind", "local") and len(plan.topology.numa_nodes) > 1 and live:
