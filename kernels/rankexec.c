@@ -40,8 +40,8 @@
  * process is a wrapper (has children), and the CPUs the rank was started on ("started_on").
  * While the program's threads (those of processes without children) are fewer than
  * OMP_NUM_THREADS of the rank's line, or (a rank over several CPUs) fewer than that many
- * threads are bound narrower than the rank (the OpenMP team, not yet started while a slow
- * MPI_Init runs), it samples again every 100 ms (up to 10 s), keeping the last sample taken
+ * distinct masks narrower than the rank are held (the OpenMP team's places, not yet taken
+ * while a slow MPI_Init runs), it samples again every 100 ms (up to 10 s), keeping the last sample taken
  * while the program ran ("ended": it was gone at the last look). Its memory is that of the
  * rank's process with the most resident anonymous memory.
  */
@@ -401,7 +401,7 @@ static int rank_processes(pid_t root, proc_t *out, int max)
 
 /* One thread as a whereami placement entry; 0 when the thread is gone. */
 static int thread_json(FILE *f, const proc_t *proc, int tid, long rank, int index,
-                       const char *host, int *allowed)
+                       const char *host, int *allowed, unsigned long long *hash)
 {
     char path[96], buf[8192];
     snprintf(path, sizeof path, "/proc/%ld/task/%d/stat", (long)proc->pid, tid);
@@ -439,8 +439,11 @@ static int thread_json(FILE *f, const proc_t *proc, int tid, long rank, int inde
     fputs("],\"host\":", f);
     json_string(f, host);
     fputc('}', f);
-    free(cpus);
     *allowed = ncpus;
+    *hash = 1469598103934665603ULL; /* FNV-1a of the mask's CPUs: tells masks apart */
+    for (int i = 0; i < ncpus; i++)
+        *hash = (*hash ^ (unsigned long long)cpus[i]) * 1099511628211ULL;
+    free(cpus);
     return 1;
 }
 
@@ -543,7 +546,8 @@ typedef struct {
     size_t len;
     int procs;   /* processes sampled: the program and its descendants */
     int threads; /* threads of the processes that are not wrappers (the program's) */
-    int bound;   /* threads allowed fewer CPUs than the rank was started on (a team's) */
+    int bound;   /* distinct masks narrower than the CPUs the rank was started on (places) */
+    unsigned long long masks[MAX_TASKS]; /* those masks (hashes) */
     proc_t list[MAX_PROCS];
 } snap_t;
 
@@ -581,11 +585,15 @@ static int snapshot(pid_t pid, long rank, const char *host, int started, snap_t 
         if (n > 0)
             qsort(tids, (size_t)n, sizeof tids[0], cmp_int);
         for (int i = 0; i < n; i++) {
-            int allowed = 0;
-            int got = thread_json(f, &procs[k], tids[i], rank, index, host, &allowed);
+            int allowed = 0, seen = 0;
+            unsigned long long hash = 0;
+            int got = thread_json(f, &procs[k], tids[i], rank, index, host, &allowed, &hash);
             index += got;
             s->threads += got && !procs[k].children;
-            s->bound += got && allowed > 0 && allowed < started;
+            for (int m = 0; m < s->bound && !seen; m++)
+                seen = s->masks[m] == hash;
+            if (got && allowed > 0 && allowed < started && !seen)
+                s->masks[s->bound++] = hash;
         }
     }
     if (fclose(f) != 0)
@@ -663,8 +671,9 @@ static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, c
     static snap_t best, now;
     int alive = snapshot(pid, rank, host, started, &best);
     long waited = 0;
-    /* the team: OMP_NUM_THREADS threads, bound narrower than the rank when the rank spans
-     * several places (an MPI library's threads, started before it, keep the rank's CPUs) */
+    /* the team: OMP_NUM_THREADS threads bound to distinct masks narrower than the rank when
+     * the rank spans several places (an MPI library's threads, started before the team, keep
+     * the rank's CPUs or the first place's, where the OpenMP runtime put the main thread) */
     int team = want > 1 && started > 1;
     while (alive && (best.threads < want || (team && best.bound < want)) && waited < 10000) {
         struct timespec step = {0, 100 * 1000000L};

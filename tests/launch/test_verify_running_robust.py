@@ -157,6 +157,24 @@ def test_a_team_that_starts_after_a_slow_mpi_init_is_judged(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("launcher", "probe"), [("mpirun", "whereami-mpi"),
+                                                 ("mpich", "whereami-mpi-mpich")])  # fmt: skip
+def test_a_hybrid_mpi_program_sampled_early_passes(
+    launcher: str, probe: str, tmp_path: Path
+) -> None:
+    """Issue 31 item 9, with the MPI library's own threads: at --sample-ms 150 the OpenMP
+    runtime has bound the main thread to the first place and MPI_Init's helper threads
+    inherit it; the team's second place is taken later. Judged once the team is there."""
+    program = KERNELS_BIN / probe
+    if not program.exists():
+        pytest.skip(f"kernels/bin/{probe} is not built (make kernels / make whereami-mpis)")
+    out = checked(str(program), "--spin-ms", "2000", cwd=tmp_path, launcher=launcher,
+                  ranks="1", threads="2", ms="150")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "the program's 2 threads ran on their planned CPUs" in out.stderr
+
+
+@pytest.mark.slow
 def test_a_wrapper_that_leaves_the_program_in_place_passes(tmp_path: Path) -> None:
     out = checked(
         "bash", "-c", f"{WHEREAMI} --spin-ms 2500 >/dev/null; true",
