@@ -16,9 +16,10 @@ from cli_helpers import NO_SLURM, run_topobind, venv_bin
 from paths import REPO
 
 from topobind.errors import TopobindError
-from topobind.launch.build import JobShape, RankStep, build, job_shape, launchers
+from topobind.launch.build import build, job_shape, launchers
 from topobind.launch.launchers.base import Launch, Launcher, Native
 from topobind.launch.launchers.linked import dynamic_entries, linked_mpi
+from topobind.launch.shape import JobShape, RankStep
 from topobind.plan.layouts import make_plan
 from topobind.topo.topology import load
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from topobind.emit.omp import omp_env, rank_env
 from topobind.errors import TopobindError
@@ -37,9 +36,10 @@ from topobind.fsutil import atomic_write_text
 from topobind.kernels.programs import find_kernel
 from topobind.launch import launchers
 from topobind.launch.launchers.base import Launch
+from topobind.launch.shape import JobShape, NodePlan
 from topobind.plan.model import Plan, RankPlan
 from topobind.topo import slurm_allocation as slurm
-from topobind.topo.topology import Topology, format_list
+from topobind.topo.topology import format_list
 
 #: ``--launcher`` choices (the registry's names and aliases: :mod:`topobind.launch.launchers`)
 LAUNCHERS = launchers.names()
@@ -50,57 +50,6 @@ RANK_STEP_HEADER_BIND = "topobind-rankexec 2"
 #: Version 3 adds the memory fields ``%mem=POLICY:NODES``, ``%thp=off``, ``%preload=LIB``
 #: (:func:`topobind.plan.memory.step_fields`); used only when a line has one.
 RANK_STEP_HEADER_MEM = "topobind-rankexec 3"
-
-
-@dataclass(frozen=True)
-class NodePlan:
-    """The plan of a group of the job's nodes when the nodes hold different shares: each of
-    ``hosts`` runs ``plan``; ``first_rank``: the global rank of the plan's rank 0 on
-    ``hosts[0]`` (ranks in node order, block); ``node``: the whole node's topology (not
-    restricted to the CPUs the job holds; OpenMPI 5 rankfiles number its cores);
-    ``about``: the group's share in words (see :func:`topobind.launch.node_groups.describe`)."""
-
-    hosts: tuple[str, ...]
-    plan: Plan
-    first_rank: int = 0
-    node: Topology | None = None
-    about: str = ""
-
-
-@dataclass(frozen=True)
-class JobShape:
-    """Everything the command line depends on.
-
-    ``plan``: every node's plan; ``groups``: instead, a plan per group of nodes (the nodes
-    hold different shares; ``plan`` is then the first group's). ``nodes``: how many nodes;
-    ``hosts``: their names when known (needed by rankfiles that span nodes). ``rank_step``:
-    run the per-rank step (rankexec) with the file ``rank_file`` (a group's under mpirun:
-    ``rankexec-K.txt`` beside it); ``sample_ms``: the step also samples where the program's
-    threads run that many ms after start (written to ``sample_dir``). ``env``: extra
-    variables for every rank; ``forward``: variables mpirun must pass by name (``-x``).
-    ``extra_args``: options for the launcher itself (``--srun-args``, ``--mpirun-args``,
-    srun's ``--mpi``); ``runtime_env``: what the launcher's MPI needs (its root, libraries);
-    ``notes``: what choosing the launcher found (told with the launch's notes); ``probe``:
-    the placement probe for ``--verify`` (the MPI probe of the program's MPI)."""
-
-    plan: Plan
-    launcher: str = "none"
-    nodes: int = 1
-    hosts: tuple[str, ...] = ()
-    groups: tuple[NodePlan, ...] = ()
-    mpirun: str | None = None
-    mpi: str | None = None  # "openmpi4" | "openmpi5"
-    rank_step: bool = False
-    rank_file: str = "rankexec.txt"
-    rankfile_path: str = "topobind.rankfile"
-    sample_ms: int | None = None
-    sample_dir: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    forward: tuple[str, ...] = ()
-    extra_args: tuple[str, ...] = ()
-    runtime_env: Mapping[str, str] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    probe: str = "whereami"
 
 
 def in_slurm(env: dict[str, str] | None = None) -> bool:
@@ -331,10 +280,11 @@ def step_parts(
     return env, [(shape.rank_file, rank_step_text(shape, bind=bind))], rank_step_argv(shape)
 
 
-class RankStep:
-    """The per-rank step as a launcher builds its command (it does not import this module):
-    the ranks' variables with the step file and argv (:meth:`parts`), or the pieces a
-    per-node launch puts together (group files, one file with a section per group)."""
+class StepFiles:
+    """The per-rank step as a launcher builds its command (:class:`topobind.launch.shape.RankStep`;
+    a launcher does not import this module): the ranks' variables with the step file and argv
+    (:meth:`parts`), or the pieces a per-node launch puts together (group files, one file with
+    a section per group)."""
 
     def __init__(self, shape: JobShape) -> None:
         self.shape = shape
@@ -371,7 +321,7 @@ def build(shape: JobShape, program: Sequence[str]) -> Launch:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
     which = launchers.get(shape.launcher, shape.mpi)
     make = which.command_groups if shape.groups else which.command
-    launch = make(shape, program, RankStep(shape))
+    launch = make(shape, program, StepFiles(shape))
     if shape.notes:
         launch.notes[:0] = list(shape.notes)
     return launch

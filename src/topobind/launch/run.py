@@ -21,9 +21,7 @@ from topobind.interrupt import stop_on_signals
 from topobind.kernels.programs import find_kernel
 from topobind.launch import node_groups as pernode
 from topobind.launch.build import (
-    JobShape,
     Launch,
-    NodePlan,
     build,
     in_slurm,
     job_shape,
@@ -38,6 +36,7 @@ from topobind.launch.samples import (
     read_sample_files,
     sample_files,
 )
+from topobind.launch.shape import JobShape, NodePlan
 from topobind.launch.verify import Row, compare, parse_probe_output
 from topobind.launch.verify_devices import EnvRow, check_env
 from topobind.launch.verify_memory import ProbeRow, probe_rows

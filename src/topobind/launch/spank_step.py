@@ -17,7 +17,8 @@ import os
 import re
 
 from topobind.errors import TopobindError
-from topobind.launch.build import JobShape, NodePlan, groups_step_text
+from topobind.launch.build import groups_step_text
+from topobind.launch.shape import JobShape, NodePlan
 from topobind.plan.model import Plan
 from topobind.topo.topology import Topology, live_whole_xml, load, node_cores, parse_xml
 

@@ -25,9 +25,10 @@ from topobind.errors import TopobindError, VerifyFailed, plural
 from topobind.inputs import count_arg
 from topobind.launch import launchers
 from topobind.launch import run as jobrun
-from topobind.launch.build import JobShape, Launch, NodePlan, in_slurm, job_env, slurm_nodes
+from topobind.launch.build import Launch, in_slurm, job_env, slurm_nodes
 from topobind.launch.node_groups import check_env_per_node, compare_per_node, env_group
 from topobind.launch.samples import Sample
+from topobind.launch.shape import JobShape, NodePlan
 from topobind.launch.verify import all_ok, compare, parse_probe_output, rows_json, table
 from topobind.launch.verify_devices import check_env, env_table, why_variables_only
 from topobind.plan.layouts import per_domain_names

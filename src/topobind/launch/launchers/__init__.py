@@ -123,7 +123,7 @@ def _ordered(attr: str) -> tuple[str, ...]:
 
 class Resolved:
     """The launcher chosen for a job: the launcher, its program and version (``path``,
-    ``mpi``), the name a :class:`~topobind.launch.build.JobShape` carries (``mpirun`` for OpenMPI),
+    ``mpi``), the name a :class:`~topobind.launch.shape.JobShape` carries (``mpirun`` for OpenMPI),
     what its ranks need (``env``), the MPI the program links, and notes."""
 
     def __init__(

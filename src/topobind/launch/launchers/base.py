@@ -7,8 +7,8 @@ A launcher is one module in this package with one subclass of :class:`Launcher`,
   raises naming the package that installs it);
 - the command for a job shape (:meth:`Launcher.command`: one plan on every node;
   :meth:`Launcher.command_groups`: a plan per group of nodes, where it can), given the
-  per-rank step (:class:`topobind.launch.build.RankStep`: its variables, files and argv; a
-  launcher does not import :mod:`topobind.launch.build`, which imports the registry);
+  per-rank step (:class:`topobind.launch.shape.RankStep`: its variables, files and argv; a
+  launcher imports only :mod:`topobind.launch.shape`, never the builder, which imports it);
 - the per-rank variables it gives each rank (``local_rank_vars``, ``rank_vars``,
   ``size_vars``: kernels/rankexec.c and the probes read the same names, innermost launcher
   first);
@@ -32,7 +32,7 @@ from topobind.errors import TopobindError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from topobind.launch.build import JobShape, RankStep
+    from topobind.launch.shape import JobShape, RankStep
     from topobind.plan.model import Plan
 
 
@@ -174,7 +174,7 @@ class Launcher:
 
     def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         """The launch of ``program`` in ``shape`` (one plan on every node); ``step``: the
-        per-rank step's variables, files and argv (:class:`topobind.launch.build.RankStep`)."""
+        per-rank step's variables, files and argv (:class:`topobind.launch.shape.RankStep`)."""
         raise NotImplementedError
 
     def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
