@@ -19,6 +19,7 @@ from topobind.errors import TopobindError
 from topobind.launch.build import build, job_shape, launchers
 from topobind.launch.launchers.base import Launch, Launcher, Native
 from topobind.launch.launchers.linked import dynamic_entries, linked_mpi
+from topobind.launch.resolve import installed_with
 from topobind.launch.shape import JobShape, RankStep
 from topobind.plan.layouts import make_plan
 from topobind.topo.topology import load
@@ -105,7 +106,7 @@ def test_a_programs_mpi_is_read_from_its_elf_file(ompi4_program: Path, tmp_path:
     assert linked is not None and linked.family == "openmpi"
     assert linked.soname == "libmpi.so.40" and linked.library is not None
     assert Path(linked.library).resolve().name.startswith("libmpi.so.40")
-    owner = launchers.installed_with(linked)
+    owner = installed_with(linked)
     assert owner is not None and owner.name == "openmpi4"  # /usr/bin/mpicc: Debian's
     assert linked_mpi("/bin/true") is None  # no MPI
     script = tmp_path / "s.sh"

@@ -36,6 +36,7 @@ from topobind.fsutil import atomic_write_text
 from topobind.kernels.programs import find_kernel
 from topobind.launch import launchers
 from topobind.launch.launchers.base import Launch
+from topobind.launch.resolve import launch_args, resolve
 from topobind.launch.shape import JobShape, NodePlan
 from topobind.plan.model import Plan, RankPlan
 from topobind.topo import slurm_allocation as slurm
@@ -103,11 +104,11 @@ def job_shape(
     ``nodes``: default, the job's nodes inside Slurm (1 without a launcher); ``groups``: a
     plan per group of nodes (always with the per-rank step); ``program``: the program's
     path, read once (the MPI it links picks or checks the launcher, see
-    :func:`topobind.launch.launchers.resolve`); ``srun_args``, ``mpirun_args``: options for srun,
+    :func:`topobind.launch.resolve.resolve`); ``srun_args``, ``mpirun_args``: options for srun,
     or for mpirun/mpiexec (whichever launches)."""
     if groups and launcher == "none":
         raise TopobindError("--launcher none runs one process; the job spans several nodes")
-    r = launchers.resolve(plan, launcher, mpi, mpirun=mpirun, program=program)
+    r = resolve(plan, launcher, mpi, mpirun=mpirun, program=program)
     which = r.launcher
     if nodes is None:
         nodes = slurm_nodes() if in_slurm() and which.name != "none" else 1
@@ -127,7 +128,7 @@ def job_shape(
     given = srun_args if which.name == "srun" else mpirun_args if which.family else ()
     unused = _unused_launcher_args(which.name, srun_args if given is not srun_args else (),
                                    mpirun_args if given is not mpirun_args else ())  # fmt: skip
-    extra, mpi_env, notes = launchers.launch_args(which, r.linked, given)
+    extra, mpi_env, notes = launch_args(which, r.linked, given)
     notes = [*unused, *notes]
     return JobShape(
         plan=plan,
