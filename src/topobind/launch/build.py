@@ -27,10 +27,9 @@ group
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 
-from topobind.emit.omp import omp_env, rank_env
+from topobind.emit.omp import omp_env
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
 from topobind.kernels.programs import find_kernel
@@ -38,19 +37,12 @@ from topobind.launch import launchers
 from topobind.launch.launchers.base import Launch
 from topobind.launch.resolve import launch_args, resolve
 from topobind.launch.shape import JobShape, NodePlan
-from topobind.plan.model import Plan, RankPlan
+from topobind.launch.step_file import Section, step_text
+from topobind.plan.model import Plan
 from topobind.topo import slurm_allocation as slurm
-from topobind.topo.topology import format_list
 
 #: ``--launcher`` choices (the registry's names and aliases: :mod:`topobind.launch.launchers`)
 LAUNCHERS = launchers.names()
-RANK_STEP_HEADER = "topobind-rankexec 1"
-#: Version 2 adds ``%cpus=LIST`` fields: rankexec binds the rank itself (a rankexec built
-#: before it refuses the file instead of ignoring the binding).
-RANK_STEP_HEADER_BIND = "topobind-rankexec 2"
-#: Version 3 adds the memory fields ``%mem=POLICY:NODES``, ``%thp=off``, ``%preload=LIB``
-#: (:func:`topobind.plan.memory.step_fields`); used only when a line has one.
-RANK_STEP_HEADER_MEM = "topobind-rankexec 3"
 
 
 def in_slurm(env: dict[str, str] | None = None) -> bool:
@@ -183,68 +175,28 @@ def rank_step_text(shape: JobShape, plan: Plan | None = None, bind: bool = False
     with its variables (see kernels/rankexec.c); ``bind``: each line also binds its rank
     to its planned CPUs (version 2: a launcher whose own binding is off)."""
     plan = plan or shape.plan
-    header = RANK_STEP_HEADER_BIND if bind else RANK_STEP_HEADER
-    lines = _step_prologue(shape, header, f"layout {plan.layout}; one line per local rank")
-    lines.append("@*")
-    lines += _rank_lines(shape, plan, bind=bind)
-    return _with_memory_header(lines)
+    masks = tuple(launcher_masks(plan, "srun")) if bind else None
+    section = Section(("*",), plan, masks)
+    about = f"layout {plan.layout}; one line per local rank"
+    return step_text(about, [section], shape.env, _sample(shape))
 
 
 def groups_step_text(shape: JobShape) -> str:
     """One rankexec file for every group of nodes (version 2): a section per group, each
     local rank's line binding it to its planned CPUs (``%cpus=``) before its variables."""
     about = f"layout {shape.groups[0].plan.layout}; a section per group of nodes"
-    lines = _step_prologue(shape, RANK_STEP_HEADER_BIND, about)
-    for g in shape.groups:
-        lines += [f"# {g.about}" if g.about else "#", "@" + ",".join(g.hosts)]
-        lines += _rank_lines(shape, g.plan, bind=True)
-    return _with_memory_header(lines)
+    sections = [
+        Section(g.hosts, g.plan, tuple(launcher_masks(g.plan, "srun")), g.about)
+        for g in shape.groups
+    ]
+    return step_text(about, sections, shape.env, _sample(shape))
 
 
-def _with_memory_header(lines: list[str]) -> str:
-    """The step file's text; version 3 when a line carries memory fields (an older rankexec
-    then refuses the file instead of ignoring the placement)."""
-    if any("\t%mem=" in ln or "\t%thp=" in ln or "\t%preload=" in ln for ln in lines[1:]):
-        lines = [RANK_STEP_HEADER_MEM, *lines[1:]]
-    return "\n".join(lines) + "\n"
-
-
-def _step_prologue(shape: JobShape, header: str, about: str) -> list[str]:
-    """A step file's first lines: its header, a comment, the ``%sample`` directive if any."""
-    lines = [header, f"# {about}"]
-    if shape.sample_ms is not None:
-        lines.append(f"%sample {shape.sample_dir} {shape.sample_ms}")
-    return lines
-
-
-def _rank_lines(shape: JobShape, plan: Plan, bind: bool) -> list[str]:
-    """``RANK<TAB>[%cpus=MASK<TAB>]NAME=VALUE...`` for each local rank of ``plan``."""
-    lines = []
-    masks = launcher_masks(plan, "srun") if bind else [()] * plan.nranks
-    for r, mask in zip(plan.ranks, masks, strict=True):
-        env = {**rank_env(plan, r.rank), **shape.env}
-        for k, v in env.items():
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or "\t" in v or "\n" in v:
-                raise TopobindError(f"per-rank variable {k}={v!r} cannot be passed on")
-        fields = [str(r.rank), *([f"%cpus={format_list(mask)}"] if bind else [])]
-        fields += _memory_fields(plan, r)
-        lines.append("\t".join([*fields, *(f"{k}={v}" for k, v in env.items())]))
-    return lines
-
-
-def _memory_fields(plan: Plan, rank: RankPlan) -> list[str]:
-    """The rank's memory fields (``%mem=``, ``%thp=``, ``%preload=`` and the shim's
-    variables; :func:`topobind.plan.memory.step_fields`)."""
-    if rank.memory is None:
-        return []
-    from topobind.plan.memory import step_fields, uses_shim
-
-    shim = None
-    if uses_shim(plan):
-        from topobind.kernels.programs import HUGEPAGE_SHIM, find_kernel
-
-        shim = str(find_kernel(HUGEPAGE_SHIM))
-    return step_fields(plan, rank, shim)
+def _sample(shape: JobShape) -> tuple[str, int] | None:
+    """The ``%sample`` directive's directory and delay, when the shape samples."""
+    if shape.sample_ms is None:
+        return None
+    return (str(shape.sample_dir), shape.sample_ms)
 
 
 def group_rank_file(shape: JobShape, k: int) -> str:
