@@ -183,3 +183,16 @@ def test_no_launcher_imports_the_builder_or_the_runner() -> None:
         for target in sorted(imports_of(path) & above)
     ]
     assert bad == []
+
+
+def test_commands_hold_no_scratch_directory_handling() -> None:
+    """Commands parse, call and print (docs/architecture.md): a scratch directory is made and
+    removed below them (launch/run.py's scratch, run_job, dry_job), never in cli/commands/."""
+    words = ("rmtree", "mkdtemp", "tempfile", "workdir()", "dry_run_dir(")
+    bad = [
+        f"{path.name}: {word}"
+        for path in sorted((PACKAGE / "cli" / "commands").glob("*.py"))
+        for word in words
+        if word in path.read_text()
+    ]
+    assert bad == []
