@@ -21,10 +21,13 @@
  * /proc/PID/task/TID/{stat,status} of each (the CPU each thread last ran on, field 39 of
  * stat, and Cpus_allowed_list) and writes one JSON line in the whereami format to
  * DIR/sample-HOST-PID.json: each thread with its process id and name and whether that
- * process is a wrapper (has children). While the program's threads (those of processes
- * without children) are fewer than OMP_NUM_THREADS of the rank's line it samples again every
- * 100 ms (up to 10 s), keeping the last sample taken while the program ran ("ended": it was
- * gone at the last look).
+ * process is a wrapper (has children), and the CPUs the rank was started on ("started_on").
+ * While the program's threads (those of processes without children) are fewer than
+ * OMP_NUM_THREADS of the rank's line, or (a rank over several CPUs) fewer than that many
+ * distinct masks narrower than the rank are held (the OpenMP team's places, not yet taken
+ * while a slow MPI_Init runs), it samples again every 100 ms (up to 10 s), keeping the last sample taken
+ * while the program ran ("ended": it was gone at the last look). Its memory is that of the
+ * rank's process with the most resident anonymous memory.
  */
 #include "tb_common.h"
 #include "tb_step.h"
@@ -297,7 +300,7 @@ static int rank_processes(pid_t root, proc_t *out, int max)
 
 /* One thread as a whereami placement entry; 0 when the thread is gone. */
 static int thread_json(FILE *f, const proc_t *proc, int tid, long rank, int index,
-                       const char *host)
+                       const char *host, int *allowed, unsigned long long *hash)
 {
     char path[96], buf[8192];
     snprintf(path, sizeof path, "/proc/%ld/task/%d/stat", (long)proc->pid, tid);
@@ -335,6 +338,10 @@ static int thread_json(FILE *f, const proc_t *proc, int tid, long rank, int inde
     fputs("],\"host\":", f);
     json_string(f, host);
     fputc('}', f);
+    *allowed = ncpus;
+    *hash = 1469598103934665603ULL; /* FNV-1a of the mask's CPUs: tells masks apart */
+    for (int i = 0; i < ncpus; i++)
+        *hash = (*hash ^ (unsigned long long)cpus[i]) * 1099511628211ULL;
     free(cpus);
     return 1;
 }
@@ -439,6 +446,8 @@ typedef struct {
     size_t len;
     int procs;   /* processes sampled: the program and its descendants */
     int threads; /* threads of the processes that are not wrappers (the program's) */
+    int bound;   /* distinct masks narrower than the CPUs the rank was started on (places) */
+    unsigned long long masks[MAX_TASKS]; /* those masks (hashes) */
     proc_t list[MAX_PROCS];
 } snap_t;
 
@@ -459,7 +468,7 @@ static int program_threads(const snap_t *s)
 
 /* Every thread of the rank's processes, as whereami placement entries; 0 when the program
  * is gone (S then holds nothing). */
-static int snapshot(pid_t pid, long rank, const char *host, snap_t *s)
+static int snapshot(pid_t pid, long rank, const char *host, int started, snap_t *s)
 {
     static int tids[MAX_TASKS];
     proc_t *procs = s->list;
@@ -476,9 +485,15 @@ static int snapshot(pid_t pid, long rank, const char *host, snap_t *s)
         if (n > 0)
             qsort(tids, (size_t)n, sizeof tids[0], cmp_int);
         for (int i = 0; i < n; i++) {
-            int got = thread_json(f, &procs[k], tids[i], rank, index, host);
+            int allowed = 0, seen = 0;
+            unsigned long long hash = 0;
+            int got = thread_json(f, &procs[k], tids[i], rank, index, host, &allowed, &hash);
             index += got;
             s->threads += got && !procs[k].children;
+            for (int m = 0; m < s->bound && !seen; m++)
+                seen = s->masks[m] == hash;
+            if (got && allowed > 0 && allowed < started && !seen)
+                s->masks[s->bound++] = hash;
         }
     }
     if (fclose(f) != 0)
@@ -486,14 +501,45 @@ static int snapshot(pid_t pid, long rank, const char *host, snap_t *s)
     return 1;
 }
 
-/* The process whose memory the sample reports: the program under its wrappers (the first
- * sampled process without children), else the process rankexec exec'd. */
+/* The process whose memory the sample reports: the one of the rank's processes (wrappers
+ * included: a program that forked a helper has children) with the most resident anonymous
+ * memory (RssAnon), which holds the rank's data; else the process rankexec exec'd. */
 static pid_t program_pid(const snap_t *s, pid_t pid)
 {
-    for (int k = 0; k < s->procs; k++)
-        if (!s->list[k].children)
-            return s->list[k].pid;
-    return pid;
+    pid_t best = pid;
+    long most = -1;
+    for (int k = 0; k < s->procs; k++) {
+        char path[64], buf[4096];
+        snprintf(path, sizeof path, "/proc/%ld/status", (long)s->list[k].pid);
+        const char *a = read_small(path, buf, sizeof buf) > 0 ? strstr(buf, "RssAnon:") : NULL;
+        long kib = a ? strtol(a + strlen("RssAnon:"), NULL, 10) : -1;
+        if (kib > most) {
+            most = kib;
+            best = s->list[k].pid;
+        }
+    }
+    return best;
+}
+
+/* The CPUs this process may run on (the sampler's: those the rank was started on), as a
+ * count, and as JSON into F when F is given; from /proc (no 1024-CPU limit). */
+static int started_cpus(FILE *f)
+{
+    char buf[8192];
+    int *cpus = NULL, n = 0;
+    char *a = read_small("/proc/self/status", buf, sizeof buf) > 0
+                  ? strstr(buf, "Cpus_allowed_list:")
+                  : NULL;
+    if (a) {
+        a += strlen("Cpus_allowed_list:");
+        a += strspn(a, " \t");
+        a[strcspn(a, "\n")] = '\0';
+        n = tb_list_parse(a, &cpus);
+    }
+    for (int i = 0; f && i < n; i++)
+        fprintf(f, "%s%d", i ? "," : "", cpus[i]);
+    free(cpus);
+    return n > 0 ? n : 0;
 }
 
 /* The sample file's name: DIR/sample-HOST-PID.json, HOST cut to safe characters. */
@@ -519,6 +565,7 @@ static void sample_path(char *path, size_t len, const char *dir, const char *hos
 static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, const char *host)
 {
     long want = env_number((const char *const[]){"OMP_NUM_THREADS", NULL});
+    int started = started_cpus(NULL);
     /* MS is bounded (tb_step_choose); the wait ends early when the program does: no sampler
        sleeps on after its program */
     for (long slept = 0; slept < ms && parent_of(pid, NULL, 0) >= 0; slept += 100) {
@@ -527,9 +574,13 @@ static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, c
         nanosleep(&ts, NULL);
     }
     static snap_t best, now;
-    int alive = snapshot(pid, rank, host, &best);
+    int alive = snapshot(pid, rank, host, started, &best);
     long waited = 0;
-    while (alive && best.threads < want && waited < 10000) {
+    /* the team: OMP_NUM_THREADS threads bound to distinct masks narrower than the rank when
+     * the rank spans several places (an MPI library's threads, started before the team, keep
+     * the rank's CPUs or the first place's, where the OpenMP runtime put the main thread) */
+    int team = want > 1 && started > 1;
+    while (alive && (best.threads < want || (team && best.bound < want)) && waited < 10000) {
         struct timespec step = {0, 100 * 1000000L};
         nanosleep(&step, NULL);
         waited += 100;
@@ -537,7 +588,7 @@ static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, c
         if (threads < 0)
             alive = 0;
         else if (threads >= want || waited % 1000 == 0) {
-            alive = snapshot(pid, rank, host, &now);
+            alive = snapshot(pid, rank, host, started, &now);
             if (alive) {
                 free(best.text);
                 best = now;
@@ -560,6 +611,9 @@ static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, c
             "\"threads_wanted\":%ld,\"processes\":%d,\"ended\":%s,\"placement\":[%s]",
             rank, ranks, (long)pid, ms, waited, want, best.procs, alive ? "false" : "true",
             best.text ? best.text : "");
+    fputs(",\"started_on\":[", f);
+    started_cpus(f);
+    fputc(']', f);
     if (alive) /* a program gone before its sample has no memory to read */
         sample_memory(f, program_pid(&best, pid));
     fputs("}\n", f);

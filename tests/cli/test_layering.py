@@ -125,3 +125,74 @@ def test_the_rules_have_no_cycle() -> None:
 def test_the_rule_reads_folders_as_documented(module: str, target: str, allowed: bool) -> None:
     mine, theirs = folder_of(module), folder_of(target)
     assert (theirs in LAYERS[mine] | {mine, "base"}) is allowed
+
+
+def import_cycles() -> list[list[str]]:
+    """The import cycles among topobind's modules (every import counts, those under
+    ``TYPE_CHECKING`` and inside functions included): strongly connected groups of two or
+    more modules, each sorted."""
+    modules = _modules()
+    graph = {
+        m: sorted(t for t in imports_of(p) if t in modules and t != m) for m, p in modules.items()
+    }
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for v in graph:
+        if v not in order:
+            visit(v)
+    return cycles
+
+
+@pytest.mark.slow
+def test_no_import_cycle() -> None:
+    """Issue 28 item 1: build.py and the launchers imported each other (under TYPE_CHECKING)."""
+    assert import_cycles() == []
+
+
+@pytest.mark.slow
+def test_no_launcher_imports_the_builder_or_the_runner() -> None:
+    """A launcher module (launch/launchers/) reads the job's shape (launch/shape.py) and
+    imports neither launch/build.py, which calls the launchers, nor launch/run.py."""
+    above = {"topobind.launch.build", "topobind.launch.run"}
+    bad = [
+        f"{module} imports {target}"
+        for module, path in _modules().items()
+        if module.startswith("topobind.launch.launchers")
+        for target in sorted(imports_of(path) & above)
+    ]
+    assert bad == []
+
+
+def test_commands_hold_no_scratch_directory_handling() -> None:
+    """Commands parse, call and print (docs/architecture.md): a scratch directory is made and
+    removed below them (launch/run.py's scratch, run_job, dry_job), never in cli/commands/."""
+    words = ("rmtree", "mkdtemp", "tempfile", "workdir()", "dry_run_dir(")
+    bad = [
+        f"{path.name}: {word}"
+        for path in sorted((PACKAGE / "cli" / "commands").glob("*.py"))
+        for word in words
+        if word in path.read_text()
+    ]
+    assert bad == []

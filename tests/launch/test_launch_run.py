@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -308,6 +309,76 @@ def test_env_notes_whole_cores_on_smt_for_several_ranks() -> None:
     assert "export OMP_PLACES=cores" in out.stdout
     assert out.stderr.startswith("topobind: note: OMP_PLACES=cores: each thread gets the PUs")
     assert "the whole core (all its PUs) under mpirun --bind-to core" in out.stderr
+
+
+def test_advice_on_idle_task_cpus_leads_to_a_plan() -> None:
+    """Issue 31 item 9: every-other-core plans one thread on a 2-core SMT-1 node; Slurm's
+    -c 2 is then half idle. --threads 2 does not plan there (the advice was that, and then
+    "add --smt"): ask for -c 1 instead. Where --threads 2 plans, it is still the advice."""
+    env = {**NO_SLURM, "SLURM_JOB_ID": "1", "SLURM_CPUS_PER_TASK": "2"}
+    for cores, advice in ((2, "--threads 2 does not fit this layout here: ask Slurm for -c 1"),
+                          (8, "give --threads 2 or change -c")):  # fmt: skip
+        topo = f"synthetic:package:1 l3cache:1 core:{cores} pu:1"
+        out = run_topobind("env", "-t", topo, "-l", "every-other-core", "-r", "1", "-T", "1",
+                           env=env)  # fmt: skip
+        assert out.returncode == 0 and advice in out.stderr, out.stderr
+        follow = ["-T", "2"] if "--threads 2" in advice and "give" in advice else []
+        if follow:
+            done = run_topobind("env", "-t", topo, "-l", "every-other-core", "-r", "1", *follow,
+                                env=env)  # fmt: skip
+            assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_an_example_job_script_runs_from_a_job_directory(tmp_path: Path) -> None:
+    """Issue 31 item 9: copied to a job directory and run there with topobind's environment
+    on PATH (no TOPOBIND_ROOT), the script finds topobind-run and the probe; with no topobind
+    at all, one line says what to do (it said 'topobind-run: command not found')."""
+    script = tmp_path / "omp.sbatch"
+    script.write_text((REPO / "docs" / "examples" / "openmp-only.sbatch").read_text())
+    base = {k: v for k, v in NO_SLURM.items() if k not in ("PATH", "TOPOBIND_ROOT")}
+    env = {**base, "PATH": f"{venv_bin('topobind').parent}:/usr/bin:/bin"}
+    out = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "all 2 threads on their planned CPUs" in out.stderr
+    if shutil.which("topobind-run", path="/usr/bin:/bin") or shutil.which(
+        "topobind", path="/usr/bin:/bin"
+    ):
+        return  # installed system-wide: nothing to miss
+    bare = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True,
+                          env={**base, "PATH": "/usr/bin:/bin"}, timeout=60)  # fmt: skip
+    assert bare.returncode == 127 and bare.stderr.startswith("topobind not found: "), bare
+
+
+def test_verify_takes_srun_s_dash_n(tmp_path: Path) -> None:
+    """Issue 31 item 9: -N is what srun users type for --nodes."""
+    out = run_topobind("verify", "-l", "compact", "-r", "1", "-T", "1", "-N", "2", "--", "env",
+                       env=NO_SLURM, cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert "1      0  -          0                 -  -              MISSING" in out.stdout
+    bad = run_topobind("verify", "-N", "0", "--", "env", env=NO_SLURM, cwd=tmp_path)
+    assert bad.returncode == 2 and "argument --nodes/-N: '0'" in bad.stderr
+
+
+def test_launcher_options_as_one_dash_word_and_unused_ones(tmp_path: Path) -> None:
+    """Issue 31 item 4: --srun-args '--cpu-bind=none' (one word starting with a dash) was an
+    argparse error; --launcher none --mpirun-args was ignored silently."""
+    slurm = {**NO_SLURM, "SLURM_JOB_ID": "1", "SLURM_NNODES": "1", "SLURM_JOB_NUM_NODES": "1"}
+    out = run_topobind("run", "-r", "2", "-T", "1", "--launcher", "srun", "--srun-args",
+                       "--cpu-bind=none", "--dry-run", "--", "./app", "--srun-args", "-x",
+                       env=slurm, cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("srun "))
+    assert line.startswith("srun --cpu-bind=none ") and line.endswith(" ./app --srun-args -x")
+    none = run_topobind("run", "-r", "1", "--launcher", "none", "--mpirun-args",
+                        "--oversubscribe", "--", "true", env=NO_SLURM, cwd=tmp_path)  # fmt: skip
+    assert none.returncode == 2 and none.stderr.count("\n") == 1, none.stderr
+    assert none.stderr.startswith("topobind: error: --mpirun-args: --launcher none starts")
+    other = run_topobind("run", "-r", "2", "-T", "1", "--launcher", "mpirun", "--srun-args",
+                         "-N 1", "--dry-run", "--", "true", env=NO_SLURM, cwd=tmp_path)  # fmt: skip
+    assert other.returncode == 0, other.stderr
+    assert "topobind: note: --srun-args not used: the launch is openmpi" in other.stderr
 
 
 def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:

@@ -16,9 +16,11 @@ from cli_helpers import NO_SLURM, run_topobind, venv_bin
 from paths import REPO
 
 from topobind.errors import TopobindError
-from topobind.launch.build import JobShape, RankStep, build, job_shape, launchers
+from topobind.launch.build import build, job_shape, launchers
 from topobind.launch.launchers.base import Launch, Launcher, Native
 from topobind.launch.launchers.linked import dynamic_entries, linked_mpi
+from topobind.launch.resolve import installed_with
+from topobind.launch.shape import JobShape, RankStep
 from topobind.plan.layouts import make_plan
 from topobind.topo.topology import load
 
@@ -104,7 +106,7 @@ def test_a_programs_mpi_is_read_from_its_elf_file(ompi4_program: Path, tmp_path:
     assert linked is not None and linked.family == "openmpi"
     assert linked.soname == "libmpi.so.40" and linked.library is not None
     assert Path(linked.library).resolve().name.startswith("libmpi.so.40")
-    owner = launchers.installed_with(linked)
+    owner = installed_with(linked)
     assert owner is not None and owner.name == "openmpi4"  # /usr/bin/mpicc: Debian's
     assert linked_mpi("/bin/true") is None  # no MPI
     script = tmp_path / "s.sh"
@@ -176,3 +178,24 @@ def test_a_new_launcher_is_one_class_in_the_registry(monkeypatch: pytest.MonkeyP
     assert launch.argv[:2] == ["echo", "2"] and launch.argv[-1] == "./app"
     # Its masks default to the planned PUs: OMP_PLACES=threads is exact, no per-rank step
     assert not shape.rank_step and launch.env["OMP_PLACES"] == "threads"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (os.path.islink("/bin") and os.path.exists("/usr/bin/mpirun")),
+    reason="needs a usr-merged system (/bin a link) with OpenMPI's mpirun",
+)
+def test_mpirun_found_through_a_usr_merged_bin_runs(tmp_path: Path) -> None:
+    """Issue 31 item 7: with PATH=/bin:/usr/bin, mpirun is found as /bin/mpirun, and OpenMPI 4
+    refuses the prefix / it derives from it; topobind runs it from its real directory."""
+    env = {**NO_SLURM, "PATH": "/bin:/usr/bin"}
+    out = run_topobind(
+        "run", "--launcher", "mpirun", "-r", "2", "-T", "1", "--", "true", env=env, cwd=tmp_path
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    dry = run_topobind(
+        "run", "-r", "2", "-T", "1", "--dry-run", "--", "true", env=env, cwd=tmp_path
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert any(line.startswith("/usr/bin/mpirun ") for line in dry.stdout.splitlines()), dry.stdout
+    assert "/bin/mpirun" not in dry.stdout.replace("/usr/bin/mpirun", "")

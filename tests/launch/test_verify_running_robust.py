@@ -88,6 +88,93 @@ def test_a_perf_stat_like_wrapper_that_moves_the_program_fails(tmp_path: Path) -
 
 
 @pytest.mark.slow
+def test_a_program_that_forks_a_helper_then_moves_fails(tmp_path: Path) -> None:
+    """Issue 31 item 2: the program has a child (sleep, left where it was started) and moves
+    itself onto rank 0's CPU: it has children, and is judged all the same."""
+    program = tmp_path / "forks.py"
+    program.write_text(
+        "import os, subprocess, time\nhelper = subprocess.Popen(['sleep', '4'])\n"
+        "if os.environ.get('OMPI_COMM_WORLD_LOCAL_RANK') == '1':\n"
+        "    os.sched_setaffinity(0, {0})\n"
+        "time.sleep(2.5)\nhelper.kill()\n"
+    )
+    out = checked("python3", str(program), cwd=tmp_path, ranks="2", threads="1", ms="800")
+    assert out.returncode == 1, out.stderr
+    moved = [ln for ln in out.stderr.splitlines() if "moved off the rank's CPUs" in ln]
+    assert len(moved) == 1 and moved[0].split()[:2] == ["1", "1"], out.stderr
+    assert "python3 (pid " in moved[0] and "which has children" in moved[0]
+    assert "ran on 0, affinity 0, planned 1" in moved[0]
+    assert " OK" in row(out.stderr, 0, 0) and " OK" in row(out.stderr, 1, 0)
+
+
+def test_moved_threads_are_judged_whatever_their_process() -> None:
+    """A wrapper's thread on the rank's CPUs, or on the CPUs the rank was started on, is
+    where the launch put it; one elsewhere is a MISMATCH row after the planned ones."""
+    from topobind.launch.samples import explain, judged_threads, parse_sample
+
+    def entry(thread: int, process: str, wrapper: bool, affinity: list[int]) -> dict:
+        return {"rank": 0, "thread": thread, "pid": 7 + thread, "process": process,
+                "wrapper": wrapper, "cpu": affinity[0], "affinity": affinity,
+                "host": "h"}  # fmt: skip
+
+    planned = [PlannedRank(0, ((1,),), (1,))]
+    for started, wrapper_mask, bad in (
+        ([1], [1], False), ([0, 1], [0, 1], False), ([1], [0], True), ([1], [0, 1], True),
+        ([], [0, 1], False), ([], [0], True),
+    ):  # fmt: skip
+        placement = [entry(0, "app", True, wrapper_mask), entry(1, "sleep", False, [1])]
+        doc = {"kernel": "whereami", "host": "h", "rank": 0, "ended": False,
+               "placement": placement}  # fmt: skip
+        if started:
+            doc["started_on"] = started
+        sample = parse_sample(json.dumps(doc))
+        assert sample is not None and sample.started_on == tuple(started)
+        rows = explain(compare(planned, judged_threads([sample]), match_threads=True), [sample])
+        assert [r.status for r in rows] == ["OK", "MISMATCH"] if bad else ["OK"], rows
+        if bad:
+            assert rows[1].thread == 1 and "app (pid 7, which has children) moved" in rows[1].reason
+
+
+@pytest.mark.slow
+def test_a_team_that_starts_after_a_slow_mpi_init_is_judged(tmp_path: Path) -> None:
+    """Issue 31 item 9: at --sample-ms 150 the program has OMP_NUM_THREADS threads already
+    (its own and an MPI library's helper, both on the rank's CPUs) but no team yet; the team
+    (one thread bound to each place) comes a second later. The sampler waits for it."""
+    program = tmp_path / "late_team.py"
+    program.write_text(
+        "import os, threading, time\n"
+        "threading.Thread(target=time.sleep, args=(4,), daemon=True).start()\n"
+        "time.sleep(1.0)\n"
+        "def work(cpu):\n    os.sched_setaffinity(0, {cpu})\n    time.sleep(2)\n"
+        "team = [threading.Thread(target=work, args=(c,)) for c in (0, 1)]\n"
+        "[t.start() for t in team]\n[t.join() for t in team]\n"
+    )
+    out = checked("python3", str(program), cwd=tmp_path, launcher="none", ranks="1",
+                  threads="2", ms="150")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert " OK" in row(out.stderr, 0, 0) and " OK" in row(out.stderr, 0, 1)
+    assert "MISMATCH" not in out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("launcher", "probe"), [("mpirun", "whereami-mpi"),
+                                                 ("mpich", "whereami-mpi-mpich")])  # fmt: skip
+def test_a_hybrid_mpi_program_sampled_early_passes(
+    launcher: str, probe: str, tmp_path: Path
+) -> None:
+    """Issue 31 item 9, with the MPI library's own threads: at --sample-ms 150 the OpenMP
+    runtime has bound the main thread to the first place and MPI_Init's helper threads
+    inherit it; the team's second place is taken later. Judged once the team is there."""
+    program = KERNELS_BIN / probe
+    if not program.exists():
+        pytest.skip(f"kernels/bin/{probe} is not built (make kernels / make whereami-mpis)")
+    out = checked(str(program), "--spin-ms", "2000", cwd=tmp_path, launcher=launcher,
+                  ranks="1", threads="2", ms="150")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "the program's 2 threads ran on their planned CPUs" in out.stderr
+
+
+@pytest.mark.slow
 def test_a_wrapper_that_leaves_the_program_in_place_passes(tmp_path: Path) -> None:
     out = checked(
         "bash", "-c", f"{WHEREAMI} --spin-ms 2500 >/dev/null; true",

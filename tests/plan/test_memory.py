@@ -216,6 +216,21 @@ def test_no_numa_information(tmp_path: Path) -> None:
     out = cli("plan", "-t", str(xml), "--layout", "compact", "--mem", "bind")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and "has no NUMA information" in out.stderr
+    # issue 31 item 8: NUMA nodes for some CPUs only; the default plans, with a note
+    half = tmp_path / "halfnuma.xml"
+    two = subprocess.run(
+        ["lstopo-no-graphics", "--of", "xml", "-i", "pack:2 numa:1 core:2 pu:1", "-"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    last = list(re.finditer(r'<object type="NUMANode"[^>]*?(/>|>.*?</object>)', two, re.S))[-1]
+    half.write_text(two[: last.start()] + two[last.end() :])
+    out = cli("plan", "-t", str(half), "--layout", "spread", "--ranks", "2", "-f", "json")
+    assert out.returncode == 0, out.stderr
+    mem = [r["memory"]["policy"] for r in json.loads(out.stdout)["ranks"]]
+    assert mem == ["bind", "none"]
+    assert "no NUMA node for the CPUs of rank 1" in out.stderr
+    out = cli("plan", "-t", str(half), "--layout", "spread", "--ranks", "2", "--mem", "bind")
+    assert out.returncode == 2 and "no NUMA information for rank 1" in out.stderr
 
 
 @pytest.mark.slow

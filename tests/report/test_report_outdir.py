@@ -112,3 +112,24 @@ def test_empty_directory_and_symlink(small_fleet: Path, tmp_path: Path) -> None:
     link.symlink_to(empty)
     assert topobind("report", str(small_fleet), "-o", str(link)).returncode == 0
     assert link.is_symlink() and (link / "report.json").is_file()
+
+
+def test_a_hostile_manifest_is_refused_in_one_line(small_fleet: Path, tmp_path: Path) -> None:
+    """Issue 31 item 8: a manifest line with a NUL byte gave a traceback and left a hidden
+    .DIR.old-* behind; a manifest over 1 MiB was called "no manifest"."""
+    out = tmp_path / "r"
+    assert topobind("report", str(small_fleet), "-o", str(out)).returncode == 0
+    text = (out / MANIFEST).read_text()
+    for manifest, says in (
+        (text + "a\0b\n", "which no file of the directory can be named"),
+        (text + "..\n", "which no file of the directory can be named"),
+        (text + "#" * (1 << 20) + "\n", "over the 1 MiB of one"),
+    ):
+        (out / MANIFEST).write_text(manifest)
+        before = tree(out)
+        proc = topobind("report", str(small_fleet), "-o", str(out))
+        refused(proc, str(out), "choose another -o")
+        assert f"its {MANIFEST} manifest " in proc.stderr and says in proc.stderr
+        assert "no .topobind-report" not in proc.stderr
+        assert tree(out) == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]  # no hidden leftovers

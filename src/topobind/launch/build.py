@@ -27,80 +27,22 @@ group
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
-from topobind.emit.omp import omp_env, rank_env
+from topobind.emit.omp import omp_env
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
 from topobind.kernels.programs import find_kernel
 from topobind.launch import launchers
 from topobind.launch.launchers.base import Launch
-from topobind.plan.model import Plan, RankPlan
+from topobind.launch.resolve import launch_args, resolve
+from topobind.launch.shape import JobShape, NodePlan
+from topobind.launch.step_file import Section, step_text
+from topobind.plan.model import Plan
 from topobind.topo import slurm_allocation as slurm
-from topobind.topo.topology import Topology, format_list
 
 #: ``--launcher`` choices (the registry's names and aliases: :mod:`topobind.launch.launchers`)
 LAUNCHERS = launchers.names()
-RANK_STEP_HEADER = "topobind-rankexec 1"
-#: Version 2 adds ``%cpus=LIST`` fields: rankexec binds the rank itself (a rankexec built
-#: before it refuses the file instead of ignoring the binding).
-RANK_STEP_HEADER_BIND = "topobind-rankexec 2"
-#: Version 3 adds the memory fields ``%mem=POLICY:NODES``, ``%thp=off``, ``%preload=LIB``
-#: (:func:`topobind.plan.memory.step_fields`); used only when a line has one.
-RANK_STEP_HEADER_MEM = "topobind-rankexec 3"
-
-
-@dataclass(frozen=True)
-class NodePlan:
-    """The plan of a group of the job's nodes when the nodes hold different shares: each of
-    ``hosts`` runs ``plan``; ``first_rank``: the global rank of the plan's rank 0 on
-    ``hosts[0]`` (ranks in node order, block); ``node``: the whole node's topology (not
-    restricted to the CPUs the job holds; OpenMPI 5 rankfiles number its cores);
-    ``about``: the group's share in words (see :func:`topobind.launch.node_groups.describe`)."""
-
-    hosts: tuple[str, ...]
-    plan: Plan
-    first_rank: int = 0
-    node: Topology | None = None
-    about: str = ""
-
-
-@dataclass(frozen=True)
-class JobShape:
-    """Everything the command line depends on.
-
-    ``plan``: every node's plan; ``groups``: instead, a plan per group of nodes (the nodes
-    hold different shares; ``plan`` is then the first group's). ``nodes``: how many nodes;
-    ``hosts``: their names when known (needed by rankfiles that span nodes). ``rank_step``:
-    run the per-rank step (rankexec) with the file ``rank_file`` (a group's under mpirun:
-    ``rankexec-K.txt`` beside it); ``sample_ms``: the step also samples where the program's
-    threads run that many ms after start (written to ``sample_dir``). ``env``: extra
-    variables for every rank; ``forward``: variables mpirun must pass by name (``-x``).
-    ``extra_args``: options for the launcher itself (``--srun-args``, ``--mpirun-args``,
-    srun's ``--mpi``); ``runtime_env``: what the launcher's MPI needs (its root, libraries);
-    ``notes``: what choosing the launcher found (told with the launch's notes); ``probe``:
-    the placement probe for ``--verify`` (the MPI probe of the program's MPI)."""
-
-    plan: Plan
-    launcher: str = "none"
-    nodes: int = 1
-    hosts: tuple[str, ...] = ()
-    groups: tuple[NodePlan, ...] = ()
-    mpirun: str | None = None
-    mpi: str | None = None  # "openmpi4" | "openmpi5"
-    rank_step: bool = False
-    rank_file: str = "rankexec.txt"
-    rankfile_path: str = "topobind.rankfile"
-    sample_ms: int | None = None
-    sample_dir: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    forward: tuple[str, ...] = ()
-    extra_args: tuple[str, ...] = ()
-    runtime_env: Mapping[str, str] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    probe: str = "whereami"
 
 
 def in_slurm(env: dict[str, str] | None = None) -> bool:
@@ -154,11 +96,11 @@ def job_shape(
     ``nodes``: default, the job's nodes inside Slurm (1 without a launcher); ``groups``: a
     plan per group of nodes (always with the per-rank step); ``program``: the program's
     path, read once (the MPI it links picks or checks the launcher, see
-    :func:`topobind.launch.launchers.resolve`); ``srun_args``, ``mpirun_args``: options for srun,
+    :func:`topobind.launch.resolve.resolve`); ``srun_args``, ``mpirun_args``: options for srun,
     or for mpirun/mpiexec (whichever launches)."""
     if groups and launcher == "none":
         raise TopobindError("--launcher none runs one process; the job spans several nodes")
-    r = launchers.resolve(plan, launcher, mpi, mpirun=mpirun, program=program)
+    r = resolve(plan, launcher, mpi, mpirun=mpirun, program=program)
     which = r.launcher
     if nodes is None:
         nodes = slurm_nodes() if in_slurm() and which.name != "none" else 1
@@ -176,7 +118,10 @@ def job_shape(
         raise TopobindError("sampling the program's threads needs the per-rank step")
     step = step or _memory_step(plan, rank_step)
     given = srun_args if which.name == "srun" else mpirun_args if which.family else ()
-    extra, mpi_env, notes = launchers.launch_args(which, r.linked, given)
+    unused = _unused_launcher_args(which.name, srun_args if given is not srun_args else (),
+                                   mpirun_args if given is not mpirun_args else ())  # fmt: skip
+    extra, mpi_env, notes = launch_args(which, r.linked, given)
+    notes = [*unused, *notes]
     return JobShape(
         plan=plan,
         launcher=r.shape_name,
@@ -196,6 +141,18 @@ def job_shape(
         notes=(*r.notes, *notes),
         probe=r.probe,
     )
+
+
+def _unused_launcher_args(launcher: str, srun: Sequence[str], mpirun: Sequence[str]) -> list[str]:
+    """Notes on launcher options the launch does not use (``srun``, ``mpirun``: the unused
+    ones); with no launcher at all they are refused: nothing would take them."""
+    unused = [flag for flag, v in (("--srun-args", srun), ("--mpirun-args", mpirun)) if v]
+    if unused and launcher == "none":
+        raise TopobindError(
+            f"{unused[0]}: --launcher none starts the program itself, with no launcher to "
+            "take them; leave them out, or choose a launcher (--launcher srun|mpirun)"
+        )
+    return [f"{flag} not used: the launch is {launcher}'s" for flag in unused]
 
 
 def _memory_step(plan: Plan, rank_step: str) -> bool:
@@ -218,68 +175,28 @@ def rank_step_text(shape: JobShape, plan: Plan | None = None, bind: bool = False
     with its variables (see kernels/rankexec.c); ``bind``: each line also binds its rank
     to its planned CPUs (version 2: a launcher whose own binding is off)."""
     plan = plan or shape.plan
-    header = RANK_STEP_HEADER_BIND if bind else RANK_STEP_HEADER
-    lines = _step_prologue(shape, header, f"layout {plan.layout}; one line per local rank")
-    lines.append("@*")
-    lines += _rank_lines(shape, plan, bind=bind)
-    return _with_memory_header(lines)
+    masks = tuple(launcher_masks(plan, "srun")) if bind else None
+    section = Section(("*",), plan, masks)
+    about = f"layout {plan.layout}; one line per local rank"
+    return step_text(about, [section], shape.env, _sample(shape))
 
 
 def groups_step_text(shape: JobShape) -> str:
     """One rankexec file for every group of nodes (version 2): a section per group, each
     local rank's line binding it to its planned CPUs (``%cpus=``) before its variables."""
     about = f"layout {shape.groups[0].plan.layout}; a section per group of nodes"
-    lines = _step_prologue(shape, RANK_STEP_HEADER_BIND, about)
-    for g in shape.groups:
-        lines += [f"# {g.about}" if g.about else "#", "@" + ",".join(g.hosts)]
-        lines += _rank_lines(shape, g.plan, bind=True)
-    return _with_memory_header(lines)
+    sections = [
+        Section(g.hosts, g.plan, tuple(launcher_masks(g.plan, "srun")), g.about)
+        for g in shape.groups
+    ]
+    return step_text(about, sections, shape.env, _sample(shape))
 
 
-def _with_memory_header(lines: list[str]) -> str:
-    """The step file's text; version 3 when a line carries memory fields (an older rankexec
-    then refuses the file instead of ignoring the placement)."""
-    if any("\t%mem=" in ln or "\t%thp=" in ln or "\t%preload=" in ln for ln in lines[1:]):
-        lines = [RANK_STEP_HEADER_MEM, *lines[1:]]
-    return "\n".join(lines) + "\n"
-
-
-def _step_prologue(shape: JobShape, header: str, about: str) -> list[str]:
-    """A step file's first lines: its header, a comment, the ``%sample`` directive if any."""
-    lines = [header, f"# {about}"]
-    if shape.sample_ms is not None:
-        lines.append(f"%sample {shape.sample_dir} {shape.sample_ms}")
-    return lines
-
-
-def _rank_lines(shape: JobShape, plan: Plan, bind: bool) -> list[str]:
-    """``RANK<TAB>[%cpus=MASK<TAB>]NAME=VALUE...`` for each local rank of ``plan``."""
-    lines = []
-    masks = launcher_masks(plan, "srun") if bind else [()] * plan.nranks
-    for r, mask in zip(plan.ranks, masks, strict=True):
-        env = {**rank_env(plan, r.rank), **shape.env}
-        for k, v in env.items():
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or "\t" in v or "\n" in v:
-                raise TopobindError(f"per-rank variable {k}={v!r} cannot be passed on")
-        fields = [str(r.rank), *([f"%cpus={format_list(mask)}"] if bind else [])]
-        fields += _memory_fields(plan, r)
-        lines.append("\t".join([*fields, *(f"{k}={v}" for k, v in env.items())]))
-    return lines
-
-
-def _memory_fields(plan: Plan, rank: RankPlan) -> list[str]:
-    """The rank's memory fields (``%mem=``, ``%thp=``, ``%preload=`` and the shim's
-    variables; :func:`topobind.plan.memory.step_fields`)."""
-    if rank.memory is None:
-        return []
-    from topobind.plan.memory import step_fields, uses_shim
-
-    shim = None
-    if uses_shim(plan):
-        from topobind.kernels.programs import HUGEPAGE_SHIM, find_kernel
-
-        shim = str(find_kernel(HUGEPAGE_SHIM))
-    return step_fields(plan, rank, shim)
+def _sample(shape: JobShape) -> tuple[str, int] | None:
+    """The ``%sample`` directive's directory and delay, when the shape samples."""
+    if shape.sample_ms is None:
+        return None
+    return (str(shape.sample_dir), shape.sample_ms)
 
 
 def group_rank_file(shape: JobShape, k: int) -> str:
@@ -316,10 +233,11 @@ def step_parts(
     return env, [(shape.rank_file, rank_step_text(shape, bind=bind))], rank_step_argv(shape)
 
 
-class RankStep:
-    """The per-rank step as a launcher builds its command (it does not import this module):
-    the ranks' variables with the step file and argv (:meth:`parts`), or the pieces a
-    per-node launch puts together (group files, one file with a section per group)."""
+class StepFiles:
+    """The per-rank step as a launcher builds its command (:class:`topobind.launch.shape.RankStep`;
+    a launcher does not import this module): the ranks' variables with the step file and argv
+    (:meth:`parts`), or the pieces a per-node launch puts together (group files, one file with
+    a section per group)."""
 
     def __init__(self, shape: JobShape) -> None:
         self.shape = shape
@@ -356,7 +274,7 @@ def build(shape: JobShape, program: Sequence[str]) -> Launch:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
     which = launchers.get(shape.launcher, shape.mpi)
     make = which.command_groups if shape.groups else which.command
-    launch = make(shape, program, RankStep(shape))
+    launch = make(shape, program, StepFiles(shape))
     if shape.notes:
         launch.notes[:0] = list(shape.notes)
     return launch

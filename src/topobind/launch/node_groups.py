@@ -5,7 +5,7 @@ other jobs holds different CPUs on each (``scontrol show job -d``: ``CPU_IDs``, 
 abstract ids, read as OS indexes through :func:`topobind.topo.slurm_allocation.machine_cpus`). One
 plan applied on every node is then wrong, so each group of nodes with the same share (tasks, CPUs:
 :func:`topobind.topo.slurm_allocation.node_shares`) gets a plan of its own, made from the node
-topology restricted to the CPUs the job holds there (:class:`topobind.launch.build.NodePlan`). The
+topology restricted to the CPUs the job holds there (:class:`topobind.launch.shape.NodePlan`). The
 launch itself is :func:`topobind.launch.build.build` with these groups (``JobShape.groups``): one
 plain srun step whose per-rank step binds each rank from its group's section of one file, or one
 mpirun with a rankfile naming every host and an application context per group, each
@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from topobind.errors import TopobindError
-from topobind.launch.build import JobShape, NodePlan, job_env
+from topobind.launch.build import job_env
+from topobind.launch.shape import JobShape, NodePlan
 from topobind.launch.verify import Observed, Row, compare
 from topobind.launch.verify_devices import EnvRow, check_env
 from topobind.plan import request

@@ -1,11 +1,14 @@
 """Running a program in this job (the engine of ``topobind run``): the scratch directory
-every rank reads, the launch prepared once (:func:`topobind.launch.build.build`, files written),
-the placement probe run first in the program's place, the groups of nodes when the job's
-nodes hold different shares (:mod:`topobind.launch.node_groups`), and the samples of the running
-program. :mod:`topobind.cli.commands.run` parses the options and prints."""
+every rank reads (:func:`scratch`), the launch prepared once (:func:`topobind.launch.build.build`,
+files written), the placement probe run first in the program's place, the groups of nodes
+when the job's nodes hold different shares (:mod:`topobind.launch.node_groups`), and the
+samples of the running program. :func:`run_job` goes through them in order and returns an
+:class:`Outcome`; :mod:`topobind.cli.commands.run` parses the options and prints (told each
+stage by a :class:`Stages`)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import os
@@ -13,17 +16,16 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from topobind.errors import CannotRun, ProbeFailed, TopobindError
 from topobind.interrupt import stop_on_signals
 from topobind.kernels.programs import find_kernel
 from topobind.launch import node_groups as pernode
 from topobind.launch.build import (
-    JobShape,
     Launch,
-    NodePlan,
     build,
     in_slurm,
     job_shape,
@@ -38,6 +40,7 @@ from topobind.launch.samples import (
     read_sample_files,
     sample_files,
 )
+from topobind.launch.shape import JobShape, NodePlan
 from topobind.launch.verify import Row, compare, parse_probe_output
 from topobind.launch.verify_devices import EnvRow, check_env
 from topobind.launch.verify_memory import ProbeRow, probe_rows
@@ -224,6 +227,9 @@ def verify_groups(groups: Sequence[NodePlan], job: Job) -> Verdict:
     return Verdict(rows, check_env_per_node(groups, out))
 
 
+WAITING = "while waiting for the samples of the running program; not verified"
+
+
 def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> tuple[list[Row], list[Sample]]:
     """The per-rank step's samples of the running program against the plan, or each group's
     samples against its own plan (``job.shape.groups``), waiting up to ``sample_ms`` + 12 s
@@ -235,7 +241,7 @@ def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> tuple[list[Row], list[
         else plan.nranks * job.launch.nodes
     )
     deadline = time.monotonic() + sample_ms / 1000 + 12.0
-    with stop_on_signals("while waiting for the samples of the running program; not verified"):
+    with stop_on_signals(WAITING):
         while time.monotonic() < deadline and len(sample_files(job.workdir)) < expected:
             time.sleep(0.05)
     samples = read_sample_files(sample_files(job.workdir))
@@ -245,3 +251,90 @@ def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> tuple[list[Row], list[
     planned = [PlannedRank(r.rank, r.places, r.cpus) for r in plan.ranks]
     rows = compare(planned, observed, nnodes=job.launch.nodes, match_threads=True)
     return explain(rows, samples), samples
+
+
+@contextlib.contextmanager
+def scratch(where: str | None = None) -> Iterator[str]:
+    """A new scratch directory (``where``, else :func:`workdir`: shared by the job's nodes),
+    removed with everything in it when the block ends, however it ends."""
+    path = where if where is not None else workdir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def dry_job(
+    plan: Plan,
+    program: Sequence[str],
+    opts: RunOptions,
+    *,
+    sample: bool = False,
+    groups: Sequence[NodePlan] = (),
+) -> Job:
+    """The launch of a dry run, its files written where its command reads them (see
+    :func:`dry_run_dir`; the job's shared scratch directory for groups of nodes), kept only
+    when the command reads files: ``job.workdir`` is gone when ``job.launch.files`` is empty
+    and there are no groups."""
+    where = workdir() if groups else dry_run_dir()
+    try:
+        job = prepare(plan, program, opts, where, sample=sample, groups=groups)
+    except BaseException:
+        shutil.rmtree(where, ignore_errors=True)
+        raise
+    if not job.launch.files and not groups:
+        shutil.rmtree(where, ignore_errors=True)
+    return job
+
+
+class Stages(Protocol):
+    """What :func:`run_job` tells its caller as it goes (the command prints)."""
+
+    def prepared(self, job: Job) -> None:
+        """The launch is prepared, not yet started (its notes, the plan's warnings)."""
+
+    def probed(self, verdict: Verdict) -> None:
+        """The probe's verdict (``verify``); raising stops the job before the launch."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A job run: the launch's exit status (a shell's: 128 + signal) and, when the program
+    was sampled, the comparison's rows and the samples."""
+
+    job: Job
+    status: int
+    rows: list[Row] | None = None
+    samples: list[Sample] | None = None
+
+
+def run_job(
+    plan: Plan,
+    program: Sequence[str],
+    opts: RunOptions,
+    stages: Stages,
+    *,
+    verify: bool = False,
+    verify_running: bool = False,
+    groups: Sequence[NodePlan] = (),
+) -> Outcome:
+    """Run ``program`` in this job: check it is here, prepare the launch in one scratch
+    directory (removed at the end), run the probe first (``verify``), launch, and compare
+    the running program's samples with the plan (``verify_running``; not after Ctrl-C or
+    SIGTERM, exit 130 or 143). ``groups``: a plan per group of nodes (``plan``: the first's)."""
+    check_program(program[0])
+    with scratch() as where:
+        job = prepare(plan, program, opts, where, sample=verify_running, groups=groups)
+        stages.prepared(job)
+        if verify:
+            stages.probed(verify_groups(groups, job) if groups else verify_first(plan, job))
+        if not verify_running:
+            return Outcome(job, exit_status(execute(job.launch).returncode))
+        # from the launch on: a Ctrl-C or SIGTERM after the program ended and before the wait
+        # for its samples (or one topobind.runner passes on) ends with one line, not a traceback
+        with stop_on_signals(WAITING):
+            status = exit_status(execute(job.launch).returncode)
+            if status in (130, 143):
+                return Outcome(job, status)
+            rows, samples = sampled_rows(job.shape.plan, job, opts.sample_ms)
+        return Outcome(job, status, rows, samples)

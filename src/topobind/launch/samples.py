@@ -3,8 +3,11 @@
 rankexec's sampler (kernels/rankexec.c) writes one JSON line per rank: every thread of the
 program it exec'd and of the program's descendants, each with its process (id, name) and
 whether that process is a *wrapper*, one with children of its own (``/usr/bin/time``,
-``perf stat``, a shell, ``taskset``...). The rank is judged by where the threads of the
-processes that are not wrappers ran: the real program, wherever a wrapper put it.
+``perf stat``, a shell, ``taskset``...), and the CPUs the rank was started on. The planned
+places are matched with the threads of the processes that are not wrappers: the real program,
+wherever a wrapper put it. Every other thread, a wrapper's included, must stay where the rank
+was put: on the rank's planned CPUs or on the CPUs it was started on. A program that forks a
+helper and then moves itself has children, and is a MISMATCH all the same (:func:`moved_rows`).
 
 :func:`explain` turns the comparison's rows (:func:`topobind.launch.verify.compare`) into what was
 seen: a place no thread took in a program that ran fewer threads than planned is UNUSED (with
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 
 from topobind.errors import plural
 from topobind.launch.verify import Observed, Row
+from topobind.topo.topology import format_list
 
 _MAX_FILE = 1 << 20  # a sample of 4096 threads is about 500 KB
 
@@ -48,6 +52,8 @@ class Sample:
     #: the program's memory (rankexec's sample_memory: numa_maps bytes by NUMA node and page
     #: size, THP, large mappings; topobind.launch.verify_memory); None: not read (it was gone)
     memory: dict[str, object] | None = None
+    #: the CPUs the rank was started on (the launch's binding; empty: an older sampler)
+    started_on: tuple[int, ...] = ()
 
     def judged(self) -> list[SampledThread]:
         """The program's threads: those of processes that are not wrappers."""
@@ -65,6 +71,12 @@ class Sample:
 def _int(v: object) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise ValueError(f"not an integer: {v!r}")
+    return v
+
+
+def _list(v: object) -> list[object]:
+    if not isinstance(v, list):
+        raise ValueError(f"not a list: {v!r}")
     return v
 
 
@@ -105,6 +117,7 @@ def parse_sample(line: str) -> Sample | None:
             ended=doc.get("ended") is True,
             threads=tuple(_thread(p, host) for p in placement),
             memory=memory if isinstance(memory := doc.get("memory"), dict) else None,
+            started_on=tuple(_int(c) for c in _list(doc.get("started_on", []))),
         )
     except (ValueError, KeyError, TypeError, RecursionError):
         return None
@@ -173,7 +186,8 @@ def _explain_row(row: Row, s: Sample | None, planned: int) -> Row:
 
 
 def explain(rows: Sequence[Row], samples: Sequence[Sample]) -> list[Row]:
-    """The rows of a comparison with what the samples say about each rank (see the module)."""
+    """The rows of a comparison with what the samples say about each rank (see the module),
+    and a MISMATCH row for each thread that moved off the rank's CPUs (:func:`moved_rows`)."""
     by_rank: dict[int, Sample] = {}
     for s in samples:
         by_rank.setdefault(s.rank, s)
@@ -181,4 +195,48 @@ def explain(rows: Sequence[Row], samples: Sequence[Sample]) -> list[Row]:
     for r in rows:
         if r.status != "UNPLANNED":
             planned[r.rank] = planned.get(r.rank, 0) + 1
-    return [_explain_row(r, by_rank.get(r.rank), planned.get(r.rank, 0)) for r in rows]
+    out = [_explain_row(r, by_rank.get(r.rank), planned.get(r.rank, 0)) for r in rows]
+    out += moved_rows(rows, samples)
+    out.sort(key=lambda r: (r.rank, r.thread))
+    return out
+
+
+def _moved(o: Observed, cpus: set[int], started: tuple[int, ...]) -> bool:
+    """A thread whose mask is neither inside the rank's planned CPUs nor the one the rank was
+    started on (an older sampler without it: not wider than the planned CPUs either)."""
+    mask = set(o.affinity)
+    if not mask or mask <= cpus:
+        return False
+    return mask != set(started) if started else not mask >= cpus
+
+
+def moved_rows(rows: Sequence[Row], samples: Sequence[Sample]) -> list[Row]:
+    """MISMATCH rows for the threads of a rank's processes, wrappers included, that the
+    comparison did not judge (a wrapper's, an MPI library's) and that moved off the rank's
+    CPUs (:func:`_moved`): a program that forks a helper and then moves itself has children,
+    and is judged all the same. Numbered after the rank's planned threads."""
+    cpus: dict[int, set[int]] = {}
+    judged: set[Observed] = set()
+    for r in rows:
+        if r.status != "UNPLANNED":
+            cpus.setdefault(r.rank, set()).update(r.planned)
+        if r.observed is not None:
+            judged.add(r.observed)
+    out: list[Row] = []
+    for s in samples:
+        mine = cpus.get(s.rank)
+        if not mine:
+            continue
+        number = sum(1 for r in rows if r.rank == s.rank)
+        for t in s.threads:
+            o = t.observed
+            if o in judged or not _moved(o, mine, s.started_on):
+                continue
+            kind = "has children" if t.wrapper else "is not matched to a planned thread"
+            why = (
+                f"{t.process} (pid {t.pid}, which {kind}) moved off the rank's CPUs: ran on "
+                f"{o.cpu}, affinity {format_list(o.affinity)}, planned {format_list(mine)}"
+            )
+            out.append(Row(s.rank, number, tuple(sorted(mine)), o, "MISMATCH", why))
+            number += 1
+    return out

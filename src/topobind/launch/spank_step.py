@@ -7,7 +7,7 @@ per node per step: the plan of this node's share as a version-2 per-rank step fi
 ``S_STEP_ALLOC_CORES``: core indexes in hwloc's logical order) and ``N`` its local tasks. The
 plugin keeps the output in memory and gives each task its line: ``%cpus=`` (the task's
 mask) and its variables (exact ``OMP_PLACES``, ``OMP_PROC_BIND``, ``OMP_NUM_THREADS``,
-device variables), the format :func:`topobind.launch.build.groups_step_text` writes for
+device variables), the format :mod:`topobind.launch.step_file` writes for
 kernels/rankexec.c.
 """
 
@@ -17,7 +17,9 @@ import os
 import re
 
 from topobind.errors import TopobindError
-from topobind.launch.build import JobShape, NodePlan, groups_step_text
+from topobind.launch.launchers import masks
+from topobind.launch.step_file import Section
+from topobind.launch.step_file import step_text as file_text
 from topobind.plan.model import Plan
 from topobind.topo.topology import Topology, live_whole_xml, load, node_cores, parse_xml
 
@@ -41,11 +43,10 @@ def slurm_cores_topology(source: str, cores_text: str) -> Topology:
 
 def step_text(plan: Plan) -> str:
     """The plan as a version-2 step file for every host (``@*``): one line per local rank
-    binding it to its planned CPUs (``%cpus=``) before its variables."""
-    shape = JobShape(plan=plan, groups=(NodePlan(("*",), plan),))
-    header, _, rest = groups_step_text(shape).partition("\n")
-    about = f"# layout {plan.layout}; this node's share, one line per local rank"
-    return f"{header}\n{about}\n{rest.partition(chr(10))[2]}"
+    binding it to its planned CPUs (``%cpus=``: the masks srun would give) before its
+    variables."""
+    about = f"layout {plan.layout}; this node's share, one line per local rank"
+    return file_text(about, [Section(("*",), plan, tuple(masks(plan, "srun")), comment="")])
 
 
 def core_ids(text: str, ncores: int) -> list[int]:

@@ -214,7 +214,22 @@ def probe_rows(plan: Plan, text: str, judge: bool) -> list[ProbeRow]:
         if not isinstance(each, list) or not all(isinstance(m, dict) for m in each):
             each = [{**params, "rank": doc.get("rank", 0), "host": doc.get("host", "?")}]
         rows += [_probe_row(plan, m, judge) for m in each]
+    why = "" if judge else _not_judged(plan)
+    rows = [replace(r, why=why) if r.status == "REPORTED" and not r.why else r for r in rows]
     return sorted(rows, key=lambda r: (r.host, r.rank))
+
+
+def _not_judged(plan: Plan) -> str:
+    """Why the probe's memory policy is shown and not judged: nothing applied one."""
+    m = next((r.memory for r in plan.ranks if r.memory is not None), None)
+    if m is None or m.policy == "none":
+        return "not judged: --mem none leaves memory to the kernel"
+    if len(plan.topology.numa_nodes) + len(plan.topology.cpuless_numa) <= 1:
+        return (
+            "not judged: one NUMA node, where every policy places memory alike; "
+            "the launch applies none"
+        )
+    return "not judged: the launch applies no memory policy"
 
 
 def _probe_row(plan: Plan, memory: dict[str, Any], judge: bool) -> ProbeRow:

@@ -74,10 +74,18 @@ def plan_memory(
         mem = "none"
         notes.append("the topology has no NUMA nodes: memory left to the kernel (--mem none)")
     live = plan.topology.source.startswith("live")
-    size = _page_choice(plan, mem, pages, pages_min or 0, live, root, notes)
+    # no --pages-min: the least a rank's hugetlb pool must hold for the shim to map anything
+    need = SHIM_MIN_BYTES if pages_min is None else pages_min
+    size = _page_choice(plan, mem, pages, need, live, root, notes)
     placements: dict[tuple[int, ...], MemoryPlacement] = {}  # ranks on the same nodes share one
     for r in plan.ranks:
-        if r.numa not in placements:
+        if r.numa not in placements and mem == "local" and not r.numa:
+            placements[r.numa] = MemoryPlacement("none", (), size)  # the default's fallback
+            notes.append(
+                f"the topology has no NUMA node for the CPUs of rank {r.rank} (and of any "
+                "rank on such CPUs): their memory is left to the kernel (--mem none)"
+            )
+        elif r.numa not in placements:
             placements[r.numa] = rank_placement(plan, r, mem, size)
     ranks = tuple(replace(r, memory=placements[r.numa]) for r in plan.ranks)
     if mem in ("bind", "local") and len(plan.topology.numa_nodes) > 1 and live:
@@ -134,9 +142,25 @@ def _page_choice(
         )
         raise TopobindError(
             f"--pages {pages}: NUMA node {node} has {free} free {pages} pages, the plan needs "
-            f"{want} there; as root: {fix}"
+            f"{want} there ({_per_rank(need)}); as root: {fix}"
         )
     return pages
+
+
+def _per_rank(need: int) -> str:
+    size = (
+        f"{need >> 30} GiB"
+        if need >= 1 << 30 and not need % (1 << 30)
+        else f"{need >> 20} MiB"
+        if need >= 1 << 20
+        else f"{need} bytes"
+    )
+    if need == SHIM_MIN_BYTES:
+        return (
+            f"{size} per rank, the smallest allocation the hugepage shim maps; --pages-min "
+            "SIZE for what the ranks allocate"
+        )
+    return f"--pages-min: {size} per rank"
 
 
 def _total(pools: list[Pool], node: int, kib: int) -> int:

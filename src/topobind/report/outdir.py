@@ -33,19 +33,41 @@ def manifest_text(names: list[str]) -> str:
     return "\n".join([_HEADER, _COMMENT, *sorted(names)]) + "\n"
 
 
+_MAX_MANIFEST = 1 << 20  # a report's manifest names a few files
+
+
 def _listed(outdir: Path) -> set[str] | None:
     """The file names the manifest of ``outdir`` lists; None without a readable manifest."""
+    listed, _ = _manifest(outdir)
+    return listed
+
+
+def _manifest(outdir: Path) -> tuple[set[str] | None, str]:
+    """(the names the manifest of ``outdir`` lists, "") or (None, what is wrong with it: ""
+    when there is none). A name that cannot be a file of the directory (a NUL byte, ``.``,
+    ``..``, a ``/``) makes the manifest not topobind's."""
     path = outdir / MANIFEST
     try:
         st = path.lstat()
-        if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 20:
-            return None
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
+        if not stat.S_ISREG(st.st_mode):
+            return None, "is not a regular file"
+        if st.st_size > _MAX_MANIFEST:
+            return None, f"is {st.st_size:,} bytes, over the {_MAX_MANIFEST >> 20} MiB of one"
+        with open(path, "rb") as fh:
+            lines = fh.read(_MAX_MANIFEST + 1).decode("utf-8").splitlines()
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror})"
+    except UnicodeDecodeError:
+        return None, "is not UTF-8 text"
     if not lines or lines[0] != _HEADER:
-        return None
-    return {n for n in lines[1:] if n and not n.startswith("#") and "/" not in n}
+        return None, f"does not start with '{_HEADER}'"
+    names = {n for n in lines[1:] if n and not n.startswith("#")}
+    bad = next((n for n in sorted(names) if "\0" in n or "/" in n or n in (".", "..")), None)
+    if bad is not None:
+        return None, f"lists {bad[:40]!r}, which no file of the directory can be named"
+    return names, ""
 
 
 def _unexpected(outdir: Path, listed: set[str]) -> list[str]:
@@ -88,7 +110,12 @@ def check_replaceable(outdir: Path) -> None:
         ) from exc
     if not entries:
         return
-    listed = _listed(outdir)
+    listed, wrong = _manifest(outdir)
+    if listed is None and wrong:
+        raise TopobindError(
+            f"{outdir}: its {MANIFEST} manifest {wrong}, not one topobind wrote; refusing to "
+            "replace it: choose another -o, or remove it"
+        )
     if listed is None:
         if "report.json" in entries:
             raise TopobindError(
@@ -119,7 +146,7 @@ def _remove_old(holder: Path, old: Path, listed: set[str]) -> None:
     """Delete the old report's own files by name, then its (now empty) directories; anything
     else found there is left in place (a hidden ``.NAME.old-*`` directory beside DIR)."""
     for name in listed | {MANIFEST}:
-        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+        with contextlib.suppress(OSError, ValueError):  # the report's own file, or nothing
             (old / name).unlink()
     with contextlib.suppress(OSError):
         old.rmdir()

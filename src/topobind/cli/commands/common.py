@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
 
 from topobind.cli.arguments import (  # noqa: F401 (the topology options, re-exported)
@@ -145,15 +145,33 @@ def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
 def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
     """The plan of a command that launches inside this job (run, env, verify): see
     :func:`topobind.plan.request.plan_for_job`."""
-    plan = request.plan_for_job(request_from(args, job=True), topo)
-    threads = thread_warnings(plan.threads, args.threads, os.environ)
+    req = request_from(args, job=True)
+    plan = request.plan_for_job(req, topo)
+
+    def plans_with(threads: int) -> bool:  # the advice --threads N must lead to a plan
+        from topobind.errors import TopobindError
+
+        try:
+            request.plan_for_job(replace(req, threads=threads), topo)
+        except TopobindError:
+            return False
+        return True
+
+    threads = thread_warnings(plan.threads, args.threads, os.environ, plans_with)
     return replace(plan, warnings=(*plan.warnings, *threads)) if threads else plan
 
 
-def thread_warnings(planned: int, given: int | None, env: Mapping[str, str]) -> list[str]:
+def thread_warnings(
+    planned: int,
+    given: int | None,
+    env: Mapping[str, str],
+    plans_with: Callable[[int], bool] = lambda threads: True,
+) -> list[str]:
     """Warnings when the plan's threads per rank disagree with what the job says: the
     CPUs Slurm gives each task (``SLURM_CPUS_PER_TASK``) or an exported ``OMP_NUM_THREADS``
-    (which topobind replaces). ``given``: ``--threads``, None when the layout chose."""
+    (which topobind replaces). ``given``: ``--threads``, None when the layout chose.
+    ``plans_with(n)``: whether the same request plans with ``--threads n`` (advised only then;
+    otherwise the advice is ``-c`` of the plan's threads)."""
     out = []
     src = "--threads" if given is not None else "chosen by the layout"
     cpt = env.get("SLURM_CPUS_PER_TASK", "") if "SLURM_JOB_ID" in env else ""
@@ -164,9 +182,14 @@ def thread_warnings(planned: int, given: int | None, env: Mapping[str, str]) -> 
             if cpus > planned
             else "threads beyond the task's CPUs"
         )
+        advice = (
+            f"give --threads {cpus} or change -c"
+            if plans_with(cpus)
+            else f"--threads {cpus} does not fit this layout here: ask Slurm for -c {planned}"
+        )
         out.append(
             f"{planned} thread(s) per rank ({src}) but Slurm gives each task {cpus} CPU(s) "
-            f"(SLURM_CPUS_PER_TASK={cpt}): {fix}; give --threads {cpus} or change -c"
+            f"(SLURM_CPUS_PER_TASK={cpt}): {fix}; {advice}"
         )
     omp = env.get("OMP_NUM_THREADS", "")
     if omp and omp != str(planned):

@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import os
 import shlex
-import shutil
 import sys
 import textwrap
 from typing import Any
@@ -23,12 +22,12 @@ from topobind.cli.commands.common import (
 from topobind.emit.devices import env_notes
 from topobind.emit.omp import omp_notes
 from topobind.errors import TopobindError, VerifyFailed, plural
-from topobind.interrupt import stop_on_signals
 from topobind.launch import launchers
 from topobind.launch import run as jobrun
-from topobind.launch.build import JobShape, Launch, NodePlan, in_slurm, job_env, slurm_nodes
+from topobind.launch.build import Launch, in_slurm, job_env, slurm_nodes
 from topobind.launch.node_groups import check_env_per_node, compare_per_node, env_group
 from topobind.launch.samples import Sample
+from topobind.launch.shape import JobShape, NodePlan
 from topobind.launch.verify import all_ok, compare, parse_probe_output, rows_json, table
 from topobind.launch.verify_devices import check_env, env_table, why_variables_only
 from topobind.plan.layouts import per_domain_names
@@ -80,6 +79,33 @@ launch command cannot be started.
 """
 
 
+def _dash_values(parser: argparse.ArgumentParser, flags: tuple[str, ...]) -> None:
+    """Let ``flags`` take a value that starts with a dash as a separate word (``--srun-args
+    '--cpu-bind=none'``), which argparse takes for an unknown option: such a pair is given
+    to it as ``FLAG=VALUE``. Words after ``--`` (the program's) are left as they are."""
+    parse = parser.parse_known_args
+
+    def joined(args: Any = None, namespace: Any = None) -> Any:
+        words = list(sys.argv[1:] if args is None else args)
+        out: list[str] = []
+        i = 0
+        while i < len(words):
+            word = words[i]
+            if word == "--":
+                out += words[i:]
+                break
+            value = words[i + 1] if i + 1 < len(words) else ""
+            if word in flags and value.startswith("-") and value != "--":
+                out.append(f"{word}={value}")
+                i += 2
+                continue
+            out.append(word)
+            i += 1
+        return parse(out, namespace)
+
+    parser.parse_known_args = joined  # type: ignore[method-assign]
+
+
 def add_subparser(subparsers: Any) -> None:
     run = subparsers.add_parser(
         "run",
@@ -103,6 +129,7 @@ def add_subparser(subparsers: Any) -> None:
             metavar="'OPTS'",
             help=f"options for {launcher} itself, e.g. {flag} '{example}'",
         )
+    _dash_values(run, ("--srun-args", "--mpirun-args"))
     run.add_argument(
         "--verify",
         action="store_true",
@@ -153,6 +180,7 @@ def add_subparser(subparsers: Any) -> None:
     verify.add_argument("--format", "-f", choices=("text", "json"), default="text")
     verify.add_argument(
         "--nodes",
+        "-N",  # srun's spelling
         type=count_arg("--nodes", 1, MAX_NODES),
         metavar="N",
         help="nodes the launch command spans, each running the plan's ranks (default: the "
@@ -198,22 +226,14 @@ def _print_launch(launch: Launch) -> None:
 def _dry_run(plan: Plan, program: list[str], args: argparse.Namespace) -> int:
     """Print the exact command. Files the command refers to (step file, rankfile) go to a
     new directory under $TMPDIR, kept and named only when the command needs them; nothing
-    is written to the working directory (see :func:`topobind.launch.run.dry_run_dir`)."""
-    workdir = jobrun.dry_run_dir()
-    try:
-        opts = _options(args)
-        launch = jobrun.prepare(plan, program, opts, workdir, sample=args.verify_running).launch
-    except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    print_warnings(plan, launch.notes)
-    _print_sampling(args, workdir)
-    _print_launch(launch)
-    _print_files(launch)
-    if not launch.files:
-        shutil.rmtree(workdir, ignore_errors=True)
-    else:
-        print(f"# files this command reads (kept; remove when done): {workdir}")
+    is written to the working directory (see :func:`topobind.launch.run.dry_job`)."""
+    job = jobrun.dry_job(plan, program, _options(args), sample=args.verify_running)
+    print_warnings(plan, job.launch.notes)
+    _print_sampling(args, job.workdir)
+    _print_launch(job.launch)
+    _print_files(job.launch)
+    if job.launch.files:
+        print(f"# files this command reads (kept; remove when done): {job.workdir}")
     return 0
 
 
@@ -233,26 +253,26 @@ def _print_sampling(args: argparse.Namespace, workdir: str) -> None:
         )
 
 
-def _launch(launch: Launch, program: str | None = None) -> int:
-    """Run the launch; its exit status (a failure is also told on stderr, naming the program
-    when no launcher stands between: the status is the program's own)."""
-    status = jobrun.exit_status(jobrun.execute(launch).returncode)
+def _exited(launch: Launch, status: int, program: str | None = None) -> None:
+    """A failed launch told on stderr, naming the program when no launcher stands between
+    (the status is the program's own)."""
     if status:
         what = program if launch.launcher == "none" and program else launch.argv[0]
         print(f"topobind: {what} exited with status {status}", file=sys.stderr)
-    return status
 
 
-def _launch_then_samples(
-    job: jobrun.Job, args: argparse.Namespace, program: str | None = None
-) -> int:
-    """The launch, then (--verify-running) the wait for its samples. Ctrl-C or SIGTERM after
-    the launch ended and before the wait began (or one that reached the ended launch:
-    topobind.runner passes it on) ends the command with one line, as in the wait."""
-    if not args.verify_running:
-        return _launch(job.launch, program)
-    with stop_on_signals("while waiting for the samples of the running program; not verified"):
-        return _with_samples(_launch(job.launch, program), job, args)
+class _Printed:
+    """The stages of :func:`topobind.launch.run.run_job` as this command prints them."""
+
+    def __init__(self, plan: Plan | None, short: bool = False) -> None:
+        self.plan, self.short = plan, short  # plan: None for groups (warned before)
+
+    def prepared(self, job: jobrun.Job) -> None:
+        if self.plan is not None:
+            print_warnings(self.plan, job.launch.notes)
+
+    def probed(self, verdict: jobrun.Verdict) -> None:
+        _print_verdict(verdict, short=self.short)
 
 
 def run_program(args: argparse.Namespace) -> int:
@@ -269,16 +289,12 @@ def run_program(args: argparse.Namespace) -> int:
         check_here(plan, program[0])  # NUMA nodes here and allowed; the shim reaches the program
     if args.dry_run:
         return _dry_run(plan, program, args)
-    jobrun.check_program(program[0])
-    workdir = jobrun.workdir()
-    try:
-        job = jobrun.prepare(plan, program, _options(args), workdir, sample=args.verify_running)
-        print_warnings(plan, job.launch.notes)
-        if args.verify:
-            _print_verdict(jobrun.verify_first(plan, job))
-        return _launch_then_samples(job, args, program[0])
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    done = jobrun.run_job(
+        plan, program, _options(args), _Printed(plan),
+        verify=args.verify, verify_running=args.verify_running,
+    )  # fmt: skip
+    _exited(done.job.launch, done.status, program[0])
+    return _with_samples(done, args)
 
 
 def _run_groups(groups: list[NodePlan], program: list[str], args: argparse.Namespace) -> int:
@@ -286,31 +302,23 @@ def _run_groups(groups: list[NodePlan], program: list[str], args: argparse.Names
     groups; a dry run keeps its scratch directory (every node reads it)."""
     for g in groups:
         print_warnings(g.plan)
-    if not args.dry_run:
-        jobrun.check_program(program[0])
-    workdir = jobrun.workdir()  # several nodes: where every node reads the per-rank step files
-    keep = False
-    try:
-        opts = _options(args)
-        job = jobrun.prepare(
-            groups[0].plan, program, opts, workdir, sample=args.verify_running, groups=groups
-        )
-        if args.dry_run:
-            print("# the job's nodes hold different shares: one plan per group of nodes")
-            for g in groups:
-                print(f"#   {g.about}")
-            _print_sampling(args, workdir)
-            _print_launch(job.launch)
-            _print_files(job.launch)
-            print(f"# files this command reads (kept; remove when done): {workdir}")
-            keep = True
-            return 0
-        if args.verify:
-            _print_verdict(jobrun.verify_groups(groups, job), short=True)
-        return _launch_then_samples(job, args)
-    finally:
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+    opts, first = _options(args), groups[0].plan
+    if args.dry_run:
+        job = jobrun.dry_job(first, program, opts, sample=args.verify_running, groups=groups)
+        print("# the job's nodes hold different shares: one plan per group of nodes")
+        for g in groups:
+            print(f"#   {g.about}")
+        _print_sampling(args, job.workdir)
+        _print_launch(job.launch)
+        _print_files(job.launch)
+        print(f"# files this command reads (kept; remove when done): {job.workdir}")
+        return 0
+    done = jobrun.run_job(
+        first, program, opts, _Printed(None, short=True), verify=args.verify,
+        verify_running=args.verify_running, groups=groups,
+    )  # fmt: skip
+    _exited(done.job.launch, done.status)
+    return _with_samples(done, args)
 
 
 def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
@@ -334,15 +342,14 @@ def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
         print(env_table(verdict.env_rows, why_variables_only()), file=sys.stderr)
 
 
-def _with_samples(status: int, job: jobrun.Job, args: argparse.Namespace) -> int:
+def _with_samples(done: jobrun.Outcome, args: argparse.Namespace) -> int:
     """The program's exit status, else 1 when its sampled placement differs from the plan.
     A launch stopped by Ctrl-C or SIGTERM (status 130, 143: already said) is not verified."""
-    if status in (130, 143):
-        return status
-    rows, samples = jobrun.sampled_rows(job.shape.plan, job, args.sample_ms)
-    ok = _print_samples(rows, args.sample_ms)
-    ok = _print_memory(job, samples) and ok
-    return status or (0 if ok else 1)
+    if done.rows is None or done.samples is None:
+        return done.status
+    ok = _print_samples(done.rows, args.sample_ms)
+    ok = _print_memory(done.job, done.samples) and ok
+    return done.status or (0 if ok else 1)
 
 
 def _print_probe_memory(verdict: jobrun.Verdict, failed: str) -> None:

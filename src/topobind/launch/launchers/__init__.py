@@ -9,12 +9,12 @@ against :func:`site_launchers`), ReFrame's launcher arguments and the docs' laun
 ``Launcher`` subclass, one line in :data:`REGISTRY`, and its tests.
 
 ``mpirun`` is an alias: the OpenMPI on PATH (4 or 5, from its ``--version``), or the one
-``--mpi openmpi4|openmpi5`` names.
+``--mpi openmpi4|openmpi5`` names. Which launcher and MPI a job gets is chosen in
+:mod:`topobind.launch.resolve`.
 """
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
@@ -26,9 +26,6 @@ from topobind.launch.launchers.openmpi import OpenMpi4, OpenMpi5
 from topobind.launch.launchers.srun import Srun
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from topobind.launch.launchers.linked import Linked
     from topobind.plan.model import Plan
 
 #: innermost launcher first (its rank variables win over those it inherits): an mpirun or
@@ -119,192 +116,6 @@ def _ordered(attr: str) -> tuple[str, ...]:
     for launcher in REGISTRY.values():
         out += [v for v in getattr(launcher, attr) if v not in out]
     return tuple(out)
-
-
-class Resolved:
-    """The launcher chosen for a job: the launcher, its program and version (``path``,
-    ``mpi``), the name a :class:`~topobind.launch.build.JobShape` carries (``mpirun`` for OpenMPI),
-    what its ranks need (``env``), the MPI the program links, and notes."""
-
-    def __init__(
-        self,
-        launcher: Launcher,
-        path: str | None = None,
-        mpi: str | None = None,
-        env: dict[str, str] | None = None,
-        linked: Linked | None = None,
-        notes: tuple[str, ...] = (),
-        probe: str = "whereami",
-    ) -> None:
-        self.launcher, self.path, self.mpi = launcher, path, mpi
-        self.env, self.linked, self.notes, self.probe = env or {}, linked, notes, probe
-
-    @property
-    def shape_name(self) -> str:
-        return "mpirun" if self.launcher.name in OPENMPI else self.launcher.name
-
-
-def find_openmpi(prefer: str | None = None) -> tuple[str, str]:
-    """(path, ``openmpi4``|``openmpi5``) of the mpirun to use: the one ``prefer`` names
-    when installed, else ``mpirun`` on PATH."""
-    import shutil
-
-    from topobind.launch.launchers.openmpi import mpi_flavour
-
-    candidates = list(REGISTRY[prefer].programs[:1]) if prefer in OPENMPI else []
-    found = [c for c in candidates if os.path.exists(c)] or [
-        p for p in [shutil.which("mpirun")] if p
-    ]
-    if not found:
-        raise TopobindError("mpirun not found; install OpenMPI (make setup) or use --launcher srun")
-    return found[0], mpi_flavour(found[0])
-
-
-def choose(plan: Plan, requested: str | None, family: str | None = None) -> Launcher:
-    """The launcher asked for, else srun inside Slurm, else for several ranks the MPI
-    family the program links (``family``; OpenMPI when unknown), else none."""
-    from topobind.topo.slurm_allocation import in_slurm
-
-    if requested is not None:
-        which = get(requested)
-        if which.needs_slurm and not in_slurm():
-            raise TopobindError(
-                f"--launcher {requested} needs a Slurm allocation (SLURM_JOB_ID unset); use "
-                "salloc/sbatch or --launcher mpirun"
-            )
-        return which
-    if in_slurm():
-        return REGISTRY["srun"]
-    if plan.nranks == 1:
-        return REGISTRY["none"]
-    return get("mpirun")
-
-
-def resolve(
-    plan: Plan,
-    requested: str | None,
-    mpi: str | None = None,
-    *,
-    mpirun: str | None = None,
-    program: str | None = None,
-) -> Resolved:
-    """The launcher for this job, found on this machine, checked against the MPI the
-    program links: a launcher of another MPI family is refused (naming the right one); with
-    no launcher asked for outside Slurm, the one installed with the program's MPI is used,
-    with a note when the ``mpirun`` on PATH is another."""
-    from topobind.launch.launchers.linked import linked_mpi
-
-    linked = linked_mpi(program) if program and os.path.isfile(program) else None
-    which = choose(plan, requested, linked.family if linked else None)
-    notes: list[str] = []
-    owner = installed_with(linked) if linked is not None else None
-    if linked is not None and which.family and requested is None and which.family != linked.family:
-        which = owner or _installed_of(linked.family) or which  # the program's own MPI
-    if linked is not None and which.family:
-        if which.family != linked.family:
-            raise TopobindError(_family_error(which, linked, owner))
-        if requested is None or requested == "mpirun":
-            if owner is not None and owner.name != which.name and mpi is None and mpirun is None:
-                import shutil
-
-                on_path = shutil.which("mpirun") or "none"
-                notes.append(
-                    f"{linked.program} links {linked.library} ({owner.name}); launching with "
-                    f"--launcher {owner.name}, not the mpirun on PATH ({on_path})"
-                )
-                which = owner
-        elif owner is not None and owner.name != which.name:
-            notes.append(
-                f"{linked.program} links {linked.library}, installed with {owner.name}, but "
-                f"--launcher {which.name} starts it: the MPI versions may not match"
-            )
-    probe, why = mpi_probe(linked, owner or (which if which.family else None))
-    notes += why
-    if which.name in OPENMPI:
-        prefer = mpi or (requested if requested in OPENMPI else which.name if notes else None)
-        if mpirun:
-            from topobind.launch.launchers.openmpi import mpi_flavour
-
-            path, flavour = mpirun, mpi_flavour(mpirun)
-        else:
-            path, flavour = find_openmpi(prefer)
-        return Resolved(REGISTRY[flavour], path, flavour, {}, linked, tuple(notes), probe)
-    if which.family:
-        found = which.find(mpirun)
-        return Resolved(which, found.path, which.name, found.env, linked, tuple(notes), probe)
-    return Resolved(which, None, None, {}, linked, tuple(notes), probe)
-
-
-def mpi_probe(linked: Linked | None, owner: Launcher | None) -> tuple[str, list[str]]:
-    """The placement probe for ``--verify``: an MPI program's is the MPI probe built with
-    its MPI (``whereami-mpi-NAME``), so a launch that cannot start MPI fails verification;
-    the plain probe (and a note) when that one is not built."""
-    if linked is None:
-        return "whereami", []
-    name = owner.probe if owner is not None and owner.probe else ""
-    if name:
-        from topobind.kernels.programs import find_kernel
-
-        try:
-            find_kernel(name)
-            return name, []
-        except TopobindError:
-            pass
-    return "whereami", [
-        f"{linked.program} links {linked.soname} but no MPI probe is built for it "
-        f"({name or 'unknown MPI'}; make whereami-mpis): --verify runs the plain probe, "
-        "which does not start MPI"
-    ]
-
-
-def _installed_of(family: str) -> Launcher | None:
-    return next((L for L in REGISTRY.values() if L.family == family and L.locate()), None)
-
-
-def installed_with(linked: Linked) -> Launcher | None:
-    """The registered launcher whose installation holds the program's MPI library."""
-    if linked.library is None:
-        return None
-    lib = os.path.realpath(linked.library)
-    for L in REGISTRY.values():
-        if L.family != linked.family:
-            continue
-        path = L.locate()
-        if path is None:
-            continue
-        prefix = os.path.dirname(os.path.dirname(os.path.realpath(path)))
-        if lib.startswith(prefix.rstrip("/") + "/"):
-            return L
-    return None
-
-
-#: the MPI families' names in messages
-FAMILY_NAMES = {"openmpi": "OpenMPI", "mpich": "MPICH-ABI (MPICH, Intel MPI, Cray MPICH)"}
-
-
-def _family_error(which: Launcher, linked: Linked, owner: Launcher | None) -> str:
-    same = [n for n, L in REGISTRY.items() if L.family == linked.family]
-    use = owner.name if owner is not None else " or ".join(same)
-    family = FAMILY_NAMES.get(linked.family, linked.family)
-    return (
-        f"{linked.program} links {linked.soname}, an {family} library; --launcher "
-        f"{which.name} starts {FAMILY_NAMES.get(which.family, which.family)} programs: use "
-        f"--launcher {use}"
-    )
-
-
-def launch_args(
-    which: Launcher, linked: Linked | None, extra: Sequence[str]
-) -> tuple[list[str], dict[str, str], list[str]]:
-    """(options, variables, notes): the launcher's own options, ``extra`` (given by the
-    user), and for an MPI program under srun the ``--mpi`` the cluster needs and the
-    variables its MPI needs there (:mod:`topobind.launch.launchers.slurm_mpi`)."""
-    if which.name != "srun" or linked is None:
-        return list(extra), {}, []
-    from topobind.launch.launchers.slurm_mpi import srun_mpi
-
-    got = srun_mpi(linked, list(extra))
-    return got.args, got.env, got.notes
 
 
 def masks(plan: Plan, name: str) -> list[tuple[int, ...]]:

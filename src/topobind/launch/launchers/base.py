@@ -7,8 +7,8 @@ A launcher is one module in this package with one subclass of :class:`Launcher`,
   raises naming the package that installs it);
 - the command for a job shape (:meth:`Launcher.command`: one plan on every node;
   :meth:`Launcher.command_groups`: a plan per group of nodes, where it can), given the
-  per-rank step (:class:`topobind.launch.build.RankStep`: its variables, files and argv; a
-  launcher does not import :mod:`topobind.launch.build`, which imports the registry);
+  per-rank step (:class:`topobind.launch.shape.RankStep`: its variables, files and argv; a
+  launcher imports only :mod:`topobind.launch.shape`, never the builder, which imports it);
 - the per-rank variables it gives each rank (``local_rank_vars``, ``rank_vars``,
   ``size_vars``: kernels/rankexec.c and the probes read the same names, innermost launcher
   first);
@@ -32,7 +32,7 @@ from topobind.errors import TopobindError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from topobind.launch.build import JobShape, RankStep
+    from topobind.launch.shape import JobShape, RankStep
     from topobind.plan.model import Plan
 
 
@@ -88,6 +88,15 @@ class Emitted:
     notes: list[str] = field(default_factory=list)
 
 
+def real_dir(path: str) -> str:
+    """``path`` in its directory's real location, its own name kept: ``/bin/mpirun`` on a
+    usr-merged system (``/bin`` a link to ``usr/bin``, before ``/usr/bin`` in PATH) is
+    ``/usr/bin/mpirun``. OpenMPI takes its prefix from the directory it was started from, and
+    refuses ``/`` ("A prefix was supplied to mpirun that only contained slashes")."""
+    head, name = os.path.split(path)
+    return os.path.join(os.path.realpath(head), name) if head else path
+
+
 class Launcher:
     """One launcher. Subclasses set the class attributes and implement :meth:`command`."""
 
@@ -132,7 +141,7 @@ class Launcher:
         for p in self.programs:
             full = p if os.path.isabs(p) else shutil.which(p)
             if full and os.access(full, os.X_OK):
-                return full
+                return real_dir(full)
         return None
 
     def version_of(self, path: str) -> str:
@@ -165,7 +174,7 @@ class Launcher:
 
     def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         """The launch of ``program`` in ``shape`` (one plan on every node); ``step``: the
-        per-rank step's variables, files and argv (:class:`topobind.launch.build.RankStep`)."""
+        per-rank step's variables, files and argv (:class:`topobind.launch.shape.RankStep`)."""
         raise NotImplementedError
 
     def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:

@@ -23,7 +23,7 @@ from topobind.launch.launchers.mpich import LOCAL, RANK, SIZE, hydra_version, re
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from topobind.launch.build import JobShape, RankStep
+    from topobind.launch.shape import JobShape, RankStep
     from topobind.plan.model import Plan
 
 

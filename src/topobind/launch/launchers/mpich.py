@@ -23,7 +23,7 @@ from topobind.launch.launchers.base import Emitted, Launch, Launcher, Native
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from topobind.launch.build import JobShape, RankStep
+    from topobind.launch.shape import JobShape, RankStep
     from topobind.plan.model import Plan
 
 #: Hydra's (and Intel MPI's Hydra's) rank variables

@@ -9,7 +9,7 @@ from topobind.launch.launchers.base import Found, Launch, Launcher, Native
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from topobind.launch.build import JobShape, RankStep
+    from topobind.launch.shape import JobShape, RankStep
 
 
 class NoLauncher(Launcher):

@@ -18,7 +18,7 @@ from topobind.launch.launchers.base import Emitted, Found, Launch, Launcher, Nat
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from topobind.launch.build import JobShape, NodePlan, RankStep
+    from topobind.launch.shape import JobShape, NodePlan, RankStep
     from topobind.plan.model import Plan
 
 #: The launcher's rank variables: an mpirun inside a Slurm job inherits the batch step's
