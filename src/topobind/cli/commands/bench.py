@@ -30,6 +30,7 @@ examples:
   topobind bench latency --threads 1 --pages 1G -- --sizes 1G
   topobind bench c2c
   topobind bench hpl --ranks 2 --n 2000               # real HPL (from Debian's hpcc)
+  topobind bench hpl --ranks 2 --n 2000 --repeat 3    # 3 runs, one result file each
   topobind bench hpl --ranks 2 --mem-fraction 0.5 --pages 1G
 
 Each run's result (JSON, schema topobind.result/1) is saved as
@@ -162,25 +163,44 @@ def run(outer: argparse.Namespace) -> int:
 def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
     if args.ranks is None:
         raise TopobindError("topobind bench hpl needs --ranks R (MPI ranks, e.g. --ranks 2)")
-    if args.repeat != 1 or args.strict or extra:
-        raise TopobindError("hpl takes no --repeat/--strict/kernel arguments (one run per call)")
+    if extra:
+        raise TopobindError(
+            f"hpl takes no kernel arguments (got '-- {' '.join(extra)}'): use --n, --nb, "
+            "--mem-fraction"
+        )
+    if args.strict and (args.pages or "none") == "none":
+        raise TopobindError("hpl --strict needs --pages 1G or 2M (it fails when they are not got)")
+    if args.repeat < 1:
+        raise TopobindError(f"--repeat {args.repeat}: give 1 run or more")
     plan = make_plan(topo, args.layout, ranks=args.ranks, threads=args.threads or 1, smt=args.smt)
-    out = hpl.run_hpl(
-        plan,
-        n=args.n,
-        nb=args.nb,
-        mem_fraction=args.mem_fraction,
-        pages=args.pages or "none",
-        progress=bench.stderr_progress,
-    )
-    dest = bench.result_path(args.results, out.doc["host"], "hpl", plan.layout)
-
-    atomic_write_text(dest, json.dumps(out.doc, indent=1) + "\n")
-    res = load_result(dest)
-    o = out.output
-    print(
-        f"hpl N={o.n} NB={o.nb} P={o.p} Q={o.q}: {o.gflops:.6g} GFLOP/s in {o.time:.3f} s, "
-        f"residual {o.residual:.4g} {'PASSED' if o.passed else 'FAILED'} ({out.program})"
-    )
-    print(f"result: {dest}")
-    return 0 if res.valid else 4
+    valid = 0
+    for i in range(args.repeat):
+        out = hpl.run_hpl(
+            plan,
+            n=args.n,
+            nb=args.nb,
+            mem_fraction=args.mem_fraction,
+            pages=args.pages or "none",
+            progress=bench.stderr_progress,
+        )
+        pages = out.doc.get("pages") or {}
+        if args.strict and pages.get("fallback"):
+            err = TopobindError(
+                f"hpl run {i + 1}: asked for {args.pages} pages with --strict, got "
+                f"{pages.get('kib')} KiB pages ({str(pages.get('note', ''))[:160]}); "
+                "nothing written for this run"
+            )
+            err.exit_status = 3
+            raise err
+        dest = bench.result_path(args.results, out.doc["host"], "hpl", plan.layout)
+        atomic_write_text(dest, json.dumps(out.doc, indent=1) + "\n")
+        res = load_result(dest)
+        valid += res.valid
+        o = out.output
+        print(
+            f"hpl run {i + 1}/{args.repeat} N={o.n} NB={o.nb} P={o.p} Q={o.q}: "
+            f"{o.gflops:.6g} GFLOP/s in {o.time:.3f} s, residual {o.residual:.4g} "
+            f"{'PASSED' if o.passed else 'FAILED'} ({out.program})"
+        )
+        print(f"result: {dest}")
+    return 0 if valid == args.repeat else 4
