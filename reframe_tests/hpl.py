@@ -87,7 +87,7 @@ class HplCheck(TopobindCheck):
             opts.append(f"--mem-fraction {self.mem_fraction}")
         if "hpl" in self.tb_site.hugepages.enforce_in:
             opts += ["--pages 1G", "--strict"]
-        self.prerun_cmds = [f"ranks=$({python_cmd()} {PROBE} cores)"]
+        self.prerun_cmds = [f"export ranks=$({python_cmd()} {PROBE} cores)"]
         self.executable = f"{topobind_cmd()} bench hpl " + " ".join(opts)
         self.postrun_cmds = status_line()
         self.keep_files = ["hpl/*/hpl/*.json"]

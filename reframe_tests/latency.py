@@ -122,7 +122,7 @@ class C2CCheck(TopobindCheck):
                     node.l3_domains == 0 or node.cores // max(node.l3_domains, 1) < 2,
                     "same-l3 needs an L3 domain of two cores",
                 )
-        self.prerun_cmds = [f"cpus=$({python_cmd()} {PROBE} pick-cpus {self.pair})"]
+        self.prerun_cmds = [f"export cpus=$({python_cmd()} {PROBE} pick-cpus {self.pair})"]
         self.executable = str(kernels_dir() / "c2c")
         self.executable_opts = [
             '--cpus "$cpus"',
