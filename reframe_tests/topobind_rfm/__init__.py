@@ -42,6 +42,8 @@ from topobind.checks import sites as tbsites
 from topobind.errors import TopobindError
 from topobind.launch import launchers as tblaunchers
 
+from .probe import quick_tier  # noqa: F401 (the checks import it from here)
+
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "probe.py"
 CHECK_FILE = "topobind-check.json"  # = topobind.report.reader.CHECK_FILE
