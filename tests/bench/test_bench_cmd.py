@@ -179,3 +179,17 @@ def test_results_record_the_topology_so_a_report_elsewhere_can_draw_them(
     report = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert report["layouts"], report.get("layouts_not_drawn")
     assert "params.topology" in json.dumps(report["layouts"])
+
+
+def test_repeat_prints_a_progress_line_per_run_and_none_with_quiet(tmp_path: Path) -> None:
+    """issue 30 item 2: not a terminal -> one plain line per finished run (runs done/planned,
+    elapsed, time left); --quiet -> none, the summary still printed."""
+    kernel_args = ["--", "--elements", "100K", "--trials", "2"]
+    proc = bench("stream", "--repeat", "2", "--results", "r", *kernel_args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if "stream compact  run" in ln]
+    assert [ln.split("  run ")[1][:7] for ln in lines] == ["1/2 ok ", "2/2 ok "], proc.stderr
+    assert "left)" in lines[0] and "\x1b" not in proc.stderr
+    quiet = bench("stream", "--repeat", "2", "-q", "--results", "r", *kernel_args, cwd=tmp_path)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert "over 2 run(s)" in quiet.stdout

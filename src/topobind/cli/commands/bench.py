@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from topobind.bench import hpl
 from topobind.bench import runs as bench
+from topobind.checks import progress
 from topobind.cli.commands.common import add_layout_arg, add_topology_arg, topology_from
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
@@ -110,6 +112,12 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="fail when the pages are not obtained")
     p.add_argument("--repeat", "-n", type=int, default=1, metavar="N", help="runs (default 1)")
     p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress lines (for cron); the summary is still printed",
+    )
+    p.add_argument(
         "--results",
         default="results",
         metavar="DIR",
@@ -141,6 +149,7 @@ def run(outer: argparse.Namespace) -> int:
     if args.kernel == "hpl":
         return _run_hpl(args, topo, extra)
     plan = make_plan(topo, args.layout, ranks=args.ranks or 1, threads=args.threads, smt=args.smt)
+    step = _progress(args, f"{args.kernel} {plan.layout}")
     try:
         runs = bench.run_repeats(
             args.kernel,
@@ -150,7 +159,7 @@ def run(outer: argparse.Namespace) -> int:
             strict=args.strict,
             extra=extra,
             results_root=args.results,
-            progress=bench.stderr_progress,
+            progress=step,
             topology=synthetic_description(topo),
         )
     except KernelError as exc:
@@ -158,6 +167,27 @@ def run(outer: argparse.Namespace) -> int:
         raise
     print(bench.summary_text(runs))
     return 0 if all(r.result.valid for r in runs) else 4
+
+
+def _progress(args: argparse.Namespace, check: str) -> Any:
+    """A callback for each finished run: a progress line per run (live on a terminal, plain
+    otherwise, none with --quiet), with the runs done of planned and the time left."""
+    prog = progress.make(quiet=args.quiet)
+    node = os.uname().nodename
+    prog.plan(node, check, args.repeat)
+    prog.start(node, check)
+    done = 0
+
+    def step(line: str) -> None:
+        nonlocal done
+        done += 1
+        prog.finish(node, check, note=line.split("] ", 1)[-1])
+        if done < args.repeat:
+            prog.start(node, check)
+        else:
+            prog.close()
+
+    return step
 
 
 def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
@@ -174,6 +204,7 @@ def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
         raise TopobindError(f"--repeat {args.repeat}: give 1 run or more")
     plan = make_plan(topo, args.layout, ranks=args.ranks, threads=args.threads or 1, smt=args.smt)
     valid = 0
+    step = _progress(args, f"hpl {plan.layout}")
     for i in range(args.repeat):
         out = hpl.run_hpl(
             plan,
@@ -181,7 +212,7 @@ def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
             nb=args.nb,
             mem_fraction=args.mem_fraction,
             pages=args.pages or "none",
-            progress=bench.stderr_progress,
+            progress=None if args.quiet else bench.stderr_progress,
         )
         pages = out.doc.get("pages") or {}
         if args.strict and pages.get("fallback"):
@@ -203,4 +234,5 @@ def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
             f"{'PASSED' if o.passed else 'FAILED'} ({out.program})"
         )
         print(f"result: {dest}")
+        step(f"{o.gflops:.6g} GFLOP/s")
     return 0 if valid == args.repeat else 4
