@@ -14,7 +14,7 @@ import pytest
 from cli_helpers import Cli, run_topobind
 from paths import TOPOLOGIES
 
-from topobind.checks import acceptance, conformance, validation
+from topobind.checks import acceptance, conformance, reframe_report, slurm, validation
 from topobind.errors import TopobindError
 from topobind.kernels import stats
 from topobind.topo import hostlist
@@ -81,8 +81,9 @@ def _judge(runs: list[dict[str, float]], nodes: list[str] | None = None):
 
 def test_parse_name_drops_reframe_parameters() -> None:
     name = "StreamCheck %layout=every-other-core %.part=fleet:slurm %.nid=node12"
-    assert acceptance.parse_name(name) == ("StreamCheck", "every-other-core", "node12")
-    assert acceptance.parse_name("NodeCheck") == ("NodeCheck", "-", None)
+    assert reframe_report.parse_name(name) == (
+        "StreamCheck", (("layout", "every-other-core"),), "node12")  # fmt: skip
+    assert reframe_report.parse_name("NodeCheck") == ("NodeCheck", (), None)
 
 
 def test_a_slow_node_is_named_weak_with_three_runs_and_strong_with_seven() -> None:
@@ -169,11 +170,17 @@ def test_reframe_options_pin_the_chosen_nodes_and_interleave_the_runs() -> None:
 
 
 def test_drain_lines_quote_the_reason() -> None:
-    first, _ = _judge([{"node1": 100.0, "node2": 100.0, "node3": 60.0} for _ in range(3)])
-    ((node, cmd),) = acceptance.drain_lines(first)
-    assert node == "node3"
+    seven = [{"node1": 100.0 + i, "node2": 99.0 + i, "node3": 60.0 + i} for i in range(7)]
+    first, _ = _judge(seven)
+    nodes = ["node1", "node2", "node3"]
+    out = acceptance.Outcome(nodes, first, [], acceptance.Observations(), partition="debug",
+                             partition_nodes=dict.fromkeys(nodes, "idle"))  # fmt: skip
+    plan = acceptance.drain_lines(out)
+    ((node, reason),) = plan.commands
+    assert node == "node3" and plan.refused == []
+    cmd = slurm.drain_command(node, reason)
     assert cmd[:4] == ["scontrol", "update", "nodename=node3", "state=drain"]
-    assert cmd[4].startswith("reason=topobind: slow: StreamCheck.compact.triad 67% slower")
+    assert cmd[4].startswith("reason=topobind: slow: StreamCheck.compact.triad 62% slower")
 
 
 # --------------------------------------------------------------------------- conformance
@@ -318,7 +325,7 @@ def test_validate_each_node_bad_options(
 
 def test_plain_table_has_a_node_column_and_counts_references() -> None:
     tc = _tc("node2", 1234.0)
-    tc["name"] = "StreamCheck %layout=compact"
+    tc["name"] = tc.pop("display_name").split(" %.")[0]
     rows = validation.rows_from([tc])
     text = validation.table(rows)
     assert text.splitlines()[0].split()[:2] == ["node", "check"]
@@ -330,7 +337,7 @@ def test_a_job_whose_nodelist_reframe_missed_is_named_by_its_post_run_line() -> 
     """ReFrame's squeue poll can miss a job of 2 s: job_nodelist is ['None']; the node then
     comes from the check's tb_ran_on (the host its post-run line printed)."""
     tc = _tc("node2", 1234.0)
-    tc["name"] = "StreamCheck %layout=compact"
+    tc["name"] = tc.pop("display_name").split(" %.")[0]  # plain validate: no %.nid
     tc["job_nodelist"] = ["None"]
     assert validation.rows_from([tc])[0].node == ""
     tc["tb_ran_on"] = "node3"

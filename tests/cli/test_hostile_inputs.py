@@ -420,3 +420,61 @@ def test_a_headline_naming_no_metric_is_refused(
     head = {**stream_result["headline"], "metric": metric}  # type: ignore[dict-item]
     with pytest.raises(ResultError, match='"headline.metric"|the headline metric name'):
         result_from_document({**stream_result, "headline": head})
+
+
+# --------------------------------------------------------------------------- issue 31 item 3
+FLEET_SITE = (
+    "schema: topobind.site/1\nname: fleet\ndescription: test fleet\nhostnames: ['^n$']\n"
+    "partitions:\n  - {name: slurm, scheduler: slurm, launcher: srun, access: ['-p debug']}\n"
+    "hugepages: {pages_1g_per_numa: 0}\n"
+)
+
+
+def _fleet_case(value: str, name: str = "StreamCheck %layout=compact %.nid=node1") -> str:
+    return ('{"runs": [{"testcases": [{"display_name": "' + name + '", "system": "fleet", '
+            '"result": "pass", "perfvalues": {"fleet:slurm:triad": [' + value +
+            ', 0, null, null, "MB/s", "pass"]}}]}]}')  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        (_fleet_case("NaN"), "NaN is not a JSON number"),
+        (_fleet_case("Infinity"), "Infinity is not a JSON number"),
+        (_fleet_case('"fast"'), 'perfvalues["fleet:slurm:triad"][0]: must be a number'),
+        (_fleet_case("true"), "[0]: must be a number, got true"),
+        (_fleet_case("0"), "[0]: a MB/s figure must be positive"),
+        (_fleet_case("1e308"), "[0]: must be a finite number"),
+        (_fleet_case("1", "StreamCheck %.nid=node1 %.nid=node2"), "%.nid given 2 times"),
+        ('{"runs": [{"testcases": [1, 2]}]}', "runs[0].testcases[0]: must be a test case"),
+    ],
+)
+def test_hostile_reframe_reports_are_one_line(text: str, field: str, tmp_path: Path) -> None:
+    """Issue 31 item 3: validate --each-node --reports of a hostile ReFrame report."""
+    site = tmp_path / "sites" / "fleet"
+    site.mkdir(parents=True)
+    (site / "site.yaml").write_text(FLEET_SITE)
+    report = tmp_path / "report.json"
+    report.write_text(text)
+    done = topobind("validate", "--site", "fleet", "--partition", "slurm", "--each-node",
+                    "--reports", str(report), TOPOBIND_SITES_DIR=str(site.parent))  # fmt: skip
+    refused(done, str(report), field)
+
+
+def test_garbage_in_the_results_database_is_one_line(tmp_path: Path) -> None:
+    """Issue 31 item 3: validate --history over a results database holding a blob that is
+    not JSON."""
+    import sqlite3
+
+    site = tmp_path / "sites" / "fleet"
+    site.mkdir(parents=True)
+    (site / "site.yaml").write_text(FLEET_SITE)
+    con = sqlite3.connect(tmp_path / "results.db")
+    con.execute("CREATE TABLE sessions(uuid TEXT PRIMARY KEY, session_start_unix REAL, "
+                "session_end_unix REAL, json_blob TEXT, report_file TEXT)")  # fmt: skip
+    con.execute("INSERT INTO sessions VALUES ('s1', 1.0, 2.0, '{not json', '')")
+    con.commit()
+    con.close()
+    done = topobind("validate", "--site", "fleet", "--history", "--results", str(tmp_path),
+                    TOPOBIND_SITES_DIR=str(site.parent))  # fmt: skip
+    refused(done, "results.db: session s1", "not JSON")

@@ -32,6 +32,7 @@ import os
 import re
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,21 +140,20 @@ def figure_key(testcase_name: str, variant: str, metric: str) -> tuple[str, str,
     return spec.name, (variant if spec.parameter else spec.variants[0]), metric
 
 
-def collect(testcases: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[float]]:
-    """Values of every registered figure: {(check, variant, metric): [one per session]}."""
-    classes = _class_map()
+def collect(testcases: Sequence[Any]) -> dict[tuple[str, str, str], list[float]]:
+    """Values of every registered figure: {(check, variant, metric): [one per session]}
+    (test cases as :mod:`topobind.checks.reframe_report` reads them: the same check, variant
+    and node as validate and --each-node see)."""
+    from topobind.checks.reframe_report import cases_of
+
     out: dict[tuple[str, str, str], list[float]] = {}
-    for tc in testcases:
-        if tc.get("result") != "pass":
+    for tc in cases_of(testcases):
+        if not tc.passed:
             continue
-        spec = classes.get(tc.get("name", "").split(" %")[0])
-        if spec is None:
-            continue
-        variant = str(tc.get(spec.parameter)) if spec.parameter else spec.variants[0]
-        for key, v in (tc.get("perfvalues") or {}).items():
-            metric = key.split(":")[-1]
-            if metric in spec.metrics and v and v[0] is not None and math.isfinite(v[0]):
-                out.setdefault((spec.name, variant, metric), []).append(float(v[0]))
+        for f in tc.figures:
+            key = figure_key(tc.check, tc.variant, f.metric)
+            if key is not None:
+                out.setdefault(key, []).append(f.value)
     return out
 
 
@@ -224,13 +224,14 @@ def tolerance_rule(floor: float) -> str:
 
 
 # --------------------------------------------------------------------------- node
-def node_from(testcases: list[dict[str, Any]]) -> dict[str, Any] | None:
+def node_from(testcases: Sequence[Any]) -> dict[str, Any] | None:
     """The node's counts as the NodeCheck's ``topobind show`` saw them."""
+    from topobind.checks.reframe_report import cases_of
 
-    for tc in reversed(testcases):
-        if tc.get("name") == "NodeCheck" and tc.get("result") == "pass":
-            path = Path(tc.get("outputdir") or "") / "node.json"
-            if path.exists():
+    for tc in reversed(cases_of(testcases)):
+        if tc.check == "NodeCheck" and tc.passed and tc.outputdir:
+            path = Path(tc.outputdir) / "node.json"
+            try:
                 s = json.loads(path.read_text())["summary"]
                 return {
                     "packages": s["packages"],
@@ -240,6 +241,8 @@ def node_from(testcases: list[dict[str, Any]]) -> dict[str, Any] | None:
                     "smt": s["smt"],
                     "description": f"{s.get('hostname')} as topobind show saw it",
                 }
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
     return None
 
 

@@ -43,6 +43,33 @@ class Finding:
         return f"{host}: {self.key}: expected {want}, found {self.found} ({self.where})"
 
 
+def whole_node() -> Any:
+    """This node's hardware, whatever the job's cpuset or affinity mask allows this process
+    (a plain ``srun -N3`` gives a task 1 CPU: the node still has all its cores): hwloc's
+    XML with the disallowed PUs kept, read as if a job held every CPU. Where that cannot be
+    read and this process is restricted, TopobindError (one line): counting a mask would
+    call a good node non-conforming."""
+    import os
+
+    from topobind.errors import TopobindError
+    from topobind.topo import topology
+
+    try:
+        xml = topology.live_whole_xml()
+        every = frozenset(pu for core in topology.node_cores(xml, "live") for pu in core)
+        return topology.parse_xml(xml, "live", hostname=os.uname().nodename, job_cpus=every)
+    except TopobindError as exc:
+        topo = topology.load("live")
+        allowed = len(os.sched_getaffinity(0))
+        if allowed < (os.cpu_count() or allowed):
+            raise TopobindError(
+                f"cannot read the whole node ({exc}) and this process may use only {allowed} of "
+                f"{os.cpu_count()} CPUs (a job's mask): run the check outside a job step, or "
+                "with srun --exclusive --cpu-bind=none"
+            ) from None
+        return topo
+
+
 def expected_for(node: Any, host: str) -> dict[str, Any]:
     """The node: section's values for ``host``: the defaults, then each matching ``hosts:``
     entry (in file order) on top."""
@@ -130,6 +157,8 @@ def golden_expected(path: Path, host: str) -> tuple[dict[str, Any], str]:
     from topobind.errors import TopobindError
     from topobind.topo.topology import load
 
+    if path.is_dir():
+        host = node_name(host, None)  # never a name that leads out of the directory
     xml = path / f"{host}.xml" if path.is_dir() else path
     if not xml.is_file():
         raise TopobindError(
@@ -145,12 +174,32 @@ def golden_expected(path: Path, host: str) -> tuple[dict[str, Any], str]:
     return counts, str(xml)
 
 
+def node_name(slurmd_nodename: str | None, hostname: str | None) -> str:
+    """This node's name: ``$SLURMD_NODENAME``, else the host name (its first label when the
+    full name is no node name); one literal node name, or TopobindError (a name with ``/``
+    would lead ``--golden DIR`` out of DIR, a host list would drain other nodes)."""
+    import socket
+
+    from topobind.checks.reframe_report import NODE_NAME
+    from topobind.errors import TopobindError
+
+    if slurmd_nodename is not None:
+        if not NODE_NAME.match(slurmd_nodename):
+            raise TopobindError(f"SLURMD_NODENAME={slurmd_nodename[:60]!r}: not one node name "
+                                "(letters, digits, '.', '_', '-'); unset it or fix it")  # fmt: skip
+        return slurmd_nodename
+    host = hostname or socket.gethostname()
+    if not NODE_NAME.match(host):
+        raise TopobindError(f"host name {host[:60]!r} is not a node name; set SLURMD_NODENAME")
+    return host
+
+
 def drain_command(host: str, reason: str) -> list[str]:
-    """``scontrol update nodename=HOST state=drain reason="topobind: REASON"``."""
-    text = " ".join(reason.split())
-    if len(text) > 200:  # slurmctld keeps reasons short; the full text is in the output
-        text = text[:197] + "..."
-    return ["scontrol", "update", f"nodename={host}", "state=drain", f"reason=topobind: {text}"]
+    """``scontrol update nodename=HOST state=drain reason="topobind: REASON"``
+    (:func:`topobind.checks.slurm.drain_command`: one literal node name only)."""
+    from topobind.checks import slurm
+
+    return slurm.drain_command(host, reason)
 
 
 def drain_text(host: str, reason: str) -> str:

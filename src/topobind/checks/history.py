@@ -1,6 +1,9 @@
 """Each node's figures over time, from ReFrame's results database (``results.db`` in the
 results directory, the one ``validate --compare`` asks ReFrame about): the sessions' own
-JSON reports, so the same reading as ``validate --each-node`` (topobind.checks.acceptance).
+JSON reports, read by the same reader as ``validate --each-node``
+(:mod:`topobind.checks.reframe_report`): garbage in the database (a blob that is not a JSON
+object, a start time that is no number, a figure that is NaN or not positive) is a one-line
+error naming the database, the session and the field.
 
 A node DRIFTS when the median of its latest session is worse than the median of its earlier
 sessions of the window (default the last 30 days) by more than the threshold; the trend
@@ -10,13 +13,14 @@ the site's target: a node losing 1 % a week shows -1.0 %/week long before it fai
 
 from __future__ import annotations
 
-import json
+import math
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from topobind.checks import acceptance
+from topobind.checks import reframe_report, verdict
+from topobind.checks.reframe_report import Report, ReportError
 from topobind.errors import TopobindError
 from topobind.kernels import stats
 
@@ -42,8 +46,13 @@ class Trend:
     drift: bool
 
 
-def sessions(db: Path, site: str, since_days: float, now: float | None = None) -> list[dict]:
-    """The session reports of ``site`` in the database, oldest first, within the window."""
+MAX_TIME = 1e11  # unix seconds: the year 5138
+MAX_SESSIONS = 100_000  # a results database of ten years of daily sessions holds ~4,000
+
+
+def sessions(db: Path, site: str, since_days: float, now: float | None = None) -> list[Report]:
+    """The session reports of ``site`` in the database, oldest first, within the window
+    (each with its ``start``)."""
     if not db.is_file():
         raise TopobindError(
             f"{db}: no ReFrame results database yet (run topobind validate --each-node first, "
@@ -51,42 +60,66 @@ def sessions(db: Path, site: str, since_days: float, now: float | None = None) -
         )
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        rows = con.execute(
-            "SELECT session_start_unix, json_blob FROM sessions ORDER BY session_start_unix"
-        ).fetchall()
-        con.close()
+        try:
+            rows = con.execute(
+                "SELECT session_start_unix, json_blob, uuid FROM sessions "
+                f"ORDER BY session_start_unix LIMIT {MAX_SESSIONS + 1}"
+            ).fetchall()
+        finally:
+            con.close()
     except sqlite3.DatabaseError as exc:
         raise TopobindError(f"{db}: not a ReFrame results database ({exc})") from None
-    last = max((r[0] for r in rows), default=0.0) if now is None else now
+    if len(rows) > MAX_SESSIONS:
+        raise TopobindError(f"{db}: more than {MAX_SESSIONS} sessions; not a ReFrame results "
+                            "database of one site")  # fmt: skip
+    starts = [_start(db, i, uuid, start) for i, (start, _, uuid) in enumerate(rows)]
+    last = max(starts, default=0.0) if now is None else now
     out = []
-    for start, blob in rows:
+    for i, ((_, blob, uuid), start) in enumerate(zip(rows, starts, strict=True)):
         if start < last - since_days * DAY:
             continue
-        doc = json.loads(blob)
-        if any(tc.get("system") == site for run in doc.get("runs", [])
-               for tc in run.get("testcases", [])):  # fmt: skip
-            doc["_start"] = start
-            out.append(doc)
+        where = f"{db}: session {_name(i, uuid)}"
+        if isinstance(blob, bytes):
+            blob = blob.decode("utf-8", errors="replace")
+        if not isinstance(blob, str):
+            raise ReportError(f"{where}: json_blob is not JSON text ({type(blob).__name__})")
+        if len(blob) > reframe_report.MAX_REPORT_BYTES:
+            raise ReportError(f"{where}: json_blob of {len(blob) / 2**20:,.0f} MiB is larger than "
+                              "any ReFrame report")  # fmt: skip
+        doc = reframe_report.parse_json(blob, where)
+        report = reframe_report.report_from_document(doc, where)
+        if any(tc.system == site for tc in report.cases):
+            out.append(Report(report.source, report.cases, start, report.runs))
     return out
 
 
-def trends(docs: Sequence[dict], site: str, threshold: float) -> list[Trend]:
+def _name(i: int, uuid: object) -> str:
+    return str(uuid)[:40] if isinstance(uuid, str) and uuid.isprintable() else f"#{i + 1}"
+
+
+def _start(db: Path, i: int, uuid: object, start: object) -> float:
+    if (isinstance(start, bool) or not isinstance(start, int | float)
+            or not math.isfinite(start) or not 0 <= start <= MAX_TIME):  # fmt: skip
+        raise ReportError(f"{db}: session {_name(i, uuid)}: session_start_unix must be a "
+                          f"unix time (a number of seconds), got {str(start)[:40]!r}")  # fmt: skip
+    return float(start)
+
+
+def trends(docs: Sequence[Report], site: str, threshold: float) -> list[Trend]:
     """One Trend per (node, figure) with at least two sessions."""
     series: dict[tuple[str, str, str], dict[float, list[float]]] = {}
-    units: dict[tuple[str, str, str], str] = {}
     for doc in docs:
-        obs = acceptance.observe([doc], site)
+        obs = verdict.observe([doc], site)
         for s in obs.samples:
-            if s.unit not in acceptance.RATE_UNITS:
+            if s.unit not in reframe_report.RATE_UNITS:
                 continue
             key = (s.node, f"{s.check}.{s.variant}.{s.metric}", s.unit)
-            series.setdefault(key, {}).setdefault(doc["_start"], []).append(s.value)
-            units[key] = s.unit
+            series.setdefault(key, {}).setdefault(doc.start or 0.0, []).append(s.value)
     out = []
     for (node, figure, unit), by_session in sorted(series.items()):
         if len(by_session) < 2:
             continue
-        hib = acceptance.RATE_UNITS[unit]
+        hib = reframe_report.RATE_UNITS[unit]
         times = sorted(by_session)
         latest = stats.median(by_session[times[-1]])
         earlier = [v for t in times[:-1] for v in by_session[t]]

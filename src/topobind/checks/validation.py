@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from topobind.checks.calibration import figure_key
+from topobind.checks.reframe_report import Report, TestCase, cases_of
 from topobind.checks.sites import REPO, Site, tolerance_text
-from topobind.errors import TopobindError
+from topobind.errors import Interrupted, TopobindError
+from topobind.interrupt import stop_on_signals
 
 
 # --------------------------------------------------------------------------- running ReFrame
@@ -48,11 +51,12 @@ class Session:
     returncode: int
     report_path: Path
     log_path: Path
-    report: dict[str, Any] | None = None
-    testcases: list[dict[str, Any]] = field(default_factory=list)
+    report: dict[str, Any] | None = None  # the decoded JSON
+    parsed: Report | None = None  # the same, read by topobind.checks.reframe_report
+    testcases: list[TestCase] = field(default_factory=list)
     skip_reasons: dict[str, str] = field(default_factory=dict)  # test hash -> reason
     errors: list[str] = field(default_factory=list)  # ReFrame's ERROR lines
-    final: list[dict[str, Any]] = field(default_factory=list)  # last attempt of each case
+    final: list[TestCase] = field(default_factory=list)  # last attempt of each case
 
 
 def _parse_setvar(text: str) -> tuple[str, str]:
@@ -148,35 +152,75 @@ def run_reframe(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
         )
         assert proc.stdout is not None
-        for line in proc.stdout:
-            logfh.write(line)
-            plain = _ANSI.sub("", line)
-            skipped = _SKIP_LINE.match(plain)
-            if skipped:
-                skips[skipped.group(1)] = skipped.group(2)
-            if plain.startswith("ERROR"):
-                errors.append(" ".join(plain.split()))
-            noise = "variables were not set" in plain  # site settings other checks lack
-            # --each-node compares every figure with the fleet, not with references
-            noise = noise or (label in ("each-node", "confirm") and "no reference for" in plain)
-            if (
-                verbose
-                or _STATUS_LINE.match(plain)
-                or (plain.startswith(("ERROR", "WARNING")) and not noise)
-            ):
-                say(plain)
-        rc = proc.wait()
+        try:
+            with stop_on_signals(f"while ReFrame ran on {site.name}:{partition}"):
+                for line in proc.stdout:
+                    logfh.write(line)
+                    plain = _ANSI.sub("", line)
+                    skipped = _SKIP_LINE.match(plain)
+                    if skipped:
+                        skips[skipped.group(1)] = skipped.group(2)
+                    if plain.startswith("ERROR"):
+                        errors.append(" ".join(plain.split()))
+                    if _shown(plain, verbose, label):
+                        say(plain)
+                rc = proc.wait()
+        except Interrupted as exc:
+            signum = exc.exit_status - 128
+            done = stop_reframe(proc, logfh)
+            during = f"while ReFrame ran on {site.name}:{partition}; {done} (its log: {log})"
+            raise Interrupted(signum, signal.Signals(signum).name, during) from None
     session = Session(partition, rc, report, log, skip_reasons=skips, errors=errors)
     if report.exists():
+        from topobind.checks import reframe_report
+
+        session.parsed = reframe_report.read_report(str(report))
         session.report = json.loads(report.read_text())
-        runs = session.report.get("runs", [])
-        session.testcases = [tc for run in runs for tc in run.get("testcases", [])]
-        # the last attempt of every test case (after --max-retries), in first-run order
-        last: dict[str, dict[str, Any]] = {}
-        for tc in session.testcases:
-            last[f"{tc.get('name')}@{tc.get('system')}:{tc.get('partition')}"] = tc
-        session.final = list(last.values())
+        session.testcases = list(session.parsed.cases)
+        session.final = session.parsed.final()
     return session
+
+
+def _shown(plain: str, verbose: bool, label: str) -> bool:
+    """Whether a line of ReFrame's output is echoed: all with --verbose, else status lines,
+    errors and warnings (not the noise of site settings other checks lack, nor, for
+    --each-node, the missing references it does not use)."""
+    noise = "variables were not set" in plain
+    noise = noise or (label in ("each-node", "confirm") and "no reference for" in plain)
+    return (
+        verbose
+        or bool(_STATUS_LINE.match(plain))
+        or (plain.startswith(("ERROR", "WARNING")) and not noise)
+    )
+
+
+STOP_GRACE_S = 60  # ReFrame cancels its jobs (scancel) on SIGINT; give it time to
+
+
+def stop_reframe(proc: subprocess.Popen[str], logfh: Any) -> str:
+    """Stop the ``reframe`` child after Ctrl-C: SIGINT (ReFrame then cancels its jobs), then
+    SIGTERM and SIGKILL if it lingers; further Ctrl-C are ignored meanwhile. What it did, in
+    words."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=STOP_GRACE_S)
+            logfh.write(out or "")
+            return "ReFrame stopped and cancelled its jobs"
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+        try:
+            proc.wait(timeout=10)
+            return f"ReFrame did not stop within {STOP_GRACE_S} s and was terminated"
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return "ReFrame did not stop and was killed (check squeue for its jobs)"
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 # --------------------------------------------------------------------------- report table
@@ -193,11 +237,6 @@ class Row:
     node: str = ""  # where it ran (ReFrame's job_nodelist)
 
 
-def _variant(tc: dict[str, Any]) -> str:
-    parts = tc.get("name", "").split(" %")[1:]
-    return ",".join(p.split("=", 1)[1] for p in parts if "=" in p) or "-"
-
-
 def fmt(value: float | None) -> str:
     if value is None:
         return "-"
@@ -207,21 +246,16 @@ def fmt(value: float | None) -> str:
 
 
 def rows_from(
-    testcases: list[dict[str, Any]],
+    testcases: list[TestCase] | list[dict[str, Any]],
     skips: dict[str, str] | None = None,
     errors: list[str] | None = None,
 ) -> list[Row]:
+    """One row per figure of each test case (one for a check without figures), with the
+    node it ran on (:mod:`topobind.checks.reframe_report` says where)."""
     rows: list[Row] = []
-    for tc in testcases:
-        rows += [replace(r, node=_node_of(tc)) for r in _rows_of([tc], skips, errors)]
+    for tc in cases_of(testcases):
+        rows += [replace(r, node=tc.node) for r in _rows_of(tc, skips, errors)]
     return rows
-
-
-def _node_of(tc: dict[str, Any]) -> str:
-    """Where a test ran: ReFrame's ``job_nodelist``, or the host its job's post-run line
-    recorded (``tb_ran_on``) when the scheduler's poll missed a short job's nodes."""
-    nodes = [str(n) for n in tc.get("job_nodelist") or [] if n and n != "None"]
-    return ",".join(nodes) or str(tc.get("tb_ran_on") or "")
 
 
 def reference_count(rows: list[Row]) -> tuple[int, int]:
@@ -230,58 +264,35 @@ def reference_count(rows: list[Row]) -> tuple[int, int]:
     return sum(1 for r in figures if r.reference != "-"), len(figures)
 
 
-def _rows_of(
-    testcases: list[dict[str, Any]], skips: dict[str, str] | None, errors: list[str] | None
-) -> list[Row]:
+def _rows_of(tc: TestCase, skips: dict[str, str] | None, errors: list[str] | None) -> list[Row]:
+    check, variant, result, reason = tc.check, tc.variant, tc.result, tc.fail_reason
+    if result not in ("pass", "fail", "skip"):  # aborted: the session stopped early
+        why = reason or "; ".join(errors or []) or f"ReFrame result {result!r}"
+        return [Row(check, variant, "-", "-", "-", "-", "ABORT", why)]
+    if result == "skip":
+        reason = (skips or {}).get(tc.hashcode, reason)
+        return [Row(check, variant, "-", "-", "-", "-", "SKIP", reason)]
+    if result == "fail" and tc.fail_phase != "performance":
+        return [Row(check, variant, "sanity", "-", "-", "-", "FAIL", reason)]
+    if not tc.figures:
+        verdict = "PASS" if result == "pass" else result.upper()
+        return [Row(check, variant, "sanity", "-", "-", "-", verdict, reason)]
     rows: list[Row] = []
-    for tc in testcases:
-        check = tc.get("name", "?").split(" %")[0]
-        variant = _variant(tc)
-        result = str(tc.get("result", "?"))
-        reason = " ".join(str(tc.get("fail_reason") or "").split())
-        if result not in ("pass", "fail", "skip"):  # aborted: the session stopped early
-            why = reason or "; ".join(errors or []) or f"ReFrame result {result!r}"
-            rows.append(Row(check, variant, "-", "-", "-", "-", "ABORT", why))
-            continue
-        if result == "skip":
-            reason = (skips or {}).get(str(tc.get("hashcode")), reason)
-            rows.append(Row(check, variant, "-", "-", "-", "-", "SKIP", reason))
-            continue
-        perf = tc.get("perfvalues") or {}
-        figures = [(k.split(":")[-1], v) for k, v in perf.items() if v and v[0] is not None]
-        if result == "fail" and tc.get("fail_phase") != "performance":
-            rows.append(Row(check, variant, "sanity", "-", "-", "-", "FAIL", reason))
-            continue
-        if not figures:
-            rows.append(
-                Row(check, variant, "sanity", "-", "-", "-", "PASS" if result == "pass" else
-                    result.upper(), reason)
-            )  # fmt: skip
-            continue
-        for metric, (val, ref, lower, upper, unit, *res) in figures:
-            has_ref = not (ref == 0 and lower is None and upper is None)
-            verdict = (res[0] if res else None) or ("pass" if result == "pass" else result)
-            if not has_ref:
-                verdict_text = "PASS (no ref)" if verdict == "pass" else verdict.upper()
-            else:
-                verdict_text = verdict.upper()
-            why = ""
-            if verdict == "fail":
-                lo = "-inf" if lower is None else fmt(ref * (1 + lower))
-                hi = "+inf" if upper is None else fmt(ref * (1 + upper))
-                why = f"{fmt(val)} {unit} is outside {lo} .. {hi} {unit}"
-            rows.append(
-                Row(
-                    check,
-                    variant,
-                    metric,
-                    f"{fmt(val)} {unit}",
-                    f"{fmt(ref)} {unit}" if has_ref else "-",
-                    tolerance_text(lower, upper) if has_ref else "-",
-                    verdict_text,
-                    why,
-                )
-            )
+    for f in tc.figures:
+        verdict = f.result or ("pass" if result == "pass" else result)
+        has_ref = f.has_reference
+        text = "PASS (no ref)" if verdict == "pass" and not has_ref else verdict.upper()
+        why = ""
+        if verdict == "fail":
+            lo, hi = f.limits()
+            lo_text = "-inf" if lo is None else fmt(lo)
+            hi_text = "+inf" if hi is None else fmt(hi)
+            why = f"{fmt(f.value)} {f.unit} is outside {lo_text} .. {hi_text} {f.unit}"
+        rows.append(
+            Row(check, variant, f.metric, f"{fmt(f.value)} {f.unit}",
+                f"{fmt(f.reference)} {f.unit}" if has_ref else "-",
+                tolerance_text(f.lower, f.upper) if has_ref else "-", text, why)
+        )  # fmt: skip
     return rows
 
 
@@ -392,3 +403,125 @@ def compare(site: Site, session: Session, since: str, results: Path) -> Comparis
         [] if start_idx is None else lines[start_idx:],
         None if done.returncode == 0 else done.stderr.strip()[-300:],
     )
+
+
+# --------------------------------------------------------------------------- one validate
+@dataclass(frozen=True)
+class Options:
+    """What ``topobind validate`` (one machine or a partition's jobs) was asked to run."""
+
+    results: Path
+    tags: str = "quick"
+    names: list[str] | None = None
+    setvars: list[str] = field(default_factory=list)  # -S [CHECK.]VAR=VALUE
+    exec_policy: str = "async"
+    verbose: bool = False
+    retries: int = 0
+    judge: str = "all"  # all | sanity (a figure outside its reference is shown, not failed)
+    compare: bool = False
+    since: str = "30d"
+    strict: bool = False  # a figure without a reference fails
+
+
+@dataclass
+class PartitionResult:
+    partition: str
+    rows: list[Row]
+    session: Session | None
+    load: Any = None  # calibration.Load while a local session ran
+    warnings: list[str] = field(default_factory=list)  # stderr lines after 'topobind: warning: '
+    errors: list[str] = field(default_factory=list)  # stderr lines after 'topobind: error: '
+    comparison: Comparison | None = None
+    failed: bool = False  # the session itself failed (no report, ReFrame's own error)
+
+
+@dataclass
+class Outcome:
+    partitions: list[PartitionResult]
+    strict: bool = False
+
+    @property
+    def rows(self) -> list[Row]:
+        return [r for p in self.partitions for r in p.rows]
+
+    @property
+    def unreferenced(self) -> int:
+        compared, total = reference_count(self.rows)
+        return total - compared
+
+    @property
+    def status(self) -> int:
+        """1 when a check failed, a session failed, or (--strict) a figure had no reference."""
+        bad = failed(self.rows) or any(p.failed for p in self.partitions)
+        return 1 if bad or (self.strict and self.unreferenced) else 0
+
+
+def warnings_before(site: Site, host: str) -> list[str]:
+    """What to say before running: references of another host, a site without targets."""
+    out = []
+    if site.calibration and site.calibration.host != host:
+        out.append(f"the references of site {site.name} were measured on "
+                   f"{site.calibration.host}, this is {host}")  # fmt: skip
+    if not site.targets:
+        out.append(f"site {site.name} has no targets yet: figures are shown without references "
+                   f"(write them with: topobind calibrate --site {site.name})")  # fmt: skip
+    return out
+
+
+def validate(
+    site: Site,
+    partitions: list[str],
+    options: Options,
+    on_partition: Callable[[PartitionResult], None] | None = None,
+) -> Outcome:
+    """One ReFrame session per partition, its rows judged; ``on_partition`` sees each
+    partition's result as soon as it is known (the command prints it then)."""
+    setvars = setvars_for(site, options.setvars, calibrating=False)
+    if options.judge == "sanity":  # a figure outside its reference neither fails nor reruns
+        setvars.setdefault("strict_check", "false")
+    out = Outcome([], options.strict)
+    for partition in partitions:
+        one = _validate_partition(site, partition, setvars, options)
+        out.partitions.append(one)
+        if on_partition is not None:
+            on_partition(one)
+    return out
+
+
+def _validate_partition(site: Site, partition: str, setvars: dict[str, str],
+                        options: Options) -> PartitionResult:  # fmt: skip
+    from topobind.checks import calibration
+
+    here = site.partition(partition).scheduler == "local"
+    before = calibration.cpu_sample() if here else None
+    retry = ["--max-retries", str(options.retries)] if options.retries > 0 else []
+    session = run_reframe(
+        site, partition, options.tags, options.names, setvars, options.exec_policy,
+        options.results, options.verbose, extra=retry,
+    )  # fmt: skip
+    load = calibration.load_between(before, calibration.cpu_sample() if before else None)
+    where = f"{site.name}:{partition}"
+    if session.parsed is None:
+        if session.returncode == 0:
+            names = f", names {', '.join(options.names)}" if options.names else ""
+            why = f"no check matched on {where} (tags {options.tags!r}{names})"
+            return PartitionResult(partition, [], session, load, warnings=[why], failed=True)
+        tail = session.log_path.read_text(errors="replace").strip().splitlines()[-3:]
+        why = (f"ReFrame wrote no report for {where} (exit {session.returncode}); its log "
+               f"{session.log_path} ends with: " + " | ".join(tail))  # fmt: skip
+        return PartitionResult(partition, [], session, load, errors=[why], failed=True)
+    rows = rows_from(session.final, session.skip_reasons, session.errors)
+    one = PartitionResult(partition, rows, session, load)
+    if not rows:
+        one.warnings.append(f"no check matched tags {options.tags!r} on {where}")
+    one.rows = mark_busy(one.rows, site)
+    if options.judge == "sanity":
+        one.rows = not_judged(one.rows)
+    if here:  # this machine: no node column
+        one.rows = [replace(r, node="") for r in one.rows]
+    if session.returncode != 0 and not failed(one.rows):
+        one.failed = True
+        one.errors.append(f"ReFrame exited with {session.returncode}")
+    if options.compare:
+        one.comparison = compare(site, session, options.since, options.results)
+    return one

@@ -251,7 +251,8 @@ def load_site(name: str, directory: Path | None = None) -> Site:
         raise TopobindError(
             f"no site {name!r} in {_display(base)} ("
             + (f"did you mean {close[0]!r}? " if close else "")
-            + f"known sites: {', '.join(known) or 'none'})"
+            + f"known sites: {', '.join(known) or 'none'}; site files are read from "
+            "$TOPOBIND_SITES_DIR: set it to the directory holding <site>/site.yaml)"
         )
     return load_site_file(path)
 
@@ -268,5 +269,6 @@ def detect_site(hostname: str | None = None, directory: Path | None = None) -> S
         if site.matches_host(host):
             return site
     raise TopobindError(
-        f"no site's hostnames match {host!r}; name one with --site (see topobind site list)"
+        f"no site's hostnames match {host!r} in {_display(directory or sites_dir())}; name one "
+        "with --site (see topobind site list), or set $TOPOBIND_SITES_DIR to your sites"
     )

@@ -4,6 +4,7 @@ every problem as ``FILE: PATH: what is wrong (how to fix it)``."""
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -156,7 +157,20 @@ def schema_problems(doc: Any, display: str, which: str = "site") -> list[str]:
         if line not in seen:
             seen.add(line)
             out.append(line)
-    return out
+    return out + _non_finite(doc, display, [])
+
+
+def _non_finite(doc: Any, display: str, path: list[str]) -> list[str]:
+    """YAML's .nan and .inf are floats JSON Schema's 'number' accepts; no figure, count or
+    size of a site is one (a NaN compares false, so every node would conform)."""
+    if isinstance(doc, float) and not math.isfinite(doc):
+        return [f"{display}: {_dotted(path)}: {doc} is not a finite number (write the value, "
+                "e.g. 256)"]  # fmt: skip
+    if isinstance(doc, dict):
+        return [p for k, v in doc.items() for p in _non_finite(v, display, [*path, str(k)])]
+    if isinstance(doc, list):
+        return [p for i, v in enumerate(doc) for p in _non_finite(v, display, [*path, str(i)])]
+    return []
 
 
 def _target_problems(targets: Mapping[str, Any], display: str, prefix: str) -> list[str]:
@@ -194,6 +208,23 @@ def _target_problems(targets: Mapping[str, Any], display: str, prefix: str) -> l
     return out
 
 
+def _host_patterns(node: Any, display: str) -> list[str]:
+    """Every node.hosts key must be a Slurm host list that expands (site check --live
+    expands it on every node)."""
+    from topobind.topo import hostlist
+
+    if not isinstance(node, dict) or not isinstance(node.get("hosts"), dict):
+        return []
+    out: list[str] = []
+    for pattern in node["hosts"]:
+        try:
+            hostlist.expand(str(pattern))
+        except TopobindError as exc:
+            out.append(f"{display}: node.hosts.{pattern}: not a Slurm host list ({exc}; e.g. "
+                       "'gpu[01-04]')")  # fmt: skip
+    return out
+
+
 def _semantic_problems(doc: dict[str, Any], display: str, dirname: str) -> list[str]:
     out: list[str] = []
     if doc.get("name") != dirname:
@@ -209,6 +240,7 @@ def _semantic_problems(doc: dict[str, Any], display: str, dirname: str) -> list[
                 f"{display}: hostnames[{i}]: {rx!r} is not a regular expression ({exc}; "
                 "escape special characters, e.g. '^login-\\d+')"
             )
+    out.extend(_host_patterns(doc.get("node"), display))
     env_names = {"builtin"} | {e["name"] for e in doc.get("environments", [])}
     names: set[str] = set()
     for i, part in enumerate(doc.get("partitions", [])):

@@ -6,7 +6,6 @@ import argparse
 import os
 import shlex
 import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -119,10 +118,9 @@ def run_list(args: argparse.Namespace) -> int:
 def _live_findings(site: Any, golden: str | None) -> tuple[str, list[str]]:
     """(this node's name, one line per way it differs from the site's node: or the XML)."""
     from topobind.checks import conformance
-    from topobind.topo.topology import load
 
-    topo = load("live")
-    host = os.environ.get("SLURMD_NODENAME") or topo.hostname or socket.gethostname()
+    topo = conformance.whole_node()  # the node's hardware, not this job's CPUs
+    host = conformance.node_name(os.environ.get("SLURMD_NODENAME"), topo.hostname)
     facts = conformance.live_facts(topo)
     if golden:
         expected, where = conformance.golden_expected(Path(golden), host)
@@ -143,17 +141,20 @@ def _live_findings(site: Any, golden: str | None) -> tuple[str, list[str]]:
 
 
 def _drain(host: str, lines: list[str], apply: bool) -> int:
-    from topobind.checks import conformance
+    from topobind.checks import slurm
 
     reason = lines[0].split(": ", 1)[1] + (f" (+{len(lines) - 1} more)" if len(lines) > 1 else "")
-    cmd = conformance.drain_command(host, reason)
-    print(conformance.drain_text(host, reason))
+    cmd = slurm.drain_command(host, reason)
     if not apply:
+        print(shlex.join(cmd))
+        print("(dry run: add --apply to drain it)")
         return 0
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        print(f"topobind: error: {shlex.join(cmd)} failed: {done.stderr.strip()}", file=sys.stderr)
-    return done.returncode
+    done = slurm.drain(host, reason)
+    if not done.ok:
+        print(f"topobind: error: drain {host}: {done.text}", file=sys.stderr)
+        return 1
+    print(f"drained {host}: {done.text}")
+    return 0
 
 
 def _synthetic_problems(site: Any) -> list[str]:

@@ -10,10 +10,10 @@ the code, sizes, launch and binding that validation later compares against them.
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import socket
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -244,10 +244,7 @@ def _session(
     )
 
 
-def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
-    got = validation.compare(site, session, since, results)
-    if got is None:
-        return
+def _print_compare(got: Any) -> None:
     print(f"\ncompared with earlier runs: {got.spec}")
     print(
         "\n".join(got.table)
@@ -260,11 +257,14 @@ def _print_compare(site: Any, session: Any, since: str, results: Path) -> None:
 
 def run_validate(args: argparse.Namespace) -> int:
     if not args.each_node:
-        given = {"--nodelist": args.nodelist, "--confirm": args.confirm, "--drain": args.drain,
-                 "--reports": args.reports}  # fmt: skip
-        used = [o for o, v in given.items() if v] + (["--threshold"] if args.threshold else [])
+        given = {"--nodelist": args.nodelist is not None, "--confirm": args.confirm,
+                 "--drain": args.drain, "--reports": args.reports is not None,
+                 "--threshold": args.threshold is not None and not args.history}  # fmt: skip
+        used = [o for o, v in given.items() if v]
         if used:
-            raise TopobindError(f"{', '.join(used)}: only with --each-node")
+            raise TopobindError(f"{', '.join(used)}: only with --each-node"
+                                + (" (or --history for --threshold)" if "--threshold" in used
+                                   else ""))  # fmt: skip
     if args.apply and not args.drain:
         raise TopobindError("--apply runs the drain commands: add --drain")
     site = _load(args.site)
@@ -272,93 +272,64 @@ def run_validate(args: argparse.Namespace) -> int:
         return _run_history(args, site)
     if args.each_node:
         return _run_each_node(args, site)
-    results = _results_dir(args)
-    setvars = validation.setvars_for(site, args.setvars, calibrating=False)
-    host = socket.gethostname()
-    if site.calibration and site.calibration.host != host:
-        print(
-            f"topobind: warning: the references of site {site.name} were measured on "
-            f"{site.calibration.host}, this is {host}",
-            file=sys.stderr,
-        )
-    if not site.targets:
-        print(
-            f"topobind: warning: site {site.name} has no targets yet: figures are shown without "
-            f"references (write them with: topobind calibrate --site {site.name})",
-            file=sys.stderr,
-        )
-    if args.judge == "sanity":  # a figure outside its reference neither fails nor reruns
-        setvars.setdefault("strict_check", "false")
-    all_rows: list[validation.Row] = []
-    failed_sessions = 0
-    for partition in validation.partitions_of(site, args.partition):
-        retry = ["--max-retries", str(args.retries)] if args.retries > 0 else []
-        before = _cpu_sample(site, partition)
-        session = _session(args, site, partition, setvars, results, extra=retry)
-        if session.report is None and session.returncode == 0:
-            print(
-                f"topobind: warning: no check matched on {site.name}:{partition} (tags "
-                f"{args.tags!r}{', names ' + ', '.join(args.name) if args.name else ''})",
-                file=sys.stderr,
-            )
-            failed_sessions += 1
-            continue
-        if session.report is None:
-            failed_sessions += 1
-            tail = session.log_path.read_text(errors="replace").strip().splitlines()[-3:]
-            print(
-                f"topobind: error: ReFrame wrote no report for {site.name}:{partition} (exit "
-                f"{session.returncode}); its log {session.log_path} ends with: " + " | ".join(tail),
-                file=sys.stderr,
-            )
-            continue
-        rows = validation.rows_from(session.final, session.skip_reasons, session.errors)
-        if not rows:
-            print(
-                f"topobind: warning: no check matched tags {args.tags!r} on "
-                f"{site.name}:{partition}",
-                file=sys.stderr,
-            )
-        rows = validation.mark_busy(rows, site)
-        if args.judge == "sanity":
-            rows = validation.not_judged(rows)
-        if site.partition(partition).scheduler == "local":  # this machine: no node column
-            rows = [replace(r, node="") for r in rows]
-        print(f"\nsite {site.name}, partition {partition} (tags {args.tags}):")
-        print(validation.table(rows) + "\n")
-        _print_load(before, args.judge)
-        if site.calibration is not None and site.calibration.busy:
-            print(
-                f"(busy): the reference was {site.calibration.busy_text()}: it describes the "
-                "node under that load (no variability reference was written); calibrate "
-                f"again on a quiet node: topobind calibrate --site {site.name}\n"
-            )
-        for r in validation.failed(rows):
-            print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
-        for r in rows:
-            if r.result == validation.OUTSIDE:
-                print(f"outside {r.check} {r.variant} {r.metric}: {r.reason} (not judged)")
-        skipped = [r for r in rows if r.result == "SKIP"]
-        for r in skipped:
-            print(f"skip {r.check} {r.variant}: {r.reason}")
-        print(f"report: {session.report_path}")
-        print(f"perflogs: {results / 'perflogs' / site.name / partition}")
-        if session.returncode != 0 and not validation.failed(rows):
-            failed_sessions += 1
-            print(f"topobind: error: ReFrame exited with {session.returncode}", file=sys.stderr)
-        if args.compare:
-            _print_compare(site, session, args.since, results)
-        all_rows += rows
-    bad = validation.failed(all_rows)
-    passed = sum(1 for r in all_rows if r.result.startswith("PASS"))
-    outside = sum(1 for r in all_rows if r.result == validation.OUTSIDE)
+    for line in validation.warnings_before(site, socket.gethostname()):
+        print(f"topobind: warning: {line}", file=sys.stderr)
+    options = validation.Options(
+        results=_results_dir(args), tags=args.tags, names=args.name, setvars=args.setvars,
+        exec_policy=args.exec_policy, verbose=args.verbose, retries=args.retries,
+        judge=args.judge, compare=args.compare, since=args.since, strict=args.strict,
+    )  # fmt: skip
+    partitions = validation.partitions_of(site, args.partition)
+
+    def show(one: validation.PartitionResult) -> None:
+        _print_partition(site, one, options)
+
+    out = validation.validate(site, partitions, options, show)
+    rows = out.rows
+    bad = validation.failed(rows)
+    passed = sum(1 for r in rows if r.result.startswith("PASS"))
+    outside = sum(1 for r in rows if r.result == validation.OUTSIDE)
     print(
         f"\n{passed} passed, {len(bad)} failed, "
-        f"{sum(1 for r in all_rows if r.result == 'SKIP')} skipped"
+        f"{sum(1 for r in rows if r.result == 'SKIP')} skipped"
         + (f", {outside} outside their reference (not judged: --judge sanity)" if outside else "")
     )
-    unreferenced = _print_reference_count(all_rows, args.strict)
-    return 1 if bad or failed_sessions or (args.strict and unreferenced) else 0
+    _print_reference_count(rows, args.strict)
+    return out.status
+
+
+def _print_partition(site: Any, one: Any, options: Any) -> None:
+    """One partition's table and lines, as soon as its session is done."""
+    for line in one.warnings:
+        print(f"topobind: warning: {line}", file=sys.stderr)
+    if one.session is None or one.session.parsed is None:
+        for line in one.errors:
+            print(f"topobind: error: {line}", file=sys.stderr)
+        return
+    rows = one.rows
+    print(f"\nsite {site.name}, partition {one.partition} (tags {options.tags}):")
+    print(validation.table(rows) + "\n")
+    _print_load(one.load, options.judge)
+    if site.calibration is not None and site.calibration.busy:
+        print(
+            f"(busy): the reference was {site.calibration.busy_text()}: it describes the "
+            "node under that load (no variability reference was written); calibrate "
+            f"again on a quiet node: topobind calibrate --site {site.name}\n"
+        )
+    for r in validation.failed(rows):
+        print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
+    for r in rows:
+        if r.result == validation.OUTSIDE:
+            print(f"outside {r.check} {r.variant} {r.metric}: {r.reason} (not judged)")
+    for r in rows:
+        if r.result == "SKIP":
+            print(f"skip {r.check} {r.variant}: {r.reason}")
+    print(f"report: {one.session.report_path}")
+    print(f"perflogs: {options.results / 'perflogs' / site.name / one.partition}")
+    for line in one.errors:
+        print(f"topobind: error: {line}", file=sys.stderr)
+    if one.comparison is not None:
+        _print_compare(one.comparison)
 
 
 def _print_reference_count(rows: list[Any], strict: bool) -> int:
@@ -383,11 +354,7 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
     parts = validation.partitions_of(site, args.partition)
     if len(parts) != 1:
         raise TopobindError("--each-node tests one partition's nodes: name it with --partition")
-    threshold = args.threshold
-    if threshold is None:
-        threshold = float(site.settings.get("outlier_threshold", acceptance.DEFAULT_THRESHOLD))
-    if not 0 < threshold < 10:
-        raise TopobindError(f"--threshold {threshold}: give a fraction, e.g. 0.05 for 5 %")
+    threshold = _threshold(args, site)
     req = acceptance.Request(
         partition=parts[0],
         tags=args.tags,
@@ -401,7 +368,8 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
     if args.reports:
         if args.confirm:
             raise TopobindError("--confirm runs the checks again: not with --reports")
-        out = acceptance.judge_reports(args.reports, site.name, req)
+        states = acceptance.partition_states(site, req.partition) if args.drain else None
+        out = acceptance.judge_reports(args.reports, site, req, states)
         what = f"{len(args.reports)} report file(s)"
     else:
         out = acceptance.accept(site, req, _results_dir(args), args.verbose)
@@ -426,28 +394,35 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
         print(f"weak: {', '.join(weak)}: too few or too noisy runs to be sure; re-run them with "
               "--confirm (or --repeat 7)")  # fmt: skip
     print("reports: " + ", ".join(out.reports))
-    status = 0
-    if args.drain:
-        for _node, cmd in acceptance.drain_lines(out.verdicts):
-            print(shlex.join(cmd))
-            if args.apply:
-                status |= _apply(cmd)
+    status = _drain(out, args.apply) if args.drain else 0
     print(acceptance.bad_nodes_line(out.verdicts))
     bad = any(v.bad for v in out.verdicts)
     return 1 if bad or status else 0
 
 
+def _threshold(args: argparse.Namespace, site: Any) -> float:
+    """--threshold, else the site's settings.outlier_threshold, else 5 %; 0 < F < 10."""
+    from topobind.checks import verdict
+
+    if args.threshold is not None:
+        return verdict.check_threshold(args.threshold)
+    raw = site.settings.get("outlier_threshold", verdict.DEFAULT_THRESHOLD)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    return verdict.check_threshold(value, f"{site.path}: settings.outlier_threshold")
+
+
 def _run_history(args: argparse.Namespace, site: Any) -> int:
     import re
 
-    from topobind.checks import acceptance, history
+    from topobind.checks import history
 
     m = re.fullmatch(r"(\d+)d", args.since)
     if not m:
         raise TopobindError(f"--since {args.since!r}: with --history give days, e.g. 30d")
-    threshold = args.threshold
-    if threshold is None:
-        threshold = float(site.settings.get("outlier_threshold", acceptance.DEFAULT_THRESHOLD))
+    threshold = _threshold(args, site)
     db = _results_dir(args) / "results.db"
     rows = history.trends(history.sessions(db, site.name, int(m.group(1))), site.name, threshold)
     print(f"site {site.name}: {db}, last {args.since}; drift: latest session more than "
@@ -467,29 +442,32 @@ def hostlist_text(nodes: list[str]) -> str:
     return hostlist.compress(nodes) if nodes else "none"
 
 
-def _apply(cmd: list[str]) -> int:
-    import subprocess
+def _drain(out: Any, apply: bool) -> int:
+    """Print (and with --apply run) the drain of each node that may be drained; one line for
+    each bad node that may not, and what Slurm shows after each drain."""
+    from topobind.checks import acceptance, slurm
 
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        print(f"topobind: error: {shlex.join(cmd)}: {done.stderr.strip()}", file=sys.stderr)
-        return 1
-    return 0
+    plan = acceptance.drain_lines(out)
+    for line in plan.refused:
+        print(line)
+    status = 0
+    for node, reason in plan.commands:
+        if not apply:
+            print(shlex.join(slurm.drain_command(node, reason)))
+            continue
+        (done,) = acceptance.drain(acceptance.DrainPlan([(node, reason)], []))
+        if done.ok:
+            print(f"drained {node}: {done.text}")
+        else:
+            print(f"topobind: error: drain {node}: {done.text}", file=sys.stderr)
+            status = 1
+    if plan.commands and not apply:
+        print("(dry run: add --apply to drain them)")
+    return status
 
 
-def _cpu_sample(site: Any, partition: str) -> Any:
-    """The host's CPU time before a session on this machine (local scheduler), else None."""
-    from topobind.checks import calibration
-
-    here = site.partition(partition).scheduler == "local"
-    return calibration.cpu_sample() if here else None
-
-
-def _print_load(before: Any, judge: str) -> None:
+def _print_load(load: Any, judge: str) -> None:
     """What other processes did to this machine while the session measured it."""
-    from topobind.checks import calibration
-
-    load = calibration.load_between(before, calibration.cpu_sample() if before else None)
     if load is None:
         return
     print(f"load: {load.text()}")

@@ -1,0 +1,383 @@
+"""The node verdict of ``topobind validate --each-node`` (and ``--reports``): pure, no Slurm.
+
+The figures come from ReFrame's run reports through their one reader
+(:mod:`topobind.checks.reframe_report`): one :class:`Sample` per figure, test case and run,
+one :class:`Failure` per failed test case, the node each ran on.
+
+The verdict, per figure (check, variant, metric) and node, after McCalpin (SC18, 7 runs per
+node, 5 % below the fleet median): the node's median over its runs against the fleet median
+(the median of the node medians). A node is SLOW when its median is worse than the fleet
+median by more than the threshold AND a sign test says so: enough of its runs lie beyond
+the limit (3 of 3, 4 of 5, 6 of 7 ...: confidence >= :data:`NAME_CONFIDENCE`). The
+strength: ``strong`` with at least :data:`MIN_RUNS` runs and a confidence of at least 0.95,
+``weak`` otherwise (say so; ``--confirm`` re-runs the flagged nodes next to a good one).
+A node whose check failed (sanity, a conformance finding, a target missed, or no result at
+all: the node died) FAILs, with the reason.
+
+Which bad nodes may be drained (:func:`drain_plan`): a node named literally, in the
+partition (and in ``--nodelist`` when given), judged here, and bad on a confirmed verdict (a
+FAIL, a strong SLOW, or a SLOW confirmed by ``--confirm``); every other one gets a line
+saying why it is not drained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from topobind.checks.reframe_report import (
+    NODE_NAME,
+    RATE_UNITS,
+    Report,
+    ReportError,
+    report_from_document,
+)
+from topobind.errors import TopobindError
+from topobind.kernels import stats
+from topobind.kernels.stats import MIN_RUNS, STRONG_CONFIDENCE
+from topobind.topo import hostlist
+
+DEFAULT_THRESHOLD = 0.05  # McCalpin: nodes more than 5 % slower than the fleet median
+NAME_CONFIDENCE = 0.80  # sign-test confidence needed before a node is called slow at all
+MAX_THRESHOLD = 10.0  # a node 10x slower than the fleet: anything larger is a typo
+
+
+def check_threshold(value: float, option: str = "--threshold") -> float:
+    """A threshold as a fraction: 0 < F < 10 (0.05 for 5 %); TopobindError otherwise."""
+    if not 0 < value < MAX_THRESHOLD:  # NaN fails this too
+        raise TopobindError(f"{option} {value:g}: give a fraction above 0 and below "
+                            f"{MAX_THRESHOLD:g}, e.g. 0.05 for 5 %")  # fmt: skip
+    return value
+
+
+# --------------------------------------------------------------------------- observations
+@dataclass(frozen=True, slots=True)
+class Sample:
+    node: str
+    check: str
+    variant: str
+    metric: str
+    value: float
+    unit: str
+    run: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    node: str
+    check: str
+    variant: str
+    reason: str
+
+
+@dataclass
+class Observations:
+    samples: list[Sample] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # check -> why
+    ran_on: dict[str, set[str]] = field(default_factory=dict)  # node -> checks that ran
+
+
+def observe(reports: Iterable[Report | dict[str, Any]], site: str) -> Observations:
+    """Samples and failures of ReFrame run reports (every run of every report); a decoded
+    document is read by :func:`reframe_report.report_from_document` first."""
+    obs = Observations()
+    offset = 0
+    for report in reports:
+        if not isinstance(report, Report):
+            report = report_from_document(report, "<report>", offset)
+        offset = max([offset, *(tc.run + 1 for tc in report.cases)])
+        for tc in report.cases:
+            _add(obs, tc, site, report.source)
+    return obs
+
+
+def _add(obs: Observations, tc: Any, site: str, source: str) -> None:
+    if tc.system and tc.system != site:
+        raise TopobindError(
+            f"{source}: a ReFrame report of site {tc.system!r} was given for site {site!r}; "
+            "judge each site's nodes with its own reports"
+        )
+    if tc.result == "skip":
+        obs.skipped[tc.check] = tc.fail_reason or "skipped"
+        return
+    if not tc.nodes:
+        return
+    if len(tc.nodes) > 1:
+        raise ReportError(f"{source}: {tc.check} run {tc.run} ran on {len(tc.nodes)} nodes "
+                          f"({tc.node}): a node's verdict needs one node per test case "
+                          "(ReFrame --distribute)")  # fmt: skip
+    node = tc.nodes[0]
+    obs.ran_on.setdefault(node, set()).add(tc.check)
+    if tc.failed_before_performance:
+        why = tc.fail_reason or f"ReFrame result {tc.result}"
+        obs.failures.append(Failure(node, tc.check, tc.variant, why))
+        return
+    for f in tc.figures:
+        obs.samples.append(Sample(node, tc.check, tc.variant, f.metric, f.value, f.unit, tc.run))
+        if f.result == "fail":
+            lo, hi = f.limits()
+            lo_text = "-inf" if lo is None else f"{lo:.4g}"
+            hi_text = "+inf" if hi is None else f"{hi:.4g}"
+            why = f"{f.metric} {f.value:.4g} {f.unit} outside the target {lo_text} .. {hi_text}"
+            obs.failures.append(Failure(node, tc.check, tc.variant, why))
+
+
+# --------------------------------------------------------------------------- the verdict
+@dataclass(frozen=True)
+class FigureVerdict:
+    node: str
+    check: str
+    variant: str
+    metric: str
+    unit: str
+    runs: int
+    median: float
+    cv: float | None
+    slowdown: float  # against the fleet median (stats.slowdown: 0.05 = 5 % slower)
+    confidence: float  # sign test: the node's median is beyond the limit
+    slow: bool
+
+    @property
+    def weak(self) -> bool:
+        return self.runs < MIN_RUNS or self.confidence < STRONG_CONFIDENCE
+
+    @property
+    def figure(self) -> str:
+        return f"{self.check}.{self.variant}.{self.metric}"
+
+    def strength(self) -> str:
+        cv = "-" if self.cv is None else f"{100 * self.cv:.1f}%"
+        return f"{self.runs} runs, CV {cv}, confidence {100 * self.confidence:.0f}%"
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    node: str
+    status: str  # ok | SLOW | FAIL
+    weak: bool
+    reasons: tuple[str, ...]
+    worst: FigureVerdict | None
+    confirmed: str = ""  # '', 'confirmed', 'not confirmed: ...'
+
+    @property
+    def bad(self) -> bool:
+        return self.status != "ok"
+
+    def verdict_text(self) -> str:
+        if self.status == "SLOW":
+            extra = f", {self.confirmed}" if self.confirmed else ""
+            return f"SLOW ({'weak' if self.weak else 'strong'}{extra})"
+        if self.confirmed:
+            return f"ok ({self.confirmed})"
+        return self.status
+
+
+def _direction(sample: Sample) -> bool | None:
+    """higher_is_better of a figure, None when it is no rate or time (%, pages: not judged)."""
+    return RATE_UNITS.get(sample.unit)
+
+
+def _limit(fleet: float, threshold: float, hib: bool) -> float:
+    """The value a slowdown of exactly ``threshold`` gives (stats.slowdown's definition)."""
+    return fleet / (1 + threshold) if hib else fleet * (1 + threshold)
+
+
+def figure_verdicts(
+    samples: Sequence[Sample],
+    threshold: float,
+    reference: dict[tuple[str, str, str], float] | None = None,
+) -> list[FigureVerdict]:
+    """Every (node, figure): its median against the fleet median (or ``reference``)."""
+    groups: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    units: dict[tuple[str, str, str], str] = {}
+    for s in samples:
+        if _direction(s) is None:
+            continue
+        key = (s.check, s.variant, s.metric)
+        groups.setdefault(key, {}).setdefault(s.node, []).append(s.value)
+        units[key] = s.unit
+    out: list[FigureVerdict] = []
+    for key, by_node in groups.items():
+        hib = RATE_UNITS[units[key]]
+        medians = {n: stats.median(v) for n, v in by_node.items()}
+        if reference is not None and key in reference:
+            fleet = reference[key]
+        elif len(medians) >= 3:
+            fleet = stats.median(list(medians.values()))
+        else:
+            continue  # two nodes have no majority: nothing to call an outlier against
+        limit = _limit(fleet, threshold, hib)
+        for node, vals in by_node.items():
+            beyond = sum(1 for v in vals if (v < limit if hib else v > limit))
+            conf = stats.beyond_confidence(beyond, len(vals))
+            slowdown = stats.slowdown(medians[node], fleet, hib)
+            slow = slowdown > threshold and conf >= NAME_CONFIDENCE
+            out.append(
+                FigureVerdict(node, *key, units[key], len(vals), medians[node], stats.cv(vals),
+                              slowdown, conf, slow)
+            )  # fmt: skip
+    return out
+
+
+def node_verdicts(
+    nodes: Sequence[str], obs: Observations, figures: Sequence[FigureVerdict]
+) -> list[NodeVerdict]:
+    by_node: dict[str, list[FigureVerdict]] = {}
+    for f in figures:
+        by_node.setdefault(f.node, []).append(f)
+    out = []
+    for node in nodes:
+        fails = [f for f in obs.failures if f.node == node]
+        mine = by_node.get(node, [])
+        worst = max(mine, key=lambda f: f.slowdown) if mine else None
+        slow = [f for f in mine if f.slow]
+        if fails:
+            texts = [f"{f.check}{'' if f.variant == '-' else ' ' + f.variant}: {f.reason}"
+                     for f in fails]  # fmt: skip
+            reasons = tuple(
+                t if texts.count(t) == 1 else f"{t} ({texts.count(t)} runs)"
+                for t in dict.fromkeys(texts)
+            )
+            out.append(NodeVerdict(node, "FAIL", False, reasons, worst))
+        elif node not in obs.ran_on:
+            why = "no check ran on it (the node died, or its jobs never started)"
+            out.append(NodeVerdict(node, "FAIL", False, (why,), None))
+        elif slow:
+            worst = max(slow, key=lambda f: f.slowdown)
+            reasons = tuple(
+                f"{f.figure} {100 * f.slowdown:.0f}% slower than the fleet median ({f.strength()})"
+                for f in sorted(slow, key=lambda f: -f.slowdown)
+            )
+            out.append(NodeVerdict(node, "SLOW", all(f.weak for f in slow), reasons, worst))
+        else:
+            out.append(NodeVerdict(node, "ok", False, (), worst))
+    return out
+
+
+def good_node(verdicts: Sequence[NodeVerdict]) -> str | None:
+    """The ok node closest to the fleet median (the known-good partner of --confirm)."""
+    ok = [v for v in verdicts if v.status == "ok" and v.worst is not None]
+    if not ok:
+        return None
+    return min(ok, key=lambda v: abs(v.worst.slowdown if v.worst else 0.0)).node
+
+
+def confirm(
+    verdicts: Sequence[NodeVerdict], obs: Observations, partner: str, threshold: float
+) -> list[NodeVerdict]:
+    """Re-judge the SLOW nodes on the confirmation runs ``obs`` (the flagged nodes and the
+    good ``partner``, interleaved): each against the partner's median of the same runs."""
+    ref_samples = [s for s in obs.samples if s.node == partner]
+    reference: dict[tuple[str, str, str], float] = {}
+    for key in {(s.check, s.variant, s.metric) for s in ref_samples}:
+        reference[key] = stats.median([s.value for s in ref_samples if (s.check, s.variant,
+                                       s.metric) == key])  # fmt: skip
+    figures = figure_verdicts(obs.samples, threshold, reference)
+    out = []
+    for v in verdicts:
+        if v.status != "SLOW":
+            out.append(v)
+            continue
+        again = node_verdicts([v.node], obs, [f for f in figures if f.node == v.node])[0]
+        if again.status == "ok":
+            worst = again.worst
+            why = f"{worst.figure} {100 * worst.slowdown:+.0f}% vs {partner}" if worst else ""
+            out.append(NodeVerdict(v.node, "ok", False, v.reasons, worst,
+                                   f"not confirmed: {why}"))  # fmt: skip
+        else:
+            reasons = tuple(r.replace("the fleet median", partner) for r in again.reasons)
+            out.append(NodeVerdict(v.node, again.status, again.weak, reasons, again.worst,
+                                   f"confirmed against {partner}"))  # fmt: skip
+    return out
+
+
+def bad_nodes_line(verdicts: Sequence[NodeVerdict]) -> str:
+    bad = [v.node for v in verdicts if v.bad]
+    return f"bad nodes: {hostlist.compress(bad) if bad else 'none'}"
+
+
+def table(verdicts: Sequence[NodeVerdict]) -> str:
+    head = ("node", "verdict", "worst figure", "slower by", "strength", "reason")
+    rows = [head]
+    for v in verdicts:
+        w = v.worst
+        rows.append(
+            (
+                v.node,
+                v.verdict_text(),
+                w.figure if w else "-",
+                f"{100 * w.slowdown:+.1f}%" if w else "-",
+                w.strength() if w else "-",
+                "; ".join(v.reasons) or "-",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
+    lines = []
+    for n, r in enumerate(rows):
+        cells = [c.ljust(widths[i]) for i, c in enumerate(r[:-1])]
+        lines.append("  ".join([*cells, r[-1]]).rstrip())
+        if n == 0:
+            lines.append("  ".join(["-" * w for w in widths] + ["------"]))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- draining
+@dataclass(frozen=True)
+class DrainPlan:
+    commands: list[tuple[str, str]]  # (node, drain reason) of every node that may be drained
+    refused: list[str]  # one line per bad node not drained, saying why
+
+
+def drain_reason(v: NodeVerdict) -> str:
+    return f"{v.status.lower()}: {v.reasons[0] if v.reasons else ''}"
+
+
+def confirmed_bad(v: NodeVerdict) -> bool:
+    """Bad on a verdict that may drain: FAIL, a strong SLOW, a SLOW --confirm confirmed."""
+    if v.status == "FAIL":
+        return True
+    return v.status == "SLOW" and (not v.weak or v.confirmed.startswith("confirmed"))
+
+
+def drain_plan(
+    verdicts: Sequence[NodeVerdict],
+    partition: str,
+    partition_nodes: Collection[str] | None,
+    nodelist: Collection[str] | None = None,
+) -> DrainPlan:
+    """Which bad nodes may be drained (module docstring); ``partition_nodes`` None: the
+    partition's nodes are unknown (Slurm unreachable), so none may."""
+    commands: list[tuple[str, str]] = []
+    refused: list[str] = []
+    for v in verdicts:
+        if not v.bad:
+            continue
+        why = _not_drained(v, partition, partition_nodes, nodelist)
+        if why:
+            refused.append(f"{v.node!r} not drained: {why}" if not NODE_NAME.match(v.node)
+                           else f"{v.node} not drained: {why}")  # fmt: skip
+        else:
+            commands.append((v.node, drain_reason(v)))
+    return DrainPlan(commands, refused)
+
+
+def _not_drained(
+    v: NodeVerdict,
+    partition: str,
+    partition_nodes: Collection[str] | None,
+    nodelist: Collection[str] | None,
+) -> str:
+    if not NODE_NAME.match(v.node) or v.node.upper() == "ALL":
+        return "not one literal node name (a host list, ALL or a comma list drains others)"
+    if partition_nodes is None:
+        return f"the nodes of partition {partition} are unknown (not Slurm, or sinfo failed)"
+    if v.node not in partition_nodes:
+        return f"not a node of partition {partition}"
+    if nodelist is not None and v.node not in nodelist:
+        return "not in --nodelist"
+    if not confirmed_bad(v):
+        return (f"{v.verdict_text()}: too few or too noisy runs to be sure; confirm it with "
+                "--confirm (or --repeat 7) before draining")  # fmt: skip
+    return ""
