@@ -111,6 +111,7 @@ class Request:
     repeat: int = 3
     confirm: bool = False
     threshold: float = DEFAULT_THRESHOLD
+    quiet: bool = False  # no progress lines (cron)
 
 
 @dataclass
@@ -174,12 +175,16 @@ def conformance_lines(output: str, nodes: Sequence[str], returncode: int) -> tup
 
 def _session(site: Any, req: Request, states: dict[str, str], nodes: Sequence[str],
              repeat: int, results: Any, verbose: bool, label: str) -> Any:  # fmt: skip
-    from topobind.checks import validation
+    from topobind.checks import progress, validation
 
+    # async: the nodes run side by side up to the partition's max_jobs (one job per node:
+    # the jobs are exclusive); max_jobs 1 (the local cluster) keeps one at a time
+    tracker = progress.ReframeTracker(progress.make(quiet=req.quiet), runs=repeat)
     session = validation.run_reframe(
-        site, req.partition, req.tags, req.names, req.setvars, "serial", results, verbose,
-        extra=reframe_options(states, nodes, repeat), label=label,
+        site, req.partition, req.tags, req.names, req.setvars, "async", results, verbose,
+        extra=reframe_options(states, nodes, repeat), label=label, progress=tracker,
     )  # fmt: skip
+    tracker.progress.close()
     if session.parsed is None:
         tail = session.log_path.read_text(errors="replace").strip().splitlines()[-3:]
         raise TopobindError(

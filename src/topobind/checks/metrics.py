@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from topobind.errors import TopobindError
 
@@ -147,9 +148,9 @@ def _add_figure(fam, base: list[tuple[str, str]], f: FigureMetric) -> None:  # n
         )
 
 
-def write(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (a temporary file in the same directory, renamed
-    over it), readable by the collector (mode 0644)."""
+def check_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` if it can take the metrics (a ``*.prom`` file in an existing directory);
+    checked before a run, so a long run does not end on a bad name."""
     dest = Path(path)
     if dest.is_dir():
         raise TopobindError(
@@ -162,6 +163,13 @@ def write(path: str | os.PathLike[str], text: str) -> Path:
             f"--metrics {dest}: node_exporter's textfile collector reads only *.prom files; "
             f"name it {dest.with_suffix('.prom').name}"
         )
+    return dest
+
+
+def write(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (a temporary file in the same directory, renamed
+    over it), readable by the collector (mode 0644)."""
+    dest = check_path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -172,3 +180,38 @@ def write(path: str | os.PathLike[str], text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return dest
+
+
+# --------------------------------------------------------------------------- from verdicts
+HIGHER_IS_BETTER = {"MB/s": True, "GB/s": True, "GFLOP/s": True, "ns": False, "us": False,
+                    "s": False}  # fmt: skip
+
+
+def from_each_node(
+    verdicts: Iterable[Any], figures: Iterable[Any], failures: Iterable[Any] = ()
+) -> tuple[list[NodeMetric], list[FigureMetric]]:
+    """Metrics of a ``validate --each-node`` outcome (:mod:`topobind.checks.verdict`'s
+    NodeVerdict and FigureVerdict): a node with a conformance failure is ``nonconforming``;
+    a figure's reference is the fleet median (the figure's median against its slowdown)."""
+    nonconforming = {f.node for f in failures if f.check == "conformance"}
+    nodes = []
+    for v in verdicts:
+        state = {"ok": "ok", "SLOW": "slow"}.get(v.status, "fail")
+        if v.node in nonconforming:
+            state = "nonconforming"
+        strong = not v.weak or v.confirmed == "confirmed"
+        nodes.append(NodeMetric(v.node, state, strong))
+    out = []
+    for f in figures:
+        hib = HIGHER_IS_BETTER.get(f.unit)
+        ref = None
+        if hib is not None and f.median > 0:
+            ref = f.median * (1 + f.slowdown) if hib else f.median / (1 + f.slowdown)
+        out.append(FigureMetric(f.node, f.check, f.variant, f.metric, f.unit, f.median, ref,
+                                f.runs, not f.weak, f.confidence))  # fmt: skip
+    return nodes, out
+
+
+def from_conformance(node: str, findings: Sequence[str]) -> list[NodeMetric]:
+    """``site check --live``: the node conforms (ok) or not (nonconforming)."""
+    return [NodeMetric(node, "nonconforming" if findings else "ok", True)]

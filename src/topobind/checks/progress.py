@@ -181,7 +181,9 @@ class ReframeTracker:
     def __init__(self, progress: Progress, runs: int = 1) -> None:
         self.progress, self.runs = progress, runs
 
-    def feed(self, line: str) -> None:
+    def feed(self, line: str) -> bool:
+        """Take one line of ReFrame's output; True when it was a RUN/OK/FAIL status line
+        (shown as progress), False for anything else (the caller shows it or not)."""
         text = line.strip()
         m = _RUN.match(text)
         if m:
@@ -189,8 +191,67 @@ class ReframeTracker:
             if (node, check) not in self.progress.items:
                 self.progress.plan(node, check, self.runs)
             self.progress.start(node, check)
-            return
+            return True
         m = _END.match(text)
         if m and m.group(1) != "SKIP":
             node, check = case_name(m.group(2), m.group(3))
             self.progress.finish(node, check, ok=m.group(1) == "OK")
+            return True
+        return False
+
+
+# --------------------------------------------------------------------------- before a run
+@dataclass(frozen=True)
+class Expected:
+    """The expected run time of an ``--each-node`` run (None: unknown) and why."""
+
+    seconds: float | None
+    per_node: float | None
+    text: str
+
+
+def parse_duration(value: object, where: str) -> float:
+    """``90``, ``90s``, ``10m``, ``1h`` -> seconds; TopobindError naming ``where`` otherwise."""
+    from topobind.errors import TopobindError
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value))
+    if not m or float(m.group(1)) <= 0:
+        raise TopobindError(f"{where}: {value!r} is not a duration (e.g. 90s, 10m, 1h)")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def expected_time(reports: list[str], nodes: int, repeat: int, max_jobs: int) -> Expected:
+    """From the last ``--each-node`` report of this site and partition (``reports``: its
+    candidates, oldest first): seconds per check run (the session's time over its check runs)
+    x the checks per node x ``repeat`` x ``nodes``, ``max_jobs`` nodes at a time."""
+    from topobind.checks import reframe_report
+    from topobind.errors import TopobindError
+
+    if not reports:
+        return Expected(None, None, "expected run time: unknown (no earlier --each-node run of "
+                        "this partition to time the checks by; this one will be)")  # fmt: skip
+    last = reports[-1]
+    try:
+        with open(last, encoding="utf-8") as fh:
+            doc = reframe_report.parse_json(fh.read(64 << 20), last)
+        rep = reframe_report.report_from_document(doc, last)
+        elapsed = float(doc["session_info"]["time_elapsed"])
+    except (OSError, KeyError, TypeError, ValueError, TopobindError) as exc:
+        return Expected(None, None, f"expected run time: unknown ({last}: {exc})")
+    ran = [c for c in rep.cases if c.result != "skip"]
+    first = [c for c in ran if c.run == min((c.run for c in ran), default=0)]
+    per_node = {c.node for c in first} or {""}
+    checks = max(1, len(first) // len(per_node))
+    if not ran or elapsed <= 0:
+        return Expected(None, None, f"expected run time: unknown ({last} ran no check)")
+    per_run = elapsed / len(ran)
+    lanes = max(1, min(max_jobs, nodes))
+    node_s = checks * repeat * per_run
+    total = node_s * nodes / lanes
+    return Expected(
+        total,
+        node_s,
+        f"expected run time: about {clock(total)} ({nodes} node(s) x {checks} checks x "
+        f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time (max_jobs "
+        f"{max_jobs}); {clock(node_s)} a node; timed by {last})",
+    )
