@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from paths import REPO
 
 FAKE_REFRAME = """#!/bin/sh
@@ -31,6 +32,7 @@ sys.exit(main(["validate", "--site", "local", "--results", sys.argv[2]]))
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_reframe_and_its_job_with_one_line(tmp_path: Path) -> None:
     mark, pidfile = tmp_path / "cancelled", tmp_path / "job.pid"
     fake = tmp_path / "reframe"

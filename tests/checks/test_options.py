@@ -90,6 +90,7 @@ def _fleet(tmp_path: Path, node: str) -> Path:
     return d.parent
 
 
+@pytest.mark.slow
 def test_conformance_counts_the_node_not_the_jobs_mask(tmp_path: Path) -> None:
     """Under a mask of one CPU (what a plain srun -N3 gives a task) the node still has all
     its cores: no 'cores: expected 2, found 1', no drain line."""

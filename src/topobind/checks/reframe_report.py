@@ -35,7 +35,7 @@ from typing import Any
 
 from topobind.errors import TopobindError
 
-MAX_REPORT_BYTES = 64 * 2**20  # a test case is ~3 KiB: 20,000 of them (1,000 nodes x 20)
+MAX_REPORT_BYTES = 256 * 2**20  # make bench-fleet: 200,000 test cases, ~100 MiB
 MAX_VALUE = 1e100  # no figure is near it; sums of values near float's limit overflow
 #: units whose figures are rates (higher is better) or times: the verdicts divide by them
 RATE_UNITS = {"MB/s": True, "GB/s": True, "GFLOP/s": True, "ns": False, "us": False, "s": False}
