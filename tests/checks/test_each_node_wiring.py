@@ -80,3 +80,10 @@ def test_metrics_needs_each_node_and_a_prom_file(tmp_path: Path) -> None:
     assert plain.returncode == 2 and "--metrics: only with --each-node" in plain.stderr
     site = run_topobind("site", "check", "local", "--metrics", str(tmp_path / "m.txt"))
     assert site.returncode == 2 and "add --live" in site.stderr
+
+
+def test_quick_acceptance_leaves_out_what_costs_minutes_or_judges_nothing() -> None:
+    from topobind.checks import acceptance
+
+    assert acceptance.quick_exclusions("quick") == ["-x", "HplCheck", "-x", "BindingCheck"]
+    assert acceptance.quick_exclusions("full") == []
