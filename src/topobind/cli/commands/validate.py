@@ -532,6 +532,8 @@ def _print_load(load: Any, judge: str) -> None:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
+    if args.metrics:
+        raise TopobindError("--metrics writes verdicts: use it with validate --each-node")
     if args.retries:
         raise TopobindError(
             "calibrate does not retry failed checks (a reference needs every session); "
