@@ -86,9 +86,36 @@ def bytes_moved(results: Path) -> int:
     return total
 
 
-def validate(env: dict[str, str], results: Path) -> dict[str, object]:
+def served(textdir: Path) -> list[str]:
+    """The topobind_ lines the real node_exporter serves from ``textdir`` (textfile only)."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}",
+         "--collector.disable-defaults", "--collector.textfile",
+         f"--collector.textfile.directory={textdir}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        for _ in range(50):
+            try:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+                return [ln for ln in text.splitlines() if ln.startswith("topobind_")]
+            except OSError:
+                time.sleep(0.2)
+        return []
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def validate(env: dict[str, str], results: Path, *extra: str) -> dict[str, object]:
     argv = [str(TOPOBIND), "validate", "--site", "fleet", "--partition", "slurm", "--each-node",
-            "--tags", "quick", "--confirm", "--results", str(results)]  # fmt: skip
+            "--tags", "quick", "--confirm", "--results", str(results), *extra]  # fmt: skip
     t0 = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
     took = time.monotonic() - t0
@@ -119,8 +146,12 @@ def main() -> int:
                            PATH=f"{venv}:{env.get('PATH', '')}")  # fmt: skip
             # one results directory: the second run's expected time is timed by the first
             out["clean"] = validate(run_env, t / "results")
+            (t / "textfile").mkdir()
             with cpu_quota("node3", 25):
-                out["throttled"] = validate(run_env, t / "results")
+                out["throttled"] = validate(run_env, t / "results", "--metrics",
+                                            str(t / "textfile" / "topobind.prom"))  # fmt: skip
+            out["node_exporter"] = [ln for ln in served(t / "textfile")
+                                    if "node_verdict{" in ln and ln.endswith(" 1")]  # fmt: skip
     finally:
         sh(str(REPO / "scripts" / "local-slurm"), "stop", env=env)
     clean, slow = out["clean"], out["throttled"]
@@ -137,6 +168,7 @@ def main() -> int:
         assert isinstance(r, dict)
         print(f"{name}: {r['seconds']} s (target {TARGETS[name]:.0f} s), '{r['bad_nodes_line']}', "
               f"STREAM moved {int(r['bytes_moved_stream']) / 1e9:.1f} GB; LLC {LLC}")  # fmt: skip
+    print("node_exporter serves: " + "; ".join(map(str, out.get("node_exporter", []))))
     print(f"written: {dest}")
     return 0 if all(out["ok"].values()) else 1  # type: ignore[union-attr]
 
