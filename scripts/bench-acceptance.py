@@ -80,7 +80,7 @@ def cpu_quota(node: str, percent: int) -> Iterator[None]:
 
 def bytes_moved(results: Path) -> int:
     total = 0
-    for f in results.rglob("stream-size.json"):
+    for f in (results / "output").rglob("stream-size.json"):  # not the stage copies
         with contextlib.suppress(OSError, ValueError, KeyError):
             total += int(json.loads(f.read_text())["bytes_per_run"])
     return total
