@@ -51,7 +51,8 @@ def test_slurmd_drains_a_nonconforming_node_and_resumes_it_when_fixed(tmp_path: 
     golden.mkdir()
     good = subprocess.run(["lstopo-no-graphics", "--of", "xml"], capture_output=True,
                           text=True, check=True).stdout  # fmt: skip
-    bad = subprocess.run(["lstopo-no-graphics", "-i", "pack:1 l3:1 core:4 pu:1", "--of", "xml", "-"],
+    synthetic = "pack:1 l3:1 core:4 pu:1"  # this machine's node, but 4 cores
+    bad = subprocess.run(["lstopo-no-graphics", "-i", synthetic, "--of", "xml", "-"],
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     for n in (1, 2, 3):
         (golden / f"node{n}.xml").write_text(bad if n == 2 else good)

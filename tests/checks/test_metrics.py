@@ -37,7 +37,8 @@ def sample(text: str, name: str, **labels: str) -> float:
     """The value of the one sample of ``name`` whose labels include ``labels``."""
     found = []
     for line in text.splitlines():
-        if line.startswith((name + "{", name + " ")) and all(f'{k}="{v}"' in line for k, v in labels.items()):
+        named = line.startswith((name + "{", name + " "))
+        if named and all(f'{k}="{v}"' in line for k, v in labels.items()):
             found.append(float(line.rsplit(" ", 1)[1]))
     assert len(found) == 1, (name, labels, found)
     return found[0]
