@@ -5,3 +5,11 @@ bench-fleet:
 	$(PY) scripts/bench-fleet.py
 
 BENCH_TARGETS += bench-fleet
+
+# Quick node acceptance of the local 3-node cluster (issue 30): clean and with node3 at 25 % of
+# a CPU, the checks seeing a 260 MiB LLC. Root; holds the Slurm lock. results/bench/acceptance.json.
+.PHONY: bench-acceptance
+bench-acceptance:
+	flock /tmp/tb-slurm.lock $(PY) scripts/bench-acceptance.py
+
+BENCH_TARGETS += bench-acceptance

@@ -6,6 +6,10 @@ compares 1 GiB pages with 2 MiB and 4 KiB ones (McCalpin's SC18 study: with 2 Mi
 some repetitions run more than 5 % slower than the median of their node, with 1 GiB pages
 that tail disappears).
 
+Cost model: each repetition does 2 n^3 floating-point operations on 3 n^2 x 8 bytes (n=2000:
+16 GFLOP, 96 MB), so a run is ``reps`` x 2 n^3 flops; the quick variant (the 2 MiB pages one)
+runs the same n and reps.
+
 Performance variables (statistics of the repetitions, topobind.kernels.stats):
   gflops            median GFLOP/s
   max_slowdown      slowest repetition vs the median, in %

@@ -6,6 +6,11 @@ One MPI rank per core (compact layout), ``runs`` runs in one job. Variants (``si
   full   the site's size (``HplCheck.n`` or ``HplCheck.mem_fraction`` in its settings),
          ``runs`` runs (default 3): GFLOP/s and run-to-run variability
 
+Cost model: HPL does 2/3 N^3 floating-point operations (N=4000: 43 GFLOP, seconds at a few
+GFLOP/s; hpcc also runs the other HPC Challenge tests, about as long again) and holds N^2 x 8
+bytes (N=4000: 128 MB); the quick variant is one run at quick_n, the full one ``runs`` runs at
+the site's size.
+
 Performance variables: gflops (median of the runs), efficiency (median / the node's peak,
 ``node.peak_gflops`` of the site, in %), max_slowdown (slowest run vs the median, in %,
 with two runs or more). Sanity: every run's residual check PASSED; where the site enforces
@@ -87,7 +92,7 @@ class HplCheck(TopobindCheck):
             opts.append(f"--mem-fraction {self.mem_fraction}")
         if "hpl" in self.tb_site.hugepages.enforce_in:
             opts += ["--pages 1G", "--strict"]
-        self.prerun_cmds = [f"ranks=$({python_cmd()} {PROBE} cores)"]
+        self.prerun_cmds = [f"export ranks=$({python_cmd()} {PROBE} cores)"]
         self.executable = f"{topobind_cmd()} bench hpl " + " ".join(opts)
         self.postrun_cmds = status_line()
         self.keep_files = ["hpl/*/hpl/*.json"]

@@ -8,6 +8,13 @@ latency_ns = median ns per dependent load at the largest working set.
 C2CCheck: kernels/bin/c2c between two cores of one L3 domain (``same-l3``) or the first
 cores of the first two L3 domains (``cross-l3``), chosen on the node by the probe;
 c2c_ns = the pair's median one-way latency.
+
+Cost model. LatencyCheck: per working-set size ``trials`` (3) x at least 0.1 s of dependent
+loads, plus building the random chain of the largest size (one pass over it); the largest
+size decides (default sizes 16K..1G). The quick tier (``-t quick``) measures two sizes, 2M and
+the rule's 4x the LLC (at least 256M), the latter capped at ``max_working_set`` (the site's
+``settings:``; default 1G) with a warning when the cap is under the rule. C2CCheck: ``samples``
+x 5000 round trips of one cache line (milliseconds); the quick tier runs ``quick_samples`` (3).
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from topobind_rfm import (  # noqa: E402
     TopobindCheck,
     kernels_dir,
     python_cmd,
+    quick_tier,
+    read_json,
     shell_join,
     site_settings,
     status_line,
@@ -61,6 +70,8 @@ class LatencyCheck(TopobindCheck):
     #: working-set sizes ('' = the kernel's default, up to 1G)
     sizes = variable(str, value="")
     pages = variable(str, value="auto")
+    #: quick tier: the cap on the largest working set (binary suffixes)
+    max_working_set = variable(str, value="1G")
     tags = LATENCY_TAGS
 
     def tb_variant(self) -> str:
@@ -76,12 +87,19 @@ class LatencyCheck(TopobindCheck):
         opts = ["--pages", str(self.pages), "--json", "latency.json"]
         if self.sizes:
             opts = ["--sizes", str(self.sizes), *opts]
+        elif quick_tier():
+            size = f"{python_cmd()} {PROBE} latency-size {self.max_working_set}"
+            self.prerun_cmds = [f"export lsize=$({size})"]
+            opts = ["--sizes", '"2M,$lsize"', *opts]
         self.executable_opts = opts
         self.postrun_cmds = status_line()
-        self.keep_files = ["latency.json"]
+        self.keep_files = ["latency.json", "latency-size.json"]
 
     @sanity_function
     def validate(self) -> bool:
+        size = os.path.join(self.stagedir, "latency-size.json")
+        if os.path.exists(size) and read_json(size, "latency-size").get("note"):
+            self.logger.warning(f"{self.display_name}: {read_json(size, 'latency-size')['note']}")
         r = _load_one(self, "latency.json", "latency")
         if "latency" in self.tb_site.hugepages.enforce_in and (
             r.pages is None or r.pages.kib != 1048576
@@ -107,6 +125,7 @@ class C2CCheck(TopobindCheck):
     tb_family = "c2c"
     pair = parameter(["same-l3", "cross-l3"])
     samples = variable(int, value=7)
+    quick_samples = variable(int, value=3)
     tags = LATENCY_TAGS
 
     def tb_variant(self) -> str:
@@ -122,12 +141,12 @@ class C2CCheck(TopobindCheck):
                     node.l3_domains == 0 or node.cores // max(node.l3_domains, 1) < 2,
                     "same-l3 needs an L3 domain of two cores",
                 )
-        self.prerun_cmds = [f"cpus=$({python_cmd()} {PROBE} pick-cpus {self.pair})"]
+        self.prerun_cmds = [f"export cpus=$({python_cmd()} {PROBE} pick-cpus {self.pair})"]
         self.executable = str(kernels_dir() / "c2c")
         self.executable_opts = [
             '--cpus "$cpus"',
             "--samples",
-            str(self.samples),
+            str(min(self.samples, self.quick_samples) if quick_tier() else self.samples),
             "--json",
             "c2c.json",
         ]

@@ -11,6 +11,16 @@ Variants (the ``layout`` parameter; site targets are keyed by it):
   l3-groups:32           neighbouring L3 domains of one NUMA node bundled up to 32 threads,
                          one rank each, through the launcher (trial-by-trial sums)
 
+Cost model: one trial moves 10 arrays' worth of bytes (copy 2, scale 2, add 3, triad 3; 8 bytes
+an element), so a run moves ``trials x 80 x elements`` bytes and holds 3 arrays. The rule for
+the array size is each array at least 4x the node's last-level cache (the kernel's default;
+what makes the figure memory bandwidth, not cache): a 260 MiB LLC gives 136M elements, 1.09 GB
+an array, 10.9 GB a trial. The full tier runs ``trials`` (20) at the rule's size. The quick tier
+(``-t quick``) runs ``quick_trials`` (3) and caps the bytes moved per run at
+``max_bytes_per_run`` (the site's ``settings:``; default 16G): when the cap forces arrays
+smaller than the rule, the check says so (``stream-size.json`` and a warning), since the
+figure may then be partly cache.
+
 Sanity: every rank's result validates (STREAM's own check), every thread ran on its
 planned CPU, and, where the site enforces it, the arrays got 1 GiB pages.
 """
@@ -33,8 +43,11 @@ from reframe.core.exceptions import SanityError
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from topobind_rfm import (  # noqa: E402
+    PROBE,
     TopobindCheck,
     kernels_dir,
+    python_cmd,
+    quick_tier,
     read_json,
     shell_join,
     site_settings,
@@ -63,6 +76,9 @@ class StreamCheck(TopobindCheck):
     #: page size of the arrays: 1G, 2M, thp, 4k or auto
     pages = variable(str, value="auto")
     nontemporal = variable(bool, value=False)
+    #: quick tier: trials, and the cap on the bytes moved per run (binary suffixes)
+    quick_trials = variable(int, value=3)
+    max_bytes_per_run = variable(str, value="16G")
     tags = {"bandwidth", "full"}
 
     def tb_variant(self) -> str:
@@ -103,14 +119,24 @@ class StreamCheck(TopobindCheck):
         self.executable = shell_join(
             prefix, tb, "run", args, *self.tb_launcher_args(), "--", str(kernels_dir() / "stream")
         )
-        opts = ["--trials", str(self.trials), "--pages", str(self.pages)]
-        if self.elements:
+        trials = self.trials
+        opts = ["--pages", str(self.pages)]
+        if quick_tier():
+            trials = max(1, self.quick_trials)
+            size = shell_join(
+                python_cmd(), str(PROBE), "stream-size", str(trials),
+                str(self.max_bytes_per_run), str(self.elements or ""),
+            )  # fmt: skip
+            self.prerun_cmds.insert(0, f"export elements=$({size})")
+            opts += ["--elements", '"$elements"']
+        elif self.elements:
             opts += ["--elements", str(self.elements)]
+        opts = ["--trials", str(trials), *opts]
         if self.nontemporal:
             opts.append("--nontemporal")
         self.executable_opts = [*opts, "--json", "stream.{rank}.json"]
         self.postrun_cmds = status_line()
-        self.keep_files = ["plan.json", "stream.*.json"]
+        self.keep_files = ["plan.json", "stream.*.json", "stream-size.json"]
 
     # ------------------------------------------------------------------ sanity
     def results(self) -> list:
@@ -157,6 +183,11 @@ class StreamCheck(TopobindCheck):
 
     @sanity_function
     def validate(self) -> bool:
+        size = os.path.join(self.stagedir, "stream-size.json")
+        if os.path.exists(size):
+            note = read_json(size, "stream-size").get("note")
+            if note:
+                self.logger.warning(f"{self.display_name}: {note}")
         return bool(self.results())
 
     def total(self, metric: str) -> float:

@@ -36,13 +36,18 @@ import reframe.core.runtime as rt
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
+from reframe.utility import typecheck as typ
 
 from topobind.checks import sites as tbsites
 from topobind.errors import TopobindError
 from topobind.launch import launchers as tblaunchers
 
+from .probe import quick_tier  # noqa: F401 (the checks import it from here)
+
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "probe.py"
+CHECK_FILE = "topobind-check.json"  # = topobind.report.reader.CHECK_FILE
+LOAD_FILE = "load.json"
 SITE_VARIABLE = "TOPOBIND_SITE"
 
 
@@ -203,6 +208,8 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     maintainers = ["topobind"]
     #: calibration mode: no references, and checks that need targets run anyway
     calibrating = variable(bool, value=False)
+    #: fail (not only warn) when other processes shared the node while the check ran
+    strict_load = variable(typ.Bool, value=False)  # typ.Bool: '-S strict_load=false' is False
     #: the node the job ran on, from its post-run line (set after the run; in ReFrame's
     #: report beside ``job_nodelist``, which a job too short for the scheduler's poll lacks)
     tb_ran_on = variable(str, value="")
@@ -286,6 +293,39 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     def tb_topobind_launches(self) -> None:
         # topobind run/verify/bench start the ranks with the plan's flags themselves.
         self.job.launcher = getlauncher("local")()
+
+    @run_before("run")
+    def tb_record_load_and_variant(self) -> None:
+        """The main command runs under ``probe.py load``, which writes ``load.json`` (the CPU
+        time other processes used on the node meanwhile); ``topobind-check.json`` names the
+        check and its variant, so ``topobind report`` on the output directory keeps the
+        variants apart. Both are kept in the output directory."""
+        label = {"check": type(self).__name__, "variant": self.tb_variant() or "-"}
+        Path(self.stagedir, CHECK_FILE).write_text(json.dumps(label) + "\n")
+        cmd = " ".join([str(self.executable), *map(str, self.executable_opts)])
+        self.executable = f"{python_cmd()} {PROBE} load {LOAD_FILE} -- bash -c {shlex.quote(cmd)}"
+        self.executable_opts = []
+        self.keep_files = [*self.keep_files, CHECK_FILE, LOAD_FILE]
+
+    @run_after("sanity")
+    def tb_judge_load(self) -> None:
+        """Warn when other work shared the node while the check ran (fail with
+        ``-S strict_load=true``), as ``topobind calibrate`` does."""
+        try:
+            load = json.loads(Path(self.stagedir, LOAD_FILE).read_text())
+        except (OSError, ValueError):
+            return  # the command did not run: sanity has said why
+        if not isinstance(load, dict) or not load.get("busy"):
+            return
+        msg = (
+            f"{self.display_name}: other processes kept {load.get('others_cpus')} of "
+            f"{load.get('cpus')} CPUs busy while it ran ({100 * load.get('others_share', 0):.0f}"
+            f" % of the CPU time, busy above {100 * load.get('busy_share_limit', 0):.0f} %): "
+            "its figures are not the node's own"
+        )
+        if self.strict_load:
+            raise SanityError(msg + " (strict_load)")
+        self.logger.warning(msg)
 
     # ------------------------------------------------------------------ helpers
     def tb_launcher_args(self) -> list[str]:

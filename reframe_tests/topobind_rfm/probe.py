@@ -4,6 +4,15 @@
   python probe.py pick-cpus same-l3  two CPUs (OS indexes) on two cores of one L3 domain
   python probe.py pick-cpus cross-l3 the first CPUs of the first two L3 domains
   python probe.py cores              number of cores this job may use
+  python probe.py llc                the node's last-level cache, bytes (all distinct instances;
+                                     $TOPOBIND_LLC_BYTES overrides it, e.g. to test a big cache)
+  python probe.py stream-size T CAP [E]  elements per STREAM array for T trials under a cap of
+                                     CAP bytes moved per run (E: the site's size, else the
+                                     rule: 4x the LLC, at least 10M); writes stream-size.json
+  python probe.py latency-size CAP   the latency check's largest working set: 4x the LLC, at
+                                     least 256M, at most CAP; writes latency-size.json
+  python probe.py load OUT -- CMD...  run CMD, write OUT (JSON): the CPU time other processes
+                                     used on the node meanwhile; exit with CMD's status
 
 Exit status 3 with a one-line message when the node cannot provide what is asked.
 """
@@ -11,7 +20,9 @@ Exit status 3 with a one-line message when the node cannot provide what is asked
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 
 
 def _hugepages() -> int:
@@ -63,6 +74,188 @@ def _cores() -> int:
     return 0
 
 
+STREAM_BYTES_PER_ELEMENT = 80  # one trial: copy 2 + scale 2 + add 3 + triad 3 arrays x 8 bytes
+STREAM_MIN_ELEMENTS = 10_000_000  # the kernel's floor (kernels/stream.c)
+LATENCY_MIN_BYTES = 256 << 20
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str, what: str) -> int:
+    """``40G`` -> bytes (binary suffixes); exit 3 with one line when it is not a size."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in _UNITS and t[-1:] else ""
+    try:
+        value = float(t[: len(t) - len(unit)]) * _UNITS[unit]
+    except ValueError:
+        value = -1
+    if not 0 < value < 1 << 60:
+        print(f"{what}: {text!r} is not a size (e.g. 40G, 512M)", file=sys.stderr)
+        sys.exit(3)
+    return int(value)
+
+
+def parse_count(text: str) -> int:
+    """``20M`` -> 20,000,000 (the kernels' decimal suffixes k/M/G)."""
+    t = text.strip()
+    mult = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}.get(t[-1:], 1)
+    try:
+        value = int(float(t[:-1] if mult > 1 else t) * mult)
+    except ValueError:
+        value = 0
+    if value < 1:
+        print(f"elements: {text!r} is not a count (e.g. 20M)", file=sys.stderr)
+        sys.exit(3)
+    return value
+
+
+def llc_bytes() -> int:
+    """Total last-level cache of the node, as the kernels read it (distinct instances of the
+    highest cache level in sysfs); ``$TOPOBIND_LLC_BYTES`` overrides it."""
+    import glob
+    import os
+
+    env = os.environ.get("TOPOBIND_LLC_BYTES", "").strip()
+    if env:
+        return parse_size(env, "TOPOBIND_LLC_BYTES")
+    best, seen, total = 0, set(), 0
+    for d in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*"):
+        try:
+            level = int(Path(d, "level").read_text())
+            kind = Path(d, "type").read_text().strip()
+            shared = Path(d, "shared_cpu_list").read_text().strip()
+            size = parse_size(Path(d, "size").read_text().strip(), d)
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        if level > best:
+            best, seen, total = level, set(), 0
+        if level == best and shared not in seen:
+            seen.add(shared)
+            total += size
+    return total
+
+
+def _write(name: str, doc: dict) -> None:
+    with open(name, "w") as fh:
+        json.dump(doc, fh)
+
+
+def _stream_size(trials: int, cap: int, given: int | None) -> int:
+    llc = llc_bytes()
+    rule = given or max((4 * llc + 7) // 8, STREAM_MIN_ELEMENTS)
+    per_run = max(trials, 1) * STREAM_BYTES_PER_ELEMENT
+    elements = min(rule, cap // per_run)
+    note = ""
+    if elements < rule:
+        why = "the site's size" if given else "the rule (each array at least 4x the LLC)"
+        note = (
+            f"the cap of {cap / 1e9:.1f} GB moved per run ({trials} trials) sets "
+            f"{elements / 1e6:.1f}M elements an array, under {why}: {rule / 1e6:.1f}M "
+            f"(LLC {llc / 2**20:.0f} MiB); raise StreamCheck.max_bytes_per_run or run the "
+            "full tier for a figure that is not partly cache"
+        )
+    _write(
+        "stream-size.json",
+        {
+            "llc_bytes": llc,
+            "rule_elements": rule,
+            "elements": elements,
+            "trials": trials,
+            "bytes_per_run": elements * per_run,
+            "cap_bytes": cap,
+            "capped": elements < rule,
+            "note": note,
+        },
+    )
+    print(elements)
+    return 0
+
+
+def _latency_size(cap: int) -> int:
+    llc = llc_bytes()
+    rule = max(4 * llc, LATENCY_MIN_BYTES)
+    size = min(rule, cap) >> 20 << 20
+    note = ""
+    if size < rule:
+        note = (
+            f"the cap of {cap >> 20} MiB sets the largest working set under the rule's "
+            f"{rule >> 20} MiB (4x the LLC of {llc >> 20} MiB): the latency may be partly cache"
+        )
+    _write("latency-size.json", {"llc_bytes": llc, "rule_bytes": rule, "bytes": size,
+                                 "capped": size < rule, "note": note})  # fmt: skip
+    print(f"{size >> 20}M")
+    return 0
+
+
+BUSY_SHARE = 0.25  # as topobind calibrate: others above 25 % of the CPU time = a busy node
+
+
+def _host_busy() -> tuple[float, int]:
+    """(CPU-seconds all CPUs spent not idle, CPUs) from /proc/stat."""
+    import os
+
+    with open("/proc/stat") as fh:
+        ticks = [int(x) for x in fh.readline().split()[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK"), os.cpu_count() or 1
+
+
+def _load(out: str, cmd: list[str]) -> int:
+    """Run ``cmd`` and record the load it ran under: the CPUs other processes kept busy
+    (the host's busy time minus the command's own CPU time, over the wall time)."""
+    import os
+    import resource
+    import subprocess
+    import time
+
+    busy0, cpus = _host_busy()
+    own0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load1 = os.getloadavg()[0]
+    t0 = time.monotonic()
+    status = subprocess.call(cmd)
+    seconds = max(time.monotonic() - t0, 1e-3)
+    busy1, _ = _host_busy()
+    own1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = (own1.ru_utime - own0.ru_utime) + (own1.ru_stime - own0.ru_stime)
+    others = min(max(0.0, (busy1 - busy0) - own) / seconds, float(cpus))
+    share = others / cpus
+    doc = {
+        "cpus": cpus,
+        "seconds": round(seconds, 3),
+        "own_cpu_seconds": round(own, 3),
+        "others_cpus": round(others, 3),
+        "others_share": round(share, 3),
+        "busy": share > BUSY_SHARE,
+        "busy_share_limit": BUSY_SHARE,
+        "loadavg_1m_at_start": round(load1, 2),
+    }
+    with open(out + ".tmp", "w") as fh:
+        json.dump(doc, fh)
+    os.replace(out + ".tmp", out)
+    return status
+
+
+def quick_tier(argv: list[str] | None = None) -> bool:
+    """Whether this ReFrame session selects the quick tier: ``-t quick`` (``--tag``, any
+    spelling ReFrame takes, alone or in a pattern), or ``$TOPOBIND_TIER=quick``. The quick tier
+    bounds each check's cost (see each check's ``tb_cost_model``)."""
+    if os.environ.get("TOPOBIND_TIER", "").strip() == "quick":
+        return True
+    args = list(sys.argv if argv is None else argv)
+    for i, a in enumerate(args):
+        value = None
+        if a in ("-t", "--tag") and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith("--tag="):
+            value = a.split("=", 1)[1]
+        elif a.startswith("-t") and len(a) > 2:
+            value = a[2:]
+        if value is not None and "quick" in value:
+            return True
+    return False
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["hugepages"]:
         return _hugepages()
@@ -70,6 +263,16 @@ def main(argv: list[str]) -> int:
         return _pick(argv[1])
     if argv[:1] == ["cores"]:
         return _cores()
+    if argv[:1] == ["llc"]:
+        print(llc_bytes())
+        return 0
+    if argv[:1] == ["stream-size"] and len(argv) in (3, 4):
+        given = parse_count(argv[3]) if len(argv) == 4 and argv[3] else None
+        return _stream_size(int(argv[1]), parse_size(argv[2], "max_bytes_per_run"), given)
+    if argv[:1] == ["latency-size"] and len(argv) == 2:
+        return _latency_size(parse_size(argv[1], "max_working_set"))
+    if argv[:1] == ["load"] and len(argv) >= 4 and argv[2] == "--":
+        return _load(argv[1], argv[3:])
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -110,6 +110,38 @@ def test_hpl_through_cli_writes_valid_result(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_hpl_repeat_writes_one_result_per_run(tmp_path: Path) -> None:
+    """HplCheck %size=full runs 'topobind bench hpl ... --repeat 3' (issue 30: it was refused
+    with 'hpl takes no --repeat/--strict/kernel arguments')."""
+    proc = bench(
+        "hpl",
+        "--ranks",
+        "1",
+        "--n",
+        "400",
+        "--nb",
+        "100",
+        "--repeat",
+        "2",
+        "--results",
+        "r",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    files = sorted((tmp_path / "r").glob("*/hpl/*.json"))
+    assert len(files) == 2 and all(load_result(f).valid for f in files)
+    assert "hpl run 2/2" in proc.stdout
+
+
+def test_hpl_refuses_kernel_arguments_and_strict_without_pages(tmp_path: Path) -> None:
+    for args, word in ((["--", "--foo"], "kernel arguments"), (["--strict"], "--pages")):
+        proc = bench("hpl", "--ranks", "1", *args, "--results", "r", cwd=tmp_path)
+        assert proc.returncode == 2 and word in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
 def test_results_record_the_topology_so_a_report_elsewhere_can_draw_them(
     tmp_path: Path, topobind_cli: Cli
 ) -> None:
@@ -147,3 +179,17 @@ def test_results_record_the_topology_so_a_report_elsewhere_can_draw_them(
     report = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert report["layouts"], report.get("layouts_not_drawn")
     assert "params.topology" in json.dumps(report["layouts"])
+
+
+def test_repeat_prints_a_progress_line_per_run_and_none_with_quiet(tmp_path: Path) -> None:
+    """issue 30 item 2: not a terminal -> one plain line per finished run (runs done/planned,
+    elapsed, time left); --quiet -> none, the summary still printed."""
+    kernel_args = ["--", "--elements", "100K", "--trials", "2"]
+    proc = bench("stream", "--repeat", "2", "--results", "r", *kernel_args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if "stream compact  run" in ln]
+    assert [ln.split("  run ")[1][:7] for ln in lines] == ["1/2 ok ", "2/2 ok "], proc.stderr
+    assert "left)" in lines[0] and "\x1b" not in proc.stderr
+    quiet = bench("stream", "--repeat", "2", "-q", "--results", "r", *kernel_args, cwd=tmp_path)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert "over 2 run(s)" in quiet.stdout

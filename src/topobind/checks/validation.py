@@ -109,9 +109,11 @@ def run_reframe(
     extra: list[str] | None = None,
     label: str = "validate",
     echo: Callable[[str], None] | None = None,
+    progress: Any = None,
 ) -> Session:
     """One ReFrame session on ``site:partition``; ReFrame's status lines (all of its output
-    when ``verbose``) go to ``echo`` as they come, the command line first."""
+    when ``verbose``) go to ``echo`` as they come, the command line first; with ``progress``
+    (a :class:`topobind.checks.progress.ReframeTracker`) the status lines become progress."""
     stamp = _utc_stamp()
     report = results / "reports" / f"{label}-{site.name}-{partition}-{stamp}.json"
     log = results / "logs" / f"{label}-{site.name}-{partition}-{stamp}.log"
@@ -162,6 +164,8 @@ def run_reframe(
                         skips[skipped.group(1)] = skipped.group(2)
                     if plain.startswith("ERROR"):
                         errors.append(" ".join(plain.split()))
+                    if progress is not None and not verbose and progress.feed(plain):
+                        continue  # a status line: shown as progress (checks/progress.py)
                     if _shown(plain, verbose, label):
                         say(plain)
                 rc = proc.wait()
@@ -421,6 +425,7 @@ class Options:
     compare: bool = False
     since: str = "30d"
     strict: bool = False  # a figure without a reference fails
+    quiet: bool = False  # no progress lines (checks/progress.py)
 
 
 @dataclass
@@ -495,10 +500,14 @@ def _validate_partition(site: Site, partition: str, setvars: dict[str, str],
     here = site.partition(partition).scheduler == "local"
     before = calibration.cpu_sample() if here else None
     retry = ["--max-retries", str(options.retries)] if options.retries > 0 else []
+    from topobind.checks import progress
+
+    tracker = progress.ReframeTracker(progress.make(quiet=options.quiet))
     session = run_reframe(
         site, partition, options.tags, options.names, setvars, options.exec_policy,
-        options.results, options.verbose, extra=retry,
+        options.results, options.verbose, extra=retry, progress=tracker,
     )  # fmt: skip
+    tracker.progress.close()
     load = calibration.load_between(before, calibration.cpu_sample() if before else None)
     where = f"{site.name}:{partition}"
     if session.parsed is None:

@@ -287,6 +287,7 @@ class Report:
     matrices: tuple[MatrixGroup, ...]
     extra: dict[str, object] = field(default_factory=dict)
     layouts: Layouts = field(default_factory=Layouts)  # the layouts' recorded placements
+    skipped: tuple[tuple[str, str], ...] = ()  # (file, why): not results, in ReFrame output
 
     @property
     def slow(self) -> list[tuple[FleetGroup, HostStats]]:

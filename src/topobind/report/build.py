@@ -81,7 +81,9 @@ def build_report(
     read = read_results(inputs, exclude=[out])
     lap("read")
     report = analyse(read.runs, opts, read.inputs, read.files)
-    report = dataclasses.replace(report, layouts=collect_layouts(read.runs, given))
+    report = dataclasses.replace(
+        report, layouts=collect_layouts(read.runs, given), skipped=read.skipped
+    )
     lap("analyse")
     pictures = tuple(all_pictures(report, hooks))
     lap("pictures")

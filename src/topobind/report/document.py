@@ -62,6 +62,7 @@ def report_json(report: Report, pictures: Sequence[Picture] = ()) -> dict[str, A
             "no_headline": report.no_headline,
             "generated": report.generated,
             "invalid": [pick(r, "source", "kernel", "host", "validation") for r in report.invalid],
+            "skipped": [{"file": f, "why": why} for f, why in report.skipped],
         },
         "slow_found": bool(report.slow),
         "slow_host_names": report.slow_host_names,

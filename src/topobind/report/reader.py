@@ -12,10 +12,19 @@ Inputs are files or directories; directories are searched recursively for ``*.js
 skipped). A file holds one JSON document, or one document per line (JSON Lines, as
 ``whereami`` writes; recognised by the ``.jsonl``/``.ndjson`` suffix or by a ``.json`` file
 holding several documents on separate lines).
+
+A ReFrame output directory (``reframe -o DIR``: one directory per check holding
+``rfm_job.sh``/``rfm_job.out``, or topobind's :data:`CHECK_FILE`) is read leniently: it also
+holds JSON that is not a result (``plan.json``, ``verify.json``, ...), so such a file is
+skipped and noted (:attr:`ReadResult.skipped`) instead of stopping the report. The results of a
+check directory whose :data:`CHECK_FILE` names the check and its variant are grouped under
+that variant (``layout`` := the variant, ``params.reframe_check`` := the check), so ReFrame
+variants that ran the same layout (StreamCheck ``numa`` and ``compact``) are never merged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -36,6 +45,10 @@ from topobind.report.parallel import fork_map
 _LINES_SUFFIXES = (".jsonl", ".ndjson")
 PARALLEL_MIN_FILES = 2000  # from this many files on, decode in forked workers
 CHUNK_FILES = 500
+#: written by every topobind ReFrame check into its stage (and kept in its output) directory:
+#: {"check": "StreamCheck", "variant": "numa"}
+CHECK_FILE = "topobind-check.json"
+REFRAME_MARKERS = frozenset({"rfm_job.sh", "rfm_job.out", CHECK_FILE})
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,7 @@ class ReadResult:
     runs: list[Result]
     files: int
     inputs: tuple[str, ...]
+    skipped: tuple[tuple[str, str], ...] = ()  # (file, why): ReFrame output directories only
 
 
 def _loads(data: bytes, where: str, unit: str) -> object:
@@ -129,9 +143,12 @@ def read_results(
     if not names:
         raise TopobindError("no input: give result files or directories")
     files: list[str] = []
+    lenient: set[str] = set()
     for name in names:
         if os.path.isdir(name):
             found = find_result_files(name, exclude)
+            if is_reframe_output(name):
+                lenient.update(os.path.abspath(f) for f in found)
             if not found:
                 raise TopobindError(
                     f"{name}: directory holds no result files "
@@ -151,6 +168,8 @@ def read_results(
         if key not in seen:  # the same file given twice (e.g. a file and its directory)
             seen.add(key)
             unique.append(f)
+    if lenient:
+        return _read_lenient(unique, lenient, names)
     if len(unique) >= PARALLEL_MIN_FILES:
         chunks = [unique[i : i + CHUNK_FILES] for i in range(0, len(unique), CHUNK_FILES)]
         runs = [r for part in fork_map(_read_chunk, chunks) for r in part]
@@ -167,3 +186,53 @@ def _read_chunk(files: Sequence[str]) -> list[Result]:
             raise TopobindError(f"{f}: holds no result (only blank lines); remove it")
         runs.extend(found)
     return runs
+
+
+def is_reframe_output(root: str) -> bool:
+    """Whether directory ``root`` is (or holds) a ReFrame output directory."""
+    return any(REFRAME_MARKERS.intersection(names) for _d, _s, names in os.walk(root))
+
+
+def check_label(directory: str) -> tuple[str, str] | None:
+    """(check, variant) from ``directory``'s :data:`CHECK_FILE`, or None (absent or bad)."""
+    try:
+        doc = json.loads(read_bytes(os.path.join(directory, CHECK_FILE)))
+    except (TopobindError, OSError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    check, variant = doc.get("check"), doc.get("variant")
+    if not isinstance(check, str) or not isinstance(variant, str) or not check:
+        return None
+    return check[:100], variant[:100]
+
+
+def _read_lenient(files: Sequence[str], lenient: set[str], names: tuple[str, ...]) -> ReadResult:
+    """Read ``files``; those in ``lenient`` (inside a ReFrame output directory) that are not
+    results are skipped with the reason, and results are labelled with their check's variant."""
+    runs: list[Result] = []
+    skipped: list[tuple[str, str]] = []
+    labels: dict[str, tuple[str, str] | None] = {}
+    for f in files:
+        if os.path.basename(f) == CHECK_FILE:
+            continue
+        try:
+            found = read_file(f)
+        except TopobindError as exc:
+            if os.path.abspath(f) not in lenient:
+                raise
+            skipped.append((f, str(exc).removeprefix(f"{f}: ")))
+            continue
+        d = os.path.dirname(f)
+        if d not in labels:
+            labels[d] = check_label(d)
+        label = labels[d]
+        if label is not None:
+            check, variant = label
+            found = [
+                dataclasses.replace(r, layout=variant, params={**r.params, "reframe_check": check})
+                for r in found
+            ]
+        runs.extend(found)
+    read = sum(1 for f in files if os.path.basename(f) != CHECK_FILE)  # every file looked at
+    return ReadResult(runs=runs, files=read, inputs=names, skipped=tuple(skipped))

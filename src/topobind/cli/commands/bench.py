@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from topobind.bench import hpl
 from topobind.bench import runs as bench
+from topobind.checks import progress
 from topobind.cli.commands.common import add_layout_arg, add_topology_arg, topology_from
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
@@ -31,6 +33,7 @@ examples:
   topobind bench latency --threads 1 --pages 1G -- --sizes 1G
   topobind bench c2c
   topobind bench hpl --ranks 2 --n 2000               # real HPL (from Debian's hpcc)
+  topobind bench hpl --ranks 2 --n 2000 --repeat 3    # 3 runs, one result file each
   topobind bench hpl --ranks 2 --mem-fraction 0.5 --pages 1G
 
 Each run's result (JSON, schema topobind.result/1) is saved as
@@ -117,6 +120,12 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="fail when the pages are not obtained")
     p.add_argument("--repeat", "-n", type=int, default=1, metavar="N", help="runs (default 1)")
     p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress lines (for cron); the summary is still printed",
+    )
+    p.add_argument(
         "--results",
         default="results",
         metavar="DIR",
@@ -149,6 +158,7 @@ def run(outer: argparse.Namespace) -> int:
         return _run_hpl(args, topo, extra)
     plan = bench_plan(args, topo, ranks=args.ranks or 1, threads=args.threads, pages=args.pages)
     memory_of = plan.ranks[0].memory
+    step = _progress(args, f"{args.kernel} {plan.layout}")
     try:
         runs = bench.run_repeats(
             args.kernel,
@@ -158,7 +168,7 @@ def run(outer: argparse.Namespace) -> int:
             strict=args.strict,
             extra=extra,
             results_root=args.results,
-            progress=bench.stderr_progress,
+            progress=step,
             topology=synthetic_description(topo),
         )
     except KernelError as exc:
@@ -194,28 +204,70 @@ def bench_plan(
     return request.plan(topo, req, req.ranks)
 
 
+def _progress(args: argparse.Namespace, check: str) -> Any:
+    """A callback for each finished run: a progress line per run (live on a terminal, plain
+    otherwise, none with --quiet), with the runs done of planned and the time left."""
+    prog = progress.make(quiet=args.quiet)
+    node = os.uname().nodename
+    prog.plan(node, check, args.repeat)
+    prog.start(node, check)
+    done = 0
+
+    def step(line: str) -> None:
+        nonlocal done
+        done += 1
+        prog.finish(node, check, note=line.split("] ", 1)[-1])
+        if done < args.repeat:
+            prog.start(node, check)
+        else:
+            prog.close()
+
+    return step
+
+
 def _run_hpl(args: argparse.Namespace, topo: Any, extra: list[str]) -> int:
     if args.ranks is None:
         raise TopobindError("topobind bench hpl needs --ranks R (MPI ranks, e.g. --ranks 2)")
-    if args.repeat != 1 or args.strict or extra:
-        raise TopobindError("hpl takes no --repeat/--strict/kernel arguments (one run per call)")
+    if extra:
+        raise TopobindError(
+            f"hpl takes no kernel arguments (got '-- {' '.join(extra)}'): use --n, --nb, "
+            "--mem-fraction"
+        )
+    if args.strict and (args.pages or "none") == "none":
+        raise TopobindError("hpl --strict needs --pages 1G or 2M (it fails when they are not got)")
+    if args.repeat < 1:
+        raise TopobindError(f"--repeat {args.repeat}: give 1 run or more")
     plan = bench_plan(args, topo, ranks=args.ranks, threads=args.threads or 1, pages=None)
-    out = hpl.run_hpl(
-        plan,
-        n=args.n,
-        nb=args.nb,
-        mem_fraction=args.mem_fraction,
-        pages=args.pages or "none",
-        progress=bench.stderr_progress,
-    )
-    dest = bench.result_path(args.results, out.doc["host"], "hpl", plan.layout)
-
-    atomic_write_text(dest, json.dumps(out.doc, indent=1) + "\n")
-    res = load_result(dest)
-    o = out.output
-    print(
-        f"hpl N={o.n} NB={o.nb} P={o.p} Q={o.q}: {o.gflops:.6g} GFLOP/s in {o.time:.3f} s, "
-        f"residual {o.residual:.4g} {'PASSED' if o.passed else 'FAILED'} ({out.program})"
-    )
-    print(f"result: {dest}")
-    return 0 if res.valid else 4
+    valid = 0
+    step = _progress(args, f"hpl {plan.layout}")
+    for i in range(args.repeat):
+        out = hpl.run_hpl(
+            plan,
+            n=args.n,
+            nb=args.nb,
+            mem_fraction=args.mem_fraction,
+            pages=args.pages or "none",
+            progress=None if args.quiet else bench.stderr_progress,
+        )
+        pages = out.doc.get("pages") or {}
+        if args.strict and pages.get("fallback"):
+            err = TopobindError(
+                f"hpl run {i + 1}: asked for {args.pages} pages with --strict, got "
+                f"{pages.get('kib')} KiB pages ({str(pages.get('note', ''))[:160]}); "
+                "nothing written for this run"
+            )
+            err.exit_status = 3
+            raise err
+        dest = bench.result_path(args.results, out.doc["host"], "hpl", plan.layout)
+        atomic_write_text(dest, json.dumps(out.doc, indent=1) + "\n")
+        res = load_result(dest)
+        valid += res.valid
+        o = out.output
+        print(
+            f"hpl run {i + 1}/{args.repeat} N={o.n} NB={o.nb} P={o.p} Q={o.q}: "
+            f"{o.gflops:.6g} GFLOP/s in {o.time:.3f} s, residual {o.residual:.4g} "
+            f"{'PASSED' if o.passed else 'FAILED'} ({out.program})"
+        )
+        print(f"result: {dest}")
+        step(f"{o.gflops:.6g} GFLOP/s")
+    return 0 if valid == args.repeat else 4

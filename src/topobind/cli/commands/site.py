@@ -68,6 +68,12 @@ def add_subparser(subparsers: Any) -> None:
         help="with --live: print the scontrol command that drains a non-conforming node",
     )
     check.add_argument("--apply", action="store_true", help="with --drain: run it")
+    check.add_argument(
+        "--metrics",
+        metavar="FILE",
+        help="with --live: write the verdict (ok or nonconforming) in the Prometheus text "
+        "format to FILE (*.prom, atomically) for node_exporter's textfile collector",
+    )
     check.set_defaults(func=run_check)
     site.set_defaults(func=lambda args: _usage(site))
 
@@ -181,6 +187,12 @@ def run_check(args: argparse.Namespace) -> int:
         raise TopobindError("--golden and --drain compare the live node: add --live")
     if args.apply and not args.drain:
         raise TopobindError("--apply runs the drain command: add --drain")
+    if args.metrics and not args.live:
+        raise TopobindError("--metrics writes the live node's verdict: add --live")
+    if args.metrics:
+        from topobind.checks import metrics
+
+        metrics.check_path(args.metrics)
 
     try:
         site = sites.load_site(args.site)
@@ -228,6 +240,11 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     if args.live:
         host, live = _live_findings(site, args.golden)
+        if args.metrics:
+            from topobind.checks import metrics
+
+            nodes = metrics.from_conformance(host, live)
+            metrics.write(args.metrics, metrics.render(nodes, [], site=site.name, partition=""))
         if live:
             sys.stdout.flush()  # what was printed above comes first
             if args.drain:

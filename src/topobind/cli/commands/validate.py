@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from topobind.checks import calibration, sites, validation
+from topobind.checks import calibration, metrics, sites, validation
 from topobind.checks.sites import reframe_results_dir
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
@@ -211,6 +211,19 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="rerun a failed check up to N times (reframe --max-retries; for noisy nodes)",
     )
     p.add_argument("--verbose", "-v", action="store_true", help="show ReFrame's whole output")
+    p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress lines (for cron); without it: a live line per node and check on a "
+        "terminal, one line per finished check otherwise",
+    )
+    p.add_argument(
+        "--metrics",
+        metavar="FILE",
+        help="--each-node: write the verdicts in the Prometheus text format to FILE (*.prom, "
+        "atomically) for node_exporter's textfile collector",
+    )
 
 
 # --------------------------------------------------------------------------- validate
@@ -232,18 +245,25 @@ def _session(
     label: str = "validate",
 ) -> validation.Session:
     """One ReFrame session with the options validate and calibrate share (``_common``)."""
-    return validation.run_reframe(
-        site,
-        partition,
-        args.tags,
-        args.name,
-        setvars,
-        args.exec_policy,
-        results,
-        args.verbose,
-        extra=extra,
-        label=label,
-    )
+    from topobind.checks import progress
+
+    tracker = progress.ReframeTracker(progress.make(quiet=args.quiet))
+    try:
+        return validation.run_reframe(
+            site,
+            partition,
+            args.tags,
+            args.name,
+            setvars,
+            args.exec_policy,
+            results,
+            args.verbose,
+            extra=extra,
+            label=label,
+            progress=tracker,
+        )
+    finally:
+        tracker.progress.close()
 
 
 def _print_compare(got: Any) -> None:
@@ -261,7 +281,8 @@ def run_validate(args: argparse.Namespace) -> int:
     if not args.each_node:
         given = {"--nodelist": args.nodelist is not None, "--confirm": args.confirm,
                  "--drain": args.drain, "--reports": args.reports is not None,
-                 "--threshold": args.threshold is not None and not args.history}  # fmt: skip
+                 "--threshold": args.threshold is not None and not args.history,
+                 "--metrics": args.metrics is not None}  # fmt: skip
         used = [o for o, v in given.items() if v]
         if used:
             raise TopobindError(f"{', '.join(used)}: only with --each-node"
@@ -280,6 +301,7 @@ def run_validate(args: argparse.Namespace) -> int:
         results=_results_dir(args), tags=args.tags, names=args.name, setvars=args.setvars,
         exec_policy=args.exec_policy, verbose=args.verbose, retries=args.retries,
         judge=args.judge, compare=args.compare, since=args.since, strict=args.strict,
+        quiet=args.quiet,
     )  # fmt: skip
     partitions = validation.partitions_of(site, args.partition)
 
@@ -366,7 +388,10 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
         repeat=args.repeat,
         confirm=args.confirm,
         threshold=threshold,
+        quiet=args.quiet,
     )
+    if args.metrics:
+        metrics.check_path(args.metrics)  # before the run, not after it
     if args.reports:
         if args.confirm:
             raise TopobindError("--confirm runs the checks again: not with --reports")
@@ -374,6 +399,7 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
         out = acceptance.judge_reports(args.reports, site, req, states)
         what = f"{len(args.reports)} report file(s)"
     else:
+        _expected(args, site, req)
         out = acceptance.accept(site, req, _results_dir(args), args.verbose)
         what = f"{req.repeat} runs (tags {req.tags})"
     print(
@@ -397,9 +423,38 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
               "--confirm (or --repeat 7)")  # fmt: skip
     print("reports: " + ", ".join(out.reports))
     status = _drain(out, args.apply) if args.drain else 0
+    if args.metrics:
+        nodes, figures = metrics.from_each_node(out.verdicts, out.figures, out.obs.failures)
+        text = metrics.render(nodes, figures, site=site.name, partition=req.partition)
+        print(f"metrics: {metrics.write(args.metrics, text)}")
     print(acceptance.bad_nodes_line(out.verdicts))
     bad = any(v.bad for v in out.verdicts)
     return 1 if bad or status else 0
+
+
+def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
+    """Print the expected run time (timed by the last --each-node run of this partition) and
+    refuse, with one line, a plan over the site's per-node budget (settings.node_budget)."""
+    from topobind.checks import acceptance, progress
+
+    part = site.partition(req.partition)
+    states = acceptance.partition_states(site, req.partition) or {}
+    nodes = len(acceptance.choose_nodes(states, req.nodelist, req.partition)) if states else 1
+    found = sorted(
+        (_results_dir(args) / "reports").glob(f"each-node-{site.name}-{req.partition}-*.json")
+    )
+    exp = progress.expected_time([str(f) for f in found], nodes, req.repeat, part.max_jobs)
+    print(exp.text, flush=True)
+    budget = site.settings.get("node_budget")
+    if budget is None or exp.per_node is None:
+        return
+    limit = progress.parse_duration(budget, f"{site.path}: settings.node_budget")
+    if exp.per_node > limit:
+        raise TopobindError(
+            f"the plan needs about {progress.clock(exp.per_node)} a node, over the site's "
+            f"node_budget of {progress.clock(limit)} ({site.path}): use --tags quick, a "
+            "smaller --repeat, or raise settings.node_budget"
+        )
 
 
 def _threshold(args: argparse.Namespace, site: Any) -> float:
@@ -479,6 +534,8 @@ def _print_load(load: Any, judge: str) -> None:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
+    if args.metrics:
+        raise TopobindError("--metrics writes verdicts: use it with validate --each-node")
     if args.retries:
         raise TopobindError(
             "calibrate does not retry failed checks (a reference needs every session); "

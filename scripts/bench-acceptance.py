@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Benchmark: a quick node acceptance of the local 3-node Slurm cluster (issue 30).
+
+``topobind validate --site fleet --partition slurm --each-node --tags quick --confirm`` over
+node1..node3 (root; the cluster is started in its own state directory and stopped after),
+with the checks seeing a last-level cache of $BENCH_LLC (default 260M, through
+$TOPOBIND_LLC_BYTES: the host of the issue), twice: without a fault (target: 'bad nodes: none'
+in under 120 s) and with node3's slurmd in a cgroup of 25 % of one CPU (target: node3 named,
+in under 180 s). Records the wall time of each, the LLC size and the bytes STREAM moved (its
+stream-size.json files), in results/bench/acceptance.json. Run under
+``flock /tmp/tb-slurm.lock`` (make bench-acceptance does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+STATE = REPO / "build" / "local-slurm-bench"
+LLC = os.environ.get("BENCH_LLC", "260M")
+TOPOBIND = Path(sys.executable).parent / "topobind"
+TARGETS = {"clean": 120.0, "throttled": 180.0}
+
+
+def sh(*argv: str, env: dict[str, str] | None = None, timeout: float = 600) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+    if done.returncode != 0:
+        raise SystemExit(f"bench-acceptance: {' '.join(argv)} failed: {done.stderr[-800:]}")
+    return done.stdout
+
+
+def site_dir(tmp: Path) -> Path:
+    """Site 'fleet': the local site (its quick-tier bounds, max_jobs 1) with a node: section
+    this machine meets."""
+    sys.path.insert(0, str(REPO / "src"))
+    from topobind.checks.sites import node_counts
+    from topobind.topo.topology import load
+
+    d = tmp / "sites" / "fleet"
+    d.mkdir(parents=True)
+    text = (REPO / "site_configs" / "local" / "site.yaml").read_text()
+    text = text.replace("name: local", "name: fleet").replace("references: references.yaml", "")
+    text += "node:\n" + "".join(f"  {k}: {v}\n" for k, v in node_counts(load("live")).items())
+    (d / "site.yaml").write_text(text)
+    return d.parent
+
+
+@contextlib.contextmanager
+def cpu_quota(node: str, percent: int) -> Iterator[None]:
+    """NODE's slurmd (so every job it starts) in a cgroup of PERCENT of one CPU."""
+    pid = (STATE / f"slurmd-{node}.pid").read_text().strip()
+    v1 = Path("/sys/fs/cgroup/cpu")
+    if (v1 / "cpu.cfs_quota_us").exists():
+        cg, root = v1 / f"topobind-bench-{node}", v1
+        cg.mkdir(exist_ok=True)
+        (cg / "cpu.cfs_period_us").write_text("10000")
+        (cg / "cpu.cfs_quota_us").write_text(str(100 * percent))
+    else:
+        root = Path("/sys/fs/cgroup")
+        cg = root / f"topobind-bench-{node}"
+        cg.mkdir(exist_ok=True)
+        (cg / "cpu.max").write_text(f"{100 * percent} 10000")
+    (cg / "cgroup.procs").write_text(pid)
+    try:
+        yield
+    finally:
+        for p in (cg / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                (root / "cgroup.procs").write_text(p)
+        cg.rmdir()
+
+
+def bytes_moved(results: Path) -> int:
+    total = 0
+    for f in (results / "output").rglob("stream-size.json"):  # not the stage copies
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            total += int(json.loads(f.read_text())["bytes_per_run"])
+    return total
+
+
+def served(textdir: Path) -> list[str]:
+    """The topobind_ lines the real node_exporter serves from ``textdir`` (textfile only)."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}",
+         "--collector.disable-defaults", "--collector.textfile",
+         f"--collector.textfile.directory={textdir}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        for _ in range(50):
+            try:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+                return [ln for ln in text.splitlines() if ln.startswith("topobind_")]
+            except OSError:
+                time.sleep(0.2)
+        return []
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def validate(env: dict[str, str], results: Path, *extra: str) -> dict[str, object]:
+    argv = [str(TOPOBIND), "validate", "--site", "fleet", "--partition", "slurm", "--each-node",
+            "--tags", "quick", "--confirm", "--results", str(results), *extra]  # fmt: skip
+    t0 = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
+    took = time.monotonic() - t0
+    lines = done.stdout.strip().splitlines()
+    last = lines[-1] if lines else "(no output)"
+    print(done.stdout[-3000:], flush=True)
+    print(done.stderr[-1500:], file=sys.stderr, flush=True)
+    expected = next((ln for ln in lines if ln.startswith("expected run time")), "")
+    # each STREAM case's output directory keeps its last run's stream-size.json: x 3 runs
+    return {"seconds": round(took, 1), "exit": done.returncode, "bad_nodes_line": last,
+            "expected": expected, "bytes_moved_stream": 3 * bytes_moved(results)}  # fmt: skip
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print("bench-acceptance: needs root (the local Slurm cluster)", file=sys.stderr)
+        return 2
+    env = dict(os.environ, TOPOBIND_SLURM_DIR=str(STATE), TOPOBIND_SLURMD_TIMEOUT="300")
+    env = {k: v for k, v in env.items() if not k.startswith("SLURM_")}
+    sh(str(REPO / "scripts" / "local-slurm"), "start", "--nodes", "3", env=env)
+    out: dict[str, object] = {"llc": LLC, "nodes": 3, "tags": "quick"}
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-acceptance-") as tmp:
+            t = Path(tmp)
+            venv = str(Path(sys.executable).parent)
+            run_env = dict(env, SLURM_CONF=str(STATE / "slurm.conf"),
+                           TOPOBIND_SITES_DIR=str(site_dir(t)), TOPOBIND_LLC_BYTES=LLC,
+                           PATH=f"{venv}:{env.get('PATH', '')}")  # fmt: skip
+            # one results directory: the second run's expected time is timed by the first
+            out["clean"] = validate(run_env, t / "results")
+            (t / "textfile").mkdir()
+            with cpu_quota("node3", 25):
+                out["throttled"] = validate(run_env, t / "results", "--metrics",
+                                            str(t / "textfile" / "topobind.prom"))  # fmt: skip
+            out["node_exporter"] = [ln for ln in served(t / "textfile")
+                                    if "node_verdict{" in ln and ln.endswith(" 1")]  # fmt: skip
+    finally:
+        sh(str(REPO / "scripts" / "local-slurm"), "stop", env=env)
+    clean, slow = out["clean"], out["throttled"]
+    assert isinstance(clean, dict) and isinstance(slow, dict)
+    out["ok"] = {
+        "clean": clean["bad_nodes_line"] == "bad nodes: none" and clean["seconds"] < 120,
+        "throttled": "node3" in str(slow["bad_nodes_line"]) and slow["seconds"] < 180,
+    }
+    dest = REPO / "results" / "bench" / "acceptance.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(out, indent=1) + "\n")
+    for name in ("clean", "throttled"):
+        r = out[name]
+        assert isinstance(r, dict)
+        print(f"{name}: {r['seconds']} s (target {TARGETS[name]:.0f} s), '{r['bad_nodes_line']}', "
+              f"STREAM moved {int(r['bytes_moved_stream']) / 1e9:.1f} GB; LLC {LLC}")  # fmt: skip
+    print("node_exporter serves: " + "; ".join(map(str, out.get("node_exporter", []))))
+    print(f"written: {dest}")
+    return 0 if all(out["ok"].values()) else 1  # type: ignore[union-attr]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

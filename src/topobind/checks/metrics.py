@@ -1,0 +1,217 @@
+"""Verdicts as Prometheus metrics: the text exposition format, written atomically for
+node_exporter's textfile collector (``--collector.textfile.directory``).
+
+One file per run (``validate --metrics FILE``, ``site check --live --metrics FILE``); the
+collector reads every ``*.prom`` file of its directory on each scrape, so the file is written
+to a temporary name in the same directory and renamed over the old one: a scrape never sees
+half a file. Names follow the Prometheus conventions: the ``topobind_`` prefix, base units in
+the name (bytes per second, seconds, ratios), gauges only.
+
+Per node: ``topobind_node_verdict{verdict="ok|slow|fail|nonconforming"}`` (1 for the node's
+verdict, 0 for the others: an alert compares with 1) and ``topobind_node_verdict_strong``.
+Per node and figure: the measured value and the reference in the unit's base unit, the ratio
+measured/reference, the runs, the verdict's strength (1 strong, 0 weak) and the sign test's
+confidence. Per file: the time of the run (``topobind_run_timestamp_seconds``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from topobind.errors import TopobindError
+
+VERDICTS = ("ok", "slow", "fail", "nonconforming")
+
+#: unit -> (quantity in the metric name, base unit in the name, factor to the base unit)
+UNITS: dict[str, tuple[str, str, float]] = {
+    "MB/s": ("bandwidth", "bytes_per_second", 1e6),
+    "GB/s": ("bandwidth", "bytes_per_second", 1e9),
+    "GFLOP/s": ("compute", "flops", 1e9),
+    "ns": ("latency", "seconds", 1e-9),
+    "us": ("latency", "seconds", 1e-6),
+    "s": ("time", "seconds", 1.0),
+    "%": ("share", "ratio", 0.01),
+}
+
+
+@dataclass(frozen=True)
+class NodeMetric:
+    node: str
+    verdict: str  # one of VERDICTS
+    strong: bool = True
+
+
+@dataclass(frozen=True)
+class FigureMetric:
+    node: str
+    check: str
+    variant: str
+    metric: str
+    unit: str
+    value: float
+    reference: float | None  # the site's reference, or the fleet median (--each-node)
+    runs: int
+    strong: bool
+    confidence: float | None = None
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(pairs: Sequence[tuple[str, str]]) -> str:
+    return "{" + ",".join(f'{k}="{_escape(str(v))}"' for k, v in pairs) + "}"
+
+
+def _num(x: float) -> str:
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "+Inf" if x > 0 else "-Inf"
+    return repr(float(x))
+
+
+class _Family:
+    """One metric family: HELP, TYPE and its samples, kept in order."""
+
+    def __init__(self, name: str, help_text: str) -> None:
+        self.name, self.help, self.samples = name, help_text, []  # type: list[str]
+
+    def add(self, labels: Sequence[tuple[str, str]], value: float) -> None:
+        self.samples.append(f"{self.name}{_labels(labels)} {_num(value)}")
+
+    def text(self) -> list[str]:
+        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} gauge", *self.samples]
+
+
+def render(
+    nodes: Iterable[NodeMetric],
+    figures: Iterable[FigureMetric],
+    *,
+    site: str,
+    partition: str,
+    when: float | None = None,
+) -> str:
+    """The Prometheus text format of one run's verdicts."""
+    base = [("site", site), ("partition", partition)]
+    fams: dict[str, _Family] = {}
+
+    def fam(name: str, help_text: str) -> _Family:
+        return fams.setdefault(name, _Family(f"topobind_{name}", help_text))
+
+    run = fam("run_timestamp_seconds", "When the checks behind these verdicts ran (Unix time).")
+    run.add(base, time.time() if when is None else when)
+    for n in nodes:
+        if n.verdict not in VERDICTS:
+            raise TopobindError(f"metrics: verdict {n.verdict!r} is not one of {VERDICTS}")
+        v = fam("node_verdict", "The node's verdict: 1 for its verdict label, 0 for the others.")
+        for state in VERDICTS:
+            v.add([*base, ("node", n.node), ("verdict", state)], float(n.verdict == state))
+        s = fam("node_verdict_strong", "1 when the node's verdict is strong, 0 when weak.")
+        s.add([*base, ("node", n.node)], float(n.strong))
+    for f in figures:
+        _add_figure(fam, base, f)
+    out = [line for f in fams.values() for line in f.text()]
+    return "\n".join(out) + "\n"
+
+
+def _add_figure(fam, base: list[tuple[str, str]], f: FigureMetric) -> None:  # noqa: ANN001
+    quantity, unit, factor = UNITS.get(f.unit, ("value", "", 1.0))
+    suffix = f"{quantity}_{unit}" if unit else quantity
+    labels = [*base, ("node", f.node), ("check", f.check), ("variant", f.variant),
+              ("metric", f.metric)]  # fmt: skip
+    if not unit:
+        labels.append(("unit", f.unit))
+    what = f"{quantity} in {unit.replace('_', ' ')}" if unit else f"value ({f.unit})"
+    fam(f"check_{suffix}", f"The measured figure: {what}.").add(labels, f.value * factor)
+    if f.reference is not None:
+        ref = fam(f"check_reference_{suffix}", f"The figure's reference: {what}.")
+        ref.add(labels, f.reference * factor)
+        if f.reference:
+            fam("check_ratio", "Measured / reference (1: as the reference).").add(
+                labels, f.value / f.reference
+            )
+    fam("check_runs", "Runs behind the figure.").add(labels, float(f.runs))
+    fam("check_verdict_strong", "1 when the figure's verdict is strong, 0 when weak.").add(
+        labels, float(f.strong)
+    )
+    if f.confidence is not None:
+        fam("check_confidence_ratio", "The sign test's confidence in the verdict (0 to 1).").add(
+            labels, f.confidence
+        )
+
+
+def check_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` if it can take the metrics (a ``*.prom`` file in an existing directory);
+    checked before a run, so a long run does not end on a bad name."""
+    dest = Path(path)
+    if dest.is_dir():
+        raise TopobindError(
+            f"--metrics {dest}: a directory; give a file, e.g. {dest}/topobind.prom"
+        )
+    if not dest.parent.is_dir():
+        raise TopobindError(f"--metrics {dest}: directory {dest.parent} does not exist")
+    if dest.suffix != ".prom":
+        raise TopobindError(
+            f"--metrics {dest}: node_exporter's textfile collector reads only *.prom files; "
+            f"name it {dest.with_suffix('.prom').name}"
+        )
+    return dest
+
+
+def write(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (a temporary file in the same directory, renamed
+    over it), readable by the collector (mode 0644)."""
+    dest = check_path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dest
+
+
+# --------------------------------------------------------------------------- from verdicts
+HIGHER_IS_BETTER = {"MB/s": True, "GB/s": True, "GFLOP/s": True, "ns": False, "us": False,
+                    "s": False}  # fmt: skip
+
+
+def from_each_node(
+    verdicts: Iterable[Any], figures: Iterable[Any], failures: Iterable[Any] = ()
+) -> tuple[list[NodeMetric], list[FigureMetric]]:
+    """Metrics of a ``validate --each-node`` outcome (:mod:`topobind.checks.verdict`'s
+    NodeVerdict and FigureVerdict): a node with a conformance failure is ``nonconforming``;
+    a figure's reference is the fleet median (the figure's median against its slowdown)."""
+    nonconforming = {f.node for f in failures if f.check == "conformance"}
+    nodes = []
+    for v in verdicts:
+        state = {"ok": "ok", "SLOW": "slow"}.get(v.status, "fail")
+        if v.node in nonconforming:
+            state = "nonconforming"
+        strong = not v.weak or v.confirmed == "confirmed"
+        nodes.append(NodeMetric(v.node, state, strong))
+    out = []
+    for f in figures:
+        hib = HIGHER_IS_BETTER.get(f.unit)
+        ref = None
+        if hib is not None and f.median > 0:
+            ref = f.median * (1 + f.slowdown) if hib else f.median / (1 + f.slowdown)
+        out.append(FigureMetric(f.node, f.check, f.variant, f.metric, f.unit, f.median, ref,
+                                f.runs, not f.weak, f.confidence))  # fmt: skip
+    return nodes, out
+
+
+def from_conformance(node: str, findings: Sequence[str]) -> list[NodeMetric]:
+    """``site check --live``: the node conforms (ok) or not (nonconforming)."""
+    return [NodeMetric(node, "nonconforming" if findings else "ok", True)]

@@ -1,0 +1,89 @@
+"""validate --each-node's wiring (issue 30 items 1-3): the verdicts as metrics (a slow node
+with its ratio and strength, a non-conforming one), the expected run time from the last
+--each-node report (nodes side by side up to max_jobs) and the per-node budget."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_helpers import run_topobind
+
+from topobind.checks import metrics, progress
+from topobind.checks.verdict import (
+    Failure,
+    Observations,
+    Sample,
+    figure_verdicts,
+    node_verdicts,
+)
+from topobind.errors import TopobindError
+
+
+def test_each_node_verdicts_become_metrics() -> None:
+    obs = Observations()
+    for run in range(3):
+        for node, value in (("n1", 1000.0), ("n2", 1010.0), ("n3", 250.0), ("n4", 990.0)):
+            obs.samples.append(Sample(node, "StreamCheck", "compact", "triad", value, "MB/s", run))
+    obs.failures.append(Failure("n4", "conformance", "-", "cores: expected 4, found 2"))
+    obs.ran_on = {n: {"StreamCheck"} for n in ("n1", "n2", "n3", "n4")}
+    figures = figure_verdicts(obs.samples, 0.05)
+    verdicts = node_verdicts(["n1", "n2", "n3", "n4"], obs, figures)
+    nodes, figs = metrics.from_each_node(verdicts, figures, obs.failures)
+    state = {n.node: (n.verdict, n.strong) for n in nodes}
+    assert state["n1"] == ("ok", True)
+    assert state["n3"][0] == "slow" and state["n3"][1] is False  # 3 runs: a weak verdict
+    assert state["n4"][0] == "nonconforming"
+    slow = next(f for f in figs if f.node == "n3")
+    assert slow.value == 250.0 and slow.reference == pytest.approx(995.0)  # the fleet median
+    text = metrics.render(nodes, figs, site="s", partition="p")
+    assert 'topobind_node_verdict{site="s",partition="p",node="n3",verdict="slow"} 1.0' in text
+    ratio = [ln for ln in text.splitlines() if ln.startswith("topobind_check_ratio") and "n3" in ln]
+    assert len(ratio) == 1 and float(ratio[0].split()[-1]) == pytest.approx(250 / 995)
+
+
+def _report(path: Path, nodes: int, checks: int, runs: int, elapsed: float) -> None:
+    cases = [
+        {"name": f"C{c}", "display_name": f"C{c} %.part=s:p %.nid=n{n}", "system": "s",
+         "partition": "p", "result": "pass", "perfvalues": {}}
+        for c in range(checks) for n in range(1, nodes + 1)
+    ]  # fmt: skip
+    doc = {"session_info": {"time_elapsed": elapsed},
+           "runs": [{"runs_index": r, "testcases": cases} for r in range(runs)]}  # fmt: skip
+    path.write_text(json.dumps(doc))
+
+
+def test_expected_time_from_the_last_report_and_max_jobs(tmp_path: Path) -> None:
+    report = tmp_path / "each-node-s-p-1.json"
+    _report(report, nodes=3, checks=2, runs=3, elapsed=90.0)  # 18 check runs: 5 s each
+    one = progress.expected_time([str(report)], nodes=3, repeat=3, max_jobs=1)
+    assert one.per_node == pytest.approx(30.0) and one.seconds == pytest.approx(90.0)
+    assert "3 node(s) x 2 checks x 3 runs at 5.0 s a check, 1 node(s) at a time" in one.text
+    side = progress.expected_time([str(report)], nodes=3, repeat=3, max_jobs=16)
+    assert side.seconds == pytest.approx(30.0)  # the nodes side by side
+    none = progress.expected_time([], nodes=3, repeat=3, max_jobs=1)
+    assert none.seconds is None and "unknown" in none.text
+    (tmp_path / "bad.json").write_text("{")
+    assert progress.expected_time([str(tmp_path / "bad.json")], 3, 3, 1).seconds is None
+
+
+def test_budget_durations() -> None:
+    assert progress.parse_duration("10m", "x") == 600
+    assert progress.parse_duration(90, "x") == 90
+    with pytest.raises(TopobindError, match="site.yaml: settings.node_budget: 'soon'"):
+        progress.parse_duration("soon", "site.yaml: settings.node_budget")
+
+
+def test_metrics_needs_each_node_and_a_prom_file(tmp_path: Path) -> None:
+    plain = run_topobind("validate", "--site", "local", "--metrics", str(tmp_path / "m.prom"))
+    assert plain.returncode == 2 and "--metrics: only with --each-node" in plain.stderr
+    site = run_topobind("site", "check", "local", "--metrics", str(tmp_path / "m.txt"))
+    assert site.returncode == 2 and "add --live" in site.stderr
+
+
+def test_quick_acceptance_leaves_out_what_costs_minutes_or_judges_nothing() -> None:
+    from topobind.checks import acceptance
+
+    assert acceptance.quick_exclusions("quick") == ["-x", "HplCheck", "-x", "BindingCheck"]
+    assert acceptance.quick_exclusions("full") == []
