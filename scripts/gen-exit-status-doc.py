@@ -15,6 +15,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from docpaths import user_paths  # noqa: E402  (scripts/)
+
 from topobind import errors  # noqa: E402
 
 TARGET = REPO / "docs" / "reference" / "exit-status.md"
@@ -111,7 +113,7 @@ def render() -> str:
     for c in classes:
         doc = " ".join((c.__doc__ or "").split()).replace("|", "\\|")
         rows.append(f"| `{c.__name__}` | {status_of(c)} | {doc} |")
-    return HEAD + "\n".join(rows) + "\n"
+    return user_paths(HEAD + "\n".join(rows) + "\n")
 
 
 def main() -> int:
