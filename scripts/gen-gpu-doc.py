@@ -14,6 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from docpaths import user_paths  # scripts/: this machine's paths -> a user's
+
 REPO = Path(__file__).resolve().parents[1]
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
@@ -333,7 +335,7 @@ def main() -> int:
     doc_path = REPO / "docs" / "gpu.md"
     with tempfile.TemporaryDirectory() as tmp:
         outdir = Path(tmp) if check else REPO / "docs" / "img"
-        text = document(outdir)
+        text = user_paths(document(outdir))
         names = sorted(p.name for p in outdir.glob("gpu-*.png"))
         if check:
             stale = [] if doc_path.read_text() == text else ["docs/gpu.md"]

@@ -18,6 +18,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from docpaths import user_paths  # scripts/: this machine's paths -> a user's
+
 REPO = Path(__file__).resolve().parents[1]
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 BETZY = "synthetic:pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)"
@@ -233,7 +235,7 @@ $ topobind plan -t '"""
     parts.append(
         run("plan", "-t", BETZY, "-l", "every-other-core", "-r", "1", "-T", "64", "-f", "env")
     )
-    text = "".join(parts)
+    text = user_paths("".join(parts))
     target = REPO / "docs" / "layouts.md"
     if check:
         if target.read_text() != text:
