@@ -48,8 +48,11 @@ TMP = re.compile(r"(?<![\w~.])/tmp/(?!tb-slurm\.lock|tb-vm\.lock)([\w.-]+)")
 
 def user_paths(text: str, repo: Path = REPO) -> str:
     """``text`` with this machine's paths replaced by what a user sees."""
-    text = text.replace(str(repo.parent.parent / "shared"), "/path/to/shared")
-    text = text.replace("/work/shared", "/path/to/shared")
+    # the shared folder sits beside the checkout (X/p and X/shared); a work tree's may be one
+    # level up (X/wt/NAME): only absolute paths of two or more parts, never a bare "/shared"
+    for shared in (repo.parent / "shared", repo.parent.parent / "shared", Path("/work/shared")):
+        if len(shared.parts) > 2:
+            text = re.sub(rf"(?<![\w.]){re.escape(str(shared))}(?=/|\b)", "/path/to/shared", text)
     text = text.replace(str(repo), "/path/to/topobind")
     text = CHECKOUT.sub("/path/to/topobind", text)
     text = RANDOM_TEMP.sub(lambda m: m.group(1) + "XXXXXXXX", text)
