@@ -66,6 +66,21 @@ def user_paths(text: str, repo: Path = REPO) -> str:
     return TMP.sub(scratch, text)
 
 
+def write_page(target: Path, text: str, script: str, check: bool) -> int:
+    """A generated page written to ``target``, or (``check``: ``--check``) 1 with one line on
+    stderr when the committed page differs from ``text``; ``script``: what regenerates it."""
+    where = target.relative_to(REPO)
+    if check:
+        if not target.is_file() or target.read_text() != text:
+            print(f"{where} is stale: run {script}", file=sys.stderr)
+            return 1
+        return 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    print(f"wrote {where}")
+    return 0
+
+
 def main(paths: list[str]) -> int:
     for name in paths:
         path = Path(name)

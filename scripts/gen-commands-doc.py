@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 os.environ["COLUMNS"] = "100"  # argparse wraps usage lines at the terminal's width
 
-from docpaths import user_paths  # noqa: E402  (scripts/)
+from docpaths import user_paths, write_page  # noqa: E402  (scripts/)
 
 from topobind.cli.main import build_parser  # noqa: E402
 
@@ -122,17 +122,7 @@ def render() -> str:
 
 
 def main() -> int:
-    text = render()
-    if "--check" in sys.argv:
-        if not TARGET.is_file() or TARGET.read_text() != text:
-            stale = f"{TARGET.relative_to(REPO)} is stale: run scripts/gen-commands-doc.py"
-            print(stale, file=sys.stderr)
-            return 1
-        return 0
-    TARGET.parent.mkdir(parents=True, exist_ok=True)
-    TARGET.write_text(text)
-    print(f"wrote {TARGET.relative_to(REPO)}")
-    return 0
+    return write_page(TARGET, render(), "scripts/gen-commands-doc.py", "--check" in sys.argv)
 
 
 if __name__ == "__main__":

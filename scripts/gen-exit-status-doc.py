@@ -15,7 +15,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from docpaths import user_paths  # noqa: E402  (scripts/)
+from docpaths import user_paths, write_page  # noqa: E402  (scripts/)
 
 from topobind import errors  # noqa: E402
 
@@ -117,17 +117,7 @@ def render() -> str:
 
 
 def main() -> int:
-    text = render()
-    if "--check" in sys.argv:
-        if not TARGET.is_file() or TARGET.read_text() != text:
-            stale = f"{TARGET.relative_to(REPO)} is stale: run scripts/gen-exit-status-doc.py"
-            print(stale, file=sys.stderr)
-            return 1
-        return 0
-    TARGET.parent.mkdir(parents=True, exist_ok=True)
-    TARGET.write_text(text)
-    print(f"wrote {TARGET.relative_to(REPO)}")
-    return 0
+    return write_page(TARGET, render(), "scripts/gen-exit-status-doc.py", "--check" in sys.argv)
 
 
 if __name__ == "__main__":
