@@ -59,15 +59,19 @@ def _read(path: str) -> str | None:
         return None
 
 
+def _entries(base: str) -> list[str]:
+    """The first MAX_PCI_FUNCTIONS names in folder ``base``, sorted; [] when unreadable."""
+    try:
+        return sorted(os.listdir(base))[:MAX_PCI_FUNCTIONS]
+    except OSError:
+        return []
+
+
 def sysfs_gpus(root: str, parse_list: Callable[[str], list[int]]) -> list[LiveGpu]:
     """The GPUs among the PCI functions of ``root``/bus/pci/devices."""
     base = os.path.join(root, "bus", "pci", "devices")
-    try:
-        names = sorted(os.listdir(base))[:MAX_PCI_FUNCTIONS]
-    except OSError:
-        return []
     out = []
-    for name in names:
+    for name in _entries(base):
         bus = bus_id(name)
         path = os.path.join(base, name)
         cls = (_read(os.path.join(path, "class")) or "").lower().removeprefix("0x")[:4]
@@ -93,12 +97,8 @@ def sysfs_gpus(root: str, parse_list: Callable[[str], list[int]]) -> list[LiveGp
 def procfs_gpus(root: str) -> list[LiveGpu]:
     """NVIDIA's ``driver/nvidia/gpus/<bdf>/information``: model and UUID, no library."""
     base = os.path.join(root, "driver", "nvidia", "gpus")
-    try:
-        names = sorted(os.listdir(base))[:MAX_PCI_FUNCTIONS]
-    except OSError:
-        return []
     out = []
-    for name in names:
+    for name in _entries(base):
         bus = bus_id(name)
         text = _read(os.path.join(base, name, "information")) if bus else None
         if bus is None or text is None:
