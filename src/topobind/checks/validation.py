@@ -150,12 +150,14 @@ def run_reframe(
     skips: dict[str, str] = {}
     errors: list[str] = []
     with open(log, "w", encoding="utf-8") as logfh:
-        proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        )
-        assert proc.stdout is not None
+        proc: subprocess.Popen[str] | None = None
         try:
+            # the handlers before the start: a Ctrl-C as ReFrame starts stops it too
             with stop_on_signals(f"while ReFrame ran on {site.name}:{partition}"):
+                proc = subprocess.Popen(
+                    argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+                )
+                assert proc.stdout is not None
                 for line in proc.stdout:
                     logfh.write(line)
                     plain = _ANSI.sub("", line)
@@ -171,7 +173,7 @@ def run_reframe(
                 rc = proc.wait()
         except Interrupted as exc:
             signum = exc.exit_status - 128
-            done = stop_reframe(proc, logfh)
+            done = stop_reframe(proc, logfh) if proc else "ReFrame had not started"
             during = f"while ReFrame ran on {site.name}:{partition}; {done} (its log: {log})"
             raise Interrupted(signum, signal.Signals(signum).name, during) from None
     session = Session(partition, rc, report, log, skip_reasons=skips, errors=errors)
