@@ -35,7 +35,7 @@ def gres_conf(topo: Topology) -> str:
     gpus = topo.devices.gpus
     if not gpus:
         raise TopobindError(
-            f"{topo.source}: no GPU found (hwloc lists no rsmi/nvml/cuda/opencl/ze OS device); "
+            f"{topo.source}: no GPU found (no NVIDIA, AMD or Intel GPU among its PCI devices); "
             "export the node's topology with I/O devices (lstopo-no-graphics --of xml)"
         )
     lines = [f"# gres.conf for {topo.hostname or topo.source} (topobind plan -f gres)"]
