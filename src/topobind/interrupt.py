@@ -29,3 +29,26 @@ def stop_on_signals(during: str) -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Inside the block SIGINT and SIGTERM wait; the first one that came is raised again as
+    the block ends, under the handler in force before it. Around the start of a child that a
+    Ctrl-C must stop: the signal acts once the child is known (a ``Popen`` returned)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def hold(signum: int, _frame: object) -> None:
+        pending.append(signum)
+
+    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if pending:
+            signal.raise_signal(pending[0])

@@ -32,8 +32,16 @@ sys.exit(main(["validate", "--site", "local", "--results", sys.argv[2]]))
 """
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.slow
-def test_ctrl_c_stops_reframe_and_its_job_with_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("started", ["plain", "sigint-ignored"])
+def test_ctrl_c_stops_reframe_and_its_job_with_one_line(tmp_path: Path, started: str) -> None:
+    """'sigint-ignored': topobind started as a background job of a script, by nohup or cron
+    (SIGINT ignored, inherited); ReFrame started while topobind still ignored it could not
+    trap it, and ignored the SIGINT that asks it to cancel its jobs (CI's fresh clone)."""
     mark, pidfile = tmp_path / "cancelled", tmp_path / "job.pid"
     fake = tmp_path / "reframe"
     fake.write_text(FAKE_REFRAME.format(mark=mark, pidfile=pidfile))
@@ -42,6 +50,7 @@ def test_ctrl_c_stops_reframe_and_its_job_with_one_line(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", DRIVER, str(fake), str(tmp_path / "res")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=_ignore_sigint if started == "sigint-ignored" else None,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while not pidfile.exists() or not pidfile.read_text().strip():
@@ -49,7 +58,7 @@ def test_ctrl_c_stops_reframe_and_its_job_with_one_line(tmp_path: Path) -> None:
         time.sleep(0.05)
     job = int(pidfile.read_text())
     proc.send_signal(signal.SIGINT)  # to topobind only: it must pass it on
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=90)  # topobind gives ReFrame 60 s, then says so
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     errors = [ln for ln in err.splitlines() if ln.startswith("topobind: error:")]
@@ -63,3 +72,19 @@ def test_ctrl_c_stops_reframe_and_its_job_with_one_line(tmp_path: Path) -> None:
     except ProcessLookupError:
         alive = False
     assert not alive, "the job of the interrupted ReFrame still runs"
+
+
+def test_a_signal_while_the_child_starts_acts_once_it_is_known() -> None:
+    """signals_held: a Ctrl-C during Popen waits until the Popen returned (the child can then
+    be stopped), and is raised then as stop_on_signals' Interrupted, not KeyboardInterrupt."""
+    from topobind.errors import Interrupted
+    from topobind.interrupt import signals_held, stop_on_signals
+
+    started = []
+    held = stop_on_signals("while the test ran"), signals_held()
+    with pytest.raises(Interrupted) as caught, held[0], held[1]:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # a handler that raised would have raised here
+        started.append("child known")
+    assert started == ["child known"]
+    assert caught.value.exit_status == 130

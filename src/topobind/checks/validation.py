@@ -24,7 +24,7 @@ from topobind.checks.calibration import figure_key
 from topobind.checks.reframe_report import Report, TestCase, cases_of
 from topobind.checks.sites import REPO, Site, tolerance_text
 from topobind.errors import Interrupted, TopobindError
-from topobind.interrupt import stop_on_signals
+from topobind.interrupt import signals_held, stop_on_signals
 
 
 # --------------------------------------------------------------------------- running ReFrame
@@ -152,11 +152,11 @@ def run_reframe(
     with open(log, "w", encoding="utf-8") as logfh:
         proc: subprocess.Popen[str] | None = None
         try:
-            # the handlers before the start: a Ctrl-C as ReFrame starts stops it too
             with stop_on_signals(f"while ReFrame ran on {site.name}:{partition}"):
-                proc = subprocess.Popen(
-                    argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-                )
+                with signals_held():  # a Ctrl-C as ReFrame starts acts once proc is known
+                    proc = subprocess.Popen(
+                        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+                    )
                 assert proc.stdout is not None
                 for line in proc.stdout:
                     logfh.write(line)
