@@ -18,7 +18,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-os.environ["COLUMNS"] = "100"  # argparse wraps usage lines at the terminal's width
 
 from docpaths import user_paths, write_page  # noqa: E402  (scripts/)
 
@@ -117,7 +116,17 @@ def section(
 
 
 def render() -> str:
-    lines = [HEAD.rstrip("\n"), "", *section("topobind", build_parser(), 2)]
+    # argparse wraps usage lines at the terminal's width: 100 columns here, and only while
+    # rendering (the tests import this module; the width must not leak into their process)
+    before = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        lines = [HEAD.rstrip("\n"), "", *section("topobind", build_parser(), 2)]
+    finally:
+        if before is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = before
     return user_paths("\n".join(lines).rstrip("\n") + "\n")
 
 
