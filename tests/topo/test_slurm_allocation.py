@@ -678,8 +678,9 @@ def test_verify_running_per_node_group(
     assert rows_of(good) == [(r, h, "OK") for r, h in enumerate(hosts)], good
     # the samples are the program's, not the placement probe's: the probe ran first, as planned
     assert "topobind: verify: all 5 threads on their planned CPUs, bound to them" in bad
-    assert rows_of(bad) == [*((r, h, "OK") for r, h in enumerate(hosts[:4])),
-                            (4, "node3", "MISMATCH")], bad  # fmt: skip
+    # rank 4 may have more rows than one: every thread of its process is judged (issue 31)
+    assert list(dict.fromkeys(rows_of(bad))) == [*((r, h, "OK") for r, h in enumerate(hosts[:4])),
+                                                 (4, "node3", "MISMATCH")], bad  # fmt: skip
     assert "MISMATCH (ran on 0, planned 1)" in bad
     assert "the program ran with a placement that differs from the plan" in bad
     assert not list(tmp_path.glob(".topobind-run-*")), "a run left its scratch directory"
