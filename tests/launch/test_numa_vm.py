@@ -261,10 +261,10 @@ def test_real_launch_runs_where_planned(guests: dict, shape: str, launch: Launch
 def _moved_cases() -> list[object]:
     """The cases whose program is moved; one known regression marked (see its reason)."""
     known = pytest.mark.xfail(
-        reason="open: since the sampler waits for the OpenMP team (issue 31 item 9), a team "
-        "that libgomp squeezes onto fewer places than threads (taskset 4-7: 4 places -> 2) "
-        "gives 'nothing observed' instead of MISMATCH in the TCG guest; not reproduced on "
-        "the 2-CPU host",
+        reason="open: on a busy host (twice; it passed alone) a team that libgomp squeezes "
+        "onto fewer places than threads (taskset 4-7: 4 places -> 2) gave 'nothing observed' "
+        "(exit 1) instead of MISMATCH in the TCG guest, since the sampler waits for the "
+        "OpenMP team (issue 31 item 9)",
         strict=False,
     )
     return [
