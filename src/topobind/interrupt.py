@@ -7,28 +7,36 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from topobind.errors import Interrupted
 
 
 @contextmanager
-def stop_on_signals(during: str) -> Iterator[None]:
-    """Inside the block SIGINT and SIGTERM raise :class:`Interrupted` saying ``during``."""
+def _handled(handler: Callable[[int, object], None]) -> Iterator[None]:
+    """Inside the block ``handler`` takes SIGINT and SIGTERM (main thread only: elsewhere
+    Python sets no handler); the handlers before it are back as the block ends."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def stop(signum: int, _frame: object) -> None:
-        raise Interrupted(signum, signal.Signals(signum).name, during)
-
-    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+@contextmanager
+def stop_on_signals(during: str) -> Iterator[None]:
+    """Inside the block SIGINT and SIGTERM raise :class:`Interrupted` saying ``during``."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Interrupted(signum, signal.Signals(signum).name, during)
+
+    with _handled(stop):
+        yield
 
 
 @contextmanager
@@ -36,19 +44,10 @@ def signals_held() -> Iterator[None]:
     """Inside the block SIGINT and SIGTERM wait; the first one that came is raised again as
     the block ends, under the handler in force before it. Around the start of a child that a
     Ctrl-C must stop: the signal acts once the child is known (a ``Popen`` returned)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     pending: list[int] = []
-
-    def hold(signum: int, _frame: object) -> None:
-        pending.append(signum)
-
-    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        with _handled(lambda signum, _frame: pending.append(signum)):
+            yield
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
         if pending:
             signal.raise_signal(pending[0])
