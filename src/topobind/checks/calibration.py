@@ -392,3 +392,20 @@ def references_yaml(cal: CalibrationRun) -> str:
             "# one, and no variability reference was written. Calibrate again on a quiet node.\n"
         )
     return header + yaml.safe_dump(doc, sort_keys=False, width=100)
+
+
+def write_references(cal: CalibrationRun) -> Path:
+    """Write ``cal``'s references file atomically, after checking it with the rules a reader
+    applies (the references schema); returns its path."""
+    from topobind.checks.sites import schema_problems
+    from topobind.fsutil import atomic_write_text
+
+    path = cal.site.references_path
+    if path is None:
+        raise TopobindError(f"{cal.site.path}: has no 'references:' key")
+    text = references_yaml(cal)
+    problems = schema_problems(yaml.safe_load(text), str(path), "references")
+    if problems:
+        raise TopobindError("internal: calibrate produced an invalid file: " + problems[0])
+    atomic_write_text(path, text)
+    return Path(path)

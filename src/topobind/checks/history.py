@@ -50,6 +50,16 @@ MAX_TIME = 1e11  # unix seconds: the year 5138
 MAX_SESSIONS = 100_000  # a results database of ten years of daily sessions holds ~4,000
 
 
+def days_of(since: str) -> int:
+    """``--since`` for ``--history``: whole days (``30d``); TopobindError otherwise."""
+    import re
+
+    m = re.fullmatch(r"(\d+)d", since)
+    if not m:
+        raise TopobindError(f"--since {since!r}: with --history give days, e.g. 30d")
+    return int(m.group(1))
+
+
 def sessions(db: Path, site: str, since_days: float, now: float | None = None) -> list[Report]:
     """The session reports of ``site`` in the database, oldest first, within the window
     (each with its ``start``)."""

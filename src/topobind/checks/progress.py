@@ -18,7 +18,8 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
 _PARAM = re.compile(r" %([^ =]+)=(\S+)")
 _RUN = re.compile(r"^\[\s*RUN\s*\]\s+(.+?)\s+(?:/[0-9a-f]+\s+)?@(\S+)")
@@ -255,3 +256,27 @@ def expected_time(reports: list[str], nodes: int, repeat: int, max_jobs: int) ->
         f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time (max_jobs "
         f"{max_jobs}); {clock(node_s)} a node; timed by {last})",
     )
+
+
+def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Path) -> Expected:
+    """The expected time of an ``--each-node`` run of ``nodes`` nodes of ``site``'s
+    ``partition``, timed by the last such run's report in ``results``."""
+    found = sorted((results / "reports").glob(f"each-node-{site.name}-{partition}-*.json"))
+    max_jobs = site.partition(partition).max_jobs
+    return expected_time([str(f) for f in found], nodes, repeat, max_jobs)
+
+
+def check_budget(site: Any, exp: Expected) -> None:
+    """Refuse, in one line, a run over the site's per-node budget (settings.node_budget)."""
+    from topobind.errors import TopobindError
+
+    budget = site.settings.get("node_budget")
+    if budget is None or exp.per_node is None:
+        return
+    limit = parse_duration(budget, f"{site.path}: settings.node_budget")
+    if exp.per_node > limit:
+        raise TopobindError(
+            f"the plan needs about {clock(exp.per_node)} a node, over the site's "
+            f"node_budget of {clock(limit)} ({site.path}): use --tags quick, a "
+            "smaller --repeat, or raise settings.node_budget"
+        )

@@ -463,8 +463,12 @@ class Outcome:
         return 1 if bad or (self.strict and self.unreferenced) else 0
 
 
-def warnings_before(site: Site, host: str) -> list[str]:
-    """What to say before running: references of another host, a site without targets."""
+def warnings_before(site: Site, host: str | None = None) -> list[str]:
+    """What to say before running: references of another host (``host``: default, this
+    one), a site without targets."""
+    import socket
+
+    host = host if host is not None else socket.gethostname()
     out = []
     if site.calibration and site.calibration.host != host:
         out.append(f"the references of site {site.name} were measured on "
@@ -536,3 +540,104 @@ def _validate_partition(site: Site, partition: str, setvars: dict[str, str],
     if options.compare:
         one.comparison = compare(site, session, options.since, options.results)
     return one
+
+
+# --------------------------------------------------------------------------- one calibrate
+@dataclass(frozen=True)
+class CalibrateOptions:
+    """What ``topobind calibrate`` was asked to measure (the session options it shares with
+    :class:`Options`, then the sessions and the tolerance floor)."""
+
+    results: Path
+    tags: str = "quick"
+    names: list[str] | None = None
+    setvars: list[str] = field(default_factory=list)  # -S [CHECK.]VAR=VALUE
+    exec_policy: str = "async"
+    verbose: bool = False
+    quiet: bool = False
+    repeat: int = 3
+    min_tolerance: float = 0.10
+
+
+@dataclass
+class Calibrated:
+    """One calibration: its rows, and the references written (``run``, ``written``) unless a
+    check failed (``failed``: nothing written); ``load`` while a local session ran."""
+
+    partition: str
+    rows: list[Row]
+    failed: list[Row]
+    run: Any = None  # calibration.CalibrationRun
+    written: Path | None = None
+    load: Any = None
+
+    @property
+    def status(self) -> int:
+        return 1 if self.failed else 0
+
+
+def calibrate(site: Site, partitions: list[str], options: CalibrateOptions) -> Calibrated:
+    """One ReFrame session of ``options.repeat`` runs on the one partition, its figures made
+    references (:mod:`topobind.checks.calibration`), checked against the references schema
+    and written atomically to the site's references file, unless a check failed."""
+    from topobind.checks import calibration
+
+    _check_calibration(site, partitions, options)
+    part = partitions[0]
+    setvars = setvars_for(site, options.setvars, calibrating=True)
+    extra = ["--reruns", str(options.repeat - 1)] if options.repeat > 1 else []
+    here = site.partition(part).scheduler == "local"
+    before = calibration.cpu_sample() if here else None
+    session = _tracked(site, part, options, setvars, extra)
+    load = calibration.load_between(before, calibration.cpu_sample() if here else None)
+    if session.report is None:
+        raise TopobindError(
+            f"ReFrame wrote no report (exit {session.returncode}); see {session.log_path}"
+        )
+    rows = rows_from(session.testcases, session.skip_reasons, session.errors)
+    if failed(rows):
+        return Calibrated(part, rows, failed(rows), load=load)
+    values = calibration.collect(session.testcases)
+    if not values:
+        raise TopobindError(f"no figures measured with tags {options.tags!r}; nothing to write")
+    command = "topobind calibrate " + shlex.join(
+        [f"--site={site.name}", f"--partition={part}", f"--tags={options.tags}",
+         f"--repeat={options.repeat}", *[f"-S{s}" for s in options.setvars]]
+    )  # fmt: skip
+    node = calibration.record_node(site, part, calibration.node_from(session.testcases))
+    run = calibration.CalibrationRun(
+        site=site, values=values, runs=options.repeat, floor=options.min_tolerance,
+        partition=part, tags=options.tags, settings=setvars, node=node, command=command,
+        load=load,
+    )  # fmt: skip
+    return Calibrated(part, rows, [], run, calibration.write_references(run), load)
+
+
+def _check_calibration(site: Site, partitions: list[str], options: CalibrateOptions) -> None:
+    """Refuse, in one line, what calibrate cannot do before any session runs."""
+    if options.repeat < 1:
+        raise TopobindError(f"--repeat must be at least 1 (got {options.repeat})")
+    if not 0 <= options.min_tolerance <= 1.0:
+        raise TopobindError(f"--min-tolerance must be within [0, 1] (got {options.min_tolerance})")
+    if site.references_path is None:
+        raise TopobindError(
+            f"{site.path}: has no 'references:' key, so calibrate has nowhere to write; add "
+            "references: references.yaml"
+        )
+    if len(partitions) != 1:
+        raise TopobindError("calibrate measures one partition; name it with --partition P")
+
+
+def _tracked(site: Site, partition: str, options: CalibrateOptions, setvars: dict[str, str],
+             extra: list[str]) -> Session:  # fmt: skip
+    """One calibrate session, its status lines shown as progress."""
+    from topobind.checks import progress
+
+    tracker = progress.ReframeTracker(progress.make(quiet=options.quiet))
+    try:
+        return run_reframe(
+            site, partition, options.tags, options.names, setvars, options.exec_policy,
+            options.results, options.verbose, extra=extra, label="calibrate", progress=tracker,
+        )  # fmt: skip
+    finally:
+        tracker.progress.close()

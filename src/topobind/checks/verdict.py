@@ -22,7 +22,8 @@ saying why it is not drained.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,19 @@ def check_threshold(value: float, option: str = "--threshold") -> float:
         raise TopobindError(f"{option} {value:g}: give a fraction above 0 and below "
                             f"{MAX_THRESHOLD:g}, e.g. 0.05 for 5 %")  # fmt: skip
     return value
+
+
+def threshold_for(given: float | None, settings: Mapping[str, Any], where: str) -> float:
+    """The outlier threshold: ``given`` (--threshold), else the site's
+    settings.outlier_threshold (``where``: the site file), else :data:`DEFAULT_THRESHOLD`."""
+    if given is not None:
+        return check_threshold(given)
+    raw = settings.get("outlier_threshold", DEFAULT_THRESHOLD)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    return check_threshold(value, f"{where}: settings.outlier_threshold")
 
 
 # --------------------------------------------------------------------------- observations

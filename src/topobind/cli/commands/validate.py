@@ -10,19 +10,14 @@ the code, sizes, launch and binding that validation later compares against them.
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
-import socket
 import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from topobind.checks import calibration, metrics, sites, validation
+from topobind.checks import metrics, sites, validation
 from topobind.checks.sites import reframe_results_dir
 from topobind.errors import TopobindError
-from topobind.fsutil import atomic_write_text
 
 VALIDATE_EPILOG = """\
 examples:
@@ -235,37 +230,6 @@ def _results_dir(args: argparse.Namespace) -> Path:
     return Path(args.results).resolve() if args.results else reframe_results_dir()
 
 
-def _session(
-    args: argparse.Namespace,
-    site: Any,
-    partition: str,
-    setvars: dict[str, str],
-    results: Path,
-    extra: list[str],
-    label: str = "validate",
-) -> validation.Session:
-    """One ReFrame session with the options validate and calibrate share (``_common``)."""
-    from topobind.checks import progress
-
-    tracker = progress.ReframeTracker(progress.make(quiet=args.quiet))
-    try:
-        return validation.run_reframe(
-            site,
-            partition,
-            args.tags,
-            args.name,
-            setvars,
-            args.exec_policy,
-            results,
-            args.verbose,
-            extra=extra,
-            label=label,
-            progress=tracker,
-        )
-    finally:
-        tracker.progress.close()
-
-
 def _print_compare(got: Any) -> None:
     print(f"\ncompared with earlier runs: {got.spec}")
     print(
@@ -295,7 +259,7 @@ def run_validate(args: argparse.Namespace) -> int:
         return _run_history(args, site)
     if args.each_node:
         return _run_each_node(args, site)
-    for line in validation.warnings_before(site, socket.gethostname()):
+    for line in validation.warnings_before(site):
         print(f"topobind: warning: {line}", file=sys.stderr)
     options = validation.Options(
         results=_results_dir(args), tags=args.tags, names=args.name, setvars=args.setvars,
@@ -433,55 +397,30 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
 
 
 def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
-    """Print the expected run time (timed by the last --each-node run of this partition) and
-    refuse, with one line, a plan over the site's per-node budget (settings.node_budget)."""
+    """Print the expected run time (timed by the last --each-node run of this partition);
+    a plan over the site's per-node budget (settings.node_budget) is refused after it."""
     from topobind.checks import acceptance, progress
 
-    part = site.partition(req.partition)
     states = acceptance.partition_states(site, req.partition) or {}
     nodes = len(acceptance.choose_nodes(states, req.nodelist, req.partition)) if states else 1
-    found = sorted(
-        (_results_dir(args) / "reports").glob(f"each-node-{site.name}-{req.partition}-*.json")
-    )
-    exp = progress.expected_time([str(f) for f in found], nodes, req.repeat, part.max_jobs)
+    exp = progress.expected_run(site, req.partition, nodes, req.repeat, _results_dir(args))
     print(exp.text, flush=True)
-    budget = site.settings.get("node_budget")
-    if budget is None or exp.per_node is None:
-        return
-    limit = progress.parse_duration(budget, f"{site.path}: settings.node_budget")
-    if exp.per_node > limit:
-        raise TopobindError(
-            f"the plan needs about {progress.clock(exp.per_node)} a node, over the site's "
-            f"node_budget of {progress.clock(limit)} ({site.path}): use --tags quick, a "
-            "smaller --repeat, or raise settings.node_budget"
-        )
+    progress.check_budget(site, exp)
 
 
 def _threshold(args: argparse.Namespace, site: Any) -> float:
-    """--threshold, else the site's settings.outlier_threshold, else 5 %; 0 < F < 10."""
     from topobind.checks import verdict
 
-    if args.threshold is not None:
-        return verdict.check_threshold(args.threshold)
-    raw = site.settings.get("outlier_threshold", verdict.DEFAULT_THRESHOLD)
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        value = math.nan
-    return verdict.check_threshold(value, f"{site.path}: settings.outlier_threshold")
+    return verdict.threshold_for(args.threshold, site.settings, str(site.path))
 
 
 def _run_history(args: argparse.Namespace, site: Any) -> int:
-    import re
-
     from topobind.checks import history
 
-    m = re.fullmatch(r"(\d+)d", args.since)
-    if not m:
-        raise TopobindError(f"--since {args.since!r}: with --history give days, e.g. 30d")
+    days = history.days_of(args.since)
     threshold = _threshold(args, site)
     db = _results_dir(args) / "results.db"
-    rows = history.trends(history.sessions(db, site.name, int(m.group(1))), site.name, threshold)
+    rows = history.trends(history.sessions(db, site.name, days), site.name, threshold)
     print(f"site {site.name}: {db}, last {args.since}; drift: latest session more than "
           f"{100 * threshold:g}% worse than the node's own median before it")  # fmt: skip
     if not rows:
@@ -541,90 +480,51 @@ def run_calibrate(args: argparse.Namespace) -> int:
             "calibrate does not retry failed checks (a reference needs every session); "
             "drop --retries"
         )
-    if args.repeat < 1:
-        raise TopobindError(f"--repeat must be at least 1 (got {args.repeat})")
-    if not 0 <= args.min_tolerance <= 1.0:
-        raise TopobindError(f"--min-tolerance must be within [0, 1] (got {args.min_tolerance})")
     site = _load(args.site)
-    if site.references_path is None:
-        raise TopobindError(
-            f"{site.path}: has no 'references:' key, so calibrate has nowhere to write; add "
-            "references: references.yaml"
-        )
-    partitions = validation.partitions_of(site, args.partition)
-    if len(partitions) != 1:
-        raise TopobindError("calibrate measures one partition; name it with --partition P")
-    results = _results_dir(args)
-    setvars = validation.setvars_for(site, args.setvars, calibrating=True)
-    extra = ["--reruns", str(args.repeat - 1)] if args.repeat > 1 else []
-    here = site.partition(partitions[0]).scheduler == "local"
-    before = calibration.cpu_sample() if here else None
-    session = _session(args, site, partitions[0], setvars, results, extra=extra, label="calibrate")
-    load = calibration.load_between(before, calibration.cpu_sample() if here else None)
-    if session.report is None:
-        raise TopobindError(
-            f"ReFrame wrote no report (exit {session.returncode}); see {session.log_path}"
-        )
-    rows = validation.rows_from(session.testcases, session.skip_reasons, session.errors)
-    bad = validation.failed(rows)
-    if bad:
-        print(validation.table(rows))
-        for r in bad:
+    options = validation.CalibrateOptions(
+        results=_results_dir(args), tags=args.tags, names=args.name, setvars=args.setvars,
+        exec_policy=args.exec_policy, verbose=args.verbose, quiet=args.quiet,
+        repeat=args.repeat, min_tolerance=args.min_tolerance,
+    )  # fmt: skip
+    out = validation.calibrate(site, validation.partitions_of(site, args.partition), options)
+    if out.failed:
+        print(validation.table(out.rows))
+        for r in out.failed:
             print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
         print(
-            f"topobind: error: {len(bad)} check(s) failed; nothing written to "
+            f"topobind: error: {len(out.failed)} check(s) failed; nothing written to "
             f"{site.references_path} (fix them, or leave them out with --name)",
             file=sys.stderr,
         )
-        return 1
-    values = calibration.collect(session.testcases)
-    if not values:
-        raise TopobindError(f"no figures measured with tags {args.tags!r}; nothing to write")
-    command = "topobind calibrate " + shlex.join(
-        [f"--site={site.name}", f"--partition={partitions[0]}", f"--tags={args.tags}",
-         f"--repeat={args.repeat}", *[f"-S{s}" for s in args.setvars]]
-    )  # fmt: skip
-    cal = calibration.CalibrationRun(
-        site=site,
-        values=values,
-        runs=args.repeat,
-        floor=args.min_tolerance,
-        partition=partitions[0],
-        tags=args.tags,
-        settings=setvars,
-        node=calibration.record_node(site, partitions[0], calibration.node_from(session.testcases)),
-        command=command,
-        load=load,
-    )
-    text = calibration.references_yaml(cal)
-    # Check what we are about to write with the same rules a reader applies.
+        return out.status
+    _print_calibration(site, out)
+    return out.status
 
-    problems = sites.schema_problems(yaml.safe_load(text), str(site.references_path), "references")
-    if problems:
-        raise TopobindError("internal: calibrate produced an invalid file: " + problems[0])
-    atomic_write_text(site.references_path, text)
-    print(f"\nsite {site.name}, partition {partitions[0]}: {args.repeat} sessions")
+
+def _print_calibration(site: Any, out: validation.Calibrated) -> None:
+    """The references written: one line per figure, and the load they were measured under."""
+    cal, load = out.run, out.load
+    print(f"\nsite {site.name}, partition {out.partition}: {cal.runs} sessions")
     if load is not None:
         print(f"load: {load.text()}")
     print(f"{'figure':<42} {'reference':>14} {'tolerance':>12}  runs (min .. max)")
     for (check, variant, metric), d in cal.derived().items():
-        vals = values[(check, variant, metric)]
+        vals = cal.values[(check, variant, metric)]
         unit = sites.CHECKS[check].metrics[metric].unit
         if d is None:
             ref_text, tol_text = "not written", "(busy node)"
         else:
-            ref_text, tol_text = validation.fmt(d.reference) + " " + unit, sites.tolerance_text(
-                d.lower, d.upper)  # fmt: skip
+            ref_text = validation.fmt(d.reference) + " " + unit
+            tol_text = sites.tolerance_text(d.lower, d.upper)
         print(
             f"{check + '.' + variant + '.' + metric:<42} {ref_text:>14} {tol_text:>12}  "
             f"{len(vals)} ({validation.fmt(min(vals))} .. {validation.fmt(max(vals))})"
         )
-    print(f"wrote {site.references_path}")
+    print(f"wrote {out.written}")
     if cal.busy and load is not None:
         print(
             f"topobind: warning: busy node: {load.text()}; the references describe the node "
             "under that load (rates got no upper bound, latencies no lower one, variability "
-            f"no reference); calibrate again on a quiet node: {command}",
+            f"no reference); calibrate again on a quiet node: {cal.command}",
             file=sys.stderr,
         )
-    return 0
