@@ -41,9 +41,10 @@ from topobind.launch.samples import (
     sample_files,
 )
 from topobind.launch.shape import JobShape, NodePlan
-from topobind.launch.verify import Row, compare, parse_probe_output
+from topobind.launch.verify import Row, all_ok, compare, parse_probe_output
 from topobind.launch.verify_devices import EnvRow, check_env
-from topobind.launch.verify_memory import ProbeRow, probe_rows
+from topobind.launch.verify_memory import MemRow, ProbeRow, probe_rows
+from topobind.launch.verify_memory import check as check_memory
 from topobind.plan.memory import needs_step
 from topobind.plan.model import Plan, PlannedRank
 from topobind.plan.request import PlanRequest
@@ -98,10 +99,19 @@ def workdir() -> str:
         ) from exc
 
 
+def local_dir(prefix: str, under: str | None = None) -> str:
+    """A new directory on this node only: under ``under``, else $TMPDIR."""
+    try:
+        return os.path.abspath(tempfile.mkdtemp(prefix=prefix, dir=under))
+    except OSError as exc:
+        raise TopobindError(f"cannot create a scratch directory in {under or 'TMPDIR'}: "
+                            f"{exc.strerror}") from exc  # fmt: skip
+
+
 def dry_run_dir() -> str:
     """Where a dry run writes the files its command reads: under $TMPDIR on one node, the
     shared scratch directory of a real run (:func:`workdir`) on several."""
-    return workdir() if slurm_nodes() > 1 else tempfile.mkdtemp(prefix="topobind-dry-run-")
+    return workdir() if slurm_nodes() > 1 else local_dir("topobind-dry-run-")
 
 
 def node_groups(req: PlanRequest, launcher: str | None = None) -> list[NodePlan] | None:
@@ -207,13 +217,18 @@ def _without_samples(shape: JobShape) -> JobShape:
     return dataclasses.replace(shape, sample_ms=None, sample_dir=None)
 
 
-def verify_first(plan: Plan, job: Job) -> Verdict:
-    """Run the probe in the program's place (same flags and files) and compare with the plan."""
-    out = probe_output(job)
-    planned = [
+def planned_ranks(plan: Plan) -> list[PlannedRank]:
+    """What the probe's output is compared with: each rank's places, CPUs, variables, GPUs."""
+    return [
         PlannedRank(r.rank, r.places, r.cpus, r.env, tuple(g.pci or "" for g in r.gpus))
         for r in plan.ranks
     ]
+
+
+def verify_first(plan: Plan, job: Job) -> Verdict:
+    """Run the probe in the program's place (same flags and files) and compare with the plan."""
+    out = probe_output(job)
+    planned = planned_ranks(plan)
     rows = compare(planned, parse_probe_output(out), nnodes=job.launch.nodes)
     memory = probe_rows(plan, out, judge=needs_step(plan))  # applied by the step: judged
     return Verdict(rows, check_env(planned, out), memory)  # per-gpu: each rank's variables
@@ -254,10 +269,12 @@ def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> tuple[list[Row], list[
 
 
 @contextlib.contextmanager
-def scratch(where: str | None = None) -> Iterator[str]:
-    """A new scratch directory (``where``, else :func:`workdir`: shared by the job's nodes),
-    removed with everything in it when the block ends, however it ends."""
-    path = where if where is not None else workdir()
+def scratch(local: str | None = None, under: str | None = None) -> Iterator[str]:
+    """A new scratch directory, removed with everything in it when the block ends, however
+    it ends: the job's, shared by its nodes (:func:`workdir`), or, given a name prefix
+    ``local``, one on this node only (:func:`local_dir`: under ``under``, else $TMPDIR;
+    HPL's on one node)."""
+    path = local_dir(local, under) if local is not None else workdir()
     try:
         yield path
     finally:
@@ -300,12 +317,34 @@ class Stages(Protocol):
 @dataclass(frozen=True)
 class Outcome:
     """A job run: the launch's exit status (a shell's: 128 + signal) and, when the program
-    was sampled, the comparison's rows and the samples."""
+    was sampled, the comparison's rows, the samples and the memory they show against each
+    rank's planned memory (``memory``: None when the plan places no memory or has groups;
+    empty when no sample caught the program)."""
 
     job: Job
     status: int
     rows: list[Row] | None = None
     samples: list[Sample] | None = None
+    memory: list[MemRow] | None = None
+
+    @property
+    def exit_status(self) -> int:
+        """The program's exit status, else 1 when its sampled placement or memory differs
+        from the plan."""
+        if self.status or self.rows is None:
+            return self.status
+        ok = all_ok(self.rows) and all(r.ok for r in self.memory or ())
+        return 0 if ok else 1
+
+
+def memory_rows(job: Job, samples: Sequence[Sample]) -> list[MemRow] | None:
+    """The running program's memory (the samples that hold it) against each rank's planned
+    memory; None when the plan places none (or has groups of nodes)."""
+    plan = job.shape.plan
+    if job.shape.groups or all(r.memory is None for r in plan.ranks):
+        return None
+    with_memory = [s for s in samples if s.memory is not None]
+    return check_memory(plan, with_memory) if with_memory else []
 
 
 def run_job(
@@ -337,4 +376,49 @@ def run_job(
             if status in (130, 143):
                 return Outcome(job, status)
             rows, samples = sampled_rows(job.shape.plan, job, opts.sample_ms)
-        return Outcome(job, status, rows, samples)
+        return Outcome(job, status, rows, samples, memory_rows(job, samples))
+
+
+@dataclass(frozen=True)
+class Checked:
+    """``topobind verify``'s outcome: the launch command's exit status (not 0: nothing was
+    compared), each thread's row, the device variables' rows and the probe's memory rows."""
+
+    status: int
+    rows: list[Row] = field(default_factory=list)
+    env_rows: list[EnvRow] = field(default_factory=list)
+    memory: list[ProbeRow] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all_ok(self.rows) and all(r.ok for r in (*self.env_rows, *self.memory))
+
+
+def verify_command(
+    command: Sequence[str],
+    plan: Plan | None = None,
+    planned: Sequence[PlannedRank] = (),
+    groups: Sequence[NodePlan] | None = None,
+    nodes: int | None = None,
+) -> Checked:
+    """Run the probe under a launch command and compare its output with ``plan`` (or the
+    ``planned`` ranks of a plan file, or each group's plan); ``nodes``: the nodes the
+    command spans (default: the job's inside Slurm, else the hosts the probe reports). The
+    probe's memory policy is judged where it decides something (several NUMA nodes)."""
+    given = Launch(argv=[*command, probe()], env={}, launcher="given")
+    done = execute(given, capture=True)
+    if done.returncode != 0:
+        return Checked(exit_status(done.returncode) or 1)
+    if groups is not None:
+        found = parse_probe_output(done.stdout)
+        return Checked(0, compare_per_node(groups, found), check_env_per_node(groups, done.stdout))
+    planned = planned_ranks(plan) if plan is not None else list(planned)
+    if nodes is None and in_slurm():
+        nodes = slurm_nodes()
+    rows = compare(planned, parse_probe_output(done.stdout), nnodes=nodes)
+    memory: list[ProbeRow] = []
+    if plan is not None:
+        topo = plan.topology
+        several = len(topo.numa_nodes) + len(topo.cpuless_numa) > 1
+        memory = probe_rows(plan, done.stdout, judge=several)
+    return Checked(0, rows, check_env(planned, done.stdout), memory)

@@ -24,15 +24,14 @@ from topobind.emit.omp import omp_notes
 from topobind.errors import TopobindError, VerifyFailed, plural
 from topobind.launch import launchers
 from topobind.launch import run as jobrun
-from topobind.launch.build import Launch, in_slurm, job_env, slurm_nodes
-from topobind.launch.node_groups import check_env_per_node, compare_per_node, env_group
-from topobind.launch.samples import Sample
+from topobind.launch.build import Launch, job_env
+from topobind.launch.node_groups import env_group
 from topobind.launch.shape import JobShape, NodePlan
-from topobind.launch.verify import all_ok, compare, parse_probe_output, rows_json, table
-from topobind.launch.verify_devices import check_env, env_table, why_variables_only
+from topobind.launch.verify import all_ok, rows_json, table
+from topobind.launch.verify_devices import env_table, why_variables_only
 from topobind.plan.layouts import per_domain_names
 from topobind.plan.memory import check_here
-from topobind.plan.model import Plan, PlannedRank, read_plan_file
+from topobind.plan.model import Plan, read_plan_file
 from topobind.topo.slurm_allocation import MAX_NODES
 
 RUN_EPILOG = """\
@@ -223,16 +222,25 @@ def _print_launch(launch: Launch) -> None:
     print(shlex.join(launch.argv))
 
 
-def _dry_run(plan: Plan, program: list[str], args: argparse.Namespace) -> int:
+def _dry_run(
+    plan: Plan, program: list[str], args: argparse.Namespace, groups: list[NodePlan]
+) -> int:
     """Print the exact command. Files the command refers to (step file, rankfile) go to a
-    new directory under $TMPDIR, kept and named only when the command needs them; nothing
-    is written to the working directory (see :func:`topobind.launch.run.dry_job`)."""
-    job = jobrun.dry_job(plan, program, _options(args), sample=args.verify_running)
-    print_warnings(plan, job.launch.notes)
+    new directory under $TMPDIR, kept and named only when the command needs them (every
+    node reads the job's shared one for groups of nodes); nothing is written to the working
+    directory (see :func:`topobind.launch.run.dry_job`)."""
+    job = jobrun.dry_job(plan, program, _options(args), sample=args.verify_running,
+                         groups=groups)  # fmt: skip
+    if groups:
+        print("# the job's nodes hold different shares: one plan per group of nodes")
+        for g in groups:
+            print(f"#   {g.about}")
+    else:
+        print_warnings(plan, job.launch.notes)
     _print_sampling(args, job.workdir)
     _print_launch(job.launch)
     _print_files(job.launch)
-    if job.launch.files:
+    if job.launch.files or groups:
         print(f"# files this command reads (kept; remove when done): {job.workdir}")
     return 0
 
@@ -281,43 +289,19 @@ def run_program(args: argparse.Namespace) -> int:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
     if args.sample_ms < 0 or args.sample_ms > 600_000:
         raise TopobindError(f"--sample-ms must be 0 .. 600000 (got {args.sample_ms})")
-    groups = _node_groups(args)
-    if groups is not None:  # the job's nodes differ: a plan per group of nodes
-        return _run_groups(groups, program, args)
-    plan = plan_for_job(args)
-    if not args.dry_run or plan.topology.source == "live":  # a dry run of another node's XML
-        check_here(plan, program[0])  # NUMA nodes here and allowed; the shim reaches the program
-    if args.dry_run:
-        return _dry_run(plan, program, args)
-    done = jobrun.run_job(
-        plan, program, _options(args), _Printed(plan),
-        verify=args.verify, verify_running=args.verify_running,
-    )  # fmt: skip
-    _exited(done.job.launch, done.status, program[0])
-    return _with_samples(done, args)
-
-
-def _run_groups(groups: list[NodePlan], program: list[str], args: argparse.Namespace) -> int:
-    """A plan per group of nodes: one launch from :func:`topobind.launch.build.build` with the
-    groups; a dry run keeps its scratch directory (every node reads it)."""
+    groups = _node_groups(args) or []  # the job's nodes differ: a plan per group of nodes
     for g in groups:
         print_warnings(g.plan)
-    opts, first = _options(args), groups[0].plan
+    plan = groups[0].plan if groups else plan_for_job(args)
+    if not groups and (not args.dry_run or plan.topology.source == "live"):
+        check_here(plan, program[0])  # NUMA nodes here and allowed; the shim reaches the program
     if args.dry_run:
-        job = jobrun.dry_job(first, program, opts, sample=args.verify_running, groups=groups)
-        print("# the job's nodes hold different shares: one plan per group of nodes")
-        for g in groups:
-            print(f"#   {g.about}")
-        _print_sampling(args, job.workdir)
-        _print_launch(job.launch)
-        _print_files(job.launch)
-        print(f"# files this command reads (kept; remove when done): {job.workdir}")
-        return 0
+        return _dry_run(plan, program, args, groups)
     done = jobrun.run_job(
-        first, program, opts, _Printed(None, short=True), verify=args.verify,
-        verify_running=args.verify_running, groups=groups,
+        plan, program, _options(args), _Printed(None if groups else plan, short=bool(groups)),
+        verify=args.verify, verify_running=args.verify_running, groups=groups,
     )  # fmt: skip
-    _exited(done.job.launch, done.status)
+    _exited(done.job.launch, done.status, None if groups else program[0])
     return _with_samples(done, args)
 
 
@@ -343,13 +327,12 @@ def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
 
 
 def _with_samples(done: jobrun.Outcome, args: argparse.Namespace) -> int:
-    """The program's exit status, else 1 when its sampled placement differs from the plan.
+    """The running program's sampled placement and memory, printed; the outcome's status.
     A launch stopped by Ctrl-C or SIGTERM (status 130, 143: already said) is not verified."""
-    if done.rows is None or done.samples is None:
-        return done.status
-    ok = _print_samples(done.rows, args.sample_ms)
-    ok = _print_memory(done.job, done.samples) and ok
-    return done.status or (0 if ok else 1)
+    if done.rows is not None and done.samples is not None:
+        _print_samples(done.rows, args.sample_ms)
+        _print_memory(done.memory)
+    return done.exit_status
 
 
 def _print_probe_memory(verdict: jobrun.Verdict, failed: str) -> None:
@@ -372,26 +355,19 @@ def _print_state() -> None:
         print(f"topobind: {line}", file=sys.stderr)
 
 
-def _print_memory(job: jobrun.Job, sampled: list[Sample]) -> bool:
-    """The running program's memory (numa_maps, page sizes; the samples that hold it) against
-    each rank's planned memory, and the kernel settings that decide it, on stderr; True when
-    as planned."""
+def _print_memory(rows: list[Any] | None) -> None:
+    """The running program's memory against each rank's planned memory, and the kernel
+    settings that decide it, on stderr (None: no memory planned; empty: no sample)."""
     from topobind.launch import verify_memory as memverify
 
-    plan = job.shape.plan
-    if job.shape.groups or all(r.memory is None for r in plan.ranks):
-        _print_state()
-        return True
-    samples = [s for s in sampled if s.memory is not None]
-    if not samples:  # no program was running at its sample: the placement verdict says so
-        return True
+    if rows == []:  # no program was running at its sample: the placement verdict says so
+        return
     _print_state()
-    rows = memverify.check(plan, samples)
+    if rows is None:
+        return
     print(memverify.table(rows), file=sys.stderr)
-    ok = all(r.ok for r in rows)
-    word = "verify" if ok else "error"
+    word = "verify" if all(r.ok for r in rows) else "error"
     print(f"topobind: {word}: {memverify.summary(rows)}", file=sys.stderr)
-    return ok
 
 
 def _print_samples(rows: list[Any], sample_ms: int) -> bool:
@@ -466,70 +442,38 @@ def run_verify(args: argparse.Namespace) -> int:
             "--nodes does not apply when the job's nodes hold different shares (each group "
             "of nodes is compared with its own plan); leave it out, or give --plan FILE"
         )
-    planned: list[PlannedRank] = []
-    plan: Plan | None = None
-    if args.plan:
-        planned = read_plan_file(args.plan)
-    elif groups is None:
-        plan = plan_for_job(args)
-        print_warnings(plan)
-        planned = [
-            PlannedRank(r.rank, r.places, r.cpus, r.env, tuple(g.pci or "" for g in r.gpus))
-            for r in plan.ranks
-        ]
-    for g in groups or ():
-        print_warnings(g.plan)
-    given = Launch(argv=[*command, jobrun.probe()], env={}, launcher="given")
-    done = jobrun.execute(given, capture=True)
-    if done.returncode != 0:
-        status = jobrun.exit_status(done.returncode)
-        print(f"topobind: error: the launch command exited with {status}", file=sys.stderr)
-        return status or 1
-    if groups is not None:
-        rows = compare_per_node(groups, parse_probe_output(done.stdout))
-        env_rows = check_env_per_node(groups, done.stdout)
-    else:
-        nodes = args.nodes if args.nodes is not None else (slurm_nodes() if in_slurm() else None)
-        rows = compare(planned, parse_probe_output(done.stdout), nnodes=nodes)
-        env_rows = check_env(planned, done.stdout)  # per-gpu plans: the device variables
-    memory = _verify_memory(plan, done.stdout)
-    return _print_verify(rows, env_rows, args.format, memory)
+    plan = None if args.plan or groups is not None else plan_for_job(args)
+    for p in [plan] if plan is not None else [g.plan for g in groups or ()]:
+        print_warnings(p)
+    planned = read_plan_file(args.plan) if args.plan else []
+    done = jobrun.verify_command(command, plan, planned, groups, args.nodes)
+    if done.status:
+        print(f"topobind: error: the launch command exited with {done.status}", file=sys.stderr)
+        return done.status
+    return _print_verify(done, args.format)
 
 
-def _verify_memory(plan: Plan | None, out: str) -> list[Any]:
-    """The probe's memory policy per rank; judged against the plan where the policy decides
-    something (several NUMA nodes, a policy other than none)."""
-    if plan is None:
-        return []
-    from topobind.launch.verify_memory import probe_rows
-
-    topo = plan.topology
-    several = len(topo.numa_nodes) + len(topo.cpuless_numa) > 1
-    return probe_rows(plan, out, judge=several)
-
-
-def _print_verify(rows: list[Any], env_rows: list[Any], fmt: str, memory: list[Any]) -> int:
+def _print_verify(done: jobrun.Checked, fmt: str) -> int:
     """``topobind verify``'s table (or JSON) on stdout; its exit status."""
-    ok = all_ok(rows) and all(r.ok for r in env_rows) and all(r.ok for r in memory)
     from topobind.topo.memory_state import read_state, state_json, state_lines
 
     state = read_state()
     if fmt == "json":
-        doc = {"ok": ok, "rows": rows_json(rows), "memory_state": state_json(state)}
-        if memory:
+        doc = {"ok": done.ok, "rows": rows_json(done.rows), "memory_state": state_json(state)}
+        if done.memory:
             from topobind.launch.verify_memory import probe_json
 
-            doc["memory"] = probe_json(memory)
-        if env_rows:
-            doc["device_env"] = [dataclasses.asdict(r) | {"ok": r.ok} for r in env_rows]
+            doc["memory"] = probe_json(done.memory)
+        if done.env_rows:
+            doc["device_env"] = [dataclasses.asdict(r) | {"ok": r.ok} for r in done.env_rows]
         print(jsonfmt.dumps(doc))
     else:
-        print(table(rows))
-        if env_rows:
-            print(env_table(env_rows, why_variables_only()))
-        if memory:
+        print(table(done.rows))
+        if done.env_rows:
+            print(env_table(done.env_rows, why_variables_only()))
+        if done.memory:
             from topobind.launch.verify_memory import probe_table
 
-            print(probe_table(memory))
+            print(probe_table(done.memory))
         print("\n".join(state_lines(state)))
-    return 0 if ok else 1
+    return 0 if done.ok else 1
