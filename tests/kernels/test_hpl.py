@@ -163,3 +163,38 @@ def test_hpl_result_is_written_through_the_result_model() -> None:
     )
     assert _envelope(doc) == _envelope(c_doc)
     assert set(doc["pages"]) <= set(c_doc["pages"])  # the kernels add their own details
+
+
+def test_hpl_runs_in_the_launch_scratch_directory_and_leaves_nothing(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28 item 4: HPL's directory comes from launch/run.py's one scratch context (on
+    this node, under ``workdir``), and is gone after a failed run too."""
+    import subprocess
+
+    from topobind.launch import run as jobrun
+
+    used: list[tuple[Any, ...]] = []
+    real = jobrun.scratch
+
+    def spy(*args: Any) -> Any:
+        used.append(args)
+        return real(*args)
+
+    ran: list[str] = []
+
+    def fake_run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+        ran.append(str(kw["cwd"]))
+        assert (kw["cwd"] / "HPL.dat").is_file()
+        return subprocess.CompletedProcess(argv, 1, "", "no MPI here")
+
+    monkeypatch.setattr(jobrun, "scratch", spy)
+    monkeypatch.setattr(hpl, "find_hpl", lambda: ("xhpl", "/bin/false"))
+    monkeypatch.setattr(hpl, "hpl_launcher", lambda exe: "none")
+    monkeypatch.setattr(hpl, "run_process", fake_run)
+    plan = make_plan(load("synthetic:core:2 pu:1"), "compact", ranks=1, threads=1)
+    with pytest.raises(TopobindError, match="exited with status 1"):
+        hpl.run_hpl(plan, n=100, nb=32, workdir=tmp_path)
+    assert used == [("topobind-hpl-", str(tmp_path))]
+    assert len(ran) == 1 and ran[0].startswith(str(tmp_path / "topobind-hpl-"))
+    assert list(tmp_path.iterdir()) == []

@@ -16,7 +16,6 @@ import math
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from topobind.kernels.results import (
     Result,
     result_document,
 )
+from topobind.launch import run as jobrun
 from topobind.launch.build import build, job_shape, write_files
 from topobind.plan.model import Plan
 from topobind.runner import run_process
@@ -375,7 +375,8 @@ def run_hpl(
     launcher = hpl_launcher(exe)
     cfg = make_config(plan.nranks, n=n, nb=nb, mem_fraction=mem_fraction)
     extra = {"OPENBLAS_NUM_THREADS": str(plan.threads)}
-    with tempfile.TemporaryDirectory(prefix="topobind-hpl-", dir=workdir) as tmp:
+    # the one scratch-directory context of the launch (launch/run.py), on this node
+    with jobrun.scratch("topobind-hpl-", str(workdir) if workdir is not None else None) as tmp:
         wd = Path(tmp)
         report: Path | None = None
         if pages != "none":
