@@ -8,6 +8,7 @@ test: add it to LAYERS here and to docs/architecture.md (section 1) together.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,88 @@ def test_commands_hold_no_scratch_directory_handling() -> None:
         if word in path.read_text()
     ]
     assert bad == []
+
+
+def _command_rule() -> tuple[list[str], int]:
+    """The rule docs/architecture.md gives the command modules (section 4, "Commands only
+    parse, call, print"): the modules they may not import, and their largest size."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    start = text.index("- **Commands only parse, call, print.**")
+    rule = " ".join(text[start : text.index("\n- **", start + 1)].split())
+    banned = rule[rule.index("imports none of") : rule.index("(processes")]
+    size = re.search(r"at most (\d+) lines long", rule)
+    assert size is not None, "docs/architecture.md no longer states the commands' size bound"
+    return re.findall(r"`([\w.]+)`", banned), int(size.group(1))
+
+
+def _all_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports (standard library and third party too), anywhere."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+#: what a loop over partitions in a command may call: printing and formatting only
+PRINTING = frozenset({"print", "join", "len", "str", "sorted"})
+
+
+def _partition_loops(path: Path) -> list[int]:
+    """Lines of loops (statements and comprehensions) over partitions that call anything but
+    printing and formatting: the engine's work, per partition."""
+    tree = ast.parse(path.read_text(), str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For):
+            over, body = [(node.target, node.iter)], node.body
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            over = [(g.target, g.iter) for g in node.generators]
+            body = [node.elt] if not isinstance(node, ast.DictComp) else [node.key, node.value]
+        else:
+            continue
+        if not any("partition" in ast.unparse(t) + ast.unparse(i).lower() for t, i in over):
+            continue
+        calls = [c for part in body for c in ast.walk(part) if isinstance(c, ast.Call)]
+        names = {getattr(c.func, "attr", getattr(c.func, "id", "")) for c in calls}
+        if names - PRINTING:
+            out.append(node.lineno)
+    return out
+
+
+COMMANDS = sorted((PACKAGE / "cli" / "commands").glob("*.py"))
+
+
+def test_commands_keep_the_rule_of_the_architecture_doc() -> None:
+    """Issue 28 item 4: each command module against docs/architecture.md's rule: no banned
+    import (processes, scratch directories, formats), no loop over partitions, a size bound
+    (validate.py was 630 lines holding calibrate's engine, run.py 535 holding verify's)."""
+    banned, most = _command_rule()
+    assert "subprocess" in banned and "topobind.runner" in banned and most >= 100
+    bad = []
+    for path in COMMANDS:
+        found = _all_imports(path)
+        bad += [f"{path.name} imports {b}" for b in banned
+                if any(m == b or m.startswith(b + ".") for m in found)]  # fmt: skip
+        bad += [f"{path.name}:{n} loops over partitions" for n in _partition_loops(path)]
+        lines = len(path.read_text().splitlines())
+        if lines > most:
+            bad.append(f"{path.name} has {lines} lines (at most {most})")
+    assert bad == []
+
+
+def test_the_command_rule_catches_what_it_forbids(tmp_path: Path) -> None:
+    """The checks above can fail: an import, a partition loop and a long module are found."""
+    banned, most = _command_rule()
+    bad = tmp_path / "bad.py"
+    bad.write_text("import subprocess\nfrom topobind.runner import run_process\n"
+                   "for p in validation.partitions_of(site, None):\n    run(site, p)\n"
+                   "x = [judge(one) for one in out.partitions]\n"
+                   "for p in site.partitions:\n    print(', '.join(p.access))\n"
+                   + "\n" * most)  # fmt: skip
+    assert {"subprocess", "topobind.runner"} <= _all_imports(bad) & set(banned)
+    assert _partition_loops(bad) == [3, 5]  # the printing loop (line 6) is the command's
+    assert len(bad.read_text().splitlines()) > most
