@@ -356,8 +356,8 @@ def test_rankexec_refuses_cpus_it_cannot_bind(cpus: str, tmp_path: Path) -> None
 @needs_rankexec
 def test_env_and_rankexec_take_the_same_group_for_a_qualified_node_name(tmp_path: Path) -> None:
     """SLURMD_NODENAME=node3.cluster.org: both take node3's group (the name up to the '.')."""
-    from topobind.launch.build import NodePlan
     from topobind.launch.node_groups import env_group
+    from topobind.launch.shape import NodePlan
     from topobind.plan.layouts import make_plan
     from topobind.topo.topology import load
 

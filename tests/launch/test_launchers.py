@@ -16,7 +16,8 @@ from cli_helpers import NO_SLURM, run_topobind, venv_bin
 from paths import REPO
 
 from topobind.errors import TopobindError
-from topobind.launch.build import build, job_shape, launchers
+from topobind.launch import launchers
+from topobind.launch.build import build, job_shape
 from topobind.launch.launchers.base import Launch, Launcher, Native
 from topobind.launch.launchers.linked import dynamic_entries, linked_mpi
 from topobind.launch.resolve import installed_with

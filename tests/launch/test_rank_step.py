@@ -19,7 +19,9 @@ from ompi_oracle import have_ompi4, have_ompi5, ompi5_map
 from paths import REPO, SHARED
 
 from topobind.emit.openmpi import openmpi_argv
-from topobind.launch.build import JobShape, build, rank_step_text, uniform_env_is_exact
+from topobind.launch.build import build
+from topobind.launch.rank_step import rank_step_text, uniform_env_is_exact
+from topobind.launch.shape import JobShape
 from topobind.plan.layouts import make_plan
 from topobind.plan.model import Plan
 from topobind.topo.topology import load, parse_xml
@@ -283,7 +285,7 @@ def test_build_puts_the_step_before_the_program(tmp_path: Path) -> None:
 def test_per_node_plans_give_each_host_its_rankfile_block_and_step_group(tmp_path: Path) -> None:
     """A job whose second node holds only its last core (one rank there): build gives one
     rankfile block per host, one application context and one step file per group."""
-    from topobind.launch.build import NodePlan
+    from topobind.launch.shape import NodePlan
 
     topo = load("synthetic:pack:1 core:4 pu:1")
     full = make_plan(topo, "compact", ranks=2, threads=1)
@@ -318,7 +320,7 @@ def test_per_node_plans_give_each_host_its_rankfile_block_and_step_group(tmp_pat
 def test_per_node_plans_through_srun_are_one_plain_step(tmp_path: Path) -> None:
     """The same job through srun: not a heterogeneous step but one step, tasks in node order
     from SLURM_HOSTFILE, no srun binding, one step file whose sections bind each rank."""
-    from topobind.launch.build import NodePlan
+    from topobind.launch.shape import NodePlan
 
     topo = load("synthetic:pack:1 core:4 pu:1")
     full = make_plan(topo, "compact", ranks=2, threads=1)

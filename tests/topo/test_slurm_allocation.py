@@ -33,8 +33,8 @@ from slurm_helpers import (
 )
 
 from topobind.errors import TopobindError
-from topobind.launch.build import NodePlan
 from topobind.launch.node_groups import compare_per_node, env_group
+from topobind.launch.shape import NodePlan
 from topobind.launch.verify import Observed, compare
 from topobind.plan.layouts import make_plan
 from topobind.plan.model import PlannedRank

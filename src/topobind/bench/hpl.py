@@ -34,7 +34,7 @@ from topobind.kernels.results import (
     result_document,
 )
 from topobind.launch import run as jobrun
-from topobind.launch.build import build, job_shape, write_files
+from topobind.launch.build import build, job_shape
 from topobind.plan.model import Plan
 from topobind.runner import run_process
 
@@ -397,7 +397,7 @@ def run_hpl(
             forward=("OMP_NUM_THREADS", *extra),
         )
         launch = build(shape, [exe])
-        write_files(launch)
+        jobrun.write_files(launch)
         if program == "hpcc":
             (wd / "hpccinf.txt").write_text(hpccinf_txt(cfg))
         else:

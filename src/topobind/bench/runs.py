@@ -25,7 +25,8 @@ from topobind.kernels import registry as kernel_registry
 from topobind.kernels import stats
 from topobind.kernels.programs import run_kernel
 from topobind.kernels.results import Result, load_result, result_document
-from topobind.launch.build import JobShape, job_env
+from topobind.launch.rank_step import job_env
+from topobind.launch.shape import JobShape
 from topobind.plan.model import Plan
 from topobind.topo.topology import format_list
 

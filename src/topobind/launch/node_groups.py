@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from topobind.errors import TopobindError
-from topobind.launch.build import job_env
+from topobind.launch.rank_step import job_env
 from topobind.launch.shape import JobShape, NodePlan
 from topobind.launch.verify import Observed, Row, compare
 from topobind.launch.verify_devices import EnvRow, check_env

@@ -21,17 +21,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from topobind.errors import CannotRun, ProbeFailed, TopobindError
+from topobind.fsutil import atomic_write_text
 from topobind.interrupt import stop_on_signals
 from topobind.kernels.programs import find_kernel
 from topobind.launch import node_groups as pernode
-from topobind.launch.build import (
-    Launch,
-    build,
-    in_slurm,
-    job_shape,
-    slurm_nodes,
-    write_files,
-)
+from topobind.launch.build import build, job_shape
+from topobind.launch.launchers.base import Launch
 from topobind.launch.node_groups import check_env_per_node, compare_per_node
 from topobind.launch.samples import (
     Sample,
@@ -49,6 +44,8 @@ from topobind.plan.memory import needs_step
 from topobind.plan.model import Plan, PlannedRank
 from topobind.plan.request import PlanRequest
 from topobind.runner import run_process
+from topobind.topo.slurm_allocation import in_slurm
+from topobind.topo.slurm_allocation import nodes as slurm_nodes
 from topobind.topo.topology import load
 
 
@@ -153,6 +150,13 @@ def prepare(
     launch = build(shape, program)
     write_files(launch)
     return Job(shape, launch, where)
+
+
+def write_files(launch: Launch) -> None:
+    """Write the launch's files (rankfile, per-rank step file), readable by the user only."""
+    for path, text in launch.files:
+        atomic_write_text(path, text)
+        os.chmod(path, 0o600)
 
 
 def execute(launch: Launch, capture: bool = False) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,7 @@ launch code: the launchers import this module and nothing above it.
 - :class:`NodePlan`: the plan of a group of nodes when the job's nodes hold different shares
   (:mod:`topobind.launch.node_groups` makes them).
 - :class:`RankStep`: the per-rank step as a launcher uses it to build its command (its
-  variables, files and argv); :class:`topobind.launch.build.StepFiles` is the one there is.
+  variables, files and argv); :class:`topobind.launch.rank_step.StepFiles` is the one there is.
 """
 
 from __future__ import annotations

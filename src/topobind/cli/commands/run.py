@@ -24,8 +24,9 @@ from topobind.emit.omp import omp_notes
 from topobind.errors import TopobindError, VerifyFailed, plural
 from topobind.launch import launchers
 from topobind.launch import run as jobrun
-from topobind.launch.build import Launch, job_env
+from topobind.launch.launchers.base import Launch
 from topobind.launch.node_groups import env_group
+from topobind.launch.rank_step import job_env
 from topobind.launch.shape import JobShape, NodePlan
 from topobind.launch.verify import all_ok, rows_json, table
 from topobind.launch.verify_devices import env_table, why_variables_only

@@ -15,6 +15,8 @@ against :func:`site_launchers`), ReFrame's launcher arguments and the docs' laun
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
@@ -101,6 +103,19 @@ def local_rank_vars() -> tuple[str, ...]:
     """Every launcher's local-rank variables, innermost launcher first (kernels/rankexec.c
     reads the same list: tests/launch/test_launchers.py compares them)."""
     return _ordered("local_rank_vars")
+
+
+def local_rank(env: Mapping[str, str] | None = None) -> int | None:
+    """This process's local rank from the launcher's variables, innermost launcher first
+    (:func:`local_rank_vars`, then :func:`rank_vars`): an mpirun inside a Slurm job inherits
+    the batch step's SLURM_PROCID=0 and SLURM_LOCALID=0 in every rank it starts, so
+    OpenMPI's own variables and PMIx's must win over Slurm's (kernels/rankexec.c reads them
+    in the same order)."""
+    e = os.environ if env is None else env
+    for var in (*local_rank_vars(), *rank_vars()):
+        if e.get(var, "").isdigit():
+            return int(e[var])
+    return None
 
 
 def rank_vars() -> tuple[str, ...]:
