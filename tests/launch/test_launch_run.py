@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import NO_SLURM, TOPOBIND, run_topobind, venv_bin
@@ -436,3 +437,22 @@ def test_plan_openmpi_says_where_and_never_overwrites_a_rankfile(tmp_path: Path)
     assert rankfile.read_text() == "# mine\n"
     forced = run(*args, "--force", cwd=tmp_path)
     assert forced.returncode == 0 and rankfile.read_text().startswith("# topobind rankfile")
+
+
+def test_a_run_outcome_decides_the_exit_status_the_command_prints() -> None:
+    """Issue 28 item 4: the status of ``topobind run --verify-running`` is the engine's
+    (launch/run.py ``Outcome.exit_status``), not the printer's: the program's own status
+    first, else 1 when the sampled placement or the sampled memory differs from the plan."""
+    from topobind.launch.run import Outcome
+    from topobind.launch.verify import Row
+    from topobind.launch.verify_memory import MemRow
+
+    ok, wrong = Row(0, 0, (1,), None, "OK"), Row(0, 1, (2,), None, "MISMATCH", "cpu 3")
+    good, bad = MemRow(0, "h", None), MemRow(0, "h", None, status="MISMATCH")
+    job: Any = None  # not read by the decision
+    assert Outcome(job, 0).exit_status == 0  # not sampled
+    assert Outcome(job, 3, [wrong], []).exit_status == 3  # the program's status wins
+    assert Outcome(job, 0, [ok], [], None).exit_status == 0  # no memory planned
+    assert Outcome(job, 0, [ok], [], [good]).exit_status == 0
+    assert Outcome(job, 0, [wrong], [], [good]).exit_status == 1
+    assert Outcome(job, 0, [ok], [], [bad]).exit_status == 1
