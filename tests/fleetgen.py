@@ -198,11 +198,12 @@ def layout_placement(layout: str | None) -> LayoutPlacement | None:
     topobind does not plan (those results keep one rank on cores 0-63)."""
     if not layout:
         return None
-    from topobind.plan.layouts import make_plan
+    from plans import plan_of
+
     from topobind.topo.topology import load_synthetic
 
     try:
-        plan = make_plan(load_synthetic(TOPOLOGY), layout)
+        plan = plan_of(load_synthetic(TOPOLOGY), layout)
     except TopobindError:
         return None
     pu_core = plan.topology.pu_to_core()

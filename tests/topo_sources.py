@@ -71,11 +71,12 @@ def layout_params(l3_group: int) -> list[Any]:
 
 def plan_or_skip(src: str, layout: str, smt: bool, **kw: int):  # type: ignore[no-untyped-def]
     """The plan, or skip the test when the layout does not apply to this topology."""
+    from plans import plan_of
+
     from topobind.errors import PlanError
-    from topobind.plan.layouts import make_plan
     from topobind.topo.topology import load
 
     try:
-        return make_plan(load(src), layout, smt=smt, **kw)
+        return plan_of(load(src), layout, smt=smt, **kw)
     except PlanError as exc:
         pytest.skip(f"layout does not apply: {exc}")

@@ -181,6 +181,8 @@ COMMANDS = [
      ("per-socket", None, {})),
     (["bench", "stream", "-t", TWO_NUMA, "-l", "spread", "--mem", "bind", "--pages", "4k"],
      ("spread", 1, {"mem": "bind", "pages": "4k"})),
+    (["bench", "stream", "-t", TWO_NUMA, "--mem", "bind", "--pages", "2M"],
+     ("compact", 1, {"mem": "bind", "pages": "2M"})),  # issue 28's example
 ]  # fmt: skip
 
 
@@ -243,7 +245,7 @@ def test_every_command_plans_through_request_plan(
 
 def test_the_entry_check_fails_on_a_plan_made_beside_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """The spy above can fail: a plan made through the layout stage alone is caught."""
-    from topobind.plan import layouts
+    from topobind.plan import layouts, request
     from topobind.topo.topology import load
 
     calls: list[str] = []
@@ -254,7 +256,7 @@ def test_the_entry_check_fails_on_a_plan_made_beside_it(monkeypatch: pytest.Monk
         return real(self, node, view, req)
 
     monkeypatch.setattr(layouts.Layout, "plan", layout_plan)
-    plan = layouts.make_plan(load(TWO_NUMA), "per-numa")
+    plan = layouts.plan_layout(load(TWO_NUMA), request.parse("per-numa"))
     assert calls == ["per-numa"] and plan.ranks[0].memory is None  # no memory plan beside it
 
 
@@ -276,6 +278,32 @@ def test_bench_runs_the_kernel_with_the_memory_plan(tmp_path: Path, built_kernel
     assert doc["params"]["memory"]["policy"] == "bind"
     assert doc["params"]["memory"]["pages"] == "4k"
     assert doc["pages"]["requested"] == "4k"
+
+
+@pytest.mark.slow
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="reserving hugepages needs root")
+def test_bench_stream_mem_bind_pages_2m_runs_the_kernel_with_that_plan(
+    tmp_path: Path, built_kernels: None
+) -> None:
+    """Issue 28 item 5's example, ``topobind bench stream --mem bind --pages 2M``, with a 2M
+    pool reserved: the kernel runs with the plan's policy and its buffers in 2M pages."""
+    from cli_helpers import run_topobind
+
+    from topobind.kernels.hugepages import reserve_hugepages
+
+    with reserve_hugepages(2048, 64):  # 128 MiB: the three 8 MiB arrays of 1M elements
+        out = run_topobind(
+            "bench", "stream", "--mem", "bind", "--pages", "2M", "--strict", "--results",
+            "res", "--", "--elements", "1M", "--trials", "2", cwd=tmp_path,
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    [path] = (tmp_path / "res").rglob("*.json")
+    doc = json.loads(path.read_text())
+    assert doc["params"]["memory"]["policy"] == "bind"
+    assert doc["params"]["memory"]["pages"] == "2M"
+    assert doc["pages"]["requested"] == "2M", doc["pages"]
+    assert doc["pages"]["kib"] == 2048 and not doc["pages"]["fallback"], doc["pages"]  # smaps
 
 
 @pytest.mark.slow

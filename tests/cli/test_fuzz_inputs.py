@@ -21,6 +21,7 @@ from fuzzing import bounded, fuzz
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from paths import DATA, REPO, TOPOLOGIES
+from plans import plan_of
 
 from topobind.checks.sites.loading import load_site_file
 from topobind.errors import TopobindError
@@ -29,7 +30,6 @@ from topobind.kernels.results import MAX_VALUE, ResultError, result_from_documen
 from topobind.launch.samples import judged_threads, read_sample_files
 from topobind.launch.verify import parse_probe_output
 from topobind.launch.verify_devices import probe_envs
-from topobind.plan.layouts import make_plan
 from topobind.report.analysis import Options, analyse
 from topobind.topo import slurm_allocation as slurm
 from topobind.topo.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
@@ -358,7 +358,7 @@ def test_hwloc_xml_mutations(case: tuple[str, str]) -> None:
         _check_topology(topo)
         for layout in ("compact", "per-numa"):
             try:
-                plan = make_plan(topo, layout)
+                plan = plan_of(topo, layout)
             except TopobindError:
                 continue
             cpus = [c for r in plan.ranks for c in r.cpus]

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from paths import REPO, TOPOLOGIES
+from plans import plan_of
 
 from topobind.draw.boxes import rank_colour
 from topobind.draw.device_badges import _tree, draw_gpu_png
-from topobind.plan.layouts import make_plan
 from topobind.topo.devices import Devices
 from topobind.topo.topology import load
 
@@ -50,7 +50,7 @@ def _colour_pixels(png: bytes, colour: str) -> int:
 
 def test_devices_drawn_in_the_box_of_their_locality() -> None:
     _need(TIOGA)
-    plan = make_plan(load(str(TIOGA)), "per-gpu")
+    plan = plan_of(load(str(TIOGA)), "per-gpu")
     homes = {}
     stack = list(_tree(plan))
     while stack:
@@ -59,7 +59,7 @@ def test_devices_drawn_in_the_box_of_their_locality() -> None:
         stack.extend(box.children)
     for dev in (*plan.topology.devices.gpus, *plan.topology.devices.nics):
         assert homes[dev.os].kind == "l3" and homes[dev.os].pus == frozenset(dev.pus)
-    lassen = make_plan(load(str(LASSEN)), "per-gpu")
+    lassen = plan_of(load(str(LASSEN)), "per-gpu")
     (pkg0, _pkg1) = _tree(lassen)
     assert [d.os for d in pkg0.devices] == ["cuda0", "cuda1", "mlx5_0", "mlx5_1"]
 
@@ -69,7 +69,7 @@ def test_each_gpu_badge_has_its_ranks_colour() -> None:
     plan removes one badge's worth of that colour per rank."""
     _need(TIOGA)
     opts = {"reserve": "first-core-per-l3"}
-    plan = make_plan(load(str(TIOGA)), "per-gpu", threads=7, options=opts)
+    plan = plan_of(load(str(TIOGA)), "per-gpu", threads=7, options=opts)
     png = draw_gpu_png(plan)
     assert png.startswith(b"\x89PNG")
     no_devices = dataclasses.replace(plan.topology, devices=Devices())

@@ -356,15 +356,16 @@ def test_rankexec_refuses_cpus_it_cannot_bind(cpus: str, tmp_path: Path) -> None
 @needs_rankexec
 def test_env_and_rankexec_take_the_same_group_for_a_qualified_node_name(tmp_path: Path) -> None:
     """SLURMD_NODENAME=node3.cluster.org: both take node3's group (the name up to the '.')."""
+    from plans import plan_of
+
     from topobind.launch.node_groups import env_group
     from topobind.launch.shape import NodePlan
-    from topobind.plan.layouts import make_plan
     from topobind.topo.topology import load
 
     node = load(str(TWO_NUMA))
     groups = [
-        NodePlan(("node1", "node2"), make_plan(node, "compact", ranks=1, threads=1)),
-        NodePlan(("node3",), make_plan(node, "compact", ranks=1, threads=2), first_rank=2),
+        NodePlan(("node1", "node2"), plan_of(node, "compact", ranks=1, threads=1)),
+        NodePlan(("node3",), plan_of(node, "compact", ranks=1, threads=2), first_rank=2),
     ]
     env = {"SLURM_STEP_ID": "0", "SLURMD_NODENAME": "node3.cluster.org"}
     assert env_group(groups, env) is groups[1]

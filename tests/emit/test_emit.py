@@ -6,12 +6,12 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from plans import plan_of
 from topo_sources import BETZY, layout_cases, layout_params, plan_or_skip
 
 from topobind.emit import launch_dict
 from topobind.emit.omp import PROC_BIND_VALUES, format_places, omp_env, parse_places
 from topobind.emit.srun import decode_mask, srun_argv
-from topobind.plan.layouts import make_plan
 from topobind.plan.model import validate_plan_json
 from topobind.topo.topology import load, parse_list
 
@@ -61,9 +61,9 @@ def test_srun_masks_decode_with_hwloc_calc(
 
 
 def test_betzy_every_other_core_places_are_compact_notation() -> None:
-    plan = make_plan(load(BETZY), "every-other-core", ranks=1, threads=64)
+    plan = plan_of(load(BETZY), "every-other-core", ranks=1, threads=64)
     assert omp_env(plan)["OMP_PLACES"] == "{0}:64:2"
-    plan = make_plan(load(BETZY), "compact", ranks=1, threads=8, smt=True)
+    plan = plan_of(load(BETZY), "compact", ranks=1, threads=8, smt=True)
     assert omp_env(plan)["OMP_PLACES"] == "{0},{128},{1},{129},{2},{130},{3},{131}"
 
 
@@ -74,7 +74,7 @@ def test_places_explicit_list_when_irregular() -> None:
 
 
 def test_srun_notes_name_the_traps() -> None:
-    notes = " ".join(srun_argv(make_plan(load(BETZY), "per-l3")).notes)
+    notes = " ".join(srun_argv(plan_of(load(BETZY), "per-l3")).notes)
     assert "only to CPUs the step holds" in notes and "--exclusive" in notes and "--hint" in notes
 
 
@@ -86,22 +86,22 @@ def test_whole_core_note_is_exact_for_ppr_and_rankfile_forms() -> None:
 
     topo = load(BETZY)
     for layout in ("per-l3", "every-other-core"):  # ppr:1:l3cache, a rankfile
-        plan = make_plan(topo, layout)
+        plan = plan_of(topo, layout)
         for version in (4, 5):
             m = openmpi_argv(plan, version)
             assert WHOLE_CORE_NOTE in m.notes
             assert "whole core (all its PUs), not only the planned PU" in WHOLE_CORE_NOTE
             assert WHOLE_CORE_NOTE not in openmpi_argv(plan, version, exact_places=True).notes
         assert (m.rankfile is None) == (layout == "per-l3")
-    smt_plan = make_plan(topo, "per-l3", smt=True)  # --bind-to hwthread: PUs, no note
+    smt_plan = plan_of(topo, "per-l3", smt=True)  # --bind-to hwthread: PUs, no note
     assert WHOLE_CORE_NOTE not in openmpi_argv(smt_plan, 5).notes
-    assert not any("keeps threads" in n for n in launch_dict(make_plan(topo, "per-l3"))["notes"])
+    assert not any("keeps threads" in n for n in launch_dict(plan_of(topo, "per-l3"))["notes"])
 
 
 def test_rankfile_names_every_node() -> None:
     from topobind.emit.openmpi import openmpi_argv, rankfile_text
 
-    plan = make_plan(load(BETZY), "every-other-core", ranks=2)
+    plan = plan_of(load(BETZY), "every-other-core", ranks=2)
     m = openmpi_argv(plan, 4, rankfile_path="rf", hosts=["n1", "n2"])
     assert m.argv[:3] == ["mpirun", "-np", "4"] and m.rankfile is not None
     lines = [ln for ln in m.rankfile.splitlines() if ln.startswith("rank ")]

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from ompi_oracle import PartialMap, have_ompi4, have_ompi5, ompi4_map, ompi5_map_plan
 from paths import DATA, TOPOLOGIES
+from plans import plan_of
 
 from topobind.emit.devices import rank_env_script
 from topobind.emit.gres import gres_conf
 from topobind.emit.openmpi import openmpi_argv
 from topobind.emit.srun import decode_mask, srun_argv
 from topobind.errors import TopobindError
-from topobind.plan.layouts import make_plan
 from topobind.plan.model import Plan
 from topobind.topo.topology import Topology, load, parse_list
 
@@ -47,9 +47,9 @@ def _plan(path: Path) -> Plan:
     topo = _load(path)
     if not topo.devices.gpus:
         with pytest.raises(TopobindError, match="has no GPU"):
-            make_plan(topo, "per-gpu")
+            plan_of(topo, "per-gpu")
         pytest.skip("no GPU on this node: per-gpu refuses it (checked)")
-    return make_plan(topo, "per-gpu")
+    return plan_of(topo, "per-gpu")
 
 
 def hwloc_calc(path: Path, where: str, kind: str, physical: bool = True) -> list[int]:

@@ -14,10 +14,10 @@ import pytest
 from ompi_oracle import PartialMap, have_ompi4, have_ompi5, ompi4_map, ompi5_map, plan_argv
 from ompi_oracle import plan_xml as _xml
 from paths import TOPOLOGIES
+from plans import plan_of
 from topo_sources import BETZY, layout_cases, plan_or_skip
 
 from topobind.emit.openmpi import openmpi_argv
-from topobind.plan.layouts import make_plan
 from topobind.plan.model import Plan
 from topobind.topo.topology import load
 
@@ -143,7 +143,7 @@ def test_openmpi5_lacking_levels_side_by_side(
     case: tuple[str, str, bool], flags: str, binding: list[list[int]], tmp_path: Path
 ) -> None:
     src, layout, smt = case
-    plan = make_plan(load(src), layout, smt=smt)
+    plan = plan_of(load(src), layout, smt=smt)
     emitted = _flags(plan, 5, tmp_path)
     assert " ".join(emitted).replace(str(tmp_path / "rf"), "RF") == flags
     assert expected(plan) == binding
@@ -190,7 +190,7 @@ def test_openmpi4_mapper_agrees(
 def test_betzy_variants_openmpi5(
     layout: str, ranks: int | None, threads: int | None, tmp_path: Path
 ) -> None:
-    plan = make_plan(load(BETZY), layout, ranks=ranks, threads=threads)
+    plan = plan_of(load(BETZY), layout, ranks=ranks, threads=threads)
     got = ompi5_map(_xml(plan, tmp_path), plan.nranks, _flags(plan, 5, tmp_path), cwd=tmp_path)
     assert got == expected(plan)
 
@@ -219,7 +219,7 @@ def test_non_default_counts_openmpi4(
     """Ranks x threads other than each layout's default, through OpenMPI 4's simulator."""
     if not src.startswith("synthetic:") and not Path(src).exists():
         pytest.skip(f"{src} not found")
-    plan = make_plan(load(src), layout, ranks=ranks, threads=threads)
+    plan = plan_of(load(src), layout, ranks=ranks, threads=threads)
     assert plan.nranks == ranks and plan.threads == threads
     launch = openmpi_argv(plan, 4)
     if launch.rankfile is not None:
@@ -234,17 +234,17 @@ def test_non_default_counts_openmpi4(
 
 
 def test_every_other_core_betzy_lands_on_even_cores() -> None:
-    plan = make_plan(load(BETZY), "every-other-core", ranks=64, threads=1)
+    plan = plan_of(load(BETZY), "every-other-core", ranks=64, threads=1)
     assert [r.cpus for r in plan.ranks] == [(i,) for i in range(0, 128, 2)]
     per_numa = {n: sum(1 for r in plan.ranks if r.numa == (n,)) for n in range(8)}
     assert set(per_numa.values()) == {8}
 
 
 def test_ppr_flags_used_where_they_express_the_plan() -> None:
-    plan = make_plan(load(BETZY), "per-l3")
+    plan = plan_of(load(BETZY), "per-l3")
     assert openmpi_argv(plan, 5).argv[3:] == ["--map-by", "ppr:1:l3cache:pe=4", "--bind-to", "core"]
     assert openmpi_argv(plan, 4).argv[3:] == ["--map-by", "ppr:1:l3cache:PE=4", "--bind-to", "core"]
-    plan = make_plan(load(BETZY), "every-other-core")
+    plan = plan_of(load(BETZY), "every-other-core")
     assert openmpi_argv(plan, 5).rankfile is not None  # ppr cannot skip cores
 
 
@@ -259,7 +259,7 @@ def test_rankfiles_on_real_machine(version: int, tmp_path: Path) -> None:
     topo = load("live")
     if len(topo.cores) < 2:
         pytest.skip("needs 2 cores")
-    plan = make_plan(topo, "compact", ranks=2, threads=1)
+    plan = plan_of(topo, "compact", ranks=2, threads=1)
     # Reverse the plan: rank 0 on the last core, rank 1 on the first.
     from dataclasses import replace
 

@@ -8,13 +8,13 @@ import shutil
 from typing import Any
 
 import pytest
+from plans import plan_of
 
 from topobind.bench import hpl
 from topobind.errors import TopobindError
 from topobind.kernels import programs as kernels
 from topobind.kernels import results
 from topobind.kernels.results import load_result
-from topobind.plan.layouts import make_plan
 from topobind.topo.topology import load
 
 needs_hpl = pytest.mark.skipif(
@@ -83,7 +83,7 @@ PROGRESS: list[str] = []
 
 @pytest.fixture(scope="module")
 def real_run() -> hpl.HplRun:
-    plan = make_plan(load("live"), "compact", ranks=2, threads=1)
+    plan = plan_of(load("live"), "compact", ranks=2, threads=1)
     return hpl.run_hpl(plan, n=2000, nb=192, progress=PROGRESS.append, heartbeat=0.2)
 
 
@@ -145,7 +145,7 @@ def _envelope(doc: dict[str, Any]) -> dict[str, object]:
 def test_hpl_result_is_written_through_the_result_model() -> None:
     """An HPL document passes the schema, reads back to the same record, and has the
     envelope a C kernel writes (dgemm: the same keys, in the same order)."""
-    plan = make_plan(load("synthetic:core:2 pu:1"), "compact", ranks=2, threads=1)
+    plan = plan_of(load("synthetic:core:2 pu:1"), "compact", ranks=2, threads=1)
     out = hpl.HplOutput("WR11C2R4", 2000, 192, 1, 2, 1.5, 3.2, 0.002, True)
     pages = results.Pages("2M", 2048, False, "LD_PRELOAD shim", "hugetlb-2M")
     res = hpl.hpl_result(plan, out, started="2026-11-25T12:00:00Z", pages=pages, params={})
@@ -192,7 +192,7 @@ def test_hpl_runs_in_the_launch_scratch_directory_and_leaves_nothing(
     monkeypatch.setattr(hpl, "find_hpl", lambda: ("xhpl", "/bin/false"))
     monkeypatch.setattr(hpl, "hpl_launcher", lambda exe: "none")
     monkeypatch.setattr(hpl, "run_process", fake_run)
-    plan = make_plan(load("synthetic:core:2 pu:1"), "compact", ranks=1, threads=1)
+    plan = plan_of(load("synthetic:core:2 pu:1"), "compact", ranks=1, threads=1)
     with pytest.raises(TopobindError, match="exited with status 1"):
         hpl.run_hpl(plan, n=100, nb=32, workdir=tmp_path)
     assert used == [("topobind-hpl-", str(tmp_path))]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest_kernels import omp_env
 from paths import REPO
+from plans import plan_of
 
 from topobind.bench import runs as bench
 from topobind.checks.sites.catalogue import CHECKS
@@ -21,7 +22,6 @@ from topobind.errors import TopobindError
 from topobind.kernels import programs as kernels
 from topobind.kernels import registry as kernel_registry
 from topobind.kernels import results
-from topobind.plan.layouts import make_plan
 from topobind.topo.topology import load_live
 
 NAMES = [k.name for k in kernel_registry.KERNELS]
@@ -52,7 +52,7 @@ def test_bench_command_offers_every_row() -> None:
     with pytest.raises(SystemExit):
         parser.parse_args(["nosuchkernel"])
     with pytest.raises(TopobindError, match="choose one of stream, dgemm, latency, c2c, whereami"):
-        bench.run_repeats("hpl", make_plan(load_live(), "compact"))
+        bench.run_repeats("hpl", plan_of(load_live(), "compact"))
 
 
 def test_catalogue_checks_run_registered_kernels() -> None:
@@ -125,7 +125,7 @@ def test_a_new_kernel_is_one_row_plus_its_c_file(
     monkeypatch.setenv("TOPOBIND_KERNELS_DIR", str(kdir / "bin"))
     monkeypatch.setenv("OMP_NUM_THREADS", omp_env(1)["OMP_NUM_THREADS"])
     assert bench_cmd.inner_parser().parse_args(["toy"]).kernel == "toy"
-    plan = make_plan(load_live(), "compact", ranks=1, threads=1)
+    plan = plan_of(load_live(), "compact", ranks=1, threads=1)
     (run,) = bench.run_repeats("toy", plan, results_root=tmp_path / "res")
     assert run.result.kernel == "toy" and run.path.parent.name == "toy" and run.result.valid
 

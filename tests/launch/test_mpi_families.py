@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 from cli_helpers import TOPOBIND as CLI_TOPOBIND
 from paths import REPO, TOPOLOGIES
+from plans import plan_of
 
 from topobind.launch.launchers import REGISTRY
 from topobind.launch.launchers.intelmpi import pin_env
 from topobind.launch.launchers.mpich import Mpich
-from topobind.plan.layouts import make_plan
 from topobind.topo.topology import load
 
 TOPOBIND = [CLI_TOPOBIND]
@@ -186,7 +186,7 @@ def test_hydra_computes_the_planned_binding_on_big_nodes(xml: str) -> None:
     checked = 0
     for layout, ranks in LAYOUTS:
         try:
-            plan = make_plan(topo, layout, ranks=ranks)
+            plan = plan_of(topo, layout, ranks=ranks)
         except Exception:  # a layout this node cannot take (no L3 level, ...)
             continue
         argv = Mpich().emit(plan, "rf", None).argv
@@ -242,7 +242,7 @@ def test_intel_mpi_variables_for_big_nodes_decode_to_the_plan(xml: str) -> None:
     topo = load(str(path))
     for layout, ranks in [*LAYOUTS, ("compact", 2)]:
         try:
-            plan = make_plan(topo, layout, ranks=ranks)
+            plan = plan_of(topo, layout, ranks=ranks)
         except Exception:
             continue
         env = pin_env(plan)

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 from paths import REPO
+from plans import plan_of
 
-from topobind.plan.layouts import make_plan
 from topobind.plan.model import Plan
 from topobind.topo.topology import format_list, load, parse_list
 
@@ -88,7 +88,7 @@ class Launch:
 
     def plan(self, topology: str) -> Plan:
         kw = {"ranks": int(self.args[1]), "threads": int(self.args[3])} if self.args else {}
-        return make_plan(load(topology), self.layout, **kw)
+        return plan_of(load(topology), self.layout, **kw)
 
 
 # Each shape, the synthetic topology its live one must plan like, and its launches: every

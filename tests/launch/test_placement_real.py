@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from ompi_oracle import OMPI4, OMPI5, ROOT_ENV, have_ompi4, have_ompi5
 from paths import REPO
+from plans import plan_of
 
 from topobind.emit.omp import omp_env
 from topobind.emit.openmpi import openmpi_argv
-from topobind.plan.layouts import make_plan
 from topobind.plan.model import Plan
 from topobind.topo.topology import load
 
@@ -36,7 +36,7 @@ def _live_plan(layout: str, **kw: int) -> Plan:
     topo = load("live")
     if len(topo.cores) < 2:
         pytest.skip("needs 2 cores")
-    return make_plan(topo, layout, **kw)
+    return plan_of(topo, layout, **kw)
 
 
 def _reversed(plan: Plan) -> Plan:

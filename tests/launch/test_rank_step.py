@@ -17,12 +17,12 @@ from cli_helpers import NO_SLURM, RANKEXEC, TOPOBIND, run_topobind
 from cli_helpers import run_rankexec as rankexec
 from ompi_oracle import have_ompi4, have_ompi5, ompi5_map
 from paths import REPO, SHARED
+from plans import plan_of
 
 from topobind.emit.openmpi import openmpi_argv
 from topobind.launch.build import build
 from topobind.launch.rank_step import rank_step_text, uniform_env_is_exact
 from topobind.launch.shape import JobShape
-from topobind.plan.layouts import make_plan
 from topobind.plan.model import Plan
 from topobind.topo.topology import load, parse_xml
 
@@ -123,14 +123,14 @@ def test_step_files_carry_the_plans_order_where_runtimes_would_not() -> None:
     xml = SHARED / "topologies" / "16em64t-4s2c2t.xml"
     if not xml.exists():
         pytest.skip("needs ../shared/topologies")
-    plan = make_plan(load(str(xml)), "compact", ranks=2)
+    plan = plan_of(load(str(xml)), "compact", ranks=2)
     assert [list(p) for p in plan.ranks[0].places] == [[0], [4], [1], [5]]
     assert not uniform_env_is_exact(plan, "mpirun") and not uniform_env_is_exact(plan, "srun")
     text = rank_step_text(JobShape(plan=plan, launcher="mpirun", rank_step=True))
     assert "\n0\tOMP_NUM_THREADS=4\tOMP_PLACES={0},{4},{1},{5}\tOMP_PROC_BIND=close\n" in text
-    betzy = make_plan(load("betzy-epyc7742"), "per-l3", smt=True)
+    betzy = plan_of(load("betzy-epyc7742"), "per-l3", smt=True)
     assert not uniform_env_is_exact(betzy, "srun")
-    one_pu = make_plan(load("synthetic:pack:1 core:4 pu:1"), "compact", ranks=4)
+    one_pu = plan_of(load("synthetic:pack:1 core:4 pu:1"), "compact", ranks=4)
     assert uniform_env_is_exact(one_pu, "mpirun")
 
 
@@ -162,7 +162,7 @@ def _restricted(xml: Path, keep: int) -> Plan:
     whole = load(str(xml))
     mask = frozenset(sorted(whole.pus)[-keep:])
     topo = parse_xml(whole.xml, str(xml), affinity=mask)
-    return make_plan(topo, "compact", ranks=2)
+    return plan_of(topo, "compact", ranks=2)
 
 
 @pytest.mark.skipif(not have_ompi5(), reason="no OpenMPI 5")
@@ -266,7 +266,7 @@ def test_dry_run_shows_the_sampling_step(tmp_path: Path) -> None:
 
 
 def test_build_puts_the_step_before_the_program(tmp_path: Path) -> None:
-    plan = make_plan(load("synthetic:pack:1 core:4 pu:2"), "compact", ranks=2)
+    plan = plan_of(load("synthetic:pack:1 core:4 pu:2"), "compact", ranks=2)
     shape = JobShape(plan=plan, launcher="mpirun", mpirun="/x/mpirun", mpi="openmpi5",
                      rank_step=True, rank_file=str(tmp_path / "s.txt"))  # fmt: skip
     launch = build(shape, ["./app", "a b"])
@@ -288,8 +288,8 @@ def test_per_node_plans_give_each_host_its_rankfile_block_and_step_group(tmp_pat
     from topobind.launch.shape import NodePlan
 
     topo = load("synthetic:pack:1 core:4 pu:1")
-    full = make_plan(topo, "compact", ranks=2, threads=1)
-    small = make_plan(parse_xml(topo.xml, "n2", affinity=frozenset({3})), "compact", ranks=1)
+    full = plan_of(topo, "compact", ranks=2, threads=1)
+    small = plan_of(parse_xml(topo.xml, "n2", affinity=frozenset({3})), "compact", ranks=1)
     groups = (NodePlan(("n1",), full, 0, topo), NodePlan(("n2",), small, 2, topo))
     shape = JobShape(
         plan=full, launcher="mpirun", mpirun="/usr/bin/mpirun", mpi="openmpi4", nodes=2,
@@ -323,8 +323,8 @@ def test_per_node_plans_through_srun_are_one_plain_step(tmp_path: Path) -> None:
     from topobind.launch.shape import NodePlan
 
     topo = load("synthetic:pack:1 core:4 pu:1")
-    full = make_plan(topo, "compact", ranks=2, threads=1)
-    small = make_plan(parse_xml(topo.xml, "n2", affinity=frozenset({3})), "compact", ranks=1)
+    full = plan_of(topo, "compact", ranks=2, threads=1)
+    small = plan_of(parse_xml(topo.xml, "n2", affinity=frozenset({3})), "compact", ranks=1)
     groups = (
         NodePlan(("n1", "n3"), full, 0, topo, "n1,n3: 2 task(s), CPUs 0-3"),
         NodePlan(("n2",), small, 4, topo, "n2: 1 task(s), CPUs 3"),
@@ -342,7 +342,7 @@ def test_per_node_plans_through_srun_are_one_plain_step(tmp_path: Path) -> None:
     assert launch.env["SLURM_HOSTFILE"] == hostfile and launch.nodes == 3
     # the same ranks on every node: said, so the job's SLURM_NTASKS_PER_NODE cannot contradict
     same = replace(
-        shape, groups=(groups[0], replace(groups[1], plan=make_plan(topo, "compact", ranks=2)))
+        shape, groups=(groups[0], replace(groups[1], plan=plan_of(topo, "compact", ranks=2)))
     )
     assert build(same, ["./app"]).argv[1:5] == [
         "--nodes=3",

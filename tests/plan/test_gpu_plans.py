@@ -140,17 +140,17 @@ def test_a_job_that_narrowed_the_gpus_is_told(monkeypatch: pytest.MonkeyPatch) -
     """Live plans inside a job whose ROCR_VISIBLE_DEVICES is already set (Slurm --gpus)."""
     import dataclasses
 
-    from topobind.plan.layouts import make_plan
+    from plans import plan_of
 
     topo = dataclasses.replace(
         load(str(TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml")), source="live"
     )
     monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "2,3")
     assert any(
-        "ROCR_VISIBLE_DEVICES=2,3 is already set" in n for n in make_plan(topo, "per-gpu").notes
+        "ROCR_VISIBLE_DEVICES=2,3 is already set" in n for n in plan_of(topo, "per-gpu").notes
     )
     monkeypatch.delenv("ROCR_VISIBLE_DEVICES")
-    assert not any("already set" in n for n in make_plan(topo, "per-gpu").notes)
+    assert not any("already set" in n for n in plan_of(topo, "per-gpu").notes)
 
 
 def test_deep_io_nesting_is_read_without_recursion() -> None:
@@ -206,7 +206,8 @@ def test_nested_localities_give_each_core_once() -> None:
     nearest GPUs, cuda1 is left out with a note (never a core planned twice)."""
     import dataclasses
 
-    from topobind.plan.layouts import make_plan
+    from plans import plan_of
+
     from topobind.topo.devices import Devices, Gpu
 
     topo = load("synthetic:pack:1 l3:2 core:2 pu:1")
@@ -217,7 +218,7 @@ def test_nested_localities_give_each_core_once() -> None:
         )
 
     devices = Devices(gpus=(gpu(0, (0, 1)), gpu(1, (0, 1, 2, 3)), gpu(2, (2, 3))))
-    plan = make_plan(dataclasses.replace(topo, devices=devices), "per-gpu")
+    plan = plan_of(dataclasses.replace(topo, devices=devices), "per-gpu")
     assert [(r.cpus, [g.os for g in r.gpus]) for r in plan.ranks] == [
         ((0, 1), ["cuda0"]),
         ((2, 3), ["cuda2"]),

@@ -9,6 +9,7 @@ import re
 import pytest
 from cli_helpers import run_topobind
 from paths import REPO, TOPOLOGIES
+from plans import plan_of
 from topo_sources import BETZY
 
 from topobind.errors import PlanError
@@ -17,7 +18,6 @@ from topobind.plan.layouts import (
     MAX_LAYOUT_PARAMETER,
     REGISTRY,
     layout_pattern,
-    make_plan,
     one_rank_per_domain,
     parse_layout,
 )
@@ -65,7 +65,7 @@ def test_every_spelling_plans_and_matches_the_schema(layout: str) -> None:
     text = f"{layout}:4" if spec.parameter else layout
     tioga = TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml"
     node = load(str(tioga)) if spec.needs_gpus else load(BETZY)
-    plan = make_plan(node, text)
+    plan = plan_of(node, text)
     assert plan.layout == text
     assert re.fullmatch(layout_pattern(), text)
     assert one_rank_per_domain(text) is spec.one_rank_per_domain

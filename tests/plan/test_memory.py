@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from cli_helpers import NO_SLURM, run_topobind
 from paths import REPO
+from plans import plan_of
 
 from topobind.cli.commands.common import size_arg
 from topobind.emit.memory import numactl_script, srun_mem_bind
 from topobind.errors import PlanError, TopobindError
-from topobind.plan.layouts import make_plan
 from topobind.plan.memory import is_static, needs_step, plan_memory, step_fields
 from topobind.plan.model import validate_plan_json
 from topobind.topo.memory_state import read_state, state_lines
@@ -47,15 +47,15 @@ def fake_sys(root: Path, nodes: dict[int, dict[int, tuple[int, int]]]) -> str:
 def two_node_plan() -> object:
     """2 ranks, one per NUMA node of a 2-node machine, as if it were this machine (live)."""
     topo = load("synthetic:pack:2 numa:1 l3:1 core:2 pu:1")
-    plan = make_plan(replace(topo, source="live (test)"), "per-numa")
+    plan = plan_of(replace(topo, source="live (test)"), "per-numa")
     assert [r.numa for r in plan.ranks] == [(0,), (1,)]
     return plan
 
 
 def test_local_binds_one_node_and_interleaves_over_several() -> None:
     topo = load(BETZY)
-    per_numa = plan_memory(make_plan(topo, "per-numa"))
-    per_socket = plan_memory(make_plan(topo, "per-socket"))
+    per_numa = plan_memory(plan_of(topo, "per-numa"))
+    per_socket = plan_memory(plan_of(topo, "per-socket"))
     assert [(r.memory.policy, r.memory.nodes) for r in per_numa.ranks] == [
         ("bind", (n,)) for n in range(8)
     ]
@@ -64,9 +64,9 @@ def test_local_binds_one_node_and_interleaves_over_several() -> None:
         ("interleave", (4, 5, 6, 7)),
     ]
     for mem in ("bind", "interleave", "preferred"):
-        p = plan_memory(make_plan(topo, "per-socket"), mem)
+        p = plan_memory(plan_of(topo, "per-socket"), mem)
         assert {(r.memory.policy, r.memory.nodes[0]) for r in p.ranks} == {(mem, 0), (mem, 4)}
-    none = plan_memory(make_plan(topo, "per-socket"), "none")
+    none = plan_memory(plan_of(topo, "per-socket"), "none")
     assert {(r.memory.policy, r.memory.nodes) for r in none.ranks} == {("none", ())}
     assert needs_step(per_socket) and not needs_step(none)
 
@@ -93,11 +93,11 @@ def test_json_text_picture_show_memory() -> None:
 @pytest.mark.slow
 def test_srun_mem_bind_and_what_it_cannot_say() -> None:
     topo = load(BETZY)
-    flag, note = srun_mem_bind(plan_memory(make_plan(topo, "per-numa")))
+    flag, note = srun_mem_bind(plan_memory(plan_of(topo, "per-numa")))
     assert flag == "--mem-bind=map_mem:0,1,2,3,4,5,6,7" and note is None
-    flag, _ = srun_mem_bind(plan_memory(make_plan(topo, "per-socket"), "bind"))
+    flag, _ = srun_mem_bind(plan_memory(plan_of(topo, "per-socket"), "bind"))
     assert flag == "--mem-bind=mask_mem:0xf,0xf0"
-    flag, note = srun_mem_bind(plan_memory(make_plan(topo, "per-socket")))
+    flag, note = srun_mem_bind(plan_memory(plan_of(topo, "per-socket")))
     assert flag is None and note and "cannot interleave" in note
     out = cli("plan", "-t", BETZY, "--layout", "per-numa", "-f", "srun")
     assert out.stdout.split()[-1] == "--mem-bind=map_mem:0,1,2,3,4,5,6,7"
@@ -105,7 +105,7 @@ def test_srun_mem_bind_and_what_it_cannot_say() -> None:
 
 @pytest.mark.slow
 def test_numactl_wrapper_places_a_real_process(tmp_path: Path) -> None:
-    script = numactl_script(plan_memory(make_plan(load("live"), "compact", ranks=1, threads=1)))
+    script = numactl_script(plan_memory(plan_of(load("live"), "compact", ranks=1, threads=1)))
     assert "exec numactl --physcpubind=0 --membind=0 --" in script
     path = tmp_path / "numa.sh"
     path.write_text(script)
@@ -118,7 +118,7 @@ def test_numactl_wrapper_places_a_real_process(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert " bind:0 " in done.stdout
-    betzy = numactl_script(plan_memory(make_plan(load(BETZY), "per-socket")))
+    betzy = numactl_script(plan_memory(plan_of(load(BETZY), "per-socket")))
     assert "1) exec numactl --physcpubind=64-127 --interleave=4-7 --" in betzy
 
 
@@ -170,17 +170,17 @@ def test_confounders_read_from_a_tree(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_step_fields() -> None:
-    plan = plan_memory(make_plan(load(BETZY), "per-socket"), "preferred", "2M")
+    plan = plan_memory(plan_of(load(BETZY), "per-socket"), "preferred", "2M")
     assert step_fields(plan, plan.ranks[1], "/k/libtbhugepages.so") == [
         "%mem=preferred:4-7",
         "%preload=/k/libtbhugepages.so",
         "TOPOBIND_HUGE_PAGES=2M",
         "TOPOBIND_HUGE_VERBOSE=1",
     ]
-    four = plan_memory(make_plan(load(BETZY), "per-numa"), "bind", "4k")
+    four = plan_memory(plan_of(load(BETZY), "per-numa"), "bind", "4k")
     assert step_fields(four, four.ranks[3], None) == ["%mem=bind:3", "%thp=off"]
     # one NUMA node and the kernel's pages: nothing to apply, no step needed
-    one = plan_memory(make_plan(load("synthetic:pack:1 core:2 pu:1"), "compact"))
+    one = plan_memory(plan_of(load("synthetic:pack:1 core:2 pu:1"), "compact"))
     assert not needs_step(one) and step_fields(one, one.ranks[0], None) == []
 
 
@@ -209,10 +209,10 @@ def test_no_numa_information(tmp_path: Path) -> None:
     xml.write_text(re.sub(r'<object type="NUMANode".*?</object>', "", text, flags=re.S))
     topo = load(str(xml))
     assert not topo.numa_nodes
-    plan = plan_memory(make_plan(topo, "compact"))  # default local: the kernel's, with a note
+    plan = plan_memory(plan_of(topo, "compact"))  # default local: the kernel's, with a note
     assert {r.memory.policy for r in plan.ranks} == {"none"}
     with pytest.raises(PlanError, match="no NUMA information"):
-        plan_memory(make_plan(topo, "compact"), "bind")
+        plan_memory(plan_of(topo, "compact"), "bind")
     out = cli("plan", "-t", str(xml), "--layout", "compact", "--mem", "bind")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and "has no NUMA information" in out.stderr

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from cli_helpers import Cli, run_topobind
 from paths import SHARED
+from plans import plan_of
 
 from topobind.draw.boxes import core_uses, rank_colour, rank_style
 from topobind.draw.boxes import text_tree as draw_text
 from topobind.draw.png import _legend_label, draw_png
-from topobind.plan.layouts import make_plan
 from topobind.topo.topology import format_list, load
 
 EPYC = "synthetic:pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)"
@@ -23,7 +23,7 @@ EPYC = "synthetic:pack:2 numa:4 l3:4 core:4 pu:2(indexes=2*128:1*2)"
 
 def test_core_uses_follow_the_plan_smt() -> None:
     topo = load("synthetic:pack:1 numa:1 l3:2 core:4 pu:2")
-    plan = make_plan(topo, "compact", ranks=2, threads=3, smt=True)
+    plan = plan_of(topo, "compact", ranks=2, threads=3, smt=True)
     uses = {u.core.logical: u for u in core_uses(plan)}
     # 2-way SMT: rank 0 threads 0,1 share core 0; thread 2 and rank 1's thread 0 share core 1
     assert uses[0].owners == ((0, 0), (0, 1)) and uses[0].label() == "r0:0,1"
@@ -33,7 +33,7 @@ def test_core_uses_follow_the_plan_smt() -> None:
 
 
 def test_text_lists_every_thread_on_its_core() -> None:
-    plan = make_plan(load(EPYC), "every-other-core", ranks=4)
+    plan = plan_of(load(EPYC), "every-other-core", ranks=4)
     text = draw_text(plan)
     found = re.findall(r"L#(\d+) \(PU ([\d,-]+)\) (r\d+:\d+|-)", text)
     cells = {core: who for core, _, who in found}
@@ -56,7 +56,7 @@ def test_text_lists_every_thread_on_its_core() -> None:
 @pytest.mark.slow
 def test_png_paints_each_rank_on_its_cores() -> None:
     """Count pixels of each rank's colour: proportional to that rank's number of cores."""
-    plan = make_plan(load(EPYC), "per-numa", ranks=8, threads=4)
+    plan = plan_of(load(EPYC), "per-numa", ranks=8, threads=4)
     png = draw_png(plan)
     import matplotlib.image
 
@@ -77,7 +77,7 @@ def test_png_paints_each_rank_on_its_cores() -> None:
 )
 def test_draws_real_machines(xml: Path) -> None:
     topo = load(str(xml))
-    plan = make_plan(topo, "compact")
+    plan = plan_of(topo, "compact")
     text = draw_text(plan)
     assert text.count("L#") >= len(topo.cores)
     png = draw_png(plan)
@@ -111,7 +111,7 @@ def test_every_rank_looks_different() -> None:
     assert rank_style(0).hatch == "" and rank_style(20).hatch != ""
     # in the picture: rank 20's core is hatched, so rank 0's colour covers clearly less than
     # two plain cores (ranks 0 and 20), while rank 1's colour covers one plain core
-    plan = make_plan(load(EPYC), "compact", ranks=21, threads=1)
+    plan = plan_of(load(EPYC), "compact", ranks=21, threads=1)
     png = draw_png(plan)
     import matplotlib.image
 
@@ -128,13 +128,13 @@ def test_every_rank_looks_different() -> None:
 
 def test_legend_lists_cores_like_the_text_output() -> None:
     """spread --smt puts rank 0 on cores L#0,2,4,6: the legend says so (not "L#0-6")."""
-    plan = make_plan(load("synthetic:pack:1 numa:2 l3:2 core:4 pu:2"), "spread", 2, 4, smt=True)
+    plan = plan_of(load("synthetic:pack:1 numa:2 l3:2 core:4 pu:2"), "spread", 2, 4, smt=True)
     assert plan.ranks[0].cores == (0, 2, 4, 6)
     label = _legend_label(plan.ranks[0], 200)
     assert label == "rank 0: 4 threads on cores L#0,2,4,6 (PUs 0,4,8,12); NUMA 0"
     assert "core L#0,2,4,6;" in draw_text(plan)  # the same list in the text output
     # a long list wraps after a comma, never inside a number
-    eoc = make_plan(load(EPYC), "every-other-core", ranks=4)
+    eoc = plan_of(load(EPYC), "every-other-core", ranks=4)
     wrapped = _legend_label(eoc.ranks[3], 50)
     lines = wrapped.split("\n")
     assert len(lines) > 1 and all(len(line) <= 50 for line in lines)
@@ -197,7 +197,7 @@ def test_text_grid_names_the_pus_of_every_numa_line() -> None:
     of its PUs, SMT siblings included, as the topology has them."""
     from topobind.draw.boxes import text_grid
 
-    plan = make_plan(load(EPYC), "compact", ranks=8, threads=4)
+    plan = plan_of(load(EPYC), "compact", ranks=8, threads=4)
     lines = text_grid(plan).splitlines()
     rows = [line for line in lines if line.startswith("  NUMA ")]
     assert len(rows) == 8

@@ -20,9 +20,10 @@ import pytest
 from cli_helpers import run_topobind as topobind
 from fleetgen import TOPOLOGY, FleetSpec, generate_fleet
 from paths import KERNELS_BIN
+from plans import plan_of
 
 from topobind.draw.boxes import rank_colour
-from topobind.plan.layouts import REGISTRY, make_plan
+from topobind.plan.layouts import REGISTRY
 from topobind.report.analysis import Options
 from topobind.report.build import build_report
 from topobind.report.layouts_seen import collect_layouts
@@ -62,7 +63,7 @@ def test_generated_layout_is_drawn_in_the_report(per_l3_report: Path) -> None:
     assert big["hosts"] == 6 and big["kernels"] == ["dgemm", "stream"]
     assert big["variants"] == 1 and big["shared_pus"] == []
     assert "params.topology" in big["topology"]
-    plan = make_plan(GEN_NODE, "per-l3")
+    plan = plan_of(GEN_NODE, "per-l3")
     assert [r["cpus"] for r in big["placement"]] == [[p[0] for p in r.places] for r in plan.ranks]
     assert set(by_shape) == {("per-l3", 8, 8), ("per-l3", 1, 1)}
     assert doc["layouts_not_drawn"] == []
@@ -102,7 +103,7 @@ def test_every_generated_layout_is_recorded_and_drawable(tmp_path: Path, layout:
         tmp_path / "f", FleetSpec(hosts=2, runs=1, kernels=("stream", "whereami"), layout=layout)
     )
     lay = collect_layouts(read_results([tmp_path / "f"]).runs, local_host="elsewhere")
-    plan = make_plan(GEN_NODE, layout)
+    plan = plan_of(GEN_NODE, layout)
     seen = {(s.ranks, s.threads): s for s in lay.seen}
     drawn = seen[(plan.nranks, plan.threads)]  # stream: the layout's plan
     assert drawn.layout == layout and drawn.hosts == ("gen-node0001", "gen-node0002")
@@ -281,7 +282,7 @@ def test_planned_layouts_from_a_hook_are_marked_planned(tmp_path: Path) -> None:
 
     generate_fleet(tmp_path / "fleet", FleetSpec(hosts=3, runs=2, kernels=("stream",),
                                                  layout="per-l3"))  # fmt: skip
-    plan = make_plan(load("betzy-epyc7742"), "every-other-core")
+    plan = plan_of(load("betzy-epyc7742"), "every-other-core")
     built = build_report(
         [str(tmp_path / "fleet")], tmp_path / "r", hooks=[layout_pictures_hook([plan])]
     )

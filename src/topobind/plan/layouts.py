@@ -515,23 +515,6 @@ def plan_layout(topo: Topology, req: PlanRequest) -> Plan:
     return replace(made, notes=(*notes, *made.notes)) if notes else made
 
 
-def make_plan(
-    topo: Topology,
-    layout: str,
-    ranks: int | None = None,
-    threads: int | None = None,
-    smt: bool = False,
-    cpukind: str = "performance",
-    options: Mapping[str, object] | None = None,
-) -> Plan:
-    """Tests' and scripts' shorthand for :func:`plan_layout` of ``layout`` (``NAME[:N]``),
-    without a memory plan; commands plan through ``topobind.plan.request.plan``."""
-    spec, parameter = parse_layout(layout)
-    req = PlanRequest(spec, parameter, ranks=ranks, threads=threads, smt=smt, cpukind=cpukind,
-                      options=dict(options or {}))  # fmt: skip
-    return plan_layout(topo, req)
-
-
 def _warnings(topo: Topology, ranks: Sequence[RankPlan], smt: bool) -> list[str]:
     out: list[str] = []
     if smt and len({len(c.pus) for c in topo.cores}) > 1:
