@@ -20,13 +20,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 STATE = REPO / "build" / "local-slurm-bench"
 LLC = os.environ.get("BENCH_LLC", "260M")
 TOPOBIND = Path(sys.executable).parent / "topobind"
+sys.path.insert(0, str(REPO / "scripts"))
+from fleet_faults import cpu_quota, fleet_sites  # noqa: E402
+
 TARGETS = {"clean": 120.0, "throttled": 180.0}
 
 
@@ -35,47 +37,6 @@ def sh(*argv: str, env: dict[str, str] | None = None, timeout: float = 600) -> s
     if done.returncode != 0:
         raise SystemExit(f"bench-acceptance: {' '.join(argv)} failed: {done.stderr[-800:]}")
     return done.stdout
-
-
-def site_dir(tmp: Path) -> Path:
-    """Site 'fleet': the local site (its quick-tier bounds, max_jobs 1) with a node: section
-    this machine meets."""
-    sys.path.insert(0, str(REPO / "src"))
-    from topobind.checks.sites import node_counts
-    from topobind.topo.topology import load
-
-    d = tmp / "sites" / "fleet"
-    d.mkdir(parents=True)
-    text = (REPO / "site_configs" / "local" / "site.yaml").read_text()
-    text = text.replace("name: local", "name: fleet").replace("references: references.yaml", "")
-    text += "node:\n" + "".join(f"  {k}: {v}\n" for k, v in node_counts(load("live")).items())
-    (d / "site.yaml").write_text(text)
-    return d.parent
-
-
-@contextlib.contextmanager
-def cpu_quota(node: str, percent: int) -> Iterator[None]:
-    """NODE's slurmd (so every job it starts) in a cgroup of PERCENT of one CPU."""
-    pid = (STATE / f"slurmd-{node}.pid").read_text().strip()
-    v1 = Path("/sys/fs/cgroup/cpu")
-    if (v1 / "cpu.cfs_quota_us").exists():
-        cg, root = v1 / f"topobind-bench-{node}", v1
-        cg.mkdir(exist_ok=True)
-        (cg / "cpu.cfs_period_us").write_text("10000")
-        (cg / "cpu.cfs_quota_us").write_text(str(100 * percent))
-    else:
-        root = Path("/sys/fs/cgroup")
-        cg = root / f"topobind-bench-{node}"
-        cg.mkdir(exist_ok=True)
-        (cg / "cpu.max").write_text(f"{100 * percent} 10000")
-    (cg / "cgroup.procs").write_text(pid)
-    try:
-        yield
-    finally:
-        for p in (cg / "cgroup.procs").read_text().split():
-            with contextlib.suppress(OSError):
-                (root / "cgroup.procs").write_text(p)
-        cg.rmdir()
 
 
 def bytes_moved(results: Path) -> int:
@@ -142,12 +103,12 @@ def main() -> int:
             t = Path(tmp)
             venv = str(Path(sys.executable).parent)
             run_env = dict(env, SLURM_CONF=str(STATE / "slurm.conf"),
-                           TOPOBIND_SITES_DIR=str(site_dir(t)), TOPOBIND_LLC_BYTES=LLC,
+                           TOPOBIND_SITES_DIR=str(fleet_sites(t)), TOPOBIND_LLC_BYTES=LLC,
                            PATH=f"{venv}:{env.get('PATH', '')}")  # fmt: skip
             # one results directory: the second run's expected time is timed by the first
             out["clean"] = validate(run_env, t / "results")
             (t / "textfile").mkdir()
-            with cpu_quota("node3", 25):
+            with cpu_quota(STATE, "node3", 25, tag="topobind-bench"):
                 out["throttled"] = validate(run_env, t / "results", "--metrics",
                                             str(t / "textfile" / "topobind.prom"))  # fmt: skip
             out["node_exporter"] = [ln for ln in served(t / "textfile")
