@@ -237,11 +237,25 @@ def test_impossible_reference_fails(calibrated: Calibrated, tmp_path: Path) -> N
         "provenance": {"kind": "quoted", "source": "this test"},
     }  # fmt: skip
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    prom = tmp_path / "topobind.prom"
     done = validate(
         calibrated, "-n", "StreamCheck%layout=compact", "-n", "DgemmCheck%pages=1G",
-        sites_dir=sites_dir,
+        "--metrics", str(prom), sites_dir=sites_dir,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
+    # plain validate's metrics: this node slow on one run (weak), the figure against its
+    # reference (ratio about 1/10)
+    text = prom.read_text()
+    node = f'node="{socket.gethostname()}"'
+    verdicts = [ln for ln in text.splitlines() if ln.startswith("topobind_node_verdict{")]
+    assert (
+        f'topobind_node_verdict{{site="local",partition="default",{node},verdict="slow"}} 1.0'
+        in verdicts
+    ), text
+    assert f'topobind_node_verdict_strong{{site="local",partition="default",{node}}} 0.0' in text
+    ratio = [ln for ln in text.splitlines() if ln.startswith("topobind_check_ratio{")
+             and 'metric="triad"' in ln]  # fmt: skip
+    assert len(ratio) == 1 and 0.05 < float(ratio[0].split()[-1]) < 0.2, text
     rows = {(r[0], r[1], r[2]): r for r in table_rows(done.stdout)}
     failed = {key for key, r in rows.items() if r[-1] == "FAIL"}
     assert failed == {
