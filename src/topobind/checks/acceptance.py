@@ -129,8 +129,9 @@ def quick_exclusions(tags: str, names: Sequence[str] | None = None) -> list[str]
     if tags != "quick":
         return []
     out = [a for name in QUICK_EXCLUDED for a in ("-x", name)]
-    if not names:  # ReFrame matches -x against the display name without its spaces
-        out += ["-x", f"^StreamCheck%layout=(?!{QUICK_STREAM}%)"]
+    if not names:  # ReFrame matches -x against the display name without its spaces, before
+        # --distribute adds %.part=...%.nid=...: 'StreamCheck%layout=compact'
+        out += ["-x", f"^StreamCheck%layout=(?!{QUICK_STREAM}($|%))"]
     return out
 
 
@@ -164,13 +165,15 @@ def quick_notes(tags: str, names: Sequence[str] | None, setvars: dict[str, str])
 
 def suspect_names(figures: Sequence[FigureVerdict], nodes: Collection[str]) -> list[str]:
     """ReFrame -n patterns of the checks (and variants) behind the SLOW figures of ``nodes``:
-    what --confirm runs again. A variant is a parameter's value (``%layout=compact%``) or,
-    for a check without parameters, nothing (``%.part``)."""
+    what --confirm runs again. ReFrame matches -n against the display name without its
+    spaces, before --distribute adds ``%.part=...%.nid=...``: a variant is a parameter's value
+    (``StreamCheck%layout=compact``) or, for a check without parameters, nothing
+    (``LatencyCheck``)."""
     out: dict[str, None] = {}
     for f in figures:
         if f.slow and f.node in nodes:
             v = re.escape(f.variant)
-            out[f"^{re.escape(f.check)}%([^%=]+={v}%|\\.part=)"] = None
+            out[f"^{re.escape(f.check)}(%[^%=]+={v}($|%)|$|%\\.part=)"] = None
     return list(out)
 
 
