@@ -115,7 +115,8 @@ def validate(env: dict[str, str], results: Path, *extra: str) -> dict[str, objec
             "expected": expected, "bytes_moved_stream": moved, "stream_runs": runs,
             "jobs_per_node": per_node,
             "seconds_per_job": round(took / max(1, sum(per_node.values())), 1),
-            "table": [ln for ln in lines if ln.startswith(("node", "first pass", "weak:"))]}  # fmt: skip
+            "table": [ln for ln in lines
+                      if ln.startswith(("node", "first pass", "weak:"))]}  # fmt: skip
 
 
 def main() -> int:
