@@ -119,8 +119,10 @@ QUICK_STREAM = "compact"
 #: the quick per-node acceptance's own bounds (the nodes are compared with each other, run
 #: alike, not with references; the site's settings and -S override them): DGEMM of order 1024,
 #: 5 repetitions (2 n^3 x 5 = 10.7 GFLOP; the quick tier's 2048 x 20 took 15-27 s a job on
-#: the local cluster), and the sanity-only checks once, not once per --repeat run
-QUICK_EACH_NODE_VARS = {"DgemmCheck.n": "1024", "DgemmCheck.reps": "5", "sanity_once": "true"}
+#: the local cluster), the latency at the rule's working set only (its 2M size is not
+#: judged: 1-3 s a job), and the sanity-only checks once, not once per --repeat run
+QUICK_EACH_NODE_VARS = {"DgemmCheck.n": "1024", "DgemmCheck.reps": "5",
+                        "LatencyCheck.quick_small": "", "sanity_once": "true"}  # fmt: skip
 
 
 def quick_exclusions(tags: str, names: Sequence[str] | None = None) -> list[str]:
