@@ -184,7 +184,8 @@ def test_confirm_runs_only_the_suspect_checks() -> None:
     assert acceptance.quick_exclusions("quick", ["StreamCheck"]) == [
         "-x", "HplCheck", "-x", "BindingCheck"]  # fmt: skip
     got = acceptance.quick_setvars("quick", {"n": "512", "DgemmCheck.reps": "9"})
-    assert got == {"n": "512", "DgemmCheck.reps": "9", "sanity_once": "true"}
+    assert got == {"n": "512", "DgemmCheck.reps": "9", "LatencyCheck.quick_small": "",
+                   "sanity_once": "true"}  # fmt: skip
 
 
 def test_a_report_of_another_site_is_refused() -> None:
