@@ -166,16 +166,21 @@ def quick_notes(tags: str, names: Sequence[str] | None, setvars: dict[str, str])
 
 
 def suspect_names(figures: Sequence[FigureVerdict], nodes: Collection[str]) -> list[str]:
-    """ReFrame -n patterns of the checks (and variants) behind the SLOW figures of ``nodes``:
-    what --confirm runs again. ReFrame matches -n against the display name without its
-    spaces, before --distribute adds ``%.part=...%.nid=...``: a variant is a parameter's value
-    (``StreamCheck%layout=compact``) or, for a check without parameters, nothing
-    (``LatencyCheck``)."""
-    out: dict[str, None] = {}
+    """ReFrame -n patterns of the check (and variant) behind each of ``nodes``' worst SLOW
+    figure: what --confirm runs again (7 runs of each on the SLOW nodes and the partner; every
+    SLOW check was 42 jobs for one node on the local cluster, its worst one is 14). ReFrame
+    matches -n against the display name without its spaces, before --distribute adds
+    ``%.part=...%.nid=...``: a variant is a parameter's value (``StreamCheck%layout=compact``)
+    or, for a check without parameters, nothing (``LatencyCheck``)."""
+    worst: dict[str, FigureVerdict] = {}
     for f in figures:
-        if f.slow and f.node in nodes:
-            v = re.escape(f.variant)
-            out[f"^{re.escape(f.check)}(%[^%=]+={v}($|%)|$|%\\.part=)"] = None
+        if f.slow and f.node in nodes and (f.node not in worst or
+                                           f.slowdown > worst[f.node].slowdown):  # fmt: skip
+            worst[f.node] = f
+    out: dict[str, None] = {}
+    for f in worst.values():
+        v = re.escape(f.variant)
+        out[f"^{re.escape(f.check)}(%[^%=]+={v}($|%)|$|%\\.part=)"] = None
     return list(out)
 
 
