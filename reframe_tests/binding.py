@@ -36,6 +36,7 @@ class BindingCheck(TopobindCheck):
     descr = "threads and ranks run on their planned CPUs under topobind run's launch"
     case = parameter(CASES)
     tags = {"binding", "quick", "full"}
+    tb_sanity_only = True
 
     def layout_args(self) -> str:
         layout, _, ranks = str(self.case).partition("/")

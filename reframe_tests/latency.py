@@ -11,10 +11,11 @@ c2c_ns = the pair's median one-way latency.
 
 Cost model. LatencyCheck: per working-set size ``trials`` (3) x at least 0.1 s of dependent
 loads, plus building the random chain of the largest size (one pass over it); the largest
-size decides (default sizes 16K..1G). The quick tier (``-t quick``) measures two sizes, 2M and
-the rule's 4x the LLC (at least 256M), the latter capped at ``max_working_set`` (the site's
-``settings:``; default 1G) with a warning when the cap is under the rule. C2CCheck: ``samples``
-x 5000 round trips of one cache line (milliseconds); the quick tier runs ``quick_samples`` (3).
+size decides (default sizes 16K..1G). The quick tier (``-t quick``) measures two sizes,
+``quick_small`` (2M; '' leaves it out) and the rule's 4x the LLC (at least 256M), the latter
+capped at ``max_working_set`` (the site's ``settings:``; default 1G) with a warning when the
+cap is under the rule. C2CCheck: ``samples`` x 5000 round trips of one cache line
+(milliseconds); the quick tier runs ``quick_samples`` (3).
 """
 
 from __future__ import annotations
@@ -70,8 +71,10 @@ class LatencyCheck(TopobindCheck):
     #: working-set sizes ('' = the kernel's default, up to 1G)
     sizes = variable(str, value="")
     pages = variable(str, value="auto")
-    #: quick tier: the cap on the largest working set (binary suffixes)
+    #: quick tier: the cap on the largest working set (binary suffixes), and the small size
+    #: measured beside it ('' for the largest only: validate --each-node's quick tier)
     max_working_set = variable(str, value="1G")
+    quick_small = variable(str, value="2M")
     tags = LATENCY_TAGS
 
     def tb_variant(self) -> str:
@@ -90,7 +93,8 @@ class LatencyCheck(TopobindCheck):
         elif quick_tier():
             size = f"{python_cmd()} {PROBE} latency-size {self.max_working_set}"
             self.prerun_cmds = [f"export lsize=$({size})"]
-            opts = ["--sizes", '"2M,$lsize"', *opts]
+            small = f"{self.quick_small}," if self.quick_small else ""
+            opts = ["--sizes", f'"{small}$lsize"', *opts]
         self.executable_opts = opts
         self.postrun_cmds = status_line()
         self.keep_files = ["latency.json", "latency-size.json"]

@@ -24,6 +24,7 @@ from topobind_rfm import TopobindCheck, read_json, site_settings, status_line, t
 class NodeCheck(TopobindCheck):
     descr = "the partition's node has the site's packages, NUMA nodes, L3 domains, cores, SMT"
     tags = {"quick", "full", "binding"}
+    tb_sanity_only = True
 
     def tb_check_setup(self) -> None:
         self.skip_if(

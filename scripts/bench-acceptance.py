@@ -20,13 +20,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 STATE = REPO / "build" / "local-slurm-bench"
 LLC = os.environ.get("BENCH_LLC", "260M")
 TOPOBIND = Path(sys.executable).parent / "topobind"
+sys.path.insert(0, str(REPO / "scripts"))
+from fleet_faults import cpu_quota, fleet_sites  # noqa: E402
+
 TARGETS = {"clean": 120.0, "throttled": 180.0}
 
 
@@ -37,53 +39,34 @@ def sh(*argv: str, env: dict[str, str] | None = None, timeout: float = 600) -> s
     return done.stdout
 
 
-def site_dir(tmp: Path) -> Path:
-    """Site 'fleet': the local site (its quick-tier bounds, max_jobs 1) with a node: section
-    this machine meets."""
-    sys.path.insert(0, str(REPO / "src"))
-    from topobind.checks.sites import node_counts
-    from topobind.topo.topology import load
-
-    d = tmp / "sites" / "fleet"
-    d.mkdir(parents=True)
-    text = (REPO / "site_configs" / "local" / "site.yaml").read_text()
-    text = text.replace("name: local", "name: fleet").replace("references: references.yaml", "")
-    text += "node:\n" + "".join(f"  {k}: {v}\n" for k, v in node_counts(load("live")).items())
-    (d / "site.yaml").write_text(text)
-    return d.parent
-
-
-@contextlib.contextmanager
-def cpu_quota(node: str, percent: int) -> Iterator[None]:
-    """NODE's slurmd (so every job it starts) in a cgroup of PERCENT of one CPU."""
-    pid = (STATE / f"slurmd-{node}.pid").read_text().strip()
-    v1 = Path("/sys/fs/cgroup/cpu")
-    if (v1 / "cpu.cfs_quota_us").exists():
-        cg, root = v1 / f"topobind-bench-{node}", v1
-        cg.mkdir(exist_ok=True)
-        (cg / "cpu.cfs_period_us").write_text("10000")
-        (cg / "cpu.cfs_quota_us").write_text(str(100 * percent))
-    else:
-        root = Path("/sys/fs/cgroup")
-        cg = root / f"topobind-bench-{node}"
-        cg.mkdir(exist_ok=True)
-        (cg / "cpu.max").write_text(f"{100 * percent} 10000")
-    (cg / "cgroup.procs").write_text(pid)
-    try:
-        yield
-    finally:
-        for p in (cg / "cgroup.procs").read_text().split():
-            with contextlib.suppress(OSError):
-                (root / "cgroup.procs").write_text(p)
-        cg.rmdir()
-
-
-def bytes_moved(results: Path) -> int:
-    total = 0
-    for f in (results / "output").rglob("stream-size.json"):  # not the stage copies
+def bytes_moved(results: Path, reports: list[Path]) -> tuple[int, int]:
+    """(bytes STREAM moved, STREAM runs) of a validate run: its STREAM test cases that ran (in
+    ``reports``, every rerun) x the bytes a run moves (``stream-size.json``: the same on every
+    node, which see the same LLC)."""
+    per_run = 0
+    for f in results.rglob("stream-size.json"):
         with contextlib.suppress(OSError, ValueError, KeyError):
-            total += int(json.loads(f.read_text())["bytes_per_run"])
-    return total
+            per_run = max(per_run, int(json.loads(f.read_text())["bytes_per_run"]))
+    runs = 0
+    for rep in reports:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            for run in json.loads(rep.read_text())["runs"]:
+                runs += sum(1 for tc in run["testcases"] if tc["name"].startswith("StreamCheck")
+                            and tc["result"] != "skip")  # fmt: skip
+    return per_run * runs, runs
+
+
+def jobs(reports: list[Path]) -> dict[str, int]:
+    """Slurm jobs per node of a validate run (test cases that ran, every rerun, every report)."""
+    out: dict[str, int] = {}
+    for rep in reports:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            for run in json.loads(rep.read_text())["runs"]:
+                for tc in run["testcases"]:
+                    if tc["result"] != "skip":
+                        node = tc["display_name"].rpartition("%.nid=")[2] or "?"
+                        out[node] = out.get(node, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def served(textdir: Path) -> list[str]:
@@ -116,6 +99,7 @@ def served(textdir: Path) -> list[str]:
 def validate(env: dict[str, str], results: Path, *extra: str) -> dict[str, object]:
     argv = [str(TOPOBIND), "validate", "--site", "fleet", "--partition", "slurm", "--each-node",
             "--tags", "quick", "--confirm", "--results", str(results), *extra]  # fmt: skip
+    before = set((results / "reports").glob("*.json"))
     t0 = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
     took = time.monotonic() - t0
@@ -124,9 +108,15 @@ def validate(env: dict[str, str], results: Path, *extra: str) -> dict[str, objec
     print(done.stdout[-3000:], flush=True)
     print(done.stderr[-1500:], file=sys.stderr, flush=True)
     expected = next((ln for ln in lines if ln.startswith("expected run time")), "")
-    # each STREAM case's output directory keeps its last run's stream-size.json: x 3 runs
+    reports = sorted(set((results / "reports").glob("*.json")) - before)
+    moved, runs = bytes_moved(results, reports)
+    per_node = jobs(reports)
     return {"seconds": round(took, 1), "exit": done.returncode, "bad_nodes_line": last,
-            "expected": expected, "bytes_moved_stream": 3 * bytes_moved(results)}  # fmt: skip
+            "expected": expected, "bytes_moved_stream": moved, "stream_runs": runs,
+            "jobs_per_node": per_node,
+            "seconds_per_job": round(took / max(1, sum(per_node.values())), 1),
+            "table": [ln for ln in lines
+                      if ln.startswith(("node", "first pass", "weak:"))]}  # fmt: skip
 
 
 def main() -> int:
@@ -142,12 +132,12 @@ def main() -> int:
             t = Path(tmp)
             venv = str(Path(sys.executable).parent)
             run_env = dict(env, SLURM_CONF=str(STATE / "slurm.conf"),
-                           TOPOBIND_SITES_DIR=str(site_dir(t)), TOPOBIND_LLC_BYTES=LLC,
+                           TOPOBIND_SITES_DIR=str(fleet_sites(t)), TOPOBIND_LLC_BYTES=LLC,
                            PATH=f"{venv}:{env.get('PATH', '')}")  # fmt: skip
             # one results directory: the second run's expected time is timed by the first
             out["clean"] = validate(run_env, t / "results")
             (t / "textfile").mkdir()
-            with cpu_quota("node3", 25):
+            with cpu_quota(STATE, "node3", 25, tag="topobind-bench"):
                 out["throttled"] = validate(run_env, t / "results", "--metrics",
                                             str(t / "textfile" / "topobind.prom"))  # fmt: skip
             out["node_exporter"] = [ln for ln in served(t / "textfile")
@@ -167,7 +157,9 @@ def main() -> int:
         r = out[name]
         assert isinstance(r, dict)
         print(f"{name}: {r['seconds']} s (target {TARGETS[name]:.0f} s), '{r['bad_nodes_line']}', "
-              f"STREAM moved {int(r['bytes_moved_stream']) / 1e9:.1f} GB; LLC {LLC}")  # fmt: skip
+              f"STREAM moved {int(r['bytes_moved_stream']) / 1e9:.1f} GB in {r['stream_runs']} "
+              f"runs; LLC {LLC}; jobs per node {r['jobs_per_node']}, {r['seconds_per_job']} s "
+              "a job (wall / jobs)")  # fmt: skip
     print("node_exporter serves: " + "; ".join(map(str, out.get("node_exporter", []))))
     print(f"written: {dest}")
     return 0 if all(out["ok"].values()) else 1  # type: ignore[union-attr]

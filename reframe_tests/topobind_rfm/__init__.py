@@ -213,9 +213,15 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     #: the node the job ran on, from its post-run line (set after the run; in ReFrame's
     #: report beside ``job_nodelist``, which a job too short for the scheduler's poll lacks)
     tb_ran_on = variable(str, value="")
+    #: a sanity-only check (no figure compared across nodes) runs in the first run of a
+    #: session only, skipped in ReFrame's --reruns ('-S sanity_once=true': validate
+    #: --each-node's quick tier; its verdict does not get surer by repeating it)
+    sanity_once = variable(typ.Bool, value=False)
 
     #: key of topobind.checks.sites.CHECKS (targets) or '' for sanity-only checks
     tb_family = ""
+    #: True for checks whose only verdict is their sanity (see sanity_once)
+    tb_sanity_only = False
 
     def tb_variant(self) -> str:
         return ""
@@ -250,6 +256,8 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     def tb_set_site(self) -> None:
         if SITE is None:  # only when imported outside a session
             self.skip("no topobind site (see TOPOBIND_SITE)")
+        if self.sanity_once and self.tb_sanity_only and rt.runtime().current_run > 0:
+            self.skip("sanity only: checked in the session's first run (sanity_once)")
         self.tb_site = SITE
         self.tb_partition = partition_for(SITE, self.current_partition)
         self.tb_pick_environment()

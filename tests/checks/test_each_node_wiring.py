@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import run_topobind
@@ -43,6 +44,36 @@ def test_each_node_verdicts_become_metrics() -> None:
     assert len(ratio) == 1 and float(ratio[0].split()[-1]) == pytest.approx(250 / 995)
 
 
+def _case(node: str, check: str, variant: str, result: str, phase: str, *figs: Any) -> Any:
+    from topobind.checks.reframe_report import TestCase
+
+    return TestCase(check, variant, node, (node,) if node else (), "s", "p", result, phase, "",
+                    tuple(figs), "h", 0, "", check)  # fmt: skip
+
+
+def test_plain_validate_verdicts_become_metrics() -> None:
+    from topobind.checks.reframe_report import Figure
+
+    triad = Figure("triad", 2500.0, 10000.0, -0.1, 0.1, "MB/s", "fail")
+    lat = Figure("latency_ns", 90.0, 100.0, -0.2, 0.2, "ns", "pass")
+    cases = [
+        _case("", "StreamCheck", "compact", "fail", "performance", triad),  # this machine
+        _case("", "LatencyCheck", "local", "pass", "", lat),
+        _case("n2", "BindingCheck", "compact", "fail", "sanity"),
+        _case("n3", "C2CCheck", "cross-l3", "skip", ""),
+    ]
+    nodes, figs = metrics.from_validate(cases, "here")
+    state = {n.node: (n.verdict, n.strong) for n in nodes}
+    # one run against a reference: a missed target is a weak 'slow', a sanity failure 'fail'
+    assert state == {"here": ("slow", False), "n2": ("fail", True)}
+    got = {f.metric: (f.node, f.value, f.reference, f.runs, f.strong) for f in figs}
+    assert got == {"triad": ("here", 2500.0, 10000.0, 1, False),
+                   "latency_ns": ("here", 90.0, 100.0, 1, False)}  # fmt: skip
+    text = metrics.render(nodes, figs, site="s", partition="p")
+    ratio = [ln for ln in text.splitlines() if ln.startswith("topobind_check_ratio")]
+    assert any('metric="triad"' in ln and ln.endswith(" 0.25") for ln in ratio), text
+
+
 def _report(path: Path, nodes: int, checks: int, runs: int, elapsed: float) -> None:
     cases = [
         {"name": f"C{c}", "display_name": f"C{c} %.part=s:p %.nid=n{n}", "system": "s",
@@ -75,9 +106,11 @@ def test_budget_durations() -> None:
         progress.parse_duration("soon", "site.yaml: settings.node_budget")
 
 
-def test_metrics_needs_each_node_and_a_prom_file(tmp_path: Path) -> None:
-    plain = run_topobind("validate", "--site", "local", "--metrics", str(tmp_path / "m.prom"))
-    assert plain.returncode == 2 and "--metrics: only with --each-node" in plain.stderr
+def test_metrics_needs_a_prom_file_before_any_run(tmp_path: Path) -> None:
+    # plain validate takes --metrics too, and checks the name before running anything
+    plain = run_topobind("validate", "--site", "local", "--metrics", str(tmp_path / "m.txt"))
+    assert plain.returncode == 2 and "name it m.prom" in plain.stderr, plain.stderr
+    assert "topobind: " in plain.stderr and "reframe" not in plain.stderr.lower()
     site = run_topobind("site", "check", "local", "--metrics", str(tmp_path / "m.txt"))
     assert site.returncode == 2 and "add --live" in site.stderr
 
@@ -85,5 +118,5 @@ def test_metrics_needs_each_node_and_a_prom_file(tmp_path: Path) -> None:
 def test_quick_acceptance_leaves_out_what_costs_minutes_or_judges_nothing() -> None:
     from topobind.checks import acceptance
 
-    assert acceptance.quick_exclusions("quick") == ["-x", "HplCheck", "-x", "BindingCheck"]
+    assert acceptance.quick_exclusions("quick")[:4] == ["-x", "HplCheck", "-x", "BindingCheck"]
     assert acceptance.quick_exclusions("full") == []

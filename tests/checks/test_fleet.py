@@ -93,7 +93,10 @@ def test_a_slow_node_is_named_weak_with_three_runs_and_strong_with_seven() -> No
     assert list(slow) == ["node3"]
     assert slow["node3"].status == "SLOW" and slow["node3"].weak
     assert "3 runs" in slow["node3"].reasons[0] and "confidence 88%" in slow["node3"].reasons[0]
-    assert acceptance.bad_nodes_line(verdicts) == "bad nodes: node3"
+    # weak and not confirmed: not named among the bad nodes, but after them
+    assert acceptance.bad_nodes_line(verdicts) == (
+        "bad nodes: none; unconfirmed (weak SLOW, --confirm them): node3"
+    )
     seven = [{"node1": 100.0 + i, "node2": 99.0 + i, "node3": 60.0 + i} for i in range(7)]
     verdicts, _ = _judge(seven)
     assert [v.verdict_text() for v in verdicts] == ["ok", "ok", "SLOW (strong)"]
@@ -124,7 +127,66 @@ def test_a_failed_check_and_a_dead_node_fail_and_the_others_are_still_judged() -
     assert by["node5"].status == "FAIL" and "no check ran" in by["node5"].reasons[0]
     assert by["node4"].status == "SLOW"
     assert by["node1"].status == by["node3"].status == "ok"
-    assert acceptance.bad_nodes_line(verdicts) == "bad nodes: node[2,4-5]"
+    assert acceptance.bad_nodes_line(verdicts) == (
+        "bad nodes: node[2,5]; unconfirmed (weak SLOW, --confirm them): node4"
+    )
+
+
+def test_a_figure_scattering_more_than_the_gap_names_no_node() -> None:
+    # every node's runs scatter by about 40 % (a loaded machine): node3 20 % off, all 7 runs
+    # below the fleet's 5 % limit, is within the scatter: not named; the same gap on a quiet
+    # fleet (a few % scatter) is
+    noisy = [{"node1": 100.0 * f, "node2": 100.0 * f, "node3": 80.0 * f}
+             for f in (0.5, 0.6, 0.8, 1.0, 1.2, 1.4, 1.5)]  # fmt: skip
+    verdicts, _ = _judge(noisy)
+    assert [v.status for v in verdicts] == ["ok", "ok", "ok"]
+    quiet = [{"node1": 100.0 + i, "node2": 101.0 - i, "node3": 80.0 + i} for i in range(7)]
+    verdicts, _ = _judge(quiet)
+    assert [v.verdict_text() for v in verdicts] == ["ok", "ok", "SLOW (strong)"]
+    assert acceptance.bad_nodes_line(verdicts) == "bad nodes: node3"
+
+
+def test_confirm_runs_only_the_suspect_checks() -> None:
+    import re
+
+    from topobind.checks.verdict import FigureVerdict
+
+    def fig(node: str, check: str, variant: str, slow: bool, by: float) -> FigureVerdict:
+        return FigureVerdict(node, check, variant, "m", "MB/s", 3, 1.0, 0.0, by, 0.9, slow)
+
+    figures = [fig("node3", "StreamCheck", "compact", True, 0.5),
+               fig("node3", "DgemmCheck", "1G", True, 0.2),  # SLOW, not the worst: not re-run
+               fig("node3", "C2CCheck", "same-l3", False, 0.9),
+               fig("node1", "LatencyCheck", "local", True, 0.3),
+               fig("node2", "DgemmCheck", "1G", True, 0.5)]  # fmt: skip
+    names = acceptance.suspect_names(figures, ["node3", "node1"])
+    assert len(names) == 2  # each SLOW node's worst SLOW figure
+    either = re.compile("|".join(names))  # as ReFrame joins -n patterns, spaces removed
+    # the names before --distribute (when ReFrame filters) and after it
+    shown = {
+        "StreamCheck%layout=compact": True,
+        "StreamCheck%layout=compact%.part=s:p%.nid=node3": True,
+        "StreamCheck%layout=compact-x": False,
+        "StreamCheck%layout=every-other-core": False,
+        "LatencyCheck": True,
+        "LatencyCheck%.part=s:p%.nid=node1": True,
+        "LatencyCheckX": False,
+        "C2CCheck%pair=same-l3": False,
+        "DgemmCheck%pages=1G": False,
+    }
+    assert {n: bool(either.search(n)) for n in shown} == shown
+    # the quick acceptance's one STREAM layout (when no -n chooses checks)
+    opts = acceptance.quick_exclusions("quick")
+    layout = re.compile(opts[opts.index("-x", 4) + 1])
+    assert not layout.search("StreamCheck%layout=compact")
+    assert not layout.search("StreamCheck%layout=compact%.part=s:p%.nid=n1")
+    assert layout.search("StreamCheck%layout=compact-x")
+    assert layout.search("StreamCheck%layout=numa")
+    assert acceptance.quick_exclusions("quick", ["StreamCheck"]) == [
+        "-x", "HplCheck", "-x", "BindingCheck"]  # fmt: skip
+    got = acceptance.quick_setvars("quick", {"n": "512", "DgemmCheck.reps": "9"})
+    assert got == {"n": "512", "DgemmCheck.reps": "9", "LatencyCheck.quick_small": "",
+                   "sanity_once": "true"}  # fmt: skip
 
 
 def test_a_report_of_another_site_is_refused() -> None:

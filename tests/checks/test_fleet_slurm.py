@@ -8,14 +8,11 @@ without the faults no node is named.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,55 +20,15 @@ from cli_helpers import TOPOBIND
 from paths import REPO
 from slurm_helpers import SlurmCluster, slurm_cluster3  # noqa: F401  (session fixture)
 
+sys.path.insert(0, str(REPO / "scripts"))
+import fleet_faults  # noqa: E402  (the faults and the site, shared with bench-acceptance)
+
 #: single-threaded STREAM (one core of two), arrays large enough that one trial outlasts the
 #: CPU quota's slice, few trials and runs: the quick pass is 9 jobs
 CHECK = ["-n", "StreamCheck%layout=every-other-core", "-S", "StreamCheck.elements=4M",
          "-S", "StreamCheck.trials=10"]  # fmt: skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
-
-
-def _site(tmp: Path, per_host: str = "") -> Path:
-    """A site 'fleet' whose slurm partition is the local cluster's, with a node: section
-    this machine meets (and ``per_host`` expectations under hosts:)."""
-    from topobind.checks.sites import node_counts
-    from topobind.topo.topology import load
-
-    c = node_counts(load("live"))
-    d = tmp / "sites" / "fleet"
-    d.mkdir(parents=True)
-    text = (REPO / "site_configs" / "local" / "site.yaml").read_text()
-    text = text.replace("name: local", "name: fleet").replace("references: references.yaml", "")
-    text += "node:\n" + "".join(f"  {k}: {v}\n" for k, v in c.items())
-    if per_host:
-        text += f"  hosts:\n    {per_host}\n"
-    (d / "site.yaml").write_text(text)
-    return d.parent
-
-
-@contextmanager
-def cpu_quota(cluster: SlurmCluster, node: str, percent: int) -> Iterator[None]:
-    """Put NODE's slurmd (so every job it starts) in a cgroup limited to PERCENT of one CPU."""
-    pid = (cluster.state_dir / f"slurmd-{node}.pid").read_text().strip()
-    v1 = Path("/sys/fs/cgroup/cpu")
-    if (v1 / "cpu.cfs_quota_us").exists():
-        cg, root = v1 / f"topobind-test-{node}", v1
-        cg.mkdir(exist_ok=True)
-        (cg / "cpu.cfs_period_us").write_text("10000")
-        (cg / "cpu.cfs_quota_us").write_text(str(100 * percent))
-    else:
-        root = Path("/sys/fs/cgroup")
-        cg = root / f"topobind-test-{node}"
-        cg.mkdir(exist_ok=True)
-        (cg / "cpu.max").write_text(f"{100 * percent} 10000")
-    (cg / "cgroup.procs").write_text(pid)
-    try:
-        yield
-    finally:
-        for p in (cg / "cgroup.procs").read_text().split():
-            with contextlib.suppress(OSError):  # gone meanwhile
-                (root / "cgroup.procs").write_text(p)
-        cg.rmdir()
 
 
 def _validate(
@@ -100,9 +57,9 @@ def test_slow_and_nonconforming_nodes_named_confirmed_drained(
     tmp_path: Path,
 ) -> None:
     c = slurm_cluster3
-    sites = _site(tmp_path, "node2: {hugepages_2m_per_numa: 100000}")
+    sites = fleet_faults.fleet_sites(tmp_path, "node2: {hugepages_2m_per_numa: 100000}")
     try:
-        with cpu_quota(c, "node3", 10):
+        with fleet_faults.cpu_quota(c.state_dir, "node3", 10, tag="topobind-test"):
             got = _validate(c, sites, tmp_path, "--each-node", *CHECK, "--confirm", "--drain",
                             "--apply")  # fmt: skip
         out = got.stdout
@@ -132,7 +89,7 @@ def test_without_faults_no_node_is_named_and_bad_nodelists_are_refused(
     tmp_path: Path,
 ) -> None:
     c = slurm_cluster3
-    sites = _site(tmp_path)
+    sites = fleet_faults.fleet_sites(tmp_path)
     bad = _validate(c, sites, tmp_path, "--each-node", "--nodelist", "node[1,9]", *CHECK)
     assert bad.returncode == 2, bad.stdout + bad.stderr
     assert "node9 not in partition slurm" in bad.stderr and "Traceback" not in bad.stderr
@@ -148,7 +105,7 @@ def test_plain_validate_names_the_node_and_counts_references(
     tmp_path: Path,
 ) -> None:
     c = slurm_cluster3
-    sites = _site(tmp_path)
+    sites = fleet_faults.fleet_sites(tmp_path)
     got = _validate(c, sites, tmp_path, *CHECK, "--strict")
     assert got.returncode == 1, got.stdout + got.stderr  # --strict: no reference
     headers = [ln for ln in got.stdout.splitlines() if ln.startswith("node ")]
@@ -166,7 +123,7 @@ def test_a_node_that_dies_during_the_run_is_named_failed_and_the_others_judged(
     from slurm_helpers import revive_nodes, run_script
 
     c = slurm_cluster3
-    sites = _site(tmp_path)
+    sites = fleet_faults.fleet_sites(tmp_path)
     env = dict(c.env, TOPOBIND_SITES_DIR=str(sites))
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     argv = [TOPOBIND, "validate", "--site", "fleet", "--partition", "slurm", "--each-node",

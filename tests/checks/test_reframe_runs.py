@@ -237,11 +237,25 @@ def test_impossible_reference_fails(calibrated: Calibrated, tmp_path: Path) -> N
         "provenance": {"kind": "quoted", "source": "this test"},
     }  # fmt: skip
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    prom = tmp_path / "topobind.prom"
     done = validate(
         calibrated, "-n", "StreamCheck%layout=compact", "-n", "DgemmCheck%pages=1G",
-        sites_dir=sites_dir,
+        "--metrics", str(prom), sites_dir=sites_dir,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
+    # plain validate's metrics: this node slow on one run (weak), the figure against its
+    # reference (ratio about 1/10)
+    text = prom.read_text()
+    node = f'node="{socket.gethostname()}"'
+    verdicts = [ln for ln in text.splitlines() if ln.startswith("topobind_node_verdict{")]
+    assert (
+        f'topobind_node_verdict{{site="local",partition="default",{node},verdict="slow"}} 1.0'
+        in verdicts
+    ), text
+    assert f'topobind_node_verdict_strong{{site="local",partition="default",{node}}} 0.0' in text
+    ratio = [ln for ln in text.splitlines() if ln.startswith("topobind_check_ratio{")
+             and 'metric="triad"' in ln]  # fmt: skip
+    assert len(ratio) == 1 and 0.05 < float(ratio[0].split()[-1]) < 0.2, text
     rows = {(r[0], r[1], r[2]): r for r in table_rows(done.stdout)}
     failed = {key for key, r in rows.items() if r[-1] == "FAIL"}
     assert failed == {
@@ -535,3 +549,25 @@ def test_judge_sanity_still_fails_on_sanity(calibrated: Calibrated, tmp_path: Pa
     rows = {(r[0], r[1], r[2]): r[-1] for r in table_rows(done.stdout)}
     assert rows[("StreamCheck", "compact", "sanity")] == "FAIL"
     assert rows[("BindingCheck", "compact", "sanity")] == "FAIL"
+
+
+def test_a_sanity_only_check_runs_once_with_sanity_once(tmp_path: Path) -> None:
+    # validate --each-node's quick tier: HugepagesCheck in the first of 2 runs, skipped in the
+    # rerun; a check with figures runs in both
+    report = tmp_path / "report.json"
+    env = dict(os.environ, TOPOBIND_SITE="local", TOPOBIND_REFRAME_RESULTS=str(tmp_path))
+    done = subprocess.run(
+        [venv_bin("reframe"), "-C", str(REPO / "site_configs" / "reframe_config.py"),
+         "-c", str(REPO / "reframe_tests"), "--system", "local:default", "-t", "quick",
+         "-n", "HugepagesCheck", "-n", "C2CCheck%pair=same-l3", "-S", "sanity_once=true",
+         "--reruns", "1", "--report-file", str(report), "-r"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert report.exists(), done.stdout + done.stderr
+    runs = json.loads(report.read_text())["runs"]
+    got = [sorted((tc["name"], tc["result"]) for tc in run["testcases"]) for run in runs]
+    if got[0] and got[0][0][1] == "skip":  # no same-l3 pair on this machine: Hugepages alone
+        got = [[c for c in run if c[0] == "HugepagesCheck"] for run in got]
+    assert got[0][-1] == ("HugepagesCheck", "pass"), done.stdout
+    assert got[1][-1] == ("HugepagesCheck", "skip"), done.stdout
+    assert all(r == "pass" for run in got for n, r in run if n == "C2CCheck"), got

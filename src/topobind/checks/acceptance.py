@@ -18,7 +18,7 @@ This module chooses the nodes, runs the sessions and puts them together. Entry p
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,9 +111,77 @@ QUICK_EXCLUDED = {
 }
 
 
-def quick_exclusions(tags: str) -> list[str]:
-    """ReFrame options leaving :data:`QUICK_EXCLUDED` out of a ``--tags quick`` acceptance."""
-    return [a for name in QUICK_EXCLUDED for a in ("-x", name)] if tags == "quick" else []
+#: the quick per-node acceptance runs one STREAM layout per node (the layouts measure the same
+#: memory system; the others: --tags full, or name them with -n): 12 of a pass's 24 jobs were
+#: STREAM's four quick layouts on the local cluster
+QUICK_STREAM = "compact"
+
+#: the quick per-node acceptance's own bounds (the nodes are compared with each other, run
+#: alike, not with references; the site's settings and -S override them): DGEMM of order 1024,
+#: 5 repetitions (2 n^3 x 5 = 10.7 GFLOP; the quick tier's 2048 x 20 took 15-27 s a job on
+#: the local cluster), the latency at the rule's working set only (its 2M size is not
+#: judged: 1-3 s a job), and the sanity-only checks once, not once per --repeat run
+QUICK_EACH_NODE_VARS = {"DgemmCheck.n": "1024", "DgemmCheck.reps": "5",
+                        "LatencyCheck.quick_small": "", "sanity_once": "true"}  # fmt: skip
+
+
+def quick_exclusions(tags: str, names: Sequence[str] | None = None) -> list[str]:
+    """ReFrame options leaving :data:`QUICK_EXCLUDED` out of a ``--tags quick`` acceptance,
+    and STREAM's layouts other than :data:`QUICK_STREAM` unless ``names`` chooses checks."""
+    if tags != "quick":
+        return []
+    out = [a for name in QUICK_EXCLUDED for a in ("-x", name)]
+    if not names:  # ReFrame matches -x against the display name without its spaces, before
+        # --distribute adds %.part=...%.nid=...: 'StreamCheck%layout=compact'
+        out += ["-x", f"^StreamCheck%layout=(?!{QUICK_STREAM}($|%))"]
+    return out
+
+
+def quick_setvars(tags: str, setvars: dict[str, str]) -> dict[str, str]:
+    """``setvars`` with :data:`QUICK_EACH_NODE_VARS` added under ``--tags quick`` where
+    neither the check's variable nor the bare one is set already."""
+    if tags != "quick":
+        return dict(setvars)
+    out = dict(setvars)
+    for key, value in QUICK_EACH_NODE_VARS.items():
+        if key not in setvars and key.rpartition(".")[2] not in setvars:
+            out[key] = value
+    return out
+
+
+def quick_notes(tags: str, names: Sequence[str] | None, setvars: dict[str, str]) -> list[str]:
+    """What the quick acceptance left out or bounded, one note each."""
+    if tags != "quick":
+        return []
+    notes = [f"{c} left out of the quick acceptance: {w}" for c, w in QUICK_EXCLUDED.items()]
+    if not names:
+        notes.append(f"StreamCheck: layout {QUICK_STREAM} only in the quick acceptance (the "
+                     "others: --tags full, or -n 'StreamCheck%layout=LAYOUT')")  # fmt: skip
+    got = quick_setvars(tags, setvars)
+    if got.get("DgemmCheck.n") == QUICK_EACH_NODE_VARS["DgemmCheck.n"]:
+        reps = got.get("DgemmCheck.reps", "20")
+        notes.append(f"DgemmCheck: order {got['DgemmCheck.n']}, {reps} repetitions in the "
+                     "quick acceptance (-S DgemmCheck.n=N to change)")  # fmt: skip
+    return notes
+
+
+def suspect_names(figures: Sequence[FigureVerdict], nodes: Collection[str]) -> list[str]:
+    """ReFrame -n patterns of the check (and variant) behind each of ``nodes``' worst SLOW
+    figure: what --confirm runs again (7 runs of each on the SLOW nodes and the partner; every
+    SLOW check was 42 jobs for one node on the local cluster, its worst one is 14). ReFrame
+    matches -n against the display name without its spaces, before --distribute adds
+    ``%.part=...%.nid=...``: a variant is a parameter's value (``StreamCheck%layout=compact``)
+    or, for a check without parameters, nothing (``LatencyCheck``)."""
+    worst: dict[str, FigureVerdict] = {}
+    for f in figures:
+        if f.slow and f.node in nodes and (f.node not in worst or
+                                           f.slowdown > worst[f.node].slowdown):  # fmt: skip
+            worst[f.node] = f
+    out: dict[str, None] = {}
+    for f in worst.values():
+        v = re.escape(f.variant)
+        out[f"^{re.escape(f.check)}(%[^%=]+={v}($|%)|$|%\\.part=)"] = None
+    return list(out)
 
 
 # --------------------------------------------------------------------------- one command
@@ -190,16 +258,20 @@ def conformance_lines(output: str, nodes: Sequence[str], returncode: int) -> tup
 
 
 def _session(site: Any, req: Request, states: dict[str, str], nodes: Sequence[str],
-             repeat: int, results: Any, verbose: bool, label: str) -> Any:  # fmt: skip
+             repeat: int, results: Any, verbose: bool, label: str,
+             names: list[str] | None = None) -> Any:  # fmt: skip
+    """One ReFrame session on ``nodes``: ``names`` (default: the request's) chooses checks."""
     from topobind.checks import progress, validation
+
+    names = req.names if names is None else names
 
     # async: the nodes run side by side up to the partition's max_jobs (one job per node:
     # the jobs are exclusive); max_jobs 1 (the local cluster) keeps one at a time
     tracker = progress.ReframeTracker(progress.make(quiet=req.quiet), runs=repeat)
     session = validation.run_reframe(
-        site, req.partition, req.tags, req.names, req.setvars, "async", results, verbose,
-        extra=[*reframe_options(states, nodes, repeat), *quick_exclusions(req.tags)],
-        label=label, progress=tracker,
+        site, req.partition, req.tags, names, quick_setvars(req.tags, req.setvars), "async",
+        results, verbose, label=label, progress=tracker,
+        extra=[*reframe_options(states, nodes, repeat), *quick_exclusions(req.tags, names)],
     )  # fmt: skip
     tracker.progress.close()
     if session.parsed is None:
@@ -237,10 +309,7 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
                   nodelist=None if req.nodelist is None else list(nodes))  # fmt: skip
     if len(nodes) < 3:
         out.notes.append(f"{len(nodes)} node(s): outliers need at least 3 to compare")
-    if quick_exclusions(req.tags):
-        out.notes += [
-            f"{c} left out of the quick acceptance: {w}" for c, w in QUICK_EXCLUDED.items()
-        ]
+    out.notes += quick_notes(req.tags, req.names, req.setvars)
     slow = [v.node for v in verdicts if v.status == "SLOW"]
     if req.confirm and slow:
         partner = good_node(verdicts)
@@ -248,7 +317,9 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
             out.notes.append("--confirm: no good node to compare with; the SLOW stay unconfirmed")
             return out
         runs = max(req.repeat, MIN_RUNS)
-        again = _session(site, req, states, [*slow, partner], runs, results, verbose, "confirm")
+        # only the checks behind the SLOW figures, on the SLOW nodes and the partner
+        again = _session(site, req, states, [*slow, partner], runs, results, verbose, "confirm",
+                         names=suspect_names(figures, slow))  # fmt: skip
         cobs = observe([again.parsed], site.name)
         out.verdicts = confirm(verdicts, cobs, partner, req.threshold)
         out.partner = partner

@@ -1,7 +1,8 @@
 """Verdicts as Prometheus metrics: the text exposition format, written atomically for
 node_exporter's textfile collector (``--collector.textfile.directory``).
 
-One file per run (``validate --metrics FILE``, ``site check --live --metrics FILE``); the
+One file per run (``validate [--each-node] --metrics FILE``, ``site check --live --metrics
+FILE``); the
 collector reads every ``*.prom`` file of its directory on each scrape, so the file is written
 to a temporary name in the same directory and renamed over the old one: a scrape never sees
 half a file. Names follow the Prometheus conventions: the ``topobind_`` prefix, base units in
@@ -199,7 +200,7 @@ def from_each_node(
         state = {"ok": "ok", "SLOW": "slow"}.get(v.status, "fail")
         if v.node in nonconforming:
             state = "nonconforming"
-        strong = not v.weak or v.confirmed == "confirmed"
+        strong = not v.weak or v.confirmed.startswith("confirmed")  # 'confirmed against N'
         nodes.append(NodeMetric(v.node, state, strong))
     out = []
     for f in figures:
@@ -209,6 +210,37 @@ def from_each_node(
             ref = f.median * (1 + f.slowdown) if hib else f.median / (1 + f.slowdown)
         out.append(FigureMetric(f.node, f.check, f.variant, f.metric, f.unit, f.median, ref,
                                 f.runs, not f.weak, f.confidence))  # fmt: skip
+    return nodes, out
+
+
+def from_validate(testcases: Iterable[Any], host: str) -> tuple[list[NodeMetric],
+                                                                   list[FigureMetric]]:  # fmt: skip
+    """Metrics of a plain ``validate`` (the final test cases of its ReFrame sessions,
+    :class:`topobind.checks.reframe_report.TestCase`): per node (``host`` where a case ran on
+    this machine) ``fail`` when a check failed before its figures (sanity, a crash), ``slow``
+    when a figure missed its reference, else ``ok``; each figure against the site's reference.
+    One run per check: a figure's verdict is weak (strong needs MIN_RUNS runs), and so is a
+    ``slow`` node's (``validate --each-node --confirm`` confirms it); a sanity failure is not
+    a matter of runs (strong)."""
+    from topobind.kernels.stats import MIN_RUNS
+
+    states: dict[str, str] = {}
+    out: list[FigureMetric] = []
+    rank = {"ok": 0, "slow": 1, "fail": 2}
+    for tc in testcases:
+        if tc.result == "skip":
+            continue
+        node = tc.node or host
+        state = "ok"
+        if tc.result != "pass":
+            state = "slow" if tc.fail_phase == "performance" and tc.figures else "fail"
+        if rank[state] >= rank[states.get(node, "ok")]:
+            states[node] = state
+        for f in tc.figures:
+            ref = f.reference if f.has_reference else None
+            out.append(FigureMetric(node, tc.check, tc.variant, f.metric, f.unit, f.value, ref,
+                                    1, MIN_RUNS <= 1, None))  # fmt: skip
+    nodes = [NodeMetric(n, v, v != "slow") for n, v in states.items()]
     return nodes, out
 
 

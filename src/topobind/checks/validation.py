@@ -456,6 +456,18 @@ class Outcome:
         compared, total = reference_count(self.rows)
         return total - compared
 
+    def metrics_text(self, site: str, partitions: list[str]) -> str:
+        """The run's verdicts in the Prometheus text format (:func:`metrics.from_validate`:
+        the final test cases of every session; a case without a node ran on this one)."""
+        import socket
+
+        from topobind.checks import metrics
+
+        cases = [tc for p in self.partitions if p.session is not None
+                 for tc in p.session.final]  # fmt: skip
+        nodes, figures = metrics.from_validate(cases, socket.gethostname())
+        return metrics.render(nodes, figures, site=site, partition=",".join(partitions))
+
     @property
     def status(self) -> int:
         """1 when a check failed, a session failed, or (--strict) a figure had no reference."""

@@ -216,7 +216,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics",
         metavar="FILE",
-        help="--each-node: write the verdicts in the Prometheus text format to FILE (*.prom, "
+        help="write the verdicts (per node, per figure against its reference or, with "
+        "--each-node, the fleet median) in the Prometheus text format to FILE (*.prom, "
         "atomically) for node_exporter's textfile collector",
     )
 
@@ -245,8 +246,7 @@ def run_validate(args: argparse.Namespace) -> int:
     if not args.each_node:
         given = {"--nodelist": args.nodelist is not None, "--confirm": args.confirm,
                  "--drain": args.drain, "--reports": args.reports is not None,
-                 "--threshold": args.threshold is not None and not args.history,
-                 "--metrics": args.metrics is not None}  # fmt: skip
+                 "--threshold": args.threshold is not None and not args.history}  # fmt: skip
         used = [o for o, v in given.items() if v]
         if used:
             raise TopobindError(f"{', '.join(used)}: only with --each-node"
@@ -259,6 +259,8 @@ def run_validate(args: argparse.Namespace) -> int:
         return _run_history(args, site)
     if args.each_node:
         return _run_each_node(args, site)
+    if args.metrics:
+        metrics.check_path(args.metrics)  # before the run, not after it
     for line in validation.warnings_before(site):
         print(f"topobind: warning: {line}", file=sys.stderr)
     options = validation.Options(
@@ -283,6 +285,9 @@ def run_validate(args: argparse.Namespace) -> int:
         + (f", {outside} outside their reference (not judged: --judge sanity)" if outside else "")
     )
     _print_reference_count(rows, args.strict)
+    if args.metrics:
+        text = out.metrics_text(site.name, partitions)
+        print(f"metrics: {metrics.write(args.metrics, text)}")
     return out.status
 
 
@@ -474,7 +479,7 @@ def _print_load(load: Any, judge: str) -> None:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     if args.metrics:
-        raise TopobindError("--metrics writes verdicts: use it with validate --each-node")
+        raise TopobindError("--metrics writes verdicts: use it with validate")
     if args.retries:
         raise TopobindError(
             "calibrate does not retry failed checks (a reference needs every session); "

@@ -1,0 +1,66 @@
+"""The local 3-node cluster made into a small fleet with faults: shared by
+``scripts/bench-acceptance.py`` and ``tests/checks/test_fleet_slurm.py`` (which imports it
+with ``scripts/`` on ``sys.path``).
+
+- :func:`fleet_sites`: a sites directory holding site ``fleet``, the local site (its quick
+  tier's bounds, ``max_jobs: 1``) with a ``node:`` section this machine meets, and optional
+  per-host expectations (a node made non-conforming: the nodes share this machine's
+  hardware, so a real difference cannot be made per node).
+- :func:`cpu_quota`: one node's slurmd, so every job it starts, in a cgroup of a share of
+  one CPU (cgroup v1 ``cpu.cfs_quota_us`` or v2 ``cpu.max``): a slow node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def fleet_sites(tmp: Path, per_host: str = "") -> Path:
+    """``tmp/sites`` with site ``fleet`` (give it as ``TOPOBIND_SITES_DIR``); ``per_host``:
+    one ``hosts:`` entry, e.g. ``node2: {hugepages_2m_per_numa: 100000}``."""
+    if str(REPO / "src") not in sys.path:
+        sys.path.insert(0, str(REPO / "src"))
+    from topobind.checks.sites import node_counts
+    from topobind.topo.topology import load
+
+    d = tmp / "sites" / "fleet"
+    d.mkdir(parents=True)
+    text = (REPO / "site_configs" / "local" / "site.yaml").read_text()
+    text = text.replace("name: local", "name: fleet").replace("references: references.yaml", "")
+    text += "node:\n" + "".join(f"  {k}: {v}\n" for k, v in node_counts(load("live")).items())
+    if per_host:
+        text += f"  hosts:\n    {per_host}\n"
+    (d / "site.yaml").write_text(text)
+    return d.parent
+
+
+@contextlib.contextmanager
+def cpu_quota(state_dir: Path, node: str, percent: int, tag: str = "topobind") -> Iterator[None]:
+    """NODE's slurmd (its pid file in the cluster's ``state_dir``), so every job it starts,
+    in a cgroup ``TAG-NODE`` of PERCENT of one CPU; every process is moved back and the
+    cgroup removed on exit."""
+    pid = (state_dir / f"slurmd-{node}.pid").read_text().strip()
+    v1 = Path("/sys/fs/cgroup/cpu")
+    if (v1 / "cpu.cfs_quota_us").exists():
+        cg, root = v1 / f"{tag}-{node}", v1
+        cg.mkdir(exist_ok=True)
+        (cg / "cpu.cfs_period_us").write_text("10000")
+        (cg / "cpu.cfs_quota_us").write_text(str(100 * percent))
+    else:
+        root = Path("/sys/fs/cgroup")
+        cg = root / f"{tag}-{node}"
+        cg.mkdir(exist_ok=True)
+        (cg / "cpu.max").write_text(f"{100 * percent} 10000")
+    (cg / "cgroup.procs").write_text(pid)
+    try:
+        yield
+    finally:
+        for p in (cg / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):  # gone meanwhile
+                (root / "cgroup.procs").write_text(p)
+        cg.rmdir()
