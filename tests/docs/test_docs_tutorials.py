@@ -93,6 +93,11 @@ def test_normalize_masks_only_what_depends_on_the_machine() -> None:
     c = tp.normalize(["node1  FAIL  StreamCheck.every-other-core.triad  -2.5%"], ())
     d = tp.normalize(["node2  ok  StreamCheck.every-other-core.triad  -2.5%"], ())
     assert a != c and a != d
+    busy = tp.normalize(["stream.compact.add  6,482.6 MB/s  -90%/+inf  2 (4,200.3 .. 8,764.9)"], ())
+    quiet = tp.normalize(
+        ["stream.compact.add  8,327.4 MB/s  -90%/+100%  2 (7,125.4 .. 9,529.5)"], ()
+    )
+    assert busy == quiet
     assert tp.normalize(["[ OK ] StreamCheck /3240c69e @vm"], ("vm",)) == tp.normalize(
         ["[ OK ] StreamCheck /0283914c @node2"], ("node2",)
     )

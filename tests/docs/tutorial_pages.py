@@ -109,7 +109,8 @@ MASKS = (
     (re.compile(r"\.(copy|scale|add|triad)\b"), ".FIGURE"),  # the worst figure of a node
     (re.compile(r"\b\d{8}T\d{6}Z\b"), "TIME"),  # the UTC time in a report's name
     (re.compile(r"\b\d+:\d\d(:\d\d)?\b"), "TIME"),  # durations and clock times
-    (re.compile(r"\b(inf|None)\b"), "N"),  # an open bound, where a number may be
+    (re.compile(r"[+-]inf\b"), "N%"),  # an open bound (a busy calibration), or a percentage
+    (re.compile(r"\bNone\b"), "N"),  # ReFrame's open bound (u:None), or a number
     (re.compile(r"(?<![A-Za-z])[+-]?\d[\d,.]*"), "N"),  # node2 keeps its name
     (re.compile(r"-{2,}"), "--"),
 )
