@@ -24,7 +24,7 @@ COMMANDS: dict[str, str] = {
     "show": "topobind.cli.commands.show",
     "plan": "topobind.cli.commands.topo",
     "run": "topobind.cli.commands.run",
-    "env": "topobind.cli.commands.run",
+    "env": "topobind.cli.commands.env",
     "verify": "topobind.cli.commands.run",
     "spack": "topobind.cli.commands.spack",
     "report": "topobind.cli.commands.report",
@@ -72,7 +72,19 @@ def build_parser(modules: Sequence[str] = SUBCOMMAND_MODULES) -> argparse.Argume
     )
     for name in modules:
         importlib.import_module(name).add_subparser(subparsers)
+    _in_order(subparsers)
     return parser
+
+
+def _in_order(subparsers: Any) -> None:
+    """List the commands in :data:`COMMANDS` order (--help, argparse's choices), whichever
+    module registered them first (``run`` and ``verify`` share a module, ``env`` between
+    them has its own)."""
+    rank = {name: i for i, name in enumerate(COMMANDS)}
+    subparsers._choices_actions.sort(key=lambda action: rank.get(action.dest, len(rank)))
+    ordered = sorted(subparsers.choices.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+    subparsers.choices.clear()
+    subparsers.choices.update(ordered)
 
 
 def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:

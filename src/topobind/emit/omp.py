@@ -109,6 +109,15 @@ def omp_env(plan: Plan, uniform_places: str | None = None) -> dict[str, str]:
     }
 
 
+def script_env(plan: Plan) -> dict[str, str]:
+    """What a job script that launches by itself exports (``topobind env``): the OMP_*
+    variables, a single rank's own variables, the layout's name. The same as
+    :func:`topobind.launch.build.job_env` of a shape without a launcher, which ``env`` does
+    not import (the launch stack; tests/cli/test_env_command.py holds the two equal)."""
+    one = dict(plan.ranks[0].env) if plan.nranks == 1 else {}  # a single rank's variables
+    return {**omp_env(plan), **one, "TOPOBIND_LAYOUT": plan.layout}
+
+
 def rank_places(plan: Plan, rank: int) -> str:
     """Explicit OMP_PLACES for one rank (what topobind-run exports per rank)."""
     return format_places(list(plan.ranks[rank].places))
