@@ -3,6 +3,7 @@ whose start-up loads none of the heavy libraries only other commands need."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -114,3 +115,22 @@ def test_a_reader_that_leaves_early_is_no_error() -> None:
         text=True,
     )
     assert (out.stdout, out.stderr) == ("0\n", "")
+
+
+@pytest.mark.parametrize("columns", [None, "", "abc", "0", "-3", "50", "132"])
+def test_help_width_is_shutils(columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parsers' width (:func:`terminal_columns`, which imports no shutil at start-up) is
+    the one argparse's own formatter takes: ``shutil.get_terminal_size().columns``."""
+    import shutil
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert cli.terminal_columns() == shutil.get_terminal_size().columns
+    parser = cli.build_parser(("topobind.cli.commands.topo",))
+    ours = parser._subparsers._group_actions[0].choices["plan"].format_help()
+    plain = cli.build_parser(("topobind.cli.commands.topo",))
+    sub = plain._subparsers._group_actions[0].choices["plan"]
+    sub.formatter_class = argparse.RawDescriptionHelpFormatter
+    assert ours == sub.format_help()

@@ -330,11 +330,14 @@ _MODULES_AFTER = (
 UNUSED = {
     ("plan", "-f", "json"): ("topobind.plan.gpu_layout", "topobind.draw.boxes",
                              "topobind.emit.gres", "topobind.topo.slurm_allocation",
-                             "topobind.launch.launchers", "difflib", "tempfile", "subprocess"),
+                             "topobind.launch.launchers", "difflib", "tempfile", "subprocess",
+                             "shutil"),
     ("show", "-f", "json"): ("topobind.plan.layouts", "topobind.launch", "topobind.emit.openmpi",
-                             "difflib", "tempfile", "subprocess"),
+                             "topobind.plan.model", "difflib", "tempfile", "subprocess",
+                             "shutil"),
     ("env",): ("topobind.launch.build", "topobind.launch.run", "topobind.launch.launchers",
-               "topobind.cli.commands.run", "topobind.draw.boxes", "difflib", "tempfile"),
+               "topobind.cli.commands.run", "topobind.draw.boxes", "difflib", "tempfile",
+               "subprocess", "shutil"),
 }  # fmt: skip
 
 

@@ -40,9 +40,49 @@ COMMANDS: dict[str, str] = {
 SUBCOMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 
 
+def terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``: COLUMNS when it is a positive number, else
+    the width of the terminal on stdout, else 80. Here because argparse's formatter imports
+    shutil (and its archive modules) for every option a parser adds, which a job script's
+    ``topobind plan`` would pay on every call (``make bench-plan``)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, its default width (the terminal's, less 2) from
+    :func:`terminal_columns`."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = terminal_columns() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+class RawDescriptionHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """argparse's RawDescriptionHelpFormatter with :class:`HelpFormatter`'s width."""
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse with the project's error form: one line, naming the argument and where the
     help is (argparse's own form prints the whole usage first), exit status 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"topobind: error: {message} (see '{self.prog} --help')\n")
@@ -53,7 +93,7 @@ class CommandParser(OneLineParser):
     their line breaks (examples, tables), as every command writes them."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("formatter_class", RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
 
 
