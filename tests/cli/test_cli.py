@@ -134,3 +134,20 @@ def test_help_width_is_shutils(columns: str | None, monkeypatch: pytest.MonkeyPa
     sub = plain._subparsers._group_actions[0].choices["plan"]
     sub.formatter_class = argparse.RawDescriptionHelpFormatter
     assert ours == sub.format_help()
+
+
+@pytest.mark.parametrize(
+    "value,text",
+    [
+        ({"a": [1, 2], "b": {"c": "é"}}, '{\n "a": [1, 2],\n "b": {\n  "c": "\\u00e9"\n }\n}'),
+        ({"x": 1.5, "y": [1, 2.5], "z": [[1], [2, 3]]},
+         '{\n "x": 1.5,\n "y": [1, 2.5],\n "z": [[1], [2, 3]]\n}'),
+        ([{"k": None}, {}], '[\n {\n  "k": null\n },\n {}\n]'),
+    ],
+)  # fmt: skip
+def test_plan_json_text(value: object, text: str) -> None:
+    """jsonfmt (every ``-f json``): objects indented, numbers' lists on one line, floats by
+    json's own encoder (imported only for them), strings by json's escaper."""
+    from topobind import jsonfmt
+
+    assert jsonfmt.dumps(value) == text

@@ -334,7 +334,7 @@ UNUSED = {
                              "shutil"),
     ("show", "-f", "json"): ("topobind.plan.layouts", "topobind.launch", "topobind.emit.openmpi",
                              "topobind.plan.model", "difflib", "tempfile", "subprocess",
-                             "shutil"),
+                             "shutil", "json", "shlex"),
     ("env",): ("topobind.launch.build", "topobind.launch.run", "topobind.launch.launchers",
                "topobind.cli.commands.run", "topobind.draw.boxes", "difflib", "tempfile",
                "subprocess", "shutil"),

@@ -36,6 +36,10 @@ COMMANDS: dict[str, str] = {
     "calibrate": "topobind.cli.commands.validate",
 }
 
+#: the commands a job script runs at every start, bounded by the topology's size (MAX_PUS):
+#: the collector stays off for them (see :func:`main`)
+BOUNDED_COMMANDS = frozenset({"show", "plan", "env"})
+
 #: every module that declares commands, each once, in --help order
 SUBCOMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 
@@ -148,10 +152,13 @@ def main(argv: Sequence[str] | None = None, *, start_up: bool = False) -> int:
         parser.print_help()
         return 2
     if start_up:
-        # What the imports made lives to the end: no collection walks it again (gc.freeze),
-        # the command's own objects are collected as usual (a long 'run' or 'report').
+        # What the imports made lives to the end: no collection walks it again (gc.freeze);
+        # the command's own objects are collected as usual (a long 'run' or 'report'), but
+        # for the job-script commands, whose work the topology's size bounds and which make
+        # no reference cycles (reference counting frees what they drop).
         gc.freeze()
-        gc.enable()
+        if args.command not in BOUNDED_COMMANDS:
+            gc.enable()
     try:
         return int(args.func(args))
     except TopobindError as exc:  # the one place errors are printed

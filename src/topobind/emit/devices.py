@@ -3,7 +3,6 @@ srun, and the per-rank variables (``ranks[].env``), which only a per-rank step c
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
@@ -157,6 +156,8 @@ def rank_env_script(plan: Plan) -> str:
     """A POSIX sh wrapper exporting each local rank's variables (``ranks[].env``), for
     hand-written launch lines: ``srun ... ./select.sh ./app`` or ``mpirun ... ./select.sh
     ./app``. One ``sh`` per rank, no Python."""
+
+    import shlex  # here: the sh wrapper alone quotes (show and a JSON plan import none)
 
     if not has_devices(plan):
         raise TopobindError(

@@ -57,7 +57,8 @@ def format_places(places: list[tuple[int, ...]]) -> str:
     return ",".join(parts)
 
 
-_PLACE = re.compile(r"\{([^}]*)\}(?::(-?\d+)(?::(-?\d+))?)?")
+#: one place of an explicit list (compiled by the first reader: writing a plan needs none)
+_PLACE = r"\{([^}]*)\}(?::(-?\d+)(?::(-?\d+))?)?"
 
 
 def parse_places(text: str) -> list[tuple[int, ...]]:
@@ -65,7 +66,7 @@ def parse_places(text: str) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = []
     pos = 0
     text = text.strip()
-    place = _PLACE
+    place = re.compile(_PLACE)  # re's cache: compiled once
     while pos < len(text):
         m = place.match(text, pos)
         if not m:

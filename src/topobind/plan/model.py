@@ -64,6 +64,8 @@ class RankPlan:
 
 @dataclass(frozen=True)
 class Plan:
+    """Where every rank and thread of one node runs (the JSON form: docs/plan-format.md)."""
+
     topology: Topology
     layout: str
     threads: int  # OpenMP threads per rank
