@@ -4,8 +4,6 @@ One object, one JSON format (``docs/plan-format.md``, schema ``schemas/plan.sche
 A plan knows nothing about launchers; :mod:`topobind.emit` turns it into flags.
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
