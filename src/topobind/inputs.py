@@ -5,8 +5,6 @@ the input and says what to give instead. The command line's argparse ``type=`` h
 on them live in the command layer (:mod:`topobind.cli.arguments`).
 """
 
-from __future__ import annotations
-
 import os
 import stat
 from typing import NamedTuple

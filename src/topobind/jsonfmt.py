@@ -6,16 +6,21 @@ ints are joined directly; anything else is the encoder's one-line form."""
 
 from __future__ import annotations
 
-import json
 from itertools import chain
-from json.encoder import encode_basestring_ascii as _string
 from typing import Any
+
+try:  # json's C string escaper, without importing the json package (its regular expressions)
+    from _json import encode_basestring_ascii as _string
+except ImportError:  # an interpreter without json's C accelerator
+    from json.encoder import encode_basestring_ascii as _string
 
 _CONSTANTS = {True: "true", False: "false", None: "null"}
 
 
 def _one_line(value: Any) -> str:
     """json's own one-line text, for what :func:`_flat` leaves (floats, nested mixtures)."""
+    import json  # only for these: 'topobind show -f json' has none
+
     return json.dumps(value, separators=(", ", ": "))
 
 
@@ -52,11 +57,18 @@ def _flat(value: Any) -> str | None:
 
 def _text(value: Any, indent: str) -> str:
     flat = _flat(value)
-    if flat is not None:
-        return flat
+    return flat if flat is not None else _nested(value, indent)
+
+
+def _nested(value: Any, indent: str) -> str:
+    """The text of what :func:`_flat` leaves; each member tried with :func:`_flat` first
+    (one call for the common values: a plan has thousands)."""
     inner = indent + " "
     if isinstance(value, dict) and value:
-        lines = [f"{inner}{_string(str(k))}: {_text(v, inner)}" for k, v in value.items()]
+        lines = []
+        for k, v in value.items():
+            flat = _flat(v)
+            lines.append(f"{inner}{_string(str(k))}: {_nested(v, inner) if flat is None else flat}")
         return "{\n" + ",\n".join(lines) + "\n" + indent + "}"
     if isinstance(value, list) and value and not _inline(value):
         return "[\n" + ",\n".join(inner + _text(v, inner) for v in value) + "\n" + indent + "]"

@@ -3,6 +3,7 @@ whose start-up loads none of the heavy libraries only other commands need."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -114,3 +115,39 @@ def test_a_reader_that_leaves_early_is_no_error() -> None:
         text=True,
     )
     assert (out.stdout, out.stderr) == ("0\n", "")
+
+
+@pytest.mark.parametrize("columns", [None, "", "abc", "0", "-3", "50", "132"])
+def test_help_width_is_shutils(columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parsers' width (:func:`terminal_columns`, which imports no shutil at start-up) is
+    the one argparse's own formatter takes: ``shutil.get_terminal_size().columns``."""
+    import shutil
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert cli.terminal_columns() == shutil.get_terminal_size().columns
+    parser = cli.build_parser(("topobind.cli.commands.topo",))
+    ours = parser._subparsers._group_actions[0].choices["plan"].format_help()
+    plain = cli.build_parser(("topobind.cli.commands.topo",))
+    sub = plain._subparsers._group_actions[0].choices["plan"]
+    sub.formatter_class = argparse.RawDescriptionHelpFormatter
+    assert ours == sub.format_help()
+
+
+@pytest.mark.parametrize(
+    "value,text",
+    [
+        ({"a": [1, 2], "b": {"c": "é"}}, '{\n "a": [1, 2],\n "b": {\n  "c": "\\u00e9"\n }\n}'),
+        ({"x": 1.5, "y": [1, 2.5], "z": [[1], [2, 3]]},
+         '{\n "x": 1.5,\n "y": [1, 2.5],\n "z": [[1], [2, 3]]\n}'),
+        ([{"k": None}, {}], '[\n {\n  "k": null\n },\n {}\n]'),
+    ],
+)  # fmt: skip
+def test_plan_json_text(value: object, text: str) -> None:
+    """jsonfmt (every ``-f json``): objects indented, numbers' lists on one line, floats by
+    json's own encoder (imported only for them), strings by json's escaper."""
+    from topobind import jsonfmt
+
+    assert jsonfmt.dumps(value) == text

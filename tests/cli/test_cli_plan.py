@@ -358,9 +358,14 @@ _MODULES_AFTER = (
 UNUSED = {
     ("plan", "-f", "json"): ("topobind.plan.gpu_layout", "topobind.draw.boxes",
                              "topobind.emit.gres", "topobind.topo.slurm_allocation",
-                             "difflib", "tempfile", "subprocess"),
+                             "topobind.launch.launchers", "difflib", "tempfile", "subprocess",
+                             "shutil"),
     ("show", "-f", "json"): ("topobind.plan.layouts", "topobind.launch", "topobind.emit.openmpi",
-                             "difflib", "tempfile", "subprocess"),
+                             "topobind.plan.model", "difflib", "tempfile", "subprocess",
+                             "shutil", "json", "shlex"),
+    ("env",): ("topobind.launch.build", "topobind.launch.run", "topobind.launch.launchers",
+               "topobind.cli.commands.run", "topobind.draw.boxes", "difflib", "tempfile",
+               "subprocess", "shutil"),
 }  # fmt: skip
 
 
@@ -371,13 +376,21 @@ def test_a_command_imports_only_what_it_uses(command: tuple[str, ...]) -> None:
 
     name, *fmt = command
     argv = [name, "-t", str(TOPOLOGIES / "192em64t-24n8c2t.xml"), *fmt]
-    if name == "plan":
+    if name in ("plan", "env"):
         argv += ["-l", "spread", "-r", "192"]
     out = subprocess.run([sys.executable, "-c", _MODULES_AFTER, *argv], capture_output=True,
                          text=True, check=True)  # fmt: skip
     status, loaded = out.stdout.split(" ", 1)
     assert status == "0"
     assert not set(UNUSED[command]) & set(loaded.split())
+
+
+def test_plan_formats_are_the_launchers() -> None:
+    """``plan --format`` names the launchers' formats without importing the registry."""
+    from topobind.cli.commands.topo import LAUNCHER_FORMATS
+    from topobind.launch.launchers import plan_formats
+
+    assert plan_formats() == LAUNCHER_FORMATS
 
 
 def test_argparse_types_live_in_the_command_layer() -> None:

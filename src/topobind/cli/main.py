@@ -10,6 +10,7 @@ report or ReFrame code); ``topobind --help`` and unknown commands build the whol
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -24,7 +25,7 @@ COMMANDS: dict[str, str] = {
     "show": "topobind.cli.commands.show",
     "plan": "topobind.cli.commands.topo",
     "run": "topobind.cli.commands.run",
-    "env": "topobind.cli.commands.run",
+    "env": "topobind.cli.commands.env",
     "verify": "topobind.cli.commands.run",
     "spack": "topobind.cli.commands.spack",
     "report": "topobind.cli.commands.report",
@@ -35,13 +36,57 @@ COMMANDS: dict[str, str] = {
     "calibrate": "topobind.cli.commands.validate",
 }
 
+#: the commands a job script runs at every start, bounded by the topology's size (MAX_PUS):
+#: the collector stays off for them (see :func:`main`)
+BOUNDED_COMMANDS = frozenset({"show", "plan", "env"})
+
 #: every module that declares commands, each once, in --help order
 SUBCOMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
+
+
+def terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``: COLUMNS when it is a positive number, else
+    the width of the terminal on stdout, else 80. Here because argparse's formatter imports
+    shutil (and its archive modules) for every option a parser adds, which a job script's
+    ``topobind plan`` would pay on every call (``make bench-plan``)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, its default width (the terminal's, less 2) from
+    :func:`terminal_columns`."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = terminal_columns() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+class RawDescriptionHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """argparse's RawDescriptionHelpFormatter with :class:`HelpFormatter`'s width."""
 
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse with the project's error form: one line, naming the argument and where the
     help is (argparse's own form prints the whole usage first), exit status 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"topobind: error: {message} (see '{self.prog} --help')\n")
@@ -52,7 +97,7 @@ class CommandParser(OneLineParser):
     their line breaks (examples, tables), as every command writes them."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("formatter_class", RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
 
 
@@ -72,7 +117,19 @@ def build_parser(modules: Sequence[str] = SUBCOMMAND_MODULES) -> argparse.Argume
     )
     for name in modules:
         importlib.import_module(name).add_subparser(subparsers)
+    _in_order(subparsers)
     return parser
+
+
+def _in_order(subparsers: Any) -> None:
+    """List the commands in :data:`COMMANDS` order (--help, argparse's choices), whichever
+    module registered them first (``run`` and ``verify`` share a module, ``env`` between
+    them has its own)."""
+    rank = {name: i for i, name in enumerate(COMMANDS)}
+    subparsers._choices_actions.sort(key=lambda action: rank.get(action.dest, len(rank)))
+    ordered = sorted(subparsers.choices.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+    subparsers.choices.clear()
+    subparsers.choices.update(ordered)
 
 
 def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
@@ -83,15 +140,25 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     return build_parser((module,) if module else SUBCOMMAND_MODULES)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, start_up: bool = False) -> int:
     """Parse ``argv`` (default: the process's arguments), run the command, return its exit
-    status; a :class:`TopobindError` becomes one stderr line and its status."""
+    status; a :class:`TopobindError` becomes one stderr line and its status. ``start_up``:
+    the process's collector was turned off for the imports (:func:`entry`); it is turned on
+    again before the command runs."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = parser_for(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if start_up:
+        # What the imports made lives to the end: no collection walks it again (gc.freeze);
+        # the command's own objects are collected as usual (a long 'run' or 'report'), but
+        # for the job-script commands, whose work the topology's size bounds and which make
+        # no reference cycles (reference counting frees what they drop).
+        gc.freeze()
+        if args.command not in BOUNDED_COMMANDS:
+            gc.enable()
     try:
         return int(args.func(args))
     except TopobindError as exc:  # the one place errors are printed
@@ -115,12 +182,20 @@ def _reader_gone() -> None:
 
 
 def entry() -> None:
-    """The ``topobind`` command (pyproject's console script)."""
-    status = main()
+    """The ``topobind`` command (pyproject's console script).
+
+    Start-up costs instructions a job script pays on every call (``make bench-plan``): the
+    cyclic garbage collector is off while the modules and the parser are made (their
+    objects are never garbage), and the objects left at exit are frozen, so the
+    interpreter's last collection does not walk them (the memory goes back with the
+    process)."""
+    gc.disable()
+    status = main(start_up=True)
     try:
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_gone()
+    gc.freeze()
     sys.exit(status)
 
 

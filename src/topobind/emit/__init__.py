@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from topobind.plan.model import Plan
+if TYPE_CHECKING:  # importing an emitter (emit.devices for show) imports no plan model
+    from topobind.plan.model import Plan
 
 
 def launch_dict(plan: Plan) -> dict[str, Any]:

@@ -3,14 +3,16 @@ srun, and the per-rank variables (``ranks[].env``), which only a per-rank step c
 
 from __future__ import annotations
 
-import shlex
+from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
-from topobind.plan.model import Plan, rank_envs
 from topobind.topo.cpukinds import kind_names
 from topobind.topo.devices import Gpu
 from topobind.topo.gpus import RUNTIME_PLUGINS
 from topobind.topo.topology import Topology, format_list
+
+if TYPE_CHECKING:  # 'topobind show' prints devices and imports no plan model
+    from topobind.plan.model import Plan
 
 ENV_NOTE = (
     "each rank needs its own {names} (ranks[].env of the plan): 'topobind run' sets them per "
@@ -34,6 +36,8 @@ def srun_extra(plan: Plan) -> tuple[list[str], list[str]]:
 
 
 def env_notes(plan: Plan) -> list[str]:
+    from topobind.plan.model import rank_envs  # here: show, which has no plan, imports none
+
     names = sorted({k for env in rank_envs(plan).values() for k in env})
     return [ENV_NOTE.format(names="/".join(names))] if names else []
 
@@ -152,6 +156,8 @@ def rank_env_script(plan: Plan) -> str:
     """A POSIX sh wrapper exporting each local rank's variables (``ranks[].env``), for
     hand-written launch lines: ``srun ... ./select.sh ./app`` or ``mpirun ... ./select.sh
     ./app``. One ``sh`` per rank, no Python."""
+
+    import shlex  # here: the sh wrapper alone quotes (show and a JSON plan import none)
 
     if not has_devices(plan):
         raise TopobindError(

@@ -57,7 +57,8 @@ def format_places(places: list[tuple[int, ...]]) -> str:
     return ",".join(parts)
 
 
-_PLACE = re.compile(r"\{([^}]*)\}(?::(-?\d+)(?::(-?\d+))?)?")
+#: one place of an explicit list (compiled by the first reader: writing a plan needs none)
+_PLACE = r"\{([^}]*)\}(?::(-?\d+)(?::(-?\d+))?)?"
 
 
 def parse_places(text: str) -> list[tuple[int, ...]]:
@@ -65,7 +66,7 @@ def parse_places(text: str) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = []
     pos = 0
     text = text.strip()
-    place = _PLACE
+    place = re.compile(_PLACE)  # re's cache: compiled once
     while pos < len(text):
         m = place.match(text, pos)
         if not m:
@@ -107,6 +108,15 @@ def omp_env(plan: Plan, uniform_places: str | None = None) -> dict[str, str]:
         "OMP_PLACES": places,
         "OMP_PROC_BIND": "close",
     }
+
+
+def script_env(plan: Plan) -> dict[str, str]:
+    """What a job script that launches by itself exports (``topobind env``): the OMP_*
+    variables, a single rank's own variables, the layout's name. The same as
+    :func:`topobind.launch.rank_step.job_env` of a shape without a launcher, which ``env`` does
+    not import (the launch stack; tests/cli/test_env_command.py holds the two equal)."""
+    one = dict(plan.ranks[0].env) if plan.nranks == 1 else {}  # a single rank's variables
+    return {**omp_env(plan), **one, "TOPOBIND_LAYOUT": plan.layout}
 
 
 def rank_places(plan: Plan, rank: int) -> str:

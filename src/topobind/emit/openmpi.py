@@ -13,8 +13,6 @@ There a rankfile is emitted, with OS PU numbers (4.x, physical) or the whole nod
 logical numbers (5.x), which is what OpenMPI reads.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from typing import NamedTuple
 

@@ -12,8 +12,6 @@ task/affinity (tests/launch/test_local_slurm.py):
 - A mask holding every CPU of the node means "unbound" to Slurm.
 """
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 from topobind.emit.devices import srun_extra

@@ -4,8 +4,6 @@ One object, one JSON format (``docs/plan-format.md``, schema ``schemas/plan.sche
 A plan knows nothing about launchers; :mod:`topobind.emit` turns it into flags.
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -64,6 +62,8 @@ class RankPlan:
 
 @dataclass(frozen=True)
 class Plan:
+    """Where every rank and thread of one node runs (the JSON form: docs/plan-format.md)."""
+
     topology: Topology
     layout: str
     threads: int  # OpenMP threads per rank

@@ -10,8 +10,6 @@ id. Devices are recognised by name, subtype and PCI class, never by the numeric
 ``osdev_type`` (it differs between hwloc versions and between XMLs of one version).
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 

@@ -25,8 +25,6 @@ apart (two PCI GPUs with one bus id, one OS device name or one runtime index twi
 :attr:`Inventory.refusal`: the per-gpu layout refuses with it, nothing else does.
 """
 
-from __future__ import annotations
-
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass

@@ -18,8 +18,6 @@ them (:func:`state_lines`), and :mod:`topobind.plan.memory` plans page sizes fro
 Every function takes ``root`` (default "/") so tests can give a prepared tree.
 """
 
-from __future__ import annotations
-
 import os
 from typing import NamedTuple
 

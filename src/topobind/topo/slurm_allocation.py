@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -146,6 +145,7 @@ class NodeShare(NamedTuple):
 
 def _scontrol(env: Mapping[str, str], args: list[str], failed: str, fix: str = "") -> str:
     """stdout of ``scontrol ARGS``; when it fails, one line: FAILED (the command: why)FIX."""
+    import subprocess  # here: 'topobind env' reads the allocation from the environment only
 
     command = f"'scontrol {' '.join(args)}'"
     try:

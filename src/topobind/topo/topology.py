@@ -9,8 +9,6 @@ Indexes, always named:
   what OpenMPI prints (``core:L12``).
 """
 
-from __future__ import annotations
-
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -624,7 +622,7 @@ def _opt_int_attr(attrs: Attrs | None, name: str, source: str) -> int | None:
     """:func:`_int_attr`, None when the object or the attribute is absent."""
     if attrs is None or attrs.get(name) is None:
         return None
-    return _int_attr(attrs, name, source)
+    return hwloc_xml.int_attr(attrs, name, source, _XML_FIX)
 
 
 def _is_int(word: str) -> bool:
@@ -632,6 +630,15 @@ def _is_int(word: str) -> bool:
     has thousands of words)."""
     digits = word[1:] if word[:1] == "-" else word
     return 0 < len(digits) <= 20 and digits.isdigit() and digits.isascii()
+
+
+def _all_ints(words: list[str]) -> bool:
+    """Every word :func:`_is_int`; at once for the usual words (ASCII digits, 20 at most: a
+    matrix of 1024 NUMA nodes has a million), word by word otherwise."""
+    joined = "".join(words)
+    if joined.isdigit() and joined.isascii() and max(map(len, words), default=0) <= 20:
+        return True
+    return all(map(_is_int, words))
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -672,7 +679,7 @@ def _parse_numa_distances(doc: HwlocXml) -> tuple[dict[str, list[list[int]]], tu
             continue
         idx_words = "".join(matrix.indexes).split()
         value_words = "".join(matrix.values).split()
-        if not (all(map(_is_int, idx_words)) and all(map(_is_int, value_words))):
+        if not (_all_ints(idx_words) and _all_ints(value_words)):
             continue  # not numbers: the distances are left out, like a malformed matrix
         idx = tuple(int(x) for x in idx_words)
         values = [int(x) for x in value_words]

@@ -1,4 +1,5 @@
-"""``topobind run``, ``topobind env``, ``topobind verify`` (per-rank step: kernels/rankexec.c)."""
+"""``topobind run``, ``topobind verify`` (per-rank step: kernels/rankexec.c; ``topobind env`` is
+:mod:`topobind.cli.commands.env`)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,11 @@ from topobind.cli.commands.common import (
     print_warnings,
     request_from,
 )
-from topobind.emit.devices import env_notes
-from topobind.emit.omp import omp_notes
 from topobind.errors import TopobindError, VerifyFailed, plural
 from topobind.launch import launchers
 from topobind.launch import run as jobrun
 from topobind.launch.launchers.base import Launch
-from topobind.launch.node_groups import env_group
-from topobind.launch.rank_step import job_env
-from topobind.launch.shape import JobShape, NodePlan
+from topobind.launch.shape import NodePlan
 from topobind.launch.verify import all_ok, rows_json, table
 from topobind.launch.verify_devices import env_table, why_variables_only
 from topobind.plan.layouts import per_domain_names
@@ -158,16 +155,6 @@ def add_subparser(subparsers: Any) -> None:
     run.add_argument("--dry-run", action="store_true", help="print the command, do not run")
     run.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
     run.set_defaults(func=run_program)
-
-    env = subparsers.add_parser(
-        "env",
-        help="print the OMP_* exports of a plan, for eval in job scripts",
-        description='For scripts that launch by themselves: eval "$(topobind env --layout L)". '
-        "In a job whose nodes hold different shares the variables must fit every node: "
-        "otherwise only inside a job step (srun), for that node, else an error.",
-    )
-    _plan_args(env)
-    env.set_defaults(func=run_env)
 
     verify = subparsers.add_parser(
         "verify",
@@ -405,30 +392,6 @@ def _print_samples(rows: list[Any], sample_ms: int) -> bool:
 def _node_groups(args: argparse.Namespace) -> list[NodePlan] | None:
     """Plans per group of the job's nodes (None: one plan fits every node)."""
     return jobrun.node_groups(request_from(args, job=True), getattr(args, "launcher", None))
-
-
-def run_env(args: argparse.Namespace) -> int:
-    groups = _node_groups(args)
-    # the job's nodes differ: this node's group, when well defined
-    plan = env_group(groups).plan if groups is not None else plan_for_job(args)
-    # per-gpu: per-rank variables; the memory placement: where it is applied
-    print_warnings(plan, omp_notes(plan) + env_notes(plan) + _env_memory_note(plan))
-    for k, v in job_env(JobShape(plan=plan)).items():
-        print(f"export {k}={shlex.quote(v)}")
-    return 0
-
-
-def _env_memory_note(plan: Plan) -> list[str]:
-    """``topobind env`` exports no memory placement: say where it is applied."""
-    from topobind.plan.memory import needs_step
-
-    if not needs_step(plan):
-        return []
-    return [
-        "the memory placement (--mem, --pages) is not in these exports: launch with "
-        "'topobind run' (its per-rank step applies it) or wrap the program with "
-        "'topobind plan -f numactl'"
-    ]
 
 
 def run_verify(args: argparse.Namespace) -> int:

@@ -20,9 +20,13 @@ from topobind.cli.commands.common import (
 from topobind.emit.openmpi import DEFAULT_RANKFILE
 from topobind.errors import TopobindError, plural
 from topobind.fsutil import atomic_write_text
-from topobind.launch.launchers import plan_formats
 from topobind.plan.model import Plan
 from topobind.topo.topology import format_list
+
+#: the launchers' formats (``plan_format`` of topobind.launch.launchers.REGISTRY, in its order),
+#: named here so that a plan in another format imports no launcher (tests/cli/test_cli_plan.py
+#: holds the two equal)
+LAUNCHER_FORMATS = ("openmpi", "openmpi4", "mpich", "intelmpi", "srun")
 
 PLAN_EPILOG = """\
 examples:
@@ -65,7 +69,7 @@ def add_subparser(subparsers: Any) -> None:
             "picture",
             "json",
             "env",
-            *plan_formats(),  # the launchers' (topobind.launch.launchers.REGISTRY)
+            *LAUNCHER_FORMATS,
             "rankfile",
             "rankfile4",
             "gres",
@@ -173,7 +177,7 @@ def _print_plan(plan: Plan, args: argparse.Namespace) -> list[str]:
         print(text_grid(plan))
     elif fmt == "env":
         return _print_env(plan)
-    elif fmt in plan_formats():
+    elif fmt in LAUNCHER_FORMATS:
         return _print_argv(plan, args)
     elif fmt == "rank-env":
         from topobind.emit.devices import rank_env_script
