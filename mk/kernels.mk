@@ -1,21 +1,16 @@
-# Kernels (C11 + OpenMP): STREAM, DGEMM, latency, c2c, whereami, hugepage LD_PRELOAD shim.
+# Kernels (C11 + OpenMP): STREAM, DGEMM, latency, c2c, whereami.
 # Binaries land in kernels/bin/ (see kernels/Makefile; CC, CFLAGS, PREFIX are passed through).
+# 'make kernels' also builds the rank step (rankstep/, mk/rankstep.mk): rankexec and the
+# hugepage shim, which 'topobind run' and 'topobind bench --pages' need beside the kernels.
 .PHONY: kernels kernels-clean kernels-install
 
-kernels:
+kernels: rankstep
 	$(MAKE) -C kernels
 
-kernels-install: kernels
+kernels-install: kernels rankstep-install
 	$(MAKE) -C kernels install
 
-kernels-clean:
+kernels-clean: rankstep-clean
 	$(MAKE) -C kernels clean
 
 TEST_PREREQS += kernels
-
-# The per-rank step (kernels/bin/rankexec) against a bare exec: results/bench/rankstep.json.
-.PHONY: bench-rankstep
-bench-rankstep: kernels
-	$(PY) scripts/bench-rankstep.py
-
-BENCH_TARGETS += bench-rankstep
