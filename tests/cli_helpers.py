@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from paths import KERNELS_BIN
+from paths import RANKSTEP_BIN
 
 
 def venv_bin(name: str) -> Path:
@@ -28,7 +28,7 @@ TOPOBIND = str(venv_bin("topobind"))
 #: this process's environment without the SLURM_* (an enclosing job's) and OMP_* variables
 NO_SLURM = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMP_"))}
 #: the per-rank step, as built by ``make kernels``
-RANKEXEC = KERNELS_BIN / "rankexec"
+RANKEXEC = RANKSTEP_BIN / "rankexec"
 
 
 def run_rankexec(step: Path, *program: str, **env: str) -> subprocess.CompletedProcess[str]:

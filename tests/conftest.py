@@ -28,7 +28,8 @@ def topobind_cli() -> Cli:
 
 @pytest.fixture(scope="session")
 def built_kernels() -> None:
-    """The C kernels (kernels/bin), built once per session; a no-op when up to date."""
+    """The C kernels (kernels/bin) and the rank step (rankstep/bin), built once per session; a
+    no-op when up to date."""
     ensure_built()
 
 

@@ -21,14 +21,16 @@ _built = False
 
 
 def ensure_built() -> None:
-    """Build the kernels once per session (a no-op when they are up to date)."""
+    """Build the kernels and the rank step (rankexec, the hugepage shim) once per session (a
+    no-op when they are up to date)."""
     global _built
     if _built:
         return
-    proc = subprocess.run(
-        ["make", "-s", "-C", str(REPO / "kernels")], capture_output=True, text=True, check=False
-    )
-    assert proc.returncode == 0, f"make -C kernels failed:\n{proc.stdout}\n{proc.stderr}"
+    for folder in ("kernels", "rankstep"):
+        proc = subprocess.run(
+            ["make", "-s", "-C", str(REPO / folder)], capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 0, f"make -C {folder} failed:\n{proc.stdout}\n{proc.stderr}"
     _built = True
 
 

@@ -1,5 +1,5 @@
 """Property-based tests (Hypothesis) through the real programs: step files through
-``kernels/bin/rankexec`` itself, and hostile topologies, synthetic descriptions, Slurm
+``rankstep/bin/rankexec`` itself, and hostile topologies, synthetic descriptions, Slurm
 variables and result files through the ``topobind`` command.
 
 Property: the command succeeds with a result that agrees with the input, or exits non-zero
@@ -19,7 +19,7 @@ from cli_helpers import NO_SLURM, TOPOBIND
 from fuzzing import HANG_S, fuzz, limit_memory, one_error_line
 from hypothesis import given
 from hypothesis import strategies as st
-from paths import KERNELS_BIN
+from paths import RANKSTEP_BIN
 from test_fuzz_inputs import (
     GOOD_RESULT,
     hostile_text,
@@ -33,7 +33,7 @@ from topobind.topo.topology import parse_list
 
 pytestmark = pytest.mark.slow
 
-RANKEXEC = KERNELS_BIN / "rankexec"
+RANKEXEC = RANKSTEP_BIN / "rankexec"
 CPUS = sorted(os.sched_getaffinity(0))
 
 

@@ -313,7 +313,7 @@ def test_a_preset_device_variable_is_named_with_a_topology_file() -> None:
 
 
 # --------------------------------------------------------------------------- the per-rank step
-RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
+RANKEXEC = REPO / "rankstep" / "bin" / "rankexec"
 needs_rankexec = pytest.mark.skipif(not RANKEXEC.exists(), reason="run 'make kernels' first")
 
 

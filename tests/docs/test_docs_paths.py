@@ -35,7 +35,7 @@ def test_no_machine_path_in_the_docs() -> None:
     "captured, shown",
     [
         ("export PATH=/work/main/.venv/bin:$PATH", "export PATH=/path/to/topobind/.venv/bin:$PATH"),
-        ("/work/wt/mpislurm/kernels/bin/rankexec", "/path/to/topobind/kernels/bin/rankexec"),
+        ("/work/wt/mpislurm/rankstep/bin/rankexec", "/path/to/topobind/rankstep/bin/rankexec"),
         ("-t /work/shared/topologies/a.xml", "-t /path/to/shared/topologies/a.xml"),
         ("into /tmp/topobind-dry-run-g8mk0db4;", "into /tmp/topobind-dry-run-XXXXXXXX;"),
         ("/tmp/tbdoc/.topobind-run-j91v6mue/hostfile", "~/job/.topobind-run-XXXXXXXX/hostfile"),

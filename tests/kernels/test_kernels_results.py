@@ -163,7 +163,11 @@ def test_find_kernel_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(TopobindError, match="make kernels"):  # the explicit dir only
         kernels.find_kernel("dgemm")
     monkeypatch.delenv("TOPOBIND_KERNELS_DIR")
-    assert kernels.find_kernel("dgemm").parent.name == "bin"  # kernels/bin of the repo
+    assert kernels.find_kernel("dgemm") == REPO / "kernels" / "bin" / "dgemm"
+    # the rank step is built apart from the kernels (rankstep/bin); an installation puts both
+    # in one bin/ (TOPOBIND_KERNELS_DIR, above)
+    assert kernels.find_kernel("rankexec") == REPO / "rankstep" / "bin" / "rankexec"
+    assert kernels.find_kernel(kernels.HUGEPAGE_SHIM).parent == REPO / "rankstep" / "bin"
     with pytest.raises(TopobindError, match="make kernels"):
         kernels.find_kernel("no-such-kernel")
 
@@ -255,20 +259,23 @@ def test_latency_numa_matrices() -> None:
 
 @pytest.mark.slow
 def test_make_from_clean_has_no_warnings(tmp_path: Path) -> None:
-    """Build a pristine copy of kernels/ with the default flags: no warning may appear."""
-    src = KSRC
-    subprocess.run(["cp", "-r", str(src), str(tmp_path / "k")], check=True)
-    subprocess.run(["make", "-s", "-C", str(tmp_path / "k"), "clean"], check=True)
-    proc = subprocess.run(
-        ["make", "-C", str(tmp_path / "k"), f"-j{os.cpu_count() or 2}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "warning" not in (proc.stdout + proc.stderr).lower()
-    for name in [*KERNELS, "libtbhugepages.so"]:
-        assert (tmp_path / "k" / "bin" / name).exists()
+    """Build a pristine copy of kernels/ and rankstep/ (which compiles kernels/common's helpers
+    too) with the default flags: no warning may appear."""
+    for folder, targets in (("kernels", []), ("rankstep", ["all", "spank-option"])):
+        subprocess.run(["cp", "-r", str(REPO / folder), str(tmp_path / folder)], check=True)
+        subprocess.run(["make", "-s", "-C", str(tmp_path / folder), "clean"], check=True)
+        proc = subprocess.run(
+            ["make", "-C", str(tmp_path / folder), f"-j{os.cpu_count() or 2}", *targets],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "warning" not in (proc.stdout + proc.stderr).lower()
+    for name in KERNELS:
+        assert (tmp_path / "kernels" / "bin" / name).exists()
+    for name in ("rankexec", "libtbhugepages.so", "tb-bigalloc", "tb-spank-option"):
+        assert (tmp_path / "rankstep" / "bin" / name).exists()
 
 
 def _dgemm_bound(exe: Path, tmp: Path) -> tuple[dict, str]:

@@ -13,13 +13,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from paths import KERNELS_BIN, REPO
+from paths import RANKSTEP_BIN, REPO
 
 KERNELS = REPO / "kernels"
-SPANK = REPO / "launchers" / "spank"
+RANKSTEP = REPO / "rankstep"
 # The C files whose code is in rankexec (a static binary: glibc's AVX variants are in it too,
 # chosen at run time by CPUID; only our own functions are judged).
-RANKEXEC_SOURCES = [KERNELS / "rankexec.c", KERNELS / "common" / "tb_step.c",
+RANKEXEC_SOURCES = [RANKSTEP / "rankexec.c", RANKSTEP / "tb_step.c",
                     KERNELS / "common" / "tb_util.c"]  # fmt: skip
 X86 = platform.machine() == "x86_64"
 
@@ -35,16 +35,27 @@ def dry_run(*args: str) -> str:
 def test_make_builds_the_step_the_shim_and_the_plugin_for_the_baseline(cflags: str | None) -> None:
     """Also when the kernels' CFLAGS ask for -march=native on the command line."""
     extra = [f"CFLAGS={cflags}"] if cflags else []
-    step = dry_run("-C", str(KERNELS), "bin/rankexec", "bin/libtbhugepages.so", *extra)
-    plugin = dry_run("-C", str(SPANK), *extra)
-    for text, built in ((step, "bin/rankexec"), (step, "bin/libtbhugepages.so"),
-                        (plugin, "topobind_spank.so")):  # fmt: skip
+    step = dry_run("-C", str(RANKSTEP), "bin/rankexec", "bin/libtbhugepages.so", *extra)
+    plugin = dry_run("-C", str(RANKSTEP), "spank", *extra)
+    built_by = [(step, "bin/rankexec"), (step, "bin/libtbhugepages.so"),
+                (plugin, "bin/topobind_spank.so"), (plugin, "bin/tb-spank-option")]  # fmt: skip
+    for text, built in built_by:
         assert built in text
         assert "-march=native" not in text, text
         if X86:
             assert "-march=x86-64 -mtune=generic" in text, text
     kernels = dry_run("-C", str(KERNELS), "bin/stream")
     assert "-march=native" in kernels  # the benchmarks stay native, as the Makefile says
+
+
+def test_make_kernels_builds_the_rank_step_beside_the_kernels() -> None:
+    """The top-level 'make kernels' (what the docs and a new user run) builds rankstep/ too:
+    'topobind run' needs rankexec and the shim; the kernels' -march=native stays in kernels/."""
+    text = dry_run("-C", str(REPO), "kernels")
+    step = text[text.index("make -C rankstep") : text.index("make -C kernels")]
+    assert "-o bin/rankexec" in step and "-o bin/libtbhugepages.so" in step, text
+    assert "-march=native" not in step
+    assert "-o bin/stream" in text[text.index("make -C kernels") :]
 
 
 def defined_functions(sources: list[Path]) -> set[str]:
@@ -104,7 +115,7 @@ def test_the_scan_finds_avx_code(tmp_path: Path) -> None:
 @needs_objdump
 @pytest.mark.parametrize("name", ["rankexec", "libtbhugepages.so", "topobind_spank.so"])
 def test_the_built_step_shim_and_plugin_hold_no_avx(name: str) -> None:
-    path = SPANK / name if name.startswith("topobind_spank") else KERNELS_BIN / name
+    path = RANKSTEP_BIN / name
     if not path.exists():
         pytest.skip(f"{path} not built (make kernels / make spank)")
     only = defined_functions(RANKEXEC_SOURCES) if name == "rankexec" else None

@@ -1,7 +1,7 @@
 """Property tests (Hypothesis, tests/fuzzing.py) of the per-rank step's outside input, through
 the C code itself (issue 31, "a net for the next ones"): the memory fields of a step-file line
-through kernels/bin/rankexec, and srun's --topobind=... option through the SPANK plugin's
-parser (launchers/spank/tb-spank-option, the plugin's spank_option.c without Slurm).
+through rankstep/bin/rankexec, and srun's --topobind=... option through the SPANK plugin's
+parser (rankstep/bin/tb-spank-option, the plugin's spank_option.c without Slurm).
 
 The property: the right result, or one error line and exit 125 with the program not run
 (rankexec); one error line, or the argv words `topobind plan` gets, each one option
@@ -18,10 +18,10 @@ import pytest
 from fuzzing import fuzz
 from hypothesis import example, given
 from hypothesis import strategies as st
-from paths import KERNELS_BIN, REPO
+from paths import RANKSTEP_BIN
 
-RANKEXEC = KERNELS_BIN / "rankexec"
-OPTION = REPO / "launchers" / "spank" / "tb-spank-option"
+RANKEXEC = RANKSTEP_BIN / "rankexec"
+OPTION = RANKSTEP_BIN / "tb-spank-option"
 pytestmark = pytest.mark.slow
 
 

@@ -272,7 +272,7 @@ def test_dry_run_writes_nothing_to_the_working_directory(tmp_path: Path) -> None
     kept = [d for d in (tmp_path / "tmp").iterdir()]
     assert len(kept) == 1 and kept[0].name.startswith("topobind-dry-run-")
     assert f"# files this command reads (kept; remove when done): {kept[0]}" in out.stdout
-    assert f"kernels/bin/rankexec {kept[0]}/rankexec.txt -- ./app" in out.stdout
+    assert f"rankstep/bin/rankexec {kept[0]}/rankexec.txt -- ./app" in out.stdout
     text = (kept[0] / "rankexec.txt").read_text()
     assert text.splitlines()[0] == "topobind-rankexec 1" and "1\tOMP_NUM_THREADS=1\t" in text
     assert (kept[0] / "rankexec.txt").stat().st_mode & 0o777 == 0o600

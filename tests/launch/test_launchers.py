@@ -54,9 +54,9 @@ def test_run_help_and_plan_formats_come_from_the_registry() -> None:
 
 
 def test_rank_variables_match_the_c_per_rank_step() -> None:
-    """kernels/rankexec.c reads the launchers' local-rank then rank variables in the
+    """rankstep/rankexec.c reads the launchers' local-rank then rank variables in the
     registry's order (innermost launcher first); tb_json.c the rank and size variables."""
-    src = (REPO / "kernels/rankexec.c").read_text()
+    src = (REPO / "rankstep/rankexec.c").read_text()
 
     def c_list(name: str, text: str) -> list[str]:
         m = re.search(name + r"\[\] = \{(.*?)NULL\}", text, re.S)

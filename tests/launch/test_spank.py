@@ -1,4 +1,4 @@
-"""The Slurm SPANK plugin (launchers/spank/topobind_spank.so): ``srun --topobind=LAYOUT`` on the
+"""The Slurm SPANK plugin (rankstep/bin/topobind_spank.so): ``srun --topobind=LAYOUT`` on the
 local 3-node cluster places every task with no wrapper, and ``topobind verify`` agrees; the
 step file it reads (``topobind plan --format rankexec --slurm-cores``); its errors."""
 
@@ -23,7 +23,7 @@ from slurm_helpers import (
 )
 
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
-PLUGIN_DIR = REPO / "launchers" / "spank"
+RANKSTEP = REPO / "rankstep"
 HAVE_HEADER = Path("/usr/include/slurm/spank.h").exists()
 
 
@@ -82,7 +82,7 @@ def test_rankexec_bad_slurm_cores(cores: str, message: str) -> None:
 # ------------------------------------------------------------------ the plugin on Slurm
 def build_plugin(*make_args: str) -> None:
     out = subprocess.run(
-        ["make", "-s", "-C", str(PLUGIN_DIR), *make_args],
+        ["make", "-s", "-C", str(RANKSTEP), "spank", *make_args],
         capture_output=True,
         text=True,
         timeout=300,

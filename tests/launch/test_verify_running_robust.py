@@ -1,5 +1,5 @@
 """Verification that must not pass falsely, verdicts that say what was seen, and signals in
-the sample wait (issue 22 items 2-4), run for real: the per-rank step (kernels/bin/rankexec)
+the sample wait (issue 22 items 2-4), run for real: the per-rank step (rankstep/bin/rankexec)
 samples the program and its descendants, OpenMPI launches, the placement probe."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import NO_SLURM, TOPOBIND, run_topobind
-from paths import KERNELS_BIN
+from paths import KERNELS_BIN, RANKSTEP_BIN
 
 from topobind.launch.verify import Observed, compare
 from topobind.plan.model import PlannedRank
 
-RANKEXEC = KERNELS_BIN / "rankexec"
+RANKEXEC = RANKSTEP_BIN / "rankexec"
 WHEREAMI = KERNELS_BIN / "whereami"
 
 pytestmark = [

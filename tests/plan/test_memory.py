@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import NO_SLURM, run_topobind
-from paths import REPO
+from paths import RANKSTEP_BIN, REPO
 from plans import plan_of
 
 from topobind.cli.commands.common import size_arg
@@ -184,13 +184,13 @@ def test_step_fields() -> None:
     assert not needs_step(one) and step_fields(one, one.ranks[0], None) == []
 
 
-@pytest.mark.skipif(not (REPO / "kernels/bin/rankexec").exists(), reason="run 'make kernels' first")
+@pytest.mark.skipif(not (RANKSTEP_BIN / "rankexec").exists(), reason="run 'make kernels' first")
 def test_sizes_and_static_programs() -> None:
     assert size_arg("512M") == 512 << 20 and size_arg("4GiB") == 4 << 30 and size_arg("7") == 7
     for bad in ("", "0", "x1G", "1P", "9" * 20, "²G", "٣M"):  # Unicode digits: int() takes them
         with pytest.raises(Exception, match="not a size"):
             size_arg(bad)
-    assert is_static(str(REPO / "kernels/bin/rankexec"))  # built with -static
+    assert is_static(str(RANKSTEP_BIN / "rankexec"))  # built with -static
     assert not is_static("/bin/true") and not is_static(str(REPO / "scripts/local-slurm"))
 
 

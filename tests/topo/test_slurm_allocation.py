@@ -42,7 +42,7 @@ from topobind.topo.slurm_allocation import expand_counts, tasks_on_each_node
 from topobind.topo.topology import load
 
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
-RANKEXEC = REPO / "kernels" / "bin" / "rankexec"
+RANKEXEC = REPO / "rankstep" / "bin" / "rankexec"
 NODE4 = "synthetic:pack:1 l3:1 core:4 pu:1"  # a 4-core node: OS PUs 0-3
 NODE8_SMT = "synthetic:pack:2 l3:1 core:4 pu:2"  # 2 x 4 cores x 2 PUs; eoc needs a rankfile
 

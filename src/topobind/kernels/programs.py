@@ -1,11 +1,13 @@
 """Python side of the C kernels: find the binaries, run them, read and check their results.
 
-The kernels (``kernels/``: stream, dgemm, latency, c2c, whereami, whereami-mpi and the
-LD_PRELOAD shim libtbhugepages.so) write one JSON document per run in the format
-``topobind.result/1`` (``schemas/result.schema.json``, ``docs/results-format.md``).
+The kernels (``kernels/``: stream, dgemm, latency, c2c, whereami, whereami-mpi) write one JSON
+document per run in the format ``topobind.result/1`` (``schemas/result.schema.json``,
+``docs/results-format.md``). The rank step (``rankstep/``: rankexec, the LD_PRELOAD shim
+libtbhugepages.so) is found the same way.
 
 * :func:`find_kernel` / :func:`run_kernel` locate a binary (``TOPOBIND_KERNELS_DIR``, then
-  ``kernels/bin`` of this repository, then ``PATH``) and run it with ``--json``.
+  ``kernels/bin`` and ``rankstep/bin`` of this repository, then ``PATH``) and run it with
+  ``--json``.
 Results are parsed and validated by :mod:`topobind.kernels.results`.
 The hugetlb page pools (status, reservation) are :mod:`topobind.kernels.hugepages`.
 """
@@ -31,7 +33,11 @@ EXIT_USAGE = 2
 EXIT_PAGES = 3
 EXIT_INVALID = 4
 
-_REPO_KERNELS_BIN = Path(__file__).resolve().parents[3] / "kernels" / "bin"
+_REPO = Path(__file__).resolve().parents[3]
+_REPO_KERNELS_BIN = _REPO / "kernels" / "bin"
+#: where ``make`` puts the binaries in a checkout: the kernels, then the rank step (rankexec,
+#: the shim); an installation (``make kernels-install``, Spack) has them all in one bin/
+_REPO_BINS = (_REPO_KERNELS_BIN, _REPO / "rankstep" / "bin")
 
 
 # --------------------------------------------------------------------------- locating + running
@@ -46,21 +52,22 @@ def kernels_dir() -> Path | None:
 
 
 def find_kernel(name: str) -> Path:
-    """Path of kernel binary ``name`` (or the shim ``libtbhugepages.so``).
+    """Path of kernel binary ``name`` (or ``rankexec``, or the shim ``libtbhugepages.so``).
 
     ``$TOPOBIND_KERNELS_DIR`` when set (and only there: an explicit choice is not second-
-    guessed); otherwise ``kernels/bin`` of this repository, then ``PATH``.
+    guessed); otherwise ``kernels/bin`` and ``rankstep/bin`` of this repository, then ``PATH``.
     """
     env = os.environ.get("TOPOBIND_KERNELS_DIR")
-    p = (Path(env) if env else _REPO_KERNELS_BIN) / name
-    if p.is_file() and (name.endswith(".so") or os.access(p, os.X_OK)):
-        return p
+    for d in (Path(env),) if env else _REPO_BINS:
+        p = d / name
+        if p.is_file() and (name.endswith(".so") or os.access(p, os.X_OK)):
+            return p
     found = None if env else shutil.which(name)
     if found and not name.endswith(".so"):
         return Path(found)
-    where = f"$TOPOBIND_KERNELS_DIR={env}, " if env else ""
+    where = f"$TOPOBIND_KERNELS_DIR={env}" if env else " or ".join(map(str, _REPO_BINS))
     raise TopobindError(
-        f"kernel {name!r} not found in {where}{_REPO_KERNELS_BIN} or PATH; build it with "
+        f"kernel {name!r} not found in {where} or PATH; build it with "
         "'make kernels' (or set TOPOBIND_KERNELS_DIR)"
     )
 
