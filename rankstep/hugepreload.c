@@ -1,7 +1,7 @@
 /*
  * hugepreload.c - LD_PRELOAD shim serving large allocations from hugetlb pages.
  *
- *   LD_PRELOAD=kernels/bin/libtbhugepages.so TOPOBIND_HUGE_PAGES=1G ./xhpl
+ *   LD_PRELOAD=rankstep/bin/libtbhugepages.so TOPOBIND_HUGE_PAGES=1G ./xhpl
  *
  * Allocations of at least TOPOBIND_HUGE_MIN bytes (default 64M; suffixes K/M/G = KiB/MiB/GiB)
  * made through malloc, calloc, realloc, posix_memalign, aligned_alloc or memalign are served

@@ -9,7 +9,7 @@
  *
  * FILE's format, which line a rank takes, and the refusals (one line, exit 125): the one
  * reference is docs/step-file.md. The line is applied by the step library (tb_step_apply,
- * common/tb_step.c: binding, memory policy and THP, each read back; variables), as the SPANK
+ * tb_step.c: binding, memory policy and THP, each read back; variables), as the SPANK
  * plugin applies it. FILE must be a regular file owned by the user running rankexec and not
  * writable by group or others (per-rank environment from a file someone else can change
  * would be a way into every job). Built for the architecture's baseline (Makefile,
@@ -137,7 +137,7 @@ static char *read_plan(const char *path)
     return buf;
 }
 
-/* The rank's line of the step file (the shared reader, common/tb_step.c); an error names PATH. */
+/* The rank's line of the step file (the shared reader, tb_step.c); an error names PATH. */
 static tb_step_choice choose(char *text, const char *path, const char *host, long rank)
 {
     tb_step_choice c = {0};

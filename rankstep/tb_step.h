@@ -4,8 +4,8 @@
  * line of a local rank for a host, and apply it (tb_step_apply: binding, memory policy, THP,
  * each read back; variables through the caller). No exit, no output: errors come back as
  * text for the caller to report.
- * Used by the SPANK plugin (launchers/spank/topobind_spank.c) and by the per-rank step
- * kernels/rankexec.c.
+ * Used by the SPANK plugin (topobind_spank.c) and by the per-rank step rankexec.c, the
+ * library's two thin callers (README.md).
  */
 #ifndef TB_STEP_H
 #define TB_STEP_H

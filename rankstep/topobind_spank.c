@@ -12,7 +12,7 @@
  * tasks are forked) the plugin runs
  *   topobind plan --topology live --slurm-cores STEP_CORES --ranks LOCAL_TASKS
  *                 --threads T --layout LAYOUT [--OPT VALUE...] --format rankexec
- * and keeps its output, a version-2 step file (the format kernels/rankexec.c reads: one line
+ * and keeps its output, a version-2 step file (the format rankstep/rankexec.c reads: one line
  * per local task with %cpus= and the task's variables), in memory. Each node plans its own
  * share (its task count and the cores the step holds there). Per task (slurm_spank_task_init,
  * in the task just before exec, after task/affinity's own binding) it picks the line of the
@@ -89,7 +89,7 @@ __attribute__((constructor)) static void check_slurm_version(void)
         fprintf(stderr,
                 "topobind_spank: error: built for Slurm %d.%02d (libslurm API %d), but this "
                 "Slurm's libslurm API is %ld (another release): rebuild the plugin against this "
-                "Slurm's slurm/spank.h (Debian: libslurm-dev; make -C launchers/spank)\n",
+                "Slurm's slurm/spank.h (Debian: libslurm-dev; make -C rankstep spank)\n",
                 SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
                 SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER), TB_SLURM_API, running);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hugepages for programs we do not build: topobind's LD_PRELOAD shim (kernels/hugepreload.c)
+"""Hugepages for programs we do not build: topobind's LD_PRELOAD shim (rankstep/hugepreload.c)
 against glibc's own ``GLIBC_TUNABLES=glibc.malloc.hugetlb=<page size>`` (glibc >= 2.35).
 
 HPL (Debian's hpcc, 2 ranks through OpenMPI 4's mpirun, the same hpccinf.txt) and DGEMM (a
@@ -42,7 +42,7 @@ from topobind.bench.hpl import hpccinf_txt, make_config  # noqa: E402
 from topobind.fsutil import atomic_write_text  # noqa: E402
 
 MPIRUN4 = "/usr/bin/mpirun"
-SHIM = ROOT / "kernels" / "bin" / "libtbhugepages.so"
+SHIM = ROOT / "rankstep" / "bin" / "libtbhugepages.so"
 POOLS = {"2M": 2048, "1G": 1048576}  # kB
 WANT = {"2M": 1024, "1G": 4}  # 2 GiB of 2 MiB pages, 4 GiB of 1 GiB pages
 HPL_N, HPL_NB = 3840, 192
@@ -213,7 +213,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=int(os.environ.get("BENCH_REPEAT", "5")))
     args = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("hpcc") or not SHIM.exists():
-        print("bench-hugetlb: needs root, hpcc and kernels/bin/libtbhugepages.so", file=sys.stderr)
+        print("bench-hugetlb: needs root, hpcc and rankstep/bin/libtbhugepages.so", file=sys.stderr)
         return 2
     before = {s: read_pool(s, "nr_hugepages") for s in POOLS}
     try:

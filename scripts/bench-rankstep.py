@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: the per-rank step of `topobind run` (kernels/bin/rankexec) against a bare exec.
+"""Benchmark: the per-rank step of `topobind run` (rankstep/bin/rankexec) against a bare exec.
 
 Writes results/bench/rankstep.json. For each way of starting a rank's program (/bin/true):
 - wall time per rank: the program started REPEAT times, one after the other, each as a fresh

@@ -161,7 +161,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("bench-spank: needs root (the local Slurm cluster)", file=sys.stderr)
         return 1
-    so = REPO / "launchers" / "spank" / "topobind_spank.so"
+    so = REPO / "rankstep" / "bin" / "topobind_spank.so"
     if not so.exists():
         print("bench-spank: build the plugin first: make spank", file=sys.stderr)
         return 1

@@ -264,7 +264,10 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
         self.num_tasks = 1
         if self.tb_partition.exclusive:
             self.exclusive_access = True
-        self.env_vars["TOPOBIND_KERNELS_DIR"] = str(kernels_dir())
+        if os.environ.get("TOPOBIND_KERNELS_DIR"):
+            # an installation's one bin/ (kernels, rankexec, the shim); a checkout's topobind
+            # finds its kernels/bin and rankstep/bin itself
+            self.env_vars["TOPOBIND_KERNELS_DIR"] = str(kernels_dir())
         self.env_vars["TOPOBIND_WORKDIR"] = "."  # topobind run's scratch files: the stage dir
         # The job holds the node with one task and topobind run starts every step itself: plan
         # each layout's own rank count, not the job's one task.

@@ -272,7 +272,7 @@ def _forged_kernels(tmp_path: Path) -> Path:
     kdir = tmp_path / "kernels"
     kdir.mkdir()
     real = REPO / "kernels" / "bin"
-    for f in real.iterdir():
+    for f in [*real.iterdir(), *(REPO / "rankstep" / "bin").iterdir()]:  # an installation's bin/
         (kdir / f.name).symlink_to(f)
     (kdir / "stream").unlink()
     (kdir / "stream").write_text(

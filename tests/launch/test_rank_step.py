@@ -1,4 +1,4 @@
-"""The per-rank step (kernels/bin/rankexec) and the checks of the real program, run for real:
+"""The per-rank step (rankstep/bin/rankexec) and the checks of the real program, run for real:
 the file it reads, its refusals, real libgomp's places, restricted masks under OpenMPI 4 and 5,
 and --verify-running catching a program that rebinds itself."""
 

@@ -180,7 +180,7 @@ def test_gpu_options_belong_to_per_gpu(capsys: pytest.CaptureFixture[str]) -> No
 def test_run_writes_each_ranks_variables_into_the_rank_step_file(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The per-rank step (kernels/rankexec.c) reads each rank's ranks[].env from the file
+    """The per-rank step (rankstep/rankexec.c) reads each rank's ranks[].env from the file
     topobind run writes: one line per local rank."""
     import re
 

@@ -94,8 +94,10 @@ def test_installed_topobind_runs_through_the_view(
     assert topobind == f"{view}/bin/topobind"
     version = subprocess.run([topobind, "--version"], capture_output=True, text=True, env=env)
     assert version.returncode == 0, version.stderr
-    for name in ("whereami", "whereami-mpi", "stream", "dgemm", "topobind-run", "topobind-env"):
+    for name in ("whereami", "whereami-mpi", "stream", "dgemm", "rankexec", "topobind-run",
+                 "topobind-env"):  # fmt: skip
         assert shutil.which(name, path=env["PATH"]) == f"{view}/bin/{name}", name
+    assert (view / "bin" / "libtbhugepages.so").is_file()  # the shim, from rankstep/ as rankexec
     where = subprocess.run(
         ["topobind-run", "--launcher", "none", "--", "whereami"],
         capture_output=True,

@@ -1,7 +1,7 @@
 """The memory placement (``ranks[].memory``) for hand-written launch lines: a ``numactl``
 wrapper per local rank (``plan -f numactl``) and Slurm's ``--mem-bind`` where it can say it.
 
-``topobind run`` applies the placement through its per-rank step (kernels/rankexec.c), with
+``topobind run`` applies the placement through its per-rank step (rankstep/rankexec.c), with
 every launcher; these are for scripts that launch by themselves.
 """
 

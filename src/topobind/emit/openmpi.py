@@ -131,7 +131,7 @@ def _resource_name(resource: str, version: int) -> str:
 WHOLE_CORE_NOTE = (
     "--bind-to core binds each rank to every PU of its cores, so OMP_PLACES=cores gives each "
     "thread a whole core (all its PUs), not only the planned PU; for exactly the planned PUs "
-    "launch with 'topobind run' (its per-rank step, kernels/bin/rankexec, exports each "
+    "launch with 'topobind run' (its per-rank step, rankstep/bin/rankexec, exports each "
     "rank's exact OMP_PLACES) or export OMP_PLACES per rank from ranks[].places"
 )
 

@@ -11,7 +11,7 @@ write), handing it the per-rank step (:class:`topobind.launch.rank_step.StepFile
 - Inside a Slurm allocation (``SLURM_JOB_ID`` set) the default launcher is ``srun``;
   outside, ``mpirun`` for several ranks and no launcher for one.
 - The OpenMPI flavour (4.x or 5.x) is read from ``mpirun --version``.
-- The per-rank step is ``kernels/bin/rankexec`` (C, no interpreter): it reads the line of its
+- The per-rank step is ``rankstep/bin/rankexec`` (C, no interpreter): it reads the line of its
   local rank in a file prepared once by ``topobind run`` (exact ``OMP_PLACES`` and any other
   per-rank variable) and execs the program. It is left out where the launcher's mask and one
   uniform environment already give every thread its planned PU.

@@ -1,4 +1,4 @@
-"""The per-rank step of a job shape (kernels/bin/rankexec), as the launchers build their
+"""The per-rank step of a job shape (rankstep/bin/rankexec), as the launchers build their
 commands with it (:class:`StepFiles`, the one :class:`topobind.launch.shape.RankStep`):
 the variables every rank gets (:func:`job_env`), whether one uniform environment is exact
 without the step (:func:`uniform_env_is_exact`), the step file's text for a shape (the
@@ -42,7 +42,7 @@ def uniform_env_is_exact(plan: Plan, launcher: str) -> bool:
 
 def rank_step_text(shape: JobShape, plan: Plan | None = None, bind: bool = False) -> str:
     """The file rankexec reads: one line per local rank of ``plan`` (default: the shape's)
-    with its variables (see kernels/rankexec.c); ``bind``: each line also binds its rank
+    with its variables (see rankstep/rankexec.c); ``bind``: each line also binds its rank
     to its planned CPUs (version 2: a launcher whose own binding is off)."""
     plan = plan or shape.plan
     masks = tuple(launcher_masks(plan, "srun")) if bind else None

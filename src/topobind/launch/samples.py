@@ -1,6 +1,6 @@
 """The per-rank step's samples of a running program (``topobind run --verify-running``).
 
-rankexec's sampler (kernels/rankexec.c) writes one JSON line per rank: every thread of the
+rankexec's sampler (rankstep/rankexec.c) writes one JSON line per rank: every thread of the
 program it exec'd and of the program's descendants, each with its process (id, name) and
 whether that process is a *wrapper*, one with children of its own (``/usr/bin/time``,
 ``perf stat``, a shell, ``taskset``...), and the CPUs the rank was started on. The planned

@@ -1,4 +1,4 @@
-"""What the Slurm SPANK plugin (``launchers/spank/topobind_spank.c``) asks of topobind, once
+"""What the Slurm SPANK plugin (``rankstep/topobind_spank.c``) asks of topobind, once
 per node per step: the plan of this node's share as a version-2 per-rank step file.
 
 ``srun --topobind=LAYOUT`` makes slurmstepd run ``topobind plan --topology live
@@ -8,7 +8,7 @@ per node per step: the plan of this node's share as a version-2 per-rank step fi
 plugin keeps the output in memory and gives each task its line: ``%cpus=`` (the task's
 mask) and its variables (exact ``OMP_PLACES``, ``OMP_PROC_BIND``, ``OMP_NUM_THREADS``,
 device variables), the format :mod:`topobind.launch.step_file` writes for
-kernels/rankexec.c.
+rankstep/rankexec.c.
 """
 
 from __future__ import annotations

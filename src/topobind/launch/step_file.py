@@ -1,8 +1,8 @@
-"""The per-rank step file that kernels/rankexec.c (and the SPANK plugin) reads: written once,
+"""The per-rank step file that rankstep/rankexec.c (and the SPANK plugin) reads: written once,
 from sections of (hosts, plan) with each rank's CPU mask passed in; no launcher is consulted
 here (:mod:`topobind.launch.build` passes the masks of the launch, the SPANK path srun's).
 
-The format (see kernels/rankexec.c): a header line, a comment, an optional ``%sample DIR
+The format (see rankstep/rankexec.c): a header line, a comment, an optional ``%sample DIR
 MS``, then per section an optional comment, ``@HOSTS`` (``@*``: every host) and one line per
 local rank: ``RANK<TAB>[%cpus=LIST<TAB>][%mem=...<TAB>%thp=off<TAB>%preload=LIB<TAB>]``
 ``NAME=VALUE...``.

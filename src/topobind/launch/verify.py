@@ -9,7 +9,7 @@ migrate. A rank or thread the plan expects and the probe did not report is MISSI
 plan does not have is UNPLANNED.
 
 ``topobind run --verify-running`` checks the real program instead of a probe: the per-rank
-step samples each rank's threads from /proc (see kernels/rankexec.c) in the same format, and
+step samples each rank's threads from /proc (see rankstep/rankexec.c) in the same format, and
 :func:`compare` matches the sampled threads to the planned places (``match_threads``).
 
 The plan describes one node. Ranks are compared per node: the ranks the probe reports on one

@@ -1,6 +1,6 @@
 """Where the running program's memory really is, against each rank's planned memory.
 
-The per-rank step's sampler (``kernels/rankexec.c``, ``sample_memory``) adds to each rank's
+The per-rank step's sampler (``rankstep/rankexec.c``, ``sample_memory``) adds to each rank's
 sample a ``memory`` member read from ``/proc/PID/numa_maps`` and ``smaps_rollup``: resident
 anonymous bytes per NUMA node and per page size, transparent huge pages, and every anonymous
 mapping of 64 MiB or more (its page size, bytes and policy). A rank is a MISMATCH when more

@@ -13,7 +13,7 @@
   allocations of 64 MiB or more), ``auto``: the largest size whose free pool on the rank's
   nodes holds ``--pages-min`` (else ``thp``, with a note).
 
-The per-rank step (``kernels/rankexec.c``) applies the placement from its step-file fields
+The per-rank step (``rankstep/rankexec.c``) applies the placement from its step-file fields
 (:func:`step_fields`: ``%mem=bind:0-1``, ``%thp=off``, ``%preload=SHIM``);
 :mod:`topobind.launch.verify_memory` checks it on the running program.
 """
@@ -203,7 +203,7 @@ def needs_step(plan: Plan) -> bool:
 
 
 def step_fields(plan: Plan, rank: RankPlan, shim: str | None) -> list[str]:
-    """The rank's memory fields of its step-file line (see kernels/rankexec.c): ``%mem=``,
+    """The rank's memory fields of its step-file line (see rankstep/rankexec.c): ``%mem=``,
     ``%thp=off``, ``%preload=`` and the shim's variables."""
     m = rank.memory
     if m is None or not needs_step(plan):

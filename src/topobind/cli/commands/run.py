@@ -1,4 +1,4 @@
-"""``topobind run``, ``topobind verify`` (per-rank step: kernels/rankexec.c; ``topobind env`` is
+"""``topobind run``, ``topobind verify`` (per-rank step: rankstep/rankexec.c; ``topobind env`` is
 :mod:`topobind.cli.commands.env`)."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ examples (in an sbatch script, or on a workstation):
     "SLURM_JOB_NUM_NODES), except for layouts with one rank per domain "
     f"({per_domain_names()}); the plan is applied on every node of the job. Where the "
     "launcher's binding alone does not give every thread its planned PU, every rank runs "
-    "through the per-rank step kernels/bin/rankexec (C, no interpreter), which exports the "
+    "through the per-rank step rankstep/bin/rankexec (C, no interpreter), which exports the "
     "exact OMP_PLACES of its local rank from a file prepared once in a scratch directory only "
     "you can write. --verify runs the placement probe (kernels/bin/whereami) in the program's "
     "place first and does not launch the program when verification fails; --verify-running "
@@ -149,7 +149,7 @@ def add_subparser(subparsers: Any) -> None:
         "--rank-step",
         choices=("auto", "always", "never"),
         default="auto",
-        help="the per-rank step (kernels/bin/rankexec): only where the launcher's binding "
+        help="the per-rank step (rankstep/bin/rankexec): only where the launcher's binding "
         "does not give the exact places (auto), always, or never",
     )
     run.add_argument("--dry-run", action="store_true", help="print the command, do not run")

@@ -100,7 +100,7 @@ def from_reframe(name: str) -> str:
 
 
 def local_rank_vars() -> tuple[str, ...]:
-    """Every launcher's local-rank variables, innermost launcher first (kernels/rankexec.c
+    """Every launcher's local-rank variables, innermost launcher first (rankstep/rankexec.c
     reads the same list: tests/launch/test_launchers.py compares them)."""
     return _ordered("local_rank_vars")
 
@@ -109,7 +109,7 @@ def local_rank(env: Mapping[str, str] | None = None) -> int | None:
     """This process's local rank from the launcher's variables, innermost launcher first
     (:func:`local_rank_vars`, then :func:`rank_vars`): an mpirun inside a Slurm job inherits
     the batch step's SLURM_PROCID=0 and SLURM_LOCALID=0 in every rank it starts, so
-    OpenMPI's own variables and PMIx's must win over Slurm's (kernels/rankexec.c reads them
+    OpenMPI's own variables and PMIx's must win over Slurm's (rankstep/rankexec.c reads them
     in the same order)."""
     e = os.environ if env is None else env
     for var in (*local_rank_vars(), *rank_vars()):

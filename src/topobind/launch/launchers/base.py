@@ -10,10 +10,10 @@ A launcher is one module in this package with one subclass of :class:`Launcher`,
   per-rank step (:class:`topobind.launch.shape.RankStep`: its variables, files and argv; a
   launcher imports only :mod:`topobind.launch.shape`, never the builder, which imports it);
 - the per-rank variables it gives each rank (``local_rank_vars``, ``rank_vars``,
-  ``size_vars``: kernels/rankexec.c and the probes read the same names, innermost launcher
+  ``size_vars``: rankstep/rankexec.c and the probes read the same names, innermost launcher
   first);
 - what it expresses natively (:class:`Native`), and so where the per-rank step
-  (kernels/bin/rankexec) does the rest: :meth:`Launcher.masks` is the CPU mask each rank
+  (rankstep/bin/rankexec) does the rest: :meth:`Launcher.masks` is the CPU mask each rank
   gets from the launcher's own binding; where ``OMP_PLACES=threads`` inside that mask is not
   each rank's exact places, every rank runs through the step;
 - the flags ``topobind plan --format NAME`` prints (:meth:`Launcher.emit`).

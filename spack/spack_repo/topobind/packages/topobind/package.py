@@ -1,7 +1,7 @@
 # Spack recipe for topobind (Spack 1.x, package API v2: spack_repo/<namespace>/packages/).
 #
-# The build steps call the project's own Makefile targets (make -C kernels, make -C kernels
-# install PREFIX=...), so the recipe and 'make' cannot drift apart; 'make spack-check'
+# The build steps call the project's own Makefile targets (make -C kernels, make -C rankstep,
+# and their install PREFIX=...), so the recipe and 'make' cannot drift apart; 'make spack-check'
 # installs it with real Spack (docs/install.md).
 import os
 
@@ -27,7 +27,8 @@ class Topobind(PythonPackage):
     variant("mpi", default=True, description="Build the MPI placement probe whereami-mpi")
     variant("hpl", default=True, description="Add HPL (xhpl) for 'topobind bench hpl'")
 
-    # The C kernels (kernels/Makefile): C11 + OpenMP; dgemm calls cblas_dgemm.
+    # The C kernels (kernels/Makefile): C11 + OpenMP; dgemm calls cblas_dgemm. The rank step
+    # (rankstep/Makefile: rankexec and the hugepage shim): C11, the architecture's baseline.
     depends_on("c", type="build")
     depends_on("gmake", type="build")
     depends_on("blas", type=("build", "link"))
@@ -64,6 +65,7 @@ class Topobind(PythonPackage):
     def build_kernels(self):
         with working_dir(self.stage.source_path):
             make("-C", "kernels", "all", *self.kernel_make_args())
+            make("-C", "rankstep", "all", f"CC={spack_cc}")
 
     @run_after("install")
     def install_kernels_and_data(self):
@@ -71,16 +73,18 @@ class Topobind(PythonPackage):
         share = join_path(prefix.share, "topobind")
         with working_dir(self.stage.source_path):
             make("-C", "kernels", "install", f"PREFIX={prefix}", *self.kernel_make_args())
+            # rankexec and the shim beside the kernels (TOPOBIND_KERNELS_DIR below)
+            make("-C", "rankstep", "install", f"PREFIX={prefix}", f"CC={spack_cc}")
             mkdirp(prefix.bin)
             for name in sorted(os.listdir("launchers")):
                 path = join_path("launchers", name)
-                if os.path.isfile(path):  # the scripts; not launchers/spank (a Slurm plugin)
+                if os.path.isfile(path):  # the wrapper scripts topobind-run, topobind-env
                     install(path, prefix.bin)
             install_tree("reframe_tests", join_path(share, "reframe_tests"))
             install_tree("site_configs", join_path(share, "site_configs"))
 
     def setup_run_environment(self, env):
-        # The kernels (and the LD_PRELOAD hugepage shim) and the site descriptions as
+        # The kernels, rankexec and the LD_PRELOAD hugepage shim, and the site descriptions as
         # installed; without these topobind looks next to its source checkout.
         env.set("TOPOBIND_KERNELS_DIR", self.prefix.bin)
         env.set("TOPOBIND_SITES_DIR", join_path(self.prefix.share, "topobind", "site_configs"))
