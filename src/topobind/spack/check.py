@@ -29,7 +29,7 @@ from topobind.spack.realspack import Result, Spack, files_hash
 
 # What Spack needs of the project (the recipe builds from these; tests and docs stay out).
 PROJECT_PARTS = (
-    "pyproject.toml", "README.md", "spack.yaml", "src", "kernels", "launchers",
+    "pyproject.toml", "README.md", "spack.yaml", "src", "kernels", "rankstep", "launchers",
     "reframe_tests", "site_configs", "spack",
 )  # fmt: skip
 # The Python packages topobind runs with, as externals of the real install (PyPI name,
