@@ -137,7 +137,7 @@ long long tb_llc_total_bytes(void);
 
 /* ---------------------------------------------------------------- memory with page control */
 /* mmap(2)'s hugetlb page-size flags, for C libraries whose headers predate them (used by
- * tb_pages.c and the LD_PRELOAD shim hugepreload.c: macros only, nothing to link). */
+ * tb_pages.c and the LD_PRELOAD shim rankstep/hugepreload.c: macros only, nothing to link). */
 #ifndef MAP_HUGE_SHIFT
 #define MAP_HUGE_SHIFT 26
 #endif
