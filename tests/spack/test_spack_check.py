@@ -193,9 +193,13 @@ def test_the_copy_keeps_unchanged_files_and_drops_removed_ones(tmp_path: Path) -
     stamp = recipe.stat().st_mtime_ns
     stale = dest / "src" / "topobind" / "gone.py"
     stale.write_text("")
+    built = dest / "rankstep" / "bin" / "rankexec"  # what the recipe's make built there stays
+    built.parent.mkdir()
+    built.write_text("")
     sync_copy(dest)
     assert recipe.stat().st_mtime_ns == stamp and not stale.exists()
     assert not (dest / "tests").exists() and not (dest / "docs").exists()
+    assert (dest / "rankstep" / "Makefile").is_file() and built.exists()  # make -C rankstep
 
 
 def test_bad_file_arguments_fail_at_once(tmp_path: Path) -> None:

@@ -32,6 +32,8 @@ PROJECT_PARTS = (
     "pyproject.toml", "README.md", "spack.yaml", "src", "kernels", "rankstep", "launchers",
     "reframe_tests", "site_configs", "spack",
 )  # fmt: skip
+# What the project's Makefiles build inside the copy (kept between checks, not project files).
+BUILD_OUTPUTS = ("kernels/bin/", "kernels/build/", "rankstep/bin/", "rankstep/build/")
 # The Python packages topobind runs with, as externals of the real install (PyPI name,
 # Spack name); pip, setuptools and wheel build it.
 PYTHON_EXTERNALS = (
@@ -149,7 +151,7 @@ def sync_copy(dest: Path, repo: Path = REPO) -> None:
         stale = [f for f in base.rglob("*") if f.is_file()] if base.is_dir() else []
         for f in stale:
             rel = str(f.relative_to(dest))
-            if rel not in names and not rel.startswith(("kernels/bin/", "kernels/build/")):
+            if rel not in names and not rel.startswith(BUILD_OUTPUTS):
                 f.unlink()
 
 
