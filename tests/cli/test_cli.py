@@ -151,3 +151,17 @@ def test_plan_json_text(value: object, text: str) -> None:
     from topobind import jsonfmt
 
     assert jsonfmt.dumps(value) == text
+
+
+def test_verify_runs_through_the_entry_point_without_a_traceback() -> None:
+    """``verify -- CMD`` has a positional named ``command``: the entry point's start-up policy
+    (gc for the bounded commands) must read the subcommand's name from its own attribute, not
+    from ``args.command`` (a list here: ``TypeError: unhashable type`` before)."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; from topobind.cli.main import entry; sys.exit(entry())",
+         "verify", "--", "true"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().startswith("topobind: error: the placement probe reported nothing")

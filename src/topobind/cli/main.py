@@ -113,7 +113,7 @@ def build_parser(modules: Sequence[str] = SUBCOMMAND_MODULES) -> argparse.Argume
     )
     parser.add_argument("--version", action="version", version=f"topobind {__version__}")
     subparsers = parser.add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=CommandParser
+        dest="topobind_command", metavar="COMMAND", parser_class=CommandParser
     )
     for name in modules:
         importlib.import_module(name).add_subparser(subparsers)
@@ -157,7 +157,7 @@ def main(argv: Sequence[str] | None = None, *, start_up: bool = False) -> int:
         # for the job-script commands, whose work the topology's size bounds and which make
         # no reference cycles (reference counting frees what they drop).
         gc.freeze()
-        if args.command not in BOUNDED_COMMANDS:
+        if args.topobind_command not in BOUNDED_COMMANDS:
             gc.enable()
     try:
         return int(args.func(args))
