@@ -28,7 +28,7 @@ def _commands() -> list[list[str]]:
 def test_the_command_table_names_every_command_of_the_parser() -> None:
     """COMMANDS (which module declares a command) lists exactly the parser's commands."""
     parser = cli.build_parser()
-    action = next(a for a in parser._actions if a.dest == "command")
+    action = next(a for a in parser._actions if a.dest == "topobind_command")
     assert sorted(action.choices) == sorted(cli.COMMANDS)
 
 
