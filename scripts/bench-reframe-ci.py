@@ -34,9 +34,9 @@ TOLERANCE = 0.20
 sys.path.insert(0, str(REPO / "scripts"))
 from reframe_ci_doc import DOC, cluster_py, reframe_commands  # noqa: E402
 
-DONE = re.compile(r"^\[\s*(OK|FAIL)\s*\] \(\d+/\d+\) (.+?) /([0-9a-f]{8}) @")
+DONE = re.compile(r"^\[\s*(OK|FAIL)\s*\] \(\s*\d+/\d+\) (.+?) /([0-9a-f]{8}) @")
 PERF = re.compile(r"^P: (\w+): ([-+\d.eE]+) (\S+)")
-SKIP = re.compile(r"^\[\s*SKIP\s*\] \(\d+/\d+\) (.+? /[0-9a-f]{8}) @\S+ \[(.*)\]$")
+SKIP = re.compile(r"^\[\s*SKIP\s*\] \(\s*\d+/\d+\) (.+? /[0-9a-f]{8}) @\S+ \[(.*)\]$")
 SUMMARY = re.compile(r"Ran (\d+)/(\d+) test case\(s\).*?(\d+) failure\(s\)")
 
 
@@ -112,17 +112,28 @@ def session(cwd: Path, env: dict[str, str], argv: list[str], select: list[str]) 
             "load": loads(cwd)}  # fmt: skip
 
 
+def others(sess: dict, name: str, digest: str) -> float | None:
+    """The share of the node's CPU time other processes took while the check ran."""
+    base = name.split()[0]
+    for key in (f"{base}_{digest}", base):
+        with contextlib.suppress(KeyError, TypeError):
+            return float(sess["load"][key]["others_share"])
+    return None
+
+
 def compare(ci: dict, alone: dict[str, dict]) -> list[dict[str, object]]:
     rows = []
     for name, c in ci["checks"].items():
         a = alone.get(name, {}).get("checks", {}).get(name)
+        busy = {"ci_others_share": others(ci, name, c["hash"]),
+                "alone_others_share": others(alone.get(name, {}), name, c["hash"])}  # fmt: skip
         for metric, fig in c["figures"].items():
             av = a["figures"].get(metric, {}).get("value") if a else None
             ratio = fig["value"] / av if av else None
             rows.append({"check": name, "metric": metric, "unit": fig["unit"],
                          "ci": fig["value"], "alone": av,
                          "ratio": round(ratio, 3) if ratio is not None else None,
-                         "off": ratio is None or abs(ratio - 1) > TOLERANCE})  # fmt: skip
+                         "off": ratio is None or abs(ratio - 1) > TOLERANCE, **busy})  # fmt: skip
     return rows
 
 
@@ -157,13 +168,16 @@ def run_all(env: dict[str, str], tmp: Path) -> dict[str, object]:
 
 
 def table(out: dict) -> None:
-    print(f"\n{'check':40} {'metric':13} {'CI path':>12} {'alone':>12} {'ratio':>6}")
+    print(f"\n{'check':40} {'metric':13} {'CI path':>12} {'alone':>12} {'ratio':>6} unit "
+          "(others' CPU share: CI / alone)")  # fmt: skip
     for r in out["comparison"]:
         alone = f"{r['alone']:12.4g}" if r["alone"] is not None else f"{'-':>12}"
         ratio = f"{r['ratio']:6.2f}" if r["ratio"] is not None else f"{'-':>6}"
         flag = "  OFF BY >20 %" if r["off"] else ""
+        load = "/".join(f"{v:.0%}" if isinstance(v, float) else "-"
+                        for v in (r["ci_others_share"], r["alone_others_share"]))  # fmt: skip
         print(f"{r['check']:40} {r['metric']:13} {r['ci']:12.4g} {alone} {ratio} "
-              f"{r['unit']}{flag}")  # fmt: skip
+              f"{r['unit']} ({load}){flag}")  # fmt: skip
     hpl = out.get("hpl_full")
     if hpl:
         for name, c in hpl["checks"].items():
