@@ -13,3 +13,12 @@ bench-acceptance:
 	flock /tmp/tb-slurm.lock $(PY) scripts/bench-acceptance.py
 
 BENCH_TARGETS += bench-acceptance
+
+# The ReFrame CI path of docs/reframe-ci.md on the local 3-node cluster (issue 30 item 5): its
+# cluster.py and reframe line, then each check alone; figures within 20 %. Root; holds the Slurm
+# lock. results/bench/reframe-ci.json.
+.PHONY: bench-reframe-ci
+bench-reframe-ci:
+	flock /tmp/tb-slurm.lock $(PY) scripts/bench-reframe-ci.py
+
+BENCH_TARGETS += bench-reframe-ci
