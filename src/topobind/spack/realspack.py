@@ -179,13 +179,16 @@ class Spack:
         return Result(argv, p.returncode, p.stdout)
 
 
-def files_hash(paths: list[Path], extra: str = "") -> str:
-    """sha256 over the names and contents of ``paths`` (directories: every file below)."""
+def files_hash(
+    paths: list[Path], extra: str = "", skip: Callable[[Path], bool] | None = None
+) -> str:
+    """sha256 over the names and contents of ``paths`` (directories: every file below but
+    those ``skip`` names: build outputs)."""
     h = hashlib.sha256(extra.encode())
     for path in paths:
         files = sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
         for f in files:
-            if "__pycache__" in f.parts:
+            if "__pycache__" in f.parts or (skip is not None and skip(f)):
                 continue
             h.update(str(f).encode() + b"\0")
             h.update(f.read_bytes() if f.is_file() else b"(missing)")
