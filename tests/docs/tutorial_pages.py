@@ -116,9 +116,18 @@ MASKS = (
 )
 
 
+#: srun's lines when a step waits for the last one's CPUs to be released (a busy machine): a
+#: moment's state of the cluster, not the command's output
+SRUN_WAITED = re.compile(
+    r"srun: (Job \d+ step creation temporarily disabled, retrying.*|Step created for job \d+)"
+)
+
+
 def normalize(lines: list[str], hosts: tuple[str, ...]) -> list[str]:
     out: list[str] = []
     for line in lines:
+        if SRUN_WAITED.fullmatch(line.strip()):
+            continue
         for host in hosts:
             line = re.sub(rf"(?<![\w-]){re.escape(host)}(?![\w-])", "HOST", line)
         for pattern, repl in MASKS:
