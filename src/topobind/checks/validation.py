@@ -413,8 +413,8 @@ def compare(site: Site, session: Session, since: str, results: Path) -> Comparis
 
 # --------------------------------------------------------------------------- one validate
 @dataclass(frozen=True)
-class Options:
-    """What ``topobind validate`` (one machine or a partition's jobs) was asked to run."""
+class SessionOptions:
+    """The ReFrame session options ``validate`` and ``calibrate`` share."""
 
     results: Path
     tags: str = "quick"
@@ -422,12 +422,18 @@ class Options:
     setvars: list[str] = field(default_factory=list)  # -S [CHECK.]VAR=VALUE
     exec_policy: str = "async"
     verbose: bool = False
+    quiet: bool = False  # no progress lines (checks/progress.py)
+
+
+@dataclass(frozen=True)
+class Options(SessionOptions):
+    """What ``topobind validate`` (one machine or a partition's jobs) was asked to run."""
+
     retries: int = 0
     judge: str = "all"  # all | sanity (a figure outside its reference is shown, not failed)
     compare: bool = False
     since: str = "30d"
     strict: bool = False  # a figure without a reference fails
-    quiet: bool = False  # no progress lines (checks/progress.py)
 
 
 @dataclass
@@ -556,17 +562,10 @@ def _validate_partition(site: Site, partition: str, setvars: dict[str, str],
 
 # --------------------------------------------------------------------------- one calibrate
 @dataclass(frozen=True)
-class CalibrateOptions:
-    """What ``topobind calibrate`` was asked to measure (the session options it shares with
-    :class:`Options`, then the sessions and the tolerance floor)."""
+class CalibrateOptions(SessionOptions):
+    """What ``topobind calibrate`` was asked to measure: the session options, then the
+    sessions and the tolerance floor."""
 
-    results: Path
-    tags: str = "quick"
-    names: list[str] | None = None
-    setvars: list[str] = field(default_factory=list)  # -S [CHECK.]VAR=VALUE
-    exec_policy: str = "async"
-    verbose: bool = False
-    quiet: bool = False
     repeat: int = 3
     min_tolerance: float = 0.10
 
