@@ -153,6 +153,7 @@ static void env_param(tb_json *j, const char *name)
 typedef struct {
     const char *api;   /* "cuda", "hip", NULL: no runtime library loaded */
     const char *error; /* why the runtime listed nothing, NULL: it listed */
+    int code;          /* the runtime's error code (cuInit's CUresult), 0: none */
     int n;
     char pci[TB_MAX_GPUS][32];
     char uuid[TB_MAX_GPUS][48];
@@ -164,6 +165,22 @@ static void uuid_text(char *out, size_t len, const unsigned char b[16])
              "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
              b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
              b[14], b[15]);
+}
+
+/* Why cuInit failed, in the driver's words (cuGetErrorName): a real driver answers
+ * CUDA_ERROR_INVALID_DEVICE (101) to an invalid CUDA_DEVICE_ORDER (an empty one too) and to a
+ * CUDA_VISIBLE_DEVICES naming an index twice, not only to a missing or broken driver
+ * (measured on an H200 node: tests/launch/data/cuda-visible-h200.tsv). */
+static const char *cuda_init_error(void *lib, int rc)
+{
+    static char why[96];
+    typedef int (*name_f)(int, const char **);
+    name_f name_of = (name_f)dlsym(lib, "cuGetErrorName");
+    const char *name = NULL;
+    if (!name_of || name_of(rc, &name) != 0 || !name)
+        name = "unknown error";
+    snprintf(why, sizeof why, "cuInit failed: %.60s (%d)", name, rc);
+    return why;
 }
 
 /* The CUDA driver API, as a CUDA program's runtime sees it (CUDA_VISIBLE_DEVICES and
@@ -190,8 +207,9 @@ static int cuda_devices(gpu_seen_t *g)
     if (!init || !count || !get || !bus) {
         g->error = "libcuda.so.1 lacks cuInit/cuDeviceGetCount/cuDeviceGetPCIBusId";
     } else if ((rc = init(0)) != 0) {
+        g->code = rc;
         g->error = rc == 100 ? "cuInit: no CUDA device visible (CUDA_ERROR_NO_DEVICE)"
-                             : "cuInit failed (no usable driver)";
+                             : cuda_init_error(lib, rc);
     } else if (count(&n) != 0) {
         g->error = "cuDeviceGetCount failed";
     }
@@ -245,6 +263,10 @@ static void gpu_runtime_fields(tb_json *j)
     tbj_obj_begin(j, "gpu_runtime");
     tbj_str(j, "api", g.api);
     tbj_str(j, "error", g.error);
+    if (g.code)
+        tbj_int(j, "code", g.code);
+    else
+        tbj_str(j, "code", NULL);
     tbj_arr_begin(j, "devices");
     for (int i = 0; i < g.n; i++) {
         tbj_obj_begin(j, NULL);

@@ -6,12 +6,18 @@
  *
  * The node's GPUs come from TB_FAKE_CUDA_GPUS: "BUSID=UUID=SPEED;..." (UUID as GPU-xxxxxxxx-
  * xxxx-xxxx-xxxx-xxxxxxxxxxxx, SPEED a whole number, higher = faster). It follows CUDA's
- * rules for what a process sees:
+ * rules for what a process sees, as measured on a real node (driver 580, one H200:
+ * tests/launch/data/cuda-visible-h200.tsv, which test_fake_libcuda_follows_a_real_driver
+ * replays against this file):
  *   - order: fastest first (ties: bus order) unless CUDA_DEVICE_ORDER=PCI_BUS_ID (bus order);
+ *     CUDA_DEVICE_ORDER set to anything but FASTEST_FIRST or PCI_BUS_ID (empty, lower case)
+ *     makes cuInit fail with CUDA_ERROR_INVALID_DEVICE (101);
  *     TB_FAKE_CUDA_IGNORE_ORDER=1: a runtime that lost CUDA_DEVICE_ORDER (fastest first);
- *   - CUDA_VISIBLE_DEVICES: a comma list of indexes into that order or UUID prefixes
- *     ("GPU-1a2b"), the listing stopping at the first invalid entry (an index out of range,
- *     a prefix matching no GPU or several, a GPU already listed);
+ *   - CUDA_VISIBLE_DEVICES: a comma list, read left to right, of indexes into that order
+ *     (blanks around one ignored, "00" is 0) or UUID prefixes ("GPU-1a2b"); the listing
+ *     stops at the first invalid entry (an empty one, an index out of range or negative, a
+ *     prefix matching no GPU or several, a GPU already listed under another name), but an
+ *     index listed twice makes cuInit fail with 101;
  *   - cuInit returns CUDA_ERROR_NO_DEVICE (100) when nothing is visible.
  * Bus ids come back in upper case ("0000:3B:00.0"), as real drivers may print them.
  */
@@ -30,7 +36,7 @@ typedef struct {
 } fake_gpu;
 
 static fake_gpu node[MAXG], seen[MAXG];
-static int nnode, nseen, ready;
+static int nnode, nseen, ready, init_rc;
 
 static int by_bus(const void *a, const void *b)
 {
@@ -67,22 +73,30 @@ static void read_node(void)
     }
     const char *order = getenv("CUDA_DEVICE_ORDER");
     const char *ignore = getenv("TB_FAKE_CUDA_IGNORE_ORDER");
-    int pci = order && strcmp(order, "PCI_BUS_ID") == 0 && !(ignore && strcmp(ignore, "1") == 0);
+    int lost = ignore && strcmp(ignore, "1") == 0;
+    int pci = order && strcmp(order, "PCI_BUS_ID") == 0 && !lost;
+    if (order && !lost && !pci && strcmp(order, "FASTEST_FIRST") != 0)
+        init_rc = 101; /* CUDA_ERROR_INVALID_DEVICE */
     qsort(node, (size_t)nnode, sizeof node[0], pci ? by_bus : by_speed);
 }
 
-/* the GPU an entry of CUDA_VISIBLE_DEVICES names, -1: invalid */
-static int entry(const char *e)
+/* the GPU an entry of CUDA_VISIBLE_DEVICES names, -1: invalid; *index: it was an index */
+static int entry(const char *e, int *index)
 {
     while (isspace((unsigned char)*e))
         e++;
-    if (isdigit((unsigned char)*e)) {
+    *index = isdigit((unsigned char)*e);
+    if (*index) {
         char *end;
         long i = strtol(e, &end, 10);
-        return (*end == 0 && i >= 0 && i < nnode) ? (int)i : -1;
+        while (isspace((unsigned char)*end))
+            end++;
+        return (*end == 0 && i < nnode) ? (int)i : -1;
     }
     int found = -1;
     size_t n = strlen(e);
+    while (n && isspace((unsigned char)e[n - 1]))
+        n--;
     for (int i = 0; n > 4 && i < nnode; i++) {
         if (strncmp(node[i].uuid, e, n) == 0) {
             if (found >= 0)
@@ -106,14 +120,20 @@ static void visible(void)
         return;
     }
     char buf[1024];
-    int used[MAXG] = {0};
+    int used[MAXG] = {0}; /* 1: listed by UUID, 2: listed by index */
     snprintf(buf, sizeof buf, "%s", v);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && nseen < MAXG;
-         tok = strtok_r(NULL, ",", &save)) {
-        int i = entry(tok);
+    for (char *tok = buf, *next; tok && nseen < MAXG; tok = next) {
+        next = strchr(tok, ',');
+        if (next)
+            *next++ = 0;
+        int by_index, i = entry(tok, &by_index);
+        if (i >= 0 && by_index && used[i] == 2) {
+            init_rc = 101; /* an index listed twice: CUDA_ERROR_INVALID_DEVICE */
+            return;
+        }
         if (i < 0 || used[i])
-            break; /* CUDA stops at the first invalid entry */
-        used[i] = 1;
+            break; /* CUDA stops at the first invalid entry (an empty one too) */
+        used[i] = by_index ? 2 : 1;
         seen[nseen++] = node[i];
     }
 }
@@ -122,13 +142,21 @@ int cuInit(unsigned flags)
 {
     (void)flags;
     visible();
-    return nseen ? 0 : 100;
+    return init_rc ? init_rc : nseen ? 0 : 100;
+}
+
+int cuGetErrorName(int error, const char **name)
+{
+    *name = error == 100   ? "CUDA_ERROR_NO_DEVICE"
+            : error == 101 ? "CUDA_ERROR_INVALID_DEVICE"
+                           : NULL;
+    return *name ? 0 : 1;
 }
 
 int cuDeviceGetCount(int *count)
 {
     visible();
-    *count = nseen;
+    *count = init_rc ? 0 : nseen;
     return 0;
 }
 
