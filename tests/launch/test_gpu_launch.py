@@ -371,3 +371,33 @@ def test_a_rank_whose_gpu_is_on_another_numa_node_gets_a_note(
         rank = PlannedRank(0, ((cpus[0],),), cpus, {}, ("0000:c1:00.0",))
         row = verify_devices.runtime_row(0, "h", rank.gpus, seen)
         assert verify_devices._with_numa_note(row, rank).note == note
+
+
+def test_a_rank_whose_runtime_sees_no_gpu_is_a_mismatch(tmp_path: Path) -> None:
+    """The job may use only the first GPU (the stand-in driver shows one): rank 1's
+    CUDA_VISIBLE_DEVICES=1 names none it may use, cuInit says CUDA_ERROR_NO_DEVICE. That is a
+    wrong placement (the launch is stopped), not a node without a driver."""
+    lib = fake_libcuda(tmp_path)
+    one = f"{BUSES[0]}={UUIDS[0]}=1"
+    out = run_verified(tmp_path, LD_LIBRARY_PATH=str(lib), TB_FAKE_CUDA_GPUS=one)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "MISMATCH  cuda sees no GPU (CUDA_ERROR_NO_DEVICE)" in out.stderr
+    assert "GPU runtime: 1 of 2 ranks saw their planned GPUs; 1 MISMATCH" in out.stderr
+
+
+def test_a_runtime_refusing_the_variables_is_a_mismatch() -> None:
+    """A real driver answers CUDA_ERROR_INVALID_DEVICE (101) to an index listed twice or an
+    invalid CUDA_DEVICE_ORDER (data/cuda-visible-h200.tsv); a driver failing otherwise is
+    UNVERIFIABLE; a code that is not a number counts as none."""
+    from topobind.launch.verify_devices import Seen, runtime_row
+
+    def row(code: object, error: str) -> tuple[str | None, str]:
+        seen = Seen({"api": "cuda", "error": error, "code": code, "devices": []})
+        got = runtime_row(0, "n1", ["0000:41:00.0"], seen)
+        return got.status, got.note
+
+    status, note = row(101, "cuInit failed: CUDA_ERROR_INVALID_DEVICE (101)")
+    assert status == "MISMATCH" and "CUDA_DEVICE_ORDER" in note
+    assert row(999, "cuInit failed: CUDA_ERROR_UNKNOWN (999)")[0] == "UNVERIFIABLE"
+    assert row("101", "cuInit failed")[0] == "UNVERIFIABLE"
+    assert row(True, "cuInit failed")[0] == "UNVERIFIABLE"

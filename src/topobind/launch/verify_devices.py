@@ -34,8 +34,13 @@ VARIABLES = (
     "UCX_NET_DEVICES",
 )
 RUNTIME = "GPU runtime"  # the variable column of a runtime row
-#: a runtime error that means "no device visible", not "no driver": the rank sees no GPU
-_NO_DEVICE = ("no CUDA device visible", "no device visible")
+#: cuInit's answers that are about the rank's device variables, not the driver (measured on
+#: an H200 node: tests/launch/data/cuda-visible-h200.tsv): the rank's GPUs are not as planned
+_REFUSED = {
+    100: "cuda sees no GPU (CUDA_ERROR_NO_DEVICE): CUDA_VISIBLE_DEVICES names none it may use",
+    101: "cuda refused the device variables (CUDA_ERROR_INVALID_DEVICE): an index listed twice "
+    "in CUDA_VISIBLE_DEVICES, or CUDA_DEVICE_ORDER not FASTEST_FIRST or PCI_BUS_ID",
+}
 MAX_SEEN = 64
 
 
@@ -95,6 +100,8 @@ class Seen:
         api, error, devices = block.get("api"), block.get("error"), block.get("devices")
         self.api = api[:20] if isinstance(api, str) else None
         self.error = error[:120] if isinstance(error, str) else None
+        code = block.get("code")
+        self.code = code if type(code) is int else None
         self.devices: list[tuple[str, str | None]] = []
         for d in devices[:MAX_SEEN] if isinstance(devices, list) else []:
             raw = d.get("pci") if isinstance(d, dict) else None
@@ -127,7 +134,10 @@ def runtime_row(rank: int, host: str, planned: Sequence[str], seen: Seen) -> Env
     if seen.api is None:
         why = "no GPU runtime library (libcuda.so.1, libamdhip64) on this node: no driver"
         return EnvRow(rank, host, RUNTIME, want, None, "UNVERIFIABLE", why)
-    if not seen.devices and seen.error and not seen.error.startswith(_NO_DEVICE):
+    refused = _REFUSED.get(seen.code or 0) if seen.api == "cuda" else None
+    if not seen.devices and refused:
+        return EnvRow(rank, host, RUNTIME, want, None, "MISMATCH", refused)
+    if not seen.devices and seen.error:
         return EnvRow(rank, host, RUNTIME, want, None, "UNVERIFIABLE", f"{seen.api}: {seen.error}")
     if got == want:
         return EnvRow(rank, host, RUNTIME, want, got, "OK", uuids)
