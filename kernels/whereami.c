@@ -11,8 +11,8 @@
  * runtime's order; {"api": null} when neither library loads (no driver on this node).
  *
  *   whereami       rank from the launcher environment (OMPI_COMM_WORLD_RANK, PMIX_RANK,
- *                  SLURM_PROCID); every rank prints its own one-line JSON document, so a
- *                  multi-rank job's stdout is JSON Lines.
+ *                  PMI_RANK, SLURM_PROCID: tb_env_rank); every rank prints its own one-line
+ *                  JSON document, so a multi-rank job's stdout is JSON Lines.
  *   whereami-mpi   (built with -DWITH_MPI) rank 0 gathers all ranks and prints ONE document.
  */
 #include "tb_common.h"
@@ -51,8 +51,8 @@ static void usage(FILE *f)
 #ifdef WITH_MPI
           "MPI build: rank 0 gathers every rank's threads and prints ONE document for the job.\n"
 #else
-          "The rank comes from OMPI_COMM_WORLD_RANK / PMIX_RANK / SLURM_PROCID; every rank\n"
-          "prints one line, so the output of a multi-rank launch is JSON Lines.\n"
+          "The rank comes from OMPI_COMM_WORLD_RANK / PMIX_RANK / PMI_RANK / SLURM_PROCID;\n"
+          "every rank prints one line, so the output of a multi-rank launch is JSON Lines.\n"
 #endif
           "\n"
           "options:\n"

@@ -16,7 +16,9 @@
  *
  * TOPOBIND_HUGE_REPORT=path writes at exit a small JSON (schema topobind.hugepreload/1) with
  * the number of huge allocations, their bytes and the page size obtained, read back from
- * /proc/self/smaps ({pid} and {rank} in the path are expanded).
+ * /proc/self/smaps ({pid} and {rank} in the path are expanded by tb_expand_path, as the kernels'
+ * --json FILE is: the rank from OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID,
+ * the first that holds a number 0 .. 100000000, else 0; kernels/common/tb_env.c).
  */
 #include "tb_common.h"
 
@@ -411,36 +413,6 @@ EXPORT void *memalign(size_t align, size_t n)
 }
 
 /* ---- report at exit */
-static void expand(const char *in, char *out, size_t len)
-{
-    size_t o = 0;
-    for (const char *p = in; *p && o + 1 < len;) {
-        char num[32];
-        const char *rep = NULL;
-        if (!strncmp(p, "{pid}", 5)) {
-            snprintf(num, sizeof num, "%ld", (long)getpid());
-            rep = num;
-            p += 5;
-        } else if (!strncmp(p, "{rank}", 6)) {
-            /* innermost launcher first, as tb_env_rank() */
-            const char *r = getenv("OMPI_COMM_WORLD_RANK");
-            if (!r)
-                r = getenv("PMIX_RANK");
-            if (!r)
-                r = getenv("SLURM_PROCID");
-            snprintf(num, sizeof num, "%s", r ? r : "0");
-            rep = num;
-            p += 6;
-        }
-        if (rep)
-            for (; *rep && o + 1 < len; rep++)
-                out[o++] = *rep;
-        else
-            out[o++] = *p++;
-    }
-    out[o] = '\0';
-}
-
 #define APPEND(...)                                                                           \
     do {                                                                                      \
         if (used < sizeof buf)                                                                \
@@ -471,7 +443,13 @@ __attribute__((destructor)) static void report(void)
     pthread_mutex_unlock(&lock);
     if (used >= sizeof buf)
         return;
-    expand(report_path, path, sizeof path);
+    if (tb_expand_path(report_path, path, sizeof path) != 0) {
+        static const char msg[] = "topobind hugepreload: TOPOBIND_HUGE_REPORT is too long once "
+                                  "{rank} and {pid} are expanded: no report written\n";
+        if (verbose)
+            (void)!write(2, msg, sizeof msg - 1); /* a note at exit: nothing to do if it fails */
+        return;
+    }
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)

@@ -49,15 +49,6 @@
 #define MAX_VARS 64
 #define MAX_TASKS 4096
 
-/* The launchers' variables, innermost first: topobind.launch.launchers.local_rank_vars() and
- * rank_vars() (tests/launch/test_launchers.py compares them; MPI_LOCALRANKID, PMI_RANK: Hydra). */
-static const char *LOCAL_VARS[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK",
-                                   "MPI_LOCALRANKID", "SLURM_LOCALID",
-                                   "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                   "SLURM_PROCID", NULL};
-static const char *RANK_VARS[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                  "SLURM_PROCID", NULL};
-
 __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt, ...)
 {
     char msg[512];
@@ -72,32 +63,21 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
     exit(EXIT_STEP);
 }
 
-/* The first of NAMES that is set: its value, a number >= 0; -1 when none is set. STRICT: a
- * launcher's rank variable that is set but is no plain decimal number (OMPI_COMM_WORLD_LOCAL_RANK=
- * holding a Unicode digit, "1x", "-1") is an error, not a reason to take the next variable or
- * rank 0's line. */
-#define MAX_RANK 100000000L
-static long env_number_of(const char *const *names, int strict)
+/* The first of NAMES that is set: its value, a number 0 .. TB_MAX_RANK; -1 when none is set
+ * (tb_env_number, kernels/common/tb_env.c: the kernels and the hugepage shim read the rank
+ * with it too). A launcher's rank variable that is set but is no plain decimal number
+ * (OMPI_COMM_WORLD_LOCAL_RANK= holding a Unicode digit, "1x", "-1") is an error, not a reason
+ * to take the next variable or rank 0's line. */
+static long env_rank(const char *const *names)
 {
-    for (int i = 0; names[i]; i++) {
-        const char *v = getenv(names[i]);
-        if (v && *v) {
-            char *end;
-            errno = 0;
-            long n = strtol(v, &end, 10);
-            if (*end == '\0' && n >= 0 && n <= MAX_RANK && !errno && *v >= '0' && *v <= '9')
-                return n;
-            if (strict)
-                fail("%s=%.40s is not a rank number (0 .. %ld): the launcher's variable is "
-                     "unreadable; unset it or launch through topobind run", names[i], v,
-                     MAX_RANK);
-        }
-    }
-    return -1;
+    const char *bad;
+    long n = tb_env_number(names, &bad);
+    if (bad)
+        fail("%s=%.40s is not a rank number (0 .. %ld): the launcher's variable is "
+             "unreadable; unset it or launch through topobind run", bad, getenv(bad),
+             TB_MAX_RANK);
+    return n;
 }
-
-static long env_number(const char *const *names) { return env_number_of(names, 0); }
-static long env_rank(const char *const *names) { return env_number_of(names, 1); }
 
 /* Read FILE after checking, on the open descriptor, who owns it and who may write it. Opened
    non-blocking, so a FIFO does not block the open; blocking again once it is known to be a
@@ -564,7 +544,7 @@ static void sample_path(char *path, size_t len, const char *dir, const char *hos
  * the program was gone at the last look (before the first one: nothing seen). */
 static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, const char *host)
 {
-    long want = env_number((const char *const[]){"OMP_NUM_THREADS", NULL});
+    long want = tb_env_number((const char *const[]){"OMP_NUM_THREADS", NULL}, NULL);
     int started = started_cpus(NULL);
     /* MS is bounded (tb_step_choose); the wait ends early when the program does: no sampler
        sleeps on after its program */
@@ -626,9 +606,8 @@ static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, c
 static void start_sampler(const tb_step_choice *c, long rank, const char *host)
 {
     pid_t self = getpid();
-    long global = env_rank(RANK_VARS);
-    long ranks = env_rank((const char *const[]){"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
-                                                "SLURM_NTASKS", NULL});
+    long global = env_rank(TB_RANK_VARS);
+    long ranks = env_rank(TB_SIZE_VARS);
     pid_t child = fork();
     if (child < 0)
         fail("cannot fork the sampler: %s", strerror(errno));
@@ -662,7 +641,7 @@ int main(int argc, char **argv)
         prog++;
     if (prog >= argc)
         fail("no program given after %s", argv[1]);
-    long rank = env_rank(LOCAL_VARS);
+    long rank = env_rank(TB_LOCAL_RANK_VARS);
     if (rank < 0)
         rank = 0; /* no launcher variable: a single process */
     char host[256] = "localhost";

@@ -8,7 +8,8 @@
  *  - memory regions with a chosen page size (--pages 1G|2M|thp|4k|auto) and the
  *    read-back of the page size really obtained from /proc/self/smaps
  *  - placement: CPU (OS index), NUMA node and affinity mask of every OpenMP thread,
- *    rank and rank count from the launcher environment
+ *    rank and rank count from the launcher environment (tb_env.h, included here: also
+ *    "{rank}"/"{pid}" in paths; shared with rankstep/'s rankexec and hugepage shim)
  *  - main() scaffolding (tb_kernel.c): the shared options, arrays in one region and
  *    their parallel first touch, the envelope's end
  */
@@ -25,6 +26,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
+
+#include "tb_env.h" /* tb_env_rank, tb_env_ranks, tb_expand_path */
 
 #define TB_SCHEMA "topobind.result/1"
 
@@ -80,7 +83,7 @@ void tbj_cpuset(tb_json *j, const char *key, const cpu_set_t *set); /* list of O
 
 /* Write the document plus '\n' with ONE write(2) to stdout (path NULL or "-"),
  * or atomically to path (temp file in the same directory + fsync + rename).
- * "{rank}" and "{pid}" in path are replaced by the launcher rank and the pid. */
+ * "{rank}" and "{pid}" in path are expanded (tb_expand_path); too long once expanded: exit 1. */
 void tb_emit(tb_json *j, const char *path);
 
 /* ---------------------------------------------------------------- run envelope */
@@ -92,8 +95,6 @@ typedef struct {
     int threads;        /* OpenMP threads per rank (the kernel may overwrite before writing) */
 } tb_run;
 
-int tb_env_rank(void);  /* OMPI_COMM_WORLD_RANK, PMIX_RANK, SLURM_PROCID (first set), else 0 */
-int tb_env_ranks(void); /* SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMIX_SIZE (first set), else 1 */
 void tb_run_start(tb_run *r, const char *kernel);
 /* Opens the top-level object and writes schema, kernel, host, timestamp, layout, ranks, threads. */
 void tb_json_header(tb_json *j, const tb_run *r);

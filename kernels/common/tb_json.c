@@ -194,30 +194,6 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-static void expand_path(const char *in, char *out, size_t len)
-{
-    size_t o = 0;
-    for (const char *p = in; *p && o + 1 < len;) {
-        char num[32];
-        const char *rep = NULL;
-        if (!strncmp(p, "{rank}", 6)) {
-            snprintf(num, sizeof num, "%d", tb_env_rank());
-            rep = num;
-            p += 6;
-        } else if (!strncmp(p, "{pid}", 5)) {
-            snprintf(num, sizeof num, "%ld", (long)getpid());
-            rep = num;
-            p += 5;
-        }
-        if (rep) {
-            for (; *rep && o + 1 < len; rep++)
-                out[o++] = *rep;
-        } else
-            out[o++] = *p++;
-    }
-    out[o] = '\0';
-}
-
 void tb_emit(tb_json *j, const char *path)
 {
     put(j, "\n", 1);
@@ -228,7 +204,9 @@ void tb_emit(tb_json *j, const char *path)
         return;
     }
     char target[4096], tmp[4200];
-    expand_path(path, target, sizeof target);
+    if (tb_expand_path(path, target, sizeof target) != 0)
+        tb_die(1, "cannot write %.200s...: the path is longer than %zu bytes once {rank} and "
+               "{pid} are expanded; give a shorter one", path, sizeof target - 1);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", target, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -248,38 +226,6 @@ void tb_emit(tb_json *j, const char *path)
 }
 
 /* ---------------------------------------------------------------- envelope */
-static int env_first_int(const char *const *names, int dflt)
-{
-    for (int i = 0; names[i]; i++) {
-        const char *v = getenv(names[i]);
-        if (v && *v) {
-            char *end;
-            long x = strtol(v, &end, 10);
-            if (end != v && x >= 0 && x < 100000000)
-                return (int)x;
-        }
-    }
-    return dflt;
-}
-
-/* Innermost launcher first: an mpirun inside a Slurm job passes the batch step's
- * SLURM_PROCID=0 and SLURM_NTASKS to every rank it starts, so OpenMPI's own variables (set
- * only by mpirun/prterun) and PMIx's win over Slurm's. */
-int tb_env_rank(void)
-{
-    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                        "SLURM_PROCID", NULL};
-    return env_first_int(names, 0);
-}
-
-int tb_env_ranks(void)
-{
-    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
-                                        "SLURM_NTASKS", NULL};
-    int n = env_first_int(names, 1);
-    return n < 1 ? 1 : n;
-}
-
 void tb_run_start(tb_run *r, const char *kernel)
 {
     time_t t = time(NULL);

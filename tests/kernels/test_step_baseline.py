@@ -20,7 +20,7 @@ RANKSTEP = REPO / "rankstep"
 # The C files whose code is in rankexec (a static binary: glibc's AVX variants are in it too,
 # chosen at run time by CPUID; only our own functions are judged).
 RANKEXEC_SOURCES = [RANKSTEP / "rankexec.c", RANKSTEP / "tb_step.c",
-                    KERNELS / "common" / "tb_util.c"]  # fmt: skip
+                    KERNELS / "common" / "tb_util.c", KERNELS / "common" / "tb_env.c"]  # fmt: skip
 X86 = platform.machine() == "x86_64"
 
 
@@ -96,7 +96,8 @@ needs_objdump = pytest.mark.skipif(
 @needs_objdump
 def test_the_function_finder_sees_rankexecs_functions() -> None:
     names = defined_functions(RANKEXEC_SOURCES)
-    assert {"main", "sample", "tb_step_choose", "tb_step_fields", "tb_list_parse"} <= names
+    step = {"main", "sample", "tb_step_choose", "tb_step_fields", "tb_list_parse"}
+    assert step | {"tb_env_number", "tb_env_rank"} <= names
 
 
 @needs_objdump

@@ -54,23 +54,22 @@ def test_run_help_and_plan_formats_come_from_the_registry() -> None:
 
 
 def test_rank_variables_match_the_c_per_rank_step() -> None:
-    """rankstep/rankexec.c reads the launchers' local-rank then rank variables in the
-    registry's order (innermost launcher first); tb_json.c the rank and size variables."""
-    src = (REPO / "rankstep/rankexec.c").read_text()
+    """kernels/common/tb_env.c, which rankstep/rankexec.c, the hugepage shim and the kernels
+    read the launchers' variables with, lists the local-rank then rank variables, the rank
+    and the size variables in the registry's order (innermost launcher first)."""
+    src = (REPO / "kernels/common/tb_env.c").read_text()
 
-    def c_list(name: str, text: str) -> list[str]:
-        m = re.search(name + r"\[\] = \{(.*?)NULL\}", text, re.S)
+    def c_list(name: str) -> list[str]:
+        m = re.search(name + r"\[\] = \{(.*?)NULL\}", src, re.S)
         assert m, name
         return re.findall(r'"([A-Z_]+)"', m.group(1))
 
-    assert c_list("LOCAL_VARS", src) == [*launchers.local_rank_vars(), *launchers.rank_vars()]
-    assert c_list("RANK_VARS", src) == list(launchers.rank_vars())
-    sizes = re.search(r'\{("OMPI_COMM_WORLD_SIZE".*?)NULL', src, re.S)
-    assert sizes and re.findall(r'"([A-Z_]+)"', sizes.group(1)) == list(launchers.size_vars())
-    tb = (REPO / "kernels/common/tb_json.c").read_text()
-    lists = re.findall(r"names\[\] = \{(.*?)NULL\}", tb, re.S)
-    found = [re.findall(r'"([A-Z_]+)"', x) for x in lists]
-    assert list(launchers.rank_vars()) in found and list(launchers.size_vars()) in found
+    assert c_list("TB_LOCAL_RANK_VARS") == [*launchers.local_rank_vars(), *launchers.rank_vars()]
+    assert c_list("TB_RANK_VARS") == list(launchers.rank_vars())
+    assert c_list("TB_SIZE_VARS") == list(launchers.size_vars())
+    c_files = [*(REPO / "rankstep").glob("*.c"), *(REPO / "kernels").rglob("*.c")]
+    copies = [f.name for f in c_files if '"SLURM_PROCID"' in f.read_text()]
+    assert copies == ["tb_env.c"], "a second list of the rank variables"
 
 
 @pytest.mark.slow
