@@ -199,3 +199,24 @@ def test_mpirun_found_through_a_usr_merged_bin_runs(tmp_path: Path) -> None:
     assert dry.returncode == 0, dry.stderr
     assert any(line.startswith("/usr/bin/mpirun ") for line in dry.stdout.splitlines()), dry.stdout
     assert "/bin/mpirun" not in dry.stdout.replace("/usr/bin/mpirun", "")
+
+
+def test_an_older_openmpi_than_asked_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU node's image had only OpenMPI 4.1.6 (/usr/bin/mpirun) where --mpi openmpi5 was
+    asked: it is launched with OpenMPI 4's flags, and a note says so."""
+    from topobind.launch import resolve as resolve_mod
+    from topobind.plan import request
+    from topobind.topo.topology import load
+
+    plan = request.plan(load("synthetic:core:2 pu:1"), request.parse("compact", threads=1), 2)
+    monkeypatch.setattr(resolve_mod, "find_openmpi", lambda prefer: ("/usr/bin/mpirun", "openmpi4"))
+    got = resolve_mod.resolve(plan, "mpirun", "openmpi5")
+    assert got.mpi == "openmpi4"
+    assert any(
+        n.startswith("--mpi openmpi5: /usr/bin/mpirun is OpenMPI 4.x") and "(--mpi openmpi4)" in n
+        for n in got.notes
+    ), got.notes
+    monkeypatch.setattr(
+        resolve_mod, "find_openmpi", lambda prefer: ("/opt/ompi5/mpirun", "openmpi5")
+    )
+    assert not resolve_mod.resolve(plan, "mpirun", "openmpi5").notes

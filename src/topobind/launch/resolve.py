@@ -128,6 +128,12 @@ def resolve(
             path, flavour = mpirun, mpi_flavour(mpirun)
         else:
             path, flavour = find_openmpi(prefer)
+        if mpi in OPENMPI and flavour != mpi:
+            notes.append(
+                f"--mpi {mpi}: {path} is {REGISTRY[flavour].help.split(':')[0]}, not "
+                f"{REGISTRY[mpi].help.split(':')[0]}; it is launched with its own flags "
+                f"(--mpi {flavour})"
+            )
         return Resolved(REGISTRY[flavour], path, flavour, {}, linked, tuple(notes), probe)
     if which.family:
         found = which.find(mpirun)
