@@ -48,6 +48,17 @@ def test_make_builds_the_step_the_shim_and_the_plugin_for_the_baseline(cflags: s
     assert "-march=native" in kernels  # the benchmarks stay native, as the Makefile says
 
 
+@pytest.mark.parametrize("cflags", [None, "-O3 -march=native"])
+def test_the_placement_probe_is_built_for_the_baseline(cflags: str | None) -> None:
+    """whereami is what --verify starts on every node of a job: built on a login node with
+    -march=native (as it was, with the benchmarks) it would die with SIGILL on an older node."""
+    extra = [f"CFLAGS={cflags}"] if cflags else []
+    text = dry_run("-C", str(KERNELS), "bin/whereami", *extra)
+    assert "-o bin/whereami" in text and "-march=native" not in text, text
+    if X86:
+        assert "-march=x86-64 -mtune=generic" in text, text
+
+
 def test_make_kernels_builds_the_rank_step_beside_the_kernels() -> None:
     """The top-level 'make kernels' (what the docs and a new user run) builds rankstep/ too:
     'topobind run' needs rankexec and the shim; the kernels' -march=native stays in kernels/."""
@@ -114,9 +125,9 @@ def test_the_scan_finds_avx_code(tmp_path: Path) -> None:
 
 
 @needs_objdump
-@pytest.mark.parametrize("name", ["rankexec", "libtbhugepages.so", "topobind_spank.so"])
+@pytest.mark.parametrize("name", ["rankexec", "libtbhugepages.so", "topobind_spank.so", "whereami"])
 def test_the_built_step_shim_and_plugin_hold_no_avx(name: str) -> None:
-    path = RANKSTEP_BIN / name
+    path = (KERNELS / "bin" if name == "whereami" else RANKSTEP_BIN) / name
     if not path.exists():
         pytest.skip(f"{path} not built (make kernels / make spank)")
     only = defined_functions(RANKEXEC_SOURCES) if name == "rankexec" else None
