@@ -104,6 +104,17 @@ launches() { # topobind run --verify, the rank's own CUDA runtime asked
     step 120 python3 -m topobind bench stream --layout compact
 }
 
+mismatches() { # device variables a hand-written launch got wrong: the real driver's answer
+    local plan=$OUT/plan-per-gpu.json v
+    for v in "CUDA_VISIBLE_DEVICES=0,0 CUDA_DEVICE_ORDER=PCI_BUS_ID" \
+        "CUDA_VISIBLE_DEVICES=1 CUDA_DEVICE_ORDER=PCI_BUS_ID" \
+        "CUDA_VISIBLE_DEVICES=0 CUDA_DEVICE_ORDER=pci_bus_id"; do
+        # shellcheck disable=SC2086 # the variables are words
+        step 60 sh -c "eval \"\$(python3 -m topobind plan --layout per-gpu -f env 2>/dev/null)\";
+            exec python3 -m topobind verify --plan $plan -- env $v"
+    done
+}
+
 step 5 date
 node
 tools
@@ -111,5 +122,6 @@ build
 topology
 cuda_table
 launches
+mismatches
 step 5 date
 echo "log: $LOG"
