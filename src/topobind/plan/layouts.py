@@ -14,7 +14,7 @@ the exact semantics and pictures.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import NamedTuple
 
 from topobind.errors import PlanError, TopobindError
@@ -30,9 +30,9 @@ class Slot(NamedTuple):
     place: tuple[int, ...]  # OS PU indexes
 
 
-@dataclass(frozen=True)
-class PlanRequest:
-    """One planning request: a layout of the registry and the options every layout reads."""
+class PlanRequest(NamedTuple):
+    """One planning request: a layout of the registry and the options every layout reads.
+    A changed copy: ``request._replace(...)``."""
 
     layout: Layout  # the registry's layout, parsed once from NAME[:N]
     parameter: int | None = None  # N of a layout spelled NAME:N (l3-groups:N)
@@ -41,7 +41,7 @@ class PlanRequest:
     threads: int | None = None  # OpenMP threads per rank
     smt: bool = False  # every PU of a core
     cpukind: str = "performance"  # which kind of cores (cpukinds)
-    options: Mapping[str, object] = field(default_factory=dict)  # per-layout options given
+    options: Mapping[str, object] = MappingProxyType({})  # per-layout options given
     follow_allocation: bool = False  # ranks per node from the Slurm allocation (run, env, verify)
     mem: str = "local"  # --mem: each rank's NUMA memory policy (topobind.plan.memory)
     pages: str = "thp"  # --pages: the page size of the program's large allocations
@@ -282,7 +282,7 @@ def l3_groups(topo: Topology, req: PlanRequest, size: int) -> list[list[Slot]]:
         groups.append(current)
     if req.threads is None:
         sizes = [len(_slots(g, req.smt)) for g in groups]
-        req = replace(req, threads=min(size, min(sizes)))
+        req = req._replace(threads=min(size, min(sizes)))
     return _per_domain(topo, req, groups, f"L3 groups of {size} {_unit(req.smt)}")
 
 
@@ -372,7 +372,7 @@ def _per_gpu(node: Topology, view: Topology, req: PlanRequest) -> Plan:
     for i, r in enumerate(ranks):
         base = _rank(i, [Slot(c, p) for p in r.places for c in r.cores if p[0] in c.pus])
         env = rank_env(r.gpus, r.nic)
-        rank_plans.append(replace(base, gpus=r.gpus, nic=r.nic, env=env))
+        rank_plans.append(base._replace(gpus=r.gpus, nic=r.nic, env=env))
     return Plan(
         topology=node,
         layout=req.spelled,
@@ -512,7 +512,7 @@ def plan_layout(topo: Topology, req: PlanRequest) -> Plan:
     if req.layout.name != "per-gpu" and topo.devices.refusal:
         # a node whose GPUs cannot be told apart plans any layout that needs no GPU
         notes = (*notes, f"GPUs not used by this layout and not listed: {topo.devices.refusal}")
-    return replace(made, notes=(*notes, *made.notes)) if notes else made
+    return made._replace(notes=(*notes, *made.notes)) if notes else made
 
 
 def _warnings(topo: Topology, ranks: Sequence[RankPlan], smt: bool) -> list[str]:

@@ -27,7 +27,6 @@ apart (two PCI GPUs with one bus id, one OS device name or one runtime index twi
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from topobind.topo.hwloc_xml import Attrs, OsDevice
@@ -88,11 +87,10 @@ def vendor_name(vendor: str | None) -> str:
     return GPU_VENDORS[vendor][0] if vendor in GPU_VENDORS else f"vendor {vendor or '?'}"
 
 
-@dataclass(frozen=True)
-class Gpu:
+class Gpu(NamedTuple):
     """One physical GPU. ``pus``/``numa``: its locality (usable OS PU indexes, NUMA OS
     indexes; empty: unknown); ``near``: the hwloc type of the object that locality comes
-    from (``sysfs`` for a GPU hwloc did not list)."""
+    from (``sysfs`` for a GPU hwloc did not list). A changed copy: ``gpu._replace(...)``."""
 
     os: str  # the preferred name: an OS device (rsmi0, cuda0, ze0...) or vendor+index (nvidia0)
     names: tuple[str, ...]  # every OS device name of this GPU
