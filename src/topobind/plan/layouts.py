@@ -11,8 +11,6 @@ threads). Ranks take their threads' slots in hwloc logical order. See docs/layou
 the exact semantics and pictures.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import NamedTuple
@@ -28,6 +26,68 @@ from topobind.topo.topology import Core, Topology, format_list
 class Slot(NamedTuple):
     core: Core
     place: tuple[int, ...]  # OS PU indexes
+
+
+class LayoutOption(NamedTuple):
+    """A command-line option that only some layouts read (``--gpus-per-rank N`` ...).
+    :func:`topobind.cli.commands.common.add_layout_args` adds it to every planning command (the
+    command layer turns ``most``/``choices`` into its argparse type); the parsed value reaches
+    the planner as ``PlanRequest.options[dest]``."""
+
+    flag: str
+    dest: str
+    help: str
+    metavar: str = "N"
+    most: int | None = None  # a count from 1 to most
+    choices: tuple[str, ...] = ()  # one of these words
+
+
+class Layout:
+    """One layout of the vocabulary: the CLI, its help, the plan schema and docs/layouts.md
+    all derive from (or are tested against) :data:`REGISTRY`. A plain class, each one an
+    entry of the registry equal only to itself, defined before :class:`PlanRequest`, whose
+    field names it: a NamedTuple field typed by a forward reference costs a ``compile``
+    at import, the process's first (``make bench-plan``)."""
+
+    __slots__ = ("name", "planner", "help", "one_rank_per_domain", "parameter", "options",
+                 "needs_gpus")  # fmt: skip
+
+    def __init__(
+        self,
+        name: str,  # what --layout takes (before any ':PARAMETER')
+        planner: "Planner",
+        help: str,
+        one_rank_per_domain: bool = False,  # sets its own rank count (one rank per domain)
+        parameter: str | None = None,  # e.g. "N": spelled NAME:N, N a positive integer
+        options: tuple[LayoutOption, ...] = (),
+        needs_gpus: bool = False,  # plans only on a node whose topology lists GPUs
+    ) -> None:
+        self.name = name
+        self.planner = planner
+        self.help = help
+        self.one_rank_per_domain = one_rank_per_domain
+        self.parameter = parameter
+        self.options = options
+        self.needs_gpus = needs_gpus
+
+    def __repr__(self) -> str:
+        return f"Layout({self.name!r})"
+
+    @property
+    def usage(self) -> str:
+        """How it is spelled in help and docs: ``per-l3``, ``l3-groups:N``."""
+        return f"{self.name}:{self.parameter}" if self.parameter else self.name
+
+    @property
+    def pattern(self) -> str:
+        """Regular expression of every valid spelling (the plan schema's ``layout``)."""
+        return f"{self.name}:[1-9][0-9]*" if self.parameter else self.name
+
+    def plan(self, node: Topology, view: Topology, req: "PlanRequest") -> Plan:
+        """The plan of this layout on ``view`` (``node`` restricted to the request's CPU
+        kind), a Plan of the whole ``node``; ``req``'s counts already checked
+        (:func:`topobind.plan.request.plan` calls it)."""
+        return self.planner(node, view, req)
 
 
 class PlanRequest(NamedTuple):
@@ -60,6 +120,10 @@ class PlanRequest(NamedTuple):
         if self.ranks is not None or self.layout.one_rank_per_domain:
             return self.ranks
         return tasks if self.follow_allocation else None
+
+
+#: what a layout answers: (the node, the view of it to plan on, the request) -> the plan
+Planner = Callable[[Topology, Topology, PlanRequest], Plan]
 
 
 def _slots(cores: Sequence[Core], smt: bool) -> list[Slot]:
@@ -289,52 +353,6 @@ def l3_groups(topo: Topology, req: PlanRequest, size: int) -> list[list[Slot]]:
 # --------------------------------------------------------------------------- the registry
 #: Largest N of ``l3-groups:N`` (and of any numeric layout parameter): more than any node's PUs.
 MAX_LAYOUT_PARAMETER = 1 << 20
-
-#: what a layout answers: (the node, the view of it to plan on, the request) -> the plan
-Planner = Callable[[Topology, Topology, "PlanRequest"], Plan]
-
-
-class LayoutOption(NamedTuple):
-    """A command-line option that only some layouts read (``--gpus-per-rank N`` ...).
-    :func:`topobind.cli.commands.common.add_layout_args` adds it to every planning command (the
-    command layer turns ``most``/``choices`` into its argparse type); the parsed value reaches
-    the planner as ``PlanRequest.options[dest]``."""
-
-    flag: str
-    dest: str
-    help: str
-    metavar: str = "N"
-    most: int | None = None  # a count from 1 to most
-    choices: tuple[str, ...] = ()  # one of these words
-
-
-class Layout(NamedTuple):
-    """One layout of the vocabulary: the CLI, its help, the plan schema and docs/layouts.md
-    all derive from (or are tested against) :data:`REGISTRY`."""
-
-    name: str  # what --layout takes (before any ':PARAMETER')
-    planner: Planner
-    help: str
-    one_rank_per_domain: bool = False  # sets its own rank count (one rank per domain)
-    parameter: str | None = None  # e.g. "N": the layout is spelled NAME:N, N a positive integer
-    options: tuple[LayoutOption, ...] = ()
-    needs_gpus: bool = False  # plans only on a node whose topology lists GPUs
-
-    @property
-    def usage(self) -> str:
-        """How it is spelled in help and docs: ``per-l3``, ``l3-groups:N``."""
-        return f"{self.name}:{self.parameter}" if self.parameter else self.name
-
-    @property
-    def pattern(self) -> str:
-        """Regular expression of every valid spelling (the plan schema's ``layout``)."""
-        return f"{self.name}:[1-9][0-9]*" if self.parameter else self.name
-
-    def plan(self, node: Topology, view: Topology, req: PlanRequest) -> Plan:
-        """The plan of this layout on ``view`` (``node`` restricted to the request's CPU
-        kind), a Plan of the whole ``node``; ``req``'s counts already checked
-        (:func:`topobind.plan.request.plan` calls it)."""
-        return self.planner(node, view, req)
 
 
 def by_slots(assign: Callable[[Topology, PlanRequest], list[list[Slot]]]) -> Planner:
