@@ -4,7 +4,6 @@ One object, one JSON format (``docs/plan-format.md``, schema ``schemas/plan.sche
 A plan knows nothing about launchers; :mod:`topobind.emit` turns it into flags.
 """
 
-import json
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -187,6 +186,8 @@ MAX_PLAN_BYTES = 64 << 20
 def read_plan_file(path: str) -> list[PlannedRank]:
     """The ranks of a plan JSON file (``topobind plan -f json``): a regular file of at most
     :data:`MAX_PLAN_BYTES`, valid JSON that follows the plan schema."""
+
+    import json  # only where a plan is read back: printing one needs no json module (jsonfmt)
 
     fix = "give a plan written by 'topobind plan -f json'"
     text = InputFile("plan", MAX_PLAN_BYTES, fix).read_text(path)
