@@ -94,7 +94,8 @@ class Gpu(NamedTuple):
 
     os: str  # the preferred name: an OS device (rsmi0, cuda0, ze0...) or vendor+index (nvidia0)
     names: tuple[str, ...]  # every OS device name of this GPU
-    index: int  # the runtime's device number (CUDA in PCI bus order, ROCR, ZE)
+    # the runtime's device number (CUDA in PCI bus order, ROCR, ZE); the field hides tuple.index
+    index: int  # type: ignore[assignment]
     pci: str | None  # full bus id, lower case, domain included: 0000:c1:00.0
     vendor: str | None  # PCI vendor id, e.g. "1002"
     model: str | None

@@ -64,7 +64,7 @@ def expand_counts(text: str, limit: int = MAX_NODES) -> list[int]:
 
 
 class TasksPerNode(NamedTuple):
-    count: int  # tasks on every node of the job
+    count: int  # type: ignore[assignment]  # tasks on every node (hides tuple.count)
     source: str  # the variables it came from, for messages
 
 

@@ -214,7 +214,7 @@ class Topology:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not Topology:
             return NotImplemented
-        return self._compared() == other._compared()  # type: ignore[attr-defined]
+        return self._compared() == other._compared()
 
     __hash__ = None  # type: ignore[assignment]  # (its dicts are not hashable either)
 
