@@ -69,7 +69,9 @@ def save(dest: str) -> None:
                     status = main(argv)
                 except SystemExit as exc:
                     status = exc.code
-            results[" ".join(argv)] = [status, o.getvalue(), e.getvalue()]
+            # the run's own scratch directory (in "wrote rankfile DIR/rf") differs every run
+            out, err = (text.replace(tmp, "$TMPDIR") for text in (o.getvalue(), e.getvalue()))
+            results[" ".join(argv)] = [status, out, err]
     Path(dest).write_text(json.dumps(results, indent=0, sort_keys=True) + "\n")
     print(f"{len(results)} cases saved in {dest}")
 

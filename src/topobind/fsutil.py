@@ -4,7 +4,6 @@ schemas (``schemas/*.json``, package data)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from typing import Any
 
@@ -50,5 +49,7 @@ SCHEMAS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas"
 
 def package_schema(name: str) -> Any:
     """The JSON schema ``schemas/NAME`` of the package (``plan.schema.json``...)."""
+    import json  # only where a schema is read: a plan printed as JSON needs no json module
+
     with open(os.path.join(SCHEMAS_DIR, name), encoding="utf-8") as f:
         return json.load(f)

@@ -93,6 +93,38 @@ def test_plan_start_up_imports_no_drawing_schema_or_reframe_library() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "-t", XML, "-l", "spread", "-r", "8", "-f", "json"],
+        ["show", "-t", XML, "-f", "json"],
+        ["env", "-t", XML, "-l", "spread", "-r", "8"],
+    ],
+)
+def test_job_script_commands_import_no_dataclasses_and_compile_nothing(argv: list[str]) -> None:
+    """plan, show and env (issue 28's start-up budget): ``dataclasses`` imports ``inspect``
+    and compiles every class's methods, typing compiles each forward reference of a
+    NamedTuple field, and the process's first ``compile`` builds every AST type: none of it
+    on these paths."""
+    code = (
+        "import builtins, io, sys\n"
+        "compiled = []\n"
+        "real = builtins.compile\n"
+        "def spy(source, *args, **kwargs):\n"
+        "    compiled.append(str(source)[:60])\n"
+        "    return real(source, *args, **kwargs)\n"
+        "builtins.compile = spy\n"
+        "from topobind.cli.main import main\n"
+        "out, sys.stdout, sys.stderr = sys.stdout, io.StringIO(), io.StringIO()\n"
+        f"status = main({argv!r})\n"
+        "sys.stdout = out\n"
+        "print(status, *sorted({'dataclasses', 'inspect'} & set(sys.modules)), *compiled)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0"]
+
+
+@pytest.mark.slow
 def test_python_dash_m_topobind_is_the_command() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "topobind", "--version"], capture_output=True, text=True

@@ -261,9 +261,7 @@ def test_rankfiles_on_real_machine(version: int, tmp_path: Path) -> None:
         pytest.skip("needs 2 cores")
     plan = plan_of(topo, "compact", ranks=2, threads=1)
     # Reverse the plan: rank 0 on the last core, rank 1 on the first.
-    from dataclasses import replace
-
-    plan = replace(plan, ranks=(replace(plan.ranks[1], rank=0), replace(plan.ranks[0], rank=1)))
+    plan = plan._replace(ranks=(plan.ranks[1]._replace(rank=0), plan.ranks[0]._replace(rank=1)))
     launch = openmpi_argv(plan, version, rankfile_path=str(tmp_path / "rf"))
     assert launch.rankfile is not None
     (tmp_path / "rf").write_text(launch.rankfile)

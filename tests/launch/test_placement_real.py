@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -42,7 +41,7 @@ def _live_plan(layout: str, **kw: int) -> Plan:
 def _reversed(plan: Plan) -> Plan:
     """The same plan with the thread order reversed, so a test passing by luck would fail."""
     r0 = plan.ranks[0]
-    return replace(plan, ranks=(replace(r0, places=tuple(reversed(r0.places))),))
+    return plan._replace(ranks=(r0._replace(places=tuple(reversed(r0.places))),))
 
 
 @pytest.mark.parametrize("reverse", [False, True])

@@ -138,13 +138,9 @@ def test_live_node_without_gpus() -> None:
 
 def test_a_job_that_narrowed_the_gpus_is_told(monkeypatch: pytest.MonkeyPatch) -> None:
     """Live plans inside a job whose ROCR_VISIBLE_DEVICES is already set (Slurm --gpus)."""
-    import dataclasses
-
     from plans import plan_of
 
-    topo = dataclasses.replace(
-        load(str(TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml")), source="live"
-    )
+    topo = load(str(TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml")).replace(source="live")
     monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "2,3")
     assert any(
         "ROCR_VISIBLE_DEVICES=2,3 is already set" in n for n in plan_of(topo, "per-gpu").notes
@@ -204,7 +200,6 @@ def test_run_writes_each_ranks_variables_into_the_rank_step_file(
 def test_nested_localities_give_each_core_once() -> None:
     """GPU cuda1 near both L3 domains, cuda0 and cuda2 near one each: the cores go to the
     nearest GPUs, cuda1 is left out with a note (never a core planned twice)."""
-    import dataclasses
 
     from plans import plan_of
 
@@ -218,7 +213,7 @@ def test_nested_localities_give_each_core_once() -> None:
         )
 
     devices = Devices(gpus=(gpu(0, (0, 1)), gpu(1, (0, 1, 2, 3)), gpu(2, (2, 3))))
-    plan = plan_of(dataclasses.replace(topo, devices=devices), "per-gpu")
+    plan = plan_of(topo.replace(devices=devices), "per-gpu")
     assert [(r.cpus, [g.os for g in r.gpus]) for r in plan.ranks] == [
         ((0, 1), ["cuda0"]),
         ((2, 3), ["cuda2"]),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -47,7 +46,7 @@ def fake_sys(root: Path, nodes: dict[int, dict[int, tuple[int, int]]]) -> str:
 def two_node_plan() -> object:
     """2 ranks, one per NUMA node of a 2-node machine, as if it were this machine (live)."""
     topo = load("synthetic:pack:2 numa:1 l3:1 core:2 pu:1")
-    plan = plan_of(replace(topo, source="live (test)"), "per-numa")
+    plan = plan_of(topo.replace(source="live (test)"), "per-numa")
     assert [r.numa for r in plan.ranks] == [(0,), (1,)]
     return plan
 

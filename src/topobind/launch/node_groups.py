@@ -64,7 +64,7 @@ def plans(req: PlanRequest, topo: Topology) -> list[NodePlan] | None:
         except TopobindError as exc:
             raise TopobindError(f"{exc} (on {where})") from exc
         if warnings and not out:
-            plan = replace(plan, warnings=(*plan.warnings, *warnings))
+            plan = plan._replace(warnings=(*plan.warnings, *warnings))
         first = out[-1].first_rank + out[-1].plan.nranks * len(out[-1].hosts) if out else 0
         out.append(NodePlan(tuple(share.hosts), plan, first, whole, where))
     return out

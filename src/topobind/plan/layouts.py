@@ -11,10 +11,8 @@ threads). Ranks take their threads' slots in hwloc logical order. See docs/layou
 the exact semantics and pictures.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import NamedTuple
 
 from topobind.errors import PlanError, TopobindError
@@ -30,9 +28,71 @@ class Slot(NamedTuple):
     place: tuple[int, ...]  # OS PU indexes
 
 
-@dataclass(frozen=True)
-class PlanRequest:
-    """One planning request: a layout of the registry and the options every layout reads."""
+class LayoutOption(NamedTuple):
+    """A command-line option that only some layouts read (``--gpus-per-rank N`` ...).
+    :func:`topobind.cli.commands.common.add_layout_args` adds it to every planning command (the
+    command layer turns ``most``/``choices`` into its argparse type); the parsed value reaches
+    the planner as ``PlanRequest.options[dest]``."""
+
+    flag: str
+    dest: str
+    help: str
+    metavar: str = "N"
+    most: int | None = None  # a count from 1 to most
+    choices: tuple[str, ...] = ()  # one of these words
+
+
+class Layout:
+    """One layout of the vocabulary: the CLI, its help, the plan schema and docs/layouts.md
+    all derive from (or are tested against) :data:`REGISTRY`. A plain class, each one an
+    entry of the registry equal only to itself, defined before :class:`PlanRequest`, whose
+    field names it: a NamedTuple field typed by a forward reference costs a ``compile``
+    at import, the process's first (``make bench-plan``)."""
+
+    __slots__ = ("name", "planner", "help", "one_rank_per_domain", "parameter", "options",
+                 "needs_gpus")  # fmt: skip
+
+    def __init__(
+        self,
+        name: str,  # what --layout takes (before any ':PARAMETER')
+        planner: "Planner",
+        help: str,
+        one_rank_per_domain: bool = False,  # sets its own rank count (one rank per domain)
+        parameter: str | None = None,  # e.g. "N": spelled NAME:N, N a positive integer
+        options: tuple[LayoutOption, ...] = (),
+        needs_gpus: bool = False,  # plans only on a node whose topology lists GPUs
+    ) -> None:
+        self.name = name
+        self.planner = planner
+        self.help = help
+        self.one_rank_per_domain = one_rank_per_domain
+        self.parameter = parameter
+        self.options = options
+        self.needs_gpus = needs_gpus
+
+    def __repr__(self) -> str:
+        return f"Layout({self.name!r})"
+
+    @property
+    def usage(self) -> str:
+        """How it is spelled in help and docs: ``per-l3``, ``l3-groups:N``."""
+        return f"{self.name}:{self.parameter}" if self.parameter else self.name
+
+    @property
+    def pattern(self) -> str:
+        """Regular expression of every valid spelling (the plan schema's ``layout``)."""
+        return f"{self.name}:[1-9][0-9]*" if self.parameter else self.name
+
+    def plan(self, node: Topology, view: Topology, req: "PlanRequest") -> Plan:
+        """The plan of this layout on ``view`` (``node`` restricted to the request's CPU
+        kind), a Plan of the whole ``node``; ``req``'s counts already checked
+        (:func:`topobind.plan.request.plan` calls it)."""
+        return self.planner(node, view, req)
+
+
+class PlanRequest(NamedTuple):
+    """One planning request: a layout of the registry and the options every layout reads.
+    A changed copy: ``request._replace(...)``."""
 
     layout: Layout  # the registry's layout, parsed once from NAME[:N]
     parameter: int | None = None  # N of a layout spelled NAME:N (l3-groups:N)
@@ -41,7 +101,7 @@ class PlanRequest:
     threads: int | None = None  # OpenMP threads per rank
     smt: bool = False  # every PU of a core
     cpukind: str = "performance"  # which kind of cores (cpukinds)
-    options: Mapping[str, object] = field(default_factory=dict)  # per-layout options given
+    options: Mapping[str, object] = MappingProxyType({})  # per-layout options given
     follow_allocation: bool = False  # ranks per node from the Slurm allocation (run, env, verify)
     mem: str = "local"  # --mem: each rank's NUMA memory policy (topobind.plan.memory)
     pages: str = "thp"  # --pages: the page size of the program's large allocations
@@ -60,6 +120,10 @@ class PlanRequest:
         if self.ranks is not None or self.layout.one_rank_per_domain:
             return self.ranks
         return tasks if self.follow_allocation else None
+
+
+#: what a layout answers: (the node, the view of it to plan on, the request) -> the plan
+Planner = Callable[[Topology, Topology, PlanRequest], Plan]
 
 
 def _slots(cores: Sequence[Core], smt: bool) -> list[Slot]:
@@ -282,59 +346,13 @@ def l3_groups(topo: Topology, req: PlanRequest, size: int) -> list[list[Slot]]:
         groups.append(current)
     if req.threads is None:
         sizes = [len(_slots(g, req.smt)) for g in groups]
-        req = replace(req, threads=min(size, min(sizes)))
+        req = req._replace(threads=min(size, min(sizes)))
     return _per_domain(topo, req, groups, f"L3 groups of {size} {_unit(req.smt)}")
 
 
 # --------------------------------------------------------------------------- the registry
 #: Largest N of ``l3-groups:N`` (and of any numeric layout parameter): more than any node's PUs.
 MAX_LAYOUT_PARAMETER = 1 << 20
-
-#: what a layout answers: (the node, the view of it to plan on, the request) -> the plan
-Planner = Callable[[Topology, Topology, "PlanRequest"], Plan]
-
-
-class LayoutOption(NamedTuple):
-    """A command-line option that only some layouts read (``--gpus-per-rank N`` ...).
-    :func:`topobind.cli.commands.common.add_layout_args` adds it to every planning command (the
-    command layer turns ``most``/``choices`` into its argparse type); the parsed value reaches
-    the planner as ``PlanRequest.options[dest]``."""
-
-    flag: str
-    dest: str
-    help: str
-    metavar: str = "N"
-    most: int | None = None  # a count from 1 to most
-    choices: tuple[str, ...] = ()  # one of these words
-
-
-class Layout(NamedTuple):
-    """One layout of the vocabulary: the CLI, its help, the plan schema and docs/layouts.md
-    all derive from (or are tested against) :data:`REGISTRY`."""
-
-    name: str  # what --layout takes (before any ':PARAMETER')
-    planner: Planner
-    help: str
-    one_rank_per_domain: bool = False  # sets its own rank count (one rank per domain)
-    parameter: str | None = None  # e.g. "N": the layout is spelled NAME:N, N a positive integer
-    options: tuple[LayoutOption, ...] = ()
-    needs_gpus: bool = False  # plans only on a node whose topology lists GPUs
-
-    @property
-    def usage(self) -> str:
-        """How it is spelled in help and docs: ``per-l3``, ``l3-groups:N``."""
-        return f"{self.name}:{self.parameter}" if self.parameter else self.name
-
-    @property
-    def pattern(self) -> str:
-        """Regular expression of every valid spelling (the plan schema's ``layout``)."""
-        return f"{self.name}:[1-9][0-9]*" if self.parameter else self.name
-
-    def plan(self, node: Topology, view: Topology, req: PlanRequest) -> Plan:
-        """The plan of this layout on ``view`` (``node`` restricted to the request's CPU
-        kind), a Plan of the whole ``node``; ``req``'s counts already checked
-        (:func:`topobind.plan.request.plan` calls it)."""
-        return self.planner(node, view, req)
 
 
 def by_slots(assign: Callable[[Topology, PlanRequest], list[list[Slot]]]) -> Planner:
@@ -372,7 +390,7 @@ def _per_gpu(node: Topology, view: Topology, req: PlanRequest) -> Plan:
     for i, r in enumerate(ranks):
         base = _rank(i, [Slot(c, p) for p in r.places for c in r.cores if p[0] in c.pus])
         env = rank_env(r.gpus, r.nic)
-        rank_plans.append(replace(base, gpus=r.gpus, nic=r.nic, env=env))
+        rank_plans.append(base._replace(gpus=r.gpus, nic=r.nic, env=env))
     return Plan(
         topology=node,
         layout=req.spelled,
@@ -512,7 +530,7 @@ def plan_layout(topo: Topology, req: PlanRequest) -> Plan:
     if req.layout.name != "per-gpu" and topo.devices.refusal:
         # a node whose GPUs cannot be told apart plans any layout that needs no GPU
         notes = (*notes, f"GPUs not used by this layout and not listed: {topo.devices.refusal}")
-    return replace(made, notes=(*notes, *made.notes)) if notes else made
+    return made._replace(notes=(*notes, *made.notes)) if notes else made
 
 
 def _warnings(topo: Topology, ranks: Sequence[RankPlan], smt: bool) -> list[str]:

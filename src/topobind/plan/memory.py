@@ -20,8 +20,6 @@ The per-rank step (``rankstep/rankexec.c``) applies the placement from its step-
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from topobind.errors import PlanError, TopobindError
 from topobind.plan.model import MemoryPlacement, Plan, RankPlan
 from topobind.topo.memory_state import (
@@ -87,10 +85,10 @@ def plan_memory(
             )
         elif r.numa not in placements:
             placements[r.numa] = rank_placement(plan, r, mem, size)
-    ranks = tuple(replace(r, memory=placements[r.numa]) for r in plan.ranks)
+    ranks = tuple(r._replace(memory=placements[r.numa]) for r in plan.ranks)
     if mem in ("bind", "local") and len(plan.topology.numa_nodes) > 1 and live:
         notes += _balancing_note(root)
-    return replace(plan, ranks=ranks, notes=(*plan.notes, *notes))
+    return plan._replace(ranks=ranks, notes=(*plan.notes, *notes))
 
 
 def _balancing_note(root: str) -> list[str]:

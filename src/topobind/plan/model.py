@@ -4,9 +4,7 @@ One object, one JSON format (``docs/plan-format.md``, schema ``schemas/plan.sche
 A plan knows nothing about launchers; :mod:`topobind.emit` turns it into flags.
 """
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -32,13 +30,16 @@ class MemoryPlacement(NamedTuple):
         return {"policy": self.policy, "nodes": list(self.nodes), "pages": self.pages}
 
 
-@dataclass(frozen=True)
-class RankPlan:
+#: no per-rank variables (a read-only mapping: a default shared by every rank)
+_NO_ENV: Mapping[str, str] = MappingProxyType({})
+
+
+class RankPlan(NamedTuple):
     """One MPI rank (or the single process of an OpenMP-only job).
 
     ``places[t]`` are the OS PU indexes thread ``t`` may run on; ``cpus`` is their union
     (the rank's binding set, OS indexes); ``cores`` and ``l3`` are hwloc logical indexes;
-    ``numa`` are NUMA node OS indexes.
+    ``numa`` are NUMA node OS indexes. A changed copy: ``rank._replace(...)``.
     """
 
     rank: int
@@ -48,7 +49,7 @@ class RankPlan:
     l3: tuple[int, ...]
     gpus: tuple[Gpu, ...] = ()  # per-gpu layout: the rank's GPUs (topobind.plan.gpu_layout)
     nic: Nic | None = None  # per-gpu layout: the NIC nearest the rank
-    env: dict[str, str] = field(default_factory=dict, hash=False)  # per-rank variables
+    env: Mapping[str, str] = _NO_ENV  # per-rank variables
     memory: MemoryPlacement | None = None  # where its memory lives (topobind.plan.memory)
 
     @property
@@ -60,17 +61,17 @@ class RankPlan:
         return len(self.places)
 
 
-@dataclass(frozen=True)
-class Plan:
-    """Where every rank and thread of one node runs (the JSON form: docs/plan-format.md)."""
+class Plan(NamedTuple):
+    """Where every rank and thread of one node runs (the JSON form: docs/plan-format.md).
+    A changed copy: ``plan._replace(...)``."""
 
     topology: Topology
     layout: str
     threads: int  # OpenMP threads per rank
     smt: bool  # threads use every PU of a core (True) or one PU per core (False)
     ranks: tuple[RankPlan, ...]
-    warnings: tuple[str, ...] = field(default=())
-    notes: tuple[str, ...] = field(default=())  # what the plan chose (CPU kinds, GPUs left out)
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what the plan chose (CPU kinds, GPUs left out)
 
     @property
     def nranks(self) -> int:
@@ -185,6 +186,8 @@ MAX_PLAN_BYTES = 64 << 20
 def read_plan_file(path: str) -> list[PlannedRank]:
     """The ranks of a plan JSON file (``topobind plan -f json``): a regular file of at most
     :data:`MAX_PLAN_BYTES`, valid JSON that follows the plan schema."""
+
+    import json  # only where a plan is read back: printing one needs no json module (jsonfmt)
 
     fix = "give a plan written by 'topobind plan -f json'"
     text = InputFile("plan", MAX_PLAN_BYTES, fix).read_text(path)

@@ -14,8 +14,6 @@ copies every field it finds by name.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from topobind.errors import PlanError, TopobindError, plural
 from topobind.plan.layouts import PlanRequest, parse_layout, plan_layout
 from topobind.plan.memory import plan_memory
@@ -41,7 +39,7 @@ def plan(topo: Topology, req: PlanRequest, ranks: int | None) -> Plan:
     default): the layout's plan, then each rank's memory. Every command and path that plans
     (show, plan, env, run, verify, draw, bench, the SPANK step; once per node or per group
     of nodes) plans through here."""
-    made = plan_layout(topo, replace(req, ranks=ranks))
+    made = plan_layout(topo, req._replace(ranks=ranks))
     return plan_memory(made, req.mem, req.pages, req.pages_min)
 
 
@@ -86,5 +84,5 @@ def plan_for_job(req: PlanRequest, topo: Topology | None = None) -> Plan:
             f"the plan has {plural(made.nranks, 'rank')} per node but the allocation has "
             f"{plural(alloc.count, 'task')} per node ({alloc.source}); {why}"
         )
-        made = replace(made, warnings=(*made.warnings, warning))
+        made = made._replace(warnings=(*made.warnings, warning))
     return made

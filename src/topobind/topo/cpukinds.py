@@ -8,8 +8,6 @@ logical indexes (rankfiles) and OS indexes (masks) stay those of the node.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from topobind.errors import PlanError
 from topobind.topo.topology import Core, Topology, format_list
 
@@ -67,4 +65,4 @@ def restrict(topo: Topology, choice: str) -> tuple[Topology, list[str]]:
         f"(PUs {format_list(sorted(keep))}), not PUs {format_list(others)}; "
         "--cpukind all uses every core"
     ]
-    return replace(topo, cores=tuple(cores)), notes
+    return topo.replace(cores=tuple(cores)), notes

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import NamedTuple
 
 from topobind.topo.gpus import (
@@ -269,12 +268,11 @@ def _merge(
     if gpu is None:
         gpu = Gpu("", (), -1, live.pci, live.vendor, None, pus, nodes, "sysfs", sources=())
     elif not gpu.pus and pus:
-        gpu = replace(gpu, pus=pus, numa=nodes or gpu.numa, near="sysfs")
+        gpu = gpu._replace(pus=pus, numa=nodes or gpu.numa, near="sysfs")
     index, runtime = gpu.index, gpu.runtime
     if live.index is not None and runtime is None:
         index, runtime = live.index, "rsmi"
-    return replace(
-        gpu,
+    return gpu._replace(
         uuid=gpu.uuid or live.uuid,
         model=gpu.model or live.model,
         mig=gpu.mig or live.mig,
@@ -293,9 +291,9 @@ def _reindex(gpus: Sequence[Gpu]) -> tuple[list[Gpu], str | None]:
         pos = position.get(g.vendor, 0)
         position[g.vendor] = pos + 1
         if g.runtime is None:
-            g = replace(g, index=pos)
+            g = g._replace(index=pos)
         if not g.names:
-            g = replace(g, os=f"{vendor_name(g.vendor).lower()}{g.index}")
+            g = g._replace(os=f"{vendor_name(g.vendor).lower()}{g.index}")
         other = taken.setdefault((g.vendor, g.index), g)
         if other is not g:
             return out, (

@@ -27,7 +27,6 @@ apart (two PCI GPUs with one bus id, one OS device name or one runtime index twi
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from topobind.topo.hwloc_xml import Attrs, OsDevice
@@ -88,15 +87,15 @@ def vendor_name(vendor: str | None) -> str:
     return GPU_VENDORS[vendor][0] if vendor in GPU_VENDORS else f"vendor {vendor or '?'}"
 
 
-@dataclass(frozen=True)
-class Gpu:
+class Gpu(NamedTuple):
     """One physical GPU. ``pus``/``numa``: its locality (usable OS PU indexes, NUMA OS
     indexes; empty: unknown); ``near``: the hwloc type of the object that locality comes
-    from (``sysfs`` for a GPU hwloc did not list)."""
+    from (``sysfs`` for a GPU hwloc did not list). A changed copy: ``gpu._replace(...)``."""
 
     os: str  # the preferred name: an OS device (rsmi0, cuda0, ze0...) or vendor+index (nvidia0)
     names: tuple[str, ...]  # every OS device name of this GPU
-    index: int  # the runtime's device number (CUDA in PCI bus order, ROCR, ZE)
+    # the runtime's device number (CUDA in PCI bus order, ROCR, ZE); the field hides tuple.index
+    index: int  # type: ignore[assignment]
     pci: str | None  # full bus id, lower case, domain included: 0000:c1:00.0
     vendor: str | None  # PCI vendor id, e.g. "1002"
     model: str | None

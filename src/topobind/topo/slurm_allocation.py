@@ -6,12 +6,9 @@ divided by ``SLURM_JOB_NUM_NODES``. ``SLURM_TASKS_PER_NODE`` is not used: sbatch
 without ``-n`` (to the CPU count with ``--exclusive``, measured on Slurm 22.05).
 """
 
-from __future__ import annotations
-
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from topobind.errors import TopobindError, plural
@@ -66,9 +63,8 @@ def expand_counts(text: str, limit: int = MAX_NODES) -> list[int]:
     return out
 
 
-@dataclass(frozen=True)
-class TasksPerNode:
-    count: int  # tasks on every node of the job
+class TasksPerNode(NamedTuple):
+    count: int  # type: ignore[assignment]  # tasks on every node (hides tuple.count)
     source: str  # the variables it came from, for messages
 
 

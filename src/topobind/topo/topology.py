@@ -11,8 +11,7 @@ Indexes, always named:
 
 import os
 import re
-from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from topobind.errors import CannotRun, TopobindError, TopologyError
 from topobind.inputs import InputFile
@@ -136,28 +135,92 @@ class CpuKind(NamedTuple):
     core_type: str | None
 
 
-@dataclass(frozen=True)
-class Topology:
-    """The usable part of one node: only online PUs allowed to this job/process."""
+#: a topology without GPUs or NICs (the default of :class:`Topology`)
+NO_DEVICES = Devices()
 
-    source: str  # "live", a file path, or "synthetic:..."
-    hostname: str | None
-    packages: tuple[Package, ...]
-    numa_nodes: tuple[NumaNode, ...]
-    l3_domains: tuple[CacheDomain, ...]
-    shared_cache_level: int | None  # 3 normally; 2 when the machine has no L3; None: none shared
-    cores: tuple[Core, ...]
-    excluded_pus: dict[int, str] = field(default_factory=dict)  # OS index -> why not usable
-    cpuless_numa: tuple[int, ...] = ()  # NUMA nodes (OS) with memory but no usable PU
-    numa_distances: dict[str, list[list[int]]] = field(default_factory=dict)
-    numa_distance_index: tuple[int, ...] = ()
-    cpu_kinds: tuple[CpuKind, ...] = ()
-    devices: Devices = field(default_factory=Devices)  # GPUs and NICs (topobind.topo.devices)
-    xml: str = field(default="", repr=False, compare=False)  # the XML it was read from
-    #: hwloc levels the XML lacks ("Package", "Core"): PUs right under a cache or NUMA node
-    #: (topobind then takes each PU as a core). MPI mappers that count these levels must not
-    #: be asked to map on them (see topobind.emit.openmpi).
-    missing_levels: tuple[str, ...] = ()
+
+class Topology:
+    """The usable part of one node: only online PUs allowed to this job/process.
+
+    Read-only by convention: a changed copy is ``topo.replace(field=value)``. A plain class
+    rather than a dataclass: ``dataclasses`` imports ``inspect`` and compiles each class's
+    methods, which every ``topobind plan`` in a job script would pay (``make bench-plan``).
+    Equal when every field but ``xml`` is; the repr leaves ``xml`` out."""
+
+    __slots__ = (
+        "source",  # "live", a file path, or "synthetic:..."
+        "hostname",
+        "packages",
+        "numa_nodes",
+        "l3_domains",
+        "shared_cache_level",  # 3 normally; 2 when the machine has no L3; None: none shared
+        "cores",
+        "excluded_pus",  # OS index -> why not usable
+        "cpuless_numa",  # NUMA nodes (OS) with memory but no usable PU
+        "numa_distances",
+        "numa_distance_index",
+        "cpu_kinds",
+        "devices",  # GPUs and NICs (topobind.topo.devices)
+        "missing_levels",
+        "xml",  # the XML it was read from
+    )
+
+    def __init__(
+        self,
+        source: str,
+        hostname: str | None,
+        packages: tuple[Package, ...],
+        numa_nodes: tuple[NumaNode, ...],
+        l3_domains: tuple[CacheDomain, ...],
+        shared_cache_level: int | None,
+        cores: tuple[Core, ...],
+        excluded_pus: dict[int, str] | None = None,
+        cpuless_numa: tuple[int, ...] = (),
+        numa_distances: dict[str, list[list[int]]] | None = None,
+        numa_distance_index: tuple[int, ...] = (),
+        cpu_kinds: tuple[CpuKind, ...] = (),
+        devices: Devices = NO_DEVICES,
+        missing_levels: tuple[str, ...] = (),
+        xml: str = "",
+    ) -> None:
+        self.source = source
+        self.hostname = hostname
+        self.packages = packages
+        self.numa_nodes = numa_nodes
+        self.l3_domains = l3_domains
+        self.shared_cache_level = shared_cache_level
+        self.cores = cores
+        self.excluded_pus = {} if excluded_pus is None else excluded_pus
+        self.cpuless_numa = cpuless_numa
+        self.numa_distances = {} if numa_distances is None else numa_distances
+        self.numa_distance_index = numa_distance_index
+        self.cpu_kinds = cpu_kinds
+        self.devices = devices
+        #: hwloc levels the XML lacks ("Package", "Core"): PUs right under a cache or NUMA
+        #: node (topobind then takes each PU as a core). MPI mappers that count these levels
+        #: must not be asked to map on them (see topobind.emit.openmpi).
+        self.missing_levels = missing_levels
+        self.xml = xml
+
+    def replace(self, **changes: Any) -> "Topology":
+        """A copy with ``changes`` (field name -> new value)."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields.update(changes)
+        return Topology(**fields)
+
+    def _compared(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__[:-1])  # all but xml
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Topology:
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    __hash__ = None  # type: ignore[assignment]  # (its dicts are not hashable either)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__[:-1])
+        return f"Topology({shown})"
 
     # ----- derived views
     @property
@@ -287,7 +350,7 @@ def _with_live_gpus(topo: Topology) -> Topology:
     d = topo.devices
     numa = {n.os_index for n in topo.numa_nodes} | set(topo.cpuless_numa)
     inv = live_inventory(Inventory(d.gpus, d.notes, d.refusal), set(topo.pus), numa, parse_list)
-    return replace(topo, devices=d._replace(gpus=inv.gpus, notes=inv.notes, refusal=inv.refusal))
+    return topo.replace(devices=d._replace(gpus=inv.gpus, notes=inv.notes, refusal=inv.refusal))
 
 
 def load_synthetic(description: str) -> Topology:

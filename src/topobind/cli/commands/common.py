@@ -6,7 +6,6 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import fields, replace
 
 from topobind.cli.arguments import (  # noqa: F401 (the topology options, re-exported)
     TOPOLOGY_HELP,
@@ -126,7 +125,7 @@ def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:
     (read here only)."""
     given = vars(args)
     dests = sorted({opt.dest for layout in layouts.REGISTRY for opt in layout.options})
-    plain = {f.name for f in fields(PlanRequest)} - {"layout", "parameter", "options"}
+    plain = set(PlanRequest._fields) - {"layout", "parameter", "options"}
     return request.parse(
         args.layout,
         options={d: given[d] for d in dests if given.get(d) is not None},
@@ -152,13 +151,13 @@ def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan
         from topobind.errors import TopobindError
 
         try:
-            request.plan_for_job(replace(req, threads=threads), topo)
+            request.plan_for_job(req._replace(threads=threads), topo)
         except TopobindError:
             return False
         return True
 
     threads = thread_warnings(plan.threads, args.threads, os.environ, plans_with)
-    return replace(plan, warnings=(*plan.warnings, *threads)) if threads else plan
+    return plan._replace(warnings=(*plan.warnings, *threads)) if threads else plan
 
 
 def thread_warnings(
