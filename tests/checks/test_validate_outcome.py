@@ -93,3 +93,26 @@ def test_a_hostile_report_from_reframe_is_one_line(
     assert status == 2
     (line,) = [ln for ln in err.splitlines() if ln.startswith("topobind: error:")]
     assert 'perfvalues["t"][0]: must be a number, got true' in line
+
+
+def test_each_node_sessions_poll_slurm_often_unless_the_user_says(
+    fleet: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--each-node's sessions give ReFrame RFM_POLL_RATE_DECAY=0.02 (its jobs run one after
+    another: a finished job unnoticed is time lost); a value the user set wins."""
+    from topobind.checks import acceptance, sites
+
+    seen = tmp_path / "decay"
+    fake = tmp_path / "reframe"  # the fixture's fake, rewritten to record the variable
+    record = f'#!/bin/sh\necho "${{RFM_POLL_RATE_DECAY-unset}}" >> {seen}\n'
+    fake.write_text(FAKE.replace("{report}", str(fleet)).replace("#!/bin/sh\n", record))
+    _report(fleet, _case("StreamCheck %layout=compact", "pass", 100.0))
+    site = sites.load_site("fleet")
+    req = acceptance.Request(partition="default", tags="quick", names=None, setvars={},
+                             quiet=True)  # fmt: skip
+    monkeypatch.delenv("RFM_POLL_RATE_DECAY", raising=False)
+    acceptance._session(site, req, {"n1": "idle"}, ["n1"], 1, tmp_path / "r", False, "x")
+    validation.run_reframe(site, "default", "quick", None, {}, "async", tmp_path / "r", False)
+    monkeypatch.setenv("RFM_POLL_RATE_DECAY", "0.5")
+    acceptance._session(site, req, {"n1": "idle"}, ["n1"], 1, tmp_path / "r", False, "x")
+    assert seen.read_text().split() == ["0.02", "unset", "0.5"]

@@ -125,6 +125,15 @@ QUICK_EACH_NODE_VARS = {"DgemmCheck.n": "1024", "DgemmCheck.reps": "5",
                         "LatencyCheck.quick_small": "", "sanity_once": "true"}  # fmt: skip
 
 
+#: how ReFrame polls Slurm in an --each-node session (unless RFM_POLL_RATE_DECAY is set): its
+#: default decay (0.1 a poll from 10 polls/s) leaves 0.5-1.5 s between polls once a job has run
+#: a few seconds, and with max_jobs 1 each job's end goes unnoticed for half that on average
+#: before the next is submitted (2.1 s a job for HugepagesCheck, whose command takes 0.3 s; an
+#: empty sbatch job is gone from squeue in 0.9 s); 0.02 keeps the gap at 0.2-0.4 s (about 5
+#: squeue calls a second while a job runs)
+POLL = {"RFM_POLL_RATE_DECAY": "0.02"}
+
+
 def quick_exclusions(tags: str, names: Sequence[str] | None = None) -> list[str]:
     """ReFrame options leaving :data:`QUICK_EXCLUDED` out of a ``--tags quick`` acceptance,
     and STREAM's layouts other than :data:`QUICK_STREAM` unless ``names`` chooses checks."""
@@ -270,7 +279,7 @@ def _session(site: Any, req: Request, states: dict[str, str], nodes: Sequence[st
     tracker = progress.ReframeTracker(progress.make(quiet=req.quiet), runs=repeat)
     session = validation.run_reframe(
         site, req.partition, req.tags, names, quick_setvars(req.tags, req.setvars), "async",
-        results, verbose, label=label, progress=tracker,
+        results, verbose, label=label, progress=tracker, env_defaults=POLL,
         extra=[*reframe_options(states, nodes, repeat), *quick_exclusions(req.tags, names)],
     )  # fmt: skip
     tracker.progress.close()
