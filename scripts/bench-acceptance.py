@@ -208,6 +208,14 @@ def main() -> int:
               f"STREAM moved {int(r['bytes_moved_stream']) / 1e9:.1f} GB in {r['stream_runs']} "
               f"runs; LLC {LLC}; jobs per node {r['jobs_per_node']}, {r['seconds_per_job']} s "
               "a job (wall / jobs)")  # fmt: skip
+        parts = r["breakdown"]
+        assert isinstance(parts, dict)
+        print(
+            "  where it went: "
+            + ", ".join(
+                f"{k} {v['seconds'] if isinstance(v, dict) else v} s" for k, v in parts.items()
+            )
+        )
     print("node_exporter serves: " + "; ".join(map(str, out.get("node_exporter", []))))
     print(f"written: {dest}")
     return 0 if all(out["ok"].values()) else 1  # type: ignore[union-attr]
