@@ -35,10 +35,12 @@ from topobind.checks.verdict import (
     Observations,
     Sample,
     bad_nodes_line,
+    cannot_confirm,
     confirm,
     drain_plan,
     figure_verdicts,
     good_node,
+    min_beyond,
     node_verdicts,
     observe,
     table,
@@ -325,15 +327,40 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
         if partner is None:
             out.notes.append("--confirm: no good node to compare with; the SLOW stay unconfirmed")
             return out
-        runs = max(req.repeat, MIN_RUNS)
-        # only the checks behind the SLOW figures, on the SLOW nodes and the partner
-        again = _session(site, req, states, [*slow, partner], runs, results, verbose, "confirm",
-                         names=suspect_names(figures, slow))  # fmt: skip
-        cobs = observe([again.parsed], site.name)
-        out.verdicts = confirm(verdicts, cobs, partner, req.threshold)
-        out.partner = partner
-        out.reports.append(str(again.report_path))
+        _confirm(site, req, states, slow, partner, figures, results, verbose, out)
     return out
+
+
+#: --confirm looks at its first runs before the rest (a futility stop, verdict.cannot_confirm)
+CONFIRM_LOOK = 3
+
+
+def _confirm(site: Any, req: Request, states: dict[str, str], slow: list[str], partner: str,
+             figures: list[FigureVerdict], results: Any, verbose: bool,
+             out: Outcome) -> None:  # fmt: skip
+    """Re-run the checks behind the SLOW figures on the SLOW nodes and ``partner``, at least
+    MIN_RUNS runs, interleaved; after the first CONFIRM_LOOK runs, stop when no SLOW node can
+    come out SLOW any more (they stay unnamed: a stop never names or drains a node)."""
+    runs = max(req.repeat, MIN_RUNS)
+    names = suspect_names(figures, slow)
+    look = min(CONFIRM_LOOK, runs)
+    sessions = [_session(site, req, states, [*slow, partner], look, results, verbose,
+                         "confirm", names=names)]  # fmt: skip
+    cobs = observe([s.parsed for s in sessions], site.name)
+    futile = cannot_confirm(slow, cobs, partner, req.threshold, runs)
+    if runs > look and len(futile) < len(slow):
+        sessions.append(_session(site, req, states, [*slow, partner], runs - look, results,
+                                 verbose, "confirm", names=names))  # fmt: skip
+        cobs = observe([s.parsed for s in sessions], site.name)
+    elif runs > look:
+        out.notes.append(
+            f"--confirm stopped after {look} of {runs} runs: {', '.join(futile)} cannot come "
+            f"out SLOW against {partner} any more (fewer than {min_beyond(runs)} of {runs} "
+            "runs could lie beyond the limit)"
+        )
+    out.verdicts = confirm(out.verdicts, cobs, partner, req.threshold)
+    out.partner = partner
+    out.reports += [str(s.report_path) for s in sessions]
 
 
 def judge_reports(paths: Sequence[str], site: Any, req: Request,
