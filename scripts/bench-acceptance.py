@@ -83,6 +83,7 @@ def breakdown(reports: list[Path], took: float) -> dict[str, object]:
         with contextlib.suppress(OSError, ValueError, KeyError):
             doc = json.loads(rep.read_text())
             label = rep.name.split("-fleet-")[0]
+            label += "" if label not in out else f" {sum(k.startswith(label) for k in out) + 1}"
             elapsed = float(doc["session_info"]["time_elapsed"])
             inside += elapsed
             nodes: dict[str, dict[str, float]] = {}
