@@ -130,9 +130,9 @@ QUICK_EACH_NODE_VARS = {"DgemmCheck.n": "1024", "DgemmCheck.reps": "5",
 #: how ReFrame polls Slurm in an --each-node session (unless RFM_POLL_RATE_DECAY is set): its
 #: default decay (0.1 a poll from 10 polls/s) leaves 0.5-1.5 s between polls once a job has run
 #: a few seconds, and with max_jobs 1 each job's end goes unnoticed for half that on average
-#: before the next is submitted (2.1 s a job for HugepagesCheck, whose command takes 0.3 s; an
-#: empty sbatch job is gone from squeue in 0.9 s); 0.02 keeps the gap at 0.2-0.4 s (about 5
-#: squeue calls a second while a job runs)
+#: before the next is submitted; 0.02 keeps the gap at 0.2-0.4 s (about 5 squeue calls a
+#: second while a job runs). (The 2 s floor of every job on the local cluster was the squeue
+#: backend's wait after each submission: site_configs/reframe_config.py.)
 POLL = {"RFM_POLL_RATE_DECAY": "0.02"}
 
 
