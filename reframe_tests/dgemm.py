@@ -72,10 +72,11 @@ class DgemmCheck(TopobindCheck):
     def tb_check_setup(self) -> None:
         tb = topobind_cmd()
         args = self.tb_run("compact", ranks=1)
-        self.prerun_cmds = [shell_join(tb, "plan", args, "--format json > plan.json")]
+        # topobind run writes the plan it launches (no separate topobind plan start-up)
         self.executable = shell_join(
-            tb, "run", args, *self.tb_launcher_args(), "--", str(kernels_dir() / "dgemm")
-        )
+            tb, "run", args, *self.tb_launcher_args(), "--plan-json plan.json", "--",
+            str(kernels_dir() / "dgemm"),
+        )  # fmt: skip
         self.executable_opts = [
             "--n", str(self.n), "--reps", str(self.reps), "--pages", str(self.pages),
             "--json", "dgemm.{rank}.json",

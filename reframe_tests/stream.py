@@ -20,7 +20,8 @@ an array, 10.9 GB a trial. The full tier runs ``trials`` (20) at the rule's size
 ``max_bytes_per_run`` (the site's ``settings:``; default 16G): when the cap forces arrays
 smaller than the rule, the check says so (``stream-size.json`` and a warning), since the
 figure may then be partly cache. The quick tier leaves out the job's text plan (each topobind
-start-up is about a second on a busy 2-core node).
+start-up is about a second on a busy 2-core node); ``topobind run --plan-json`` writes the
+plan it launches, which sanity compares placement with (no separate ``topobind plan``).
 
 Sanity: every rank's result validates (STREAM's own check), every thread ran on its
 planned CPU, and, where the site enforces it, the arrays got 1 GiB pages.
@@ -113,13 +114,12 @@ class StreamCheck(TopobindCheck):
         if prefix:
             self.skip_if(which("numactl") is None, "numactl is not installed")
         tb = topobind_cmd()
-        self.prerun_cmds = [
-            shell_join(prefix, tb, "plan", args, "--format json > plan.json"),
-            shell_join(prefix, tb, "plan", args, "--format text"),
-        ]
+        # the text plan is for the eye; topobind run writes the plan it launches (plan.json)
+        self.prerun_cmds = [shell_join(prefix, tb, "plan", args, "--format text")]
         self.executable = shell_join(
-            prefix, tb, "run", args, *self.tb_launcher_args(), "--", str(kernels_dir() / "stream")
-        )
+            prefix, tb, "run", args, *self.tb_launcher_args(), "--plan-json plan.json", "--",
+            str(kernels_dir() / "stream"),
+        )  # fmt: skip
         trials = self.trials
         opts = ["--pages", str(self.pages)]
         if quick_tier():

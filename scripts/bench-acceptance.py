@@ -30,6 +30,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 from fleet_faults import cpu_quota, fleet_sites  # noqa: E402
 
 TARGETS = {"clean": 120.0, "throttled": 180.0}
+#: $BENCH_KEEP=DIR: the run's sites, results and ReFrame reports go to a folder in DIR that is
+#: kept (to see where the time went); by default a temporary folder, removed
+KEEP = os.environ.get("BENCH_KEEP") or None
 
 
 def sh(*argv: str, env: dict[str, str] | None = None, timeout: float = 600) -> str:
@@ -67,6 +70,42 @@ def jobs(reports: list[Path]) -> dict[str, int]:
                         node = tc["display_name"].rpartition("%.nid=")[2] or "?"
                         out[node] = out.get(node, 0) + 1
     return dict(sorted(out.items()))
+
+
+def breakdown(reports: list[Path], took: float) -> dict[str, object]:
+    """Where a validate run's time went: per ReFrame session (first pass, confirm) its
+    wall time and, per node, the jobs, their seconds from submit to end (Slurm's start-up,
+    the job's Python start-ups and the kernel) and the mean a job, by check; the rest of the
+    run (topobind's start, sinfo, the conformance srun, the verdict) outside the sessions."""
+    out: dict[str, object] = {}
+    inside = 0.0
+    for rep in reports:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            doc = json.loads(rep.read_text())
+            label = rep.name.split("-fleet-")[0]
+            label += "" if label not in out else f" {sum(k.startswith(label) for k in out) + 1}"
+            elapsed = float(doc["session_info"]["time_elapsed"])
+            inside += elapsed
+            nodes: dict[str, dict[str, float]] = {}
+            for run in doc["runs"]:
+                for tc in run["testcases"]:
+                    if tc["result"] == "skip" or tc.get("job_submit_time") is None:
+                        continue
+                    node = tc["display_name"].rpartition("%.nid=")[2] or "?"
+                    check = tc["display_name"].split()[0]
+                    job = float(tc["job_completion_time_unix"]) - float(tc["job_submit_time"])
+                    n = nodes.setdefault(node, {"jobs": 0, "job_seconds": 0.0})
+                    n["jobs"] += 1
+                    n["job_seconds"] = round(n["job_seconds"] + job, 1)
+                    n[f"{check} s/job"] = n.get(f"{check} s/job", 0.0) + job
+                    n[f"{check} jobs"] = n.get(f"{check} jobs", 0) + 1
+            for n in nodes.values():
+                for k in [k for k in n if k.endswith(" s/job")]:
+                    n[k] = round(n[k] / n[k.replace(" s/job", " jobs")], 1)
+                    del n[k.replace(" s/job", " jobs")]
+            out[label] = {"seconds": round(elapsed, 1), "nodes": dict(sorted(nodes.items()))}
+    out["outside sessions"] = round(took - inside, 1)
+    return out
 
 
 def served(textdir: Path) -> list[str]:
@@ -107,16 +146,26 @@ def validate(env: dict[str, str], results: Path, *extra: str) -> dict[str, objec
     last = lines[-1] if lines else "(no output)"
     print(done.stdout[-3000:], flush=True)
     print(done.stderr[-1500:], file=sys.stderr, flush=True)
+    print(f"load: {os.getloadavg()[0]:.2f} (1 min average) at the end", flush=True)
     expected = next((ln for ln in lines if ln.startswith("expected run time")), "")
     reports = sorted(set((results / "reports").glob("*.json")) - before)
     moved, runs = bytes_moved(results, reports)
     per_node = jobs(reports)
     return {"seconds": round(took, 1), "exit": done.returncode, "bad_nodes_line": last,
             "expected": expected, "bytes_moved_stream": moved, "stream_runs": runs,
-            "jobs_per_node": per_node,
+            "jobs_per_node": per_node, "loadavg_1min_after": round(os.getloadavg()[0], 2),
             "seconds_per_job": round(took / max(1, sum(per_node.values())), 1),
+            "breakdown": breakdown(reports, took),
             "table": [ln for ln in lines
                       if ln.startswith(("node", "first pass", "weak:"))]}  # fmt: skip
+
+
+def workdir() -> contextlib.AbstractContextManager[str]:
+    """The run's folder: a temporary one, or one kept in $BENCH_KEEP."""
+    if not KEEP:
+        return tempfile.TemporaryDirectory(prefix="bench-acceptance-")
+    Path(KEEP).mkdir(parents=True, exist_ok=True)
+    return contextlib.nullcontext(tempfile.mkdtemp(prefix="bench-acceptance-", dir=KEEP))
 
 
 def main() -> int:
@@ -128,7 +177,7 @@ def main() -> int:
     sh(str(REPO / "scripts" / "local-slurm"), "start", "--nodes", "3", env=env)
     out: dict[str, object] = {"llc": LLC, "nodes": 3, "tags": "quick"}
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-acceptance-") as tmp:
+        with workdir() as tmp:
             t = Path(tmp)
             venv = str(Path(sys.executable).parent)
             run_env = dict(env, SLURM_CONF=str(STATE / "slurm.conf"),
@@ -160,6 +209,14 @@ def main() -> int:
               f"STREAM moved {int(r['bytes_moved_stream']) / 1e9:.1f} GB in {r['stream_runs']} "
               f"runs; LLC {LLC}; jobs per node {r['jobs_per_node']}, {r['seconds_per_job']} s "
               "a job (wall / jobs)")  # fmt: skip
+        parts = r["breakdown"]
+        assert isinstance(parts, dict)
+        print(
+            "  where it went: "
+            + ", ".join(
+                f"{k} {v['seconds'] if isinstance(v, dict) else v} s" for k, v in parts.items()
+            )
+        )
     print("node_exporter serves: " + "; ".join(map(str, out.get("node_exporter", []))))
     print(f"written: {dest}")
     return 0 if all(out["ok"].values()) else 1  # type: ignore[union-attr]

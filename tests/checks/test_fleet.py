@@ -213,6 +213,25 @@ def test_confirm_keeps_a_real_outlier_and_clears_a_fluke() -> None:
     assert acceptance.bad_nodes_line(list(done.values())) == "bad nodes: node3"
 
 
+def test_confirm_stops_early_only_for_a_node_that_cannot_come_out_slow() -> None:
+    """The futility stop after --confirm's first 3 runs: a node with 2 of 3 runs at the
+    partner's level cannot reach 6 of 7 beyond the limit; one with 3 of 3 beyond, or 1 short
+    with 4 runs to go, can; a failed check is never stopped on; the stop names no node."""
+    assert [acceptance.min_beyond(n) for n in (3, 4, 5, 7, 10)] == [3, 4, 4, 6, 7]
+    look = [{"node1": 100.0 + i, "node3": 55.0 if i == 0 else 99.0 + i, "node4": 55.0 + i,
+             "node5": 99.0 + i if i == 0 else 55.0} for i in range(3)]  # fmt: skip
+    obs = acceptance.observe([_report(look)], "fleet")
+    nodes = ["node3", "node4", "node5"]
+    assert acceptance.cannot_confirm(nodes, obs, "node1", 0.05, 7) == ["node3"]
+    assert acceptance.cannot_confirm(nodes, obs, "node1", 0.05, 3) == ["node3", "node5"]
+    bad = acceptance.observe([_report(look), _report([{"node3": 1.0}], result="fail")], "fleet")
+    assert acceptance.cannot_confirm(nodes, bad, "node1", 0.05, 7) == []
+    first, _ = _judge([{"node1": 100.0, "node2": 100.0, "node3": 60.0} for _ in range(3)])
+    done = {v.node: v for v in acceptance.confirm(first, obs, "node1", 0.05)}
+    assert done["node3"].status == "ok" and "not confirmed" in done["node3"].confirmed
+    assert acceptance.bad_nodes_line(list(done.values())) == "bad nodes: none"
+
+
 def test_choose_nodes_bad_input() -> None:
     states = {"node1": "idle", "node2": "idle", "node3": "drain"}
     assert acceptance.choose_nodes(states, None, "debug") == ["node1", "node2"]

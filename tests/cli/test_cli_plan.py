@@ -410,3 +410,23 @@ def test_argparse_types_live_in_the_command_layer() -> None:
         if "argparse" in names:
             outside.append(str(path.relative_to(REPO)))
     assert not outside, f"argparse outside cli/: {outside}"
+
+
+def test_run_writes_the_plan_it_launches(tmp_path: Path, topobind_cli: Cli) -> None:
+    """topobind run --plan-json: the plan of topobind plan --format json, so a check needs no
+    separate topobind plan start-up; a missing directory is one line, before the launch."""
+    args = ["-t", TWO_NUMA, "-l", "compact", "-r", "1"]
+    out = topobind_cli("run", "--dry-run", "--launcher", "none", *args, "--plan-json",
+                       str(tmp_path / "plan.json"), "--", "true")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    plan = topobind_cli("plan", *args, "-f", "json")
+    assert (tmp_path / "plan.json").read_text() == plan.stdout
+    target = tmp_path / "no" / "plan.json"
+    live = ["-t", "live", "-l", "compact", "-r", "1"]
+    out = topobind_cli("run", "--launcher", "none", *live, "--plan-json", str(target), "--",
+                       "touch", str(tmp_path / "ran"))  # fmt: skip
+    assert out.returncode == 2 and not (tmp_path / "ran").exists()
+    assert out.stderr.splitlines() == [
+        f"topobind: error: --plan-json {target}: directory {target.parent} does not exist; "
+        "create it or give another path"
+    ]

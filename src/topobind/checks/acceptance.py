@@ -35,10 +35,12 @@ from topobind.checks.verdict import (
     Observations,
     Sample,
     bad_nodes_line,
+    cannot_confirm,
     confirm,
     drain_plan,
     figure_verdicts,
     good_node,
+    min_beyond,
     node_verdicts,
     observe,
     table,
@@ -123,6 +125,15 @@ QUICK_STREAM = "compact"
 #: judged: 1-3 s a job), and the sanity-only checks once, not once per --repeat run
 QUICK_EACH_NODE_VARS = {"DgemmCheck.n": "1024", "DgemmCheck.reps": "5",
                         "LatencyCheck.quick_small": "", "sanity_once": "true"}  # fmt: skip
+
+
+#: how ReFrame polls Slurm in an --each-node session (unless RFM_POLL_RATE_DECAY is set): its
+#: default decay (0.1 a poll from 10 polls/s) leaves 0.5-1.5 s between polls once a job has run
+#: a few seconds, and with max_jobs 1 each job's end goes unnoticed for half that on average
+#: before the next is submitted; 0.02 keeps the gap at 0.2-0.4 s (about 5 squeue calls a
+#: second while a job runs). (The 2 s floor of every job on the local cluster was the squeue
+#: backend's wait after each submission: site_configs/reframe_config.py.)
+POLL = {"RFM_POLL_RATE_DECAY": "0.02"}
 
 
 def quick_exclusions(tags: str, names: Sequence[str] | None = None) -> list[str]:
@@ -270,7 +281,7 @@ def _session(site: Any, req: Request, states: dict[str, str], nodes: Sequence[st
     tracker = progress.ReframeTracker(progress.make(quiet=req.quiet), runs=repeat)
     session = validation.run_reframe(
         site, req.partition, req.tags, names, quick_setvars(req.tags, req.setvars), "async",
-        results, verbose, label=label, progress=tracker,
+        results, verbose, label=label, progress=tracker, env_defaults=POLL,
         extra=[*reframe_options(states, nodes, repeat), *quick_exclusions(req.tags, names)],
     )  # fmt: skip
     tracker.progress.close()
@@ -316,15 +327,40 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
         if partner is None:
             out.notes.append("--confirm: no good node to compare with; the SLOW stay unconfirmed")
             return out
-        runs = max(req.repeat, MIN_RUNS)
-        # only the checks behind the SLOW figures, on the SLOW nodes and the partner
-        again = _session(site, req, states, [*slow, partner], runs, results, verbose, "confirm",
-                         names=suspect_names(figures, slow))  # fmt: skip
-        cobs = observe([again.parsed], site.name)
-        out.verdicts = confirm(verdicts, cobs, partner, req.threshold)
-        out.partner = partner
-        out.reports.append(str(again.report_path))
+        _confirm(site, req, states, slow, partner, figures, results, verbose, out)
     return out
+
+
+#: --confirm looks at its first runs before the rest (a futility stop, verdict.cannot_confirm)
+CONFIRM_LOOK = 3
+
+
+def _confirm(site: Any, req: Request, states: dict[str, str], slow: list[str], partner: str,
+             figures: list[FigureVerdict], results: Any, verbose: bool,
+             out: Outcome) -> None:  # fmt: skip
+    """Re-run the checks behind the SLOW figures on the SLOW nodes and ``partner``, at least
+    MIN_RUNS runs, interleaved; after the first CONFIRM_LOOK runs, stop when no SLOW node can
+    come out SLOW any more (they stay unnamed: a stop never names or drains a node)."""
+    runs = max(req.repeat, MIN_RUNS)
+    names = suspect_names(figures, slow)
+    look = min(CONFIRM_LOOK, runs)
+    sessions = [_session(site, req, states, [*slow, partner], look, results, verbose,
+                         "confirm", names=names)]  # fmt: skip
+    cobs = observe([s.parsed for s in sessions], site.name)
+    futile = cannot_confirm(slow, cobs, partner, req.threshold, runs)
+    if runs > look and len(futile) < len(slow):
+        sessions.append(_session(site, req, states, [*slow, partner], runs - look, results,
+                                 verbose, "confirm", names=names))  # fmt: skip
+        cobs = observe([s.parsed for s in sessions], site.name)
+    elif runs > look:
+        out.notes.append(
+            f"--confirm stopped after {look} of {runs} runs: {', '.join(futile)} cannot come "
+            f"out SLOW against {partner} any more (fewer than {min_beyond(runs)} of {runs} "
+            "runs could lie beyond the limit)"
+        )
+    out.verdicts = confirm(out.verdicts, cobs, partner, req.threshold)
+    out.partner = partner
+    out.reports += [str(s.report_path) for s in sessions]
 
 
 def judge_reports(paths: Sequence[str], site: Any, req: Request,

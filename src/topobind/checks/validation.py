@@ -110,10 +110,12 @@ def run_reframe(
     label: str = "validate",
     echo: Callable[[str], None] | None = None,
     progress: Any = None,
+    env_defaults: dict[str, str] | None = None,
 ) -> Session:
     """One ReFrame session on ``site:partition``; ReFrame's status lines (all of its output
     when ``verbose``) go to ``echo`` as they come, the command line first; with ``progress``
-    (a :class:`topobind.checks.progress.ReframeTracker`) the status lines become progress."""
+    (a :class:`topobind.checks.progress.ReframeTracker`) the status lines become progress;
+    ``env_defaults``: environment variables set for ReFrame unless already set."""
     stamp = _utc_stamp()
     report = results / "reports" / f"{label}-{site.name}-{partition}-{stamp}.json"
     log = results / "logs" / f"{label}-{site.name}-{partition}-{stamp}.log"
@@ -145,6 +147,8 @@ def run_reframe(
     # calibrating: the checks must not reapply the settings of the previous calibration
     env["TOPOBIND_CALIBRATING"] = "1" if setvars.get("calibrating") == "true" else "0"
     env.setdefault("TOPOBIND_ROOT", str(REPO))
+    for k, v in (env_defaults or {}).items():  # ReFrame settings a caller tunes; the user's win
+        env.setdefault(k, v)
     say = echo or _stderr
     say(f"topobind: {shlex.join(argv)}\n")
     skips: dict[str, str] = {}

@@ -152,6 +152,7 @@ class FigureVerdict:
     slowdown: float  # against the fleet median (stats.slowdown: 0.05 = 5 % slower)
     confidence: float  # sign test: the node's median is beyond the limit
     slow: bool
+    beyond: int = 0  # runs beyond the limit (the sign test's count)
 
     @property
     def weak(self) -> bool:
@@ -230,7 +231,7 @@ def figure_verdicts(
             slow = slowdown > max(threshold, noise_floor(by_node)) and conf >= NAME_CONFIDENCE
             out.append(
                 FigureVerdict(node, *key, units[key], len(vals), medians[node], stats.cv(vals),
-                              slowdown, conf, slow)
+                              slowdown, conf, slow, beyond)
             )  # fmt: skip
     return out
 
@@ -288,17 +289,49 @@ def good_node(verdicts: Sequence[NodeVerdict]) -> str | None:
     return min(ok, key=lambda v: abs(v.worst.slowdown if v.worst else 0.0)).node
 
 
-def confirm(
-    verdicts: Sequence[NodeVerdict], obs: Observations, partner: str, threshold: float
-) -> list[NodeVerdict]:
-    """Re-judge the SLOW nodes on the confirmation runs ``obs`` (the flagged nodes and the
-    good ``partner``, interleaved): each against the partner's median of the same runs."""
+def _partner_reference(obs: Observations, partner: str) -> dict[tuple[str, str, str], float]:
+    """The partner's median of each figure over the confirmation runs."""
     ref_samples = [s for s in obs.samples if s.node == partner]
     reference: dict[tuple[str, str, str], float] = {}
     for key in {(s.check, s.variant, s.metric) for s in ref_samples}:
         reference[key] = stats.median([s.value for s in ref_samples if (s.check, s.variant,
                                        s.metric) == key])  # fmt: skip
-    figures = figure_verdicts(obs.samples, threshold, reference)
+    return reference
+
+
+def min_beyond(runs: int) -> int:
+    """The fewest of ``runs`` runs beyond the limit that can name a node SLOW (sign-test
+    confidence at least :data:`NAME_CONFIDENCE`): 3 of 3, 4 of 4, 6 of 7."""
+    return next(k for k in range(runs + 1)
+                if k and stats.beyond_confidence(k, runs) >= NAME_CONFIDENCE)  # fmt: skip
+
+
+def cannot_confirm(nodes: Sequence[str], obs: Observations, partner: str, threshold: float,
+                   runs: int) -> list[str]:  # fmt: skip
+    """The ``nodes`` that the confirmation cannot name SLOW whatever its remaining runs give:
+    after the runs in ``obs`` (fewer than ``runs``), every figure of the node has so many runs
+    short of the limit (against ``partner``'s median so far) that even all the remaining runs
+    beyond it would not reach :func:`min_beyond` of ``runs`` (a futility stop: it never names
+    or drains a node, it only stops re-running one that will come out ok). A node with a
+    failed check or no figure is never among them."""
+    figures = figure_verdicts(obs.samples, threshold, _partner_reference(obs, partner))
+    need = min_beyond(runs)
+    out = []
+    for node in nodes:
+        mine = [f for f in figures if f.node == node]
+        if not mine or any(f.node == node for f in obs.failures):
+            continue
+        if all(f.beyond + (runs - f.runs) < need for f in mine):
+            out.append(node)
+    return out
+
+
+def confirm(
+    verdicts: Sequence[NodeVerdict], obs: Observations, partner: str, threshold: float
+) -> list[NodeVerdict]:
+    """Re-judge the SLOW nodes on the confirmation runs ``obs`` (the flagged nodes and the
+    good ``partner``, interleaved): each against the partner's median of the same runs."""
+    figures = figure_verdicts(obs.samples, threshold, _partner_reference(obs, partner))
     out = []
     for v in verdicts:
         if v.status != "SLOW":

@@ -153,6 +153,13 @@ def add_subparser(subparsers: Any) -> None:
         "does not give the exact places (auto), always, or never",
     )
     run.add_argument("--dry-run", action="store_true", help="print the command, do not run")
+    run.add_argument(
+        "--plan-json",
+        metavar="FILE",
+        help="also write the plan it launches to FILE (as topobind plan --format json; "
+        "atomically), e.g. for a check that compares placement with it: one start-up fewer "
+        "than a separate topobind plan",
+    )
     run.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
     run.set_defaults(func=run_program)
 
@@ -283,6 +290,8 @@ def run_program(args: argparse.Namespace) -> int:
     plan = groups[0].plan if groups else plan_for_job(args)
     if not groups and (not args.dry_run or plan.topology.source == "live"):
         check_here(plan, program[0])  # NUMA nodes here and allowed; the shim reaches the program
+    if args.plan_json:
+        _write_plan_json(args.plan_json, plan, len(groups))
     if args.dry_run:
         return _dry_run(plan, program, args, groups)
     done = jobrun.run_job(
@@ -291,6 +300,26 @@ def run_program(args: argparse.Namespace) -> int:
     )  # fmt: skip
     _exited(done.job.launch, done.status, None if groups else program[0])
     return _with_samples(done, args)
+
+
+def _write_plan_json(path: str, plan: Any, groups: int) -> None:
+    """The plan launched, as ``topobind plan --format json`` prints it, written atomically;
+    refused (before the launch) when the job's nodes differ: no one plan describes them."""
+    from topobind.emit import launch_dict
+    from topobind.fsutil import atomic_write_text
+
+    if groups > 1:
+        raise TopobindError(f"--plan-json {path}: the job's nodes differ ({groups} plans, "
+                            "one a group of nodes); run topobind plan on each node")  # fmt: skip
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise TopobindError(f"--plan-json {path}: directory {parent} does not exist; create "
+                            "it or give another path")  # fmt: skip
+    try:
+        atomic_write_text(path, jsonfmt.dumps(plan.to_dict(launch_dict(plan))) + "\n")
+    except OSError as exc:
+        raise TopobindError(f"--plan-json {path}: cannot write it ({exc.strerror}); give a "
+                            "writable path") from None  # fmt: skip
 
 
 def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:

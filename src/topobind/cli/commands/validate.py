@@ -42,7 +42,8 @@ Tags: quick (the short set), full, bandwidth, variability, binding, latency.
 --reruns N-1, so runs are interleaved across nodes; conformance (site check --live) once per
 node. Per figure, a node's median over its runs vs the fleet median: SLOW beyond --threshold
 (default 5 %) when a sign test agrees; strength = runs, CV, confidence ('weak' under 7 runs
-or 95 %). --confirm re-runs SLOW nodes next to a good node. Last line: 'bad nodes: HOSTLIST'
+or 95 %). --confirm re-runs SLOW nodes next to a good node (it stops after 3 runs when none
+can come out SLOW any more). Last line: 'bad nodes: HOSTLIST'
 (exit 1) or 'bad nodes: none' (exit 0). --drain drains only a node of the partition (and of
 --nodelist), named literally, bad on a confirmed verdict (FAIL, SLOW strong or confirmed);
 every other bad node gets a 'not drained' line saying why. docs/site-admins.md.
@@ -115,7 +116,7 @@ def add_subparser(subparsers: Any) -> None:
         "--confirm",
         action="store_true",
         help="re-run the SLOW nodes (at least 7 runs) interleaved with a good node before "
-        "naming them",
+        "naming them; after 3 runs it stops when none can come out SLOW any more",
     )
     each.add_argument(
         "--threshold",
