@@ -59,3 +59,11 @@ def test_bench_runs_each_check_alone_in_the_ci_sessions_tier() -> None:
         alone = bench.alone_select(select, "3240c69e")
         assert alone[-2:] == ["-n", "/3240c69e"]
         assert quick_tier(["reframe", *alone]) == quick_tier(["reframe", *select])
+
+
+def test_doc_runs_the_checks_serially_where_reframe_shares_the_machine() -> None:
+    """Both partitions of the page's cluster.py run on ReFrame's own host (a local partition;
+    the local cluster's nodes): under async ReFrame judged one check while the next one
+    measured, and the CI run's STREAM triad was 0.25-0.6 of the same check alone."""
+    lines = [ln for ln in reframe_commands(DOC.read_text()) if ln.startswith("TOPOBIND_SITE=")]
+    assert lines and all("--exec-policy serial" in ln for ln in lines), lines

@@ -10,7 +10,8 @@ the measurement's own, over the wall time. The measurement's own CPU time is
   steps and their descendants. An ``srun`` step's tasks (the kernel itself, under ``topobind
   run --launcher srun``) are children of the step's ``slurmstepd``, not of the job script, so
   without this their CPU time counted as other work (a check alone on a quiet node recorded
-  30 to 92 %). They are read from ``/proc`` every ``SAMPLE_PERIOD`` while the command runs;
+  30 to 92 %). They are read from ``/proc`` every ``SAMPLE_PERIOD`` while the command runs
+  (the new pids, the job's and the harness's; every process every ``FULL_EVERY`` samples);
   a process that exits between two samples is counted through the parent that reaps it
   (``cutime``), and the last ``SAMPLE_PERIOD`` of a step whose ``slurmstepd`` is reaped outside
   the job is the only time lost (counted as other work: the error only ever warns more);
@@ -38,8 +39,10 @@ from pathlib import Path
 from typing import Any
 
 BUSY_SHARE = 0.25  # other processes' share of the CPU time above which a node is busy
-SAMPLE_PERIOD = 0.25  # s between two reads of the job's known processes inside a Slurm job
-FULL_EVERY = 4  # every 4th read is of all /proc (new steps; about 3 ms of CPU on 120 processes)
+SAMPLE_PERIOD = 0.1  # s between two samples of /proc inside a Slurm job (a 3-trial STREAM
+# step on a small node lasts well under a second)
+FULL_EVERY = 20  # every 20th sample rereads every process (about 3 ms of CPU on 120 of them;
+# the others read only the new pids, the job's and the harness's)
 HARNESS_VARIABLE = "TOPOBIND_LOAD_HARNESS"
 
 
@@ -295,6 +298,7 @@ class Sampler:
         self._cmdlines: dict[tuple[int, int], str] = {}
         self._stop = threading.Event()
         first = read_procs(root)
+        self._last = first
         self._job_cpu = JobCpu(first)
         self._harness_ticks = [self._harness_cpu(first)] * 2
         self._add(first)
@@ -317,11 +321,9 @@ class Sampler:
         p = procs.get(self._harness[0])
         return p.cpu if p is not None and p.start == self._harness[1] else None
 
-    def _add(self, procs: Mapping[int, Proc], full: bool = True) -> None:
-        """One sample: all of /proc (``full``: finds new steps and their processes), or the
-        members known so far."""
+    def _add(self, procs: Mapping[int, Proc]) -> None:
         members: set[int] = set()
-        if full and self._job:
+        if self._job:
             roots = step_daemons(procs, self._job, lambda pid: self._cmdline(procs, pid))
             members = descendants(procs, roots, self._me)
         self._job_cpu.add(procs, members)
@@ -339,11 +341,25 @@ class Sampler:
         n = 0
         while not self._stop.wait(self._period):
             n += 1
-            if n % FULL_EVERY == 0:
-                self._add(read_procs(self._root))
-                continue
-            known = self._job_cpu.live() | ({self._harness[0]} if self._harness else set())
-            self._add(read_procs(self._root, known), full=False)
+            self._add(self._read(full=n % FULL_EVERY == 0))
+
+    def _read(self, full: bool) -> dict[int, Proc]:
+        """/proc now: every process (``full``), or only the pids new since the last sample,
+        the job's and the harness's, the others as last read (their times do not count)."""
+        if full:
+            procs = read_procs(self._root)
+        else:
+            try:
+                pids = {int(n) for n in os.listdir(self._root) if n.isdigit()}
+            except OSError:
+                pids = set()
+            fresh = (pids - self._last.keys()) | (pids & self._job_cpu.live())
+            if self._harness is not None:
+                fresh.add(self._harness[0])
+            procs = {pid: p for pid, p in self._last.items() if pid in pids and pid not in fresh}
+            procs.update(read_procs(self._root, fresh))
+        self._last = procs
+        return procs
 
     def start(self) -> None:
         self._thread.start()
@@ -353,7 +369,7 @@ class Sampler:
         self._thread.join()
         if not self.error:
             try:
-                self._add(read_procs(self._root))
+                self._add(self._read(full=True))
             except Exception as exc:  # as in _loop
                 self.error = f"{type(exc).__name__}: {exc}"
 
