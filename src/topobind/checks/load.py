@@ -385,7 +385,11 @@ def run_measured(cmd: Sequence[str], out: str, env: Mapping[str, str] | None = N
     """Run ``cmd``; write ``out`` (JSON): the load it ran under; return its exit status."""
     env = os.environ if env is None else env
     job, harness = env.get("SLURM_JOB_ID", ""), _harness_key(env.get(HARNESS_VARIABLE))
-    sampler = Sampler(os.getpid(), job, harness) if job or harness else None
+    sampler, error = None, ""
+    try:
+        sampler = Sampler(os.getpid(), job, harness) if job or harness else None
+    except Exception as exc:  # the command runs anyway; load.json says why it lacks the job
+        error = f"{type(exc).__name__}: {exc}"
     start = cpu_sample()
     if sampler is not None:
         sampler.start()
@@ -411,8 +415,9 @@ def run_measured(cmd: Sequence[str], out: str, env: Mapping[str, str] | None = N
         "busy_share_limit": BUSY_SHARE,
         "loadavg_1m_at_start": round(load.loadavg_1m, 2),
     }
-    if sampler is not None and sampler.error:
-        doc["sampling_error"] = sampler.error
+    error = error or (sampler.error if sampler is not None else "")
+    if error:
+        doc["sampling_error"] = error
     with open(out + ".tmp", "w") as fh:
         json.dump(doc, fh)
     os.replace(out + ".tmp", out)
