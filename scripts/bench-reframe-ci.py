@@ -7,8 +7,11 @@ Runs the page as written: its ``cluster.py`` (``max_jobs: 1`` on every partition
 mycluster:batch ... --nocolor -r`` line (both read from the page by
 ``scripts/reframe_ci_doc.py``, as tests/checks/test_reframe_ci_doc.py does), with the page's
 ``-n`` selection replaced by the set under test (default ``-t quick``: $BENCH_RFM_SELECT, e.g.
-``-t full``). Then each check that ran, alone (one ReFrame session per check, ``-n /HASH``),
-and ``HplCheck %size=full`` through the same path (unless BENCH_HPL_FULL=0). Writes
+``-t full``). Then each check that ran, alone: one ReFrame session per check with the same
+selection plus ``-n /HASH`` (:func:`alone_select`: the same check, so the same tier, since
+``-t quick`` is what bounds a check's trials and sizes), and ``HplCheck %size=full`` through
+the same path (unless BENCH_HPL_FULL=0). Each session records the load average before and
+after it. Writes
 results/bench/reframe-ci.json: per check and figure the value in the CI run and alone, the
 ratio, and a flag when they differ by more than 20 %; the load each check recorded
 (``load.json``). Root (the local Slurm cluster, in its own state directory); run under
@@ -93,19 +96,33 @@ def loads(cwd: Path) -> dict[str, object]:
     return out
 
 
+def alone_select(select: list[str], digest: str) -> list[str]:
+    """The selection that runs one check of the CI session alone: the CI session's own (its
+    tags set the tier: ``-t quick`` bounds trials and sizes) narrowed to that check's hash."""
+    return [*select, "-n", f"/{digest}"]
+
+
+def loadavg() -> list[str]:
+    return Path("/proc/loadavg").read_text().split()[:3]
+
+
 def session(cwd: Path, env: dict[str, str], argv: list[str], select: list[str]) -> dict:
     """One ReFrame session in ``cwd`` (which holds cluster.py), as the page runs it."""
     cmd = [*argv, *select, "-r"]
+    before = loadavg()
     t0 = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=3600)
     took = time.monotonic() - t0
+    after = loadavg()
     out = done.stdout + done.stderr
     summary = SUMMARY.search(out)
     print(f"  {' '.join(select)}: exit {done.returncode}, {took:.0f} s, "
-          f"{summary.group(0) if summary else 'no summary'}", flush=True)  # fmt: skip
+          f"{summary.group(0) if summary else 'no summary'} (load average before "
+          f"{' '.join(before)}, after {' '.join(after)})", flush=True)  # fmt: skip
     if done.returncode != 0:
         print(out[-2500:], file=sys.stderr, flush=True)
     return {"select": select, "exit": done.returncode, "seconds": round(took, 1),
+            "loadavg_before": before, "loadavg_after": after,
             "summary": summary.group(0) if summary else None, "checks": parse(out),
             "skipped": [f"{m.group(1)}: {m.group(2)}" for m in map(SKIP.match, out.splitlines())
                         if m],
@@ -158,7 +175,7 @@ def run_all(env: dict[str, str], tmp: Path) -> dict[str, object]:
     alone: dict[str, dict] = {}
     print("each check alone:", flush=True)
     for i, (name, c) in enumerate(ci["checks"].items()):
-        alone[name] = session(fresh(f"alone{i}"), run_env, argv, ["-n", f"/{c['hash']}"])
+        alone[name] = session(fresh(f"alone{i}"), run_env, argv, alone_select(select, c["hash"]))
     out["alone"] = alone
     out["comparison"] = compare(ci, alone)
     if os.environ.get("BENCH_HPL_FULL", "1") != "0":
@@ -197,7 +214,7 @@ def main() -> int:
             out = run_all(env, Path(tmp))
     finally:
         sh(str(REPO / "scripts" / "local-slurm"), "stop", env=env)
-    out["loadavg"] = Path("/proc/loadavg").read_text().split()[:3]
+    out["loadavg"] = loadavg()
     ok_ci = out["ci"]["exit"] == 0 and all(a["exit"] == 0 for a in out["alone"].values())
     hpl = out.get("hpl_full")
     out["ok"] = {"ci_passed": ok_ci, "hpl_full_passed": hpl is None or hpl["exit"] == 0,

@@ -38,6 +38,7 @@ from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 from reframe.utility import typecheck as typ
 
+from topobind.checks import load as tbload
 from topobind.checks import sites as tbsites
 from topobind.errors import TopobindError
 from topobind.launch import launchers as tblaunchers
@@ -49,6 +50,7 @@ PROBE = HERE / "probe.py"
 CHECK_FILE = "topobind-check.json"  # = topobind.report.reader.CHECK_FILE
 LOAD_FILE = "load.json"
 SITE_VARIABLE = "TOPOBIND_SITE"
+HARNESS = tbload.harness_identity()  # this ReFrame process, for load.json
 
 
 def site_for(system: str) -> tbsites.Site:
@@ -308,15 +310,18 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     @run_before("run")
     def tb_record_load_and_variant(self) -> None:
         """The main command runs under ``probe.py load``, which writes ``load.json`` (the CPU
-        time other processes used on the node meanwhile); ``topobind-check.json`` names the
-        check and its variant, so ``topobind report`` on the output directory keeps the
-        variants apart. Both are kept in the output directory."""
+        time other processes used on the node meanwhile: topobind.checks.load, which counts
+        this ReFrame process as the harness, not as other work, when the job runs on its
+        host); ``topobind-check.json`` names the check and its variant, so ``topobind report``
+        on the output directory keeps the variants apart. Both are kept in the output
+        directory."""
         label = {"check": type(self).__name__, "variant": self.tb_variant() or "-"}
         Path(self.stagedir, CHECK_FILE).write_text(json.dumps(label) + "\n")
         cmd = " ".join([str(self.executable), *map(str, self.executable_opts)])
         self.executable = f"{python_cmd()} {PROBE} load {LOAD_FILE} -- bash -c {shlex.quote(cmd)}"
         self.executable_opts = []
         self.keep_files = [*self.keep_files, CHECK_FILE, LOAD_FILE]
+        self.env_vars[tbload.HARNESS_VARIABLE] = HARNESS
 
     @run_after("sanity")
     def tb_judge_load(self) -> None:

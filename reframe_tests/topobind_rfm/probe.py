@@ -188,52 +188,11 @@ def _latency_size(cap: int) -> int:
     return 0
 
 
-BUSY_SHARE = 0.25  # as topobind calibrate: others above 25 % of the CPU time = a busy node
-
-
-def _host_busy() -> tuple[float, int]:
-    """(CPU-seconds all CPUs spent not idle, CPUs) from /proc/stat."""
-    import os
-
-    with open("/proc/stat") as fh:
-        ticks = [int(x) for x in fh.readline().split()[1:]]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK"), os.cpu_count() or 1
-
-
 def _load(out: str, cmd: list[str]) -> int:
-    """Run ``cmd`` and record the load it ran under: the CPUs other processes kept busy
-    (the host's busy time minus the command's own CPU time, over the wall time)."""
-    import os
-    import resource
-    import subprocess
-    import time
+    """Run ``cmd`` and record the load it ran under (topobind.checks.load: the one rule)."""
+    from topobind.checks.load import run_measured
 
-    busy0, cpus = _host_busy()
-    own0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    load1 = os.getloadavg()[0]
-    t0 = time.monotonic()
-    status = subprocess.call(cmd)
-    seconds = max(time.monotonic() - t0, 1e-3)
-    busy1, _ = _host_busy()
-    own1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    own = (own1.ru_utime - own0.ru_utime) + (own1.ru_stime - own0.ru_stime)
-    others = min(max(0.0, (busy1 - busy0) - own) / seconds, float(cpus))
-    share = others / cpus
-    doc = {
-        "cpus": cpus,
-        "seconds": round(seconds, 3),
-        "own_cpu_seconds": round(own, 3),
-        "others_cpus": round(others, 3),
-        "others_share": round(share, 3),
-        "busy": share > BUSY_SHARE,
-        "busy_share_limit": BUSY_SHARE,
-        "loadavg_1m_at_start": round(load1, 2),
-    }
-    with open(out + ".tmp", "w") as fh:
-        json.dump(doc, fh)
-    os.replace(out + ".tmp", out)
-    return status
+    return run_measured(cmd, out)
 
 
 def quick_tier(argv: list[str] | None = None) -> bool:

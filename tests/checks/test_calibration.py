@@ -1,17 +1,14 @@
 """The rule by which ``topobind calibrate`` turns sessions into references
 (topobind.checks.calibration): every reference it writes is a limit a bad node can cross, quiet or
-busy; and the load it records. Synthetic values: no machine performance is compared here."""
+busy. Synthetic values: no machine performance is compared here."""
 
 from __future__ import annotations
-
-import math
-from pathlib import Path
 
 import pytest
 
 from topobind.bench.hpl import mpirun_error
 from topobind.checks import calibration, sites
-from topobind.checks.calibration import CpuSample, crossable, derive_target, load_between
+from topobind.checks.calibration import crossable, derive_target
 
 # sessions as calibrate sees them: steady, noisy, and wild (a neighbour halved a session)
 SESSIONS = {
@@ -74,38 +71,6 @@ def test_busy_node_leaves_the_good_side_open_and_writes_no_variability() -> None
     # a rate can fall to 0: -100 % would accept anything, so the lower bound stops at -90 %
     wild = derive_target("hpl", "gflops", [1.0, 10.0, 11.0], 1.0)
     assert wild is not None and wild.lower == -0.9
-
-
-def sample(wall: float, busy: float, own: float, cpus: int = 2) -> CpuSample:
-    return CpuSample(wall=wall, busy=busy, own=own, cpus=cpus, loadavg=1.0)
-
-
-def test_load_counts_only_the_other_processes() -> None:
-    # 10 s: the host's CPUs were busy 19 CPU-seconds, 4 of them ours -> others kept 1.5 CPUs
-    load = load_between(sample(0, 100, 5), sample(10, 119, 9))
-    assert load is not None and load.others_cpus == pytest.approx(1.5)
-    assert load.share == pytest.approx(0.75) and load.busy
-    doc = load.as_doc()
-    assert doc["busy"] is True and doc["threshold"] == calibration.BUSY_SHARE
-    quiet = load_between(sample(0, 100, 5), sample(10, 110, 14.5))
-    assert quiet is not None and quiet.others_cpus == pytest.approx(0.05) and not quiet.busy
-    # our own time is never counted as the others' (rounding of clock ticks: never negative)
-    assert load_between(sample(0, 100, 5), sample(10, 104, 9.5)).others_cpus == 0.0  # type: ignore[union-attr]
-    assert load_between(None, sample(1, 1, 1)) is None
-
-
-def test_cpu_sample_reads_proc_stat(tmp_path: Path) -> None:
-    stat = tmp_path / "stat"
-    stat.write_text(
-        "cpu  100 0 50 1000 10 0 0 5 0 0\ncpu0 50 0 25 500 5 0 0 2 0 0\n"
-        "cpu1 50 0 25 500 5 0 0 3 0 0\nintr 1\n"
-    )
-    s = calibration.cpu_sample(str(stat))
-    assert s is not None and s.cpus == 2
-    assert s.busy * __import__("os").sysconf("SC_CLK_TCK") == pytest.approx(155)
-    assert calibration.cpu_sample(str(tmp_path / "missing")) is None
-    live = calibration.cpu_sample()
-    assert live is not None and live.cpus >= 1 and math.isfinite(live.busy)
 
 
 BANNER = "-" * 74

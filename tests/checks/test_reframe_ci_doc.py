@@ -4,12 +4,23 @@ nothing) and the doc defines the $TOPOBIND its commands use."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
+from pathlib import Path
+from types import ModuleType
 
 from paths import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 from reframe_ci_doc import DOC, cluster_py, reframe_commands  # noqa: E402
+
+
+def load_file(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_documented_cluster_py_sets_max_jobs_1_on_every_partition() -> None:
@@ -30,3 +41,29 @@ def test_doc_runs_cluster_py_on_both_partitions() -> None:
     lines = reframe_commands(DOC.read_text())
     assert any("--system mycluster:batch" in ln and ln.startswith("TOPOBIND_SITE=") for ln in lines)
     assert any("--system mycluster:cpu" in ln for ln in lines), lines
+
+
+def test_bench_runs_each_check_alone_in_the_ci_sessions_tier() -> None:
+    """make bench-reframe-ci compares each figure of the CI session with the same check run
+    alone: the same check means the same tier (``-t quick`` bounds trials and sizes). With
+    ``-n /HASH`` alone, STREAM ran 20 trials against the CI session's 3 and the latency check
+    a 1G working set against 256M: ratios of 0.47 and 0.74 that no load explained."""
+    bench, probe = (
+        load_file(name, REPO / path)
+        for name, path in (("bench_rci", "scripts/bench-reframe-ci.py"),
+                           ("rfm_probe", "reframe_tests/topobind_rfm/probe.py"))
+    )  # fmt: skip
+    quick_tier = probe.quick_tier
+
+    for select in (["-t", "quick"], ["--tag=quick"], ["-t", "full"]):
+        alone = bench.alone_select(select, "3240c69e")
+        assert alone[-2:] == ["-n", "/3240c69e"]
+        assert quick_tier(["reframe", *alone]) == quick_tier(["reframe", *select])
+
+
+def test_doc_runs_the_checks_serially_where_reframe_shares_the_machine() -> None:
+    """Both partitions of the page's cluster.py run on ReFrame's own host (a local partition;
+    the local cluster's nodes): under async ReFrame judged one check while the next one
+    measured, and the CI run's STREAM triad was 0.25-0.6 of the same check alone."""
+    lines = [ln for ln in reframe_commands(DOC.read_text()) if ln.startswith("TOPOBIND_SITE=")]
+    assert lines and all("--exec-policy serial" in ln for ln in lines), lines

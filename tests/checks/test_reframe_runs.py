@@ -25,6 +25,7 @@ from cli_helpers import run_topobind, venv_bin
 from paths import REPO
 
 from topobind.checks import calibration, sites
+from topobind.checks.load import BUSY_SHARE
 from topobind.kernels import stats
 from topobind.kernels.hugepages import hugepages_status
 
@@ -105,7 +106,7 @@ def test_calibration_writes_medians_with_provenance(calibrated: Calibrated) -> N
     load = site.calibration.load
     assert load is not None and load["cpus"] >= len(usable_cpus())
     assert 0 <= load["others_cpus"] <= load["cpus"]
-    assert load["busy"] == (load["others_cpus"] / load["cpus"] > calibration.BUSY_SHARE)
+    assert load["busy"] == (load["others_cpus"] / load["cpus"] > BUSY_SHARE)
     busy = site.calibration.busy
     triad = site.targets[("stream", "compact", "triad")]
     assert triad.provenance.kind == "measured" and triad.provenance.method == "calibration"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from paths import REPO
+from slurm_helpers import SlurmCluster, sbatch_wait, slurm_cluster  # noqa: F401  (fixture)
 
 PROBE = REPO / "reframe_tests" / "topobind_rfm" / "probe.py"
 SPIN = "import time\nt = time.monotonic() + 120\nwhile time.monotonic() < t:\n    pass\n"
@@ -49,6 +51,47 @@ def test_probe_load_subtracts_the_commands_own_cpu_time(tmp_path: Path) -> None:
     subprocess.run(cmd, check=True, timeout=60)
     load = json.loads(out.read_text())
     assert load["own_cpu_seconds"] >= 0.5, load  # the command's CPU time is its own
+
+
+def probe_in_a_job(cluster: SlurmCluster, tmp_path: Path, step: str) -> dict:
+    """load.json of ``probe.py load`` around ``srun -n1 STEP`` in a batch job: the step's task
+    is a child of the step's slurmstepd, not of the job script or the probe."""
+    out = tmp_path / "load.json"
+    script = tmp_path / "job.sh"
+    script.write_text(
+        f"#!/bin/bash\n{sys.executable} {PROBE} load {out} -- srun -n1 --cpu-bind=none {step}\n"
+    )
+    job = sbatch_wait(script, "--time=2", cluster=cluster, workdir=tmp_path, timeout=180)
+    assert job.ok, job.describe()
+    return json.loads(out.read_text())
+
+
+def test_an_srun_step_of_the_job_is_its_own_work(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The step's task spins 1.5 CPU-seconds outside the probe's process tree: it is the
+    job's own CPU time, never other work (it was: a check alone on a quiet node recorded up
+    to 92 % of other work), however busy the machine is."""
+    spin = "import time\nwhile time.process_time() < 1.5:\n    pass\n"
+    load = probe_in_a_job(slurm_cluster, tmp_path, f"{sys.executable} -c {shlex.quote(spin)}")
+    assert load["own_by"]["job"] >= 1.3, load  # the last sample period may be lost
+    assert load["own_cpu_seconds"] >= 1.4, load
+
+
+def test_a_loop_beside_the_job_is_other_work(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A 'while :; do :; done' of someone else while the job's step sleeps: other work."""
+    loop = subprocess.Popen(["bash", "-c", "while :; do :; done"])
+    try:
+        load = probe_in_a_job(slurm_cluster, tmp_path, "sleep 3")
+    finally:
+        loop.kill()
+        loop.wait()
+    assert load["others_cpus"] >= 0.5 and load["busy"], load
+    assert load["own_cpu_seconds"] < 1.0, load  # the loop is not the job's
 
 
 @pytest.mark.slow

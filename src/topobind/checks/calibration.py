@@ -19,8 +19,9 @@ limit that a bad node can cross.
   written: the spread of its repetitions measures the neighbours, not the node.
 
 A node is *busy* when other processes used more than ``BUSY_SHARE`` of its CPU time while
-the checks ran: ``/proc/stat``'s busy time of all CPUs minus the CPU time of calibrate's own
-process tree (ReFrame and the jobs it ran on this host).
+the checks ran (:mod:`topobind.checks.load`, the one rule): ``/proc/stat``'s busy time of all
+CPUs minus the CPU time of calibrate's own process tree (ReFrame and the jobs it ran on this
+host).
 """
 
 from __future__ import annotations
@@ -28,10 +29,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import os
 import re
 import socket
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from topobind.checks.load import Load
 from topobind.checks.sites import CHECKS, REFERENCES_SCHEMA_ID, CheckSpec, MetricSpec, Site
 from topobind.errors import TopobindError
 from topobind.kernels import stats
@@ -47,83 +47,6 @@ VARIABILITY_FLOORS = {"max_slowdown": 10.0, "cv": 5.0, "frac_slower_5pct": 20.0}
 VARIABILITY_CAPS = {"max_slowdown": 50.0, "cv": 25.0, "frac_slower_5pct": 40.0}
 TOLERANCE_CAP_LOW = 0.9  # a lower bound of -100 % would accept anything
 TOLERANCE_CAP_HIGH = 0.5  # unless --min-tolerance is larger
-BUSY_SHARE = 0.25  # other processes' share of the CPU time above which a node is busy
-
-
-# --------------------------------------------------------------------------- load
-@dataclass(frozen=True)
-class CpuSample:
-    wall: float  # time.monotonic()
-    busy: float  # CPU-seconds every CPU of the host spent not idle (/proc/stat)
-    own: float  # CPU-seconds of this process and its waited-for descendants
-    cpus: int  # CPUs /proc/stat lists
-    loadavg: float  # 1-minute load average
-
-
-def cpu_sample(stat: str = "/proc/stat") -> CpuSample | None:
-    """The host's busy CPU time now, or None where /proc/stat cannot be read."""
-    try:
-        lines = Path(stat).read_text().splitlines()
-    except OSError:
-        return None
-    head = next((ln.split() for ln in lines if ln.startswith("cpu ")), None)
-    if head is None or len(head) < 8:
-        return None
-    ticks = [int(x) for x in head[1:]]
-    idle = ticks[3] + ticks[4]  # idle + iowait
-    busy = sum(ticks[:8]) - idle  # user nice system idle iowait irq softirq steal
-    cpus = sum(1 for ln in lines if re.match(r"cpu\d+ ", ln))
-    t = os.times()
-    return CpuSample(
-        wall=time.monotonic(),
-        busy=busy / os.sysconf("SC_CLK_TCK"),
-        own=t.user + t.system + t.children_user + t.children_system,
-        cpus=max(cpus, 1),
-        loadavg=os.getloadavg()[0],
-    )
-
-
-@dataclass(frozen=True)
-class Load:
-    """What other processes did to the node while calibrate measured it."""
-
-    cpus: int
-    others_cpus: float  # CPUs other processes kept busy, on average
-    seconds: float
-    loadavg_1m: float  # at the start
-
-    @property
-    def share(self) -> float:
-        return self.others_cpus / self.cpus
-
-    @property
-    def busy(self) -> bool:
-        return self.share > BUSY_SHARE
-
-    def text(self) -> str:
-        return (
-            f"other processes kept {self.others_cpus:.2f} of {self.cpus} CPUs busy "
-            f"({100 * self.share:.0f} % of the CPU time; busy above {100 * BUSY_SHARE:.0f} %)"
-        )
-
-    def as_doc(self) -> dict[str, Any]:
-        return {
-            "cpus": self.cpus,
-            "others_cpus": round(self.others_cpus, 3),
-            "share": round(self.share, 3),
-            "busy": self.busy,
-            "threshold": BUSY_SHARE,
-            "seconds": round(self.seconds, 1),
-            "loadavg_1m_at_start": round(self.loadavg_1m, 2),
-        }
-
-
-def load_between(start: CpuSample | None, end: CpuSample | None) -> Load | None:
-    if start is None or end is None or end.wall - start.wall <= 0:
-        return None
-    seconds = end.wall - start.wall
-    others = max(0.0, (end.busy - start.busy) - (end.own - start.own)) / seconds
-    return Load(start.cpus, min(others, float(start.cpus)), seconds, start.loadavg)
 
 
 # --------------------------------------------------------------------------- figures

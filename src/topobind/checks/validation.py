@@ -445,7 +445,7 @@ class PartitionResult:
     partition: str
     rows: list[Row]
     session: Session | None
-    load: Any = None  # calibration.Load while a local session ran
+    load: Any = None  # load.Load while a local session ran
     warnings: list[str] = field(default_factory=list)  # stderr lines after 'topobind: warning: '
     errors: list[str] = field(default_factory=list)  # stderr lines after 'topobind: error: '
     comparison: Comparison | None = None
@@ -523,10 +523,10 @@ def validate(
 
 def _validate_partition(site: Site, partition: str, setvars: dict[str, str],
                         options: Options) -> PartitionResult:  # fmt: skip
-    from topobind.checks import calibration
+    from topobind.checks import load as cpu_load
 
     here = site.partition(partition).scheduler == "local"
-    before = calibration.cpu_sample() if here else None
+    before = cpu_load.cpu_sample() if here else None
     retry = ["--max-retries", str(options.retries)] if options.retries > 0 else []
     from topobind.checks import progress
 
@@ -536,7 +536,7 @@ def _validate_partition(site: Site, partition: str, setvars: dict[str, str],
         options.results, options.verbose, extra=retry, progress=tracker,
     )  # fmt: skip
     tracker.progress.close()
-    load = calibration.load_between(before, calibration.cpu_sample() if before else None)
+    load = cpu_load.load_between(before, cpu_load.cpu_sample() if before else None)
     where = f"{site.name}:{partition}"
     if session.parsed is None:
         if session.returncode == 0:
@@ -596,15 +596,16 @@ def calibrate(site: Site, partitions: list[str], options: CalibrateOptions) -> C
     references (:mod:`topobind.checks.calibration`), checked against the references schema
     and written atomically to the site's references file, unless a check failed."""
     from topobind.checks import calibration
+    from topobind.checks import load as cpu_load
 
     _check_calibration(site, partitions, options)
     part = partitions[0]
     setvars = setvars_for(site, options.setvars, calibrating=True)
     extra = ["--reruns", str(options.repeat - 1)] if options.repeat > 1 else []
     here = site.partition(part).scheduler == "local"
-    before = calibration.cpu_sample() if here else None
+    before = cpu_load.cpu_sample() if here else None
     session = _tracked(site, part, options, setvars, extra)
-    load = calibration.load_between(before, calibration.cpu_sample() if here else None)
+    load = cpu_load.load_between(before, cpu_load.cpu_sample() if here else None)
     if session.report is None:
         raise TopobindError(
             f"ReFrame wrote no report (exit {session.returncode}); see {session.log_path}"
