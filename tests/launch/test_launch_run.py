@@ -404,6 +404,20 @@ def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:
     assert (doc["rank"], doc["ranks"]) == (1, 2)
 
 
+@pytest.mark.parametrize(
+    "value,expected",
+    [("0", 0), ("007", 7), ("100000000", 100000000), ("100000001", 3), ("", 3), (" 1", 3),
+     ("+1", 3), ("-1", 3), ("1x", 3), ("\u0661", 3), ("\u00b2", 3), ("\uff11", 3)],
+)  # fmt: skip
+def test_local_rank_reads_plain_ascii_digits_as_the_c_step_does(value: str, expected: int) -> None:
+    """The rule of kernels/common/tb_env.c: ASCII digits 0..100000000, anything else skipped
+    for the next variable (str.isdigit took the Arabic-Indic one as rank 1 and raised
+    ValueError on a superscript two)."""
+    from topobind.launch.launchers import local_rank
+
+    assert local_rank({"OMPI_COMM_WORLD_LOCAL_RANK": value, "SLURM_LOCALID": "3"}) == expected
+
+
 # --------------------------------------------------------------------------- a new user's steps
 def test_launchers_are_on_the_path_setup_prints(tmp_path: Path) -> None:
     """After `make setup`, the one PATH entry it prints finds topobind and both launchers,

@@ -110,12 +110,28 @@ def local_rank(env: Mapping[str, str] | None = None) -> int | None:
     (:func:`local_rank_vars`, then :func:`rank_vars`): an mpirun inside a Slurm job inherits
     the batch step's SLURM_PROCID=0 and SLURM_LOCALID=0 in every rank it starts, so
     OpenMPI's own variables and PMIx's must win over Slurm's (rankstep/rankexec.c reads them
-    in the same order)."""
+    in the same order). A value that is not :func:`plain_rank` is skipped, as
+    ``tb_env_number`` does without BAD."""
     e = os.environ if env is None else env
     for var in (*local_rank_vars(), *rank_vars()):
-        if e.get(var, "").isdigit():
-            return int(e[var])
+        number = plain_rank(e.get(var, ""))
+        if number is not None:
+            return number
     return None
+
+
+#: the largest rank read from the environment (TB_MAX_RANK, kernels/common/tb_env.h)
+MAX_RANK = 100_000_000
+
+
+def plain_rank(text: str) -> int | None:
+    """``text`` as a rank: plain ASCII digits, 0 .. :data:`MAX_RANK` (the rule of
+    kernels/common/tb_env.c ``plain_number``); None otherwise ("", " 1", "+1", "-1", a
+    Unicode digit such as "\u0661" or "\u00b2", which ``str.isdigit`` accepts)."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    number = int(text)
+    return number if number <= MAX_RANK else None
 
 
 def rank_vars() -> tuple[str, ...]:
