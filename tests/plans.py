@@ -32,4 +32,4 @@ def plan_of(
         layout, ranks=ranks, threads=threads, smt=smt, cpukind=cpukind,
         options=dict(options or {}), mem=mem, pages=pages,
     )  # fmt: skip
-    return request.plan(topo, req, ranks)
+    return request.plan(topo, req)

@@ -209,10 +209,10 @@ def test_every_command_plans_through_request_plan(
     inside = [0]
     real_plan, real_layout_plan = request.plan, layouts.Layout.plan
 
-    def spy_plan(topo, req, ranks):  # type: ignore[no-untyped-def]
+    def spy_plan(topo, req):  # type: ignore[no-untyped-def]
         inside[0] += 1
         try:
-            made = real_plan(topo, req, ranks)
+            made = real_plan(topo, req)
         finally:
             inside[0] -= 1
         seen.append((topo, made))
@@ -239,7 +239,7 @@ def test_every_command_plans_through_request_plan(
     layout, ranks, fields = asked
     topo, used = seen[-1]
     monkeypatch.setattr(layouts.Layout, "plan", real_layout_plan)
-    same = real_plan(topo, request.parse(layout, **fields), ranks)  # type: ignore[arg-type]
+    same = real_plan(topo, request.parse(layout, ranks=ranks, **fields))  # type: ignore[arg-type]
     assert used == same
 
 
@@ -256,7 +256,8 @@ def test_the_entry_check_fails_on_a_plan_made_beside_it(monkeypatch: pytest.Monk
         return real(self, node, view, req)
 
     monkeypatch.setattr(layouts.Layout, "plan", layout_plan)
-    plan = layouts.plan_layout(load(TWO_NUMA), request.parse("per-numa"))
+    topo, req = load(TWO_NUMA), request.parse("per-numa")
+    plan = req.layout.plan(topo, topo, req)
     assert calls == ["per-numa"] and plan.ranks[0].memory is None  # no memory plan beside it
 
 
@@ -314,15 +315,15 @@ def test_bench_memory_step_applies_the_policy_and_thp(tmp_path: Path, built_kern
     from topobind.plan import request
     from topobind.topo.topology import load
 
-    req = request.parse("compact", mem="bind", pages="4k", threads=1)
-    plan = request.plan(load("live"), req, 1)
+    req = request.parse("compact", mem="bind", pages="4k", threads=1, ranks=1)
+    plan = request.plan(load("live"), req)
     step = memory_step(plan, tmp_path)
     assert step and step[0].endswith("rankexec")
     probe = "grep THP_enabled /proc/self/status; grep -c ' bind:' /proc/self/numa_maps"
     out = subprocess.run([*step, "sh", "-c", probe], capture_output=True, text=True, check=True)
     thp, binds = out.stdout.split("\n")[:2]
     assert thp.split() == ["THP_enabled:", "0"] and int(binds) > 0
-    none = request.plan(load("live"), request.parse("compact", mem="none", threads=1), 1)
+    none = request.plan(load("live"), request.parse("compact", mem="none", threads=1, ranks=1))
     assert memory_step(none, tmp_path) == []  # the kernel's defaults: no step
 
 

@@ -28,6 +28,6 @@ def test_env_exports_what_a_launcherless_job_shape_exports(
     """``script_env`` (what ``topobind env`` prints, without importing the launch stack) is
     ``rank_step.job_env`` of a shape with no launcher, the variables ``env`` printed before."""
     req = request.parse(layout, threads=threads, ranks=ranks)
-    plan = request.plan(load(str(TOPOLOGIES / xml)), req, req.ranks)
+    plan = request.plan(load(str(TOPOLOGIES / xml)), req)
     assert script_env(plan) == job_env(JobShape(plan=plan))
     assert script_env(plan)["TOPOBIND_LAYOUT"] == layout

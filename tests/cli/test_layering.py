@@ -282,3 +282,48 @@ def test_the_command_rule_catches_what_it_forbids(tmp_path: Path) -> None:
     assert {"subprocess", "topobind.runner"} <= _all_imports(bad) & set(banned)
     assert _partition_loops(bad) == [3, 5]  # the printing loop (line 6) is the command's
     assert len(bad.read_text().splitlines()) > most
+
+
+def _private_plan_names(path: Path) -> list[str]:
+    """The private names (a leading underscore: ``layouts._plan_layout``) ``path`` takes from a
+    module of topobind.plan, by ``from ... import`` or as an attribute of an imported module."""
+    tree = ast.parse(path.read_text(), str(path))
+    modules: set[str] = set()  # local names bound to a topobind.plan module
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("topobind.plan"):
+            for a in node.names:
+                if a.name.startswith("_"):
+                    out.append(f"{node.module}.{a.name}")
+                elif node.module == "topobind.plan":
+                    modules.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname for a in node.names if a.asname and a.name.startswith(
+                "topobind.plan."))  # fmt: skip
+    for node in ast.walk(tree):
+        private = isinstance(node, ast.Attribute) and node.attr[:1] == "_" != node.attr[1:2]
+        if private and isinstance(node.value, ast.Name) and node.value.id in modules:
+            out.append(f"{node.value.id}.{node.attr}")
+    return out
+
+
+def test_nothing_outside_plan_takes_a_private_planner() -> None:
+    """Issue 28 item 5: ``request.plan`` is the one public planning entry; its stages
+    (``layouts._plan_layout``, ``request._plan_in_job``) and any other private name of plan/
+    are used inside plan/ only: not by the commands, launch, bench, scripts, ReFrame checks
+    or tests."""
+    files = [p for p in sorted(SRC.rglob("*.py")) if "plan" not in p.relative_to(PACKAGE).parts[:1]]
+    for folder in ("scripts", "reframe_tests", "tests"):
+        files += sorted(p for p in (REPO / folder).rglob("*.py") if "data" not in p.parts)
+    bad = [f"{p.relative_to(REPO)}: {name}" for p in files for name in _private_plan_names(p)]
+    assert len(files) > 100 and bad == []
+
+
+def test_the_private_planner_check_catches_both_spellings(tmp_path: Path) -> None:
+    """The check above can fail: an import of a private name and an attribute of a module."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from topobind.plan.layouts import _plan_layout\n"
+                   "from topobind.plan import request\n"
+                   "request._plan_in_job(topo, req)\nrequest.plan(topo, req)\n")  # fmt: skip
+    assert _private_plan_names(bad) == ["topobind.plan.layouts._plan_layout",
+                                        "request._plan_in_job"]  # fmt: skip

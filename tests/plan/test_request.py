@@ -80,8 +80,8 @@ def test_a_job_plan_follows_the_allocation_and_warns_when_ranks_differ(
     monkeypatch.setenv("SLURM_JOB_ID", "1")
     monkeypatch.setenv("SLURM_NTASKS_PER_NODE", "6")
     topo = load(EPYC)
-    plan = request.plan_for_job(request.parse("spread", follow_allocation=True), topo)
+    plan = request.plan(topo, request.parse("spread", follow_allocation=True))
     assert plan.nranks == 6 and not plan.warnings
-    plan = request.plan_for_job(request.parse("per-numa", follow_allocation=True), topo)
+    plan = request.plan(topo, request.parse("per-numa", follow_allocation=True))
     assert plan.nranks == 8
     assert any("allocation has 6 tasks per node" in w for w in plan.warnings)

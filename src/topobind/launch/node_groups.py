@@ -54,13 +54,14 @@ def plans(req: PlanRequest, topo: Topology) -> list[NodePlan] | None:
     warnings = _numbering_warnings(whole, topo.source, shares)
     out: list[NodePlan] = []
     for share in shares:
-        ranks = req.ranks_for(share.tasks)
+        # this group's ranks, from its own share of the allocation
+        mine = req._replace(ranks=req.ranks_for(share.tasks), follow_allocation=False)
         host = share.hosts[0]
         cpus = slurm.machine_cpus(cores, share.slurm_cpus, share.threads_per_core, host)
         where = describe(share, cpus)
         try:
             node = parse_xml(xml, topo.source, hostname=host, job_cpus=cpus)
-            plan = request.plan(node, req, ranks)
+            plan = request.plan(node, mine)
         except TopobindError as exc:
             raise TopobindError(f"{exc} (on {where})") from exc
         if warnings and not out:

@@ -516,10 +516,10 @@ def one_rank_per_domain(layout: str) -> bool:
     return parse_layout(layout)[0].one_rank_per_domain
 
 
-def plan_layout(topo: Topology, req: PlanRequest) -> Plan:
+def _plan_layout(topo: Topology, req: PlanRequest) -> Plan:
     """The layout stage of :func:`topobind.plan.request.plan` (the one planning entry, which
-    adds the memory plan): the request's per-layout options and counts checked, the CPU kind
-    chosen, then :meth:`Layout.plan`."""
+    adds the memory plan; private to ``plan/``): the request's per-layout options and counts
+    checked, the CPU kind chosen, then :meth:`Layout.plan`."""
     foreign = sorted(set(req.options) - {o.dest for o in req.layout.options})
     if foreign:
         flags = ", ".join("--" + d.replace("_", "-") for d in foreign)

@@ -5,9 +5,10 @@ The command layer turns its options into a :class:`PlanRequest` once
 (``commands/common.request_from``): the layout spelled ``NAME[:N]`` is parsed there, and
 whether the ranks per node follow the Slurm allocation is decided there (the commands that
 launch inside a job, unless ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1``). :func:`plan` plans it:
-the layout (``Layout.plan``, per-gpu included) then the memory (``--mem``/``--pages``);
-:func:`plan_for_job` only decides the ranks per node from the allocation and calls
-:func:`plan`, as ``launch.node_groups`` does per group of nodes. A new planning option
+the layout (``Layout.plan``, per-gpu included) then the memory (``--mem``/``--pages``), with
+the ranks per node of ``req.ranks``, or, for a request that follows the allocation, the
+allocation's (``launch.node_groups`` gives each group of nodes its ranks instead). The stages
+(``layouts._plan_layout``, ``_plan_in_job``) are private to ``plan/``. A new planning option
 (``--mem``) is one field of ``PlanRequest``, named as the option's ``dest``: ``request_from``
 copies every field it finds by name.
 """
@@ -15,12 +16,12 @@ copies every field it finds by name.
 from __future__ import annotations
 
 from topobind.errors import PlanError, TopobindError, plural
-from topobind.plan.layouts import PlanRequest, parse_layout, plan_layout
+from topobind.plan.layouts import PlanRequest, _plan_layout, parse_layout
 from topobind.plan.memory import plan_memory
 from topobind.plan.model import Plan
-from topobind.topo.topology import Topology, load
+from topobind.topo.topology import Topology
 
-__all__ = ["IGNORE_ALLOCATION_TASKS", "PlanRequest", "parse", "plan", "plan_for_job"]
+__all__ = ["IGNORE_ALLOCATION_TASKS", "PlanRequest", "parse", "plan"]
 
 #: environment variable: "1" = plan without the allocation's task count (the ReFrame checks,
 #: whose job holds the node with one task and launches every step itself)
@@ -34,25 +35,30 @@ def parse(layout: str, **values: object) -> PlanRequest:
     return PlanRequest(spec, parameter, **values)  # type: ignore[arg-type]
 
 
-def plan(topo: Topology, req: PlanRequest, ranks: int | None) -> Plan:
-    """The plan ``req`` asks for on ``topo`` with ``ranks`` per node (None: the layout's
-    default): the layout's plan, then each rank's memory. Every command and path that plans
-    (show, plan, env, run, verify, draw, bench, the SPANK step; once per node or per group
-    of nodes) plans through here."""
-    made = plan_layout(topo, req._replace(ranks=ranks))
-    return plan_memory(made, req.mem, req.pages, req.pages_min)
+def plan(topo: Topology, req: PlanRequest) -> Plan:
+    """The plan ``req`` asks for on ``topo``: the layout's plan, then each rank's memory.
+    Every command and path that plans (show, plan, env, run, verify, draw, bench, the SPANK
+    step; once per node or per group of nodes) plans through here.
+
+    The ranks per node: ``req.ranks`` (--ranks; None: the layout's default), or, for a request
+    that follows the allocation (run, env, verify inside a job), see :func:`_plan_in_job`."""
+    if req.follow_allocation:
+        return _plan_in_job(topo, req)
+    return _layout_then_memory(topo, req)
 
 
-def plan_for_job(req: PlanRequest, topo: Topology | None = None) -> Plan:
+def _layout_then_memory(topo: Topology, req: PlanRequest) -> Plan:
+    """The layout's plan of ``req`` on ``topo``, then each rank's memory."""
+    return plan_memory(_plan_layout(topo, req), req.mem, req.pages, req.pages_min)
+
+
+def _plan_in_job(topo: Topology, req: PlanRequest) -> Plan:
     """The plan of a command that launches inside this job (run, env, verify).
 
     Inside Slurm, without --ranks, the ranks per node are the tasks per node the job asked
     for (``SLURM_NTASKS_PER_NODE``, or ``SLURM_NTASKS`` / ``SLURM_JOB_NUM_NODES``) unless the
     layout sets the count itself (one rank per domain). An explicit --ranks wins. When the
-    plan's ranks per node differ from the allocation's, the plan carries a warning. A request
-    that does not follow the allocation plans with the layout's own default."""
-    if not req.follow_allocation:
-        return plan(topo if topo is not None else load(req.topology), req, req.ranks)
+    plan's ranks per node differ from the allocation's, the plan carries a warning."""
     # The allocation is read only here (a plan outside a job never imports it).
     from topobind.topo import slurm_allocation as slurm
 
@@ -64,9 +70,8 @@ def plan_for_job(req: PlanRequest, topo: Topology | None = None) -> Plan:
         alloc = None  # not needed for the plan; an uneven allocation is the user's call
     ranks = req.ranks_for(alloc.count if alloc is not None else None)
     from_alloc = req.ranks is None and ranks is not None
-    topo = topo if topo is not None else load(req.topology)
     try:
-        made = plan(topo, req, ranks)
+        made = _layout_then_memory(topo, req._replace(ranks=ranks))
     except PlanError as exc:
         if not from_alloc or alloc is None:
             raise

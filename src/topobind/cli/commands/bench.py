@@ -201,7 +201,7 @@ def bench_plan(
         mem=args.mem,
         pages=pages or "thp",
     )
-    return request.plan(topo, req, req.ranks)
+    return request.plan(topo, req)
 
 
 def _progress(args: argparse.Namespace, check: str) -> Any:

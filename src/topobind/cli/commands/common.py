@@ -134,24 +134,23 @@ def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:
     )
 
 
-def plan_from(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
-    """The plan of a command that plans (show, plan, draw): the layout's own rank default
-    unless --ranks is given."""
-    req = request_from(args)
-    return request.plan(topo if topo is not None else load(req.topology), req, req.ranks)
-
-
-def plan_for_job(args: argparse.Namespace, topo: Topology | None = None) -> Plan:
-    """The plan of a command that launches inside this job (run, env, verify): see
-    :func:`topobind.plan.request.plan_for_job`."""
-    req = request_from(args, job=True)
-    plan = request.plan_for_job(req, topo)
+def plan_from(args: argparse.Namespace, topo: Topology | None = None, *, job: bool = False) -> Plan:
+    """The plan of a planning command's options through the one planning entry
+    (:func:`topobind.plan.request.plan`). ``job``: a command that launches inside this job
+    (run, env, verify), whose ranks per node follow the allocation and whose plan carries the
+    warnings of :func:`thread_warnings`; otherwise (show, plan, draw) the layout's own rank
+    default unless --ranks is given."""
+    req = request_from(args, job=job)
+    topo = topo if topo is not None else load(req.topology)
+    plan = request.plan(topo, req)
+    if not job:
+        return plan
 
     def plans_with(threads: int) -> bool:  # the advice --threads N must lead to a plan
         from topobind.errors import TopobindError
 
         try:
-            request.plan_for_job(req._replace(threads=threads), topo)
+            request.plan(topo, req._replace(threads=threads))
         except TopobindError:
             return False
         return True

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from topobind.cli.commands.common import (
     add_layout_args,
     add_topology_arg,
-    plan_for_job,
+    plan_from,
     print_warnings,
     request_from,
 )
@@ -60,7 +60,7 @@ def run_env(args: argparse.Namespace) -> int:
 
         plan = env_group(groups).plan
     else:
-        plan = plan_for_job(args)
+        plan = plan_from(args, job=True)
     # per-gpu: per-rank variables; the memory placement: where it is applied
     print_warnings(plan, omp_notes(plan) + env_notes(plan) + _env_memory_note(plan))
     for k, v in script_env(plan).items():

@@ -16,7 +16,7 @@ from topobind.cli.arguments import count_arg
 from topobind.cli.commands.common import (
     add_layout_args,
     add_topology_arg,
-    plan_for_job,
+    plan_from,
     print_warnings,
     request_from,
 )
@@ -287,7 +287,7 @@ def run_program(args: argparse.Namespace) -> int:
     groups = _node_groups(args) or []  # the job's nodes differ: a plan per group of nodes
     for g in groups:
         print_warnings(g.plan)
-    plan = groups[0].plan if groups else plan_for_job(args)
+    plan = groups[0].plan if groups else plan_from(args, job=True)
     if not groups and (not args.dry_run or plan.topology.source == "live"):
         check_here(plan, program[0])  # NUMA nodes here and allowed; the shim reaches the program
     if args.plan_json:
@@ -435,7 +435,7 @@ def run_verify(args: argparse.Namespace) -> int:
             "--nodes does not apply when the job's nodes hold different shares (each group "
             "of nodes is compared with its own plan); leave it out, or give --plan FILE"
         )
-    plan = None if args.plan or groups is not None else plan_for_job(args)
+    plan = None if args.plan or groups is not None else plan_from(args, job=True)
     for p in [plan] if plan is not None else [g.plan for g in groups or ()]:
         print_warnings(p)
     planned = read_plan_file(args.plan) if args.plan else []
