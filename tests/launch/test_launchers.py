@@ -22,7 +22,7 @@ from topobind.launch.build import build, job_shape
 from topobind.launch.launchers.base import Launch, Launcher, Native
 from topobind.launch.launchers.linked import dynamic_entries, linked_mpi
 from topobind.launch.resolve import installed_with
-from topobind.launch.shape import JobShape, RankStep
+from topobind.launch.shape import JobShape, RankStep, RunOptions
 from topobind.topo.topology import load
 
 MPICC4 = Path("/usr/bin/mpicc")
@@ -145,14 +145,14 @@ def test_a_launcher_of_another_mpi_family_is_refused(
     if launchers.REGISTRY["mpich"].detect() is None:
         pytest.skip("MPICH not installed (make setup-mpis)")
     with pytest.raises(TopobindError, match=r"links libmpi.so.40.*use --launcher openmpi4"):
-        job_shape(plan, "mpich", program=str(ompi4_program))
+        job_shape(plan, RunOptions("mpich"), program=str(ompi4_program))
 
 
 def test_a_missing_launcher_names_its_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(launchers.REGISTRY["intelmpi"], "locate", lambda: None)
     plan = plan_of(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
     with pytest.raises(TopobindError, match=r"not installed here; install PyPI 'impi-rt'"):
-        job_shape(plan, "intelmpi")
+        job_shape(plan, RunOptions("intelmpi"))
 
 
 class Echo(Launcher):
@@ -173,7 +173,7 @@ def test_a_new_launcher_is_one_class_in_the_registry(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     assert "echo" in launchers.names()
     plan = plan_of(load("synthetic:pack:1 core:4 pu:2"), "compact", ranks=2, threads=2)
-    shape = job_shape(plan, "echo", workdir="/tmp/x")
+    shape = job_shape(plan, RunOptions("echo"), workdir="/tmp/x")
     launch = build(shape, ["./app"])
     assert launch.argv[:2] == ["echo", "2"] and launch.argv[-1] == "./app"
     # Its masks default to the planned PUs: OMP_PLACES=threads is exact, no per-rank step

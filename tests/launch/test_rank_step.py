@@ -16,12 +16,13 @@ import pytest
 from cli_helpers import NO_SLURM, RANKEXEC, TOPOBIND, run_topobind
 from cli_helpers import run_rankexec as rankexec
 from ompi_oracle import have_ompi4, have_ompi5, ompi5_map
-from paths import REPO, SHARED
+from paths import REPO, SHARED, TOPOLOGIES
 from plans import plan_of
 
 from topobind.emit.openmpi import openmpi_argv
-from topobind.launch.build import build
-from topobind.launch.rank_step import rank_step_text, uniform_env_is_exact
+from topobind.launch.build import build, uniform_env_is_exact
+from topobind.launch.launchers import get
+from topobind.launch.rank_step import StepFiles
 from topobind.launch.shape import JobShape
 from topobind.plan.model import Plan
 from topobind.topo.topology import load, parse_xml
@@ -125,13 +126,14 @@ def test_step_files_carry_the_plans_order_where_runtimes_would_not() -> None:
         pytest.skip("needs ../shared/topologies")
     plan = plan_of(load(str(xml)), "compact", ranks=2)
     assert [list(p) for p in plan.ranks[0].places] == [[0], [4], [1], [5]]
-    assert not uniform_env_is_exact(plan, "mpirun") and not uniform_env_is_exact(plan, "srun")
-    text = rank_step_text(JobShape(plan=plan, launcher="mpirun", rank_step=True))
+    assert not uniform_env_is_exact(plan, get("mpirun"))
+    assert not uniform_env_is_exact(plan, get("srun"))
+    text = StepFiles(JobShape(plan=plan, launcher="mpirun", rank_step=True)).text()
     assert "\n0\tOMP_NUM_THREADS=4\tOMP_PLACES={0},{4},{1},{5}\tOMP_PROC_BIND=close\n" in text
     betzy = plan_of(load("betzy-epyc7742"), "per-l3", smt=True)
-    assert not uniform_env_is_exact(betzy, "srun")
+    assert not uniform_env_is_exact(betzy, get("srun"))
     one_pu = plan_of(load("synthetic:pack:1 core:4 pu:1"), "compact", ranks=4)
-    assert uniform_env_is_exact(one_pu, "mpirun")
+    assert uniform_env_is_exact(one_pu, get("mpirun"))
 
 
 def _threads(out: str) -> list[int]:
@@ -488,3 +490,18 @@ def test_an_unreadable_local_rank_is_an_error(tmp_path: Path, value: str) -> Non
             "(0 .. 100000000): the launcher's variable is unreadable; unset it or launch "
             "through topobind run\n"
         )
+
+
+@pytest.mark.parametrize(
+    "layout,ranks,smt", [("compact", 4, False), ("spread", 3, True), ("per-numa", None, False)]
+)
+def test_a_binding_step_line_gives_the_mask_srun_would(
+    layout: str, ranks: int | None, smt: bool
+) -> None:
+    """The ``%cpus=`` masks of a step file that binds (``step_file.planned_masks``, the one
+    rule of the SPANK path and the per-node launches) are the sets srun's mask_cpu gives."""
+    from topobind.launch.step_file import planned_masks
+
+    plan = plan_of(load(str(TOPOLOGIES / "24em64t-2n6c2t-pci.xml")), layout, ranks, smt=smt)
+    assert list(planned_masks(plan)) == get("srun").masks(plan)
+    assert len(set(planned_masks(plan))) == plan.nranks > 1

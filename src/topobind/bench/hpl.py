@@ -35,6 +35,7 @@ from topobind.kernels.results import (
 )
 from topobind.launch import run as jobrun
 from topobind.launch.build import build, job_shape
+from topobind.launch.shape import RunOptions
 from topobind.plan.model import Plan
 from topobind.runner import run_process
 
@@ -390,7 +391,7 @@ def run_hpl(
         # The one launch path: the launcher of the MPI hpcc links, the plan's flags, one node.
         shape = job_shape(
             plan,
-            launcher,
+            RunOptions(launcher=launcher),
             workdir=str(wd),
             nodes=1,
             env=extra,

@@ -33,42 +33,42 @@ from collections.abc import Mapping, Sequence
 
 from topobind.errors import TopobindError
 from topobind.launch import launchers
-from topobind.launch.launchers.base import Launch
-from topobind.launch.rank_step import StepFiles, uniform_env_is_exact
+from topobind.launch.launchers.base import Launch, Launcher
+from topobind.launch.rank_step import StepFiles
 from topobind.launch.resolve import launch_args, resolve
-from topobind.launch.shape import JobShape, NodePlan
+from topobind.launch.shape import JobShape, NodePlan, RunOptions
 from topobind.plan.model import Plan
 from topobind.topo import slurm_allocation as slurm
 
 
 def job_shape(
     plan: Plan,
-    launcher: str | None = None,
-    mpi: str | None = None,
+    opts: RunOptions | None = None,
     *,
-    rank_step: str = "auto",
     workdir: str = ".",
-    sample_ms: int | None = None,
+    sample: bool = False,
+    groups: Sequence[NodePlan] = (),
+    program: str | None = None,
+    nodes: int | None = None,
     env: Mapping[str, str] | None = None,
     forward: Sequence[str] = (),
-    mpirun: str | None = None,
-    groups: Sequence[NodePlan] = (),
-    nodes: int | None = None,
-    program: str | None = None,
-    srun_args: Sequence[str] = (),
-    mpirun_args: Sequence[str] = (),
 ) -> JobShape:
     """The shape of this job: launcher, nodes (from Slurm), MPI flavour, per-rank step.
 
-    ``rank_step``: ``auto`` (only where needed, or to sample), ``always`` or ``never``;
-    ``nodes``: default, the job's nodes inside Slurm (1 without a launcher); ``groups``: a
-    plan per group of nodes (always with the per-rank step); ``program``: the program's
-    path, read once (the MPI it links picks or checks the launcher, see
-    :func:`topobind.launch.resolve.resolve`); ``srun_args``, ``mpirun_args``: options for srun,
-    or for mpirun/mpiexec (whichever launches)."""
+    ``opts``: what the user asked (``rank_step``: ``auto`` (only where needed, or to
+    sample), ``always`` or ``never``; ``srun_args``, ``mpirun_args``: options for srun, or
+    for mpirun/mpiexec, whichever launches); ``sample``: the step samples the program's
+    threads ``opts.sample_ms`` after start; ``nodes``: default, the job's nodes inside Slurm
+    (1 without a launcher); ``groups``: a plan per group of nodes (always with the per-rank
+    step); ``program``: the program's path, read once (the MPI it links picks or checks the
+    launcher, see :func:`topobind.launch.resolve.resolve`); ``env``, ``forward``: variables
+    for every rank, and those mpirun must pass by name."""
+    opts = opts or RunOptions()
+    launcher, rank_step = opts.launcher, opts.rank_step
+    sample_ms = opts.sample_ms if sample else None
     if groups and launcher == "none":
         raise TopobindError("--launcher none runs one process; the job spans several nodes")
-    r = resolve(plan, launcher, mpi, mpirun=mpirun, program=program)
+    r = resolve(plan, launcher, opts.mpi, program=program)
     which = r.launcher
     if nodes is None:
         nodes = slurm.nodes() if slurm.in_slurm() and which.name != "none" else 1
@@ -80,11 +80,13 @@ def job_shape(
     if rank_step not in ("auto", "always", "never"):
         raise TopobindError(f"rank step {rank_step!r}: choose auto, always or never")
     step = rank_step == "always" or sample_ms is not None or bool(groups)
+    exact = which.name != "none" and uniform_env_is_exact(plan, which)
     if rank_step == "auto" and which.name != "none":
-        step = step or which.needs_step(plan) or not uniform_env_is_exact(plan, which.name)
+        step = step or which.needs_step(plan) or not exact
     if rank_step == "never" and sample_ms is not None:
         raise TopobindError("sampling the program's threads needs the per-rank step")
     step = step or _memory_step(plan, rank_step)
+    srun_args, mpirun_args = opts.srun_args, opts.mpirun_args
     given = srun_args if which.name == "srun" else mpirun_args if which.family else ()
     unused = _unused_launcher_args(which.name, srun_args if given is not srun_args else (),
                                    mpirun_args if given is not mpirun_args else ())  # fmt: skip
@@ -108,6 +110,22 @@ def job_shape(
         runtime_env={**r.env, **mpi_env},
         notes=(*r.notes, *notes),
         probe=r.probe,
+        uniform_places=exact,
+    )
+
+
+def uniform_env_is_exact(plan: Plan, launcher: Launcher) -> bool:
+    """True when ``OMP_PLACES=threads`` inside each rank's mask from ``launcher``'s binding
+    (:meth:`~topobind.launch.launchers.base.Launcher.masks`) gives every thread its planned
+    PU (libgomp and LLVM build that list in increasing OS order): no per-rank step needed.
+    Per-rank variables (per-gpu plans' device variables) always need it."""
+    if plan.nranks == 1:
+        return True  # its exact places (and variables) are exported to it directly
+    if any(r.env for r in plan.ranks):
+        return False
+    return all(
+        list(r.places) == [(pu,) for pu in sorted(mask)]
+        for r, mask in zip(plan.ranks, launcher.masks(plan), strict=True)
     )
 
 

@@ -35,7 +35,7 @@ from topobind.launch.samples import (
     read_sample_files,
     sample_files,
 )
-from topobind.launch.shape import JobShape, NodePlan
+from topobind.launch.shape import JobShape, NodePlan, RunOptions
 from topobind.launch.verify import Row, all_ok, compare, parse_probe_output
 from topobind.launch.verify_devices import EnvRow, check_env
 from topobind.launch.verify_memory import MemRow, ProbeRow, probe_rows
@@ -47,18 +47,6 @@ from topobind.runner import run_process
 from topobind.topo.slurm_allocation import in_slurm
 from topobind.topo.slurm_allocation import nodes as slurm_nodes
 from topobind.topo.topology import load
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """The launch options of ``topobind run``."""
-
-    launcher: str | None = None
-    mpi: str | None = None
-    rank_step: str = "auto"
-    sample_ms: int = 1000
-    srun_args: tuple[str, ...] = ()  # --srun-args: options for srun itself
-    mpirun_args: tuple[str, ...] = ()  # --mpirun-args: options for mpirun / mpiexec
 
 
 @dataclass(frozen=True)
@@ -135,18 +123,8 @@ def prepare(
 ) -> Job:
     """Build the launch of ``program`` (one builder: :func:`topobind.launch.build.build`) and write
     its files in ``where``. ``groups``: a plan per group of nodes (``plan`` is the first's)."""
-    shape = job_shape(
-        plan,
-        opts.launcher,
-        opts.mpi,
-        rank_step=opts.rank_step,
-        workdir=where,
-        sample_ms=opts.sample_ms if sample else None,
-        groups=groups,
-        program=program_path(program[0]) if program else None,
-        srun_args=opts.srun_args,
-        mpirun_args=opts.mpirun_args,
-    )
+    path = program_path(program[0]) if program else None
+    shape = job_shape(plan, opts, workdir=where, sample=sample, groups=groups, program=path)
     launch = build(shape, program)
     write_files(launch)
     return Job(shape, launch, where)

@@ -2,6 +2,8 @@
 and what a launcher (:mod:`topobind.launch.launchers`) reads. No behaviour, no imports of the
 launch code: the launchers import this module and nothing above it.
 
+- :class:`RunOptions`: what the user asked of the launch (launcher, MPI, per-rank step,
+  sampling, the launcher's own options).
 - :class:`JobShape`: the plan of every node (or a plan per group of nodes), the nodes, the
   launcher, the MPI flavour, the per-rank step, the extra variables and options.
 - :class:`NodePlan`: the plan of a group of nodes when the job's nodes hold different shares
@@ -18,6 +20,19 @@ from typing import Protocol
 
 from topobind.plan.model import Plan
 from topobind.topo.topology import Topology
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the user asked of a launch (``topobind run``'s options; HPL's launcher), read
+    once by :func:`topobind.launch.build.job_shape`."""
+
+    launcher: str | None = None  # --launcher (None: chosen, see topobind.launch.resolve)
+    mpi: str | None = None  # --mpi openmpi4|openmpi5
+    rank_step: str = "auto"  # auto | always | never
+    sample_ms: int = 1000  # when the program's threads are sampled (--verify-running)
+    srun_args: tuple[str, ...] = ()  # --srun-args: options for srun itself
+    mpirun_args: tuple[str, ...] = ()  # --mpirun-args: options for mpirun / mpiexec
 
 
 @dataclass(frozen=True)
@@ -49,7 +64,10 @@ class JobShape:
     ``extra_args``: options for the launcher itself (``--srun-args``, ``--mpirun-args``,
     srun's ``--mpi``); ``runtime_env``: what the launcher's MPI needs (its root, libraries);
     ``notes``: what choosing the launcher found (told with the launch's notes); ``probe``:
-    the placement probe for ``--verify`` (the MPI probe of the program's MPI)."""
+    the placement probe for ``--verify`` (the MPI probe of the program's MPI);
+    ``uniform_places``: one ``OMP_PLACES=threads`` inside each rank's mask from the
+    launcher's binding gives every thread its planned PU (decided once, by
+    :func:`topobind.launch.build.job_shape`)."""
 
     plan: Plan
     launcher: str = "none"
@@ -69,6 +87,7 @@ class JobShape:
     runtime_env: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     probe: str = "whereami"
+    uniform_places: bool = False  # OMP_PLACES=threads in each launcher mask is exact
 
 
 class RankStep(Protocol):

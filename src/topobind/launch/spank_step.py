@@ -17,8 +17,7 @@ import os
 import re
 
 from topobind.errors import TopobindError
-from topobind.launch.launchers import masks
-from topobind.launch.step_file import Section
+from topobind.launch.step_file import Section, planned_masks
 from topobind.launch.step_file import step_text as file_text
 from topobind.plan.model import Plan
 from topobind.topo.topology import Topology, live_whole_xml, load, node_cores, parse_xml
@@ -46,7 +45,7 @@ def step_text(plan: Plan) -> str:
     binding it to its planned CPUs (``%cpus=``: the masks srun would give) before its
     variables."""
     about = f"layout {plan.layout}; this node's share, one line per local rank"
-    return file_text(about, [Section(("*",), plan, tuple(masks(plan, "srun")), comment="")])
+    return file_text(about, [Section(("*",), plan, planned_masks(plan), comment="")])
 
 
 def core_ids(text: str, ncores: int) -> list[int]:

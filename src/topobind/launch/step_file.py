@@ -1,6 +1,7 @@
 """The per-rank step file that rankstep/rankexec.c (and the SPANK plugin) reads: written once,
-from sections of (hosts, plan) with each rank's CPU mask passed in; no launcher is consulted
-here (:mod:`topobind.launch.build` passes the masks of the launch, the SPANK path srun's).
+from sections of (hosts, plan) with each rank's CPU mask passed in (:func:`planned_masks`:
+each rank's planned CPUs, what srun's ``--cpu-bind=mask_cpu`` gives); no launcher is
+consulted here.
 
 The format (see rankstep/rankexec.c): a header line, a comment, an optional ``%sample DIR
 MS``, then per section an optional comment, ``@HOSTS`` (``@*``: every host) and one line per
@@ -38,6 +39,12 @@ class Section:
     plan: Plan
     masks: tuple[tuple[int, ...], ...] | None = None
     comment: str | None = None
+
+
+def planned_masks(plan: Plan) -> tuple[tuple[int, ...], ...]:
+    """Each local rank's planned CPUs: the ``%cpus=`` masks of a step file that binds (the
+    set srun's ``--cpu-bind=mask_cpu`` gives a rank, tests/launch/test_rank_step.py)."""
+    return tuple(r.cpus for r in plan.ranks)
 
 
 def step_text(

@@ -24,7 +24,7 @@ from topobind.errors import TopobindError, VerifyFailed, plural
 from topobind.launch import launchers
 from topobind.launch import run as jobrun
 from topobind.launch.launchers.base import Launch
-from topobind.launch.shape import NodePlan
+from topobind.launch.shape import NodePlan, RunOptions
 from topobind.launch.verify import all_ok, rows_json, table
 from topobind.launch.verify_devices import env_table, why_variables_only
 from topobind.plan.layouts import per_domain_names
@@ -200,8 +200,8 @@ def _launcher_arg(text: str) -> str:
     return text
 
 
-def _options(args: argparse.Namespace) -> jobrun.RunOptions:
-    return jobrun.RunOptions(
+def _options(args: argparse.Namespace) -> RunOptions:
+    return RunOptions(
         args.launcher,
         args.mpi,
         args.rank_step,

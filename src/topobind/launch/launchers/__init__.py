@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
 from topobind.launch.launchers.base import Launcher
@@ -26,9 +25,6 @@ from topobind.launch.launchers.mpich import Mpich
 from topobind.launch.launchers.none import NoLauncher
 from topobind.launch.launchers.openmpi import OpenMpi4, OpenMpi5
 from topobind.launch.launchers.srun import Srun
-
-if TYPE_CHECKING:
-    from topobind.plan.model import Plan
 
 #: innermost launcher first (its rank variables win over those it inherits): an mpirun or
 #: mpiexec inside a Slurm job passes the batch step's SLURM_LOCALID=0 to every rank.
@@ -147,10 +143,6 @@ def _ordered(attr: str) -> tuple[str, ...]:
     for launcher in REGISTRY.values():
         out += [v for v in getattr(launcher, attr) if v not in out]
     return tuple(out)
-
-
-def masks(plan: Plan, name: str) -> list[tuple[int, ...]]:
-    return get(name).masks(plan)
 
 
 def table_markdown() -> str:
