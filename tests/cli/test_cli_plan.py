@@ -177,6 +177,8 @@ COMMANDS = [
      ("spread", 4, {"smt": True})),
     (["run", "--dry-run", "--launcher", "none", "-t", TWO_NUMA, "-l", "compact", "-r", "1",
       "--mem", "bind", "--", "true"], ("compact", 1, {"mem": "bind"})),
+    (["verify", "-t", TWO_NUMA, "-l", "per-numa", "--mem", "bind", "--", "true"],
+     ("per-numa", None, {"mem": "bind"})),
     (["draw", "-t", TWO_NUMA, "-l", "per-socket", "--format", "text"],
      ("per-socket", None, {})),
     (["bench", "stream", "-t", TWO_NUMA, "-l", "spread", "--mem", "bind", "--pages", "4k"],
@@ -198,11 +200,12 @@ def test_every_command_plans_through_request_plan(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
-    """bench, run, env, plan, draw and the SPANK path each plan through ``request.plan``
+    """bench, run, verify, env, plan, draw and the SPANK path each plan through ``request.plan``
     (no layout plans outside it), and the plan a command uses equals ``request.plan``'s for
     the same request, built here from the command line (its --mem and --pages included)."""
     from topobind.bench import runs
     from topobind.cli.main import main
+    from topobind.launch import run as jobrun
     from topobind.plan import layouts, request
 
     seen: list[tuple[object, object]] = []  # (topology, plan) of every request.plan
@@ -222,12 +225,13 @@ def test_every_command_plans_through_request_plan(
         assert inside[0], f"{argv[0]}: layout {self.name} planned outside request.plan"
         return real_layout_plan(self, node, view, req)
 
-    def no_kernel(kernel, plan, **kw):  # type: ignore[no-untyped-def]
+    def no_kernel(*args, **kw):  # type: ignore[no-untyped-def]
         raise _Stop
 
     monkeypatch.setattr(request, "plan", spy_plan)
     monkeypatch.setattr(layouts.Layout, "plan", layout_plan)
     monkeypatch.setattr(runs, "run_repeats", no_kernel)
+    monkeypatch.setattr(jobrun, "verify_command", no_kernel)  # verify: the plan, no probe
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.chdir(tmp_path)
     try:
