@@ -208,7 +208,7 @@ def test_an_older_openmpi_than_asked_is_named(monkeypatch: pytest.MonkeyPatch) -
     from topobind.plan import request
     from topobind.topo.topology import load
 
-    plan = request.plan(load("synthetic:core:2 pu:1"), request.parse("compact", threads=1), 2)
+    plan = request.plan(load("synthetic:core:2 pu:1"), request.parse("compact", threads=1, ranks=2))
     monkeypatch.setattr(resolve_mod, "find_openmpi", lambda prefer: ("/usr/bin/mpirun", "openmpi4"))
     got = resolve_mod.resolve(plan, "mpirun", "openmpi5")
     assert got.mpi == "openmpi4"
