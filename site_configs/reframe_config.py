@@ -35,9 +35,15 @@ def _squeue_without_the_wait() -> None:
     import re
     import time
 
-    import reframe.utility.osext as osext
-    from reframe.core import backends
-    from reframe.core.schedulers.slurm import SqueueJobScheduler
+    try:  # ReFrame's internals (pinned 4.10): another version keeps its own backend
+        import reframe.utility.osext as osext
+        from reframe.core import backends
+        from reframe.core.schedulers.slurm import SqueueJobScheduler
+
+        if not isinstance(getattr(backends, "_schedulers", None), dict):
+            return
+    except ImportError:
+        return
 
     class Squeue(SqueueJobScheduler):  # type: ignore[misc]
         def poll(self, *jobs):  # type: ignore[no-untyped-def]
