@@ -289,7 +289,44 @@ and the exit status is 1; UNVERIFIABLE when no GPU runtime library loads (no dri
 node, or the MPI build of the probe), never OK. A rank whose CPUs and GPU sit on different NUMA
 nodes gets a note. NVML is not asked: it ignores `CUDA_VISIBLE_DEVICES`.
 
-No GPU machine was at hand for this page: the output below is real, recorded on this project's
+On a lent node with one NVIDIA H200 (16 cores, driver 580, the image's PyTorch; run by
+`scripts/gpu-node-check.sh`, see [the GPU node](contributing/gpu-node.md)), the rank's own
+CUDA runtime agrees with the plan, and so does the program's (PyTorch, started by OpenMPI 5 under
+the plan; the memory lines before the tables are left out):
+
+```console
+$ topobind run --layout per-gpu --launcher mpirun --mpi openmpi5 --verify -- python3 -c "$check"
+topobind: note: OS device opencl1d0 is outside its PCI device: taken as GPU 0000:00:06.0
+topobind: note: GPU 0000:00:06.0: sysfs says numa_node -1 (the firmware does not tell), so its NUMA node is unknown; its CPUs are its local_cpulist (16 usable)
+topobind: note: each rank needs its own CUDA_DEVICE_ORDER/CUDA_VISIBLE_DEVICES (ranks[].env of the plan): 'topobind run' sets them per rank; for a hand-written launch, 'topobind plan -f rank-env' writes a wrapper that does
+topobind: verify: all 16 threads on their planned CPUs, bound to them
+rank  host       variable                 planned        seen           status
+   0  vm         CUDA_DEVICE_ORDER        PCI_BUS_ID     PCI_BUS_ID     OK
+   0  vm         CUDA_VISIBLE_DEVICES     0              0              OK
+rank  host       GPUs planned   runtime saw    status
+   0  vm         0000:00:06.0   0000:00:06.0   OK  GPU-1c92f46c-f917-aa2d-3259-ec0af58fda3b
+2 of 2 device variables as planned
+GPU runtime: 1 of 1 ranks saw their planned GPUs
+torch sees 1 device(s); device 0 at 0 0 6 NVIDIA H200
+```
+
+(`check` held `import torch; p = torch.cuda.get_device_properties(0); print("torch sees",
+torch.cuda.device_count(), "device(s); device 0 at", p.pci_domain_id, p.pci_bus_id,
+p.pci_device_id, p.name)`.) The same node's image had only OpenMPI 4.1.6 as `/usr/bin/mpirun`;
+asked for `--mpi openmpi5` with that one alone, topobind launches it with OpenMPI 4's flags and
+says so in a note.
+
+What the CUDA driver makes of the variables was measured there too, 120 combinations
+(`tests/launch/data/cuda-visible-h200.tsv`): `CUDA_VISIBLE_DEVICES` is read left to right, an
+index or a UUID prefix (`GPU-1c92`) per entry, blanks around an index ignored, and the list stops
+at the first entry that names no GPU (`1` on a one-GPU node, `-1`, `x`, an empty entry); but an
+index listed twice (`0,0`, `0, 0`) and any `CUDA_DEVICE_ORDER` other than exactly
+`FASTEST_FIRST` or `PCI_BUS_ID` (an empty one, `pci_bus_id`) make `cuInit` fail with
+`CUDA_ERROR_INVALID_DEVICE` (101): the program then sees no GPU at all. Verification reports
+both cases, no GPU visible and variables refused, as MISMATCH (the launch is stopped); only a
+node without a driver, or a driver failing otherwise, is UNVERIFIABLE.
+
+Several GPUs need a stand-in: the output below is real, recorded on this project's
 2-core machine without GPU, with the live topology plus two NVIDIA GPUs (`0000:41:00.0` and
 `0001:00:06.0`, the second faster) and the tests' stand-in `libcuda.so.1`
 (`tests/launch/fake_libcuda.c`, which follows CUDA's numbering rules), OpenMPI 5
@@ -306,6 +343,24 @@ way): the variables are as planned, the GPUs are not, and the program is not lau
 ```console
 $ topobind run -t node.xml -l per-gpu --launcher mpirun --mpi openmpi5 --verify -- ./app
 {VERIFY_MISMATCH}
+```
+
+A rank whose runtime sees no GPU at all (here the job may use only the first of the two:
+the stand-in shows one, so rank 1's `CUDA_VISIBLE_DEVICES=1` names none) is a MISMATCH too:
+
+```console
+$ topobind run -t node.xml -l per-gpu --launcher mpirun --mpi openmpi5 --verify -- ./app
+rank  host       variable                 planned        seen           status
+   0  vm         CUDA_DEVICE_ORDER        PCI_BUS_ID     PCI_BUS_ID     OK
+   0  vm         CUDA_VISIBLE_DEVICES     0              0              OK
+   1  vm         CUDA_DEVICE_ORDER        PCI_BUS_ID     PCI_BUS_ID     OK
+   1  vm         CUDA_VISIBLE_DEVICES     1              1              OK
+rank  host       GPUs planned   runtime saw    status
+   0  vm         0000:41:00.0   0000:41:00.0   OK  GPU-11111111-2222-3333-4444-555555555555
+   1  vm         0001:00:06.0   (none)         MISMATCH  cuda sees no GPU (CUDA_ERROR_NO_DEVICE): CUDA_VISIBLE_DEVICES names none it may use
+4 of 4 device variables as planned
+GPU runtime: 1 of 2 ranks saw their planned GPUs; 1 MISMATCH
+topobind: error: device variables or the GPUs a runtime saw differ from the plan; verification failed, so the program is not launched
 ```
 
 And where no GPU driver is installed:
