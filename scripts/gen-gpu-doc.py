@@ -49,21 +49,22 @@ VERIFY_OK = "\n".join(
 )
 H200_VERIFY = "\n".join(
     [
-        "$ topobind run --layout per-gpu --launcher mpirun --mpi openmpi5 --verify -- pyt"
-        'hon3 -c "$check"',
+        "$ topobind run --layout per-gpu --launcher mpirun --mpi openmpi5 --verify -- "
+        'python3 -c "$check"',
         "topobind: note: OS device opencl1d0 is outside its PCI device: taken as GPU 0000:00:06.0",
-        "topobind: note: GPU 0000:00:06.0: sysfs says numa_node -1 (the firmware does not"
-        " tell), so its NUMA node is unknown; its CPUs are its local_cpulist (16 usable)",
-        "topobind: note: each rank needs its own CUDA_DEVICE_ORDER/CUDA_VISIBLE_DEVICES ("
-        "ranks[].env of the plan): 'topobind run' sets them per rank; for a hand-written "
-        "launch, 'topobind plan -f rank-env' writes a wrapper that does",
+        "topobind: note: GPU 0000:00:06.0: sysfs says numa_node -1 (the firmware does "
+        "not tell), so its NUMA node is unknown; its CPUs are its local_cpulist (16 "
+        "usable)",
+        "topobind: note: each rank needs its own CUDA_DEVICE_ORDER/CUDA_VISIBLE_DEVICES "
+        "(ranks[].env of the plan): 'topobind run' sets them per rank; for a "
+        "hand-written launch, 'topobind plan -f rank-env' writes a wrapper that does",
         "topobind: verify: all 16 threads on their planned CPUs, bound to them",
         "rank  host       variable                 planned        seen           status",
         "   0  vm         CUDA_DEVICE_ORDER        PCI_BUS_ID     PCI_BUS_ID     OK",
         "   0  vm         CUDA_VISIBLE_DEVICES     0              0              OK",
         "rank  host       GPUs planned   runtime saw    status",
-        "   0  vm         0000:00:06.0   0000:00:06.0   OK  GPU-1c92f46c-f917-aa2d-3259-e"
-        "c0af58fda3b",
+        "   0  vm         0000:00:06.0   0000:00:06.0   OK  "
+        "GPU-1c92f46c-f917-aa2d-3259-ec0af58fda3b",
         "2 of 2 device variables as planned",
         "GPU runtime: 1 of 1 ranks saw their planned GPUs",
         "torch sees 1 device(s); device 0 at 0 0 6 NVIDIA H200",
@@ -77,14 +78,14 @@ VERIFY_NO_GPU = "\n".join(
         "   1  vm         CUDA_DEVICE_ORDER        PCI_BUS_ID     PCI_BUS_ID     OK",
         "   1  vm         CUDA_VISIBLE_DEVICES     1              1              OK",
         "rank  host       GPUs planned   runtime saw    status",
-        "   0  vm         0000:41:00.0   0000:41:00.0   OK  GPU-11111111-2222-3333-4444-5"
-        "55555555555",
-        "   1  vm         0001:00:06.0   (none)         MISMATCH  cuda sees no GPU (CUDA_"
-        "ERROR_NO_DEVICE): CUDA_VISIBLE_DEVICES names none it may use",
+        "   0  vm         0000:41:00.0   0000:41:00.0   OK  "
+        "GPU-11111111-2222-3333-4444-555555555555",
+        "   1  vm         0001:00:06.0   (none)         MISMATCH  cuda sees no GPU "
+        "(CUDA_ERROR_NO_DEVICE): CUDA_VISIBLE_DEVICES names none it may use",
         "4 of 4 device variables as planned",
         "GPU runtime: 1 of 2 ranks saw their planned GPUs; 1 MISMATCH",
-        "topobind: error: device variables or the GPUs a runtime saw differ from the plan"
-        "; verification failed, so the program is not launched",
+        "topobind: error: device variables or the GPUs a runtime saw differ from the "
+        "plan; verification failed, so the program is not launched",
     ]
 )
 VERIFY_MISMATCH = "\n".join(
