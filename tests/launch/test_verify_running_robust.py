@@ -4,6 +4,7 @@ samples the program and its descendants, OpenMPI launches, the placement probe."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -346,18 +347,11 @@ def _wait_for(what: str, ok: object, limit: float = 60) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-@pytest.mark.parametrize("when", ["ended", "sampling"])
-def test_a_signal_in_the_sample_wait_cleans_up(
+def _signalled_run(
     tmp_path: Path, sig: signal.Signals, when: str
-) -> None:
-    """Ctrl-C (or SIGTERM) once the program has ended: one line, the signal's status, the
-    scratch directory gone, no wait for the samples. 'ended': the signal comes before topobind
-    has seen its program end, as on a loaded machine where topobind is not scheduled for a
-    while (simulated with SIGSTOP): the runner passed it to the ended program's group, where
-    it was lost, and topobind went on to wait 20 s for the samples. 'sampling': topobind waits
-    for the samples."""
+) -> tuple[int | None, str, str, float]:
+    """One ``topobind run --verify-running`` signalled at ``when``: (status, stdout, stderr,
+    seconds from the signal to the end); status None when topobind had finished first."""
     done = tmp_path / "done"
     proc = subprocess.Popen(
         [TOPOBIND, "run", "--launcher", "none", "-r", "1", "-T", "1", "--verify-running",
@@ -372,18 +366,44 @@ def test_a_signal_in_the_sample_wait_cleans_up(
         _wait_for("the program to end", lambda: _ended(program[0]))
     else:
         _wait_for("topobind to reap its program", lambda: not _children(proc.pid))
-    proc.send_signal(sig)
-    os.kill(proc.pid, signal.SIGCONT)
+    late = proc.poll() is not None
+    proc.send_signal(sig)  # nothing when topobind has ended meanwhile
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGCONT)
     t0 = time.monotonic()
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + sig, err
+    late = late or proc.returncode in (0, 1)  # the samples came and were judged first
+    return (None if late else proc.returncode), out, err, time.monotonic() - t0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("when", ["ended", "sampling"])
+def test_a_signal_in_the_sample_wait_cleans_up(
+    tmp_path: Path, sig: signal.Signals, when: str
+) -> None:
+    """Ctrl-C (or SIGTERM) once the program has ended: one line, the signal's status, the
+    scratch directory gone, no wait for the samples. 'ended': the signal comes before topobind
+    has seen its program end, as on a loaded machine where topobind is not scheduled for a
+    while (simulated with SIGSTOP): the runner passed it to the ended program's group, where
+    it was lost, and topobind went on to wait 20 s for the samples. 'sampling': topobind waits
+    for the samples; the step writes them as the program ends, so on a busy machine topobind
+    may have judged them and ended before the signal comes: that try does not count, and the
+    test tries again (5 times at most; a topobind that ignored the signal ends each try so)."""
+    for attempt in range(5 if when == "sampling" else 1):
+        where = tmp_path / str(attempt)
+        where.mkdir()
+        status, out, err, took = _signalled_run(where, sig, when)
+        if status is not None:
+            break
+    assert status == 128 + sig, err
     assert err == (
         f"topobind: error: interrupted ({sig.name}) while waiting for the samples of the "
         "running program; not verified\n"
     )
     assert out == ""
-    assert time.monotonic() - t0 < 15  # not the sample wait (20 s)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["done"]
+    assert took < 15  # not the sample wait (20 s)
+    assert sorted(p.name for p in where.iterdir()) == ["done"]
 
 
 @pytest.mark.slow
