@@ -72,12 +72,7 @@ H200_VERIFY = "\n".join(
 )
 VERIFY_NO_GPU = "\n".join(
     [
-        "rank  host       variable                 planned        seen           status",
-        "   0  vm         CUDA_DEVICE_ORDER        PCI_BUS_ID     PCI_BUS_ID     OK",
-        "   0  vm         CUDA_VISIBLE_DEVICES     0              0              OK",
-        "   1  vm         CUDA_DEVICE_ORDER        PCI_BUS_ID     PCI_BUS_ID     OK",
-        "   1  vm         CUDA_VISIBLE_DEVICES     1              1              OK",
-        "rank  host       GPUs planned   runtime saw    status",
+        *_VARS,
         "   0  vm         0000:41:00.0   0000:41:00.0   OK  "
         "GPU-11111111-2222-3333-4444-555555555555",
         "   1  vm         0001:00:06.0   (none)         MISMATCH  cuda sees no GPU "
