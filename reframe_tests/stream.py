@@ -16,12 +16,16 @@ an element), so a run moves ``trials x 80 x elements`` bytes and holds 3 arrays.
 the array size is each array at least 4x the node's last-level cache (the kernel's default;
 what makes the figure memory bandwidth, not cache): a 260 MiB LLC gives 136M elements, 1.09 GB
 an array, 10.9 GB a trial. The full tier runs ``trials`` (20) at the rule's size. The quick tier
-(``-t quick``) runs ``quick_trials`` (3) and caps the bytes moved per run at
-``max_bytes_per_run`` (the site's ``settings:``; default 16G): when the cap forces arrays
-smaller than the rule, the check says so (``stream-size.json`` and a warning), since the
-figure may then be partly cache. The quick tier leaves out the job's text plan (each topobind
-start-up is about a second on a busy 2-core node); ``topobind run --plan-json`` writes the
-plan it launches, which sanity compares placement with (no separate ``topobind plan``).
+(``-t quick``) caps the bytes moved per run at ``max_bytes_per_run`` (the site's
+``settings:``; default 16G) and spends it on trials at the rule's size first: as many as fit,
+from ``quick_trials`` (3) up to ``trials`` (a 32 MiB LLC: 1.34 GB a trial, 12 trials under
+16G; the figure is the best timed trial, and a trial of ~0.1 s is spoilt by any other process
+that runs in it, so 2 timed trials halved it now and then). When even ``quick_trials`` do not
+fit, it runs that many of a smaller size and says so (``stream-size.json`` and a warning),
+since the figure may then be partly cache. The quick tier leaves out the job's text plan
+(each topobind start-up is about a second on a busy 2-core node); ``topobind run
+--plan-json`` writes the plan it launches, which sanity compares placement with (no
+separate ``topobind plan``).
 
 Sanity: every rank's result validates (STREAM's own check), every thread ran on its
 planned CPU, and, where the site enforces it, the arrays got 1 GiB pages.
@@ -30,6 +34,7 @@ planned CPU, and, where the site enforces it, the arrays got 1 GiB pages.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 
 import reframe as rfm
@@ -124,12 +129,15 @@ class StreamCheck(TopobindCheck):
         opts = ["--pages", str(self.pages)]
         if quick_tier():
             self.prerun_cmds.pop()  # the text plan, for the eye only: one Python start-up less
-            trials = max(1, self.quick_trials)
             size = shell_join(
-                python_cmd(), str(PROBE), "stream-size", str(trials),
-                str(self.max_bytes_per_run), str(self.elements or ""),
+                python_cmd(), str(PROBE), "stream-size", str(max(1, self.quick_trials)),
+                str(self.max_bytes_per_run), shlex.quote(str(self.elements or "")),
+                str(max(1, self.quick_trials, self.trials)),
             )  # fmt: skip
-            self.prerun_cmds.insert(0, f"export elements=$({size})")
+            # "ELEMENTS TRIALS": as many trials as the cap allows at the rule's size
+            read = 'read -r elements trials <<< "$size" && export elements trials'
+            self.prerun_cmds.insert(0, f"size=$({size}) && {read}")
+            trials = '"$trials"'
             opts += ["--elements", '"$elements"']
         elif self.elements:
             opts += ["--elements", str(self.elements)]

@@ -6,9 +6,12 @@
   python probe.py cores              number of cores this job may use
   python probe.py llc                the node's last-level cache, bytes (all distinct instances;
                                      $TOPOBIND_LLC_BYTES overrides it, e.g. to test a big cache)
-  python probe.py stream-size T CAP [E]  elements per STREAM array for T trials under a cap of
-                                     CAP bytes moved per run (E: the site's size, else the
-                                     rule: 4x the LLC, at least 10M); writes stream-size.json
+  python probe.py stream-size T CAP [E] [TMAX]  "ELEMENTS TRIALS" for STREAM under a cap of
+                                     CAP bytes moved per run: the size is E (the site's) or
+                                     the rule (4x the LLC, at least 10M) and the trials as many
+                                     as the cap allows at that size, T to TMAX (default T);
+                                     when T trials do not fit, T trials of a smaller size;
+                                     writes stream-size.json
   python probe.py latency-size CAP   the latency check's largest working set: 4x the LLC, at
                                      least 256M, at most CAP; writes latency-size.json
   python probe.py load OUT -- CMD...  run CMD, write OUT (JSON): the CPU time other processes
@@ -108,6 +111,13 @@ def parse_count(text: str) -> int:
     return value
 
 
+def _trials(text: str, what: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 10_000:
+        print(f"{what}: {text!r} is not a number of trials (1 to 10000)", file=sys.stderr)
+        sys.exit(3)
+    return int(text)
+
+
 def llc_bytes() -> int:
     """Total last-level cache of the node, as the kernels read it (distinct instances of the
     highest cache level in sysfs); ``$TOPOBIND_LLC_BYTES`` overrides it."""
@@ -141,10 +151,14 @@ def _write(name: str, doc: dict) -> None:
         json.dump(doc, fh)
 
 
-def _stream_size(trials: int, cap: int, given: int | None) -> int:
+def _stream_size(trials: int, cap: int, given: int | None, most: int | None = None) -> int:
     llc = llc_bytes()
     rule = given or max((4 * llc + 7) // 8, STREAM_MIN_ELEMENTS)
-    per_run = max(trials, 1) * STREAM_BYTES_PER_ELEMENT
+    least = max(trials, 1)
+    # the cap buys trials at the rule's size first (a best of more trials is a steadier figure:
+    # one trial is ~0.1 s, and any other process in it spoils it), then the size shrinks
+    trials = max(least, min(max(most or least, least), cap // (rule * STREAM_BYTES_PER_ELEMENT)))
+    per_run = trials * STREAM_BYTES_PER_ELEMENT
     elements = min(rule, cap // per_run)
     note = ""
     if elements < rule:
@@ -168,7 +182,7 @@ def _stream_size(trials: int, cap: int, given: int | None) -> int:
             "note": note,
         },
     )
-    print(elements)
+    print(elements, trials)
     return 0
 
 
@@ -225,9 +239,11 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["llc"]:
         print(llc_bytes())
         return 0
-    if argv[:1] == ["stream-size"] and len(argv) in (3, 4):
-        given = parse_count(argv[3]) if len(argv) == 4 and argv[3] else None
-        return _stream_size(int(argv[1]), parse_size(argv[2], "max_bytes_per_run"), given)
+    if argv[:1] == ["stream-size"] and len(argv) in (3, 4, 5):
+        given = parse_count(argv[3]) if len(argv) >= 4 and argv[3] else None
+        most = _trials(argv[4], "trials") if len(argv) == 5 else None
+        cap = parse_size(argv[2], "max_bytes_per_run")
+        return _stream_size(_trials(argv[1], "quick_trials"), cap, given, most)
     if argv[:1] == ["latency-size"] and len(argv) == 2:
         return _latency_size(parse_size(argv[1], "max_working_set"))
     if argv[:1] == ["load"] and len(argv) >= 4 and argv[2] == "--":

@@ -31,22 +31,41 @@ def probe(tmp_path: Path, *args: str, llc: str = "260M") -> tuple[str, dict]:
 def test_stream_keeps_the_rule_when_the_cap_allows_it(tmp_path: Path) -> None:
     out, doc = probe(tmp_path, "stream-size", "3", "40G")
     rule = 4 * 260 * MiB // 8  # 136,314,880 elements: 1.09 GB an array
-    assert int(out) == rule == doc["elements"] == doc["rule_elements"]
+    assert out == f"{rule} 3" and rule == doc["elements"] == doc["rule_elements"]
     assert doc["llc_bytes"] == 260 * MiB and not doc["capped"] and doc["note"] == ""
-    assert doc["bytes_per_run"] == 3 * 80 * rule
+    assert doc["bytes_per_run"] == 3 * 80 * rule and doc["trials"] == 3
 
 
 def test_stream_cap_sets_a_smaller_size_and_says_so(tmp_path: Path) -> None:
-    out, doc = probe(tmp_path, "stream-size", "3", "4G")
-    assert int(out) == (4 << 30) // (3 * 80) and doc["capped"]
+    out, doc = probe(tmp_path, "stream-size", "3", "4G", "", "20")
+    assert out == f"{(4 << 30) // (3 * 80)} 3" and doc["capped"] and doc["trials"] == 3
     assert doc["bytes_per_run"] <= 4 << 30
     assert "under the rule (each array at least 4x the LLC)" in doc["note"]
     assert "LLC 260 MiB" in doc["note"] and "max_bytes_per_run" in doc["note"]
 
 
+@pytest.mark.parametrize(
+    ("llc", "cap", "trials"),
+    [
+        ("32M", "16G", 12),  # this VM: 1.34 GB a trial at the rule's size
+        ("32M", "4G", 3),  # the per-node acceptance's cap: the least
+        ("8M", "16G", 20),  # the rule's floor (10M elements, 0.8 GB a trial): the most
+        ("32M", "1T", 20),
+    ],
+)
+def test_stream_spends_the_cap_on_trials_at_the_rules_size(
+    tmp_path: Path, llc: str, cap: str, trials: int
+) -> None:
+    out, doc = probe(tmp_path, "stream-size", "3", cap, "", "20", llc=llc)
+    rule = max(4 * int(llc[:-1]) * MiB // 8, 10_000_000)
+    assert out == f"{rule} {trials}" and doc["trials"] == trials and not doc["capped"]
+    assert doc["bytes_per_run"] == trials * 80 * rule <= {"16G": 16, "4G": 4, "1T": 1024}[cap] << 30
+
+
 def test_stream_cap_applies_to_the_sites_own_size(tmp_path: Path) -> None:
     out, doc = probe(tmp_path, "stream-size", "2", "8G", "1G")  # Betzy: 1e9 elements
-    assert doc["rule_elements"] == 10**9 and int(out) < 10**9 and "site's size" in doc["note"]
+    assert doc["rule_elements"] == 10**9 and int(out.split()[0]) < 10**9
+    assert "site's size" in doc["note"] and out.split()[1] == "2"
 
 
 def test_latency_working_set_is_4x_llc_capped(tmp_path: Path) -> None:
@@ -58,13 +77,22 @@ def test_latency_working_set_is_4x_llc_capped(tmp_path: Path) -> None:
     assert out == "256M"  # the floor
 
 
-def test_bad_cap_is_one_line_and_status_3(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["3", "lots"], "max_bytes_per_run"),
+        (["three", "4G"], "quick_trials"),
+        (["3", "4G", "", "0"], "trials"),
+        (["3", "4G", "", "1e9"], "trials"),
+    ],
+)
+def test_bad_argument_is_one_line_and_status_3(tmp_path: Path, args: list, names: str) -> None:
     done = subprocess.run(
-        [sys.executable, str(PROBE), "stream-size", "3", "lots"], capture_output=True,
+        [sys.executable, str(PROBE), "stream-size", *args], capture_output=True,
         text=True, cwd=tmp_path, timeout=60,
     )  # fmt: skip
     assert done.returncode == 3 and len(done.stderr.strip().splitlines()) == 1
-    assert "max_bytes_per_run" in done.stderr and "Traceback" not in done.stderr
+    assert names in done.stderr and "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize(

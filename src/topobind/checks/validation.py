@@ -68,8 +68,20 @@ def _parse_setvar(text: str) -> tuple[str, str]:
     return k, v
 
 
-def setvars_for(site: Site, user: list[str], calibrating: bool) -> dict[str, str]:
-    merged = {k: str(v) for k, v in (site.settings if calibrating else site.all_settings).items()}
+#: a site setting under this prefix applies to ``validate --each-node`` only, in place of the
+#: same setting without it (the per-node acceptance compares nodes with each other, several runs
+#: each, and may bound a check tighter than a CI run measuring a figure against its reference)
+EACH_NODE = "each_node."
+
+
+def setvars_for(site: Site, user: list[str], calibrating: bool,
+                each_node: bool = False) -> dict[str, str]:  # fmt: skip
+    """ReFrame ``-S`` variables: the site's settings (with the references' own), those under
+    :data:`EACH_NODE` over them for ``each_node``, then the user's ``-S``."""
+    ours = site.settings if calibrating else site.all_settings
+    merged = {k: str(v) for k, v in ours.items() if not k.startswith(EACH_NODE)}
+    if each_node:
+        merged |= {k[len(EACH_NODE) :]: str(v) for k, v in ours.items() if k.startswith(EACH_NODE)}
     for text in user:
         k, v = _parse_setvar(text)
         merged[k] = v

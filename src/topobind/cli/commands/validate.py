@@ -353,7 +353,7 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
         partition=parts[0],
         tags=args.tags,
         names=args.name,
-        setvars=validation.setvars_for(site, args.setvars, calibrating=False),
+        setvars=validation.setvars_for(site, args.setvars, calibrating=False, each_node=True),
         nodelist=args.nodelist,
         repeat=args.repeat,
         confirm=args.confirm,
