@@ -512,3 +512,26 @@ def test_gpu_and_nic_locality_from_a_golden_xml() -> None:
     (f,) = conformance.findings(golden, facts, where)
     assert f.text("n1") == f"n1: gpu_numa: expected [0, 0, 1, 1], found [0, 0, 0, 1] ({xml})"
     assert conformance.findings({"nic_numa": [1, 0]}, {"nic_numa": [0, 1]}, "x") == []
+
+
+def test_each_node_settings_bound_only_the_per_node_acceptance(tmp_path: Path) -> None:
+    """site_configs/local: STREAM's quick cap is 16G for a CI run (12 trials at the rule's size
+    on a 32 MiB LLC), 4G under validate --each-node (each_node.X); the prefixed key never
+    reaches ReFrame, and the user's -S wins over both."""
+    from paths import REPO
+
+    from topobind.checks import sites
+
+    (tmp_path / "local").mkdir()
+    text = (REPO / "site_configs" / "local" / "site.yaml").read_text()
+    (tmp_path / "local" / "site.yaml").write_text(text.replace("references: references.yaml", ""))
+    site = sites.load_site_file(tmp_path / "local" / "site.yaml")
+    key = "StreamCheck.max_bytes_per_run"
+    ci = validation.setvars_for(site, [], calibrating=False)
+    each = validation.setvars_for(site, [], calibrating=False, each_node=True)
+    assert ci[key] == "16G" and each[key] == "4G"
+    assert not [k for k in [*ci, *each] if k.startswith("each_node.")]
+    assert each["LatencyCheck.max_working_set"] == ci["LatencyCheck.max_working_set"] == "512M"
+    mine = validation.setvars_for(site, [f"{key}=1G"], calibrating=False, each_node=True)
+    assert mine[key] == "1G"
+    assert validation.setvars_for(site, [], calibrating=True)[key] == "16G"
