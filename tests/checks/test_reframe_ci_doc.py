@@ -59,6 +59,38 @@ def test_bench_runs_each_check_alone_in_the_ci_sessions_tier() -> None:
         alone = bench.alone_select(select, "3240c69e")
         assert alone[-2:] == ["-n", "/3240c69e"]
         assert quick_tier(["reframe", *alone]) == quick_tier(["reframe", *select])
+    assert bench.alone_select(["-t", "quick"], "ab", 3) == [
+        "-t", "quick", "-n", "/ab", "--reruns", "2"]  # fmt: skip
+
+
+def test_bench_compares_the_ci_figure_with_the_median_of_the_runs_alone() -> None:
+    """The checks alone run 3 times in one session (--reruns): the CI figure is held against
+    their median, so one spoilt run alone is not the reference; a run that failed fails the
+    check; DGEMM's spread measures are shown but not held to the 20 %."""
+    bench = load_file("bench_rci2", REPO / "scripts/bench-reframe-ci.py")
+    name = "StreamCheck %layout=compact"
+    out = "\n".join(
+        [f"[       OK ] ({i}/3) {name} /3240c69e @mycluster:batch+gnu\nP: triad: {v} MB/s (r:0)"
+         for i, v in ((1, 20000.0), (2, 9000.0), (3, 19000.0))]
+        + ["[     FAIL ] (1/1) DgemmCheck %pages=1G /aa11bb22 @mycluster:batch+gnu",
+           "P: gflops: 60.0 GFLOP/s (r:0)", "P: cv: 8.0 % (r:0)"]
+    )  # fmt: skip
+    alone = bench.parse(out)
+    assert alone[name]["result"] == "OK" and alone["DgemmCheck %pages=1G"]["result"] == "FAIL"
+    fig = alone[name]["figures"]["triad"]
+    assert fig["values"] == [20000.0, 9000.0, 19000.0] and fig["value"] == 19000.0
+    ci = bench.parse(
+        f"[       OK ] (1/2) {name} /3240c69e @x\nP: triad: 16000 MB/s (r:0)\n"
+        "[       OK ] (2/2) DgemmCheck %pages=1G /aa11bb22 @x\nP: gflops: 30 GFLOP/s (r:0)\n"
+        "P: cv: 2 % (r:0)"
+    )
+    compared = bench.compare({"checks": ci}, {n: {"checks": alone} for n in alone})
+    rows = {(r["check"], r["metric"]): r for r in compared}
+    assert rows[(name, "triad")]["ratio"] == round(16000 / 19000, 3)
+    assert not rows[(name, "triad")]["off"]  # 0.84 of the median; 1.78 of the spoilt run
+    assert rows[("DgemmCheck %pages=1G", "gflops")]["off"]  # 0.5
+    cv = rows[("DgemmCheck %pages=1G", "cv")]
+    assert cv["spread_measure"] and not cv["off"] and cv["ratio"] == 0.25
 
 
 def test_doc_runs_the_checks_serially_where_reframe_shares_the_machine() -> None:
