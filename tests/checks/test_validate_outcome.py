@@ -169,6 +169,7 @@ def test_confirm_stops_after_its_look_only_when_the_node_cannot_come_out_slow(
     out = acceptance.accept(sites.load_site("fleet"), req, tmp_path / "res", False)
     confirms = [c for c in calls.read_text().split() if "/confirm-" in c]
     assert len(confirms) == sessions and len(out.reports) == 1 + sessions
+    assert out.confirm_runs == (3 if sessions == 1 else 7)  # what 'first pass flagged' shows
     node3 = next(v for v in out.verdicts if v.node == "node3")
     stopped = [n for n in out.notes if n.startswith("--confirm stopped after 3 of 7 runs")]
     if sessions == 1:

@@ -222,6 +222,7 @@ class Outcome:
     partition: str = ""
     partition_nodes: dict[str, str] | None = None  # {node: state}; None: unknown
     nodelist: list[str] | None = None  # --nodelist, expanded
+    confirm_runs: int = 0  # runs of each node --confirm made (fewer than MIN_RUNS: stopped)
 
 
 def conformance_step(site: Any, access: Sequence[str], nodes: Sequence[str]) -> tuple[
@@ -360,6 +361,7 @@ def _confirm(site: Any, req: Request, states: dict[str, str], slow: list[str], p
         )
     out.verdicts = confirm(out.verdicts, cobs, partner, req.threshold)
     out.partner = partner
+    out.confirm_runs = runs if len(sessions) > 1 or runs == look else look
     out.reports += [str(s.report_path) for s in sessions]
 
 

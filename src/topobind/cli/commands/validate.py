@@ -381,8 +381,11 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
     print(acceptance.table(out.verdicts) + "\n")
     if out.partner:
         flagged = [f"{v.node} {v.verdict_text()}" for v in out.first if v.status == "SLOW"]
+        runs = out.confirm_runs
+        early = f"; stopped early, of {acceptance.MIN_RUNS}: see the note" if (
+            runs < acceptance.MIN_RUNS) else ""  # fmt: skip
         print(f"first pass flagged: {', '.join(flagged)}; re-run with {out.partner} "
-              f"({acceptance.MIN_RUNS}+ runs each, interleaved)")  # fmt: skip
+              f"({runs} runs each, interleaved{early})")  # fmt: skip
     for check, why in sorted(out.obs.skipped.items()):
         print(f"skip {check}: {why}")
     for note in out.notes:
