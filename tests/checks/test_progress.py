@@ -84,3 +84,21 @@ def test_reframe_lines_drive_progress() -> None:
 def test_case_name_without_a_node_is_the_partition() -> None:
     node, check = progress.case_name("C2CCheck %pair=same-l3", "local:default+builtin")
     assert (node, check) == ("local:default", "C2CCheck same-l3")
+
+
+def test_a_skipped_run_is_neither_running_nor_left_to_do() -> None:
+    """ReFrame prints RUN then SKIP for a case it skips (cross-l3 on one L3 domain; a
+    sanity-only check after the session's first run): the time left counted those runs as
+    still to come, so the last check of a run said 'about 0:17 left'."""
+    out, clock = io.StringIO(), Clock()
+    t = progress.ReframeTracker(progress.Progress(out, "plain", now=clock), runs=2)
+    skip = "[     SKIP ] ( 2/18) C2CCheck %pair=cross-l3 %.nid=n1 /4eee @s:p+b [needs two L3]"
+    for _ in range(2):
+        t.feed("[ RUN      ] C2CCheck %pair=cross-l3 %.nid=n1 /4eee @s:p+b")
+        assert t.feed(skip)
+        t.feed(RUN)
+        clock.t += 5
+        t.feed(OK)
+    assert t.progress.left() == 0.0
+    assert all(i.started is None for i in t.progress.items.values())
+    assert out.getvalue().splitlines()[-1].endswith("(elapsed 0:10, about 0:00 left)")

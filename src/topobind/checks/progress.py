@@ -76,6 +76,15 @@ class Progress:
         item.started = self.now()
         self._draw()
 
+    def skip(self, node: str, check: str) -> None:
+        """A run that ReFrame skipped (a check the node cannot run, a sanity-only check after
+        the session's first run): one run fewer to wait for, none in progress."""
+        item = self.items.get((node, check))
+        if item is not None:
+            item.started = None
+            item.planned = max(item.done, item.planned - 1)
+            self._draw()
+
     def finish(self, node: str, check: str, ok: bool = True, note: str = "") -> None:
         item = self.items.setdefault((node, check), Item(node, check, 1))
         now = self.now()
@@ -194,7 +203,10 @@ class ReframeTracker:
             self.progress.start(node, check)
             return True
         m = _END.match(text)
-        if m and m.group(1) != "SKIP":
+        if m and m.group(1) == "SKIP":
+            self.progress.skip(*case_name(m.group(2), m.group(3)))
+            return True
+        if m:
             node, check = case_name(m.group(2), m.group(3))
             self.progress.finish(node, check, ok=m.group(1) == "OK")
             return True

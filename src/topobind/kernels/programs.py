@@ -21,10 +21,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
-from topobind.kernels.results import Result, load_result
 from topobind.runner import run_process
+
+if TYPE_CHECKING:  # results (its json, stats and kernel registry) only where one is read:
+    # topobind run finds the per-rank step here on every start-up and reads no result
+    from topobind.kernels.results import Result
 
 HUGEPAGE_SHIM = "libtbhugepages.so"
 
@@ -160,6 +164,8 @@ def run_kernel(
                 run.returncode,
                 run.stderr,
             )
+        from topobind.kernels.results import load_result
+
         return load_result(out)
 
 
