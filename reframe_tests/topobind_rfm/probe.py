@@ -22,10 +22,11 @@ Exit status 3 with a one-line message when the node cannot provide what is asked
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from pathlib import Path
+
+# 'load' wraps the main command of every check's job: its path imports no json or pathlib
+# (topobind.checks.load likewise); the other probes import what they use
 
 
 def _hugepages() -> int:
@@ -40,6 +41,8 @@ def _hugepages() -> int:
         }
         for kib, pool in status.items()
     }
+    import json
+
     print(json.dumps(doc))
     return 0
 
@@ -130,10 +133,10 @@ def llc_bytes() -> int:
     best, seen, total = 0, set(), 0
     for d in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*"):
         try:
-            level = int(Path(d, "level").read_text())
-            kind = Path(d, "type").read_text().strip()
-            shared = Path(d, "shared_cpu_list").read_text().strip()
-            size = parse_size(Path(d, "size").read_text().strip(), d)
+            level = int(_read(d, "level"))
+            kind = _read(d, "type")
+            shared = _read(d, "shared_cpu_list")
+            size = parse_size(_read(d, "size"), d)
         except (OSError, ValueError):
             continue
         if kind == "Instruction":
@@ -146,7 +149,14 @@ def llc_bytes() -> int:
     return total
 
 
+def _read(directory: str, name: str) -> str:
+    with open(os.path.join(directory, name), encoding="utf-8") as fh:
+        return fh.read().strip()
+
+
 def _write(name: str, doc: dict) -> None:
+    import json
+
     with open(name, "w") as fh:
         json.dump(doc, fh)
 

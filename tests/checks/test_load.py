@@ -6,11 +6,17 @@ performance is compared here."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from paths import REPO
 
 from topobind.checks import load as cpu_load
 from topobind.checks.load import CpuSample, JobCpu, Proc, load_between
@@ -128,3 +134,42 @@ def test_no_slurm_job_means_no_job_processes() -> None:
     assert roots == set()
     job.add(snap, cpu_load.descendants(snap, roots, skip=22))
     assert job.ticks() == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
+        lambda inner: st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=12,
+    )
+)
+def test_load_json_is_json(doc: object) -> None:
+    """load.json is written without the json module (every check's job imports this module
+    on a node that may be throttled): whatever it writes reads back as the same document."""
+    assert json.loads(cpu_load.json_text(doc)) == doc
+
+
+def test_load_json_refuses_what_json_cannot_hold() -> None:
+    for bad in (float("nan"), float("inf"), [1], (1,)):
+        with pytest.raises(ValueError, match="not a load document value"):
+            cpu_load.json_text({"x": bad})
+
+
+def test_the_wrapper_imports_nothing_heavy() -> None:
+    """probe.py load runs in every check's job: no dataclasses, json, re, subprocess, typing
+    or pathlib on its path (0.05 s of CPU a job; 0.2 s of wall time on a node at 25 %)."""
+    probe = REPO / "reframe_tests" / "topobind_rfm" / "probe.py"
+    check = (
+        f"import sys; sys.path.insert(0, {str(probe.parent)!r}); import probe; "
+        "import topobind.checks.load; "
+        "heavy = {'dataclasses', 'json', 're', 'subprocess', 'typing', 'pathlib'} & "
+        "set(sys.modules); print(sorted(heavy))"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                          timeout=60, check=True)  # fmt: skip
+    assert done.stdout.strip() == "[]", done.stdout

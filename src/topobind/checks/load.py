@@ -27,16 +27,14 @@ more than ``BUSY_SHARE`` of its CPU time.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import subprocess
 import threading
 import time
+from collections import namedtuple
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+
+# Every ReFrame check's job starts this module (probe.py load) on its node, throttled or not:
+# it imports no dataclasses, json, re, subprocess, typing or pathlib (0.05 s of CPU less a job)
 
 BUSY_SHARE = 0.25  # other processes' share of the CPU time above which a node is busy
 SAMPLE_PERIOD = 0.1  # s between two samples of /proc inside a Slurm job (a 3-trial STREAM
@@ -50,7 +48,8 @@ HARNESS_VARIABLE = "TOPOBIND_LOAD_HARNESS"
 def host_busy(stat: str = "/proc/stat") -> tuple[float, int] | None:
     """(CPU-seconds every CPU of the host spent busy, CPUs) from ``/proc/stat``, or None."""
     try:
-        lines = Path(stat).read_text().splitlines()
+        with open(stat, encoding="ascii", errors="replace") as fh:
+            lines = fh.read().splitlines()
     except OSError:
         return None
     head = next((ln.split() for ln in lines if ln.startswith("cpu ")), None)
@@ -59,17 +58,16 @@ def host_busy(stat: str = "/proc/stat") -> tuple[float, int] | None:
     ticks = [int(x) for x in head[1:]]
     idle = ticks[3] + ticks[4]  # idle + iowait
     busy = sum(ticks[:8]) - idle  # user nice system idle iowait irq softirq steal
-    cpus = sum(1 for ln in lines if re.match(r"cpu\d+ ", ln))
+    cpus = sum(1 for ln in lines if ln.startswith("cpu") and ln[3:].split(" ", 1)[0].isdigit())
     return busy / os.sysconf("SC_CLK_TCK"), max(cpus, 1)
 
 
-@dataclass(frozen=True)
-class CpuSample:
-    wall: float  # time.monotonic()
-    busy: float  # CPU-seconds every CPU of the host spent not idle (/proc/stat)
-    own: float  # CPU-seconds of this process and its waited-for descendants
-    cpus: int  # CPUs /proc/stat lists
-    loadavg: float  # 1-minute load average
+class CpuSample(namedtuple("CpuSample", "wall busy own cpus loadavg")):
+    """wall: time.monotonic(); busy: CPU-seconds every CPU of the host spent not idle
+    (/proc/stat); own: CPU-seconds of this process and its waited-for descendants; cpus: the
+    CPUs /proc/stat lists; loadavg: the 1-minute load average."""
+
+    __slots__ = ()
 
 
 def cpu_sample(stat: str = "/proc/stat") -> CpuSample | None:
@@ -90,14 +88,11 @@ def cpu_sample(stat: str = "/proc/stat") -> CpuSample | None:
     )
 
 
-@dataclass(frozen=True)
-class Load:
-    """What other processes did to the node while it was measured."""
+class Load(namedtuple("Load", "cpus others_cpus seconds loadavg_1m")):
+    """What other processes did to the node while it was measured: others_cpus, the CPUs
+    other processes kept busy on average over ``seconds``; loadavg_1m at the start."""
 
-    cpus: int
-    others_cpus: float  # CPUs other processes kept busy, on average
-    seconds: float
-    loadavg_1m: float  # at the start
+    __slots__ = ()
 
     @property
     def share(self) -> float:
@@ -113,7 +108,7 @@ class Load:
             f"({100 * self.share:.0f} % of the CPU time; busy above {100 * BUSY_SHARE:.0f} %)"
         )
 
-    def as_doc(self) -> dict[str, Any]:
+    def as_doc(self) -> dict[str, object]:
         return {
             "cpus": self.cpus,
             "others_cpus": round(self.others_cpus, 3),
@@ -139,16 +134,12 @@ def load_between(
 
 
 # --------------------------------------------------------------------------- processes
-@dataclass(frozen=True)
-class Proc:
-    """One process as ``/proc/PID/stat`` shows it (times in clock ticks)."""
+class Proc(namedtuple("Proc", "pid ppid start cpu reaped name", defaults=("",))):
+    """One process as ``/proc/PID/stat`` shows it (times in clock ticks): start, its
+    starttime (with the pid, the process's identity: pids are reused); cpu, utime + stime;
+    reaped, cutime + cstime (its waited-for children's); name, its comm."""
 
-    pid: int
-    ppid: int
-    start: int  # starttime: with the pid, the process's identity (pids are reused)
-    cpu: int  # utime + stime
-    reaped: int  # cutime + cstime: its waited-for children's
-    name: str = ""  # comm
+    __slots__ = ()
 
     @property
     def key(self) -> tuple[int, int]:
@@ -381,6 +372,35 @@ class Sampler:
         return self._job_cpu.ticks() / tick, max(0, harness) / tick
 
 
+def _call(cmd: Sequence[str]) -> int:
+    """``subprocess.call(cmd)``: its exit status, -N when signal N ended it."""
+    pid = os.posix_spawnp(cmd[0], list(cmd), os.environ)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def _escape(c: str) -> str:
+    n = ord(c)
+    if n > 0xFFFF:  # a surrogate pair
+        n -= 0x10000
+        return f"\\u{0xD800 + (n >> 10):04x}\\u{0xDC00 + (n & 0x3FF):04x}"
+    return f"\\u{n:04x}"
+
+
+def json_text(value: object) -> str:
+    """``json.dumps`` of a load document (dicts, strings, numbers, booleans, None)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json_text(str(k))}: {json_text(v)}"
+                               for k, v in value.items()) + "}"  # fmt: skip
+    if isinstance(value, str):
+        return '"' + "".join(c if " " <= c < "\x7f" and c not in '"\\' else _escape(c)
+                             for c in value) + '"'  # fmt: skip
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int | float) and value == value and abs(value) != float("inf"):
+        return repr(value)
+    raise ValueError(f"not a load document value: {value!r}")
+
+
 def run_measured(cmd: Sequence[str], out: str, env: Mapping[str, str] | None = None) -> int:
     """Run ``cmd``; write ``out`` (JSON): the load it ran under; return its exit status."""
     env = os.environ if env is None else env
@@ -393,7 +413,7 @@ def run_measured(cmd: Sequence[str], out: str, env: Mapping[str, str] | None = N
     start = cpu_sample()
     if sampler is not None:
         sampler.start()
-    status = subprocess.call(list(cmd))
+    status = _call(cmd)
     if sampler is not None:
         sampler.stop()
     end = cpu_sample()
@@ -419,6 +439,6 @@ def run_measured(cmd: Sequence[str], out: str, env: Mapping[str, str] | None = N
     if error:
         doc["sampling_error"] = error
     with open(out + ".tmp", "w") as fh:
-        json.dump(doc, fh)
+        fh.write(json_text(doc))
     os.replace(out + ".tmp", out)
     return status
