@@ -88,7 +88,12 @@ def test_bench_compares_the_ci_figure_with_the_median_of_the_runs_alone() -> Non
     rows = {(r["check"], r["metric"]): r for r in compared}
     assert rows[(name, "triad")]["ratio"] == round(16000 / 19000, 3)
     assert not rows[(name, "triad")]["off"]  # 0.84 of the median; 1.78 of the spoilt run
+    assert not rows[(name, "triad")]["off_range"]  # 9000..20000 runs alone
     assert rows[("DgemmCheck %pages=1G", "gflops")]["off"]  # 0.5
+    assert rows[("DgemmCheck %pages=1G", "gflops")]["off_range"]  # 30 < 0.8 x 60
+    near = bench.compare({"checks": {name: {"hash": "x", "figures": {"triad": {
+        "value": 23000.0, "unit": "MB/s"}}}}}, {name: {"checks": alone}})[0]  # fmt: skip
+    assert near["off"] and not near["off_range"]  # 1.21 of the median, under 1.2 x 20000
     cv = rows[("DgemmCheck %pages=1G", "cv")]
     assert cv["spread_measure"] and not cv["off"] and cv["ratio"] == 0.25
 
