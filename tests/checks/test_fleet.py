@@ -535,3 +535,12 @@ def test_each_node_settings_bound_only_the_per_node_acceptance(tmp_path: Path) -
     mine = validation.setvars_for(site, [f"{key}=1G"], calibrating=False, each_node=True)
     assert mine[key] == "1G"
     assert validation.setvars_for(site, [], calibrating=True)[key] == "16G"
+
+
+def test_quick_notes_name_only_the_checks_that_run() -> None:
+    """-n 'StreamCheck...' runs no DGEMM: no note about DGEMM's bounds (one printed it)."""
+    dgemm = "DgemmCheck: order 1024, 5 repetitions"
+    assert any(n.startswith(dgemm) for n in acceptance.quick_notes("quick", None, {}))
+    assert any(n.startswith(dgemm) for n in acceptance.quick_notes("quick", ["DgemmCheck"], {}))
+    got = acceptance.quick_notes("quick", ["StreamCheck%layout=every-other-core"], {})
+    assert not any(n.startswith("DgemmCheck") for n in got) and len(got) == 2

@@ -169,7 +169,8 @@ def quick_notes(tags: str, names: Sequence[str] | None, setvars: dict[str, str])
         notes.append(f"StreamCheck: layout {QUICK_STREAM} only in the quick acceptance (the "
                      "others: --tags full, or -n 'StreamCheck%layout=LAYOUT')")  # fmt: skip
     got = quick_setvars(tags, setvars)
-    if got.get("DgemmCheck.n") == QUICK_EACH_NODE_VARS["DgemmCheck.n"]:
+    dgemm = not names or any("Dgemm" in n for n in names)  # -n chose the checks: DGEMM in them
+    if dgemm and got.get("DgemmCheck.n") == QUICK_EACH_NODE_VARS["DgemmCheck.n"]:
         reps = got.get("DgemmCheck.reps", "20")
         notes.append(f"DgemmCheck: order {got['DgemmCheck.n']}, {reps} repetitions in the "
                      "quick acceptance (-S DgemmCheck.n=N to change)")  # fmt: skip
