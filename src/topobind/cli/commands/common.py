@@ -134,13 +134,15 @@ def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:
     )
 
 
-def plan_from(args: argparse.Namespace, topo: Topology | None = None, *, job: bool = False) -> Plan:
+def plan_from(args: argparse.Namespace, topo: Topology | None = None, *, job: bool = False,
+              req: PlanRequest | None = None) -> Plan:  # fmt: skip
     """The plan of a planning command's options through the one planning entry
     (:func:`topobind.plan.request.plan`). ``job``: a command that launches inside this job
     (run, env, verify), whose ranks per node follow the allocation and whose plan carries the
     warnings of :func:`thread_warnings`; otherwise (show, plan, draw) the layout's own rank
-    default unless --ranks is given."""
-    req = request_from(args, job=job)
+    default unless --ranks is given. ``req``: the request of these options, where the command
+    made it already."""
+    req = req if req is not None else request_from(args, job=job)
     topo = topo if topo is not None else load(req.topology)
     plan = request.plan(topo, req)
     if not job:

@@ -30,6 +30,7 @@ from topobind.launch.verify_devices import env_table, why_variables_only
 from topobind.plan.layouts import per_domain_names
 from topobind.plan.memory import check_here
 from topobind.plan.model import Plan, read_plan_file
+from topobind.plan.request import PlanRequest
 from topobind.topo.slurm_allocation import MAX_NODES
 
 RUN_EPILOG = """\
@@ -284,10 +285,11 @@ def run_program(args: argparse.Namespace) -> int:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
     if args.sample_ms < 0 or args.sample_ms > 600_000:
         raise TopobindError(f"--sample-ms must be 0 .. 600000 (got {args.sample_ms})")
-    groups = _node_groups(args) or []  # the job's nodes differ: a plan per group of nodes
+    req = request_from(args, job=True)  # once, for the node groups and the plan
+    groups = _node_groups(args, req) or []  # the job's nodes differ: a plan per group of nodes
     for g in groups:
         print_warnings(g.plan)
-    plan = groups[0].plan if groups else plan_from(args, job=True)
+    plan = groups[0].plan if groups else plan_from(args, job=True, req=req)
     if not groups and (not args.dry_run or plan.topology.source == "live"):
         check_here(plan, program[0])  # NUMA nodes here and allowed; the shim reaches the program
     if args.plan_json:
@@ -418,9 +420,9 @@ def _print_samples(rows: list[Any], sample_ms: int) -> bool:
     return False
 
 
-def _node_groups(args: argparse.Namespace) -> list[NodePlan] | None:
+def _node_groups(args: argparse.Namespace, req: PlanRequest) -> list[NodePlan] | None:
     """Plans per group of the job's nodes (None: one plan fits every node)."""
-    return jobrun.node_groups(request_from(args, job=True), getattr(args, "launcher", None))
+    return jobrun.node_groups(req, getattr(args, "launcher", None))
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -429,13 +431,14 @@ def run_verify(args: argparse.Namespace) -> int:
         raise TopobindError("no launch command given; put it after '--' (e.g. -- srun -n 2)")
     if args.nodes is not None and args.nodes < 1:
         raise TopobindError(f"--nodes must be at least 1 (got {args.nodes})")
-    groups = None if args.plan else _node_groups(args)
+    req = None if args.plan else request_from(args, job=True)  # once, groups and plan
+    groups = None if req is None else _node_groups(args, req)
     if groups is not None and args.nodes is not None:
         raise TopobindError(
             "--nodes does not apply when the job's nodes hold different shares (each group "
             "of nodes is compared with its own plan); leave it out, or give --plan FILE"
         )
-    plan = None if args.plan or groups is not None else plan_from(args, job=True)
+    plan = None if req is None or groups is not None else plan_from(args, job=True, req=req)
     for p in [plan] if plan is not None else [g.plan for g in groups or ()]:
         print_warnings(p)
     planned = read_plan_file(args.plan) if args.plan else []
