@@ -87,7 +87,7 @@ def test_built_kernel_writes_the_registered_metrics(name: str, tmp_path: Path) -
     if run.returncode != 0 and name == "c2c" and len(os.sched_getaffinity(0)) < 2:
         pytest.skip("c2c needs two PUs")
     assert run.returncode == 0, run.stderr
-    res = kernels.load_result(tmp_path / "r.json")
+    res = results.load_result(tmp_path / "r.json")
     assert res.kernel == name
     for metric in res.metrics:
         assert any(kernel_registry.metric_matches(p, metric) for p in spec.metrics), metric

@@ -82,7 +82,7 @@ def test_whereami_mpi_gathers_one_document() -> None:
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.count("\n") == 1
-    res = kernels.load_result(run.stdout)
+    res = results.load_result(run.stdout)
     assert res.ranks == 2 and res.params["mpi"] is True
     assert sorted((p.rank, p.thread) for p in res.placement) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     for rank in (0, 1):

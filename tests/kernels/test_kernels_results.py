@@ -87,7 +87,7 @@ def test_json_file_is_atomic_and_expands_rank(tmp_path: Path) -> None:
     )
     assert run.returncode == 0 and run.stdout == ""
     assert [p.name for p in tmp_path.iterdir()] == ["w-3.json"]
-    res = kernels.load_result(tmp_path / "w-3.json")
+    res = results.load_result(tmp_path / "w-3.json")
     assert res.ranks == 4 and res.rank == 3 and {p.rank for p in res.placement} == {3}
 
 
@@ -96,14 +96,14 @@ def test_stdout_is_one_line() -> None:
     run = kernels.run_kernel_raw("whereami", ["--spin-ms", "1"], env=omp_env(2))
     assert run.returncode == 0
     assert run.stdout.count("\n") == 1 and run.stdout.endswith("}\n")
-    assert kernels.load_result(run.stdout).kernel == "whereami"
+    assert results.load_result(run.stdout).kernel == "whereami"
 
 
 @pytest.mark.slow
 def test_load_result_corrupt_and_truncated_files(small_dgemm_text: str, tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(small_dgemm_text)
-    assert kernels.load_result(good).kernel == "dgemm"
+    assert results.load_result(good).kernel == "dgemm"
     cases = {
         "truncated.json": small_dgemm_text[: len(small_dgemm_text) // 2],
         "garbage.json": "\x00\x01not json at all",
@@ -113,13 +113,13 @@ def test_load_result_corrupt_and_truncated_files(small_dgemm_text: str, tmp_path
         path = tmp_path / fname
         path.write_text(text)
         with pytest.raises(TopobindError) as err:
-            kernels.load_result(path)
+            results.load_result(path)
         msg = str(err.value)
         assert str(path) in msg and "\n" not in msg, msg
     with pytest.raises(TopobindError, match="cannot read"):
-        kernels.load_result(tmp_path / "missing.json")
+        results.load_result(tmp_path / "missing.json")
     with pytest.raises(TopobindError, match="corrupt or truncated"):
-        kernels.load_result(small_dgemm_text[:-40])
+        results.load_result(small_dgemm_text[:-40])
 
 
 @pytest.mark.slow
@@ -128,19 +128,19 @@ def test_load_result_rejects_schema_violations(small_dgemm_text: str) -> None:
     bad = dict(doc)
     del bad["valid"]
     with pytest.raises(TopobindError, match="'valid' is a required property"):
-        kernels.load_result(json.dumps(bad))
+        results.load_result(json.dumps(bad))
     bad = json.loads(small_dgemm_text)
     bad["headline"]["metric"] = "nope"
     with pytest.raises(TopobindError, match='"headline.metric" "nope" names no metric'):
-        kernels.load_result(json.dumps(bad))
+        results.load_result(json.dumps(bad))
     bad = json.loads(small_dgemm_text)
     bad["headline"] = None  # dgemm must have a headline
     with pytest.raises(TopobindError, match="not a valid"):
-        kernels.load_result(json.dumps(bad))
+        results.load_result(json.dumps(bad))
     bad = json.loads(small_dgemm_text)
     bad["metrics"]["gflops"]["trials"] = []
     with pytest.raises(TopobindError, match="metrics/gflops/trials"):
-        kernels.load_result(json.dumps(bad))
+        results.load_result(json.dumps(bad))
 
 
 @pytest.mark.slow

@@ -138,7 +138,7 @@ def test_the_kernels_loader_refuses_a_fifo_too(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     code = (
         "import sys\nfrom topobind.errors import TopobindError\n"
-        "from topobind.kernels.programs import load_result\n"
+        "from topobind.kernels.results import load_result\n"
         "try:\n    load_result(sys.argv[1])\nexcept TopobindError as e:\n    print(e)\n"
     )
     proc = subprocess.run(

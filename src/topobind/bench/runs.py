@@ -2,7 +2,7 @@
 
 One run = one kernel process (``kernels/bin/KERNEL``) with the plan's ``OMP_*`` environment and
 ``TOPOBIND_LAYOUT`` (so the result records the layout). Each result is validated
-(:func:`topobind.kernels.programs.load_result`) and saved atomically as
+(:func:`topobind.kernels.results.load_result`) and saved atomically as
 ``RESULTS/<host>/<kernel>/<timestamp>-<layout>.json``; the headline values of the repeats are
 summarised with :func:`topobind.kernels.stats.summarize` (median, best, CV).
 """
