@@ -21,6 +21,7 @@ cap is under the rule. C2CCheck: ``samples`` x 5000 round trips of one cache lin
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 
 import reframe as rfm
@@ -91,7 +92,7 @@ class LatencyCheck(TopobindCheck):
         if self.sizes:
             opts = ["--sizes", str(self.sizes), *opts]
         elif quick_tier():
-            size = f"{python_cmd()} {PROBE} latency-size {self.max_working_set}"
+            size = f"{python_cmd()} {PROBE} latency-size {shlex.quote(str(self.max_working_set))}"
             self.prerun_cmds = [f"export lsize=$({size})"]
             small = f"{self.quick_small}," if self.quick_small else ""
             opts = ["--sizes", f'"{small}$lsize"', *opts]

@@ -131,7 +131,7 @@ class StreamCheck(TopobindCheck):
             self.prerun_cmds.pop()  # the text plan, for the eye only: one Python start-up less
             size = shell_join(
                 python_cmd(), str(PROBE), "stream-size", str(max(1, self.quick_trials)),
-                str(self.max_bytes_per_run), shlex.quote(str(self.elements or "")),
+                shlex.quote(str(self.max_bytes_per_run)), shlex.quote(str(self.elements or "")),
                 str(max(1, self.quick_trials, self.trials)),
             )  # fmt: skip
             # "ELEMENTS TRIALS": as many trials as the cap allows at the rule's size

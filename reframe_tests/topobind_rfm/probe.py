@@ -90,8 +90,8 @@ def parse_size(text: str, what: str) -> int:
     """``40G`` -> bytes (binary suffixes); exit 3 with one line when it is not a size."""
     t = text.strip().upper().removesuffix("B").removesuffix("I")
     unit = t[-1:] if t[-1:] in _UNITS and t[-1:] else ""
-    try:
-        value = float(t[: len(t) - len(unit)]) * _UNITS[unit]
+    try:  # ASCII only: float() also reads other scripts' digits ('٤G' was 4 GiB)
+        value = float(t[: len(t) - len(unit)]) * _UNITS[unit] if t.isascii() else -1
     except ValueError:
         value = -1
     if not 0 < value < 1 << 60:
@@ -104,9 +104,9 @@ def parse_count(text: str) -> int:
     """``20M`` -> 20,000,000 (the kernels' decimal suffixes k/M/G)."""
     t = text.strip()
     mult = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}.get(t[-1:], 1)
-    try:
-        value = int(float(t[:-1] if mult > 1 else t) * mult)
-    except ValueError:
+    try:  # ASCII only, as parse_size; '1e400' is infinite
+        value = int(float(t[:-1] if mult > 1 else t) * mult) if t.isascii() else 0
+    except (ValueError, OverflowError):
         value = 0
     if value < 1:
         print(f"elements: {text!r} is not a count (e.g. 20M)", file=sys.stderr)
@@ -167,7 +167,8 @@ def _stream_size(trials: int, cap: int, given: int | None, most: int | None = No
     least = max(trials, 1)
     # the cap buys trials at the rule's size first (a best of more trials is a steadier figure:
     # one trial is ~0.1 s, and any other process in it spoils it), then the size shrinks
-    trials = max(least, min(max(most or least, least), cap // (rule * STREAM_BYTES_PER_ELEMENT)))
+    fit = cap // (rule * STREAM_BYTES_PER_ELEMENT)
+    trials = min(max(fit, least), max(most or least, least))
     per_run = trials * STREAM_BYTES_PER_ELEMENT
     elements = min(rule, cap // per_run)
     note = ""

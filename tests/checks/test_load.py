@@ -173,3 +173,19 @@ def test_the_wrapper_imports_nothing_heavy() -> None:
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
                           timeout=60, check=True)  # fmt: skip
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_a_load_document_it_cannot_write_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The document is made before its file is opened: a value json_text refuses leaves
+    neither load.json nor a half-written load.json.tmp (the command has run all the same)."""
+
+    def refuse(value: object) -> str:
+        raise ValueError("not a load document value: nan")
+
+    monkeypatch.setattr(cpu_load, "json_text", refuse)
+    out = tmp_path / "load.json"
+    with pytest.raises(ValueError, match="not a load document value"):
+        cpu_load.run_measured(["true"], str(out), env={})
+    assert list(tmp_path.iterdir()) == []

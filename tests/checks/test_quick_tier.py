@@ -84,6 +84,9 @@ def test_latency_working_set_is_4x_llc_capped(tmp_path: Path) -> None:
         (["three", "4G"], "quick_trials"),
         (["3", "4G", "", "0"], "trials"),
         (["3", "4G", "", "1e9"], "trials"),
+        (["3", "\u0664G"], "max_bytes_per_run"),  # an Arabic-Indic 4: float() reads it
+        (["3", "4G", "1e400"], "elements"),  # infinite: was an OverflowError traceback
+        (["3", "4G", "\u0662\u0660M"], "elements"),
     ],
 )
 def test_bad_argument_is_one_line_and_status_3(tmp_path: Path, args: list, names: str) -> None:

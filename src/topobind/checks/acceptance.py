@@ -362,7 +362,7 @@ def _confirm(site: Any, req: Request, states: dict[str, str], slow: list[str], p
         )
     out.verdicts = confirm(out.verdicts, cobs, partner, req.threshold)
     out.partner = partner
-    out.confirm_runs = runs if len(sessions) > 1 or runs == look else look
+    out.confirm_runs = runs if len(sessions) > 1 else look
     out.reports += [str(s.report_path) for s in sessions]
 
 

@@ -438,7 +438,8 @@ def run_measured(cmd: Sequence[str], out: str, env: Mapping[str, str] | None = N
     error = error or (sampler.error if sampler is not None else "")
     if error:
         doc["sampling_error"] = error
+    text = json_text(doc)  # before the file: a value it cannot hold leaves nothing behind
     with open(out + ".tmp", "w") as fh:
-        fh.write(json_text(doc))
+        fh.write(text)
     os.replace(out + ".tmp", out)
     return status
