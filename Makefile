@@ -5,7 +5,9 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 TOPOBIND := $(VENV)/bin/topobind
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/launchers:$(PATH)
-SHARED ?= $(CURDIR)/../shared
+# The offline mirror of upstream archives (Spack, Flux; docs/install.md): only make spack-check
+# reads it, and skips with a line naming the archives when it is absent.
+SHARED ?= $(or $(TOPOBIND_OFFLINE_MIRROR),$(TOPOBIND_SHARED),$(CURDIR)/../shared)
 export TOPOBIND_SHARED := $(SHARED)
 
 TEST_PREREQS :=

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: planning the per-gpu layout on the largest GPU nodes of ../shared/topologies/gpu.
+"""Benchmark: planning the per-gpu layout on the largest GPU nodes of topologies/gpu.
 
 Writes results/bench/gpu-plan.json. For each node: `topobind plan --layout per-gpu -f json` as
 a fresh process (what a job script pays; target under 100 ms, as for the CPU layouts), the
@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
-GPU = SHARED / "topologies" / "gpu"
+GPU = REPO / "topologies" / "gpu"
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 REPEAT = int(os.environ.get("BENCH_REPEAT", "15"))
 TARGET_MS = 100.0

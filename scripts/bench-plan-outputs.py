@@ -23,7 +23,6 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
 LAYOUTS = ("compact", "spread", "every-other-core", "per-l3", "per-numa", "per-socket",
            "l3-groups:8", "per-gpu")  # fmt: skip
 FORMATS = ("text", "picture", "json", "env", "openmpi", "openmpi4", "srun", "mpich", "intelmpi",
@@ -34,7 +33,7 @@ NAMED = ("betzy-epyc7742", "epyc9755-nps4", "epyc9755-nps1", "skx-8160", "live")
 
 
 def _cases() -> list[list[str]]:
-    tops = SHARED / "topologies"
+    tops = REPO / "topologies"
     gpus = sorted(str(p) for p in (tops / "gpu").glob("*.xml"))
     out: list[list[str]] = []
     for topo in [*sorted(str(p) for p in tops.glob("*.xml")), *gpus, *NAMED]:

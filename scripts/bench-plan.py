@@ -38,7 +38,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 REPEAT = int(os.environ.get("BENCH_REPEAT", "15"))
 TARGET_MS = 100.0
@@ -48,7 +47,7 @@ REFERENCE_DISTRIB_MS = 12.0
 TARGET_RATIO = TARGET_MS / REFERENCE_DISTRIB_MS
 #: issue 28: millions of instructions each start-up command may take on the 384-PU XML
 INSTRUCTION_BUDGET = 250.0
-XML_384 = str(SHARED / "topologies" / "192em64t-24n8c2t.xml")
+XML_384 = str(REPO / "topologies" / "192em64t-24n8c2t.xml")
 #: the job-script commands held to the budget (besides plan -f json, timed above)
 BUDGET_COMMANDS = {
     "show -f json": [TOPOBIND, "show", "-t", XML_384, "-f", "json"],
@@ -59,7 +58,7 @@ BUDGET_COMMANDS = {
 CASES = [
     (
         "192em64t-24n8c2t (384 PUs)",
-        str(SHARED / "topologies" / "192em64t-24n8c2t.xml"),
+        str(REPO / "topologies" / "192em64t-24n8c2t.xml"),
         "192em64t-24n8c2t.xml",
         "spread",
         192,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Regenerate docs/gpu.md and its pictures docs/img/gpu-*.png: the prose below plus the real
-output of every command shown (run on the hwloc XMLs of ../shared/topologies).
+output of every command shown (run on the hwloc XMLs of topologies/).
 
     scripts/gen-gpu-doc.py            # write docs/gpu.md and the PNGs
     scripts/gen-gpu-doc.py --check    # exit 1 when either is stale (tests/cli/test_gpu_docs.py)
@@ -8,7 +8,6 @@ output of every command shown (run on the hwloc XMLs of ../shared/topologies).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -18,13 +17,13 @@ from docpaths import user_paths  # scripts/: this machine's paths -> a user's
 
 REPO = Path(__file__).resolve().parents[1]
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
-SHARED = Path(os.environ.get("TOPOBIND_SHARED", REPO.parent / "shared"))
-SHOWN = "../shared"  # how the doc names the shared directory
-TIOGA = f"{SHOWN}/topologies/gpu/mpibind-eas-tioga.xml"
-LASSEN = f"{SHOWN}/topologies/gpu/mpibind-coral-lassen.xml"
-KINDS = f"{SHOWN}/topologies/fakecpukinds.xml"
-H100_PCI = f"{SHOWN}/topologies/gpu/h100-cloud-pci-only.xml"
-H100_CL = f"{SHOWN}/topologies/gpu/h100-cloud-opencl.xml"
+SHARED = REPO / "topologies"
+SHOWN = "topologies"  # how the doc names the repository's topologies (commands run from it)
+TIOGA = f"{SHOWN}/gpu/mpibind-eas-tioga.xml"
+LASSEN = f"{SHOWN}/gpu/mpibind-coral-lassen.xml"
+KINDS = f"{SHOWN}/fakecpukinds.xml"
+H100_PCI = f"{SHOWN}/gpu/h100-cloud-pci-only.xml"
+H100_CL = f"{SHOWN}/gpu/h100-cloud-opencl.xml"
 #: recorded on this project's 2-core machine without GPU (OpenMPI 5, the tests' stand-in
 #: libcuda.so.1, two NVIDIA GPUs in two PCI domains, the second faster): see the Verify section
 _VARS = [
@@ -163,7 +162,7 @@ On a GPU node the binding question is "which cores, which GPU and which NIC for 
 `topobind` finds the node's GPUs (with or without hwloc's GPU plugins) and NICs, plans ranks,
 threads, GPUs and NICs together (`--layout per-gpu`), emits them for Slurm and OpenMPI, and
 `topobind verify` checks each rank's CPUs, device variables and the GPUs its runtime sees.
-This page uses the HPE Cray EX235A node of `../shared/topologies/gpu/mpibind-eas-tioga.xml`
+This page uses the HPE Cray EX235A node of `topologies/gpu/mpibind-eas-tioga.xml`
 (the LUMI-G / Frontier node: one 64-core EPYC in 8 L3 domains and 4 NUMA nodes, 8 MI250X
 GCDs `rsmi0..7`, 4 Slingshot NICs `hsi0..3`). Every output below is real
 (`scripts/gen-gpu-doc.py` regenerates this page).
@@ -211,7 +210,7 @@ below); for AMD and Intel it is `rsmiN`'s or `zeN`'s number when hwloc had that 
 the bus position, with a note to check it (`rocm-smi`, `xpu-smi`).
 
 A cloud VM with one H100 whose hwloc had no GPU plugin, and the same node with the distro's
-OpenCL plugin (both exported on the node, `../shared/topologies/gpu/`):
+OpenCL plugin (both exported on the node, `topologies/gpu/`):
 
 {run("show", "-t", H100_PCI, start="GPU ")}
 {run("show", "-t", H100_CL, start="GPU ")}

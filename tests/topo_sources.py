@@ -1,4 +1,4 @@
-"""Topology sources for tests: every XML in ../shared/topologies and every synthetic line."""
+"""Topology sources for tests: every XML in topologies/ and every synthetic line."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ LASSEN = TOPOLOGIES / "gpu" / "mpibind-coral-lassen.xml"
 
 def _need(path: Path) -> None:
     if not path.exists():
-        pytest.skip(f"{path} not found (set TOPOBIND_SHARED)")
+        pytest.fail(f"{path} not found: the repository's topologies/ is incomplete")
 
 
 def test_gpu_doc_is_current() -> None:

@@ -1,4 +1,4 @@
-"""Derive the GPU test nodes that ../shared/topologies does not have (run from the repo root:
+"""Derive the GPU test nodes that topologies/gpu does not have (run from the repo root:
 ``python tests/data/gpu_derive.py``); the XMLs it writes are committed beside it.
 
 - gpu-tioga-half.xml: the Tioga node with GPUs on NUMA nodes 0 and 2 only (the PCI devices of
@@ -13,13 +13,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SHARED = Path(os.environ.get("TOPOBIND_SHARED", HERE.parents[2] / "shared")) / "topologies"
+SHARED = HERE.parents[1] / "topologies"
 
 
 def _load(name: str) -> ET.ElementTree:

@@ -364,7 +364,7 @@ def test_a_rank_whose_gpu_is_on_another_numa_node_gets_a_note(
 
     tioga = TOPOLOGIES / "gpu" / "mpibind-eas-tioga.xml"
     if not tioga.exists():
-        pytest.skip("set TOPOBIND_SHARED")
+        pytest.fail(f"{tioga} missing from the repository's topologies/")
     monkeypatch.setattr(verify_devices, "_LIVE", [load(str(tioga))])
     seen = verify_devices.Seen({"api": "hip", "devices": [{"pci": "0000:c1:00.0"}]})
     for cpus, note in [((0,), "CPUs on NUMA 0, GPU 0000:c1:00.0 on NUMA 3"), ((48,), "")]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from cli_helpers import NO_SLURM, TOPOBIND, run_topobind, venv_bin
-from paths import KERNELS_BIN, REPO
+from paths import KERNELS_BIN, REPO, TOPOLOGIES
 
 WHEREAMI = KERNELS_BIN / "whereami"
 RUN = str(REPO / "launchers" / "topobind-run")
@@ -288,11 +288,10 @@ def test_dry_run_without_launcher_or_failing_keeps_nothing(tmp_path: Path) -> No
 
 
 # --------------------------------------------------------------------------- warnings
-UNEVEN_SMT = "/work/shared/topologies/16em64t-4s2c2t-offlines.xml"
+UNEVEN_SMT = str(TOPOLOGIES / "16em64t-4s2c2t-offlines.xml")
 SMT_WARNING = "topobind: warning: some cores have fewer usable PUs than others"
 
 
-@pytest.mark.skipif(not Path(UNEVEN_SMT).exists(), reason="needs /work/shared/topologies")
 def test_run_and_env_print_the_plans_warnings(tmp_path: Path) -> None:
     out = run(RUN, "-t", UNEVEN_SMT, "--smt", "-r", "1", "-T", "2", "--", "true", cwd=tmp_path)
     assert out.returncode == 0 and out.stderr.startswith(SMT_WARNING), out.stderr

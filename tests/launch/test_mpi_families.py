@@ -6,7 +6,7 @@
 - MPICH: Hydra's own binding report (``HYDRA_TOPO_DEBUG=1``: ``process K binding: 0101``,
   one character per OS PU) is the oracle of the emitted ``-bind-to user:...``, on this
   machine and, through ``HWLOC_XMLFILE`` with ``HWLOC_THISSYSTEM=0`` (computed, not
-  applied), on the big nodes of ../shared/topologies.
+  applied), on the big nodes of topologies/.
 - Intel MPI: the pinning table ``I_MPI_DEBUG=4`` prints (``Rank Pid Node name Pin cpu``) is
   the oracle of the emitted ``I_MPI_PIN_PROCESSOR_LIST`` / ``I_MPI_PIN_DOMAIN``.
 

@@ -16,7 +16,7 @@ import pytest
 from cli_helpers import NO_SLURM, RANKEXEC, TOPOBIND, run_topobind
 from cli_helpers import run_rankexec as rankexec
 from ompi_oracle import have_ompi4, have_ompi5, ompi5_map
-from paths import REPO, SHARED, TOPOLOGIES
+from paths import REPO, TOPOLOGIES
 from plans import plan_of
 
 from topobind.emit.openmpi import openmpi_argv
@@ -121,9 +121,7 @@ def test_program_that_cannot_run(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- exact places
 def test_step_files_carry_the_plans_order_where_runtimes_would_not() -> None:
-    xml = SHARED / "topologies" / "16em64t-4s2c2t.xml"
-    if not xml.exists():
-        pytest.skip("needs ../shared/topologies")
+    xml = TOPOLOGIES / "16em64t-4s2c2t.xml"
     plan = plan_of(load(str(xml)), "compact", ranks=2)
     assert [list(p) for p in plan.ranks[0].places] == [[0], [4], [1], [5]]
     assert not uniform_env_is_exact(plan, get("mpirun"))
@@ -174,9 +172,7 @@ def _restricted(xml: Path, keep: int) -> Plan:
 def test_openmpi5_mapper_puts_ranks_on_the_planned_pus_under_a_mask(
     name: str, tmp_path: Path
 ) -> None:
-    xml = SHARED / "topologies" / name
-    if not xml.exists():
-        pytest.skip("needs ../shared/topologies")
+    xml = TOPOLOGIES / name
     plan = _restricted(xml, 4)
     m = openmpi_argv(plan, 5, rankfile_path=str(tmp_path / "rf"), host="localhost")
     assert m.rankfile is not None and "--map-by" in m.argv  # never ppr under a mask

@@ -1,6 +1,6 @@
 """The per-gpu layout, data-driven: tests/data/gpu_cases.json holds each topology, the
 ``topobind plan`` arguments and the expected ranks (or error); the XMLs are in
-../shared/topologies and tests/data (gpu_derive.py derives the latter)."""
+topologies/ and tests/data (gpu_derive.py derives the latter)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def topology_path(spec: str) -> Path:
     where, name = spec.split(":", 1)
     path = (TOPOLOGIES if where == "shared" else DATA) / name
     if not path.exists():
-        pytest.skip(f"{path} not found (set TOPOBIND_SHARED to the shared directory)")
+        pytest.fail(f"{path} not found: the repository's topologies/ is incomplete")
     return path
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import Cli, run_topobind
-from paths import SHARED
+from paths import TOPOLOGIES
 from plans import plan_of
 
 from topobind.draw.boxes import core_uses, rank_colour, rank_style
@@ -72,9 +72,7 @@ def test_png_paints_each_rank_on_its_cores() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "xml", sorted((SHARED / "topologies").glob("*.xml"))[:6], ids=lambda p: p.stem
-)
+@pytest.mark.parametrize("xml", sorted(TOPOLOGIES.glob("*.xml"))[:6], ids=lambda p: p.stem)
 def test_draws_real_machines(xml: Path) -> None:
     topo = load(str(xml))
     plan = plan_of(topo, "compact")

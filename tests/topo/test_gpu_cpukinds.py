@@ -23,7 +23,7 @@ LAYOUTS = ["compact", "spread", "every-other-core", "per-numa", "per-socket"]
 
 def _topo():  # type: ignore[no-untyped-def]
     if not KINDS.exists():
-        pytest.skip(f"{KINDS} not found (set TOPOBIND_SHARED)")
+        pytest.fail(f"{KINDS} not found: the repository's topologies/ is incomplete")
     return load(str(KINDS))
 
 

@@ -1,4 +1,5 @@
-"""Real Spack, offline and private: extracted once from ``$TOPOBIND_SHARED/spack/real`` into
+"""Real Spack, offline and private: extracted once from the offline mirror's ``spack/real``
+(``$TOPOBIND_OFFLINE_MIRROR``, ``$TOPOBIND_SHARED`` or ``../shared``) into
 ``build/spack/``, run by a venv that holds ``clingo``, with every configuration scope inside
 that directory (bootstrapping off, the builtin repository from the archive, a local mirror
 with Spack's compiler-wrapper source, the system gcc found before the first concretize).
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
-from topobind.spack.locations import REPO, shared_dir
+from topobind.spack.locations import ARCHIVES_UPSTREAM, REPO, mirror_dir
 
 SPACK_ARCHIVE = "spack-v1.1.0.tar.gz"
 PACKAGES_ARCHIVE = "spack-packages-v2026.06.0.tar.gz"
@@ -61,20 +62,26 @@ class Spack:
 
     def __init__(self, root: Path | None = None, real: Path | None = None) -> None:
         self.root = (root or REPO / "build" / "spack").resolve()
-        self.real = real or shared_dir() / "spack" / "real"
+        self.real = real or mirror_dir() / "spack" / "real"
         self.prefix = self.root / "spack"
         self.builtin = self.root / "spack-packages" / "repos" / "spack_repo" / "builtin"
         self.venv = self.root / "venv"
         self.site = self.prefix / "etc" / "spack"
 
     # ------------------------------------------------------------------ setup
+    def missing_archives(self) -> list[str]:
+        """The archives the offline mirror lacks (none: Spack can be prepared)."""
+        paths = [self.real / n for n in (SPACK_ARCHIVE, PACKAGES_ARCHIVE, WRAPPER_ARCHIVE)]
+        return [str(p) for p in paths if not p.is_file()]
+
     def archives(self) -> list[Path]:
         paths = [self.real / n for n in (SPACK_ARCHIVE, PACKAGES_ARCHIVE, WRAPPER_ARCHIVE)]
-        missing = [str(p) for p in paths if not p.is_file()]
+        missing = self.missing_archives()
         if missing:
             raise TopobindError(
-                f"Spack archives not found: {', '.join(missing)}; set TOPOBIND_SHARED to the "
-                "directory holding spack/real/ (see docs/install.md)"
+                f"Spack archives not found in {self.real}: "
+                f"{', '.join(Path(m).name for m in missing)}; set TOPOBIND_OFFLINE_MIRROR to a "
+                f"folder whose {ARCHIVES_UPSTREAM} (see docs/install.md)"
             )
         return paths
 

@@ -17,7 +17,7 @@ examples:
   topobind spack check site_configs/mysite/spack-packages.yaml
   topobind spack check spack/spack_repo/topobind/packages/topobind/package.py
 
-Runs real Spack (from $TOPOBIND_SHARED/spack/real, extracted once into build/spack/ with a
+Runs real Spack (from $TOPOBIND_OFFLINE_MIRROR/spack/real, extracted once into build/spack/ with a
 venv holding clingo; nothing from the network but PyPI on first use). Without FILES: for each
 site overlay that describes this machine, spack concretize -f (spack.yaml must stay as it
 was) and spack install --fake; spack audit packages topobind, spack audit configs, spack
