@@ -182,6 +182,7 @@ def test_results_record_the_topology_so_a_report_elsewhere_can_draw_them(
     assert "params.topology" in json.dumps(report["layouts"])
 
 
+@pytest.mark.usefixtures("built_kernels")  # a fresh clone has none built
 def test_repeat_prints_a_progress_line_per_run_and_none_with_quiet(tmp_path: Path) -> None:
     """issue 30 item 2: not a terminal -> one plain line per finished run (runs done/planned,
     elapsed, time left); --quiet -> none, the summary still printed."""

@@ -188,6 +188,7 @@ def test_plan_json_text(value: object, text: str) -> None:
     assert jsonfmt.dumps(value) == text
 
 
+@pytest.mark.usefixtures("built_kernels")  # a fresh clone has none built
 def test_verify_runs_through_the_entry_point_without_a_traceback() -> None:
     """``verify -- CMD`` has a positional named ``command``: the entry point's start-up policy
     (gc for the bounded commands) must read the subcommand's name from its own attribute, not

@@ -192,6 +192,7 @@ class _Stop(Exception):
     """Raised in place of running a kernel: the plan is what the test looks at."""
 
 
+@pytest.mark.usefixtures("built_kernels")  # a fresh clone has none built
 @pytest.mark.parametrize("argv,asked", COMMANDS, ids=[" ".join(c[0][:2]) for c in COMMANDS])
 def test_every_command_plans_through_request_plan(
     argv: list[str],
@@ -417,6 +418,7 @@ def test_argparse_types_live_in_the_command_layer() -> None:
     assert not outside, f"argparse outside cli/: {outside}"
 
 
+@pytest.mark.usefixtures("built_kernels")  # a fresh clone has none built
 def test_run_writes_the_plan_it_launches(tmp_path: Path, topobind_cli: Cli) -> None:
     """topobind run --plan-json: the plan of topobind plan --format json, so a check needs no
     separate topobind plan start-up; a missing directory is one line, before the launch."""
