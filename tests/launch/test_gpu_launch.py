@@ -97,6 +97,7 @@ def fake_libcuda(tmp_path: Path) -> Path:
     lib = tmp_path / "lib"
     lib.mkdir()
     cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
+    cc += ["-I", str(FAKE_CUDA.parent.parent)]  # tests/fake_gpu_faults.h
     subprocess.run([*cc, "-o", str(lib / "libcuda.so.1"), str(FAKE_CUDA)], check=True)
     return lib
 
@@ -387,8 +388,9 @@ def test_a_rank_whose_runtime_sees_no_gpu_is_a_mismatch(tmp_path: Path) -> None:
 
 def test_a_runtime_refusing_the_variables_is_a_mismatch() -> None:
     """A real driver answers CUDA_ERROR_INVALID_DEVICE (101) to an index listed twice or an
-    invalid CUDA_DEVICE_ORDER (data/cuda-visible-h200.tsv); a driver failing otherwise is
-    UNVERIFIABLE; a code that is not a number counts as none."""
+    invalid CUDA_DEVICE_ORDER (data/cuda-visible-h200.tsv); a driver failing otherwise is a
+    MISMATCH too (issue 37 item 3), with its words; a code that is not a number counts as
+    none."""
     from topobind.launch.verify_devices import Seen, runtime_row
 
     def row(code: object, error: str) -> tuple[str | None, str]:
@@ -398,6 +400,9 @@ def test_a_runtime_refusing_the_variables_is_a_mismatch() -> None:
 
     status, note = row(101, "cuInit failed: CUDA_ERROR_INVALID_DEVICE (101)")
     assert status == "MISMATCH" and "CUDA_DEVICE_ORDER" in note
-    assert row(999, "cuInit failed: CUDA_ERROR_UNKNOWN (999)")[0] == "UNVERIFIABLE"
-    assert row("101", "cuInit failed")[0] == "UNVERIFIABLE"
-    assert row(True, "cuInit failed")[0] == "UNVERIFIABLE"
+    assert row(999, "cuInit failed: CUDA_ERROR_UNKNOWN (999)") == (
+        "MISMATCH",
+        "cuda: cuInit failed: CUDA_ERROR_UNKNOWN (999)",
+    )
+    assert row("101", "cuInit failed") == ("MISMATCH", "cuda: cuInit failed")
+    assert row(True, "cuInit failed")[0] == "MISMATCH"

@@ -25,6 +25,7 @@ apart (two PCI GPUs with one bus id, one OS device name or one runtime index twi
 :attr:`Inventory.refusal`: the per-gpu layout refuses with it, nothing else does.
 """
 
+import itertools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
@@ -81,6 +82,20 @@ def bus_key(pci: str | None) -> tuple[int, ...]:
         return (1 << 40,)
     m = _BUSID.fullmatch(pci)
     return tuple(int(x, 16) for x in m.groups()) if m else (1 << 40,)
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """``text`` from a device, a driver or a file as printable ASCII for a terminal: other
+    characters as escapes (``\\x1b``), cut to ``limit`` characters with ``...``."""
+    escaped = (c if " " <= c <= "~" else c.encode("unicode_escape").decode() for c in text)
+    out = "".join(itertools.islice(escaped, limit + 1))
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def listed(items: Sequence[str], limit: int = 8) -> str:
+    """``a, b, c`` of at most ``limit`` items, then ``and N more``."""
+    head = ", ".join(items[:limit])
+    return head if len(items) <= limit else f"{head} and {len(items) - limit} more"
 
 
 def vendor_name(vendor: str | None) -> str:
