@@ -122,8 +122,9 @@ class Seen:
             ok_uuid = isinstance(uuid, str) and len(uuid) <= 64 and uuid.isascii()
             unreadable = shown(why, 100) if isinstance(why, str) else None
             if pci is None and unreadable is None:
+                text = raw if isinstance(raw, str) else ""
                 unreadable = (
-                    f"bus id {shown(raw, 40)!r} is not DDDD:BB:DD.F" if raw else "no bus id"
+                    f"bus id {shown(text, 40)!r}: not DDDD:BB:DD.F" if text else "no bus id"
                 )
             self.devices.append((pci or "?", uuid if ok_uuid else None, unreadable))
 
@@ -136,7 +137,7 @@ _VENDOR = {"cuda": "NVIDIA", "hip": "AMD"}
 def pick(runtimes: Sequence[Seen], api: str | None) -> Seen:
     """The runtime that judges a rank planned on GPUs of ``api`` (cuda: NVIDIA, hip: AMD;
     None: the first that answered): each rank by its own vendor's runtime."""
-    if api is None:
+    if api is None or not runtimes:
         return runtimes[0] if runtimes else Seen(None)
     found = next((s for s in runtimes if s.api == api), None)
     if found is not None:
