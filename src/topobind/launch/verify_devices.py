@@ -177,7 +177,7 @@ def _failed(seen: Seen) -> tuple[str, str]:
     if seen.api == "hip" and seen.code == HIP_NO_DEVICE:
         why = "hip sees no GPU (hipErrorNoDevice): ROCR_VISIBLE_DEVICES names none it may use"
         return "MISMATCH", why
-    return "MISMATCH", f"{seen.api}: {seen.error}"
+    return "MISMATCH", f"{seen.api}: {seen.error or 'its library did not load'}"
 
 
 def runtime_row(rank: int, host: str, planned: Sequence[str], seen: Seen) -> EnvRow:
@@ -193,7 +193,7 @@ def runtime_row(rank: int, host: str, planned: Sequence[str], seen: Seen) -> Env
             or "no GPU runtime library (libcuda.so.1, libamdhip64) on this node: no driver"
         )
         return EnvRow(rank, host, RUNTIME, want, None, "UNVERIFIABLE", why)
-    if not seen.devices and (seen.error or not seen.loaded):
+    if seen.error or not seen.loaded:
         status, why = _failed(seen)
         return EnvRow(rank, host, RUNTIME, want, None, status, why)
     if seen.count is not None and seen.count > MAX_SEEN:
