@@ -227,7 +227,11 @@ def _gpu_dev(device: OsDevice, notes: list[str]) -> _Dev | None:
     if fam == "opencl" and _cpu_opencl(infos):
         return None
     uuid = next((v for k, v in infos.items() if k.endswith("UUID") and v), None)
+    if uuid is not None and not (len(uuid) <= 64 and uuid.isascii() and uuid.isprintable()):
+        notes.append(f"OS device {name}: UUID {shown(uuid, 40)!r} is not one: left out")
+        uuid = None
     model = infos.get("GPUModel") or infos.get("CoProcType")
+    model = shown(model, 80) if model else None
     return _Dev(name, fam, int(digits), _vendor_of(fam, infos), uuid, model, device)
 
 
@@ -329,7 +333,7 @@ def _gpu(pci: _Pci, index: int, runtime: str | None, loc: Locality) -> Gpu:
         index=index,
         pci=pci.bus,
         vendor=pci.vendor,
-        model=next((d.model for d in devs if d.model), None) or pci.device.infos.get("PCIDevice"),
+        model=next((d.model for d in devs if d.model), None) or _pci_model(pci),
         pus=pus,
         numa=numa,
         near=pci.device.anchor.get("type", "?"),
@@ -337,6 +341,11 @@ def _gpu(pci: _Pci, index: int, runtime: str | None, loc: Locality) -> Gpu:
         uuid=next((d.uuid for d in devs if d.uuid), None),
         sources=("hwloc PCI", *plugins),
     )
+
+
+def _pci_model(pci: _Pci) -> str | None:
+    model = pci.device.infos.get("PCIDevice")
+    return shown(model, 80) if model else None
 
 
 def _indexed(gpus: list[_Pci], loc: Locality, source: str) -> tuple[list[Gpu], str | None]:
