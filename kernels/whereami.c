@@ -246,7 +246,7 @@ static void set_call(gpu_seen_t *g, const char *call, int dev)
 static void *open_runtime(const runtime_t *rt, gpu_seen_t *g)
 {
     for (int k = 0; rt->libraries[k]; k++) {
-        set_call(g, "dlopen", -1);
+        snprintf(g->call, sizeof g->call, "dlopen(%.28s)", rt->libraries[k]);
         void *lib = dlopen(rt->libraries[k], RTLD_NOW | RTLD_LOCAL);
         if (lib) {
             g->present = g->loaded = 1;

@@ -22,7 +22,8 @@
  * Bus ids come back in upper case ("0000:3B:00.0"), as real drivers may print them.
  *
  * Faults (tests/fake_gpu_faults.h, prefix TB_FAKE_CUDA): TB_FAKE_CUDA_HANG, _CRASH, _FAIL
- * for cuInit, cuDeviceGetCount, cuDeviceGet, cuDeviceGetPCIBusId, cuDeviceGetUuid_v2 (built
+ * for dlopen (the library's constructor), cuInit, cuDeviceGetCount, cuDeviceGet,
+ * cuDeviceGetPCIBusId, cuDeviceGetUuid_v2 (built
  * with -I tests); TB_FAKE_CUDA_COUNT=N: cuDeviceGetCount says N (INT_MAX...);
  * TB_FAKE_CUDA_GARBAGE=busid: the bus id fills the caller's buffer with no terminating NUL;
  * =name: cuGetErrorName's names hold control characters and no NUL within 64 bytes.
@@ -157,6 +158,9 @@ static void visible(void)
 extern int tb_fake_symbol_nobody_defines(void);
 int tb_fake_unloadable(void) { return tb_fake_symbol_nobody_defines(); }
 #endif
+
+/* TB_FAKE_CUDA_HANG=dlopen / _CRASH=dlopen: the library's constructor hangs or crashes */
+__attribute__((constructor)) static void on_load(void) { (void)tb_fake_fault("TB_FAKE_CUDA", "dlopen", -1); }
 
 static int garbage(const char *what)
 {

@@ -176,7 +176,7 @@ def verdict(blocks: list[dict[str, object]], api: str, planned: str) -> tuple[st
     return row.verdict, row.note
 
 
-CUDA_CALLS = ("cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetPCIBusId")
+CUDA_CALLS = ("dlopen", "cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetPCIBusId")
 HIP_CALLS = ("hipGetDeviceCount", "hipDeviceGet", "hipDeviceGetPCIBusId")
 
 
@@ -188,12 +188,14 @@ def test_a_call_that_hangs_or_crashes_is_a_mismatch_naming_it(
 ) -> None:
     """Each runtime call that never returns (0.5 s bound here) or dies with SIGSEGV: the probe
     ends, the other runtime still answers, and the rank is a MISMATCH naming the call."""
-    api, prefix = ("cuda", "TB_FAKE_CUDA") if call.startswith("cu") else ("hip", "TB_FAKE_HIP")
+    cuda = call.startswith(("cu", "dlopen"))
+    api, prefix = ("cuda", "TB_FAKE_CUDA") if cuda else ("hip", "TB_FAKE_HIP")
     blocks, took = probe(libs, **{f"{prefix}_{kind}": call})
     assert took < 30
     status, note = verdict(blocks, api, NV[0] if api == "cuda" else AMD[0])
     what = "did not answer within 0.5 s" if kind == "HANG" else "crashed (signal 11)"
-    assert status == "MISMATCH" and f"{call}" in note and what in note, note
+    named = "dlopen(libcuda.so.1)" if call == "dlopen" else call
+    assert status == "MISMATCH" and named in note and what in note, note
     other = verdict(blocks, "hip" if api == "cuda" else "cuda", AMD[0] if api == "cuda" else NV[1])
     assert other[0] in ("OK", "MISMATCH") and "crashed" not in other[1]
 

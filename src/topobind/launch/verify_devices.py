@@ -5,7 +5,8 @@ The probe (kernels/bin/whereami) reports each rank's ``ROCR_VISIBLE_DEVICES``,
 ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER``, ``ZE_AFFINITY_MASK``,
 ``ZE_FLAT_DEVICE_HIERARCHY`` and ``UCX_NET_DEVICES`` in ``params.device_env``, and in
 ``params.gpu_runtimes`` the devices its CUDA driver (``libcuda.so.1``) and HIP
-(``libamdhip64``), each loaded at run time in a child bounded in time, show it: bus id and
+(``libamdhip64``), each loaded at run time in a child bounded in time
+(``TOPOBIND_GPU_PROBE_TIMEOUT`` seconds), show it: bus id and
 UUID (or why a device could not be read), in the runtime's order. Local rank *i* of a host
 (the host's ranks in rank order, as in :mod:`topobind.launch.verify`) must see exactly the
 variables of the plan's rank *i*, and its own vendor's runtime (HIP for a rank the plan
