@@ -225,6 +225,18 @@ def test_an_unreadable_device_stays_in_the_list(libs: Path) -> None:
 
 
 @pytest.mark.slow
+def test_an_unreadable_hip_device_stays_in_the_list(libs: Path) -> None:
+    for call in ("hipDeviceGetPCIBusId@0", "hipDeviceGet@0"):
+        blocks, _ = probe(libs, TB_FAKE_HIP_FAIL=f"{call}=101")
+        (hip,) = [b for b in blocks if b["api"] == "hip"]
+        assert len(hip["devices"]) == 2  # type: ignore[arg-type]
+        assert verdict(blocks, "hip", AMD[1]) == (
+            "MISMATCH",
+            f"hip device 0 unreadable ({call[:-2]}: hipErrorInvalidDevice (101))",
+        )
+
+
+@pytest.mark.slow
 def test_a_count_of_int_max_is_bounded(libs: Path) -> None:
     for var in ("TB_FAKE_CUDA_COUNT", "TB_FAKE_HIP_COUNT"):
         blocks, took = probe(libs, **{var: str(2**31 - 1)})

@@ -265,7 +265,8 @@ def test_nvml_and_rocm_smi_faults_in_each_call(tmp_path: Path) -> None:
         cases += [{f"TB_FAKE_RSMI_{kind}": c} for c in RSMI_CALLS]
     cases += [{"TB_FAKE_NVML_FAIL": "nvmlInit_v2=-5", "TB_FAKE_RSMI_FAIL": "rsmi_init=8"},
               {"TB_FAKE_NVML_COUNT": "4294967295", "TB_FAKE_RSMI_COUNT": "4294967295"},
-              {"TB_FAKE_NVML_GARBAGE": "uuid"}]  # fmt: skip
+              {"TB_FAKE_NVML_GARBAGE": "uuid"},
+              {"TB_FAKE_NVML_FAIL": "nvmlDeviceGetPciInfo_v3@0=999"}]  # fmt: skip
     env = {**NO_SLURM, "LD_LIBRARY_PATH": str(lib), gpu_live.LIBS_TIMEOUT_ENV: "0.3",
            "TB_FAKE_NVML_GPUS": f"{NV[0]}={UUID0}",
            "TB_FAKE_RSMI_GPUS": "0000:c1:00.0=4a7c"}  # fmt: skip
@@ -284,6 +285,8 @@ def test_nvml_and_rocm_smi_faults_in_each_call(tmp_path: Path) -> None:
             assert f"{lib_name} did not answer within 0.3 s" in " ".join(notes), case
         elif key.endswith("_CRASH"):
             assert f"{lib_name} crashed (signal 11)" in " ".join(notes), case
+        elif key.endswith("_FAIL") and "@" in call:  # an unreadable GPU: no UUID from NVML
+            assert got == [rsmi] and notes == [], case
         elif key.endswith("_FAIL"):
             assert got == [] and notes == [], case  # an init that fails: no GPUs from it
         elif key.endswith("_COUNT"):
