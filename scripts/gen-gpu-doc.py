@@ -344,8 +344,9 @@ own GPU runtime sees**: the probe loads the CUDA driver (`libcuda.so.1`: `cuInit
 run time (no build-time dependency), each in a child process given
 `TOPOBIND_GPU_PROBE_TIMEOUT` seconds (default 60), and reports each device's bus id and UUID
 in the runtime's order (at most 64 devices). Each rank is judged by its own vendor's runtime:
-HIP for a rank the plan gives `ROCR_VISIBLE_DEVICES`, CUDA for `CUDA_VISIBLE_DEVICES`, so a
-node with GPUs of both vendors verifies. A rank is OK when its runtime shows exactly its
+HIP for a rank the plan gives `ROCR_VISIBLE_DEVICES`, CUDA for `CUDA_VISIBLE_DEVICES` (a rank
+given both: by both, which together must list its GPUs), so a node with GPUs of both vendors
+verifies. A rank is OK when its runtime shows exactly its
 planned GPUs, device 0 first. MISMATCH (exit status 1) names both bus ids, or what the runtime
 did instead: any error code, with the driver's name for it (`cuInit failed:
 CUDA_ERROR_DEVICES_UNAVAILABLE (46)`, HIP's `hipErrorNoDevice (100)`), a call that did not

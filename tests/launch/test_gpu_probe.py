@@ -109,6 +109,26 @@ def test_each_rank_is_judged_by_its_own_vendors_runtime() -> None:
     assert rows[1].note.startswith("no libamdhip64 on this node for its AMD GPUs")
 
 
+def test_a_rank_with_gpus_of_both_vendors_is_judged_by_both_runtimes() -> None:
+    env = {"CUDA_VISIBLE_DEVICES": "0", "ROCR_VISIBLE_DEVICES": "0"}
+    planned = [PlannedRank(0, ((0,),), (0,), env, (AMD[0], NV[0]))]
+
+    def verdict_of(blocks: list[dict[str, object]]) -> tuple[str, str]:
+        (row,) = [
+            r for r in check_env(planned, probe_line(0, env, blocks)) if r.variable == RUNTIME
+        ]
+        return row.verdict, row.note
+
+    good = [{"api": "cuda", "devices": [{"pci": NV[0]}]},
+            {"api": "hip", "devices": [{"pci": AMD[0]}]}]  # fmt: skip
+    assert verdict_of(good)[0] == "OK"
+    wrong = [good[0], {"api": "hip", "devices": [{"pci": AMD[1]}]}]
+    assert verdict_of(wrong)[0] == "MISMATCH"
+    failed = [good[0], {"api": "hip", "error": "hipGetDeviceCount failed: x (35)", "code": 35}]
+    assert verdict_of(failed) == ("MISMATCH", "hip: hipGetDeviceCount failed: x (35)")
+    assert verdict_of(good[:1])[0] == "UNVERIFIABLE"
+
+
 def test_extra_ranks_get_no_device_rows_against_a_wrapped_plan_rank() -> None:
     planned = [PlannedRank(0, ((0,),), (0,), {"CUDA_VISIBLE_DEVICES": "0"}, (NV[0],))]
     blocks = [{"api": "cuda", "devices": [{"pci": NV[0]}]}]

@@ -211,11 +211,30 @@ def runtime_row(rank: int, host: str, planned: Sequence[str], seen: Seen) -> Env
     return EnvRow(rank, host, RUNTIME, want, got or None, "MISMATCH", why)
 
 
-def _api_of(plan: PlannedRank) -> str | None:
-    """The runtime of the rank's GPUs, from the variable the plan sets for it."""
-    if "ROCR_VISIBLE_DEVICES" in plan.env:
-        return "hip"
-    return "cuda" if "CUDA_VISIBLE_DEVICES" in plan.env else None
+def _apis_of(plan: PlannedRank) -> tuple[str, ...]:
+    """The runtimes of the rank's GPUs, from the variables the plan sets for it."""
+    names = (("cuda", "CUDA_VISIBLE_DEVICES"), ("hip", "ROCR_VISIBLE_DEVICES"))
+    return tuple(api for api, name in names if name in plan.env)
+
+
+def _judged(rank: int, host: str, plan: PlannedRank, runtimes: list[Seen]) -> EnvRow:
+    """The runtime row of one rank, by its own vendor's runtime; a rank with GPUs of both
+    vendors by both (each must answer; together they list exactly its GPUs)."""
+    apis = _apis_of(plan)
+    if len(apis) < 2:
+        return runtime_row(rank, host, plan.gpus, pick(runtimes, apis[0] if apis else None))
+    seen = [pick(runtimes, api) for api in apis]
+    failed = [s for s in seen if s.api is None or s.error or not s.loaded]
+    if failed:
+        return runtime_row(rank, host, plan.gpus, failed[0])
+    both = Seen({"api": "+".join(apis)})
+    both.devices = [d for s in seen for d in s.devices]
+    got = sorted(pci for pci, _, _ in both.devices)
+    if got == sorted(plan.gpus) and not any(e for _, _, e in both.devices):
+        uuids = ",".join(u for _, u, _ in both.devices if u)
+        listed_ = ",".join(pci for pci, _, _ in both.devices)
+        return EnvRow(rank, host, RUNTIME, ",".join(plan.gpus), listed_, "OK", uuids)
+    return runtime_row(rank, host, plan.gpus, both)
 
 
 def check_env(planned: list[PlannedRank], probe_text: str) -> list[EnvRow]:
@@ -239,8 +258,8 @@ def check_env(planned: list[PlannedRank], probe_text: str) -> list[EnvRow]:
                 rows.append(EnvRow(rank, host, name, plan.env.get(name), got.get(name)))
             buses = plan.gpus
             if buses:
-                ran = pick(runtimes.get((host, rank), []), _api_of(plan))
-                rows.append(_with_numa_note(runtime_row(rank, host, buses, ran), plan))
+                row = _judged(rank, host, plan, runtimes.get((host, rank), []))
+                rows.append(_with_numa_note(row, plan))
     rows.sort(key=lambda r: (r.rank, r.host, r.variable == RUNTIME, r.variable))
     return rows
 
