@@ -316,3 +316,16 @@ def test_a_stuck_nvml_never_hangs_a_command(tmp_path: Path, command: list[str]) 
     assert done.returncode == 0, done.stderr
     if command != ["env"]:  # env of a CPU layout prints no GPU note
         assert "NVML did not answer within 0.5 s" in done.stdout + done.stderr
+
+
+def test_one_numa_note_for_many_gpus_that_say_the_same(trees: tuple[Path, Path]) -> None:
+    """A cloud VM's 40 GPUs all with numa_node -1: one note, 8 named, not 40 lines."""
+    sys_root, _ = trees
+    for i in range(40):
+        pci_function(sys_root, f"0000:{i + 16:02x}:00.0", "030200", "10de", driver="nvidia",
+                     local_cpulist="0-1", numa_node="-1")  # fmt: skip
+    got = inventory()
+    assert len(got.gpus) == 40
+    (note,) = got.notes
+    assert note.startswith("GPUs 0000:10:00.0, 0000:11:00.0")
+    assert "and 32 more: sysfs says numa_node -1 (the firmware does not tell)" in note

@@ -421,38 +421,56 @@ def live_inventory(
     if not seen and len(gpus) == len(inv.gpus):
         return Inventory(inv.gpus, (*inv.notes, *notes), None)
     by_bus = {g.pci: g for g in gpus}
+    unknown: dict[str, list[tuple[str, int]]] = {}
     for live in seen:
-        by_bus[live.pci] = _merge(by_bus.get(live.pci), live, usable, numa, notes)
+        by_bus[live.pci] = _merge(by_bus.get(live.pci), live, usable, numa, unknown)
+    notes += _numa_notes(unknown)
     gpus, refusal = _reindex(list(by_bus.values()))
     return Inventory(() if refusal else tuple(gpus), (*inv.notes, *notes), refusal)
 
 
-def _numa_note(live: LiveGpu, nodes: tuple[int, ...], count: int) -> str | None:
+def _numa_said(live: LiveGpu, nodes: tuple[int, ...]) -> str | None:
     """What sysfs said of a GPU's NUMA node when it names none of this machine's."""
     if live.source != "sysfs" or nodes:
         return None
     said = live.numa_text
-    what = (
-        "has no numa_node file"
-        if said is None
-        else "says numa_node -1 (the firmware does not tell)"
-        if said == "-1"
-        else f"says numa_node {shown(said, 20)!r}, no NUMA node of this machine"
-    )
-    return (
-        f"GPU {live.pci}: sysfs {what}, so its NUMA node is unknown; its CPUs are its "
-        f"local_cpulist ({count} usable)"
-    )
+    if said is None:
+        return "has no numa_node file"
+    if said == "-1":
+        return "says numa_node -1 (the firmware does not tell)"
+    return f"says numa_node {shown(said, 20)!r}, no NUMA node of this machine"
+
+
+def _numa_notes(unknown: dict[str, list[tuple[str, int]]]) -> list[str]:
+    """One note per thing sysfs said (``unknown``: what -> [(bus id, usable CPUs)])."""
+    notes = []
+    for what, gpus in unknown.items():
+        if len(gpus) == 1:
+            (pci, count), *_ = gpus
+            notes.append(
+                f"GPU {pci}: sysfs {what}, so its NUMA node is unknown; its CPUs are its "
+                f"local_cpulist ({count} usable)"
+            )
+            continue
+        notes.append(
+            f"GPUs {listed([pci for pci, _ in gpus])}: sysfs {what}, so their NUMA nodes are "
+            "unknown; their CPUs are their local_cpulist"
+        )
+    return notes
 
 
 def _merge(
-    gpu: Gpu | None, live: LiveGpu, usable: set[int], numa: set[int], notes: list[str]
+    gpu: Gpu | None,
+    live: LiveGpu,
+    usable: set[int],
+    numa: set[int],
+    unknown: dict[str, list[tuple[str, int]]],
 ) -> Gpu:
     pus = tuple(sorted(set(live.pus) & usable)) if live.pus is not None else ()
     nodes = (live.numa,) if live.numa is not None and live.numa in numa else ()
-    note = _numa_note(live, nodes, len(pus))
-    if note:
-        notes.append(note)
+    said = _numa_said(live, nodes)
+    if said:
+        unknown.setdefault(said, []).append((live.pci, len(pus)))
     near = "sysfs" if live.pus is not None else "unknown"
     if gpu is None:
         gpu = Gpu("", (), -1, live.pci, live.vendor, None, pus, nodes, near, sources=())
