@@ -28,7 +28,7 @@ import itertools
 import os
 import stat
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from topobind.errors import TopobindError
 from topobind.topo.gpus import (
@@ -320,49 +320,24 @@ def bounded_query(query: Callable[[], list[LiveGpu]], what: str, notes: list[str
     ``TOPOBIND_GPU_LIBS_TIMEOUT`` seconds, else [] with a note (a library that hangs, crashes
     or answers garbage never hangs or kills topobind)."""
     import json
-    import select
     import signal
-    import sys
-    import time
 
     fix = f"{LIBS_ENV}=0 skips it"
     read_fd, write_fd = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: never returns
-        code = 0
-        try:
-            os.close(read_fd)
-            if "faulthandler" in sys.modules:  # a crash is said by the parent, once
-                sys.modules["faulthandler"].disable()
-            data = json.dumps([list(g) for g in query()]).encode()
-            for k in range(0, len(data), 65536):
-                os.write(write_fd, data[k : k + 65536])
-        except BaseException:  # noqa: BLE001 - the parent says it
-            code = 3
-        os._exit(code)
+    if pid == 0:
+        os.close(read_fd)
+        _answer(query, write_fd)  # never returns
     os.close(write_fd)
     limit = _libs_timeout()
-    deadline = time.monotonic() + limit
-    chunks: list[bytes] = []
-    size, ended = 0, False
     try:
-        while size <= MAX_ANSWER:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([read_fd], [], [], left)[0]:
-                break
-            chunk = os.read(read_fd, 65536)
-            if not chunk:
-                ended = True
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        answer, why = _collect(read_fd, limit)
     finally:
         os.close(read_fd)
-        if not ended:
-            os.kill(pid, signal.SIGKILL)
-        status = os.waitpid(pid, 0)[1]
-    if not ended:
-        why = f"did not answer within {limit:g} s" if size <= MAX_ANSWER else "answered too much"
+    if answer is None:
+        os.kill(pid, signal.SIGKILL)
+    status = os.waitpid(pid, 0)[1]
+    if answer is None:
         notes.append(f"{what} {why}: left out (its UUIDs, indexes, MIG slices); {fix}")
         return []
     if os.WIFSIGNALED(status) or os.WEXITSTATUS(status) != 0:
@@ -370,10 +345,48 @@ def bounded_query(query: Callable[[], list[LiveGpu]], what: str, notes: list[str
         notes.append(f"{what} {how}: left out (its UUIDs, indexes, MIG slices); {fix}")
         return []
     try:
-        return [_live_gpu(item) for item in json.loads(b"".join(chunks))]
+        return [_live_gpu(item) for item in json.loads(answer)]
     except (ValueError, TypeError):
         notes.append(f"{what} answered what topobind cannot read: left out; {fix}")
         return []
+
+
+def _answer(query: Callable[[], list[LiveGpu]], write_fd: int) -> NoReturn:
+    """The child of :func:`bounded_query`: the query's GPUs as JSON on ``write_fd``, exit."""
+    import json
+    import sys
+
+    code = 0
+    try:
+        if "faulthandler" in sys.modules:  # a crash is said by the parent, once
+            sys.modules["faulthandler"].disable()
+        data = json.dumps([list(g) for g in query()]).encode()
+        for k in range(0, len(data), 65536):
+            os.write(write_fd, data[k : k + 65536])
+    except BaseException:  # noqa: BLE001 - the parent says it
+        code = 3
+    os._exit(code)
+
+
+def _collect(read_fd: int, limit: float) -> tuple[bytes | None, str]:
+    """(all a child writes until it closes ``read_fd``'s pipe, ""), within ``limit`` seconds
+    and MAX_ANSWER bytes; (None, why) past either."""
+    import select
+    import time
+
+    deadline = time.monotonic() + limit
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_ANSWER:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+            return None, f"did not answer within {limit:g} s"
+        chunk = os.read(read_fd, 65536)
+        if not chunk:
+            return b"".join(chunks), ""
+        chunks.append(chunk)
+        size += len(chunk)
+    return None, f"answered more than {MAX_ANSWER} bytes"
 
 
 def _live_gpu(item: object) -> LiveGpu:
