@@ -25,6 +25,8 @@ from topobind.topo.topology import parse_list
 
 HOSTILE = st.sampled_from(list("0123456789abcdefABCDEF:.-, \t\n\x00\x1b\x7fg٣１²ÿ") + ["0x"])
 hostile_text = st.lists(HOSTILE, max_size=40).map("".join) | st.text(max_size=40)
+pytestmark = pytest.mark.slow  # as every fuzz module: make test runs them, test-fast does not
+
 bus_like = st.from_regex(
     r"[0-9a-fA-F]{1,9}:[0-9a-fA-F]{1,3}:[0-9a-fA-F]{1,3}\.[0-9]", fullmatch=True
 )
@@ -79,7 +81,6 @@ def one_gpu(root: Path, **files: str) -> None:
         (d / name).write_bytes(text.encode("utf-8", "surrogateescape"))
 
 
-@pytest.mark.slow
 @fuzz(150)
 @given(
     cpulist=hostile_text | st.text(alphabet="0123456789-, ", max_size=30),
