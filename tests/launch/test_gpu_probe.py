@@ -129,6 +129,14 @@ def test_a_rank_with_gpus_of_both_vendors_is_judged_by_both_runtimes() -> None:
     assert verdict_of(good[:1])[0] == "UNVERIFIABLE"
 
 
+def test_an_intel_rank_is_not_judged_by_another_vendors_runtime() -> None:
+    env = {"ZE_AFFINITY_MASK": "0", "ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"}
+    planned = [PlannedRank(0, ((0,),), (0,), env, ("0000:3a:00.0",))]
+    blocks = [{"api": "cuda", "devices": [{"pci": NV[0]}]}]
+    (row,) = [r for r in check_env(planned, probe_line(0, env, blocks)) if r.variable == RUNTIME]
+    assert row.verdict == "UNVERIFIABLE" and "Level Zero" in row.note
+
+
 def test_extra_ranks_get_no_device_rows_against_a_wrapped_plan_rank() -> None:
     planned = [PlannedRank(0, ((0,),), (0,), {"CUDA_VISIBLE_DEVICES": "0"}, (NV[0],))]
     blocks = [{"api": "cuda", "devices": [{"pci": NV[0]}]}]

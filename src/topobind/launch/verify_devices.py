@@ -120,7 +120,8 @@ class Seen:
             d = d if isinstance(d, dict) else {}
             raw, uuid, why = d.get("pci"), d.get("uuid"), d.get("error")
             pci = bus_id(raw) if isinstance(raw, str) else None
-            ok_uuid = isinstance(uuid, str) and len(uuid) <= 64 and uuid.isascii()
+            ok_uuid = isinstance(uuid, str) and len(uuid) <= 64
+            ok_uuid = ok_uuid and uuid.isascii() and uuid.isprintable()
             unreadable = shown(why, 100) if isinstance(why, str) else None
             if pci is None and unreadable is None:
                 text = raw if isinstance(raw, str) else ""
@@ -189,10 +190,7 @@ def runtime_row(rank: int, host: str, planned: Sequence[str], seen: Seen) -> Env
     got = ",".join(pci for pci, _, _ in seen.devices)
     uuids = ",".join(u for _, u, _ in seen.devices if u)
     if seen.api is None:
-        why = (
-            seen.missing
-            or "no GPU runtime library (libcuda.so.1, libamdhip64) on this node: no driver"
-        )
+        why = seen.missing or f"no GPU runtime library ({_LIBRARIES}) on this node: no driver"
         return EnvRow(rank, host, RUNTIME, want, None, "UNVERIFIABLE", why)
     if seen.error or not seen.loaded:
         status, why = _failed(seen)
@@ -221,6 +219,9 @@ def _judged(rank: int, host: str, plan: PlannedRank, runtimes: list[Seen]) -> En
     """The runtime row of one rank, by its own vendor's runtime; a rank with GPUs of both
     vendors by both (each must answer; together they list exactly its GPUs)."""
     apis = _apis_of(plan)
+    if not apis and "ZE_AFFINITY_MASK" in plan.env:
+        why = "the probe asks CUDA and HIP, not Level Zero: Intel GPUs are not verified"
+        return runtime_row(rank, host, plan.gpus, Seen(None, why))
     if len(apis) < 2:
         return runtime_row(rank, host, plan.gpus, pick(runtimes, apis[0] if apis else None))
     seen = [pick(runtimes, api) for api in apis]
