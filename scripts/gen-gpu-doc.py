@@ -353,7 +353,8 @@ CUDA_ERROR_DEVICES_UNAVAILABLE (46)`, HIP's `hipErrorNoDevice (100)`), a call th
 answer in time or crashed (named), a device it could not read (`cuda device 0 unreadable
 (...)`: never skipped), a count of more than 64, a library the loader refused (the loader's
 words). UNVERIFIABLE only when no runtime library of the rank's vendor is there (no driver on
-the node, CUDA's stub library, or the MPI build of the probe), never OK. A rank whose CPUs and
+the node, CUDA's stub library, an Intel GPU: the probe asks no Level Zero, or the MPI build of
+the probe), never OK. A rank whose CPUs and
 GPU sit on different NUMA nodes gets a note. NVML is not asked: it ignores
 `CUDA_VISIBLE_DEVICES`.
 
