@@ -5,10 +5,11 @@
  * rank, thread number, CPU (sched_getcpu, OS index), NUMA node, affinity mask (OS indexes,
  * pthread_getaffinity_np) and host; params.device_env holds the rank's GPU/NIC selection
  * variables (ROCR_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, ZE_AFFINITY_MASK,
- * ZE_FLAT_DEVICE_HIERARCHY, UCX_NET_DEVICES); params.gpu_runtime what the rank's own GPU
- * runtime shows it: the CUDA driver (libcuda.so.1) or HIP (libamdhip64.so), loaded with
- * dlopen at run time (no build-time dependency), each device's PCI bus id and UUID, in the
- * runtime's order; {"api": null} when neither library loads (no driver on this node).
+ * ZE_FLAT_DEVICE_HIERARCHY, UCX_NET_DEVICES); params.gpu_runtimes what the rank's own GPU
+ * runtimes show it: the CUDA driver (libcuda.so.1) and HIP (libamdhip64.so), each loaded
+ * with dlopen at run time (no build-time dependency) in a child bounded in time, each
+ * device's PCI bus id and UUID (or why it could not be read), in the runtime's order; one
+ * object per library found, [] when neither is (no driver on this node).
  *
  *   whereami       rank from the launcher environment (OMPI_COMM_WORLD_RANK, PMIX_RANK,
  *                  PMI_RANK, SLURM_PROCID: tb_env_rank); every rank prints its own one-line
@@ -24,7 +25,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <dlfcn.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef WITH_MPI
@@ -147,17 +151,45 @@ static void env_param(tb_json *j, const char *name)
 }
 
 #ifndef WITH_MPI
-/* ---- the GPUs this rank's runtime shows (params.gpu_runtime) ---- */
+/* ---- the GPUs this rank's runtimes show (params.gpu_runtimes) ----
+ * Each runtime is asked in a child process (fork, before any thread starts) that writes into
+ * shared memory, so a driver that never returns or crashes cannot hang or kill the probe: the
+ * child gets TOPOBIND_GPU_PROBE_TIMEOUT seconds (default 60; cuInit of a large node without
+ * the persistence daemon takes seconds), then is killed, and the call it was in is named.
+ * The count is bounded (TB_MAX_GPUS devices read); a device that cannot be read is listed
+ * with its error, never skipped; every string from a driver is cut and escaped to printable
+ * ASCII (\xNN). */
 #define TB_MAX_GPUS 64
+#define TB_GPU_TEXT 160
 
 typedef struct {
-    const char *api;   /* "cuda", "hip", NULL: no runtime library loaded */
-    const char *error; /* why the runtime listed nothing, NULL: it listed */
-    int code;          /* the runtime's error code (cuInit's CUresult), 0: none */
-    int n;
+    int present;   /* the library was found (loaded, or refused by the loader) */
+    int loaded;    /* dlopen succeeded */
+    int has_code;  /* the runtime's error code of the call that failed */
+    int code;
+    int has_count; /* what the runtime's count said (it may exceed TB_MAX_GPUS) */
+    int count;
+    int n;                  /* devices listed (read or not) */
+    char call[40];          /* the call in progress: what hung or crashed */
+    char error[TB_GPU_TEXT]; /* why the runtime listed nothing; "" when it listed */
     char pci[TB_MAX_GPUS][32];
     char uuid[TB_MAX_GPUS][48];
+    char dev_error[TB_MAX_GPUS][96]; /* "": read */
 } gpu_seen_t;
+
+/* src (at most max bytes, NUL or not) as printable ASCII, others as \xNN, into out */
+static void clean_text(char *out, size_t len, const char *src, size_t max)
+{
+    size_t o = 0;
+    for (size_t i = 0; src && i < max && src[i] && o + 5 < len; i++) {
+        unsigned char c = (unsigned char)src[i];
+        if (c >= 0x20 && c < 0x7f)
+            out[o++] = (char)c;
+        else
+            o += (size_t)snprintf(out + o, len - o, "\\x%02x", c);
+    }
+    out[o] = 0;
+}
 
 static void uuid_text(char *out, size_t len, const unsigned char b[16])
 {
@@ -167,116 +199,241 @@ static void uuid_text(char *out, size_t len, const unsigned char b[16])
              b[14], b[15]);
 }
 
-/* Why cuInit failed, in the driver's words (cuGetErrorName): a real driver answers
- * CUDA_ERROR_INVALID_DEVICE (101) to an invalid CUDA_DEVICE_ORDER (an empty one too) and to a
- * CUDA_VISIBLE_DEVICES naming an index twice, not only to a missing or broken driver
- * (measured on an H200 node: tests/launch/data/cuda-visible-h200.tsv). */
-static const char *cuda_init_error(void *lib, int rc)
+typedef struct {
+    const char *api;               /* "cuda", "hip" */
+    const char *const *libraries;  /* names tried, in order */
+    const char *init, *count, *get, *bus; /* symbols; init NULL: none (HIP) */
+} runtime_t;
+
+static const char *const cuda_libs[] = {"libcuda.so.1", NULL};
+static const char *const hip_libs[] = {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so",
+                                       NULL};
+static const runtime_t RUNTIMES[] = {
+    {"cuda", cuda_libs, "cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetPCIBusId"},
+    {"hip", hip_libs, NULL, "hipGetDeviceCount", "hipDeviceGet", "hipDeviceGetPCIBusId"},
+};
+#define N_RUNTIMES ((int)(sizeof RUNTIMES / sizeof RUNTIMES[0]))
+
+/* The runtime's name of error code rc (cuGetErrorName, hipGetErrorName), cleaned */
+static void error_name(void *lib, const runtime_t *rt, int rc, char *out, size_t len)
 {
-    static char why[96];
-    typedef int (*name_f)(int, const char **);
-    name_f name_of = (name_f)dlsym(lib, "cuGetErrorName");
     const char *name = NULL;
-    if (!name_of || name_of(rc, &name) != 0 || !name)
-        name = "unknown error";
-    snprintf(why, sizeof why, "cuInit failed: %.60s (%d)", name, rc);
-    return why;
+    if (strcmp(rt->api, "cuda") == 0) {
+        typedef int (*name_f)(int, const char **);
+        name_f f = (name_f)dlsym(lib, "cuGetErrorName");
+        if (!f || f(rc, &name) != 0)
+            name = NULL;
+    } else {
+        typedef const char *(*name_f)(int);
+        name_f f = (name_f)dlsym(lib, "hipGetErrorName");
+        name = f ? f(rc) : NULL;
+    }
+    char text[80];
+    clean_text(text, sizeof text, name ? name : "unknown error", 48);
+    snprintf(out, len, "%s (%d)", text, rc);
 }
 
-/* The CUDA driver API, as a CUDA program's runtime sees it (CUDA_VISIBLE_DEVICES and
- * CUDA_DEVICE_ORDER apply): 1 when libcuda.so.1 loaded. */
-static int cuda_devices(gpu_seen_t *g)
+static void set_call(gpu_seen_t *g, const char *call, int dev)
 {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (dev < 0)
+        snprintf(g->call, sizeof g->call, "%s", call);
+    else
+        snprintf(g->call, sizeof g->call, "%s(device %d)", call, dev);
+}
+
+/* dlopen the runtime's library: 1 when loaded; a library the loader refused: present, with
+ * the loader's words in g->error; none found: not present */
+static void *open_runtime(const runtime_t *rt, gpu_seen_t *g)
+{
+    for (int k = 0; rt->libraries[k]; k++) {
+        snprintf(g->call, sizeof g->call, "dlopen(%.28s)", rt->libraries[k]);
+        void *lib = dlopen(rt->libraries[k], RTLD_NOW | RTLD_LOCAL);
+        if (lib) {
+            g->present = g->loaded = 1;
+            return lib;
+        }
+        const char *why = dlerror();
+        char missing[96];
+        snprintf(missing, sizeof missing, "%s: cannot open shared object file", rt->libraries[k]);
+        if (why && strncmp(why, missing, strlen(missing)) != 0 && !g->present) {
+            g->present = 1;
+            const char *sep = why[0] == '/' ? strstr(why, ": ") : NULL;
+            char text[120]; /* the loader's reason, without the library's path */
+            clean_text(text, sizeof text, sep ? sep + 2 : why, 110);
+            snprintf(g->error, sizeof g->error, "%.24s failed to load: %.110s", rt->libraries[k],
+                     text);
+        }
+    }
+    return NULL;
+}
+
+/* One runtime's devices into g (run in the child) */
+static void query_runtime(const runtime_t *rt, gpu_seen_t *g)
+{
+    void *lib = open_runtime(rt, g);
     if (!lib)
-        return 0;
+        return;
     typedef int (*init_f)(unsigned);
     typedef int (*count_f)(int *);
     typedef int (*get_f)(int *, int);
     typedef int (*bus_f)(char *, int, int);
     typedef int (*uuid_f)(unsigned char *, int);
-    init_f init = (init_f)dlsym(lib, "cuInit");
-    count_f count = (count_f)dlsym(lib, "cuDeviceGetCount");
-    get_f get = (get_f)dlsym(lib, "cuDeviceGet");
-    bus_f bus = (bus_f)dlsym(lib, "cuDeviceGetPCIBusId");
-    uuid_f uuid = (uuid_f)dlsym(lib, "cuDeviceGetUuid_v2");
-    if (!uuid)
-        uuid = (uuid_f)dlsym(lib, "cuDeviceGetUuid");
-    g->api = "cuda";
+    init_f init = rt->init ? (init_f)dlsym(lib, rt->init) : NULL;
+    count_f count = (count_f)dlsym(lib, rt->count);
+    get_f get = (get_f)dlsym(lib, rt->get);
+    bus_f bus = (bus_f)dlsym(lib, rt->bus);
+    uuid_f uuid = NULL;
+    if (strcmp(rt->api, "cuda") == 0) {
+        uuid = (uuid_f)dlsym(lib, "cuDeviceGetUuid_v2");
+        if (!uuid)
+            uuid = (uuid_f)dlsym(lib, "cuDeviceGetUuid");
+    }
+    char name[96];
     int n = 0, rc;
-    if (!init || !count || !get || !bus) {
-        g->error = "libcuda.so.1 lacks cuInit/cuDeviceGetCount/cuDeviceGetPCIBusId";
-    } else if ((rc = init(0)) != 0) {
-        g->code = rc;
-        g->error = rc == 100 ? "cuInit: no CUDA device visible (CUDA_ERROR_NO_DEVICE)"
-                             : cuda_init_error(lib, rc);
-    } else if (count(&n) != 0) {
-        g->error = "cuDeviceGetCount failed";
+    if ((rt->init && !init) || !count || !get || !bus) {
+        snprintf(g->error, sizeof g->error, "%s lacks %s/%s/%s", rt->libraries[0],
+                 rt->count, rt->get, rt->bus);
+        return;
     }
-    for (int i = 0; !g->error && i < n && g->n < TB_MAX_GPUS; i++) {
-        int dev = 0;
-        unsigned char b[16];
-        if (get(&dev, i) != 0 || bus(g->pci[g->n], 32, dev) != 0)
-            continue;
-        g->uuid[g->n][0] = 0;
-        if (uuid && uuid(b, dev) == 0)
-            uuid_text(g->uuid[g->n], sizeof g->uuid[0], b);
-        g->n++;
-    }
-    return 1; /* libcuda stays loaded: unloading a driver library is not worth the risk */
-}
-
-/* HIP (ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES apply): 1 when libamdhip64 loaded. */
-static int hip_devices(gpu_seen_t *g)
-{
-    static const char *names[] = {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"};
-    void *lib = NULL;
-    for (size_t k = 0; !lib && k < sizeof names / sizeof names[0]; k++)
-        lib = dlopen(names[k], RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-        return 0;
-    typedef int (*count_f)(int *);
-    typedef int (*bus_f)(char *, int, int);
-    count_f count = (count_f)dlsym(lib, "hipGetDeviceCount");
-    bus_f bus = (bus_f)dlsym(lib, "hipDeviceGetPCIBusId");
-    g->api = "hip";
-    int n = 0;
-    if (!count || !bus)
-        g->error = "libamdhip64 lacks hipGetDeviceCount/hipDeviceGetPCIBusId";
-    else if (count(&n) != 0)
-        g->error = "hipGetDeviceCount failed (no device visible or no driver)";
-    for (int i = 0; !g->error && i < n && g->n < TB_MAX_GPUS; i++) {
-        if (bus(g->pci[g->n], 32, i) == 0) {
-            g->uuid[g->n][0] = 0;
-            g->n++;
+    if (init) {
+        set_call(g, rt->init, -1);
+        if ((rc = init(0)) != 0) {
+            g->has_code = 1, g->code = rc;
+            error_name(lib, rt, rc, name, sizeof name);
+            snprintf(g->error, sizeof g->error, "%.24s failed: %.90s", rt->init, name);
+            return;
         }
     }
-    return 1;
+    set_call(g, rt->count, -1);
+    if ((rc = count(&n)) != 0) {
+        g->has_code = 1, g->code = rc;
+        error_name(lib, rt, rc, name, sizeof name);
+        snprintf(g->error, sizeof g->error, "%.24s failed: %.90s", rt->count, name);
+        return;
+    }
+    g->has_count = 1, g->count = n;
+    for (int i = 0; i < n && i < TB_MAX_GPUS; i++) {
+        int dev = 0;
+        unsigned char b[16];
+        const char *failed = NULL;
+        set_call(g, rt->get, i);
+        if ((rc = get(&dev, i)) != 0)
+            failed = rt->get;
+        else {
+            set_call(g, rt->bus, i);
+            char raw[32];
+            memset(raw, 0, sizeof raw);
+            if ((rc = bus(raw, (int)sizeof raw, dev)) != 0)
+                failed = rt->bus;
+            else
+                clean_text(g->pci[i], sizeof g->pci[i], raw, 20);
+        }
+        if (failed) {
+            error_name(lib, rt, rc, name, sizeof name);
+            snprintf(g->dev_error[i], sizeof g->dev_error[i], "%s: %.70s", failed, name);
+        } else if (uuid) {
+            set_call(g, "cuDeviceGetUuid", i);
+            if (uuid(b, dev) == 0)
+                uuid_text(g->uuid[i], sizeof g->uuid[i], b);
+        }
+        g->n = i + 1;
+    }
+    g->call[0] = 0; /* libraries stay loaded: the child exits */
+}
+
+static double probe_timeout(void)
+{
+    const char *v = getenv("TOPOBIND_GPU_PROBE_TIMEOUT");
+    char *end = NULL;
+    double t = v ? strtod(v, &end) : 0.0;
+    return (v && end != v && *end == 0 && t >= 0.01 && t <= 3600.0) ? t : 60.0;
+}
+
+/* Ask one runtime in a child bounded by probe_timeout(); g in shared memory */
+static void ask_bounded(const runtime_t *rt, gpu_seen_t *g)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        g->present = 1;
+        snprintf(g->error, sizeof g->error, "fork failed: the runtime was not asked");
+        return;
+    }
+    if (pid == 0) {
+        query_runtime(rt, g);
+        _exit(0);
+    }
+    double limit = probe_timeout(), t0 = tb_now();
+    int status = 0, timed_out = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (tb_now() - t0 > limit) {
+            timed_out = 1;
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            break;
+        }
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    char call[sizeof g->call];
+    snprintf(call, sizeof call, "%s", g->call[0] ? g->call : "the runtime");
+    if (timed_out) {
+        g->present = 1, g->n = 0;
+        snprintf(g->error, sizeof g->error, "%s did not answer within %g s", call, limit);
+    } else if (WIFSIGNALED(status)) {
+        g->present = 1, g->n = 0;
+        snprintf(g->error, sizeof g->error, "%s crashed (signal %d)", call, WTERMSIG(status));
+    }
+    if (g->present && !g->error[0] && g->loaded && !g->has_count)
+        snprintf(g->error, sizeof g->error, "%s ended without an answer", call);
+}
+
+static gpu_seen_t *gpu_seen; /* N_RUNTIMES, shared with the children */
+
+/* Ask every runtime, before any thread starts (main: right after the options) */
+static void gpu_probe(void)
+{
+    size_t size = N_RUNTIMES * sizeof(gpu_seen_t);
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        tb_die(1, "mmap of %zu bytes for the GPU probe failed", size);
+    gpu_seen = m;
+    memset(gpu_seen, 0, size);
+    for (int r = 0; r < N_RUNTIMES; r++)
+        ask_bounded(&RUNTIMES[r], &gpu_seen[r]);
 }
 
 static void gpu_runtime_fields(tb_json *j)
 {
-    static gpu_seen_t g; /* 64 x 80 bytes: not on the stack */
-    memset(&g, 0, sizeof g);
-    if (!cuda_devices(&g))
-        hip_devices(&g);
-    tbj_obj_begin(j, "gpu_runtime");
-    tbj_str(j, "api", g.api);
-    tbj_str(j, "error", g.error);
-    if (g.code)
-        tbj_int(j, "code", g.code);
-    else
-        tbj_str(j, "code", NULL);
-    tbj_arr_begin(j, "devices");
-    for (int i = 0; i < g.n; i++) {
+    tbj_arr_begin(j, "gpu_runtimes");
+    for (int r = 0; r < N_RUNTIMES; r++) {
+        const gpu_seen_t *g = &gpu_seen[r];
+        if (!g->present)
+            continue; /* no library: the node has no driver of this vendor */
         tbj_obj_begin(j, NULL);
-        g.pci[i][31] = 0;
-        tbj_str(j, "pci", g.pci[i]);
-        tbj_str(j, "uuid", g.uuid[i][0] ? g.uuid[i] : NULL);
+        tbj_str(j, "api", RUNTIMES[r].api);
+        tbj_bool(j, "loaded", g->loaded);
+        tbj_str(j, "error", g->error[0] ? g->error : NULL);
+        if (g->has_code)
+            tbj_int(j, "code", g->code);
+        else
+            tbj_str(j, "code", NULL);
+        if (g->has_count)
+            tbj_int(j, "count", g->count);
+        else
+            tbj_str(j, "count", NULL);
+        tbj_arr_begin(j, "devices");
+        for (int i = 0; i < g->n && i < TB_MAX_GPUS; i++) {
+            tbj_obj_begin(j, NULL);
+            tbj_str(j, "pci", g->dev_error[i][0] ? NULL : g->pci[i]);
+            tbj_str(j, "uuid", g->uuid[i][0] ? g->uuid[i] : NULL);
+            tbj_str(j, "error", g->dev_error[i][0] ? g->dev_error[i] : NULL);
+            tbj_obj_end(j);
+        }
+        tbj_arr_end(j);
         tbj_obj_end(j);
     }
     tbj_arr_end(j);
-    tbj_obj_end(j);
 }
 #endif
 
@@ -306,6 +463,9 @@ int main(int argc, char **argv)
         }
     }
     tb_no_operands(argc, argv);
+#ifndef WITH_MPI
+    gpu_probe(); /* forks: before the OpenMP threads start */
+#endif
 
     tb_run run;
     tb_run_start(&run, "whereami");

@@ -108,6 +108,19 @@ VERIFY_NO_DRIVER = "\n".join(
         "GPU runtime: 0 of 2 ranks saw their planned GPUs; 2 UNVERIFIABLE (this node has no GPU)",
     ]
 )
+VERIFY_HUNG = "\n".join(
+    [
+        *_VARS,
+        "   0  vm         0000:41:00.0   (none)         MISMATCH  cuda: "
+        "cuDeviceGetPCIBusId(device 0) did not answer within 1 s",
+        "   1  vm         0001:00:06.0   (none)         MISMATCH  cuda: "
+        "cuDeviceGetPCIBusId(device 0) did not answer within 1 s",
+        "4 of 4 device variables as planned",
+        "GPU runtime: 0 of 2 ranks saw their planned GPUs; 2 MISMATCH",
+        "topobind: error: device variables or the GPUs a runtime saw differ from the "
+        "plan; verification failed, so the program is not launched",
+    ]
+)
 LUMI = ["--ranks", "8", "--threads", "7", "--reserve", "first-core-per-l3"]
 
 
@@ -186,12 +199,21 @@ What else is read, when present:
 - hwloc's `cudaN`, `openclPdN`, DRM `cardN`/`renderDN`: names and a model only; their numbers
   shift with `*_VISIBLE_DEVICES` and CUDA's own order, so they never decide an index.
 - On a live node, sysfs `/sys/bus/pci/devices/*/`: `class`, `vendor`, the bound `driver`,
-  `local_cpulist`, `numa_node` (-1: unknown, noted).
+  `local_cpulist`, `numa_node` (-1, a number no NUMA node of the machine has, or no file:
+  unknown, noted as read). A GPU bound to `vfio-pci` (passed to a VM) or to no driver is no
+  runtime's device: it takes no index and is left out with one note (unless procfs, NVML or
+  ROCm SMI list it). A `local_cpulist` that is no CPU list leaves that GPU's CPUs unknown (no
+  rank is planned on it), with a note naming the file. Every read is of a regular file,
+  non-blocking and bounded in size: a FIFO or `/dev/zero` in the tree is skipped.
 - On a live node with the NVIDIA driver, `/proc/driver/nvidia/gpus/*/information`: model and
   `GPU UUID`, no library needed (as Slurm's `AutoDetect=nvidia`).
 - On a live node with GPUs of that vendor, NVML (`libnvidia-ml.so.1`) and ROCm SMI
   (`librocm_smi64.so`), loaded at run time with ctypes (no build dependency;
-  `TOPOBIND_GPU_LIBS=0` keeps them unloaded): UUIDs, MIG slices' UUIDs, ROCm's index.
+  `TOPOBIND_GPU_LIBS=0` keeps them unloaded): UUIDs, MIG slices' UUIDs, ROCm's index. They are
+  asked in a forked child given `TOPOBIND_GPU_LIBS_TIMEOUT` seconds (default 10): a library
+  that hangs, crashes or answers garbage is left out with a note (`NVML did not answer within
+  10 s: left out ...`), the command goes on. Models, UUIDs and drivers' words are escaped
+  before they are printed, and long lists of GPUs name 8 and say `and N more`.
 
 Each GPU says where it was found (`found by ...` in `topobind show`, `sources` in
 `show -f json`). Odd devices are notes, never errors: hwloc 2.10's OpenCL backend puts a
@@ -316,13 +338,24 @@ and the srun and mpirun lines that run the wrapper all carry the same variables.
 `topobind verify` and `topobind run --verify` run the probe (`kernels/bin/whereami`) under the
 launch command and check, per rank, the CPUs, the device variables, and **the GPUs the rank's
 own GPU runtime sees**: the probe loads the CUDA driver (`libcuda.so.1`: `cuInit`,
-`cuDeviceGetCount`, `cuDeviceGetPCIBusId`, `cuDeviceGetUuid_v2`) or HIP (`libamdhip64`:
-`hipGetDeviceCount`, `hipDeviceGetPCIBusId`) with `dlopen` at run time (no build-time
-dependency) and reports each device's bus id and UUID in the runtime's order. A rank is OK
-when its runtime shows exactly its planned GPUs, device 0 first; MISMATCH names both bus ids
-and the exit status is 1; UNVERIFIABLE when no GPU runtime library loads (no driver on the
-node, or the MPI build of the probe), never OK. A rank whose CPUs and GPU sit on different NUMA
-nodes gets a note. NVML is not asked: it ignores `CUDA_VISIBLE_DEVICES`.
+`cuDeviceGetCount`, `cuDeviceGet`, `cuDeviceGetPCIBusId`, `cuDeviceGetUuid_v2`) and HIP
+(`libamdhip64`: `hipGetDeviceCount`, `hipDeviceGet`, `hipDeviceGetPCIBusId`) with `dlopen` at
+run time (no build-time dependency), each in a child process given
+`TOPOBIND_GPU_PROBE_TIMEOUT` seconds (default 60), and reports each device's bus id and UUID
+in the runtime's order (at most 64 devices). Each rank is judged by its own vendor's runtime:
+HIP for a rank the plan gives `ROCR_VISIBLE_DEVICES`, CUDA for `CUDA_VISIBLE_DEVICES` (a rank
+given both: by both, which together must list its GPUs), so a node with GPUs of both vendors
+verifies. A rank is OK when its runtime shows exactly its
+planned GPUs, device 0 first. MISMATCH (exit status 1) names both bus ids, or what the runtime
+did instead: any error code, with the driver's name for it (`cuInit failed:
+CUDA_ERROR_DEVICES_UNAVAILABLE (46)`, HIP's `hipErrorNoDevice (100)`), a call that did not
+answer in time or crashed (named), a device it could not read (`cuda device 0 unreadable
+(...)`: never skipped), a count of more than 64, a library the loader refused (the loader's
+words). UNVERIFIABLE only when no runtime library of the rank's vendor is there (no driver on
+the node, CUDA's stub library, an Intel GPU: the probe asks no Level Zero, or the MPI build of
+the probe), never OK. A rank whose CPUs and
+GPU sit on different NUMA nodes gets a note. NVML is not asked: it ignores
+`CUDA_VISIBLE_DEVICES`.
 
 On a lent node with one NVIDIA H200 (16 cores, driver 580, the image's PyTorch; run by
 `scripts/gpu-node-check.sh`, see [the GPU node](contributing/gpu-node.md)), the rank's own
@@ -346,8 +379,8 @@ at the first entry that names no GPU (`1` on a one-GPU node, `-1`, `x`, an empty
 index listed twice (`0,0`, `0, 0`) and any `CUDA_DEVICE_ORDER` other than exactly
 `FASTEST_FIRST` or `PCI_BUS_ID` (an empty one, `pci_bus_id`) make `cuInit` fail with
 `CUDA_ERROR_INVALID_DEVICE` (101): the program then sees no GPU at all. Verification reports
-both cases, no GPU visible and variables refused, as MISMATCH (the launch is stopped); only a
-node without a driver, or a driver failing otherwise, is UNVERIFIABLE.
+both cases, no GPU visible and variables refused, as MISMATCH (the launch is stopped), as it
+does any other failure of the driver; only a node without a driver is UNVERIFIABLE.
 
 Several GPUs need a stand-in: the output below is real, recorded on this project's
 2-core machine without GPU, with the live topology plus two NVIDIA GPUs (`0000:41:00.0` and
@@ -374,6 +407,14 @@ the stand-in shows one, so rank 1's `CUDA_VISIBLE_DEVICES=1` names none) is a MI
 ```console
 $ topobind run -t node.xml -l per-gpu --launcher mpirun --mpi openmpi5 --verify -- ./app
 {VERIFY_NO_GPU}
+```
+
+A driver whose `cuDeviceGetPCIBusId` never returns (the stand-in told to hang,
+`TOPOBIND_GPU_PROBE_TIMEOUT=1`) stops the launch too, naming the call:
+
+```console
+$ topobind run -t node.xml -l per-gpu --launcher mpirun --mpi openmpi5 --verify -- ./app
+{VERIFY_HUNG}
 ```
 
 And where no GPU driver is installed:

@@ -81,7 +81,7 @@ cuda_table() { # what the CUDA driver shows a process for CUDA_VISIBLE_DEVICES x
 import json, sys
 v, order, path = sys.argv[1:]
 try:
-    g = json.load(open(path))["params"]["gpu_runtime"]
+    g = next(b for b in json.load(open(path))["params"]["gpu_runtimes"] if b["api"] == "cuda")
     devs = ",".join(d["pci"] + "/" + (d.get("uuid") or "") for d in g["devices"])
     print(f"{v!r}\t{order!r}\t{devs or '-'}\t{g.get('error') or '-'}")
 except Exception as exc:
@@ -104,6 +104,13 @@ launches() { # topobind run --verify, the rank's own CUDA runtime asked
     step 120 python3 -m topobind bench stream --layout compact
 }
 
+bounds() { # the probe's time bound on a real driver: killed in cuInit, then asked again
+    step 60 sh -c 'kernels/bin/whereami --spin-ms 1 | python3 -c "import json,sys; print(json.load(sys.stdin)[\"params\"][\"gpu_runtimes\"])"'
+    step 60 sh -c 'TOPOBIND_GPU_PROBE_TIMEOUT=0.01 kernels/bin/whereami --spin-ms 1 | python3 -c "import json,sys; print(json.load(sys.stdin)[\"params\"][\"gpu_runtimes\"])"'
+    step 60 sh -c 'TOPOBIND_GPU_LIBS_TIMEOUT=0.01 python3 -m topobind show'
+    step 60 python3 -m topobind show
+}
+
 mismatches() { # device variables a hand-written launch got wrong: the real driver's answer
     local plan=$OUT/plan-per-gpu.json v
     for v in "CUDA_VISIBLE_DEVICES=0,0 CUDA_DEVICE_ORDER=PCI_BUS_ID" \
@@ -123,5 +130,6 @@ topology
 cuda_table
 launches
 mismatches
+bounds
 step 5 date
 echo "log: $LOG"

@@ -20,8 +20,17 @@
  *     index listed twice makes cuInit fail with 101;
  *   - cuInit returns CUDA_ERROR_NO_DEVICE (100) when nothing is visible.
  * Bus ids come back in upper case ("0000:3B:00.0"), as real drivers may print them.
+ *
+ * Faults (tests/fake_gpu_faults.h, prefix TB_FAKE_CUDA): TB_FAKE_CUDA_HANG, _CRASH, _FAIL
+ * for dlopen (the library's constructor), cuInit, cuDeviceGetCount, cuDeviceGet,
+ * cuDeviceGetPCIBusId, cuDeviceGetUuid_v2 (built
+ * with -I tests); TB_FAKE_CUDA_COUNT=N: cuDeviceGetCount says N (INT_MAX...);
+ * TB_FAKE_CUDA_GARBAGE=busid: the bus id fills the caller's buffer with no terminating NUL;
+ * =name: cuGetErrorName's names hold control characters and no NUL within 64 bytes.
+ * Built with -DTB_FAKE_UNLOADABLE: a library the loader refuses (an undefined symbol).
  */
 #define _POSIX_C_SOURCE 200809L
+#include "fake_gpu_faults.h"
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,30 +147,67 @@ static void visible(void)
     }
 }
 
+#define FAULT(call, dev)                                                                  \
+    do {                                                                                   \
+        int rc_ = tb_fake_fault("TB_FAKE_CUDA", call, dev);                                \
+        if (rc_)                                                                           \
+            return rc_;                                                                    \
+    } while (0)
+
+#ifdef TB_FAKE_UNLOADABLE
+extern int tb_fake_symbol_nobody_defines(void);
+int tb_fake_unloadable(void) { return tb_fake_symbol_nobody_defines(); }
+#endif
+
+/* TB_FAKE_CUDA_HANG=dlopen / _CRASH=dlopen: the library's constructor hangs or crashes */
+__attribute__((constructor)) static void on_load(void) { (void)tb_fake_fault("TB_FAKE_CUDA", "dlopen", -1); }
+
+static int garbage(const char *what)
+{
+    const char *g = getenv("TB_FAKE_CUDA_GARBAGE");
+    return g && strcmp(g, what) == 0;
+}
+
 int cuInit(unsigned flags)
 {
     (void)flags;
+    FAULT("cuInit", -1);
     visible();
     return init_rc ? init_rc : nseen ? 0 : 100;
 }
 
 int cuGetErrorName(int error, const char **name)
 {
-    *name = error == 100   ? "CUDA_ERROR_NO_DEVICE"
+    static const char evil[64] = "CUDA_ERROR_\x1b[31mRED\n\rBELL\a"
+                                  "XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX";
+    if (garbage("name")) {
+        *name = evil; /* 64 bytes, no NUL */
+        return 0;
+    }
+    *name = error == 3     ? "CUDA_ERROR_NOT_INITIALIZED"
+            : error == 34  ? "CUDA_ERROR_STUB_LIBRARY"
+            : error == 46  ? "CUDA_ERROR_DEVICES_UNAVAILABLE"
+            : error == 100 ? "CUDA_ERROR_NO_DEVICE"
             : error == 101 ? "CUDA_ERROR_INVALID_DEVICE"
+            : error == 999 ? "CUDA_ERROR_UNKNOWN"
                            : NULL;
-    return *name ? 0 : 1;
+    return *name ? 0 : 1; /* CUDA_ERROR_INVALID_VALUE for a code it does not know */
 }
 
 int cuDeviceGetCount(int *count)
 {
+    FAULT("cuDeviceGetCount", -1);
     visible();
     *count = init_rc ? 0 : nseen;
+    const char *n = getenv("TB_FAKE_CUDA_COUNT");
+    if (n)
+        *count = (int)strtol(n, NULL, 10);
     return 0;
 }
 
 int cuDeviceGet(int *dev, int ordinal)
 {
+    FAULT("cuDeviceGet", ordinal);
     visible();
     if (ordinal < 0 || ordinal >= nseen)
         return 101; /* CUDA_ERROR_INVALID_DEVICE */
@@ -171,14 +217,20 @@ int cuDeviceGet(int *dev, int ordinal)
 
 int cuDeviceGetPCIBusId(char *out, int len, int dev)
 {
+    FAULT("cuDeviceGetPCIBusId", dev);
     if (dev < 0 || dev >= nseen || len < 1)
         return 101;
+    if (garbage("busid")) {
+        memset(out, 0xff, (size_t)len); /* no NUL anywhere */
+        return 0;
+    }
     snprintf(out, (size_t)len, "%s", seen[dev].bus);
     return 0;
 }
 
 int cuDeviceGetUuid_v2(unsigned char *bytes, int dev)
 {
+    FAULT("cuDeviceGetUuid_v2", dev);
     if (dev < 0 || dev >= nseen)
         return 101;
     const char *u = seen[dev].uuid;

@@ -44,7 +44,7 @@ def seen(lib: Path, tmp_path: Path, visible: str | None, order: str | None) -> t
     out = tmp_path / "w.json"
     probe = [str(find_kernel("whereami")), "--spin-ms", "0", "--json", str(out)]
     subprocess.run(probe, env=env, check=True, capture_output=True, timeout=60)
-    runtime = json.loads(out.read_text())["params"]["gpu_runtime"]
+    (runtime,) = json.loads(out.read_text())["params"]["gpu_runtimes"]
     devices = ",".join(f"{d['pci'].lower()}/{d['uuid']}" for d in runtime["devices"])
     return devices or "-", runtime.get("code") or 0
 
@@ -74,6 +74,6 @@ def test_the_probe_names_the_drivers_error(tmp_path: Path, code: int) -> None:
     visible, order = ("1", None) if code == 100 else ("0,0", None)
     _, got = seen(lib, tmp_path, visible, order)
     assert got == code
-    doc = json.loads((tmp_path / "w.json").read_text())["params"]["gpu_runtime"]
+    (doc,) = json.loads((tmp_path / "w.json").read_text())["params"]["gpu_runtimes"]
     name = "CUDA_ERROR_NO_DEVICE" if code == 100 else "CUDA_ERROR_INVALID_DEVICE"
     assert name in doc["error"]

@@ -97,6 +97,7 @@ def fake_libcuda(tmp_path: Path) -> Path:
     lib = tmp_path / "lib"
     lib.mkdir()
     cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
+    cc += ["-I", str(FAKE_CUDA.parent.parent)]  # tests/fake_gpu_faults.h
     subprocess.run([*cc, "-o", str(lib / "libcuda.so.1"), str(FAKE_CUDA)], check=True)
     return lib
 
@@ -387,8 +388,9 @@ def test_a_rank_whose_runtime_sees_no_gpu_is_a_mismatch(tmp_path: Path) -> None:
 
 def test_a_runtime_refusing_the_variables_is_a_mismatch() -> None:
     """A real driver answers CUDA_ERROR_INVALID_DEVICE (101) to an index listed twice or an
-    invalid CUDA_DEVICE_ORDER (data/cuda-visible-h200.tsv); a driver failing otherwise is
-    UNVERIFIABLE; a code that is not a number counts as none."""
+    invalid CUDA_DEVICE_ORDER (data/cuda-visible-h200.tsv); a driver failing otherwise is a
+    MISMATCH too (issue 37 item 3), with its words; a code that is not a number counts as
+    none."""
     from topobind.launch.verify_devices import Seen, runtime_row
 
     def row(code: object, error: str) -> tuple[str | None, str]:
@@ -398,6 +400,60 @@ def test_a_runtime_refusing_the_variables_is_a_mismatch() -> None:
 
     status, note = row(101, "cuInit failed: CUDA_ERROR_INVALID_DEVICE (101)")
     assert status == "MISMATCH" and "CUDA_DEVICE_ORDER" in note
-    assert row(999, "cuInit failed: CUDA_ERROR_UNKNOWN (999)")[0] == "UNVERIFIABLE"
-    assert row("101", "cuInit failed")[0] == "UNVERIFIABLE"
-    assert row(True, "cuInit failed")[0] == "UNVERIFIABLE"
+    assert row(999, "cuInit failed: CUDA_ERROR_UNKNOWN (999)") == (
+        "MISMATCH",
+        "cuda: cuInit failed: CUDA_ERROR_UNKNOWN (999)",
+    )
+    assert row("101", "cuInit failed") == ("MISMATCH", "cuda: cuInit failed")
+    assert row(True, "cuInit failed")[0] == "MISMATCH"
+
+
+def test_a_failing_or_hung_driver_stops_the_launch(tmp_path: Path) -> None:
+    """Issue 37 items 3 and 13: cuInit answering CUDA_ERROR_DEVICES_UNAVAILABLE, or
+    cuDeviceGetPCIBusId never returning (1 s bound): MISMATCH, exit 1, never a hang."""
+    lib = fake_libcuda(tmp_path)
+    out = run_verified(tmp_path, LD_LIBRARY_PATH=str(lib), TB_FAKE_CUDA_FAIL="cuInit=46")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "MISMATCH  cuda: cuInit failed: CUDA_ERROR_DEVICES_UNAVAILABLE (46)" in out.stderr
+    out = run_verified(
+        tmp_path,
+        LD_LIBRARY_PATH=str(lib),
+        TB_FAKE_CUDA_HANG="cuDeviceGetPCIBusId",
+        TOPOBIND_GPU_PROBE_TIMEOUT="1",
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "cuDeviceGetPCIBusId(device 0) did not answer within 1 s" in out.stderr
+    assert "GPU runtime: 0 of 2 ranks saw their planned GPUs; 2 MISMATCH" in out.stderr
+
+
+def test_a_two_vendor_node_is_verified_rank_by_rank(tmp_path: Path) -> None:
+    """Issue 37 item 5: an NVIDIA GPU near core 0, an AMD one near core 1; rank 0 is judged
+    by CUDA, rank 1 by HIP, both stand-ins loaded (was: both by CUDA, rank 1 a MISMATCH)."""
+    if not have_ompi5():
+        pytest.skip("OpenMPI 5 not installed")
+    lib = fake_libcuda(tmp_path)
+    hip = Path(__file__).with_name("fake_libamdhip64.c")
+    cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
+    cc += ["-I", str(hip.parent.parent)]
+    subprocess.run([*cc, "-o", str(lib / "libamdhip64.so.6"), str(hip)], check=True)
+    xml = nvidia_xml(tmp_path / "node.xml")
+    text = xml.read_text().replace(
+        f'pci_busid="{BUSES[1]}" pci_type="0302 [10de:2330]',
+        'pci_busid="0000:c1:00.0" pci_type="0380 [1002:7408]',
+    )
+    assert "0000:c1:00.0" in text
+    xml.write_text(text)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CUDA_", "ROCR_"))}
+    args = ["run", "-t", str(xml), "-l", "per-gpu", "--launcher", "mpirun", "--mpi", "openmpi5"]
+    env = {"LD_LIBRARY_PATH": str(lib), "TB_FAKE_CUDA_GPUS": f"{BUSES[0]}={UUIDS[0]}=1",
+           "TB_FAKE_HIP_GPUS": "0000:c1:00.0"}  # fmt: skip
+    out = subprocess.run(
+        [TOPOBIND, *args, "--verify", "--", "true"],
+        capture_output=True,
+        text=True,
+        env={**base, **ROOT_ENV, **env},
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "GPU runtime: 2 of 2 ranks saw their planned GPUs" in out.stderr

@@ -323,3 +323,26 @@ def test_gpu_plugins_do_not_change_the_plan(
         assert without_names(other) != without_names(doc), WITHOUT_OSDEVS_DIFFERS[case["id"]]
         return
     assert without_names(other) == without_names(doc)
+
+
+def test_lists_of_thousands_of_gpus_are_bounded_in_notes_and_errors() -> None:
+    """Issue 37 item 23: 4,096 GPUs near one core (a 44 KB error line): 8 named, "and N more"."""
+    from plans import plan_of
+
+    from topobind.errors import TopobindError
+    from topobind.topo.devices import Devices, Gpu
+
+    topo = load("synthetic:pack:1 core:2 pu:1")
+
+    def gpu(i: int, pus: tuple[int, ...]) -> Gpu:
+        bus = f"{i >> 8:04x}:{i & 0xFF:02x}:00.0"
+        return Gpu(f"rsmi{i}", (), i, bus, "1002", None, pus, (0,), "Core", None)
+
+    far = tuple(gpu(i, (7,)) for i in range(4096))  # near no usable core
+    plan = plan_of(topo.replace(devices=Devices(gpus=(gpu(5000, (0,)), *far))), "per-gpu")
+    assert max(len(n) for n in plan.notes) < 400
+    assert any("and 4088 more" in n for n in plan.notes)
+    crowd = tuple(gpu(i, (0,)) for i in range(4096))
+    with pytest.raises(TopobindError) as err:
+        plan_of(topo.replace(devices=Devices(gpus=crowd)), "per-gpu", ranks=4096)
+    assert len(str(err.value)) < 400

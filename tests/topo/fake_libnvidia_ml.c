@@ -7,8 +7,13 @@
  * The node's GPUs come from TB_FAKE_NVML_GPUS: "BUSID=UUID[=MIG-UUID,MIG-UUID...];..." in
  * NVML's order; a GPU with MIG UUIDs is in MIG mode. Bus ids are returned as NVML writes them
  * (an 8-digit domain: "00000000:41:00.0"). Only what topobind.topo.gpu_live calls.
+ * Faults (tests/fake_gpu_faults.h, prefix TB_FAKE_NVML; built with -I tests) for every
+ * function (nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetUUID...);
+ * TB_FAKE_NVML_COUNT=N: the count is N (handles past the GPUs listed fail);
+ * TB_FAKE_NVML_GARBAGE=uuid: UUIDs hold control characters and fill the buffer, no NUL.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "fake_gpu_faults.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,8 +38,16 @@ typedef struct { /* nvmlPciInfo_t (v3) */
     char busId[32];
 } pci_info;
 
+#define FAULT(call, dev)                                                                  \
+    do {                                                                                   \
+        int rc_ = tb_fake_fault("TB_FAKE_NVML", call, dev);                                \
+        if (rc_)                                                                           \
+            return rc_;                                                                    \
+    } while (0)
+
 int nvmlInit_v2(void)
 {
+    FAULT("nvmlInit_v2", -1);
     char buf[4096];
     const char *spec = getenv("TB_FAKE_NVML_GPUS");
     snprintf(buf, sizeof buf, "%s", spec ? spec : "");
@@ -67,13 +80,18 @@ int nvmlShutdown(void) { return 0; }
 
 int nvmlDeviceGetCount_v2(unsigned int *n)
 {
+    FAULT("nvmlDeviceGetCount_v2", -1);
     *n = (unsigned int)ngpus;
+    const char *c = getenv("TB_FAKE_NVML_COUNT");
+    if (c)
+        *n = (unsigned int)strtoul(c, NULL, 10);
     return 0;
 }
 
 /* a handle: 1 + 16 * gpu + (mig + 1), never NULL */
 int nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **h)
 {
+    FAULT("nvmlDeviceGetHandleByIndex_v2", (int)i);
     if (i >= (unsigned int)ngpus)
         return 2;
     *h = (void *)(uintptr_t)(1 + 16 * i);
@@ -85,6 +103,7 @@ static int mig_of(void *h) { return (int)(((uintptr_t)h - 1) % 16) - 1; }
 
 int nvmlDeviceGetPciInfo_v3(void *h, pci_info *p)
 {
+    FAULT("nvmlDeviceGetPciInfo_v3", gpu_of(h));
     memset(p, 0, sizeof *p);
     snprintf(p->busId, sizeof p->busId, "%s", gpus[gpu_of(h)].bus);
     return 0;
@@ -92,13 +111,21 @@ int nvmlDeviceGetPciInfo_v3(void *h, pci_info *p)
 
 int nvmlDeviceGetUUID(void *h, char *out, unsigned int len)
 {
+    FAULT("nvmlDeviceGetUUID", gpu_of(h));
     const fake_gpu *g = &gpus[gpu_of(h)];
+    const char *garbage = getenv("TB_FAKE_NVML_GARBAGE");
+    if (garbage && strcmp(garbage, "uuid") == 0) {
+        memset(out, '\x1b', len); /* escape characters and no NUL */
+        memcpy(out, "GPU-", 4);
+        return 0;
+    }
     snprintf(out, len, "%s", mig_of(h) < 0 ? g->uuid : g->mig[mig_of(h)]);
     return 0;
 }
 
 int nvmlDeviceGetMigMode(void *h, unsigned int *current, unsigned int *pending)
 {
+    FAULT("nvmlDeviceGetMigMode", gpu_of(h));
     *current = *pending = gpus[gpu_of(h)].nmig > 0;
     return 0;
 }

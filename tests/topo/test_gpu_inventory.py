@@ -177,3 +177,16 @@ def test_an_outside_device_is_matched_only_when_unambiguous() -> None:
     topo = parse_xml(two, source="x.xml")
     assert [g.names for g in topo.devices.gpus] == [(), ()]
     assert any("2 NVIDIA GPUs share its bridge: left out" in n for n in topo.devices.notes)
+
+
+def test_hostile_models_and_uuids_from_an_xml_are_escaped_or_left_out() -> None:
+    """Issue 37 item 23: a model with a newline and a tab (XML allows them as &#10; &#9;), a
+    UUID with one: the model escaped for the terminal, the UUID left out with a note."""
+    text = node(
+        pci("0000:01:00.0", NV, osdev("nvml0", GPUModel="H100&#10;fake: line&#9;x",
+                                      NVIDIAUUID="GPU-1&#10;2")),
+    )  # fmt: skip
+    topo = parse_xml(text, source="x.xml")
+    (gpu,) = topo.devices.gpus
+    assert gpu.model == "H100\\nfake: line\\tx" and gpu.uuid is None
+    assert any("UUID 'GPU-1\\\\n2' is not one: left out" in n for n in topo.devices.notes)

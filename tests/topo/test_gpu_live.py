@@ -17,6 +17,7 @@ from topobind.topo.gpus import Inventory
 from topobind.topo.topology import load, parse_list
 
 UUID0 = "GPU-11111111-2222-3333-4444-555555555555"
+TESTS = Path(__file__).parent.parent  # tests/fake_gpu_faults.h
 
 
 def pci_function(root: Path, bus: str, cls: str, vendor: str, **files: str) -> None:
@@ -73,7 +74,7 @@ def test_nvml_adds_mig_slices_and_the_plan_names_them(monkeypatch: pytest.Monkey
     mig = "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
     live = gpu_live.LiveGpu("0000:41:00.0", "10de", uuid=UUID0, mig=(mig,), source="NVML")
     sysfs = gpu_live.LiveGpu("0000:41:00.0", "10de", (0,), 0)
-    monkeypatch.setattr(gpu_live, "sysfs_gpus", lambda root, parse: [sysfs])
+    monkeypatch.setattr(gpu_live, "sysfs_gpus", lambda root, parse, notes: [sysfs])
     monkeypatch.setattr(gpu_live, "procfs_gpus", lambda root: [])
     monkeypatch.setattr(gpu_live, "nvml_gpus", lambda: [live])
     monkeypatch.delenv(gpu_live.LIBS_ENV, raising=False)
@@ -117,7 +118,7 @@ def test_nvml_through_ctypes_gives_uuids_and_mig_slices(tmp_path: Path) -> None:
     lib = tmp_path / "lib"
     lib.mkdir()
     src = Path(__file__).with_name("fake_libnvidia_ml.c")
-    cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
+    cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-I", str(TESTS)]
     subprocess.run([*cc, "-o", str(lib / "libnvidia-ml.so.1"), str(src)], check=True)
     mig = ("MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "MIG-ffffffff-bbbb-cccc-dddd-eeeeeeeeeeee")
     uuid1 = "GPU-99999999-8888-7777-6666-555555555555"
@@ -128,8 +129,8 @@ def test_nvml_through_ctypes_gives_uuids_and_mig_slices(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(
         [
-            ("0000:41:00.0", "10de", None, None, UUID0, None, None, mig, "NVML"),
-            ("0001:00:06.0", "10de", None, None, uuid1, None, None, (), "NVML"),
+            ("0000:41:00.0", "10de", None, None, UUID0, None, None, mig, "NVML", None),
+            ("0001:00:06.0", "10de", None, None, uuid1, None, None, (), "NVML", None),
         ]
     )
     cpus = ",".join(map(str, load("live").pus))

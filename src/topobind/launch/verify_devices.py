@@ -4,14 +4,20 @@
 The probe (kernels/bin/whereami) reports each rank's ``ROCR_VISIBLE_DEVICES``,
 ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER``, ``ZE_AFFINITY_MASK``,
 ``ZE_FLAT_DEVICE_HIERARCHY`` and ``UCX_NET_DEVICES`` in ``params.device_env``, and in
-``params.gpu_runtime`` the devices its CUDA driver (``libcuda.so.1``) or HIP
-(``libamdhip64``), loaded at run time, shows it: bus id and UUID, in the runtime's order.
-Local rank *i* of a host (the host's ranks in rank order, as in
-:mod:`topobind.launch.verify`) must see exactly the variables of the plan's rank *i*, and
-its runtime exactly the plan's GPUs of that rank, in the plan's order (device 0 is the
-first): OK, MISMATCH (naming both bus ids), or UNVERIFIABLE when no GPU runtime loaded
-(no driver on this node, or the MPI build of the probe), never OK then. NVML is not asked:
-it ignores ``CUDA_VISIBLE_DEVICES`` and is not what the program sees.
+``params.gpu_runtimes`` the devices its CUDA driver (``libcuda.so.1``) and HIP
+(``libamdhip64``), each loaded at run time in a child bounded in time
+(``TOPOBIND_GPU_PROBE_TIMEOUT`` seconds), show it: bus id and
+UUID (or why a device could not be read), in the runtime's order. Local rank *i* of a host
+(the host's ranks in rank order, as in :mod:`topobind.launch.verify`) must see exactly the
+variables of the plan's rank *i*, and its own vendor's runtime (HIP for a rank the plan
+gives ``ROCR_VISIBLE_DEVICES``, CUDA for ``CUDA_VISIBLE_DEVICES``) exactly the plan's GPUs
+of that rank, in the plan's order (device 0 is the first): OK; MISMATCH naming both bus
+ids, or the runtime's error code and name (any failure of the runtime: an error, a call
+that did not answer in time or crashed, a device it could not read, an absurd count, a
+library the loader refused); UNVERIFIABLE only when no runtime library of that vendor is
+there (no driver on this node, CUDA's stub library, or the MPI build of the probe), never
+OK then. NVML is not asked: it ignores ``CUDA_VISIBLE_DEVICES`` and is not what the
+program sees. Everything a probe printed is escaped and bounded before it is shown.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any
 
 from topobind.errors import TopobindError
 from topobind.plan.model import PlannedRank
-from topobind.topo.gpus import bus_id
+from topobind.topo.gpus import bus_id, listed, shown
 from topobind.topo.topology import load
 
 VARIABLES = (
@@ -41,7 +47,9 @@ _REFUSED = {
     101: "cuda refused the device variables (CUDA_ERROR_INVALID_DEVICE): an index listed twice "
     "in CUDA_VISIBLE_DEVICES, or CUDA_DEVICE_ORDER not FASTEST_FIRST or PCI_BUS_ID",
 }
-MAX_SEEN = 64
+MAX_SEEN = 64  # devices read from a runtime (the probe's TB_MAX_GPUS)
+CUDA_STUB = 34  # CUDA_ERROR_STUB_LIBRARY: the toolkit's stub libcuda, no driver
+HIP_NO_DEVICE = 100  # hipErrorNoDevice
 
 
 @dataclass(frozen=True)
@@ -92,53 +100,108 @@ def probe_envs(text: str) -> dict[tuple[str, int], dict[str, str | None]]:
 
 
 class Seen:
-    """What one rank's GPU runtime showed: ``api`` (cuda, hip; None: no library loaded),
-    ``error``, and its devices as (bus id, UUID) in the runtime's order."""
+    """What one of a rank's GPU runtimes showed: ``api`` (cuda, hip; None: no library found,
+    ``missing`` then says which), ``loaded`` (False: the loader refused the library, ``error``
+    says why), ``error`` and ``code`` of the call that failed, ``count`` (the runtime's
+    device count), and its devices as (bus id, UUID, why unreadable) in the runtime's order."""
 
-    def __init__(self, block: object) -> None:
+    def __init__(self, block: object, missing: str = "") -> None:
         block = block if isinstance(block, dict) else {}
         api, error, devices = block.get("api"), block.get("error"), block.get("devices")
-        self.api = api[:20] if isinstance(api, str) else None
-        self.error = error[:120] if isinstance(error, str) else None
-        code = block.get("code")
+        self.api = shown(api, 20) if isinstance(api, str) else None
+        self.missing = missing
+        self.loaded = block.get("loaded") is not False
+        self.error = shown(error, 160) if isinstance(error, str) else None
+        code, count = block.get("code"), block.get("count")
         self.code = code if type(code) is int else None
-        self.devices: list[tuple[str, str | None]] = []
+        self.count = count if type(count) is int else None
+        self.devices: list[tuple[str, str | None, str | None]] = []
         for d in devices[:MAX_SEEN] if isinstance(devices, list) else []:
-            raw = d.get("pci") if isinstance(d, dict) else None
+            d = d if isinstance(d, dict) else {}
+            raw, uuid, why = d.get("pci"), d.get("uuid"), d.get("error")
             pci = bus_id(raw) if isinstance(raw, str) else None
-            uuid = d.get("uuid") if isinstance(d, dict) else None
-            ok_uuid = isinstance(uuid, str) and len(uuid) <= 64 and uuid.isascii()
-            self.devices.append((pci or "?", uuid if ok_uuid else None))
+            ok_uuid = isinstance(uuid, str) and len(uuid) <= 64
+            ok_uuid = ok_uuid and uuid.isascii() and uuid.isprintable()
+            unreadable = shown(why, 100) if isinstance(why, str) else None
+            if pci is None and unreadable is None:
+                text = raw if isinstance(raw, str) else ""
+                unreadable = (
+                    f"bus id {shown(text, 40)!r}: not DDDD:BB:DD.F" if text else "no bus id"
+                )
+            self.devices.append((pci or "?", uuid if ok_uuid else None, unreadable))
 
 
-def probe_runtimes(text: str) -> dict[tuple[str, int], Seen]:
-    """(host, rank) -> what that rank's GPU runtime showed (no ``gpu_runtime`` block: an
-    old or MPI probe, ``api`` None)."""
+_LIBRARY = {"cuda": "libcuda.so.1", "hip": "libamdhip64"}
+_LIBRARIES = ", ".join(_LIBRARY.values())
+_VENDOR = {"cuda": "NVIDIA", "hip": "AMD"}
+
+
+def pick(runtimes: Sequence[Seen], api: str | None) -> Seen:
+    """The runtime that judges a rank planned on GPUs of ``api`` (cuda: NVIDIA, hip: AMD;
+    None: the first that answered): each rank by its own vendor's runtime."""
+    if api is None or not runtimes:
+        return runtimes[0] if runtimes else Seen(None)
+    found = next((s for s in runtimes if s.api == api), None)
+    if found is not None:
+        return found
+    others = ", ".join(s.api or "?" for s in runtimes)
+    why = f"no {_LIBRARY[api]} on this node for its {_VENDOR[api]} GPUs" + (
+        f" ({others} not asked: another vendor's runtime)" if others else ": no driver"
+    )
+    return Seen(None, why)
+
+
+def probe_runtimes(text: str) -> dict[tuple[str, int], list[Seen]]:
+    """(host, rank) -> what each GPU runtime of that rank showed (``gpu_runtimes``; an
+    older probe's one ``gpu_runtime`` block; none: an MPI probe, or no library)."""
     from topobind.launch.verify import probe_documents
 
-    out: dict[tuple[str, int], Seen] = {}
+    out: dict[tuple[str, int], list[Seen]] = {}
     for lineno, doc in probe_documents(text):
         params = doc.get("params")
         if isinstance(params, dict) and isinstance(params.get("device_env"), dict):
-            out[(str(doc.get("host", "?")), _rank_of(doc, lineno))] = Seen(
-                params.get("gpu_runtime")
-            )
+            blocks = params.get("gpu_runtimes")
+            if not isinstance(blocks, list):
+                old = params.get("gpu_runtime")
+                blocks = [old] if isinstance(old, dict) and old.get("api") else []
+            seen = [Seen(b) for b in blocks[:4] if isinstance(b, dict)]
+            out[(str(doc.get("host", "?")), _rank_of(doc, lineno))] = seen
     return out
 
 
+def _failed(seen: Seen) -> tuple[str, str]:
+    """(status, why) of a runtime that listed no device and said why."""
+    if seen.api == "cuda" and (seen.code or 0) in _REFUSED:
+        return "MISMATCH", _REFUSED[seen.code or 0]
+    if seen.api == "cuda" and seen.code == CUDA_STUB:
+        why = "libcuda.so.1 is CUDA's stub library (CUDA_ERROR_STUB_LIBRARY): no driver"
+        return "UNVERIFIABLE", why
+    if seen.api == "hip" and seen.code == HIP_NO_DEVICE:
+        why = "hip sees no GPU (hipErrorNoDevice): ROCR_VISIBLE_DEVICES names none it may use"
+        return "MISMATCH", why
+    return "MISMATCH", f"{seen.api}: {seen.error or 'its library did not load'}"
+
+
 def runtime_row(rank: int, host: str, planned: Sequence[str], seen: Seen) -> EnvRow:
-    """The runtime's GPUs of one rank against its planned bus ids, in order."""
+    """The runtime's GPUs of one rank against its planned bus ids, in order. OK only when it
+    listed exactly those; UNVERIFIABLE only when no runtime library is there at all (or
+    CUDA's stub); a runtime that failed, hung, crashed or could not read a device: MISMATCH."""
     want = ",".join(planned)
-    got = ",".join(pci for pci, _ in seen.devices)
-    uuids = ",".join(u for _, u in seen.devices if u)
+    got = ",".join(pci for pci, _, _ in seen.devices)
+    uuids = ",".join(u for _, u, _ in seen.devices if u)
     if seen.api is None:
-        why = "no GPU runtime library (libcuda.so.1, libamdhip64) on this node: no driver"
+        why = seen.missing or f"no GPU runtime library ({_LIBRARIES}) on this node: no driver"
         return EnvRow(rank, host, RUNTIME, want, None, "UNVERIFIABLE", why)
-    refused = _REFUSED.get(seen.code or 0) if seen.api == "cuda" else None
-    if not seen.devices and refused:
-        return EnvRow(rank, host, RUNTIME, want, None, "MISMATCH", refused)
-    if not seen.devices and seen.error:
-        return EnvRow(rank, host, RUNTIME, want, None, "UNVERIFIABLE", f"{seen.api}: {seen.error}")
+    if seen.error or not seen.loaded:
+        status, why = _failed(seen)
+        return EnvRow(rank, host, RUNTIME, want, None, status, why)
+    if seen.count is not None and seen.count > MAX_SEEN:
+        why = f"{seen.api} counts {seen.count} devices (more than {MAX_SEEN}: not believed)"
+        return EnvRow(rank, host, RUNTIME, want, got or None, "MISMATCH", why)
+    bad = [f"device {i} unreadable ({e})" for i, (_, _, e) in enumerate(seen.devices) if e]
+    if bad:
+        why = f"{seen.api} {listed(bad, 2)}"
+        return EnvRow(rank, host, RUNTIME, want, got or None, "MISMATCH", why)
     if got == want:
         return EnvRow(rank, host, RUNTIME, want, got, "OK", uuids)
     first = seen.devices[0][0] if seen.devices else "none"
@@ -146,9 +209,39 @@ def runtime_row(rank: int, host: str, planned: Sequence[str], seen: Seen) -> Env
     return EnvRow(rank, host, RUNTIME, want, got or None, "MISMATCH", why)
 
 
+def _apis_of(plan: PlannedRank) -> tuple[str, ...]:
+    """The runtimes of the rank's GPUs, from the variables the plan sets for it."""
+    names = (("cuda", "CUDA_VISIBLE_DEVICES"), ("hip", "ROCR_VISIBLE_DEVICES"))
+    return tuple(api for api, name in names if name in plan.env)
+
+
+def _judged(rank: int, host: str, plan: PlannedRank, runtimes: list[Seen]) -> EnvRow:
+    """The runtime row of one rank, by its own vendor's runtime; a rank with GPUs of both
+    vendors by both (each must answer; together they list exactly its GPUs)."""
+    apis = _apis_of(plan)
+    if not apis and "ZE_AFFINITY_MASK" in plan.env:
+        why = "the probe asks CUDA and HIP, not Level Zero: Intel GPUs are not verified"
+        return runtime_row(rank, host, plan.gpus, Seen(None, why))
+    if len(apis) < 2:
+        return runtime_row(rank, host, plan.gpus, pick(runtimes, apis[0] if apis else None))
+    seen = [pick(runtimes, api) for api in apis]
+    failed = [s for s in seen if s.api is None or s.error or not s.loaded]
+    if failed:
+        return runtime_row(rank, host, plan.gpus, failed[0])
+    both = Seen({"api": "+".join(apis)})
+    both.devices = [d for s in seen for d in s.devices]
+    got = sorted(pci for pci, _, _ in both.devices)
+    if got == sorted(plan.gpus) and not any(e for _, _, e in both.devices):
+        uuids = ",".join(u for _, u, _ in both.devices if u)
+        listed_ = ",".join(pci for pci, _, _ in both.devices)
+        return EnvRow(rank, host, RUNTIME, ",".join(plan.gpus), listed_, "OK", uuids)
+    return runtime_row(rank, host, plan.gpus, both)
+
+
 def check_env(planned: list[PlannedRank], probe_text: str) -> list[EnvRow]:
     """One row per planned variable of every rank the probe reported, and one for the GPUs
-    its runtime showed (empty when the plan sets no variable)."""
+    its runtime showed (empty when the plan sets no variable). A host's ranks beyond the
+    plan's get none: the CPU check reports them (UNPLANNED)."""
     if not any(p.env for p in planned):
         return []
     names = sorted({k for p in planned for k in p.env})
@@ -159,14 +252,14 @@ def check_env(planned: list[PlannedRank], probe_text: str) -> list[EnvRow]:
         by_host.setdefault(host, []).append(rank)
     rows: list[EnvRow] = []
     for host, ranks in sorted(by_host.items()):
-        for local, rank in enumerate(sorted(ranks)):
-            plan = planned[local % len(planned)]
+        for local, rank in enumerate(sorted(ranks)[: len(planned)]):
+            plan = planned[local]
             got = seen[(host, rank)]
             for name in names:
                 rows.append(EnvRow(rank, host, name, plan.env.get(name), got.get(name)))
             buses = plan.gpus
             if buses:
-                row = runtime_row(rank, host, buses, runtimes.get((host, rank), Seen(None)))
+                row = _judged(rank, host, plan, runtimes.get((host, rank), []))
                 rows.append(_with_numa_note(row, plan))
     rows.sort(key=lambda r: (r.rank, r.host, r.variable == RUNTIME, r.variable))
     return rows
@@ -208,15 +301,17 @@ def env_table(rows: list[EnvRow], why: str = "") -> str:
         if r.variable == RUNTIME:
             continue
         lines.append(
-            f"{r.rank:>4}  {r.host:<10} {r.variable:<24} {r.planned or '(unset)':<14} "
-            f"{r.seen or '(unset)':<14} {r.verdict}"
+            f"{r.rank:>4}  {shown(r.host, 40):<10} {r.variable:<24} "
+            f"{shown(r.planned or '(unset)', 400):<14} {shown(r.seen or '(unset)', 400):<14} "
+            f"{r.verdict}"
         )
     runtime = [r for r in rows if r.variable == RUNTIME]
     if runtime:
         lines.append(f"{'rank':>4}  {'host':<10} {'GPUs planned':<14} {'runtime saw':<14} status")
         for r in runtime:
             lines.append(
-                f"{r.rank:>4}  {r.host:<10} {r.planned or '-':<14} {r.seen or '(none)':<14} "
+                f"{r.rank:>4}  {shown(r.host, 40):<10} {r.planned or '-':<14} "
+                f"{r.seen or '(none)':<14} "
                 f"{r.verdict}" + (f"  {r.note}" if r.note else "")
             )
     env = [r for r in rows if r.variable != RUNTIME]

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from topobind.errors import PlanError
 from topobind.plan.gpu_options import ORDERS, RESERVES
 from topobind.topo.devices import Gpu, Nic
+from topobind.topo.gpus import listed
 from topobind.topo.topology import Core, Topology, format_list
 
 NVIDIA, INTEL = "10de", "8086"
@@ -165,7 +166,7 @@ def assign(
     notes: list[str] = list(topo.devices.notes)
     gpus = [g for g in all_gpus if _local(usable, g)]
     if len(gpus) < len(all_gpus):
-        left = ", ".join(g.os for g in all_gpus if g not in gpus)
+        left = listed([g.os for g in all_gpus if g not in gpus])
         notes.append(f"GPUs {left} have no usable core near them (cgroup, --reserve): not used")
     if not gpus:
         raise PlanError(
@@ -184,7 +185,7 @@ def assign(
     domains = _domains(usable, gpus, opts.gpus_per_rank)
     kept = {g.os for d in domains for g in d.gpus}
     if len(kept) < len(gpus):
-        left = ", ".join(g.os for g in gpus if g.os not in kept)
+        left = listed([g.os for g in gpus if g.os not in kept])
         notes.append(f"GPUs {left}: every core near them went to GPUs nearer still; not used")
     for dom in domains:
         members = sorted(dom.gpus, key=lambda g: (g.index, g.pci or ""))
@@ -229,7 +230,7 @@ def _identity_notes(gpus: Sequence[Gpu]) -> list[str]:
     guessed = [g.os for g in gpus if g.runtime is None and g.vendor != NVIDIA]
     if guessed:
         notes.append(
-            f"GPUs {', '.join(guessed)}: no runtime device (rsmi/ze) in the topology, so their "
+            f"GPUs {listed(guessed)}: no runtime device (rsmi/ze) in the topology, so their "
             "indexes are their order on the PCI bus; check them with the vendor's tool "
             "(rocm-smi, xpu-smi) or export the topology with hwloc's GPU plugins"
         )
@@ -276,7 +277,7 @@ def _split(
         if m > n:
             raise PlanError(
                 f"layout 'per-gpu': {m} ranks share the {n} usable cores near GPUs "
-                f"{','.join(g.os for g in dom.gpus)}; use fewer --ranks"
+                f"{listed([g.os for g in dom.gpus])}; use fewer --ranks"
             )
         for i, p in enumerate(positions):
             share[p] = dom.cores[(i * n) // m : ((i + 1) * n) // m]

@@ -25,6 +25,7 @@ apart (two PCI GPUs with one bus id, one OS device name or one runtime index twi
 :attr:`Inventory.refusal`: the per-gpu layout refuses with it, nothing else does.
 """
 
+import itertools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
@@ -81,6 +82,20 @@ def bus_key(pci: str | None) -> tuple[int, ...]:
         return (1 << 40,)
     m = _BUSID.fullmatch(pci)
     return tuple(int(x, 16) for x in m.groups()) if m else (1 << 40,)
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """``text`` from a device, a driver or a file as printable ASCII for a terminal: other
+    characters as escapes (``\\x1b``), cut to ``limit`` characters with ``...``."""
+    escaped = (c if " " <= c <= "~" else c.encode("unicode_escape").decode() for c in text)
+    out = "".join(itertools.islice(escaped, limit + 1))
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def listed(items: Sequence[str], limit: int = 8) -> str:
+    """``a, b, c`` of at most ``limit`` items, then ``and N more``."""
+    head = ", ".join(items[:limit])
+    return head if len(items) <= limit else f"{head} and {len(items) - limit} more"
 
 
 def vendor_name(vendor: str | None) -> str:
@@ -212,7 +227,11 @@ def _gpu_dev(device: OsDevice, notes: list[str]) -> _Dev | None:
     if fam == "opencl" and _cpu_opencl(infos):
         return None
     uuid = next((v for k, v in infos.items() if k.endswith("UUID") and v), None)
+    if uuid is not None and not (len(uuid) <= 64 and uuid.isascii() and uuid.isprintable()):
+        notes.append(f"OS device {name}: UUID {shown(uuid, 40)!r} is not one: left out")
+        uuid = None
     model = infos.get("GPUModel") or infos.get("CoProcType")
+    model = shown(model, 80) if model else None
     return _Dev(name, fam, int(digits), _vendor_of(fam, infos), uuid, model, device)
 
 
@@ -314,7 +333,7 @@ def _gpu(pci: _Pci, index: int, runtime: str | None, loc: Locality) -> Gpu:
         index=index,
         pci=pci.bus,
         vendor=pci.vendor,
-        model=next((d.model for d in devs if d.model), None) or pci.device.infos.get("PCIDevice"),
+        model=next((d.model for d in devs if d.model), None) or _pci_model(pci),
         pus=pus,
         numa=numa,
         near=pci.device.anchor.get("type", "?"),
@@ -322,6 +341,11 @@ def _gpu(pci: _Pci, index: int, runtime: str | None, loc: Locality) -> Gpu:
         uuid=next((d.uuid for d in devs if d.uuid), None),
         sources=("hwloc PCI", *plugins),
     )
+
+
+def _pci_model(pci: _Pci) -> str | None:
+    model = pci.device.infos.get("PCIDevice")
+    return shown(model, 80) if model else None
 
 
 def _indexed(gpus: list[_Pci], loc: Locality, source: str) -> tuple[list[Gpu], str | None]:
