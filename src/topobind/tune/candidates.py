@@ -60,12 +60,12 @@ def parse_list(text: str, option: str, known: Sequence[str] | None = None) -> tu
 def parse_layouts(text: str) -> tuple[str, ...]:
     items = parse_list(text, "--layouts")
     for name in items:
+        if name == "auto":
+            raise TopobindError("--layouts: 'auto' is what tune decides; name real layouts")
         try:
             layouts.parse_layout(name)
         except TopobindError as exc:
             raise TopobindError(f"--layouts: {exc}") from None
-        if name == "auto":
-            raise TopobindError("--layouts: 'auto' is what tune decides; name real layouts")
     return items
 
 

@@ -62,8 +62,13 @@ def prepare(program: Sequence[str], choices: Choices) -> Prepared:
     jobrun.check_program(program[0])
     base = base_request()
     topo = load(base.topology)
-    planned, notes = candidates(topo, choices, base)
-    return Prepared(list(program), base, topo, planned, notes)
+    notes = []
+    if choices.ranks is None and choices.cpus is None and not base.follow_allocation:
+        choices = choices._replace(ranks=1)  # every candidate and the baseline: one rank
+        notes.append("outside a Slurm job every candidate runs 1 rank; give --ranks R (or "
+                     "--cpus N for every ranks x threads split) for an MPI program")  # fmt: skip
+    planned, left_out = candidates(topo, choices, base)
+    return Prepared(list(program), base, topo, planned, notes + left_out)
 
 
 def tune(ready: Prepared, settings: Settings, metric: re.Pattern[str] | None,

@@ -48,8 +48,8 @@ class Candidate(NamedTuple):
             parts.append(f"mem={self.mem}")
         if self.pages != "thp":
             parts.append(f"pages={self.pages}")
-        if self.ranks is not None or self.threads is not None:
-            parts.append(f"{self.ranks or '-'}x{self.threads or '-'}")
+        if self.ranks is not None and self.threads is not None:
+            parts.append(f"{self.ranks}x{self.threads}")
         return " ".join(parts)
 
     @property

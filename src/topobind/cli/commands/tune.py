@@ -209,12 +209,12 @@ def _why(stopped: str) -> str:
 
 def _print_verdict(done: Any, settings: Settings) -> None:
     out = done.outcome
-    less = "more" if settings.maximize else "less"
+    what = "rate" if settings.maximize else "speed"
     if out.winner is not None:
         print(f"winner: {out.winner.candidate.name}")
         for whom, g in out.gains.items():
-            print(f"  {g.estimate * 100:.1f} % {less} cost than the {whom} [95 % interval "
-                  f"{g.low * 100:.1f} % .. {g.high * 100:.1f} %]")  # fmt: skip
+            print(f"  gain over the {whom}: {g.estimate * 100:+.1f} % {what} [95 % interval "
+                  f"{g.low * 100:+.1f} % .. {g.high * 100:+.1f} %]")  # fmt: skip
     else:
         print(f"no significant difference (no candidate gains {settings.min_gain * 100:g} % "
               "over the runner-up and the baseline with 95 % confidence)")  # fmt: skip
