@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple, Protocol
 
 from topobind.errors import Interrupted, TopobindError
@@ -96,7 +97,7 @@ class Standing:
 class Settings(NamedTuple):
     budget_s: float = 600.0
     min_runs: int = 5
-    max_runs: int = 40
+    max_runs: int = 200
     min_gain: float = 0.03
     maximize: bool = False
     level: float = 0.95
@@ -119,6 +120,7 @@ class Outcome:
     stopped: str  # decided | no-difference | budget | max-runs | interrupted | one-left
     gains: dict[str, stats.Ratio]  # the winner's (or leader's) gain over 'runner-up', 'baseline'
     rounds: int
+    runner_up: str | None = None  # the runner-up's name
 
     @property
     def decided(self) -> bool:
@@ -211,6 +213,8 @@ def _decide(table: list[Standing], settings: Settings, rounds: int) -> str:
     racing = [s for s in table if s.dropped is None]
     if any(s.runs < settings.min_runs for s in racing):
         return ""
+    if min(s.runs for s in racing) not in looks(settings.min_runs, settings.max_runs):
+        return ""
     ranked = _ranked(table, settings)
     if not ranked:
         return "one-left"
@@ -235,6 +239,19 @@ def _decide(table: list[Standing], settings: Settings, rounds: int) -> str:
     if cannot_win and nobody_else:
         return "no-difference"
     return "" if any(s.dropped is None for s in table) else "one-left"
+
+
+@lru_cache(maxsize=16)
+def looks(first: int, last: int) -> frozenset[int]:
+    """The counted runs at which the session looks at its data: ``first``, then about 20 %
+    more each time (5, 6, 7, 8, 9, 10, 12, 14, 16, 19, ...), and ``last``: fewer looks than
+    one a round, so that fewer tests are made over the session (each look is one more chance
+    of a false winner) and the cost of the statistics stays small next to the runs."""
+    out, n = [], first
+    while n < last:
+        out.append(n)
+        n = max(n + 1, int(n * 1.2))
+    return frozenset([*out, last])
 
 
 def _compared(leader: Standing, ranked: Sequence[Standing],
@@ -282,12 +299,17 @@ def _outcome(table: list[Standing], settings: Settings, stopped: str, rounds: in
     gains = _gains(leader, ranked, table, settings)
     enough = leader.runs >= settings.min_runs and len(ranked) > 1
     won = enough and all(g.low >= settings.min_gain for g in gains.values())
+    others = [s for s in ranked if s is not leader]
+    best = (
+        min(others, key=lambda s: stats.ratio(s.costs, leader.costs).estimate) if others else None
+    )
+    name = best.candidate.name if best is not None else None
     if won:
         return Outcome(table, leader, leader, "decided" if stopped == "no-difference" else
-                       stopped, gains, rounds)  # fmt: skip
+                       stopped, gains, rounds, name)  # fmt: skip
     standing = [s for s in ranked if s.dropped is None] or ranked
     simplest = min(standing, key=lambda s: s.candidate.simplicity)
-    return Outcome(table, None, simplest, stopped, gains, rounds)
+    return Outcome(table, None, simplest, stopped, gains, rounds, name)
 
 
 #: --budget at most (7 days)

@@ -213,6 +213,7 @@ def _print_verdict(done: Any, settings: Settings) -> None:
     if out.winner is not None:
         print(f"winner: {out.winner.candidate.name}")
         for whom, g in out.gains.items():
+            whom = f"runner-up ({out.runner_up})" if whom == "runner-up" and out.runner_up else whom
             print(f"  gain over the {whom}: {g.estimate * 100:+.1f} % {what} [95 % interval "
                   f"{g.low * 100:+.1f} % .. {g.high * 100:+.1f} %]")  # fmt: skip
     else:
@@ -264,6 +265,7 @@ def _json(done: Any, settings: Settings) -> dict[str, Any]:
             "name": s.candidate.name, "layout": s.candidate.layout, "mem": s.candidate.mem,
             "pages": s.candidate.pages, "ranks": s.candidate.ranks,
             "threads": s.candidate.threads, "runs": s.values, "failures": s.failures,
+            "walls": s.walls,
             "median": stats.median(s.values) if s.values else None,
             "vs_baseline": None if r is None else
             {"ratio": r.estimate, "ci": [r.low, r.high] if math.isfinite(r.high) else None},
