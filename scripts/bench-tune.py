@@ -53,6 +53,7 @@ def own_cost() -> dict[str, float]:
     return {
         "session_s": round(total, 3),
         "runs": len(walls),
+        "overhead_s": round(total - sum(walls), 3),  # start, plan, probe, statistics, scratch
         "per_run_ms": round((total - sum(walls)) / len(walls) * 1000, 2),
         "target_ms": 50.0,
         "program_median_ms": {k: round(v * 1000, 3) for k, v in by.items()},

@@ -117,19 +117,22 @@ def test_auto_uses_the_record_and_refuses_a_stale_one(
     with open(prog, "w") as f:
         f.write("#!/bin/sh\n")
     topo = load_xml(str(ONE_NUMA))
-    choice, line = auto.choose(topo, prog)
+    choice, line = auto.choose(topo, [prog])
     assert choice.layout == "compact" and "no tune record" in line
     path = records.write(_record(os.path.realpath(prog), topo))
-    choice, line = auto.choose(topo, prog)
+    choice, line = auto.choose(topo, [prog])
     assert (choice.layout, choice.pages, choice.ranks) == ("spread", "2M", 1)
     assert path in line and "--layout spread --mem local --pages 2M --ranks 1" in line
     # another node type: not this record
-    assert auto.choose(load_xml(str(FOUR_NUMA)), prog)[0].layout == "compact"
+    assert auto.choose(load_xml(str(FOUR_NUMA)), [prog])[0].layout == "compact"
+    # other arguments: the program's newest record, said
+    choice, line = auto.choose(topo, [prog, "--big"])
+    assert choice.layout == "spread" and "tuned with other arguments" in line
     # env/plan name no program: the one program's record of this node type
     assert auto.choose(topo, None)[0].layout == "spread"
     with open(prog, "a") as f:
         f.write("echo changed\n")
-    choice, line = auto.choose(topo, prog)
+    choice, line = auto.choose(topo, [prog])
     assert choice.layout == "compact" and "stale" in line and path in line
 
 

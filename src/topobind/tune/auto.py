@@ -5,6 +5,7 @@ is none or it is stale (the executable changed since). Imported only for ``--lay
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 
 from topobind.errors import plural
@@ -21,9 +22,11 @@ def job_nodes() -> int:
     return slurm_nodes() if in_slurm() else 1
 
 
-def choose(topo: Topology, program: str | None) -> tuple[Choice, str]:
-    """The choice for ``program`` (None: env and plan, which name none) and the one line that
-    says which record and what it chose, or why compact."""
+def choose(topo: Topology, argv: list[str] | None) -> tuple[Choice, str]:
+    """The choice for the command line ``argv`` (None: env and plan, which name none) and the
+    one line that says which record and what it chose, or why compact. The record of the
+    same arguments first, else the newest for the same program (said)."""
+    program = argv[0] if argv else None
     node, nodes = records.node_type(topo), job_nodes()
     found, _bad = records.read_all()
     here = [r for r in found if r.node_type == node and r.nodes == nodes]
@@ -41,7 +44,9 @@ def choose(topo: Topology, program: str | None) -> tuple[Choice, str]:
         return FALLBACK, (f"--layout auto: no tune record {what} on this node type "
                           f"({node}, {plural(nodes, 'node')}); run topobind tune first: "
                           "compact")  # fmt: skip
-    rec = mine[0]
+    same = [r for r in mine if argv is not None and list(r.argv[1:]) == list(argv[1:])]
+    rec = (same or mine)[0]
+    other = "" if same or argv is None else f", tuned with other arguments ({shlex.join(rec.argv)})"
     if path is not None and os.path.isfile(path) and records.program_hash(path) != rec.sha256:
         return FALLBACK, (f"--layout auto: the tune record {rec.path} is stale ({path} changed "
                           "since it was tuned); not used: compact; tune again")  # fmt: skip
@@ -50,7 +55,7 @@ def choose(topo: Topology, program: str | None) -> tuple[Choice, str]:
         if rec.winner and rec.gain is not None
         else "no significant difference: the simplest"
     )
-    return rec.choice, (f"--layout auto: tune record {rec.path} ({rec.when[:19]}; {how}): "
+    return rec.choice, (f"--layout auto: tune record {rec.path} ({rec.when[:19]}; {how}{other}): "
                         f"{rec.choice.words()}")  # fmt: skip
 
 

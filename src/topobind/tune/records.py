@@ -98,14 +98,17 @@ class Record(NamedTuple):
     sha256: str
     node_type: str
     nodes: int
+    argv: tuple[str, ...]  # the command line tuned (the program's arguments too)
     choice: Choice
     winner: bool  # a winner (False: no significant difference, the simplest recommended)
     gain: float | None
     when: str
 
 
-def key(program: str, node: str, nodes: int) -> str:
-    return hashlib.sha256(f"{program}\0{node}\0{nodes}".encode()).hexdigest()[:20]
+def key(program: str, argv: list[str], node: str, nodes: int) -> str:
+    """The record's file name: one record per program, arguments, node type and job size."""
+    text = "\0".join([program, *argv[1:], node, str(nodes)])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def write(doc: dict[str, Any]) -> str:
@@ -115,7 +118,9 @@ def write(doc: dict[str, Any]) -> str:
     where = records_dir()
     try:
         os.makedirs(where, mode=0o700, exist_ok=True)
-        path = os.path.join(where, key(doc["program"], doc["node_type"], doc["nodes"]) + ".json")
+        path = os.path.join(
+            where, key(doc["program"], doc["argv"], doc["node_type"], doc["nodes"]) + ".json"
+        )
         atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     except OSError as exc:
         raise TopobindError(f"cannot write the tune record in {where} ({exc.strerror}); set "
@@ -153,8 +158,11 @@ def _parse(path: str) -> Record:
     choice = Choice(str(c["layout"]), str(c["mem"]), str(c["pages"]), _opt_int(c.get("ranks")),
                     _opt_int(c.get("threads")))  # fmt: skip
     gain = doc.get("winner", {}) and doc["winner"].get("gain")
+    argv = doc["argv"]
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise ValueError("argv is not a list of words")
     return Record(path, str(doc["program"]), str(doc["sha256"]), str(doc["node_type"]),
-                  int(doc["nodes"]), choice, bool(doc.get("winner")),
+                  int(doc["nodes"]), tuple(argv), choice, bool(doc.get("winner")),
                   float(gain) if isinstance(gain, (int, float)) else None,
                   str(doc["when"]))  # fmt: skip
 

@@ -143,8 +143,9 @@ def _auto_layout(args: argparse.Namespace) -> str:
     stderr in one line; compact when there is none."""
     from topobind.tune.auto import choose  # only for --layout auto
 
-    words = [w for w in getattr(args, "program", None) or [] if w != "--"]
-    choice, line = choose(load(args.topology), words[0] if words else None)
+    words = list(getattr(args, "program", None) or [])
+    words = words[1:] if words[:1] == ["--"] else words
+    choice, line = choose(load(args.topology), words or None)
     print(f"topobind: {line}", file=sys.stderr)
     for name in ("mem", "pages", "ranks", "threads"):  # mem and pages have defaults: replaced
         value = getattr(choice, name)
