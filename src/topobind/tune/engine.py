@@ -25,7 +25,7 @@ from topobind.tune import records
 from topobind.tune.auto import job_nodes
 from topobind.tune.candidates import Choices, Planned, candidates
 from topobind.tune.launching import Launcher, session_dir
-from topobind.tune.session import Outcome, Progress, Settings, Standing, run_session
+from topobind.tune.session import Candidate, Outcome, Progress, Settings, run_session
 
 
 @dataclass(frozen=True)
@@ -90,23 +90,23 @@ def tune(ready: Prepared, settings: Settings, metric: re.Pattern[str] | None,
     return Tuned(outcome, planned, verdicts, notes, record, list(program), launches)
 
 
-def choice_of(outcome: Outcome, planned: Sequence[Planned]) -> Standing | None:
-    """What ``--layout auto`` gets: the winner, else the recommended, else (the baseline was
-    recommended) the simplest planned candidate measured."""
+def choice_of(outcome: Outcome) -> Candidate | None:
+    """What ``--layout auto`` gets: the winner, else the recommended; when that is the
+    baseline (the plain launch), topobind's defaults (compact, local memory, the kernel's
+    pages) with the session's ranks and threads."""
     pick = outcome.winner or outcome.recommended
-    if pick is not None and not pick.candidate.baseline:
-        return pick
-    measured = [s for s in outcome.standings if not s.candidate.baseline and s.runs]
-    return min(measured, key=lambda s: s.candidate.simplicity) if measured else None
+    if pick is None:
+        return None
+    c = pick.candidate
+    return Candidate("compact", ranks=c.ranks, threads=c.threads) if c.baseline else c
 
 
 def record_doc(program: Sequence[str], topo: Any, planned: Sequence[Planned], outcome: Outcome,
                settings: Settings, metric: re.Pattern[str] | None) -> dict[str, Any]:  # fmt: skip
     path = os.path.realpath(jobrun.program_path(program[0]) or program[0])
-    pick = choice_of(outcome, planned)
-    if pick is None:
-        raise TopobindError("no planned candidate was measured: nothing to record")
-    c = pick.candidate
+    c = choice_of(outcome)
+    if c is None:
+        raise TopobindError("no candidate was measured: nothing to record")
     win = outcome.winner
     return {
         "schema": records.SCHEMA,

@@ -58,7 +58,8 @@ class Candidate(NamedTuple):
         """Sort key: the baseline first, then fewer choices away from the defaults."""
         if self.layout is None:
             return (0, "")
-        away = (self.layout != "compact") + (self.mem != "local") + (self.pages != "thp")
+        pages = {"thp": 0, "4k": 1, "2M": 2, "1G": 3}.get(self.pages, 1)
+        away = (self.layout != "compact") + (self.mem != "local") + pages
         return (1 + away, self.name)
 
 
