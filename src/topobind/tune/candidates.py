@@ -126,9 +126,7 @@ def candidates(
         cand = Candidate(lay, mem, page, ranks, threads)
         entries = (f"--layouts {lay}", f"--mem {mem}", f"--pages {page}")
         try:
-            plan = request.plan(
-                topo, request.parse(lay, **_fields(base, mem, page, ranks, threads))
-            )
+            plan = request.plan(topo, request.parse(lay, **request_fields(base, cand)))
         except TopobindError as exc:
             for e in entries:
                 failed.setdefault(e, f"candidate {cand.name}: {exc}")
@@ -169,10 +167,11 @@ def _every_given_planned(choices: Choices, planned: set[str], failed: dict[str, 
                 raise TopobindError(failed.get(entry, f"{entry}: it does not plan here"))
 
 
-def _fields(base: PlanRequest, mem: str, pages: str, ranks: int | None,
-            threads: int | None) -> dict[str, object]:  # fmt: skip
+def request_fields(base: PlanRequest, cand: Candidate) -> dict[str, object]:
+    """The fields of ``base`` (the job's request) with the candidate's, for
+    ``request.parse(cand.layout, **fields)``."""
     fields = base._asdict()
     for name in ("layout", "parameter"):
         del fields[name]
-    fields.update(mem=mem, pages=pages, ranks=ranks, threads=threads)
+    fields.update(mem=cand.mem, pages=cand.pages, ranks=cand.ranks, threads=cand.threads)
     return fields

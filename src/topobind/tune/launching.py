@@ -20,12 +20,13 @@ from topobind.errors import CannotRun, ProbeFailed, TopobindError, plural
 from topobind.launch import run as jobrun
 from topobind.launch.shape import RunOptions
 from topobind.launch.verify import all_ok
+from topobind.plan import request
 from topobind.plan.model import Plan
 from topobind.plan.request import PlanRequest
 from topobind.runner import run_process
 from topobind.topo.slurm_allocation import in_slurm
 from topobind.topo.slurm_allocation import nodes as slurm_nodes
-from topobind.tune.candidates import Planned
+from topobind.tune.candidates import Planned, request_fields
 from topobind.tune.session import Candidate, Measured
 
 #: the program's output searched for --metric (the first bytes; the rest is not read)
@@ -107,7 +108,8 @@ class Launcher:
             return baseline_launch(self.program, self.ranks(), cand.threads)
         where = os.path.join(self.where, f"c{len(self.launches)}")
         os.mkdir(where, 0o700)
-        groups = jobrun.node_groups(self.req._replace(**_fields(cand))) or []
+        req = request.parse(cand.layout or "compact", **request_fields(self.req, cand))
+        groups = jobrun.node_groups(req) or []  # the job's nodes differ: a plan per group
         if groups:
             plan = groups[0].plan
         job = jobrun.prepare(plan, self.program, self.opts, where, groups=groups)
@@ -136,10 +138,6 @@ class Launcher:
         """The ranks per node of the planned candidates (the baseline runs as many)."""
         plans = [p for p in self.plans.values() if p is not None]
         return plans[0].nranks if plans else 1
-
-
-def _fields(cand: Candidate) -> dict[str, object]:
-    return {"mem": cand.mem, "pages": cand.pages, "ranks": cand.ranks, "threads": cand.threads}
 
 
 def baseline_launch(program: Sequence[str], ranks: int,
