@@ -13,6 +13,7 @@ from typing import Any
 from topobind import jsonfmt
 from topobind.cli.arguments import count_arg
 from topobind.errors import TopobindError, plural
+from topobind.launch.shape import RunOptions
 from topobind.plan import memory
 from topobind.tune import records, stats
 from topobind.tune.candidates import Choices, parse_layouts, parse_list
@@ -89,6 +90,10 @@ def add_subparser(subparsers: Any) -> None:
                    help="the least gain a winner needs, in %% (default 3)")  # fmt: skip
     p.add_argument("--seed", type=count_arg("--seed", 0, 2**31), metavar="N",
                    help="seed of the shuffled order (default: random)")  # fmt: skip
+    p.add_argument("--rank-step", choices=("auto", "always", "never"), default="auto",
+                   help="as topobind run's: the per-rank step only where the launcher's "
+                   "binding is not exact (auto), always (it also binds a program's own "
+                   "threads, pthreads too, to the rank's CPUs), or never")  # fmt: skip
     p.add_argument("--format", "-f", choices=("text", "json"), default="text")
     p.add_argument("--list", action="store_true", help="list the tune records and exit")
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
@@ -136,11 +141,12 @@ def run_tune(args: argparse.Namespace) -> int:
         print(f"topobind: note: {note}", file=sys.stderr)
     print(f"topobind: tune: {plural(len(ready.planned), 'candidate')} (the baseline included): "
           + ", ".join(p.candidate.name for p in ready.planned), file=sys.stderr)  # fmt: skip
-    done = tune(ready, settings, metric, _progress(metric is not None))
+    opts = RunOptions(rank_step=args.rank_step)
+    done = tune(ready, settings, metric, _progress(metric is not None), opts)
     if args.format == "json":
         print(jsonfmt.dumps(_json(done, settings)))
     else:
-        _print_text(done, settings, metric is not None)
+        _print_text(done, settings, metric is not None, args.rank_step)
     return 130 if done.outcome.stopped == "interrupted" else 0
 
 
@@ -185,7 +191,7 @@ def _num(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.3f}"
 
 
-def _print_text(done: Any, settings: Settings, has_metric: bool) -> None:
+def _print_text(done: Any, settings: Settings, has_metric: bool, rank_step: str) -> None:
     out = done.outcome
     base = next((s for s in out.standings if s.candidate.baseline), None)
     unit = "" if has_metric else " s"
@@ -197,7 +203,7 @@ def _print_text(done: Any, settings: Settings, has_metric: bool) -> None:
     print(f"stopped: {_why(out.stopped)} after {plural(out.rounds, 'round')}")
     for name, verdict in done.verdicts.items():
         print(f"  {name}: {verdict}")
-    _print_verdict(done, settings)
+    _print_verdict(done, settings, rank_step)
 
 
 def _why(stopped: str) -> str:
@@ -207,7 +213,7 @@ def _why(stopped: str) -> str:
             "so far"}.get(stopped, stopped)  # fmt: skip
 
 
-def _print_verdict(done: Any, settings: Settings) -> None:
+def _print_verdict(done: Any, settings: Settings, rank_step: str) -> None:
     out = done.outcome
     what = "rate" if settings.maximize else "speed"
     if out.winner is not None:
@@ -223,14 +229,17 @@ def _print_verdict(done: Any, settings: Settings) -> None:
             print(f"recommended: {out.recommended.candidate.name} (the simplest)")
     pick = out.winner or out.recommended
     if pick is not None:
-        _print_job_lines(done, pick)
+        _print_job_lines(done, pick, rank_step)
     if done.record:
         print(f"record: {done.record} (topobind run --layout auto uses it)")
     elif out.stopped == "interrupted":
         print("no record written (interrupted before a winner was decided)")
+    else:
+        print("no record written (not decided within --budget: give more time, or fewer "
+              "candidates)")  # fmt: skip
 
 
-def _print_job_lines(done: Any, pick: Standing) -> None:
+def _print_job_lines(done: Any, pick: Standing, rank_step: str) -> None:
     """The lines for a job script: the topobind run line, and the plain launch when no
     per-rank step file is needed (what topobind run runs, without topobind)."""
     c = pick.candidate
@@ -240,6 +249,7 @@ def _print_job_lines(done: Any, pick: Standing) -> None:
         print(f"  {prog}")
         return
     words = records.Choice(c.layout or "compact", c.mem, c.pages, c.ranks, c.threads).words()
+    words += "" if rank_step == "auto" else f" --rank-step {rank_step}"
     print(f"  topobind run {words} -- {prog}")
     launch = done.launches.get(c.name)
     if launch is not None and not any(".topobind-run-" in a for a in launch[0]):
