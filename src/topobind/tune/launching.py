@@ -21,6 +21,7 @@ from topobind.launch import run as jobrun
 from topobind.launch.shape import RunOptions
 from topobind.launch.verify import all_ok
 from topobind.plan import request
+from topobind.plan.memory import check_here
 from topobind.plan.model import Plan
 from topobind.plan.request import PlanRequest
 from topobind.runner import run_process
@@ -106,6 +107,10 @@ class Launcher:
         if plan is None:
             self.verdicts[cand] = "not verified: launched plainly, nothing planned"
             return baseline_launch(self.program, self.ranks(), cand.threads)
+        try:  # as topobind run checks: NUMA nodes here and allowed; the shim reaches it
+            check_here(plan, jobrun.program_path(self.program[0]) or self.program[0])
+        except TopobindError as exc:
+            return self._failed(cand, f"cannot run here: {exc}")
         where = os.path.join(self.where, f"c{len(self.launches)}")
         os.mkdir(where, 0o700)
         req = request.parse(cand.layout or "compact", **request_fields(self.req, cand))
