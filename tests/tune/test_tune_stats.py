@@ -13,9 +13,10 @@ from topobind.errors import TopobindError
 from topobind.tune import stats
 from topobind.tune.session import Candidate, Measured, Settings, parse_budget, run_session
 
-#: this machine's noise: the spread of the runs of one program here (lognormal sigma of the
-#: wall time measured by bench-tune on a loaded 2-core machine, 3 to 5 %), with a burst of
-#: 30 % more in one run of 20
+#: the noise model: lognormal, sigma 5 % (a node running one job), with a burst of 30 %
+#: more in one run of 20. The shared 2-core development machine is far noisier at times
+#: (one run in ten below 0.57 or above 1.26 of the median under six other jobs):
+#: ``make bench-tune`` measures the same rates at the noise it finds (docs: tune-statistics)
 SIGMA = 0.05
 BURST = (0.05, 1.3)
 
