@@ -32,8 +32,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "spack": frozenset(),
     "tune": frozenset({"topo", "plan", "launch"}),
     "cli": frozenset(
-        {"topo", "plan", "emit", "draw", "kernels", "launch", "bench", "checks", "report", "spack",
-         "tune"}
+        {"topo", "plan", "emit", "draw", "kernels", "launch", "bench", "checks", "report", "spack"}
+        | {"tune"}
     ),
 }
 

@@ -127,7 +127,7 @@ class Launcher:
         if not all_ok(verdict.rows):
             return self._failed(cand, f"verification failed: {len(bad)} of "
                                 f"{len(verdict.rows)} threads off their planned CPUs")  # fmt: skip
-        if not all(r.ok for r in (*verdict.env_rows, *verdict.memory_rows)):
+        if not all(r.ok for r in verdict.env_rows) or not all(r.ok for r in verdict.memory_rows):
             return self._failed(cand, "verification failed: memory policy or device "
                                 "variables differ from the plan")  # fmt: skip
         self.verdicts[cand] = (
