@@ -8,11 +8,13 @@
    directory, amortised over the session. Target: at most 50 ms a run. Also the per-run
    difference of the launch itself (compact through the per-rank step against the plain
    baseline), which a real program pays on every run whatever the tuner.
-2. The statistics at this machine's noise: NOISE_RUNS wall times of a short busy loop
-   (``sh`` counting to 20,000, about 50 ms) measured here, their ratios to their median kept
-   as the noise; then 200 seeded synthetic sessions of three candidates drawing from that
-   noise: identical (false positives: a winner at all; target at most 5 %) and one 10 %
-   faster (power: that one the winner; target at least 90 %).
+2. The statistics at this machine's noise: NOISE_RUNS consecutive wall times of a short busy
+   loop (``sh`` counting to 20,000, about 50 ms) measured here, their ratios to their median
+   kept in order as the noise; then 200 seeded synthetic sessions of three candidates, each
+   taking that sequence from a random start (so load that lasted several runs here does in
+   the session too, which the test paired by round uses): identical (false positives: a
+   winner at all; target at most 5 %) and one 10 % faster (power: that one the winner;
+   target at least 90 %).
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from topobind.tune import stats  # noqa: E402
+from topobind.tune import session, stats  # noqa: E402
 from topobind.tune.session import Candidate, Measured, Settings, run_session  # noqa: E402
 
 TOPOBIND = str(Path(sys.executable).with_name("topobind"))
-NOISE_RUNS = int(os.environ.get("BENCH_NOISE_RUNS", "60"))
+NOISE_RUNS = int(os.environ.get("BENCH_NOISE_RUNS", "240"))
 SESSIONS = 200
 BUSY = ["sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"]
 
@@ -72,14 +74,19 @@ def noise() -> list[float]:
 
 
 def sessions(residuals: list[float], gain: float) -> tuple[int, float]:
-    """(sessions whose winner is the right one, or any winner when gain is 0; mean runs)."""
+    """(sessions whose winner is the right one, or any winner when gain is 0; mean runs).
+    Each session's runs take the measured residuals in their order, from a random start
+    (wrapping): consecutive runs get consecutive real runs, so load that lasted a while here
+    lasts as long in the session."""
     hits, runs = 0, 0
     for seed in range(SESSIONS):
         rng = random.Random(seed)
         clock = [0.0]
+        at = [rng.randrange(len(residuals))]
 
-        def measure(c: Candidate, rng: random.Random = rng, clock: list[float] = clock) -> Measured:
-            v = rng.choice(residuals) / (1 + gain if c.pages == "2M" else 1.0)
+        def measure(c: Candidate, clock: list[float] = clock, at: list[int] = at) -> Measured:
+            at[0] += 1
+            v = residuals[at[0] % len(residuals)] / (1 + gain if c.pages == "2M" else 1.0)
             clock[0] += v
             return Measured(v, v)
 
@@ -99,6 +106,11 @@ def main() -> None:
     spread = sorted(res)
     fp, fp_runs = sessions(res, 0.0)
     power, power_runs = sessions(res, 0.10)
+    paired_pairs = session.MIN_PAIRS
+    session.MIN_PAIRS = 1 << 30  # the same sessions, every comparison unpaired (Mann-Whitney)
+    ufp, _ = sessions(res, 0.0)
+    upower, _ = sessions(res, 0.10)
+    session.MIN_PAIRS = paired_pairs
     doc = {
         "bench": "tune",
         "load_average": round(load, 2),

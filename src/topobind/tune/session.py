@@ -2,7 +2,7 @@
 candidates run interleaved in a shuffled round-robin (a burst of load lands on all alike),
 each first once for warm-up (not counted), then counted; after every round in which each
 candidate still in the race has at least ``min_runs`` counted runs, successive halving drops
-those worse than the leader with 95 % confidence (:func:`topobind.tune.stats.worse`), and the
+those worse than the leader with 95 % confidence (:func:`ratio`: paired by round), and the
 session stops when it is decided (a winner, or a gain below ``--min-gain`` established),
 when the budget is spent, at ``max_runs``, or on Ctrl-C (what was measured is kept).
 
@@ -79,6 +79,7 @@ class Standing:
 
     candidate: Candidate
     costs: list[float] = field(default_factory=list)  # counted runs, as costs (lower better)
+    rounds: list[int] = field(default_factory=list)  # the round of each counted run
     values: list[float] = field(default_factory=list)  # counted runs, as measured
     walls: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -143,7 +144,7 @@ def run_session(
     stopped = "budget"
     try:
         while True:
-            stopped = _one_round(table, measure, settings, rng, clock, deadline, progress)
+            stopped = _one_round(table, measure, settings, rng, clock, deadline, progress, rounds)
             rounds += 1
             if stopped:
                 break
@@ -158,7 +159,7 @@ def run_session(
 
 def _one_round(table: list[Standing], measure: Callable[[Candidate], Measured],
                settings: Settings, rng: random.Random, clock: Callable[[], float],
-               deadline: float, progress: Progress | None) -> str:  # fmt: skip
+               deadline: float, progress: Progress | None, number: int) -> str:  # fmt: skip
     """One shuffled pass over the candidates in the race; a reason to stop, or ""."""
     order = [s for s in table if s.dropped is None]
     rng.shuffle(order)
@@ -171,7 +172,7 @@ def _one_round(table: list[Standing], measure: Callable[[Candidate], Measured],
             return "interrupted"
         s.warmed = True
         s.walls.append(run.wall)
-        _record(s, run, warmup, settings)
+        _record(s, run, warmup, settings, number)
         if progress is not None:
             progress(s, warmup, run, max(0.0, deadline - clock()))
     if all(s.dropped is not None or s.runs >= settings.max_runs for s in table):
@@ -179,7 +180,7 @@ def _one_round(table: list[Standing], measure: Callable[[Candidate], Measured],
     return ""
 
 
-def _record(s: Standing, run: Measured, warmup: bool, settings: Settings) -> None:
+def _record(s: Standing, run: Measured, warmup: bool, settings: Settings, number: int) -> None:
     reason = run.reason
     if reason is None and run.value is not None and run.value <= 0 and settings.maximize:
         reason = f"figure {run.value:g} is not a positive rate"
@@ -194,6 +195,29 @@ def _record(s: Standing, run: Measured, warmup: bool, settings: Settings) -> Non
         return
     s.values.append(run.value)
     s.costs.append(1.0 / run.value if settings.maximize else run.value)
+    s.rounds.append(number)
+
+
+#: pairs (counted runs of both candidates in the same round) from which the paired test is used
+MIN_PAIRS = 6
+
+
+def ratio(a: Standing, b: Standing, level: float = 0.95) -> stats.Ratio:
+    """``a``'s typical cost over ``b``'s with its interval: from the runs the two made in the
+    same rounds (:func:`topobind.tune.stats.paired_ratio`: load that lasts a round cancels)
+    when they share at least :data:`MIN_PAIRS` rounds, else from all their runs
+    (:func:`topobind.tune.stats.ratio`, Mann-Whitney)."""
+    at = dict(zip(b.rounds, b.costs, strict=True))
+    pairs = [(x, at[r]) for r, x in zip(a.rounds, a.costs, strict=True) if r in at]
+    if len(pairs) >= MIN_PAIRS:
+        return stats.paired_ratio([p[0] for p in pairs], [p[1] for p in pairs], level)
+    return stats.ratio(a.costs, b.costs, level)
+
+
+def gain(winner: Standing, other: Standing, level: float = 0.95) -> stats.Ratio:
+    """How much less ``winner`` costs than ``other``: ``other / winner - 1``, interval too."""
+    r = ratio(other, winner, level)
+    return stats.Ratio(r.estimate - 1, r.low - 1, r.high - 1)
 
 
 def _ranked(table: Sequence[Standing], settings: Settings) -> list[Standing]:
@@ -223,9 +247,9 @@ def _decide(table: list[Standing], settings: Settings, rounds: int) -> str:
     gains = _gains(leader, ranked, table, settings)
     needed = {id(s) for s in _compared(leader, ranked, table)}
     for s in racing:
-        if s is leader or not stats.worse(s.costs, leader.costs, settings.level):
+        if s is leader or ratio(s, leader, settings.level).low <= 1.0:
             continue
-        if id(s) in needed and stats.gain_over(leader.costs, s.costs).low < settings.min_gain:
+        if id(s) in needed and gain(leader, s, settings.level).low < settings.min_gain:
             continue
         s.dropped = f"worse than {leader.candidate.name} (95 %)"
         s.dropped_round = rounds
@@ -233,7 +257,7 @@ def _decide(table: list[Standing], settings: Settings, rounds: int) -> str:
         return "decided"
     cannot_win = any(g.high < settings.min_gain for g in gains.values())
     nobody_else = all(
-        stats.gain_over(s.costs, leader.costs, settings.level).high < settings.min_gain
+        gain(s, leader, settings.level).high < settings.min_gain
         for s in table
         if s.dropped is None and s is not leader
     )
@@ -261,7 +285,7 @@ def _compared(leader: Standing, ranked: Sequence[Standing],
     out = [s for s in table if s.candidate.baseline and s is not leader]
     others = [s for s in ranked if s is not leader]
     if others:
-        out.append(min(others, key=lambda s: stats.ratio(s.costs, leader.costs).estimate))
+        out.append(min(others, key=lambda s: ratio(s, leader).estimate))
     return out
 
 
@@ -272,11 +296,11 @@ def _gains(leader: Standing, ranked: Sequence[Standing], table: Sequence[Standin
     out: dict[str, stats.Ratio] = {}
     others = [s for s in ranked if s is not leader]
     if others:
-        best = min(others, key=lambda s: stats.ratio(s.costs, leader.costs).estimate)
-        out["runner-up"] = stats.gain_over(leader.costs, best.costs, settings.level)
+        best = min(others, key=lambda s: ratio(s, leader).estimate)
+        out["runner-up"] = gain(leader, best, settings.level)
     base = next((s for s in table if s.candidate.baseline), None)
     if base is not None and base is not leader and base.runs >= 2:
-        out["baseline"] = stats.gain_over(leader.costs, base.costs, settings.level)
+        out["baseline"] = gain(leader, base, settings.level)
     if leader.candidate.baseline or base is None or base.runs < 2:
         out["baseline"] = stats.Ratio(0.0, 0.0, 0.0)  # no gain over itself (or unmeasured)
     return out
@@ -301,9 +325,7 @@ def _outcome(table: list[Standing], settings: Settings, stopped: str, rounds: in
     enough = leader.runs >= settings.min_runs and len(ranked) > 1
     won = enough and all(g.low >= settings.min_gain for g in gains.values())
     others = [s for s in ranked if s is not leader]
-    best = (
-        min(others, key=lambda s: stats.ratio(s.costs, leader.costs).estimate) if others else None
-    )
+    best = min(others, key=lambda s: ratio(s, leader).estimate) if others else None
     name = best.candidate.name if best is not None else None
     if won:
         return Outcome(table, leader, leader, "decided" if stopped == "no-difference" else

@@ -127,3 +127,53 @@ def gain_over(winner: Sequence[float], other: Sequence[float], level: float = 0.
     less cost), with its interval."""
     r = ratio(other, winner, level)
     return Ratio(r.estimate - 1, r.low - 1, r.high - 1)
+
+
+#: the largest number of pairs for which the signed-rank statistic's distribution is counted
+EXACT_PAIRS_MAX = 60
+
+
+@lru_cache(maxsize=256)
+def _signed_rank_counts(n: int) -> tuple[int, ...]:
+    """How many of the 2**n sign patterns give the signed-rank sum T = 0 .. n(n+1)/2."""
+    counts = [1]
+    for k in range(1, n + 1):
+        grown = counts + [0] * k
+        for t, c in enumerate(counts):
+            grown[t + k] += c
+        counts = grown
+    return tuple(counts)
+
+
+def signed_rank_critical(n: int, level: float = 0.95) -> int:
+    """The number ``w`` of the Wilcoxon signed-rank interval: ``[A(w), A(N + 1 - w)]`` of
+    the N = n(n+1)/2 sorted Walsh averages holds the shift with probability >= ``level``; 0
+    when there are too few pairs for any interval at that level."""
+    alpha = (1 - level) / 2
+    if n <= EXACT_PAIRS_MAX:
+        counts = _signed_rank_counts(n)
+        total = 1 << n
+        acc, w = 0, 0
+        for c in counts:
+            if (acc + c) / total > alpha:
+                break
+            acc += c
+            w += 1
+        return w
+    mean = n * (n + 1) / 4
+    sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+    return max(0, math.floor(mean - _z(1 - alpha) * sd - 0.5) + 1)
+
+
+def paired_ratio(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Ratio:
+    """The ratio of ``a``'s typical cost to ``b``'s from runs made in pairs (``a[i]`` and
+    ``b[i]`` in the same round of the shuffled round-robin, so close in time): the
+    Hodges-Lehmann estimate of the per-round log ratios (the median of their Walsh averages)
+    and the Wilcoxon signed-rank interval. Load that lasts a round cancels out of each pair."""
+    d = [math.log(x) - math.log(y) for x, y in zip(a, b, strict=True)]
+    walsh = sorted((d[i] + d[j]) / 2 for i in range(len(d)) for j in range(i, len(d)))
+    est = math.exp(median(walsh))
+    w = signed_rank_critical(len(d), level)
+    if w < 1:
+        return Ratio(est, 0.0, math.inf)
+    return Ratio(est, math.exp(walsh[w - 1]), math.exp(walsh[len(walsh) - w]))

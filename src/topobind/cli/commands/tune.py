@@ -17,7 +17,7 @@ from topobind.launch.shape import RunOptions
 from topobind.plan import memory
 from topobind.tune import records, stats
 from topobind.tune.candidates import Choices, parse_layouts, parse_list
-from topobind.tune.session import Measured, Settings, Standing, parse_budget
+from topobind.tune.session import Measured, Settings, Standing, parse_budget, ratio
 
 EPILOG = """\
 examples:
@@ -170,7 +170,7 @@ def _vs_baseline(s: Standing, base: Standing | None, maximize: bool) -> stats.Ra
     ratio with --maximize), with its 95 % interval."""
     if base is None or s is base or s.runs < 2 or base.runs < 2:
         return None
-    return stats.ratio(base.costs, s.costs) if maximize else stats.ratio(s.costs, base.costs)
+    return ratio(base, s) if maximize else ratio(s, base)
 
 
 def _row(s: Standing, base: Standing | None, settings: Settings, unit: str) -> list[str]:
