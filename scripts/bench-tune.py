@@ -135,6 +135,7 @@ def main() -> None:
             "target_min": 0.90,
             "mean_counted_runs": power_runs,
         },  # fmt: skip
+        "unpaired": {"false_positive_rate": ufp / SESSIONS, "power_10pct_rate": upower / SESSIONS},
     }
     out = REPO / "results" / "bench" / "tune.json"
     out.parent.mkdir(parents=True, exist_ok=True)
