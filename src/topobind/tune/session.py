@@ -246,6 +246,11 @@ def _decide(table: list[Standing], settings: Settings, rounds: int) -> str:
     leader = ranked[0]
     gains = _gains(leader, ranked, table, settings)
     needed = {id(s) for s in _compared(leader, ranked, table)}
+    for s in ranked:  # the runner-up or baseline left earlier (another leader): back in
+        short = gain(leader, s, settings.level).low < settings.min_gain
+        if id(s) in needed and s.dropped is not None and short and s.runs < settings.max_runs:
+            s.dropped = s.dropped_round = None
+            racing.append(s)
     for s in racing:
         if s is leader or ratio(s, leader, settings.level).low <= 1.0:
             continue
