@@ -43,12 +43,13 @@ def records_dir() -> str:
 
 def node_type(topo: Topology) -> str:
     """A fingerprint of the node's type: packages, cores and PUs per core, NUMA nodes and
-    their memory (GiB), shared caches and their sizes, GPUs (vendor, model); not the host
-    name, so every node of a kind shares it."""
+    their PUs, shared caches and their sizes, GPUs (vendor, model); not the host name, so
+    every node of a kind shares it, and not the NUMA nodes' memory, which hwloc gives less
+    the hugepage pools (reserving pages must not make another node type)."""
     parts = [
         f"pkg{len(topo.packages)}",
         "cores:" + ",".join(str(len(c.pus)) for c in topo.cores),
-        "numa:" + ",".join(f"{n.memory_bytes >> 30}G{len(n.pus)}" for n in topo.numa_nodes),
+        "numa:" + ",".join(str(len(n.pus)) for n in topo.numa_nodes),
         "l3:" + ",".join(f"{d.level}:{d.size_bytes}:{len(d.pus)}" for d in topo.l3_domains),
         "gpu:" + ",".join(sorted(f"{g.vendor}:{g.model}" for g in topo.devices.gpus)),
     ]
