@@ -145,3 +145,11 @@ def test_unreadable_record_is_said_not_used(
         json.dump({"schema": records.SCHEMA, "choice": {"layout": 3}}, f)
     found, bad = records.read_all()
     assert found == [] and len(bad) == 1 and "not a tune record" in bad[0]
+
+
+def test_node_type_ignores_memory_but_not_cores() -> None:
+    topo = load_xml(str(FOUR_NUMA))
+    less = topo.replace(numa_nodes=tuple(n._replace(memory_bytes=n.memory_bytes // 2)
+                                         for n in topo.numa_nodes))  # fmt: skip
+    assert records.node_type(less) == records.node_type(topo)  # hugepages reserved
+    assert records.node_type(load_xml(str(ONE_NUMA))) != records.node_type(topo)
