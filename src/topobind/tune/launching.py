@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from topobind.errors import CannotRun, ProbeFailed, TopobindError, plural
+from topobind.errors import CannotRun, Interrupted, ProbeFailed, TopobindError, plural
 from topobind.launch import run as jobrun
 from topobind.launch.shape import RunOptions
 from topobind.launch.verify import all_ok
@@ -122,6 +123,9 @@ class Launcher:
             verdict = (jobrun.verify_groups(groups, job) if groups
                        else jobrun.verify_first(plan, job))  # fmt: skip
         except ProbeFailed as exc:
+            if exc.exit_status in (130, 143):  # Ctrl-C / SIGTERM during the probe: the end
+                signum = exc.exit_status - 128
+                raise Interrupted(signum, signal.Signals(signum).name, "while verifying") from None
             return self._failed(cand, f"verification failed: {exc}")
         bad = [r for r in verdict.rows if r.status != "OK"]
         if not all_ok(verdict.rows):
