@@ -62,6 +62,13 @@ def test_winner_record_and_layout_auto(tmp_path: Path) -> None:
     assert "--layout compact --mem local --pages thp --ranks 1 --threads 1" in used.stderr
     env_out = run_topobind("env", "--layout", "auto", env=env)
     assert "tune record" in env_out.stderr and "OMP_NUM_THREADS=1" in env_out.stdout
+    text = run_topobind("tune", "--layouts", "compact", "--pages", "thp", "--threads", "1",
+                        "--budget", "1m", "--", str(prog), env=env)  # fmt: skip
+    assert "winner: compact 1x1" in text.stdout, text.stdout
+    job = text.stdout.split("job script:\n", 1)[1]
+    assert job.startswith(f"  topobind run --layout compact --mem local --pages thp --ranks 1 "
+                          f"--threads 1 -- {prog}\n")  # fmt: skip
+    assert "  export OMP_PLACES='{0}'\n" in job and f"\n  {prog}\n" in job  # without topobind
     prog.write_text(BOUND_FASTER + "# changed\n")
     stale = run_topobind("run", "--layout", "auto", "--", str(prog), env=env)
     assert "is stale" in stale.stderr and "compact" in stale.stderr

@@ -39,7 +39,7 @@ class Tuned:
     notes: list[str]
     record: str | None
     program: list[str]
-    launches: dict[str, tuple[list[str], dict[str, str]]]
+    launches: dict[str, tuple[list[str], dict[str, str]]]  # argv, the variables it exports
 
 
 def base_request(topology: str = "live") -> PlanRequest:
@@ -85,7 +85,8 @@ def tune(ready: Prepared, settings: Settings, metric: re.Pattern[str] | None,
     record = None
     if outcome.recommended is not None and (outcome.decided or outcome.winner is not None):
         record = records.write(record_doc(program, topo, planned, outcome, settings, metric))
-    launches = {c.name: v for c, v in runner.launches.items() if not isinstance(v, str)}
+    launches = {c.name: (v[0], runner.exports.get(c, {})) for c, v in runner.launches.items()
+                if not isinstance(v, str)}  # fmt: skip
     verdicts = {c.name: v for c, v in runner.verdicts.items()}
     return Tuned(outcome, planned, verdicts, notes, record, list(program), launches)
 

@@ -74,6 +74,7 @@ class Launcher:
         self.plans: dict[Candidate, Plan | None] = {}
         self.launches: dict[Candidate, tuple[list[str], dict[str, str]] | str] = {}
         self.verdicts: dict[Candidate, str] = {}  # "verified ...", or why the launch failed
+        self.exports: dict[Candidate, dict[str, str]] = {}  # what each launch exports
 
     def add(self, planned: Sequence[Planned]) -> None:
         for p in planned:
@@ -137,6 +138,7 @@ class Launcher:
         self.verdicts[cand] = (
             f"verified: {plural(len(verdict.rows), 'thread')} on their planned CPUs"
         )
+        self.exports[cand] = dict(job.launch.env)
         return job.launch.argv, {**os.environ, **job.launch.env}
 
     def _failed(self, cand: Candidate, why: str) -> str:

@@ -254,6 +254,8 @@ def _print_job_lines(done: Any, pick: Standing, rank_step: str) -> None:
     launch = done.launches.get(c.name)
     if launch is not None and not any(".topobind-run-" in a for a in launch[0]):
         print("  # or, without topobind at run time:")
+        for name, value in launch[1].items():
+            print(f"  export {name}={shlex.quote(value)}")
         print("  " + shlex.join(launch[0]))
 
 
