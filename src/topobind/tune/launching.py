@@ -87,10 +87,11 @@ class Launcher:
         if isinstance(launch, str):
             return Measured(None, 0.0, launch)
         argv, env = launch
+        out = os.path.join(self.where, "output")  # the run's output, read up to a bound
         t0 = time.monotonic()
-        try:
-            done = run_process(argv, env=env, timeout=self.timeout, capture=True,
-                               capture_stderr=self.metric is not None)  # fmt: skip
+        try:  # the program's output goes to a file (or nowhere), not into memory
+            done = run_process(to_file(argv, out if self.metric else os.devnull), env=env,
+                               timeout=self.timeout)  # fmt: skip
         except CannotRun as exc:
             return Measured(None, time.monotonic() - t0, str(exc))
         wall = time.monotonic() - t0
@@ -101,7 +102,7 @@ class Launcher:
             return Measured(None, wall, f"exit status {status}")
         if self.metric is None:
             return Measured(wall, wall)
-        value, why = figure(done.stdout + "\n" + (done.stderr or ""), self.metric)
+        value, why = figure(_head(out), self.metric)
         return Measured(value, wall, why)
 
     def _prepare(self, cand: Candidate) -> tuple[list[str], dict[str, str]] | str:
@@ -149,6 +150,21 @@ class Launcher:
         """The ranks per node of the planned candidates (the baseline runs as many)."""
         plans = [p for p in self.plans.values() if p is not None]
         return plans[0].nranks if plans else 1
+
+
+def to_file(argv: Sequence[str], path: str) -> list[str]:
+    """``argv`` with its stdout and stderr sent to ``path`` (a shell that execs it: the same
+    process, for every candidate and the baseline alike)."""
+    return ["/bin/sh", "-c", 'exec "$@" >"$0" 2>&1', path, *argv]
+
+
+def _head(path: str) -> str:
+    """The first :data:`MAX_OUTPUT_CHARS` of a run's output (replacing bytes not UTF-8)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_OUTPUT_CHARS).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def baseline_launch(program: Sequence[str], ranks: int,
