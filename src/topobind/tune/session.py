@@ -207,11 +207,19 @@ def ratio(a: Standing, b: Standing, level: float = 0.95) -> stats.Ratio:
     same rounds (:func:`topobind.tune.stats.paired_ratio`: load that lasts a round cancels)
     when they share at least :data:`MIN_PAIRS` rounds, else from all their runs
     (:func:`topobind.tune.stats.ratio`, Mann-Whitney)."""
-    at = dict(zip(b.rounds, b.costs, strict=True))
-    pairs = [(x, at[r]) for r, x in zip(a.rounds, a.costs, strict=True) if r in at]
-    if len(pairs) >= MIN_PAIRS:
+    return _ratio(tuple(a.rounds), tuple(a.costs), tuple(b.rounds), tuple(b.costs), level,
+                  MIN_PAIRS)  # fmt: skip
+
+
+@lru_cache(maxsize=256)
+def _ratio(a_rounds: tuple[int, ...], a_costs: tuple[float, ...], b_rounds: tuple[int, ...],
+           b_costs: tuple[float, ...], level: float, min_pairs: int) -> stats.Ratio:  # fmt: skip
+    """:func:`ratio` of the runs themselves (one look asks for the same pair several times)."""
+    at = dict(zip(b_rounds, b_costs, strict=True))
+    pairs = [(x, at[r]) for r, x in zip(a_rounds, a_costs, strict=True) if r in at]
+    if len(pairs) >= min_pairs:
         return stats.paired_ratio([p[0] for p in pairs], [p[1] for p in pairs], level)
-    return stats.ratio(a.costs, b.costs, level)
+    return stats.ratio(a_costs, b_costs, level)
 
 
 def gain(winner: Standing, other: Standing, level: float = 0.95) -> stats.Ratio:
