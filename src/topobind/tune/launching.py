@@ -5,8 +5,9 @@ all its nodes, a plan per group of nodes where they differ) and verified once wi
 placement probe in the program's place (same flags and files) before the candidate's first
 run; then every run executes that launch and is timed (``time.monotonic`` around the
 launch, topobind's own work outside it), its output sent to a file of the session (read up
-to :data:`MAX_OUTPUT_CHARS` for ``--metric``) or to /dev/null. The baseline is the program launched plainly: by
-itself on one rank, ``srun`` inside Slurm, ``mpirun -np R`` for several ranks outside.
+to :data:`MAX_OUTPUT_CHARS` for ``--metric``) or to /dev/null. The baseline is the program
+launched plainly: by itself on one rank, ``srun`` inside Slurm, ``mpirun -np R`` for several
+ranks outside.
 """
 
 from __future__ import annotations
