@@ -30,8 +30,10 @@ LAYERS: dict[str, frozenset[str]] = {
     "checks": frozenset({"topo", "kernels", "launch"}),
     "report": frozenset({"topo", "plan", "draw", "kernels"}),
     "spack": frozenset(),
+    "tune": frozenset({"topo", "plan", "launch"}),
     "cli": frozenset(
         {"topo", "plan", "emit", "draw", "kernels", "launch", "bench", "checks", "report", "spack"}
+        | {"tune"}
     ),
 }
 

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "site": "topobind.cli.commands.site",
     "validate": "topobind.cli.commands.validate",
     "calibrate": "topobind.cli.commands.validate",
+    "tune": "topobind.cli.commands.tune",
 }
 
 #: the commands a job script runs at every start, bounded by the topology's size (MAX_PUS):

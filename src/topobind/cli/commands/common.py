@@ -31,7 +31,8 @@ def add_layout_arg(
         required=required,
         default=None if required else "compact",
         metavar="L",
-        help=help_prefix + layouts.layout_help(),
+        help=help_prefix + layouts.layout_help() + "; auto: the choice of topobind tune's "
+        "record for this program and node type (else compact)",
     )
     for layout in layouts.REGISTRY:
         for opt in layout.options:
@@ -123,6 +124,8 @@ def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:
     per-layout options that were given. ``job``: a command that launches inside this job, whose
     ranks per node follow the Slurm allocation unless ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1``
     (read here only)."""
+    if args.layout == "auto":  # topobind tune's record for this program and node type
+        args.layout = _auto_layout(args)
     given = vars(args)
     dests = sorted({opt.dest for layout in layouts.REGISTRY for opt in layout.options})
     plain = set(PlanRequest._fields) - {"layout", "parameter", "options"}
@@ -132,6 +135,24 @@ def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:
         **{name: given[name] for name in plain if name in given},
         follow_allocation=job and os.environ.get(request.IGNORE_ALLOCATION_TASKS) != "1",
     )
+
+
+def _auto_layout(args: argparse.Namespace) -> str:
+    """``--layout auto``: the layout (and --mem, --pages, ranks, threads not given) of the
+    tune record for this program (run's; env and plan name none) and node type, said on
+    stderr in one line; compact when there is none."""
+    from topobind.tune.auto import choose  # only for --layout auto
+
+    words = list(getattr(args, "program", None) or [])
+    words = words[1:] if words[:1] == ["--"] else words
+    choice, line = choose(load(args.topology), words or None)
+    print(f"topobind: {line}", file=sys.stderr)
+    for name in ("mem", "pages", "ranks", "threads"):  # mem and pages have defaults: replaced
+        value = getattr(choice, name)
+        unset = name in ("mem", "pages") or getattr(args, name, None) is None
+        if value is not None and hasattr(args, name) and unset:
+            setattr(args, name, value)
+    return choice.layout
 
 
 def plan_from(args: argparse.Namespace, topo: Topology | None = None, *, job: bool = False,

@@ -1,0 +1,306 @@
+"""``topobind tune``: the user's program under candidate placements, the best chosen with
+confidence (engine: :mod:`topobind.tune.engine`); ``topobind tune --list``: the records that
+``--layout auto`` uses."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import sys
+from typing import Any
+
+from topobind import jsonfmt
+from topobind.cli.arguments import count_arg
+from topobind.errors import TopobindError, plural
+from topobind.launch.shape import RunOptions
+from topobind.plan import memory
+from topobind.tune import records, stats
+from topobind.tune.candidates import Choices, parse_layouts, parse_list
+from topobind.tune.session import Measured, Settings, Standing, parse_budget, ratio
+
+EPILOG = """\
+examples:
+  topobind tune -- ./my_app input.dat                      # every candidate of this node
+  topobind tune --pages 4k,2M -- ./chase                   # page sizes only
+  topobind tune --cpus 8 --layouts compact,spread -- ./hybrid_app
+  topobind tune --metric 'GFLOPS: ([0-9.]+)' --maximize -- ./xhpl
+  topobind tune --list                                     # the records --layout auto uses
+
+Every run goes through the launch topobind run makes (launcher, per-rank step, files,
+environment; inside a Slurm allocation over all its nodes), each candidate's launch verified
+once with the placement probe before its first run. The baseline is the program launched
+plainly. Candidates run interleaved in a shuffled round-robin, one warm-up run each not
+counted, at least 5 counted runs each; one worse than the leader with 95 % confidence is
+dropped. A winner needs --min-gain over the runner-up and over the baseline, each with 95 %
+confidence (Mann-Whitney interval of the ratio); otherwise: no significant difference, and
+the simplest candidate is recommended. A decided session is recorded in the state folder
+($TOPOBIND_STATE_DIR, else $XDG_STATE_HOME/topobind, else ~/.local/state/topobind); topobind
+run --layout auto uses it. Ctrl-C prints the table so far and writes no record unless a
+winner was decided.
+"""
+
+
+def add_subparser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "tune",
+        help="run your program under candidate placements and choose the best with confidence",
+        description="Measure PROGRAM under candidate placements (layouts, memory policies, "
+        "page sizes, ranks x threads) against the plain launch; report the winner.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--layouts", type=_arg(parse_layouts), metavar="L,..",
+                   help="layouts to try (default: every layout that plans here)")  # fmt: skip
+    p.add_argument("--mem", type=_arg(lambda t: parse_list(t, "--mem", memory.POLICIES)),
+                   metavar="M,..", help="memory policies to try (default: those that place "
+                   "differently on this node; one NUMA node: local only)")  # fmt: skip
+    pages = [x for x in memory.PAGES if x != "auto"]
+    p.add_argument("--pages", type=_arg(lambda t: parse_list(t, "--pages", pages)),
+                   metavar="P,..", help="page sizes to try: " + ", ".join(pages) + " (default: "
+                   "thp and the hugetlb sizes with free pages)")  # fmt: skip
+    p.add_argument(
+        "--ranks",
+        "-r",
+        type=count_arg("--ranks"),
+        metavar="R",
+        help="MPI ranks per node (default: the allocation's, else the layout's)",
+    )
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--threads", "-T", type=count_arg("--threads"), metavar="T",
+                       help="OpenMP threads per rank")  # fmt: skip
+    group.add_argument("--cpus", type=count_arg("--cpus", 1, 4096), metavar="N",
+                       help="try every ranks x threads split of N CPUs")  # fmt: skip
+    p.add_argument(
+        "--budget",
+        type=_arg(parse_budget),
+        default=600.0,
+        metavar="DURATION",
+        help="stop after this long (e.g. 90s, 10m, 1h; default 10m; at most 7d)",
+    )
+    p.add_argument(
+        "--metric",
+        metavar="REGEX",
+        help="the figure: the first group of the "
+        "program's output (a number; lower is better); default: wall time",
+    )
+    p.add_argument("--maximize", action="store_true",
+                   help="with --metric: higher is better (a rate)")  # fmt: skip
+    p.add_argument("--min-gain", type=_arg(_percent), default=3.0, metavar="PCT",
+                   help="the least gain a winner needs, in %% (default 3)")  # fmt: skip
+    p.add_argument("--seed", type=count_arg("--seed", 0, 2**31), metavar="N",
+                   help="seed of the shuffled order (default: random)")  # fmt: skip
+    p.add_argument("--rank-step", choices=("auto", "always", "never"), default="auto",
+                   help="as topobind run's: the per-rank step only where the launcher's "
+                   "binding is not exact (auto), always (it also binds a program's own "
+                   "threads, pthreads too, to the rank's CPUs), or never")  # fmt: skip
+    p.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    p.add_argument("--list", action="store_true", help="list the tune records and exit")
+    p.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
+    p.set_defaults(func=run_tune)
+
+
+def _arg(parse: Any) -> Any:
+    def typed(text: str) -> Any:
+        try:
+            return parse(text)
+        except TopobindError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    typed.__name__ = getattr(parse, "__name__", "value")
+    return typed
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < 100:
+        raise TopobindError(f"--min-gain {text[:20]!r}: give a percentage from 0 to 99 (e.g. 3)")
+    return value
+
+
+def run_tune(args: argparse.Namespace) -> int:
+    if args.list:
+        return _list(args.format)
+    from topobind.tune.engine import prepare, tune  # the launch stack: only when tuning
+    from topobind.tune.launching import compile_metric
+
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not program:
+        raise TopobindError("no program given; put it after '--', e.g. topobind tune -- ./a.out")
+    if args.maximize and args.metric is None:
+        raise TopobindError("--maximize needs --metric REGEX (wall time is lower-better)")
+    metric = compile_metric(args.metric)
+    choices = Choices(args.layouts, args.mem, args.pages, args.ranks, args.threads, args.cpus)
+    settings = Settings(budget_s=args.budget, min_gain=args.min_gain / 100,
+                        maximize=args.maximize, seed=args.seed)  # fmt: skip
+    ready = prepare(program, choices)
+    for note in ready.notes:
+        print(f"topobind: note: {note}", file=sys.stderr)
+    print(f"topobind: tune: {plural(len(ready.planned), 'candidate')} (the baseline included): "
+          + ", ".join(p.candidate.name for p in ready.planned), file=sys.stderr)  # fmt: skip
+    opts = RunOptions(rank_step=args.rank_step)
+    done = tune(ready, settings, metric, _progress(metric is not None), opts)
+    if args.format == "json":
+        print(jsonfmt.dumps(_json(done, settings)))
+    else:
+        _print_text(done, settings, metric is not None, args.rank_step)
+    return 130 if done.outcome.stopped == "interrupted" else 0
+
+
+def _progress(has_metric: bool) -> Any:
+    def said(s: Standing, warmup: bool, run: Measured, left_s: float) -> None:
+        what = "warm-up" if warmup else f"run {s.runs}"
+        got = run.reason or (f"{run.value:g}" if has_metric else f"{run.wall:.3f} s")
+        print(f"topobind: tune: [{_clock(left_s)} left] {s.candidate.name}: {what}: {got}",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+    return said
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+
+def _vs_baseline(s: Standing, base: Standing | None, maximize: bool) -> stats.Ratio | None:
+    """The candidate's figure over the baseline's (as measured: a time ratio, or a rate
+    ratio with --maximize), with its 95 % interval."""
+    if base is None or s is base or s.runs < 2 or base.runs < 2:
+        return None
+    return ratio(base, s) if maximize else ratio(s, base)
+
+
+def _row(s: Standing, base: Standing | None, settings: Settings, unit: str) -> list[str]:
+    med = f"{stats.median(s.values):.4g}{unit}" if s.values else "-"
+    rng = f"{min(s.values):.4g} .. {max(s.values):.4g}" if s.values else "-"
+    r = _vs_baseline(s, base, settings.maximize)
+    vs = "1 (itself)" if s is base else (
+        "-" if r is None else f"{r.estimate:.3f} [{_num(r.low)} .. {_num(r.high)}]")  # fmt: skip
+    when = (f"dropped after round {s.dropped_round}: {s.dropped}" if s.dropped_round
+            else s.dropped or "in the race")  # fmt: skip
+    failed = (
+        f"; {plural(len(s.failures), 'run')} not counted ({s.failures[-1]})" if s.failures else ""
+    )
+    return [s.candidate.name, str(s.runs), med, rng, vs, when + failed]
+
+
+def _num(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.3f}"
+
+
+def _print_text(done: Any, settings: Settings, has_metric: bool, rank_step: str) -> None:
+    out = done.outcome
+    base = next((s for s in out.standings if s.candidate.baseline), None)
+    unit = "" if has_metric else " s"
+    head = ["candidate", "runs", "median", "range", "vs baseline [95 %]", "status"]
+    rows = [head] + [_row(s, base, settings, unit) for s in out.standings]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
+    print(f"stopped: {_why(out.stopped)} after {plural(out.rounds, 'round')}")
+    for name, verdict in done.verdicts.items():
+        print(f"  {name}: {verdict}")
+    _print_verdict(done, settings, rank_step)
+
+
+def _why(stopped: str) -> str:
+    return {"decided": "decided", "no-difference": "decided (no gain of --min-gain possible)",
+            "budget": "--budget spent", "max-runs": "every candidate reached the most runs",
+            "one-left": "one candidate left", "interrupted": "interrupted (Ctrl-C): the table "
+            "so far"}.get(stopped, stopped)  # fmt: skip
+
+
+def _print_verdict(done: Any, settings: Settings, rank_step: str) -> None:
+    out = done.outcome
+    what = "rate" if settings.maximize else "speed"
+    if out.winner is not None:
+        print(f"winner: {out.winner.candidate.name}")
+        for whom, g in out.gains.items():
+            whom = f"runner-up ({out.runner_up})" if whom == "runner-up" and out.runner_up else whom
+            print(f"  gain over the {whom}: {g.estimate * 100:+.1f} % {what} [95 % interval "
+                  f"{g.low * 100:+.1f} % .. {g.high * 100:+.1f} %]")  # fmt: skip
+    else:
+        print(f"no significant difference (no candidate gains {settings.min_gain * 100:g} % "
+              "over the runner-up and the baseline with 95 % confidence)")  # fmt: skip
+        if out.recommended is not None:
+            print(f"recommended: {out.recommended.candidate.name} (the simplest)")
+    pick = out.winner or out.recommended
+    if pick is not None:
+        _print_job_lines(done, pick, rank_step)
+    if done.record:
+        print(f"record: {done.record} (topobind run --layout auto uses it)")
+    elif out.stopped == "interrupted":
+        print("no record written (interrupted before a winner was decided)")
+    else:
+        print("no record written (not decided within --budget: give more time, or fewer "
+              "candidates)")  # fmt: skip
+
+
+def _print_job_lines(done: Any, pick: Standing, rank_step: str) -> None:
+    """The lines for a job script: the topobind run line, and the plain launch when no
+    per-rank step file is needed (what topobind run runs, without topobind)."""
+    c = pick.candidate
+    prog = shlex.join(done.program)
+    print("job script:")
+    if c.baseline:
+        print(f"  {prog}")
+        return
+    words = records.Choice(c.layout or "compact", c.mem, c.pages, c.ranks, c.threads).words()
+    words += "" if rank_step == "auto" else f" --rank-step {rank_step}"
+    print(f"  topobind run {words} -- {prog}")
+    launch = done.launches.get(c.name)
+    if launch is not None and not any(".topobind-run-" in a for a in launch[0]):
+        print("  # or, without topobind at run time:")
+        for name, value in launch[1].items():
+            print(f"  export {name}={shlex.quote(value)}")
+        print("  " + shlex.join(launch[0]))
+
+
+def _json(done: Any, settings: Settings) -> dict[str, Any]:
+    out = done.outcome
+    base = next((s for s in out.standings if s.candidate.baseline), None)
+    win = out.winner
+    winner = None
+    if win is not None:
+        c = win.candidate
+        g = min(out.gains.values(), key=lambda r: r.low)
+        winner = {"layout": c.layout, "mem": c.mem, "pages": c.pages, "ranks": c.ranks,
+                  "threads": c.threads, "gain": g.estimate, "ci": [g.low, g.high]}  # fmt: skip
+    rec = out.recommended.candidate.name if out.recommended is not None else None
+    cands = []
+    for s in out.standings:
+        r = _vs_baseline(s, base, settings.maximize)
+        cands.append({
+            "name": s.candidate.name, "layout": s.candidate.layout, "mem": s.candidate.mem,
+            "pages": s.candidate.pages, "ranks": s.candidate.ranks,
+            "threads": s.candidate.threads, "runs": s.values, "failures": s.failures,
+            "walls": s.walls,
+            "median": stats.median(s.values) if s.values else None,
+            "vs_baseline": None if r is None else
+            {"ratio": r.estimate, "ci": [r.low, r.high] if math.isfinite(r.high) else None},
+            "dropped": s.dropped, "dropped_round": s.dropped_round,
+            "verified": done.verdicts.get(s.candidate.name),
+        })  # fmt: skip
+    return {"winner": winner, "recommended": rec, "stopped": out.stopped, "rounds": out.rounds,
+            "maximize": settings.maximize, "min_gain": settings.min_gain,
+            "record": done.record, "candidates": cands}  # fmt: skip
+
+
+def _list(fmt: str) -> int:
+    found, bad = records.read_all()
+    for line in bad:
+        print(f"topobind: warning: {line}", file=sys.stderr)
+    if fmt == "json":
+        print(jsonfmt.dumps([r._asdict() | {"choice": r.choice._asdict()} for r in found]))
+        return 0
+    if not found:
+        print(f"no tune records in {records.records_dir()}")
+        return 0
+    for r in found:
+        what = "winner" if r.winner else "no significant difference"
+        print(f"{r.when[:19]}  {r.program}  node type {r.node_type}, "
+              f"{plural(r.nodes, 'node')}: {r.choice.words()} ({what})  {r.path}")  # fmt: skip
+    return 0

@@ -1,0 +1,193 @@
+"""Each run of ``topobind tune``, made as ``topobind run`` makes it: per candidate, the plan's
+launch is prepared once through :mod:`topobind.launch.run` (the launcher, per-rank step,
+files and environment a job script's ``topobind run`` gets; inside a Slurm allocation over
+all its nodes, a plan per group of nodes where they differ) and verified once with the
+placement probe in the program's place (same flags and files) before the candidate's first
+run; then every run executes that launch and is timed (``time.monotonic`` around the
+launch, topobind's own work outside it), its output sent to a file of the session (read up
+to :data:`MAX_OUTPUT_CHARS` for ``--metric``) or to /dev/null. The baseline is the program
+launched plainly: by itself on one rank, ``srun`` inside Slurm, ``mpirun -np R`` for several
+ranks outside.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from topobind.errors import CannotRun, Interrupted, ProbeFailed, TopobindError, plural
+from topobind.launch import run as jobrun
+from topobind.launch.shape import RunOptions
+from topobind.launch.verify import all_ok
+from topobind.plan import request
+from topobind.plan.memory import check_here
+from topobind.plan.model import Plan
+from topobind.plan.request import PlanRequest
+from topobind.runner import run_process
+from topobind.topo.slurm_allocation import in_slurm
+from topobind.topo.slurm_allocation import nodes as slurm_nodes
+from topobind.tune.candidates import Planned, request_fields
+from topobind.tune.session import Candidate, Measured
+
+#: the program's output searched for --metric (the first bytes; the rest is not read)
+MAX_OUTPUT_CHARS = 4 << 20
+
+
+def compile_metric(text: str | None) -> re.Pattern[str] | None:
+    """``--metric REGEX``: a regular expression with a group (the number)."""
+    if text is None:
+        return None
+    try:
+        pattern = re.compile(text, re.MULTILINE)
+    except re.error as exc:
+        raise TopobindError(f"--metric {text!r}: not a regular expression ({exc})") from None
+    if pattern.groups < 1:
+        raise TopobindError(f"--metric {text!r} has no group; put the number in parentheses, "
+                            "e.g. --metric 'time: ([0-9.]+) s'")  # fmt: skip
+    return pattern
+
+
+def figure(output: str, pattern: re.Pattern[str]) -> tuple[float | None, str | None]:
+    """The first group of the first match as a number, or why there is none."""
+    match = pattern.search(output[:MAX_OUTPUT_CHARS])
+    if match is None or match.group(1) is None:
+        return None, "no match for --metric in its output"
+    try:
+        value = float(match.group(1).replace(",", ""))
+    except ValueError:
+        return None, f"--metric matched {match.group(1)[:30]!r}, not a number"
+    if value != value or value in (float("inf"), float("-inf")):
+        return None, f"--metric matched {match.group(1)[:30]!r}, not a finite number"
+    return value, None
+
+
+class Launcher:
+    """The runs of one session: each candidate's launch prepared and verified on first use,
+    in a scratch directory of this job (removed when the session ends)."""
+
+    def __init__(self, program: Sequence[str], req: PlanRequest, opts: RunOptions,
+                 metric: re.Pattern[str] | None, timeout: float, where: str) -> None:  # fmt: skip
+        self.program, self.req, self.opts = list(program), req, opts
+        self.metric, self.timeout, self.where = metric, timeout, where
+        self.plans: dict[Candidate, Plan | None] = {}
+        self.launches: dict[Candidate, tuple[list[str], dict[str, str]] | str] = {}
+        self.verdicts: dict[Candidate, str] = {}  # "verified ...", or why the launch failed
+        self.exports: dict[Candidate, dict[str, str]] = {}  # what each launch exports
+
+    def add(self, planned: Sequence[Planned]) -> None:
+        for p in planned:
+            self.plans[p.candidate] = p.plan
+
+    def __call__(self, cand: Candidate) -> Measured:
+        launch = self.launches.get(cand)
+        if launch is None:
+            launch = self.launches[cand] = self._prepare(cand)
+        if isinstance(launch, str):
+            return Measured(None, 0.0, launch)
+        argv, env = launch
+        out = os.path.join(self.where, "output")  # the run's output, read up to a bound
+        t0 = time.monotonic()
+        try:  # the program's output goes to a file (or nowhere), not into memory
+            done = run_process(to_file(argv, out if self.metric else os.devnull), env=env,
+                               timeout=self.timeout)  # fmt: skip
+        except CannotRun as exc:
+            return Measured(None, time.monotonic() - t0, str(exc))
+        wall = time.monotonic() - t0
+        status = jobrun.exit_status(done.returncode)
+        if status in (130, 143):
+            return Measured(None, wall, "interrupted", interrupted=True)
+        if status:
+            return Measured(None, wall, f"exit status {status}")
+        if self.metric is None:
+            return Measured(wall, wall)
+        value, why = figure(_head(out), self.metric)
+        return Measured(value, wall, why)
+
+    def _prepare(self, cand: Candidate) -> tuple[list[str], dict[str, str]] | str:
+        plan = self.plans[cand]
+        if plan is None:
+            self.verdicts[cand] = "not verified: launched plainly, nothing planned"
+            return baseline_launch(self.program, self.ranks(), cand.threads)
+        try:  # as topobind run checks: NUMA nodes here and allowed; the shim reaches it
+            check_here(plan, jobrun.program_path(self.program[0]) or self.program[0])
+        except TopobindError as exc:
+            return self._failed(cand, f"cannot run here: {exc}")
+        where = os.path.join(self.where, f"c{len(self.launches)}")
+        os.mkdir(where, 0o700)
+        req = request.parse(cand.layout or "compact", **request_fields(self.req, cand))
+        groups = jobrun.node_groups(req) or []  # the job's nodes differ: a plan per group
+        if groups:
+            plan = groups[0].plan
+        job = jobrun.prepare(plan, self.program, self.opts, where, groups=groups)
+        try:
+            verdict = (jobrun.verify_groups(groups, job) if groups
+                       else jobrun.verify_first(plan, job))  # fmt: skip
+        except ProbeFailed as exc:
+            if exc.exit_status in (130, 143):  # Ctrl-C / SIGTERM during the probe: the end
+                signum = exc.exit_status - 128
+                raise Interrupted(signum, signal.Signals(signum).name, "while verifying") from None
+            return self._failed(cand, f"verification failed: {exc}")
+        bad = [r for r in verdict.rows if r.status != "OK"]
+        if not all_ok(verdict.rows):
+            return self._failed(cand, f"verification failed: {len(bad)} of "
+                                f"{len(verdict.rows)} threads off their planned CPUs")  # fmt: skip
+        if not all(r.ok for r in verdict.env_rows) or not all(r.ok for r in verdict.memory_rows):
+            return self._failed(cand, "verification failed: memory policy or device "
+                                "variables differ from the plan")  # fmt: skip
+        self.verdicts[cand] = (
+            f"verified: {plural(len(verdict.rows), 'thread')} on their planned CPUs"
+        )
+        self.exports[cand] = dict(job.launch.env)
+        return job.launch.argv, {**os.environ, **job.launch.env}
+
+    def _failed(self, cand: Candidate, why: str) -> str:
+        self.verdicts[cand] = why
+        return why
+
+    def ranks(self) -> int:
+        """The ranks per node of the planned candidates (the baseline runs as many)."""
+        plans = [p for p in self.plans.values() if p is not None]
+        return plans[0].nranks if plans else 1
+
+
+def to_file(argv: Sequence[str], path: str) -> list[str]:
+    """``argv`` with its stdout and stderr sent to ``path`` (a shell that execs it: the same
+    process, for every candidate and the baseline alike)."""
+    return ["/bin/sh", "-c", 'exec "$@" >"$0" 2>&1', path, *argv]
+
+
+def _head(path: str) -> str:
+    """The first :data:`MAX_OUTPUT_CHARS` of a run's output (replacing bytes not UTF-8)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_OUTPUT_CHARS).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def baseline_launch(program: Sequence[str], ranks: int,
+                    threads: int | None) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    """What the user runs without topobind: the program itself (one rank), ``srun`` in a Slurm
+    job (the job's nodes, ``ranks`` tasks each), ``mpirun -np`` for several ranks outside."""
+    env = dict(os.environ)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    if in_slurm():
+        n = slurm_nodes()
+        return ["srun", f"--nodes={n}", f"--ntasks={n * ranks}", *program], env
+    if ranks > 1:
+        if os.geteuid() == 0:
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        return ["mpirun", "-np", str(ranks), *program], env
+    return list(program), env
+
+
+@contextmanager
+def session_dir() -> Iterator[str]:
+    """The session's scratch directory (the job's, shared by its nodes), removed at the end."""
+    with jobrun.scratch() as where:
+        yield where

@@ -1,0 +1,176 @@
+"""``topobind tune``'s records: what a session chose, per program (its path and a SHA-256 of
+the executable), node type (:func:`node_type`: a fingerprint of the topology) and job size
+(nodes), one small JSON file each in the user's state folder (:func:`state_dir`). Plain
+``NamedTuple``s: ``--layout auto`` reads them on the job-script path (no dataclasses)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, NamedTuple
+
+from topobind.errors import TopobindError
+from topobind.topo.topology import Topology
+
+SCHEMA = "topobind.tune/1"
+#: records read at most (the newest), and the size of one
+MAX_RECORDS = 1000
+MAX_RECORD_BYTES = 1 << 20
+#: bytes of an executable hashed at most (a bigger one: its first bytes, size and mtime)
+MAX_HASH_BYTES = 1 << 30
+
+
+def state_dir() -> str:
+    """The user's state folder for topobind: $TOPOBIND_STATE_DIR, else
+    $XDG_STATE_HOME/topobind, else ~/.local/state/topobind (one function: the lead may swap
+    it for the package's own)."""
+    given = os.environ.get("TOPOBIND_STATE_DIR")
+    if given:
+        return given
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = (
+        xdg
+        if xdg and os.path.isabs(xdg)
+        else os.path.join(os.path.expanduser("~"), ".local", "state")
+    )
+    return os.path.join(base, "topobind")
+
+
+def records_dir() -> str:
+    return os.path.join(state_dir(), "tune")
+
+
+def node_type(topo: Topology) -> str:
+    """A fingerprint of the node's type: packages, cores and PUs per core, NUMA nodes and
+    their PUs, shared caches and their sizes, GPUs (vendor, model); not the host name, so
+    every node of a kind shares it, and not the NUMA nodes' memory, which hwloc gives less
+    the hugepage pools (reserving pages must not make another node type)."""
+    parts = [
+        f"pkg{len(topo.packages)}",
+        "cores:" + ",".join(str(len(c.pus)) for c in topo.cores),
+        "numa:" + ",".join(str(len(n.pus)) for n in topo.numa_nodes),
+        "l3:" + ",".join(f"{d.level}:{d.size_bytes}:{len(d.pus)}" for d in topo.l3_domains),
+        "gpu:" + ",".join(sorted(f"{g.vendor}:{g.model}" for g in topo.devices.gpus)),
+    ]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def node_summary(topo: Topology) -> str:
+    pus = sum(len(c.pus) for c in topo.cores)
+    return (f"{len(topo.packages)} package(s), {len(topo.cores)} cores, {pus} PUs, "
+            f"{len(topo.numa_nodes)} NUMA node(s)")  # fmt: skip
+
+
+def program_hash(path: str) -> str:
+    """SHA-256 of the executable (its first :data:`MAX_HASH_BYTES`, with its size)."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            h.update(str(os.fstat(f.fileno()).st_size).encode())
+            left = MAX_HASH_BYTES
+            while left > 0 and (chunk := f.read(min(left, 1 << 20))):
+                h.update(chunk)
+                left -= len(chunk)
+    except OSError as exc:
+        raise TopobindError(f"cannot read {path} to hash it ({exc.strerror})") from None
+    return h.hexdigest()
+
+
+class Choice(NamedTuple):
+    """What a record chose for ``topobind run``."""
+
+    layout: str
+    mem: str
+    pages: str
+    ranks: int | None
+    threads: int | None
+
+    def words(self) -> str:
+        out = [f"--layout {self.layout}", f"--mem {self.mem}", f"--pages {self.pages}"]
+        out += [f"--ranks {self.ranks}"] if self.ranks else []
+        out += [f"--threads {self.threads}"] if self.threads else []
+        return " ".join(out)
+
+
+class Record(NamedTuple):
+    path: str  # the record file
+    program: str
+    sha256: str
+    node_type: str
+    nodes: int
+    argv: tuple[str, ...]  # the command line tuned (the program's arguments too)
+    choice: Choice
+    winner: bool  # a winner (False: no significant difference, the simplest recommended)
+    gain: float | None
+    when: str
+
+
+def key(program: str, argv: list[str], node: str, nodes: int) -> str:
+    """The record's file name: one record per program, arguments, node type and job size."""
+    text = "\0".join([program, *argv[1:], node, str(nodes)])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def write(doc: dict[str, Any]) -> str:
+    """Write a session's record (atomically) and return its path."""
+    from topobind.fsutil import atomic_write_text  # only when a record is written
+
+    where = records_dir()
+    try:
+        os.makedirs(where, mode=0o700, exist_ok=True)
+        path = os.path.join(
+            where, key(doc["program"], doc["argv"], doc["node_type"], doc["nodes"]) + ".json"
+        )
+        atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    except OSError as exc:
+        raise TopobindError(f"cannot write the tune record in {where} ({exc.strerror}); set "
+                            "TOPOBIND_STATE_DIR to a writable folder") from None  # fmt: skip
+    return path
+
+
+def read_all() -> tuple[list[Record], list[str]]:
+    """Every readable record (newest first) and one line per unreadable file."""
+    where = records_dir()
+    try:
+        names = sorted(n for n in os.listdir(where) if n.endswith(".json"))
+    except OSError:
+        return [], []
+    out, bad = [], []
+    for name in names[:MAX_RECORDS]:
+        path = os.path.join(where, name)
+        try:
+            out.append(_parse(path))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            bad.append(f"{path}: not a tune record ({str(exc)[:80]}); remove it")
+    out.sort(key=lambda r: r.when, reverse=True)
+    return out, bad
+
+
+def _parse(path: str) -> Record:
+    with open(path, "rb") as f:
+        data = f.read(MAX_RECORD_BYTES + 1)
+    if len(data) > MAX_RECORD_BYTES:
+        raise ValueError("too big")
+    doc = json.loads(data)
+    if doc.get("schema") != SCHEMA:
+        raise ValueError(f"schema is not {SCHEMA}")
+    c = doc["choice"]
+    choice = Choice(str(c["layout"]), str(c["mem"]), str(c["pages"]), _opt_int(c.get("ranks")),
+                    _opt_int(c.get("threads")))  # fmt: skip
+    gain = doc.get("winner", {}) and doc["winner"].get("gain")
+    argv = doc["argv"]
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise ValueError("argv is not a list of words")
+    return Record(path, str(doc["program"]), str(doc["sha256"]), str(doc["node_type"]),
+                  int(doc["nodes"]), tuple(argv), choice, bool(doc.get("winner")),
+                  float(gain) if isinstance(gain, (int, float)) else None,
+                  str(doc["when"]))  # fmt: skip
+
+
+def _opt_int(value: object) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 1 << 20:
+        raise ValueError(f"{value!r} is not a count")
+    return value

@@ -1,0 +1,155 @@
+"""topobind.tune.candidates, records and auto on XML topologies (no subprocess): the lists
+given, the defaults of a node, candidates that plan the same made one, bad lists in one line,
+the state folder, records written and read back, --layout auto's choice and its stale case."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from paths import TOPOLOGIES
+
+from topobind.errors import TopobindError
+from topobind.plan import request
+from topobind.topo.topology import load_xml
+from topobind.tune import auto, candidates, records
+from topobind.tune.candidates import Choices
+from topobind.tune.launching import compile_metric, figure
+
+ONE_NUMA = TOPOLOGIES / "2intel64-1n2c-numaroot.v1tov2.xml"
+FOUR_NUMA = TOPOLOGIES / "16amd64-8n2c-cpusets.xml"
+
+
+def _base(path: object) -> request.PlanRequest:
+    return request.parse("compact", topology=str(path))
+
+
+def test_same_plan_is_one_candidate_and_baseline_first() -> None:
+    topo = load_xml(str(ONE_NUMA))
+    planned, _ = candidates.candidates(
+        topo, Choices(layouts=("compact", "spread"), mems=("local", "bind"), pages=("thp",),
+                      ranks=1, threads=1), _base(ONE_NUMA))  # fmt: skip
+    names = [p.candidate.name for p in planned]
+    assert names[0] == "baseline" and planned[0].plan is None
+    # one rank, one thread: compact and spread put it on the same PU; on one NUMA node
+    # local is bind: one candidate for the four
+    assert names == ["baseline", "compact 1x1"]
+
+
+def test_default_mems_place_differently_only_on_several_numa_nodes() -> None:
+    assert candidates.default_mems(load_xml(str(ONE_NUMA))) == ("local",)
+    assert "interleave" in candidates.default_mems(load_xml(str(FOUR_NUMA)))
+
+
+def test_splits_of_cpus() -> None:
+    assert candidates.splits(6) == [(1, 6), (2, 3), (3, 2), (6, 1)]
+
+
+@pytest.mark.parametrize(
+    ("text", "option", "known", "match"),
+    [
+        ("", "--pages", ("4k", "2M"), "empty entry"),
+        ("4k,,2M", "--pages", ("4k", "2M"), "empty entry"),
+        ("4k,3M", "--pages", ("4k", "2M"), "unknown entry '3M'"),
+        ("locl", "--mem", ("local", "bind"), "did you mean 'local'"),
+    ],
+)
+def test_bad_lists_are_one_line(text: str, option: str, known: tuple[str, ...], match: str) -> None:
+    with pytest.raises(TopobindError, match=match):
+        candidates.parse_list(text, option, known)
+
+
+def test_bad_layouts_and_auto_refused() -> None:
+    with pytest.raises(TopobindError, match="--layouts"):
+        candidates.parse_layouts("compact,nosuch")
+    with pytest.raises(TopobindError, match="'auto' is what tune decides"):
+        candidates.parse_layouts("auto")
+
+
+def test_a_listed_entry_that_plans_nowhere_is_an_error() -> None:
+    topo = load_xml(str(ONE_NUMA))
+    with pytest.raises(TopobindError, match="candidate compact 9x1"):
+        candidates.candidates(topo, Choices(layouts=("compact",), ranks=9, threads=1),
+                              _base(ONE_NUMA))  # fmt: skip
+
+
+def test_metric_needs_a_group_and_a_number() -> None:
+    with pytest.raises(TopobindError, match="has no group"):
+        compile_metric("time: [0-9.]+")
+    with pytest.raises(TopobindError, match="not a regular expression"):
+        compile_metric("time: ([0-9.]+")
+    pattern = compile_metric(r"rate: ([0-9.,]+) MB/s")
+    assert pattern is not None
+    assert figure("x\nrate: 1,234.5 MB/s\nrate: 9 MB/s", pattern) == (1234.5, None)
+    assert figure("nothing", pattern)[1] == "no match for --metric in its output"
+    assert "not a number" in str(figure("rate: ... MB/s", pattern)[1])
+
+
+def test_state_dir_order(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    monkeypatch.setenv("TOPOBIND_STATE_DIR", "/x/state")
+    monkeypatch.setenv("XDG_STATE_HOME", "/xdg")
+    assert records.state_dir() == "/x/state"
+    monkeypatch.delenv("TOPOBIND_STATE_DIR")
+    assert records.state_dir() == "/xdg/topobind"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", "/home/u")
+    assert records.state_dir() == "/home/u/.local/state/topobind"
+
+
+def _record(program: str, topo: object, **choice: object) -> dict[str, object]:
+    return {
+        "schema": records.SCHEMA, "program": program, "argv": [program],
+        "sha256": records.program_hash(program), "node_type": records.node_type(topo),  # type: ignore[arg-type]
+        "node": "", "nodes": 1, "when": "2026-11-29T08:00:00+00:00",
+        "choice": {"layout": "spread", "mem": "local", "pages": "2M", "ranks": 1,
+                   "threads": None, **choice},
+        "winner": {"candidate": "spread pages=2M", "gain": 0.2},
+    }  # fmt: skip
+
+
+def test_auto_uses_the_record_and_refuses_a_stale_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]
+) -> None:
+    monkeypatch.setenv("TOPOBIND_STATE_DIR", str(tmp_path))
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    prog = os.path.join(tmp_path, "prog")
+    with open(prog, "w") as f:
+        f.write("#!/bin/sh\n")
+    topo = load_xml(str(ONE_NUMA))
+    choice, line = auto.choose(topo, [prog])
+    assert choice.layout == "compact" and "no tune record" in line
+    path = records.write(_record(os.path.realpath(prog), topo))
+    choice, line = auto.choose(topo, [prog])
+    assert (choice.layout, choice.pages, choice.ranks) == ("spread", "2M", 1)
+    assert path in line and "--layout spread --mem local --pages 2M --ranks 1" in line
+    # another node type: not this record
+    assert auto.choose(load_xml(str(FOUR_NUMA)), [prog])[0].layout == "compact"
+    # other arguments: the program's newest record, said
+    choice, line = auto.choose(topo, [prog, "--big"])
+    assert choice.layout == "spread" and "tuned with other arguments" in line
+    # env/plan name no program: the one program's record of this node type
+    assert auto.choose(topo, None)[0].layout == "spread"
+    with open(prog, "a") as f:
+        f.write("echo changed\n")
+    choice, line = auto.choose(topo, [prog])
+    assert choice.layout == "compact" and "stale" in line and path in line
+
+
+def test_unreadable_record_is_said_not_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]
+) -> None:
+    monkeypatch.setenv("TOPOBIND_STATE_DIR", str(tmp_path))
+    os.makedirs(os.path.join(tmp_path, "tune"))
+    with open(os.path.join(tmp_path, "tune", "bad.json"), "w") as f:
+        json.dump({"schema": records.SCHEMA, "choice": {"layout": 3}}, f)
+    found, bad = records.read_all()
+    assert found == [] and len(bad) == 1 and "not a tune record" in bad[0]
+
+
+def test_node_type_ignores_memory_but_not_cores() -> None:
+    topo = load_xml(str(FOUR_NUMA))
+    less = topo.replace(numa_nodes=tuple(n._replace(memory_bytes=n.memory_bytes // 2)
+                                         for n in topo.numa_nodes))  # fmt: skip
+    assert records.node_type(less) == records.node_type(topo)  # hugepages reserved
+    assert records.node_type(load_xml(str(ONE_NUMA))) != records.node_type(topo)
