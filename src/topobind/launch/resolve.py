@@ -66,7 +66,7 @@ def find_openmpi(prefer: str | None = None) -> tuple[str, str]:
 MANAGER_LAUNCHERS = {"slurm": "srun", "flux": "flux"}
 _INSIDE = {
     "slurm": "a Slurm allocation (SLURM_JOB_ID unset); use salloc/sbatch",
-    "flux": "a Flux instance (FLUX_URI unset); use flux alloc/batch, or flux start",
+    "flux": "a Flux instance (FLUX_URI unset); run inside one (flux start, alloc, batch)",
 }
 
 

@@ -11,7 +11,6 @@ costs a tool's call (host names, each node's CPUs) is read on first use and kept
 one node never runs ``scontrol`` or ``flux``; tests build the record directly.
 """
 
-
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 

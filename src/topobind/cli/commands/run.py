@@ -344,8 +344,11 @@ def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
     if not all_ok(verdict.rows):
         print(table(verdict.rows), file=sys.stderr)
         raise VerifyFailed(f"placement differs from the plan; {failed}")
+    hosts = list(dict.fromkeys(r.observed.host for r in verdict.rows if r.observed))
+    on = f", on {len(hosts)} nodes: {', '.join(hosts)}" if len(hosts) > 1 else ""
     print(
-        f"topobind: verify: all {len(verdict.rows)} threads on their planned CPUs, bound to them",
+        f"topobind: verify: all {len(verdict.rows)} threads on their planned CPUs, bound to "
+        f"them{on}",
         file=sys.stderr,
     )
     if verdict.env_rows:  # per-gpu: the variables and what each rank's GPU runtime saw

@@ -1,0 +1,94 @@
+"""Real Flux (flux-core 0.88.0, built by 'make flux' into build/flux/): topobind run inside a
+Flux instance launches with flux run and verifies; several brokers on one host are refused in
+one line; on the 3 local Slurm nodes, Flux started by srun runs one rank a node, verified on
+all three. The launcher outside Flux is one line (in-process)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from cli_helpers import NO_SLURM, TOPOBIND
+from paths import REPO
+from plans import plan_of
+from slurm_helpers import SlurmCluster, slurm_cluster3  # noqa: F401  (session fixture)
+
+from topobind.errors import TopobindError
+from topobind.launch.resolve import choose
+from topobind.topo.allocation import NONE, Allocation
+from topobind.topo.topology import load
+
+FLUX = REPO / "build" / "flux" / "bin" / "flux"
+WHEREAMI = REPO / "kernels" / "bin" / "whereami"
+needs_flux = pytest.mark.skipif(
+    not FLUX.exists(), reason="Flux is not built: 'make flux' (needs ../shared/flux/)"
+)
+#: seconds a Flux instance with one short job may take on a busy 2-core machine
+HANG = 240
+
+
+def in_flux(
+    script: str, tmp_path: Path, size: int = 1, timeout: float = HANG
+) -> subprocess.CompletedProcess[str]:
+    """``flux start --test-size=SIZE bash -c SCRIPT`` in ``tmp_path``, topobind on PATH."""
+    env = {**NO_SLURM, "PATH": f"{Path(TOPOBIND).parent}:{NO_SLURM.get('PATH', '')}"}
+    return subprocess.run(
+        [str(FLUX), "start", f"--test-size={size}", "bash", "-c", script],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=timeout,
+    )  # fmt: skip
+
+
+def test_the_flux_launcher_outside_flux_is_one_line() -> None:
+    plan = plan_of(load("synthetic:core:2 pu:1"), "compact", ranks=2)
+    with pytest.raises(TopobindError, match=r"--launcher flux needs a Flux instance") as info:
+        choose(plan, "flux", allocation=NONE)
+    assert "\n" not in str(info.value)
+    assert choose(plan, None, allocation=Allocation("flux", 1)).name == "flux"  # the default
+
+
+@pytest.mark.slow
+@needs_flux
+@pytest.mark.skipif(not WHEREAMI.exists(), reason="run 'make kernels' first")
+def test_run_in_a_flux_instance_launches_with_flux_run_and_verifies(tmp_path: Path) -> None:
+    """Issue 40's 'done when': in flux start --test-size=1, topobind run --verify says it
+    launched with flux run and passes; each rank ran on its own planned CPU."""
+    done = in_flux(
+        f"topobind run --layout compact --ranks 2 --threads 1 --verify -- {WHEREAMI}", tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert "topobind: note: launching with flux run on 1 node(s)" in done.stderr
+    assert "topobind: verify: all 2 threads on their planned CPUs, bound to them" in done.stderr
+    assert '"affinity":[0]' in done.stdout and '"affinity":[1]' in done.stdout
+
+
+@pytest.mark.slow
+@needs_flux
+def test_several_brokers_on_one_host_are_refused_in_one_line(tmp_path: Path) -> None:
+    done = in_flux("topobind run -l compact -r 1 -- true", tmp_path, size=3)
+    assert done.returncode == 2
+    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("topobind: error:")]
+    assert len(errors) == 1 and "several brokers on one host" in errors[0], done.stderr
+
+
+@pytest.mark.slow
+@needs_flux
+@pytest.mark.skipif(not WHEREAMI.exists(), reason="run 'make kernels' first")
+def test_flux_started_by_srun_on_three_nodes_verifies_on_each(
+    slurm_cluster3: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """One broker a node (srun --mpi=pmi2 flux start); topobind run --ranks 1: one rank a
+    node, and the verification names all three nodes."""
+    cluster = slurm_cluster3
+    script = tmp_path / "in-flux.sh"
+    script.write_text(
+        f"#!/bin/bash\nexport PATH={Path(TOPOBIND).parent}:$PATH\ncd {tmp_path}\n"
+        f"topobind run --ranks 1 --threads 1 --verify -- {WHEREAMI} >/dev/null\n"
+    )
+    script.chmod(0o755)
+    done = cluster.run(
+        ["srun", "-N3", "-n3", "--mpi=pmi2", str(FLUX), "start", str(script)], timeout=HANG
+    )
+    assert done.returncode == 0, done.stderr
+    assert "on 3 nodes: node1, node2, node3" in done.stderr, done.stderr
