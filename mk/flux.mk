@@ -7,9 +7,18 @@
 #               archive and configure line: a link, no build (CI's fresh clones).
 #               Without the archive: one line naming where to get it; the Flux tests skip.
 # Use it from a shell: build/flux/bin/flux start --test-size=1 ...
-.PHONY: flux flux-clean
+#             Then the Flux shell plugin rankstep/bin/topobind_flux.so (rankstep/Makefile
+#             flux-plugin), installed as build/flux/lib/flux/shell/plugins/topobind.so, where
+#             the built Flux's job shell loads plugins: 'flux run -o topobind=LAYOUT'.
+.PHONY: flux flux-clean flux-plugin
+FLUX_PLUGINS := build/flux/lib/flux/shell/plugins
 flux:
 	@bash scripts/build-flux.sh
+	@if [ -x build/flux/bin/flux ]; then $(MAKE) --no-print-directory flux-plugin; fi
+
+flux-plugin:
+	$(MAKE) -C rankstep flux-plugin FLUX_INCLUDE=$(CURDIR)/build/flux/include
+	install -D -m 0755 rankstep/bin/topobind_flux.so $(FLUX_PLUGINS)/topobind.so
 
 # Removes this clone's link only; the cache stays (rm -rf the folder it names to rebuild).
 flux-clean:
