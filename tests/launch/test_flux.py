@@ -64,6 +64,18 @@ def test_run_in_a_flux_instance_launches_with_flux_run_and_verifies(tmp_path: Pa
 
 @pytest.mark.slow
 @needs_flux
+@pytest.mark.skipif(not WHEREAMI.exists(), reason="run 'make kernels' first")
+def test_a_flux_job_of_one_core_plans_that_core(tmp_path: Path) -> None:
+    """Flux does not confine a job to its cores: in 'flux alloc -n1 -c1' topobind plans the
+    one core R gives the job (compact's default: a thread per core), not the whole node."""
+    done = in_flux(f"flux alloc -n1 -c1 topobind run -l compact --verify -- {WHEREAMI}", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "topobind: verify: all 1 threads on their planned CPUs" in done.stderr, done.stderr
+    assert done.stdout.count('"thread":') == 1, done.stdout
+
+
+@pytest.mark.slow
+@needs_flux
 def test_several_brokers_on_one_host_are_refused_in_one_line(tmp_path: Path) -> None:
     done = in_flux("topobind run -l compact -r 1 -- true", tmp_path, size=3)
     assert done.returncode == 2

@@ -73,6 +73,27 @@ def plans(req: PlanRequest, topo: Topology) -> list[NodePlan] | None:
     return out
 
 
+def job_topology(req: PlanRequest, topo: Topology) -> Topology:
+    """``topo`` kept to the CPUs the job holds on its nodes where the manager does not confine
+    a job itself (``Allocation.restricted``: Flux, whose jobs see the whole node) and every
+    node holds the same share: a ``flux alloc -n1 -c1`` instance plans its one core, not the
+    node. Flux numbers a node's cores as the broker's hwloc shows them (this topology's
+    order). Else ``topo`` itself."""
+    alloc = req.allocation
+    if alloc is None or not alloc.restricted or not topo.xml:
+        return topo
+    shares = alloc.shares()
+    if not shares or len(shares) != 1:
+        return topo  # several shares: a plan per group (plans)
+    share = shares[0]
+    cores = node_cores(topo.xml, topo.source)
+    where = share.hosts[0]
+    cpus = machine_cpus(cores, share.cpu_ids, share.threads_per_core, where, "Flux")
+    if cpus >= {pu for c in topo.cores for pu in c.pus}:
+        return topo
+    return parse_xml(topo.xml, topo.source, hostname=topo.hostname, job_cpus=cpus)
+
+
 def _numbering_warnings(whole: Topology, source: str, shares: Sequence[NodeShare]) -> list[str]:
     """When Slurm's CPU ids may name other PUs than topobind reads: an XML file lacking PUs
     of its node (offline, or dropped because it was exported inside a job without

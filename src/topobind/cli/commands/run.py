@@ -24,6 +24,7 @@ from topobind.errors import TopobindError, VerifyFailed, plural
 from topobind.launch import launchers
 from topobind.launch import run as jobrun
 from topobind.launch.launchers.base import Launch
+from topobind.launch.node_groups import job_topology
 from topobind.launch.shape import NodePlan, RunOptions
 from topobind.launch.verify import all_ok, rows_json, table
 from topobind.launch.verify_devices import env_table, why_variables_only
@@ -292,7 +293,7 @@ def run_program(args: argparse.Namespace) -> int:
     if args.sample_ms < 0 or args.sample_ms > 600_000:
         raise TopobindError(f"--sample-ms must be 0 .. 600000 (got {args.sample_ms})")
     req = request_from(args, job=True)  # once, for the node groups and the plan
-    topo = load(req.topology)  # once, for both
+    topo = job_topology(req, load(req.topology))  # once, for both; the job's CPUs (Flux)
     groups = _node_groups(args, req, topo) or []  # the nodes differ: a plan per group of nodes
     for g in groups:
         print_warnings(g.plan)
@@ -444,7 +445,7 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.nodes is not None and args.nodes < 1:
         raise TopobindError(f"--nodes must be at least 1 (got {args.nodes})")
     req = None if args.plan else request_from(args, job=True)  # once, groups and plan
-    topo = None if req is None else load(req.topology)  # once, for both
+    topo = None if req is None else job_topology(req, load(req.topology))  # once, for both
     groups = None if req is None or topo is None else _node_groups(args, req, topo)
     if groups is not None and args.nodes is not None:
         raise TopobindError(
