@@ -104,3 +104,18 @@ def test_flux_started_by_srun_on_three_nodes_verifies_on_each(
     )
     assert done.returncode == 0, done.stderr
     assert "on 3 nodes: node1, node2, node3" in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+@needs_flux
+@pytest.mark.parametrize("probe", ["whereami-mpi-mpich", "whereami-mpi"])  # MPICH, OpenMPI 4
+def test_an_mpi_program_under_flux_run_starts_mpi_and_verifies(tmp_path: Path, probe: str) -> None:
+    """Flux's PMI starts MPICH and OpenMPI 4 programs: one MPI world of 2 ranks, each on
+    its planned CPU (the MPI probe of the program's MPI is the verification's probe)."""
+    program = REPO / "kernels" / "bin" / probe
+    if not program.exists():
+        pytest.skip(f"{probe} is not built: make whereami-mpis")
+    done = in_flux(f"topobind run -l compact -r 2 --threads 1 --verify -- {program}", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "topobind: verify: all 2 threads on their planned CPUs" in done.stderr, done.stderr
+    assert '"ranks":2,"rank":0' in done.stdout and '"mpi":true' in done.stdout, done.stdout
