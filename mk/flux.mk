@@ -25,3 +25,11 @@ flux-clean:
 	rm -f build/flux
 
 TEST_PREREQS += flux
+
+# The Flux shell plugin's cost a task (its own clock) and a job's wall time with and without
+# it: results/bench/flux.json (target: at most 1 ms a task).
+.PHONY: bench-flux
+bench-flux: kernels flux
+	$(PY) scripts/bench-flux.py
+
+BENCH_TARGETS += bench-flux
