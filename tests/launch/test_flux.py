@@ -119,3 +119,13 @@ def test_an_mpi_program_under_flux_run_starts_mpi_and_verifies(tmp_path: Path, p
     assert done.returncode == 0, done.stderr
     assert "topobind: verify: all 2 threads on their planned CPUs" in done.stderr, done.stderr
     assert '"ranks":2,"rank":0' in done.stdout and '"mpi":true' in done.stdout, done.stdout
+
+
+def test_a_task_of_a_flux_job_launches_as_outside_and_refuses_flux_run() -> None:
+    """From a task of a Flux job (FLUX_JOB_ID), flux run would queue behind the job's own
+    cores: the default launcher is the one outside any manager, --launcher flux one line."""
+    plan = plan_of(load("synthetic:core:2 pu:1"), "compact", ranks=2)
+    task = Allocation("flux", 1, in_job="f2Kx")
+    assert choose(plan, None, allocation=task).name != "flux"
+    with pytest.raises(TopobindError, match=r"task of flux job f2Kx, whose flux run would wait"):
+        choose(plan, "flux", allocation=task)

@@ -77,8 +77,10 @@ def choose(
     allocation: Allocation | None = None,
 ) -> Launcher:
     """The launcher asked for, else the allocation's manager's (srun inside Slurm, flux
-    inside Flux), else for several ranks the MPI family the program links (``family``;
-    OpenMPI when unknown), else none. ``allocation``: the job's (default: detected here)."""
+    inside a Flux instance; not from a task of a Flux job, which plans from its job's cores
+    and launches as outside), else for several ranks the MPI family the program links
+    (``family``; OpenMPI when unknown), else none. ``allocation``: the job's (default:
+    detected here)."""
     alloc = allocation if allocation is not None else detect()
     if requested is not None:
         which = get(requested)
@@ -86,8 +88,15 @@ def choose(
             raise TopobindError(
                 f"--launcher {requested} needs {_INSIDE[which.needs_manager]} or --launcher mpirun"
             )
+        if which.needs_manager and alloc.in_job:
+            raise TopobindError(
+                f"--launcher {requested}: this is a task of {alloc.manager} job "
+                f"{alloc.in_job}, whose {requested} run would wait for the cores the job itself "
+                "holds; run topobind in the job's instance (flux batch, flux alloc), or give "
+                "--launcher mpirun|none"
+            )
         return which
-    if alloc.manager in MANAGER_LAUNCHERS:
+    if alloc.manager in MANAGER_LAUNCHERS and not alloc.in_job:
         return REGISTRY[MANAGER_LAUNCHERS[alloc.manager]]
     if plan.nranks == 1:
         return REGISTRY["none"]

@@ -52,10 +52,13 @@ class Allocation:
     directory, shared by its nodes, or None),
     ``step_host`` (this node's name inside a job step, a task on one node; None in the batch
     script or outside a job), ``restricted`` (the manager does not confine a job to its
-    CPUs: the plan must keep to :meth:`shares`' CPUs itself)."""
+    CPUs: the plan must keep to :meth:`shares`' CPUs itself), ``in_job`` (this process is a
+    task of a job, not the job's instance: the manager's launcher would start work outside
+    the job's resources, e.g. Flux's ``flux run`` from a task of a ``flux run`` job; "" when
+    not, else the job's id)."""
 
     __slots__ = ("manager", "nodes", "cpus_per_task", "workdir", "step_host", "restricted",
-                 "_read", "_seen")  # fmt: skip
+                 "in_job", "_read", "_seen")  # fmt: skip
 
     def __init__(
         self,
@@ -69,10 +72,11 @@ class Allocation:
         workdir: str | None = None,
         step_host: str | None = None,
         restricted: bool = False,
+        in_job: str = "",
     ) -> None:
         self.manager, self.nodes = manager, nodes
         self.cpus_per_task, self.workdir, self.step_host = cpus_per_task, workdir, step_host
-        self.restricted = restricted
+        self.restricted, self.in_job = restricted, in_job
         self._read: dict[str, Callable[[], object]] = {
             "tasks": tasks,
             "hosts": hosts or (lambda: []),

@@ -60,6 +60,7 @@ def allocation(env: Mapping[str, str]) -> Allocation:
         shares=lambda: shares_of(ranks),
         step_host=_hostname() if env.get("FLUX_TASK_RANK") else None,
         restricted=True,
+        in_job=job,
     )
 
 
