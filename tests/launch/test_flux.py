@@ -129,3 +129,24 @@ def test_a_task_of_a_flux_job_launches_as_outside_and_refuses_flux_run() -> None
     assert choose(plan, None, allocation=task).name != "flux"
     with pytest.raises(TopobindError, match=r"task of flux job f2Kx, whose flux run would wait"):
         choose(plan, "flux", allocation=task)
+
+
+@pytest.mark.slow
+@needs_flux
+def test_validate_runs_the_checks_as_flux_jobs_on_the_three_broker_instance(
+    tmp_path: Path,
+) -> None:
+    """The local site's 'flux' partition (ReFrame's flux scheduler, the flux Python bindings
+    on PYTHONPATH) on flux start --test-size=3: BindingCheck's six layouts run as Flux jobs,
+    each holding a whole node (tb_flux_whole_node), and pass."""
+    pytest.importorskip("cffi", reason="the flux bindings need cffi and ply: make setup")
+    bindings = REPO / "build" / "flux" / "lib" / "python3.11" / "site-packages"
+    done = in_flux(
+        f"PYTHONPATH={bindings} topobind validate --site local --partition flux "
+        f"-n BindingCheck --results {tmp_path / 'rfm'}",
+        tmp_path,
+        size=3,
+        timeout=HANG * 2,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "6 passed, 0 failed" in done.stdout, done.stdout
