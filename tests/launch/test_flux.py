@@ -150,3 +150,26 @@ def test_validate_runs_the_checks_as_flux_jobs_on_the_three_broker_instance(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "6 passed, 0 failed" in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+@needs_flux
+def test_a_gpu_node_through_flux_run_gets_and_verifies_its_device_variables(
+    tmp_path: Path,
+) -> None:
+    """A node of the test GPU topologies (this machine with an NVIDIA GPU below each of its
+    first two cores) planned per-gpu and launched by flux run: each rank's stand-in CUDA
+    driver (tests/launch/fake_libcuda.c) sees its planned GPU."""
+    from test_gpu_launch import FAKE_GPUS, fake_libcuda, nvidia_xml
+
+    lib = fake_libcuda(tmp_path)
+    xml = nvidia_xml(tmp_path / "node.xml")
+    done = in_flux(
+        f"export LD_LIBRARY_PATH={lib} TB_FAKE_CUDA_GPUS='{FAKE_GPUS}'; "
+        f"topobind run -t {xml} -l per-gpu --verify -- true",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "launching with flux run" in done.stderr
+    assert "4 of 4 device variables as planned" in done.stderr, done.stderr
+    assert "GPU runtime: 2 of 2 ranks saw their planned GPUs" in done.stderr, done.stderr
