@@ -9,6 +9,10 @@
  * `flux start -Sconf.shell_pluginpath=DIR` or its broker config). Without -o topobind it does
  * nothing.
  *
+ * A site's initrc may load it with a topology instead of the live one (as the SPANK plugin's
+ * topology= argument): plugin.load { file = "topobind.so", conf = { topology = "SRC" } },
+ * "%n" in SRC the host name.
+ *
  * When loaded with the option it switches Flux's own binding off (cpu-affinity=off,
  * gpu-affinity=off: the builtins read their options later, at shell.init). Once per node per
  * job (shell.init, in the job shell as the job's user) it runs
@@ -52,6 +56,7 @@ static char *task_line; /* this task's line (task.init -> task.exec: the fork ke
 static int task_id = -1;
 static long plan_us;
 static int bench; /* TOPOBIND_FLUX_BENCH=1 in the job: task.exec prints its own time */
+static char topology[1024] = "live"; /* the plugin's conf: topology=SRC (%n: the host name) */
 
 static double now_us(void)
 {
@@ -115,6 +120,27 @@ static void read_option(flux_shell_t *shell)
     opt_value = spelled;
 }
 
+/* The topology=SRC of the plugin's conf for this node: each "%n" becomes the host name (up to
+ * its first '.'), e.g. /etc/topobind/%n.xml for XMLs exported once a node. */
+static const char *topology_here(char *out, size_t len)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    host[strcspn(host, ".")] = '\0';
+    size_t o = 0;
+    for (const char *p = topology; *p && o + 1 < len; p++) {
+        if (p[0] == '%' && p[1] == 'n') {
+            o += (size_t)snprintf(out + o, len - o, "%s", host);
+            p++;
+        } else
+            out[o++] = *p;
+        if (o >= len)
+            o = len - 1;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 static int shell_init(flux_plugin_t *p, const char *topic, flux_plugin_arg_t *args, void *data)
 {
     (void)topic;
@@ -136,8 +162,9 @@ static int shell_init(flux_plugin_t *p, const char *topic, flux_plugin_arg_t *ar
     char num[32];
     tb_argv_add_s(&a, "topobind");
     tb_argv_add_s(&a, "plan");
+    char topo[1100];
     tb_argv_add_s(&a, "--topology");
-    tb_argv_add_s(&a, "live");
+    tb_argv_add_s(&a, topology_here(topo, sizeof topo));
     tb_argv_add_s(&a, "--format");
     tb_argv_add_s(&a, "rankexec");
     tb_argv_add_s(&a, "--slurm-cores");
@@ -259,6 +286,11 @@ __attribute__((visibility("default"))) int flux_plugin_init(flux_plugin_t *p)
     read_option(shell);
     if (!opt_value && !opt_error[0])
         return 0; /* no -o topobind: nothing to do */
+    /* A site's initrc may give the topology: plugin.load { file = "topobind.so",
+     * conf = { topology = "/etc/topobind/%n.xml" } } (default: live, hwloc's lstopo a job). */
+    const char *topo = NULL;
+    if (flux_plugin_conf_unpack(p, "{s:s}", "topology", &topo) == 0 && topo && topo[0])
+        snprintf(topology, sizeof topology, "%s", topo);
     /* Flux's own binding stands down: topobind binds each task (the builtins read these at
      * shell.init, after every plugin is loaded). */
     if (flux_shell_setopt_pack(shell, "cpu-affinity", "s", "off") < 0 ||

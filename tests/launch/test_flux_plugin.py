@@ -90,3 +90,33 @@ def test_a_bad_option_is_one_line_in_the_jobs_exception(
     assert len(exceptions) == 1 and "type=topobind" in exceptions[0], text
     assert says in exceptions[0], text
     assert not re.search(r"Segmentation|core dumped|Aborted|signal", text), text
+
+
+def test_a_gpu_node_from_the_sites_initrc_gives_each_task_its_gpu(tmp_path: Path) -> None:
+    """A site's initrc loads the plugin with a topology (conf topology=SRC, as the SPANK
+    plugin's topology=): a node of the test GPU topologies (this machine, an NVIDIA GPU below
+    each of its first two cores), per-gpu: each task bound beside its own GPU, device order
+    pinned."""
+    from test_gpu_launch import nvidia_xml
+
+    xml = nvidia_xml(tmp_path / "node.xml")
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(PLUGIN, plugins / "topobind.so")
+    initrc = tmp_path / "initrc.lua"
+    initrc.write_text(f'plugin.load {{ file = "topobind.so", conf = {{ topology = "{xml}" }} }}\n')
+    cpus = "$(grep Cpus_allowed_list /proc/self/status)"
+    show = f"echo $FLUX_TASK_LOCAL_ID {cpus} $CUDA_DEVICE_ORDER $CUDA_VISIBLE_DEVICES"
+    env = {**NO_SLURM, "PATH": f"{Path(TOPOBIND).parent}:{NO_SLURM.get('PATH', '')}"}
+    done = subprocess.run(
+        [str(FLUX), "start", "--test-size=1", f"-Sconf.shell_pluginpath={plugins}", "flux",
+         "run", "-n2", "-o", f"initrc={initrc}", "-o", "topobind=per-gpu", "sh", "-c", show],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=HANG,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = sorted(ln.split() for ln in done.stdout.splitlines())
+    assert [(ln[0], ln[3], ln[4]) for ln in lines] == [
+        ("0", "PCI_BUS_ID", "0"),
+        ("1", "PCI_BUS_ID", "1"),
+    ], done.stdout
+    assert len({ln[2] for ln in lines}) == 2, done.stdout  # each beside its own GPU, apart
