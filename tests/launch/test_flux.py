@@ -76,6 +76,30 @@ def test_a_flux_job_of_one_core_plans_that_core(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @needs_flux
+@pytest.mark.skipif(not WHEREAMI.exists(), reason="run 'make kernels' first")
+def test_verify_running_samples_the_program_under_flux_run(tmp_path: Path) -> None:
+    """--verify-running: each task's step samples where its threads run, under flux run."""
+    done = in_flux(
+        f"topobind run -l compact -r 2 --threads 1 --verify-running -- {WHEREAMI} --spin-ms 1500",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "verify: the program's 2 threads ran on their planned CPUs" in done.stderr
+
+
+def test_without_the_archive_make_flux_says_where_to_get_it(tmp_path: Path) -> None:
+    """No ../shared/flux: one line naming the archive and where to get it, exit 0."""
+    env = {**NO_SLURM, "TOPOBIND_SHARED": str(tmp_path), "TOPOBIND_CACHE": str(tmp_path)}
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "build-flux.sh")],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.count("\n") == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("flux: skipped: ") and "flux-core-0.88.0" in done.stdout
+
+
+@pytest.mark.slow
+@needs_flux
 def test_several_brokers_on_one_host_are_refused_in_one_line(tmp_path: Path) -> None:
     done = in_flux("topobind run -l compact -r 1 -- true", tmp_path, size=3)
     assert done.returncode == 2
