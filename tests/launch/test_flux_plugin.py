@@ -120,3 +120,14 @@ def test_a_gpu_node_from_the_sites_initrc_gives_each_task_its_gpu(tmp_path: Path
         ("1", "PCI_BUS_ID", "1"),
     ], done.stdout
     assert len({ln[2] for ln in lines}) == 2, done.stdout  # each beside its own GPU, apart
+
+
+def test_topobind_verify_checks_the_plugins_placement_against_the_plan(tmp_path: Path) -> None:
+    """topobind verify -- flux run -o topobind=spread: the probe under the plugin matches the
+    plan topobind makes for the same request."""
+    jobs = flux_jobs(
+        tmp_path, "topobind verify -l spread -r 2 --threads 1 -- flux run -n2 -o topobind=spread"
+    )
+    status, text = next(iter(jobs.values()))
+    assert status == 0, text
+    assert "2 of 2 threads bound to their planned CPU" in text, text
