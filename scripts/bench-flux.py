@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -50,6 +51,21 @@ for i in range(repeat):
         if done.returncode:
             sys.exit(f"flux run failed: {done.stderr}")
         print(json.dumps({"plugin": plugin, "ms": ms, "out": done.stdout + done.stderr}))
+# one job each way under strace -f of the broker (it forks the job shells, which fork tasks)
+import os, shutil, signal
+broker = subprocess.run(["flux", "getattr", "broker.pid"], capture_output=True,
+                        text=True).stdout.strip()
+if shutil.which("strace") and broker.isdigit():
+    for plugin in (False, True):
+        trace = f"strace-{int(plugin)}.txt"
+        tracer = subprocess.Popen(["strace", "-f", "-qq", "-o", trace, "-p", broker])
+        time.sleep(1.0)  # attached
+        extra = ["-o", "topobind=spread"] if plugin else []
+        subprocess.run(["flux", "run", "-n2", *extra, "/bin/true"], capture_output=True)
+        time.sleep(0.5)
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait()
+        print(json.dumps({"trace": plugin, "file": os.path.abspath(trace)}))
 """
 
 
@@ -64,11 +80,73 @@ def summary(samples: list[float]) -> dict[str, float]:
     }
 
 
+#: file-system and descriptor calls (strace's %file and %desc, the ones that matter here)
+FS_CALLS = frozenset(
+    [
+        "open",
+        "openat",
+        "stat",
+        "fstat",
+        "lstat",
+        "newfstatat",
+        "statx",
+        "access",
+        "faccessat",
+        "faccessat2",
+        "readlink",
+        "readlinkat",
+        "read",
+        "write",
+        "close",
+        "pread64",
+        "getdents64",
+        "dup2",
+        "dup3",
+        "fcntl",
+    ]
+)
+
+
+def task_calls(trace: Path) -> list[list[str]]:
+    """The calls of each task process of an strace -f file, from its first call to its
+    execve of the program (/bin/true): what the job shell and its plugins do in the task."""
+    calls: dict[str, list[str]] = {}
+    out = []
+    for line in trace.read_text(errors="replace").splitlines():
+        m = re.match(r"^(\d+)\s+(\w+)\(", line)
+        if not m:
+            continue
+        pid, name = m.groups()
+        if name == "execve" and '"/bin/true"' in line:
+            out.append(calls.pop(pid, []))
+        else:
+            calls.setdefault(pid, []).append(name)
+    return out
+
+
+def syscalls(traces: dict[bool, list[list[str]]]) -> dict[str, object]:
+    """Each task's calls with the plugin against without (medians), and what it adds."""
+    if set(traces) != {False, True} or not traces[False] or not traces[True]:
+        return {"measured": False, "why": "no strace, or no task traced"}
+    from collections import Counter
+
+    def med(tasks: list[list[str]], fs: bool) -> float:
+        return statistics.median(sum(1 for c in t if c in FS_CALLS or not fs) for t in tasks)
+
+    added = Counter(traces[True][0]) - Counter(traces[False][0])
+    return {
+        "measured": True,
+        "all": {"plain": med(traces[False], False), "plugin": med(traces[True], False)},
+        "file_system": {"plain": med(traces[False], True), "plugin": med(traces[True], True)},
+        "added_by_plugin": dict(sorted(added.items())),
+    }
+
+
 def main() -> int:
     if not FLUX.exists() or not PLUGIN.exists():
         print("bench-flux: Flux or its plugin is not built: make flux", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="tb-bench-flux-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tb-bench-flux-") as tmp:  # traces in it
         plugins = Path(tmp) / "plugins"
         plugins.mkdir()
         shutil.copy(PLUGIN, plugins / "topobind.so")
@@ -80,10 +158,12 @@ def main() -> int:
              sys.executable, "-c", INNER, str(REPEAT)],
             capture_output=True, text=True, env=env, cwd=tmp, timeout=600,
         )  # fmt: skip
-    if done.returncode:
-        print(f"bench-flux: the instance failed:\n{done.stderr}", file=sys.stderr)
-        return 1
-    jobs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode:
+            print(f"bench-flux: the instance failed:\n{done.stderr}", file=sys.stderr)
+            return 1
+        lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        traces = {t["trace"]: task_calls(Path(t["file"])) for t in lines if "trace" in t}
+    jobs = [j for j in lines if "plugin" in j]
     plan_us, init_us, exec_us, task_us = [], [], [], []
     for job in (j for j in jobs if j["plugin"]):
         init: dict[str, int] = {}
@@ -116,6 +196,7 @@ def main() -> int:
         },
         "planning_per_node_ms": summary([u / 1000 for u in plan_us]),
         "job_wall_ms": {"plain": summary(plain), "plugin": summary(placed)},
+        "per_task_syscalls": syscalls(traces),
         "target_task_ms": TARGET_TASK_MS,
         "per_task_ms": round(per_task_ms, 4),
         "meets_target": per_task_ms <= TARGET_TASK_MS,
