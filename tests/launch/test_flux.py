@@ -197,3 +197,18 @@ def test_a_gpu_node_through_flux_run_gets_and_verifies_its_device_variables(
     assert "launching with flux run" in done.stderr
     assert "4 of 4 device variables as planned" in done.stderr, done.stderr
     assert "GPU runtime: 2 of 2 ranks saw their planned GPUs" in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+@needs_flux
+def test_an_openmpi5_program_under_flux_run_gets_a_note(tmp_path: Path) -> None:
+    """OpenMPI 5 starts under flux run only through flux-pmix (not in flux-core): the note
+    says so and names the launcher that starts it."""
+    program = REPO / "kernels" / "bin" / "whereami-mpi-openmpi5"
+    if not program.exists():
+        pytest.skip("whereami-mpi-openmpi5 is not built: make whereami-mpis")
+    done = in_flux(f"topobind run -l compact -r 2 --threads 1 --dry-run -- {program}", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "links OpenMPI 5, which starts under flux run only with Flux's PMIx plugin" in (
+        done.stderr
+    )

@@ -144,6 +144,13 @@ def resolve(
             )
     probe, why = mpi_probe(linked, owner or (which if which.family else None))
     notes += why
+    if which.name == "flux" and owner is not None and owner.name == "openmpi5":
+        notes.append(
+            f"{linked.program if linked else 'the program'} links OpenMPI 5, which starts "
+            "under flux run only with Flux's PMIx plugin (flux-pmix, not part of flux-core): "
+            "without it each rank is an MPI world of its own; --launcher openmpi5 starts it "
+            "with its own mpirun"
+        )
     if which.name in OPENMPI:
         prefer = mpi or (requested if requested in OPENMPI else which.name if notes else None)
         if mpirun:
