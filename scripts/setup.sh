@@ -32,9 +32,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.topobind-setup-stamp
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  say "pip install -e '.[test,mpi5,reframe,docs]' into .venv"
+  say "pip install -e '.[test,mpi5,reframe,docs,flux]' into .venv"
   .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -e '.[test,mpi5,reframe,docs]'
+  .venv/bin/pip install -q -e '.[test,mpi5,reframe,docs,flux]'
   touch "$stamp"
 else
   say ".venv up to date (delete $stamp to force a reinstall)"

@@ -9,13 +9,13 @@
 #include <unistd.h>
 
 const char *const TB_LOCAL_RANK_VARS[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK",
-                                          "MPI_LOCALRANKID", "SLURM_LOCALID",
-                                          "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                          "SLURM_PROCID", NULL};
+                                          "MPI_LOCALRANKID", "FLUX_TASK_LOCAL_ID",
+                                          "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+                                          "PMI_RANK", "FLUX_TASK_RANK", "SLURM_PROCID", NULL};
 const char *const TB_RANK_VARS[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                    "SLURM_PROCID", NULL};
+                                    "FLUX_TASK_RANK", "SLURM_PROCID", NULL};
 const char *const TB_SIZE_VARS[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
-                                    "SLURM_NTASKS", NULL};
+                                    "FLUX_JOB_SIZE", "SLURM_NTASKS", NULL};
 
 /* V as a number 0 .. TB_MAX_RANK written in ASCII digits alone; -1 otherwise. */
 static long plain_number(const char *v)

@@ -276,6 +276,25 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
         self.env_vars["TOPOBIND_IGNORE_ALLOCATION_TASKS"] = "1"
         self.tb_check_setup()
 
+    @run_before("run")
+    def tb_flux_whole_node(self) -> None:
+        """A partition of ReFrame's flux scheduler: its backend builds the job's jobspec when
+        the job is made, before the test's task and CPU counts reach the job (always one task
+        of one core), and has no exclusive option. A check measures and places on the whole
+        node, as under Slurm's --exclusive: ask Flux for one node, exclusive."""
+        old = getattr(self.job, "fluxjob", None)
+        if old is None:
+            return
+        from flux.job import JobspecV1  # the flux bindings: only where the backend loaded them
+
+        new = JobspecV1.from_command(
+            command=["/bin/bash", self.job.script_filename],
+            num_tasks=1, cores_per_task=1, num_nodes=1, exclusive=True,
+        )  # fmt: skip
+        new.duration, new.cwd, new.environment = old.duration, old.cwd, old.environment
+        new.stdout, new.stderr = old.stdout, old.stderr
+        self.job.fluxjob = new
+
     def tb_pick_environment(self) -> None:
         """Run once per partition: in its first environment that compiles C with OpenMP."""
         tried = []

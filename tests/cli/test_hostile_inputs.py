@@ -367,8 +367,10 @@ def test_env_and_rankexec_take_the_same_group_for_a_qualified_node_name(tmp_path
         NodePlan(("node1", "node2"), plan_of(node, "compact", ranks=1, threads=1)),
         NodePlan(("node3",), plan_of(node, "compact", ranks=1, threads=2), first_rank=2),
     ]
-    env = {"SLURM_STEP_ID": "0", "SLURMD_NODENAME": "node3.cluster.org"}
-    assert env_group(groups, env) is groups[1]
+    from topobind.topo.slurm_allocation import allocation
+
+    env = {"SLURM_JOB_ID": "1", "SLURM_STEP_ID": "0", "SLURMD_NODENAME": "node3.cluster.org"}
+    assert env_group(groups, allocation(env).step_host) is groups[1]
     step = tmp_path / "rankexec.txt"
     step.write_text("topobind-rankexec 1\n@node1,node2\n0\tX=first\n@node3\n0\tX=node3\n")
     step.chmod(0o600)

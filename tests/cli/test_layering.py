@@ -329,3 +329,56 @@ def test_the_private_planner_check_catches_both_spellings(tmp_path: Path) -> Non
                    "request._plan_in_job(topo, req)\nrequest.plan(topo, req)\n")  # fmt: skip
     assert _private_plan_names(bad) == ["topobind.plan.layouts._plan_layout",
                                         "request._plan_in_job"]  # fmt: skip
+
+
+#: the modules that may read a resource manager's variables (issue 40 item 1): the allocation
+#: adapters (topo/allocation.py's record is made there), and what is one manager's by nature
+MANAGER_ADAPTERS = {
+    "topobind.topo.slurm_allocation": "the Slurm adapter of the allocation",
+    "topobind.topo.flux_allocation": "the Flux adapter of the allocation",
+    "topobind.launch.launchers.slurm_mpi": "srun's --mpi (SLURM_MPI_TYPE): the srun launcher's",
+    "topobind.checks.load": "the Slurm job's steps sampled during a check (SLURM_JOB_ID)",
+}
+MANAGER_VARIABLE = re.compile(r"^(SLURM|SLURMD|FLUX)_[A-Z0-9_]*$")
+
+
+def manager_reads(path: Path) -> list[str]:
+    """``SLURM_*``/``FLUX_*`` variables ``path`` reads: a name given to ``.get``/``getenv``/
+    ``.pop``, used as a subscript, or tested with ``in``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[ast.expr] = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+            attr = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            if attr in ("get", "getenv", "pop", "setdefault") and node.args:
+                names.append(node.args[0])
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            names.append(node.slice)
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In | ast.NotIn):
+            names.append(node.left)
+        for n in names:
+            if isinstance(n, ast.Constant) and MANAGER_VARIABLE.match(str(n.value)):
+                found.append(f"{n.value} (line {n.lineno})")
+    return found
+
+
+def test_only_the_adapters_read_a_resource_managers_variables() -> None:
+    """Planning, launch and verification take the allocation record (topo/allocation.py);
+    only its adapters read SLURM_* or FLUX_* (docs/architecture.md, section 1)."""
+    bad = [
+        f"{module}: {read}"
+        for module, path in _modules().items()
+        if module not in MANAGER_ADAPTERS
+        for read in manager_reads(path)
+    ]
+    assert bad == []
+
+
+def test_the_variable_scan_finds_reads(tmp_path: Path) -> None:
+    probe = tmp_path / "m.py"
+    probe.write_text(
+        'import os\nos.environ.get("SLURM_JOB_ID")\nenv["FLUX_URI"]\n"SLURM_NNODES" in env\n'
+        'x = {"SLURM_HOSTFILE": "f"}\n'  # a variable set for a launch: not a read
+    )
+    assert [r.split()[0] for r in manager_reads(probe)] == ["SLURM_JOB_ID", "FLUX_URI",
+                                                            "SLURM_NNODES"]  # fmt: skip

@@ -41,7 +41,7 @@ def test_a_bad_layout_is_refused_when_the_request_is_made() -> None:
 def test_every_field_but_the_parsed_ones_is_an_option_of_the_same_name() -> None:
     """What makes a new option one line: a field named as its dest is filled by name."""
     given = vars(_args("-t", EPYC, "-l", "compact"))
-    derived = {"layout", "parameter", "options", "follow_allocation"}
+    derived = {"layout", "parameter", "options", "follow_allocation", "allocation"}
     assert set(request.PlanRequest._fields) - derived <= given.keys()
 
 
@@ -72,16 +72,15 @@ def test_the_ignore_variable_is_read_where_the_request_is_made(
     assert not request_from(args, job=True).follow_allocation
 
 
-def test_a_job_plan_follows_the_allocation_and_warns_when_ranks_differ(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for name in ("SLURM_NTASKS_PER_NODE", "SLURM_NTASKS", "SLURM_JOB_NUM_NODES"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("SLURM_JOB_ID", "1")
-    monkeypatch.setenv("SLURM_NTASKS_PER_NODE", "6")
+def test_a_job_plan_follows_the_allocation_and_warns_when_ranks_differ() -> None:
+    """Planning reads the allocation record, no environment variable (issue 40 item 1)."""
+    from topobind.topo.allocation import Allocation, TasksPerNode
+
+    six = TasksPerNode(6, "SLURM_NTASKS_PER_NODE=6")
+    alloc = Allocation("slurm", 1, tasks=lambda: six)
     topo = load(EPYC)
-    plan = request.plan(topo, request.parse("spread", follow_allocation=True))
+    plan = request.plan(topo, request.parse("spread", follow_allocation=True, allocation=alloc))
     assert plan.nranks == 6 and not plan.warnings
-    plan = request.plan(topo, request.parse("per-numa", follow_allocation=True))
+    plan = request.plan(topo, request.parse("per-numa", follow_allocation=True, allocation=alloc))
     assert plan.nranks == 8
     assert any("allocation has 6 tasks per node" in w for w in plan.warnings)

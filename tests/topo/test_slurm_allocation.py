@@ -38,6 +38,7 @@ from topobind.launch.node_groups import compare_per_node, env_group
 from topobind.launch.shape import NodePlan
 from topobind.launch.verify import Observed, compare
 from topobind.plan.model import PlannedRank
+from topobind.topo import slurm_allocation as slurm
 from topobind.topo.slurm_allocation import expand_counts, tasks_on_each_node
 from topobind.topo.topology import load
 
@@ -184,17 +185,22 @@ def test_env_group_prints_only_variables_that_fit_the_node() -> None:
     node = load(NODE4)
     two, one = plan_of(node, "compact", ranks=2), plan_of(node, "compact", ranks=1)
     same = [NodePlan(("n1", "n2"), two), NodePlan(("n3",), plan_of(node, "compact", ranks=2))]
-    assert env_group(same, {}) is same[0]  # the same variables fit every node
+    job = {"SLURM_JOB_ID": "1", "SLURM_JOB_NUM_NODES": "3"}
+
+    def step_host(env: dict[str, str]) -> str | None:  # what the Slurm adapter makes of it
+        return slurm.allocation({**job, **env}).step_host
+
+    assert env_group(same, None) is same[0]  # the same variables fit every node
     differ = [NodePlan(("n1", "n2"), two), NodePlan(("n3",), one, first_rank=4)]
     step = {"SLURM_STEP_ID": "0", "SLURMD_NODENAME": "n3"}
-    assert env_group(differ, step) is differ[1]  # a task of a job step: its node's group
+    assert env_group(differ, step_host(step)) is differ[1]  # a job step's task: its node's
     with pytest.raises(TopobindError, match=r"n1,n2: OMP_NUM_THREADS=2; n3: OMP_NUM_THREADS=4"):
-        env_group(differ, {"SLURMD_NODENAME": "n3"})  # the batch script: exported everywhere
+        env_group(differ, step_host({"SLURMD_NODENAME": "n3"}))  # the batch script: everywhere
     batch_step = {**step, "SLURM_STEP_ID": str(0xFFFFFFFB)}  # Slurm's id of the batch step
     with pytest.raises(TopobindError, match="one export cannot fit every node"):
-        env_group(differ, batch_step)
+        env_group(differ, step_host(batch_step))
     with pytest.raises(TopobindError, match="this host 'elsewhere' is not one of the job's"):
-        env_group(differ, {**step, "SLURMD_NODENAME": "elsewhere"})
+        env_group(differ, step_host({**step, "SLURMD_NODENAME": "elsewhere"}))
 
 
 # --------------------------------------------------------------------------- verify per node

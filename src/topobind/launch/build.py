@@ -8,8 +8,9 @@ write), handing it the per-rank step (:class:`topobind.launch.rank_step.StepFile
 :func:`topobind.launch.run.write_files` writes the files and
 :func:`topobind.runner.run_process` runs it.
 
-- Inside a Slurm allocation (``SLURM_JOB_ID`` set) the default launcher is ``srun``;
-  outside, ``mpirun`` for several ranks and no launcher for one.
+- Inside an allocation (:class:`topobind.topo.allocation.Allocation`, ``RunOptions.allocation``)
+  the default launcher is its manager's (``srun`` in Slurm, ``flux`` in Flux); outside,
+  ``mpirun`` for several ranks and no launcher for one.
 - The OpenMPI flavour (4.x or 5.x) is read from ``mpirun --version``.
 - The per-rank step is ``rankstep/bin/rankexec`` (C, no interpreter): it reads the line of its
   local rank in a file prepared once by ``topobind run`` (exact ``OMP_PLACES`` and any other
@@ -38,7 +39,7 @@ from topobind.launch.rank_step import StepFiles
 from topobind.launch.resolve import launch_args, resolve
 from topobind.launch.shape import JobShape, NodePlan, RunOptions
 from topobind.plan.model import Plan
-from topobind.topo import slurm_allocation as slurm
+from topobind.topo.manager import detect
 
 
 def job_shape(
@@ -53,12 +54,12 @@ def job_shape(
     env: Mapping[str, str] | None = None,
     forward: Sequence[str] = (),
 ) -> JobShape:
-    """The shape of this job: launcher, nodes (from Slurm), MPI flavour, per-rank step.
+    """The shape of this job: launcher, nodes (the allocation's), MPI flavour, per-rank step.
 
     ``opts``: what the user asked (``rank_step``: ``auto`` (only where needed, or to
     sample), ``always`` or ``never``; ``srun_args``, ``mpirun_args``: options for srun, or
     for mpirun/mpiexec, whichever launches); ``sample``: the step samples the program's
-    threads ``opts.sample_ms`` after start; ``nodes``: default, the job's nodes inside Slurm
+    threads ``opts.sample_ms`` after start; ``nodes``: default, the allocation's nodes
     (1 without a launcher); ``groups``: a plan per group of nodes (always with the per-rank
     step); ``program``: the program's path, read once (the MPI it links picks or checks the
     launcher, see :func:`topobind.launch.resolve.resolve`); ``env``, ``forward``: variables
@@ -68,10 +69,11 @@ def job_shape(
     sample_ms = opts.sample_ms if sample else None
     if groups and launcher == "none":
         raise TopobindError("--launcher none runs one process; the job spans several nodes")
-    r = resolve(plan, launcher, opts.mpi, program=program)
+    alloc = opts.allocation if opts.allocation is not None else detect()
+    r = resolve(plan, launcher, opts.mpi, program=program, allocation=alloc)
     which = r.launcher
     if nodes is None:
-        nodes = slurm.nodes() if slurm.in_slurm() and which.name != "none" else 1
+        nodes = alloc.nodes if which.name != "none" else 1
     if which.name == "none" and plan.nranks > 1:
         raise TopobindError(
             f"the plan has {plan.nranks} ranks; --launcher none runs one process "
@@ -111,6 +113,7 @@ def job_shape(
         notes=(*r.notes, *notes),
         probe=r.probe,
         uniform_places=exact,
+        allocation=alloc,
     )
 
 

@@ -1,10 +1,11 @@
-"""A plan per group of nodes when a Slurm job holds different shares of its nodes.
+"""A plan per group of nodes when a job holds different shares of its nodes.
 
 ``sbatch -N 3 -n 5`` holds 2 tasks on two nodes and 1 on the third; a job sharing nodes with
-other jobs holds different CPUs on each (``scontrol show job -d``: ``CPU_IDs``, Slurm's
-abstract ids, read as OS indexes through :func:`topobind.topo.slurm_allocation.machine_cpus`). One
-plan applied on every node is then wrong, so each group of nodes with the same share (tasks, CPUs:
-:func:`topobind.topo.slurm_allocation.node_shares`) gets a plan of its own, made from the node
+other jobs holds different CPUs on each (Slurm's ``scontrol show job -d``: ``CPU_IDs``, its
+abstract ids; Flux's R: core ids; read as OS indexes through
+:func:`topobind.topo.allocation.machine_cpus`). One plan applied on every node is then wrong,
+so each group of nodes with the same share (tasks, CPUs: the job's
+:meth:`topobind.topo.allocation.Allocation.shares`) gets a plan of its own, made from the node
 topology restricted to the CPUs the job holds there (:class:`topobind.launch.shape.NodePlan`). The
 launch itself is :func:`topobind.launch.build.build` with these groups (``JobShape.groups``): one
 plain srun step whose per-rank step binds each rank from its group's section of one file, or one
@@ -16,9 +17,7 @@ probe's report or the running program's samples), and the group ``topobind env``
 
 from __future__ import annotations
 
-import os
-import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from topobind.errors import TopobindError
@@ -29,16 +28,17 @@ from topobind.launch.verify_devices import EnvRow, check_env
 from topobind.plan import request
 from topobind.plan.model import PlannedRank
 from topobind.plan.request import PlanRequest
-from topobind.topo import slurm_allocation as slurm
+from topobind.topo.allocation import NodeShare, machine_cpus
 from topobind.topo.topology import Topology, format_list, live_whole_xml, node_cores, parse_xml
 
 
 def plans(req: PlanRequest, topo: Topology) -> list[NodePlan] | None:
     """One plan per share of the job's nodes; None when every node holds the same share (one
-    plan fits all), outside Slurm, or for a request that does not follow the allocation."""
-    if not req.follow_allocation:
+    plan fits all), outside an allocation, or for a request that does not follow it."""
+    if not req.follow_allocation or req.allocation is None:
         return None
-    shares = slurm.node_shares()
+    alloc = req.allocation
+    shares = alloc.shares()
     if shares is None or len(shares) < 2:
         return None
     if not topo.xml:
@@ -55,9 +55,11 @@ def plans(req: PlanRequest, topo: Topology) -> list[NodePlan] | None:
     out: list[NodePlan] = []
     for share in shares:
         # this group's ranks, from its own share of the allocation
-        mine = req._replace(ranks=req.ranks_for(share.tasks), follow_allocation=False)
+        tasks = share.tasks or None  # 0: the manager names no task count (Flux)
+        mine = req._replace(ranks=req.ranks_for(tasks), follow_allocation=False)
         host = share.hosts[0]
-        cpus = slurm.machine_cpus(cores, share.slurm_cpus, share.threads_per_core, host)
+        manager = alloc.manager.capitalize()
+        cpus = machine_cpus(cores, share.cpu_ids, share.threads_per_core, host, manager)
         where = describe(share, cpus)
         try:
             node = parse_xml(xml, topo.source, hostname=host, job_cpus=cpus)
@@ -71,9 +73,28 @@ def plans(req: PlanRequest, topo: Topology) -> list[NodePlan] | None:
     return out
 
 
-def _numbering_warnings(
-    whole: Topology, source: str, shares: Sequence[slurm.NodeShare]
-) -> list[str]:
+def job_topology(req: PlanRequest, topo: Topology) -> Topology:
+    """``topo`` kept to the CPUs the job holds on its nodes where the manager does not confine
+    a job itself (``Allocation.restricted``: Flux, whose jobs see the whole node) and every
+    node holds the same share: a ``flux alloc -n1 -c1`` instance plans its one core, not the
+    node. Flux numbers a node's cores as the broker's hwloc shows them (this topology's
+    order). Else ``topo`` itself."""
+    alloc = req.allocation
+    if alloc is None or not alloc.restricted or not topo.xml:
+        return topo
+    shares = alloc.shares()
+    if not shares or len(shares) != 1:
+        return topo  # several shares: a plan per group (plans)
+    share = shares[0]
+    cores = node_cores(topo.xml, topo.source)
+    where = share.hosts[0]
+    cpus = machine_cpus(cores, share.cpu_ids, share.threads_per_core, where, "Flux")
+    if cpus >= {pu for c in topo.cores for pu in c.pus}:
+        return topo
+    return parse_xml(topo.xml, topo.source, hostname=topo.hostname, job_cpus=cpus)
+
+
+def _numbering_warnings(whole: Topology, source: str, shares: Sequence[NodeShare]) -> list[str]:
     """When Slurm's CPU ids may name other PUs than topobind reads: an XML file lacking PUs
     of its node (offline, or dropped because it was exported inside a job without
     ``--disallowed``; Slurm numbers every PU it sees), or nodes whose ThreadsPerCore Slurm
@@ -95,10 +116,13 @@ def _numbering_warnings(
     return out
 
 
-def describe(share: slurm.NodeShare, cpus: frozenset[int]) -> str:
-    """``node1,node2: 2 task(s), CPUs 0,1``: CPUS, the OS indexes of the share's CPUs."""
+def describe(share: NodeShare, cpus: frozenset[int]) -> str:
+    """``node1,node2: 2 task(s), CPUs 0,1``: CPUS, the OS indexes of the share's CPUs (no
+    task count where the manager names none; GPUs where it names them)."""
     listed = ",".join(str(c) for c in sorted(cpus))
-    return f"{','.join(share.hosts)}: {share.tasks} task(s), CPUs {listed}"
+    tasks = f"{share.tasks} task(s), " if share.tasks else ""
+    gpus = f", GPUs {','.join(str(g) for g in sorted(share.gpu_ids))}" if share.gpu_ids else ""
+    return f"{','.join(share.hosts)}: {tasks}CPUs {listed}{gpus}"
 
 
 def compare_per_node(
@@ -157,19 +181,18 @@ def check_env_per_node(node_plans: Sequence[NodePlan], probe_text: str) -> list[
     return sorted(rows, key=lambda r: (r.rank, r.host, r.variable))
 
 
-def env_group(node_plans: Sequence[NodePlan], env: Mapping[str, str] | None = None) -> NodePlan:
+def env_group(node_plans: Sequence[NodePlan], step_host: str | None) -> NodePlan:
     """The group whose variables ``topobind env`` prints in a job whose nodes differ.
 
     When every group's variables are the same, they fit every node (the first group). Else
-    they fit only the nodes of one group: inside a job step (``SLURM_STEP_ID``: a task on one
-    node) this node's group (``SLURMD_NODENAME``, else the host name); in the batch script,
-    whose exports reach every node of the launch that follows, an error naming the fix."""
-    e = os.environ if env is None else env
+    they fit only the nodes of one group: inside a job step (``step_host``, the allocation's:
+    a task on one node) this node's group; in the batch script, whose exports reach every
+    node of the launch that follows, an error naming the fix."""
     variables = [job_env(JobShape(plan=g.plan)) for g in node_plans]
     if all(v == variables[0] for v in variables):
         return node_plans[0]
-    host = e.get("SLURMD_NODENAME") or socket.gethostname()
-    if _in_job_step(e):
+    host = step_host
+    if host is not None:
         short = host.split(".", 1)[0]  # as rankexec matches: the name, or it up to the '.'
         for g in node_plans:
             if host in g.hosts or short in g.hosts:
@@ -186,10 +209,3 @@ def env_group(node_plans: Sequence[NodePlan], env: Mapping[str, str] | None = No
         "one export cannot fit every node: launch with 'topobind run' (a plan per group of "
         "nodes), or run 'topobind env' on each node inside the job step"
     )
-
-
-def _in_job_step(env: Mapping[str, str]) -> bool:
-    """A task of a job step (srun), on one node; not the batch script (no SLURM_STEP_ID in
-    Slurm 22.05) nor Slurm's special steps (batch, extern, interactive: ids >= 0xfffffff0)."""
-    step = env.get("SLURM_STEP_ID", "")
-    return step.isdigit() and int(step) < 0xFFFFFFF0

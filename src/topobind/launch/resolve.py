@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from topobind.errors import TopobindError
 from topobind.launch.launchers import OPENMPI, REGISTRY, get
 from topobind.launch.launchers.base import Launcher, real_dir
+from topobind.topo.allocation import Allocation
+from topobind.topo.manager import detect
 
 if TYPE_CHECKING:
     from topobind.launch.launchers.linked import Linked
@@ -60,21 +62,42 @@ def find_openmpi(prefer: str | None = None) -> tuple[str, str]:
     return found[0], mpi_flavour(found[0])
 
 
-def choose(plan: Plan, requested: str | None, family: str | None = None) -> Launcher:
-    """The launcher asked for, else srun inside Slurm, else for several ranks the MPI
-    family the program links (``family``; OpenMPI when unknown), else none."""
-    from topobind.topo.slurm_allocation import in_slurm
+#: the launcher of each resource manager, the default inside its jobs
+MANAGER_LAUNCHERS = {"slurm": "srun", "flux": "flux"}
+_INSIDE = {
+    "slurm": "a Slurm allocation (SLURM_JOB_ID unset); use salloc/sbatch",
+    "flux": "a Flux instance (FLUX_URI unset); run inside one (flux start, alloc, batch)",
+}
 
+
+def choose(
+    plan: Plan,
+    requested: str | None,
+    family: str | None = None,
+    allocation: Allocation | None = None,
+) -> Launcher:
+    """The launcher asked for, else the allocation's manager's (srun inside Slurm, flux
+    inside a Flux instance; not from a task of a Flux job, which plans from its job's cores
+    and launches as outside), else for several ranks the MPI family the program links
+    (``family``; OpenMPI when unknown), else none. ``allocation``: the job's (default:
+    detected here)."""
+    alloc = allocation if allocation is not None else detect()
     if requested is not None:
         which = get(requested)
-        if which.needs_slurm and not in_slurm():
+        if which.needs_manager and alloc.manager != which.needs_manager:
             raise TopobindError(
-                f"--launcher {requested} needs a Slurm allocation (SLURM_JOB_ID unset); use "
-                "salloc/sbatch or --launcher mpirun"
+                f"--launcher {requested} needs {_INSIDE[which.needs_manager]} or --launcher mpirun"
+            )
+        if which.needs_manager and alloc.in_job:
+            raise TopobindError(
+                f"--launcher {requested}: this is a task of {alloc.manager} job "
+                f"{alloc.in_job}, whose {requested} run would wait for the cores the job itself "
+                "holds; run topobind in the job's instance (flux batch, flux alloc), or give "
+                "--launcher mpirun|none"
             )
         return which
-    if in_slurm():
-        return REGISTRY["srun"]
+    if alloc.manager in MANAGER_LAUNCHERS and not alloc.in_job:
+        return REGISTRY[MANAGER_LAUNCHERS[alloc.manager]]
     if plan.nranks == 1:
         return REGISTRY["none"]
     return get("mpirun")
@@ -87,6 +110,7 @@ def resolve(
     *,
     mpirun: str | None = None,
     program: str | None = None,
+    allocation: Allocation | None = None,
 ) -> Resolved:
     """The launcher for this job, found on this machine, checked against the MPI the
     program links: a launcher of another MPI family is refused (naming the right one); with
@@ -95,7 +119,7 @@ def resolve(
     from topobind.launch.launchers.linked import linked_mpi
 
     linked = linked_mpi(program) if program and os.path.isfile(program) else None
-    which = choose(plan, requested, linked.family if linked else None)
+    which = choose(plan, requested, linked.family if linked else None, allocation)
     notes: list[str] = []
     owner = installed_with(linked) if linked is not None else None
     if linked is not None and which.family and requested is None and which.family != linked.family:
@@ -120,6 +144,13 @@ def resolve(
             )
     probe, why = mpi_probe(linked, owner or (which if which.family else None))
     notes += why
+    if which.name == "flux" and owner is not None and owner.name == "openmpi5":
+        notes.append(
+            f"{linked.program if linked else 'the program'} links OpenMPI 5, which starts "
+            "under flux run only with Flux's PMIx plugin (flux-pmix, not part of flux-core): "
+            "without it each rank is an MPI world of its own; --launcher openmpi5 starts it "
+            "with its own mpirun"
+        )
     if which.name in OPENMPI:
         prefer = mpi or (requested if requested in OPENMPI else which.name if notes else None)
         if mpirun:

@@ -44,9 +44,9 @@ from topobind.plan.memory import needs_step
 from topobind.plan.model import Plan, PlannedRank
 from topobind.plan.request import PlanRequest
 from topobind.runner import run_process
-from topobind.topo.slurm_allocation import in_slurm
-from topobind.topo.slurm_allocation import nodes as slurm_nodes
-from topobind.topo.topology import load
+from topobind.topo.allocation import Allocation
+from topobind.topo.manager import detect
+from topobind.topo.topology import Topology, load
 
 
 @dataclass(frozen=True)
@@ -71,10 +71,15 @@ class Verdict:
     memory_rows: list[ProbeRow] = field(default_factory=list)  # the probe's memory policy
 
 
-def workdir() -> str:
+def _alloc(allocation: Allocation | None) -> Allocation:
+    return allocation if allocation is not None else detect()
+
+
+def workdir(allocation: Allocation | None = None) -> str:
     """Scratch directory for the per-rank step file (and rankfile) every rank reads: on a shared
-    file system when the job spans several nodes ($TOPOBIND_WORKDIR, else the submit directory)."""
-    base = os.environ.get("TOPOBIND_WORKDIR") or os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd()
+    file system when the job spans several nodes ($TOPOBIND_WORKDIR, else the job's submit
+    directory, else the working directory)."""
+    base = os.environ.get("TOPOBIND_WORKDIR") or _alloc(allocation).workdir or os.getcwd()
     try:
         return os.path.abspath(tempfile.mkdtemp(prefix=".topobind-run-", dir=base))
     except OSError as exc:
@@ -93,20 +98,24 @@ def local_dir(prefix: str, under: str | None = None) -> str:
                             f"{exc.strerror}") from exc  # fmt: skip
 
 
-def dry_run_dir() -> str:
+def dry_run_dir(allocation: Allocation | None = None) -> str:
     """Where a dry run writes the files its command reads: under $TMPDIR on one node, the
     shared scratch directory of a real run (:func:`workdir`) on several."""
-    return workdir() if slurm_nodes() > 1 else local_dir("topobind-dry-run-")
+    alloc = _alloc(allocation)
+    return workdir(alloc) if alloc.nodes > 1 else local_dir("topobind-dry-run-")
 
 
-def node_groups(req: PlanRequest, launcher: str | None = None) -> list[NodePlan] | None:
+def node_groups(
+    req: PlanRequest, launcher: str | None = None, topo: Topology | None = None
+) -> list[NodePlan] | None:
     """Plans per group of nodes when the job holds different shares of its nodes (see
     :mod:`topobind.launch.node_groups`); None on one node or when one plan fits every node.
-    ``launcher``: the --launcher asked for (none runs one process: refused on several nodes)."""
-    if not in_slurm() or slurm_nodes() < 2:
+    ``launcher``: the --launcher asked for (none runs one process: refused on several nodes);
+    ``topo``: the topology, loaded once by the caller (default: loaded here when needed)."""
+    alloc = req.allocation
+    if alloc is None or (alloc.nodes < 2 and not alloc.restricted):
         return None
-
-    groups = pernode.plans(req, load(req.topology))
+    groups = pernode.plans(req, topo if topo is not None else load(req.topology))
     if groups is not None and launcher == "none":
         raise TopobindError("--launcher none runs one process; the job spans several nodes")
     return groups
@@ -251,12 +260,14 @@ def sampled_rows(plan: Plan, job: Job, sample_ms: int) -> tuple[list[Row], list[
 
 
 @contextlib.contextmanager
-def scratch(local: str | None = None, under: str | None = None) -> Iterator[str]:
+def scratch(
+    local: str | None = None, under: str | None = None, allocation: Allocation | None = None
+) -> Iterator[str]:
     """A new scratch directory, removed with everything in it when the block ends, however
     it ends: the job's, shared by its nodes (:func:`workdir`), or, given a name prefix
     ``local``, one on this node only (:func:`local_dir`: under ``under``, else $TMPDIR;
     HPL's on one node)."""
-    path = local_dir(local, under) if local is not None else workdir()
+    path = local_dir(local, under) if local is not None else workdir(allocation)
     try:
         yield path
     finally:
@@ -275,7 +286,7 @@ def dry_job(
     :func:`dry_run_dir`; the job's shared scratch directory for groups of nodes), kept only
     when the command reads files: ``job.workdir`` is gone when ``job.launch.files`` is empty
     and there are no groups."""
-    where = workdir() if groups else dry_run_dir()
+    where = workdir(opts.allocation) if groups else dry_run_dir(opts.allocation)
     try:
         job = prepare(plan, program, opts, where, sample=sample, groups=groups)
     except BaseException:
@@ -344,7 +355,7 @@ def run_job(
     the running program's samples with the plan (``verify_running``; not after Ctrl-C or
     SIGTERM, exit 130 or 143). ``groups``: a plan per group of nodes (``plan``: the first's)."""
     check_program(program[0])
-    with scratch() as where:
+    with scratch(allocation=opts.allocation) as where:
         job = prepare(plan, program, opts, where, sample=verify_running, groups=groups)
         stages.prepared(job)
         if verify:
@@ -382,10 +393,11 @@ def verify_command(
     planned: Sequence[PlannedRank] = (),
     groups: Sequence[NodePlan] | None = None,
     nodes: int | None = None,
+    allocation: Allocation | None = None,
 ) -> Checked:
     """Run the probe under a launch command and compare its output with ``plan`` (or the
     ``planned`` ranks of a plan file, or each group's plan); ``nodes``: the nodes the
-    command spans (default: the job's inside Slurm, else the hosts the probe reports). The
+    command spans (default: the allocation's inside one, else the hosts the probe reports). The
     probe's memory policy is judged where it decides something (several NUMA nodes)."""
     given = Launch(argv=[*command, probe()], env={}, launcher="given")
     done = execute(given, capture=True)
@@ -395,8 +407,9 @@ def verify_command(
         found = parse_probe_output(done.stdout)
         return Checked(0, compare_per_node(groups, found), check_env_per_node(groups, done.stdout))
     planned = planned_ranks(plan) if plan is not None else list(planned)
-    if nodes is None and in_slurm():
-        nodes = slurm_nodes()
+    alloc = _alloc(allocation)
+    if nodes is None and alloc.inside:
+        nodes = alloc.nodes
     rows = compare(planned, parse_probe_output(done.stdout), nnodes=nodes)
     memory: list[ProbeRow] = []
     if plan is not None:

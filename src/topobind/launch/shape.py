@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from topobind.plan.model import Plan
+from topobind.topo.allocation import Allocation
 from topobind.topo.topology import Topology
 
 
@@ -33,6 +34,8 @@ class RunOptions:
     sample_ms: int = 1000  # when the program's threads are sampled (--verify-running)
     srun_args: tuple[str, ...] = ()  # --srun-args: options for srun itself
     mpirun_args: tuple[str, ...] = ()  # --mpirun-args: options for mpirun / mpiexec
+    #: the job's allocation, made once by the command (None: detected where needed)
+    allocation: Allocation | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,7 @@ class JobShape:
     notes: tuple[str, ...] = ()
     probe: str = "whereami"
     uniform_places: bool = False  # OMP_PLACES=threads in each launcher mask is exact
+    allocation: Allocation | None = None  # the job's (host names for rankfiles spanning nodes)
 
 
 class RankStep(Protocol):

@@ -20,6 +20,7 @@ from topobind.inputs import whole_number
 from topobind.plan.gpu_options import GPU_HELP, ORDERS, RESERVES
 from topobind.plan.model import Plan, RankPlan
 from topobind.topo import cpukinds
+from topobind.topo.allocation import Allocation
 from topobind.topo.topology import Core, Topology, format_list
 
 
@@ -102,7 +103,8 @@ class PlanRequest(NamedTuple):
     smt: bool = False  # every PU of a core
     cpukind: str = "performance"  # which kind of cores (cpukinds)
     options: Mapping[str, object] = MappingProxyType({})  # per-layout options given
-    follow_allocation: bool = False  # ranks per node from the Slurm allocation (run, env, verify)
+    follow_allocation: bool = False  # ranks per node from the allocation (run, env, verify)
+    allocation: Allocation | None = None  # the job's (topo.allocation.detect), None: no manager
     mem: str = "local"  # --mem: each rank's NUMA memory policy (topobind.plan.memory)
     pages: str = "thp"  # --pages: the page size of the program's large allocations
     pages_min: int | None = None  # --pages-min: bytes per rank the pool must hold (auto)

@@ -3,8 +3,10 @@ value) and :func:`plan`, which every command and path that plans goes through.
 
 The command layer turns its options into a :class:`PlanRequest` once
 (``commands/common.request_from``): the layout spelled ``NAME[:N]`` is parsed there, and
-whether the ranks per node follow the Slurm allocation is decided there (the commands that
-launch inside a job, unless ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1``). :func:`plan` plans it:
+whether the ranks per node follow the allocation is decided there (the commands that
+launch inside a job, unless ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1``), and the job's allocation
+(:class:`topobind.topo.allocation.Allocation`, made once by its adapter) rides on the request:
+planning reads no environment variable. :func:`plan` plans it:
 the layout (``Layout.plan``, per-gpu included) then the memory (``--mem``/``--pages``), with
 the ranks per node of ``req.ranks``, or, for a request that follows the allocation, the
 allocation's (``launch.node_groups`` gives each group of nodes its ranks instead). The stages
@@ -55,15 +57,13 @@ def _layout_then_memory(topo: Topology, req: PlanRequest) -> Plan:
 def _plan_in_job(topo: Topology, req: PlanRequest) -> Plan:
     """The plan of a command that launches inside this job (run, env, verify).
 
-    Inside Slurm, without --ranks, the ranks per node are the tasks per node the job asked
-    for (``SLURM_NTASKS_PER_NODE``, or ``SLURM_NTASKS`` / ``SLURM_JOB_NUM_NODES``) unless the
-    layout sets the count itself (one rank per domain). An explicit --ranks wins. When the
-    plan's ranks per node differ from the allocation's, the plan carries a warning."""
-    # The allocation is read only here (a plan outside a job never imports it).
-    from topobind.topo import slurm_allocation as slurm
-
+    In an allocation (``req.allocation``), without --ranks, the ranks per node are the tasks
+    per node the job asked for (Slurm's ``SLURM_NTASKS_PER_NODE``, or ``SLURM_NTASKS`` /
+    ``SLURM_JOB_NUM_NODES``) unless the layout sets the count itself (one rank per domain).
+    An explicit --ranks wins. When the plan's ranks per node differ from the allocation's,
+    the plan carries a warning."""
     try:
-        alloc = slurm.tasks_per_node()
+        alloc = req.allocation.tasks_per_node() if req.allocation is not None else None
     except TopobindError:
         if req.ranks is None and not req.layout.one_rank_per_domain:
             raise

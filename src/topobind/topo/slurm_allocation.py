@@ -1,4 +1,7 @@
-"""What a Slurm job was given: nodes, tasks per node, host names (from ``SLURM_*``).
+"""The Slurm adapter of :mod:`topobind.topo.allocation`: what a Slurm job was given (nodes,
+tasks per node, host names, each node's CPUs) from ``SLURM_*`` and ``scontrol``, as the one
+:class:`~topobind.topo.allocation.Allocation` record (:func:`allocation`). With the Flux
+adapter, the only module that reads ``SLURM_*`` for planning and launch.
 
 Only variables the user asked for count as the allocation's task count:
 ``SLURM_NTASKS_PER_NODE`` (``--ntasks-per-node``) and ``SLURM_NTASKS`` (``-n``), the latter
@@ -8,19 +11,23 @@ without ``-n`` (to the CPU count with ``--exclusive``, measured on Slurm 22.05).
 
 import os
 import re
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Mapping
 
 from topobind.errors import TopobindError, plural
 from topobind.inputs import whole_number
+from topobind.topo.allocation import (
+    MAX_NODES,
+    MAX_TASKS_PER_NODE,
+    Allocation,
+    NodeShare,
+    TasksPerNode,
+    machine_cpus,
+)
 from topobind.topo.topology import MAX_PUS, parse_list
 
+__all__ = ["MAX_NODES", "MAX_TASKS_PER_NODE", "NodeShare", "TasksPerNode", "machine_cpus"]
+
 _COUNT = re.compile(r"^([0-9]+)(?:\(x([0-9]+)\))?$", re.ASCII)
-#: Most nodes a job may span (Slurm's largest clusters have tens of thousands): bounds the
-#: work on a hostile SLURM_JOB_NUM_NODES, SLURM_NTASKS_PER_NODE='2(x1000000000)' or --nodes.
-MAX_NODES = 1 << 16
-#: Most tasks a node may run (Slurm's MAX_TASKS_PER_NODE is 512; room for more).
-MAX_TASKS_PER_NODE = 1 << 16
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -61,11 +68,6 @@ def expand_counts(text: str, limit: int = MAX_NODES) -> list[int]:
             )
         out.extend([count] * repeat)
     return out
-
-
-class TasksPerNode(NamedTuple):
-    count: int  # type: ignore[assignment]  # tasks on every node (hides tuple.count)
-    source: str  # the variables it came from, for messages
 
 
 def tasks_per_node(env: Mapping[str, str] | None = None) -> TasksPerNode | None:
@@ -130,15 +132,6 @@ def hostnames(env: Mapping[str, str] | None = None, nodelist: str | None = None)
     return hosts
 
 
-class NodeShare(NamedTuple):
-    """What the job holds on some of its nodes: the same task count and CPUs on each."""
-
-    hosts: tuple[str, ...]  # the nodes, in Slurm's order
-    tasks: int  # tasks on each node
-    slurm_cpus: frozenset[int]  # the job's CPUs on each node, Slurm's abstract ids (CPU_IDs)
-    threads_per_core: int  # the nodes' ThreadsPerCore: how Slurm's ids count PUs (0: unknown)
-
-
 def _scontrol(env: Mapping[str, str], args: list[str], failed: str, fix: str = "") -> str:
     """stdout of ``scontrol ARGS``; when it fails, one line: FAILED (the command: why)FIX."""
     import subprocess  # here: 'topobind env' reads the allocation from the environment only
@@ -193,42 +186,6 @@ def _threads_per_core(env: Mapping[str, str], hosts: list[str]) -> dict[str, int
     return out
 
 
-def machine_cpus(
-    cores: Sequence[tuple[int, ...]], ids: frozenset[int], threads_per_core: int, node: str
-) -> frozenset[int]:
-    """The OS indexes of Slurm's abstract CPU ids ``ids`` (scontrol's ``CPU_IDs``) on a node
-    whose cores are ``cores`` (every core of the whole node, each as its PUs' OS indexes, both
-    in hwloc's logical order). Slurm numbers a node's CPUs core by core in that order,
-    ``ThreadsPerCore`` ids per core, the i-th id of a core being its i-th PU (slurmd's block
-    map; ``slurmd -D -vvvvv`` prints it): id = core * ThreadsPerCore + thread, where slurmd
-    counts the PUs of the node divided by its cores as threads per core. On a node configured
-    with ThreadsPerCore=1 over SMT hardware, an id is a whole core. ``threads_per_core`` 0
-    (Slurm did not say): the topology's."""
-    hw_threads = max(1, sum(len(c) for c in cores) // max(1, len(cores)))
-    threads_per_core = threads_per_core or hw_threads
-    if threads_per_core not in (1, hw_threads):
-        raise TopobindError(
-            f"Slurm counts {threads_per_core} threads per core on {node} but its topology has "
-            f"{hw_threads}: give topobind that node's hwloc XML (-t), or fix the node's "
-            "ThreadsPerCore in slurm.conf"
-        )
-    out: set[int] = set()
-    for cpu in sorted(ids):
-        core, thread = divmod(cpu, threads_per_core)
-        if core >= len(cores):
-            raise TopobindError(
-                f"Slurm gives the job CPU {cpu} on {node}, but the topology has only "
-                f"{len(cores)} cores of {threads_per_core} thread(s) there: give topobind "
-                "that node's hwloc XML (-t)"
-            )
-        pus = cores[core]
-        if threads_per_core != hw_threads:  # ThreadsPerCore=1 over SMT: the whole core
-            out.update(pus)
-        elif thread < len(pus):  # a PU that is offline has no id to give (Slurm skips it)
-            out.add(pus[thread])
-    return frozenset(out)
-
-
 def tasks_on_each_node(env: Mapping[str, str] | None = None) -> list[int] | None:
     """Tasks on each node of the job, in Slurm's order; None when no task count was asked."""
     e = _env(env)
@@ -269,8 +226,40 @@ def node_shares(env: Mapping[str, str] | None = None) -> list[NodeShare] | None:
     for host, count in zip(hosts, counts, strict=True):
         last = shares[-1] if shares else None
         share = (count, cpus[host], threads.get(host, 0))
-        if last is not None and (last.tasks, last.slurm_cpus, last.threads_per_core) == share:
+        if last is not None and (last.tasks, last.cpu_ids, last.threads_per_core) == share:
             shares[-1] = NodeShare((*last.hosts, host), *share)
         else:
             shares.append(NodeShare((host,), *share))
     return shares
+
+
+def allocation(env: Mapping[str, str] | None = None) -> Allocation:
+    """This Slurm job's :class:`~topobind.topo.allocation.Allocation`: the node count now,
+    the rest (tasks a node, host names, shares: ``scontrol``) on first use."""
+    env = dict(_env(env))
+    step = env.get("SLURM_STEP_ID", "")
+    # a task of a job step (srun), on one node: not the batch script (no SLURM_STEP_ID in
+    # Slurm 22.05) nor Slurm's special steps (batch, extern, interactive: ids >= 0xfffffff0)
+    in_step = step.isdigit() and int(step) < 0xFFFFFFF0
+    cpt = env.get("SLURM_CPUS_PER_TASK", "").strip()
+    return Allocation(
+        "slurm",
+        nodes(env),
+        tasks=lambda: tasks_per_node(env),
+        hosts=lambda: hostnames(env),
+        shares=lambda: node_shares(env),
+        cpus_per_task=cpt,
+        workdir=env.get("SLURM_SUBMIT_DIR") or None,
+        step_host=(env.get("SLURMD_NODENAME") or _hostname()) if in_step else None,
+    )
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def node_name(env: Mapping[str, str] | None = None) -> str | None:
+    """This node's name in Slurm (``SLURMD_NODENAME``, set in a job's steps), or None."""
+    return _env(env).get("SLURMD_NODENAME") or None

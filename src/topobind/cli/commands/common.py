@@ -18,6 +18,7 @@ from topobind.plan import layouts, memory, request
 from topobind.plan.model import Plan
 from topobind.plan.request import PlanRequest
 from topobind.topo import cpukinds
+from topobind.topo.manager import detect
 from topobind.topo.topology import Topology, load
 
 
@@ -122,8 +123,9 @@ def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:
     """The typed request of a planning command's options, made here once: the layout parsed,
     each field of :class:`~topobind.plan.request.PlanRequest` taken from the option of its name, the
     per-layout options that were given. ``job``: a command that launches inside this job, whose
-    ranks per node follow the Slurm allocation unless ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1``
-    (read here only)."""
+    ranks per node follow the allocation unless ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1`` (read
+    here only); its allocation is made here, once (:func:`topobind.topo.allocation.detect`:
+    the adapter of the manager it runs under), and rides on the request."""
     if args.layout == "auto":  # topobind tune's record for this program and node type
         args.layout = _auto_layout(args)
     given = vars(args)
@@ -134,6 +136,7 @@ def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:
         options={d: given[d] for d in dests if given.get(d) is not None},
         **{name: given[name] for name in plain if name in given},
         follow_allocation=job and os.environ.get(request.IGNORE_ALLOCATION_TASKS) != "1",
+        allocation=detect() if job else None,
     )
 
 
@@ -178,7 +181,8 @@ def plan_from(args: argparse.Namespace, topo: Topology | None = None, *, job: bo
             return False
         return True
 
-    threads = thread_warnings(plan.threads, args.threads, os.environ, plans_with)
+    cpt = req.allocation.cpus_per_task if req.allocation is not None else ""
+    threads = thread_warnings(plan.threads, args.threads, os.environ, plans_with, cpt)
     return plan._replace(warnings=(*plan.warnings, *threads)) if threads else plan
 
 
@@ -187,15 +191,17 @@ def thread_warnings(
     given: int | None,
     env: Mapping[str, str],
     plans_with: Callable[[int], bool] = lambda threads: True,
+    cpus_per_task: str = "",
 ) -> list[str]:
     """Warnings when the plan's threads per rank disagree with what the job says: the
-    CPUs Slurm gives each task (``SLURM_CPUS_PER_TASK``) or an exported ``OMP_NUM_THREADS``
+    CPUs Slurm gives each task (``cpus_per_task``: the allocation's, ``SLURM_CPUS_PER_TASK``)
+    or an exported ``OMP_NUM_THREADS``
     (which topobind replaces). ``given``: ``--threads``, None when the layout chose.
     ``plans_with(n)``: whether the same request plans with ``--threads n`` (advised only then;
     otherwise the advice is ``-c`` of the plan's threads)."""
     out = []
     src = "--threads" if given is not None else "chosen by the layout"
-    cpt = env.get("SLURM_CPUS_PER_TASK", "") if "SLURM_JOB_ID" in env else ""
+    cpt = cpus_per_task
     if cpt.isdigit() and int(cpt) != planned:
         cpus = int(cpt)
         fix = (

@@ -22,10 +22,10 @@ from topobind.cli.commands.common import (
 from topobind.emit.devices import env_notes
 from topobind.emit.omp import omp_notes, script_env
 from topobind.plan.model import Plan
-from topobind.topo import slurm_allocation as slurm
 
 if TYPE_CHECKING:
     from topobind.launch.shape import NodePlan
+    from topobind.plan.request import PlanRequest
 
 
 def add_subparser(subparsers: Any) -> None:
@@ -41,10 +41,10 @@ def add_subparser(subparsers: Any) -> None:
     env.set_defaults(func=run_env)
 
 
-def _node_groups(args: argparse.Namespace) -> list[NodePlan] | None:
+def _node_groups(req: PlanRequest) -> list[NodePlan] | None:
     """Plans per group of the job's nodes (None: one plan fits every node)."""
-    req = request_from(args, job=True)
-    if not slurm.in_slurm() or slurm.nodes() < 2:
+    alloc = req.allocation
+    if alloc is None or (alloc.nodes < 2 and not alloc.restricted):
         return None
     # A job on several nodes: the per-node plans of the launch engine (imported only here).
     from topobind.launch import run as jobrun
@@ -53,14 +53,15 @@ def _node_groups(args: argparse.Namespace) -> list[NodePlan] | None:
 
 
 def run_env(args: argparse.Namespace) -> int:
-    groups = _node_groups(args)
+    req = request_from(args, job=True)  # once: the allocation rides on it
+    groups = _node_groups(req)
     if groups is not None:
         # the job's nodes differ: this node's group, when well defined
         from topobind.launch.node_groups import env_group
 
-        plan = env_group(groups).plan
+        plan = env_group(groups, req.allocation.step_host if req.allocation else None).plan
     else:
-        plan = plan_from(args, job=True)
+        plan = plan_from(args, job=True, req=req)
     # per-gpu: per-rank variables; the memory placement: where it is applied
     print_warnings(plan, omp_notes(plan) + env_notes(plan) + _env_memory_note(plan))
     for k, v in script_env(plan).items():

@@ -24,6 +24,7 @@ from topobind.errors import TopobindError, VerifyFailed, plural
 from topobind.launch import launchers
 from topobind.launch import run as jobrun
 from topobind.launch.launchers.base import Launch
+from topobind.launch.node_groups import job_topology
 from topobind.launch.shape import NodePlan, RunOptions
 from topobind.launch.verify import all_ok, rows_json, table
 from topobind.launch.verify_devices import env_table, why_variables_only
@@ -31,7 +32,8 @@ from topobind.plan.layouts import per_domain_names
 from topobind.plan.memory import check_here
 from topobind.plan.model import Plan, read_plan_file
 from topobind.plan.request import PlanRequest
-from topobind.topo.slurm_allocation import MAX_NODES
+from topobind.topo.allocation import MAX_NODES
+from topobind.topo.topology import Topology, load
 
 RUN_EPILOG = """\
 examples (in an sbatch script, or on a workstation):
@@ -201,7 +203,7 @@ def _launcher_arg(text: str) -> str:
     return text
 
 
-def _options(args: argparse.Namespace) -> RunOptions:
+def _options(args: argparse.Namespace, req: PlanRequest) -> RunOptions:
     return RunOptions(
         args.launcher,
         args.mpi,
@@ -209,6 +211,7 @@ def _options(args: argparse.Namespace) -> RunOptions:
         args.sample_ms,
         tuple(args.srun_args),
         tuple(args.mpirun_args),
+        req.allocation,
     )
 
 
@@ -219,13 +222,17 @@ def _print_launch(launch: Launch) -> None:
 
 
 def _dry_run(
-    plan: Plan, program: list[str], args: argparse.Namespace, groups: list[NodePlan]
+    plan: Plan,
+    program: list[str],
+    args: argparse.Namespace,
+    groups: list[NodePlan],
+    opts: RunOptions,
 ) -> int:
     """Print the exact command. Files the command refers to (step file, rankfile) go to a
     new directory under $TMPDIR, kept and named only when the command needs them (every
     node reads the job's shared one for groups of nodes); nothing is written to the working
     directory (see :func:`topobind.launch.run.dry_job`)."""
-    job = jobrun.dry_job(plan, program, _options(args), sample=args.verify_running,
+    job = jobrun.dry_job(plan, program, opts, sample=args.verify_running,
                          groups=groups)  # fmt: skip
     if groups:
         print("# the job's nodes hold different shares: one plan per group of nodes")
@@ -286,18 +293,19 @@ def run_program(args: argparse.Namespace) -> int:
     if args.sample_ms < 0 or args.sample_ms > 600_000:
         raise TopobindError(f"--sample-ms must be 0 .. 600000 (got {args.sample_ms})")
     req = request_from(args, job=True)  # once, for the node groups and the plan
-    groups = _node_groups(args, req) or []  # the job's nodes differ: a plan per group of nodes
+    topo = job_topology(req, load(req.topology))  # once, for both; the job's CPUs (Flux)
+    groups = _node_groups(args, req, topo) or []  # the nodes differ: a plan per group of nodes
     for g in groups:
         print_warnings(g.plan)
-    plan = groups[0].plan if groups else plan_from(args, job=True, req=req)
+    plan = groups[0].plan if groups else plan_from(args, topo, job=True, req=req)
     if not groups and (not args.dry_run or plan.topology.source == "live"):
         check_here(plan, program[0])  # NUMA nodes here and allowed; the shim reaches the program
     if args.plan_json:
         _write_plan_json(args.plan_json, plan, len(groups))
     if args.dry_run:
-        return _dry_run(plan, program, args, groups)
+        return _dry_run(plan, program, args, groups, _options(args, req))
     done = jobrun.run_job(
-        plan, program, _options(args), _Printed(None if groups else plan, short=bool(groups)),
+        plan, program, _options(args, req), _Printed(None if groups else plan, short=bool(groups)),
         verify=args.verify, verify_running=args.verify_running, groups=groups,
     )  # fmt: skip
     _exited(done.job.launch, done.status, None if groups else program[0])
@@ -337,8 +345,11 @@ def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
     if not all_ok(verdict.rows):
         print(table(verdict.rows), file=sys.stderr)
         raise VerifyFailed(f"placement differs from the plan; {failed}")
+    hosts = list(dict.fromkeys(r.observed.host for r in verdict.rows if r.observed))
+    on = f", on {len(hosts)} nodes: {', '.join(hosts)}" if len(hosts) > 1 else ""
     print(
-        f"topobind: verify: all {len(verdict.rows)} threads on their planned CPUs, bound to them",
+        f"topobind: verify: all {len(verdict.rows)} threads on their planned CPUs, bound to "
+        f"them{on}",
         file=sys.stderr,
     )
     if verdict.env_rows:  # per-gpu: the variables and what each rank's GPU runtime saw
@@ -420,9 +431,11 @@ def _print_samples(rows: list[Any], sample_ms: int) -> bool:
     return False
 
 
-def _node_groups(args: argparse.Namespace, req: PlanRequest) -> list[NodePlan] | None:
+def _node_groups(
+    args: argparse.Namespace, req: PlanRequest, topo: Topology
+) -> list[NodePlan] | None:
     """Plans per group of the job's nodes (None: one plan fits every node)."""
-    return jobrun.node_groups(req, getattr(args, "launcher", None))
+    return jobrun.node_groups(req, getattr(args, "launcher", None), topo)
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -432,17 +445,19 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.nodes is not None and args.nodes < 1:
         raise TopobindError(f"--nodes must be at least 1 (got {args.nodes})")
     req = None if args.plan else request_from(args, job=True)  # once, groups and plan
-    groups = None if req is None else _node_groups(args, req)
+    topo = None if req is None else job_topology(req, load(req.topology))  # once, for both
+    groups = None if req is None or topo is None else _node_groups(args, req, topo)
     if groups is not None and args.nodes is not None:
         raise TopobindError(
             "--nodes does not apply when the job's nodes hold different shares (each group "
             "of nodes is compared with its own plan); leave it out, or give --plan FILE"
         )
-    plan = None if req is None or groups is not None else plan_from(args, job=True, req=req)
+    plan = None if req is None or groups is not None else plan_from(args, topo, job=True, req=req)
     for p in [plan] if plan is not None else [g.plan for g in groups or ()]:
         print_warnings(p)
     planned = read_plan_file(args.plan) if args.plan else []
-    done = jobrun.verify_command(command, plan, planned, groups, args.nodes)
+    alloc = req.allocation if req is not None else None
+    done = jobrun.verify_command(command, plan, planned, groups, args.nodes, alloc)
     if done.status:
         print(f"topobind: error: the launch command exited with {done.status}", file=sys.stderr)
         return done.status

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import socket
 import sys
@@ -126,7 +125,9 @@ def _live_findings(site: Any, golden: str | None) -> tuple[str, list[str]]:
     from topobind.checks import conformance
 
     topo = conformance.whole_node()  # the node's hardware, not this job's CPUs
-    host = conformance.node_name(os.environ.get("SLURMD_NODENAME"), topo.hostname)
+    from topobind.topo.slurm_allocation import node_name
+
+    host = conformance.node_name(node_name(), topo.hostname)
     facts = conformance.live_facts(topo)
     if golden:
         expected, where = conformance.golden_expected(Path(golden), host)

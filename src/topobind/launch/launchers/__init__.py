@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 from topobind.errors import TopobindError
 from topobind.launch.launchers.base import Launcher
+from topobind.launch.launchers.flux import Flux
 from topobind.launch.launchers.intelmpi import IntelMpi
 from topobind.launch.launchers.mpich import Mpich
 from topobind.launch.launchers.none import NoLauncher
@@ -27,10 +28,11 @@ from topobind.launch.launchers.openmpi import OpenMpi4, OpenMpi5
 from topobind.launch.launchers.srun import Srun
 
 #: innermost launcher first (its rank variables win over those it inherits): an mpirun or
-#: mpiexec inside a Slurm job passes the batch step's SLURM_LOCALID=0 to every rank.
+#: mpiexec inside a Slurm job passes the batch step's SLURM_LOCALID=0 to every rank, and a
+#: Flux instance started by srun passes its broker's SLURM_LOCALID to every task of flux run.
 REGISTRY: dict[str, Launcher] = {
     launcher.name: launcher
-    for launcher in (OpenMpi5(), OpenMpi4(), Mpich(), IntelMpi(), Srun(), NoLauncher())
+    for launcher in (OpenMpi5(), OpenMpi4(), Mpich(), IntelMpi(), Flux(), Srun(), NoLauncher())
 }
 #: names that pick a launcher by what is installed
 ALIASES = {"mpirun": "the OpenMPI mpirun on PATH (4.x or 5.x, detected; --mpi picks one)"}
@@ -65,7 +67,9 @@ def help_text() -> str:
     """``--launcher`` help: every choice with its line."""
     lines = [f"{n}: {launcher.help}" for n, launcher in REGISTRY.items()]
     lines += [f"{n}: {about}" for n, about in ALIASES.items()]
-    return "; ".join(lines) + ". Default: srun in Slurm, else the MPI the program links (mpirun)"
+    return "; ".join(lines) + (
+        ". Default: srun in Slurm, flux in Flux, else the MPI the program links (mpirun)"
+    )
 
 
 def plan_formats() -> tuple[str, ...]:

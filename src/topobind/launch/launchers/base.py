@@ -121,8 +121,8 @@ class Launcher:
     programs: tuple[str, ...] = ()
     #: the MPI placement probe built with this launcher's MPI (kernels/bin/NAME), or ""
     probe: str = ""
-    #: runs inside a Slurm allocation only
-    needs_slurm: bool = False
+    #: the resource manager it runs inside only (``slurm``, ``flux``), or ``""``
+    needs_manager: str = ""
 
     def detect(self) -> Found | None:
         """This launcher here, or None. Default: the first of ``programs`` that exists

@@ -99,7 +99,6 @@ class OpenMpi(Launcher):
 
     def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         from topobind.emit.openmpi import openmpi_argv
-        from topobind.topo import slurm_allocation as slurm
 
         env, files, prefix = step.parts()
         plan, version = shape.plan, self.version
@@ -107,7 +106,7 @@ class OpenMpi(Launcher):
         m = openmpi_argv(plan, version, rankfile_path=path, exact_places=True, nodes=shape.nodes)
         if m.rankfile is not None:
             if shape.nodes > 1:  # the rankfile names every node
-                hosts = list(shape.hosts) or slurm.hostnames()
+                hosts = list(shape.hosts) or _hostnames(shape)
                 m = openmpi_argv(plan, version, rankfile_path=path, exact_places=True, hosts=hosts)
             files.append((shape.rankfile_path, m.rankfile or ""))
         forward = [a for v in shape.forward for a in ("-x", v)]
@@ -218,3 +217,14 @@ def mpirun_argv_groups(
         prefix = ["env", *(f"{key}={value}" for key, value in omp_env(plan).items())]
         argv += ["-np", str(plan.nranks * hosts), *prefix, *cmd]
     return argv
+
+
+def _hostnames(shape: JobShape) -> list[str]:
+    """The job's nodes, for a rankfile that names every node (the allocation's)."""
+    hosts = shape.allocation.hostnames() if shape.allocation is not None else []
+    if len(hosts) != shape.nodes:
+        raise TopobindError(
+            f"cannot name the job's {shape.nodes} nodes (the rankfile needs every node's "
+            "host name): run inside the job's allocation"
+        )
+    return hosts

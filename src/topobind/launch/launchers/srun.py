@@ -22,7 +22,7 @@ class Srun(Launcher):
     reframe = "srun"
     plan_format = "srun"
     programs = ("srun",)
-    needs_slurm = True
+    needs_manager = "slurm"
     local_rank_vars = ("SLURM_LOCALID",)
     rank_vars = ("SLURM_PROCID",)
     size_vars = ("SLURM_NTASKS",)

@@ -1,0 +1,35 @@
+# Flux (flux-core 0.88.0) built from the offline mirror's source archive
+# ($(SHARED)/flux/flux-core-0.88.0.tar.gz) into build/flux/ by scripts/build-flux.sh:
+#   make flux   the Debian packages of scripts/flux-apt-packages.txt (root), then flux-core,
+#               installed once into a cache outside the clone keyed by the archive's sha256
+#               ($$TOPOBIND_CACHE, default /var/cache/topobind when writable, else
+#               ~/.cache/topobind: flux-0.88.0-<key>/), build/flux a link to it. Unchanged
+#               archive and configure line: a link, no build (CI's fresh clones).
+#               Without the archive: one line naming where to get it; the Flux tests skip.
+# Use it from a shell: build/flux/bin/flux start --test-size=1 ...
+#             Then the Flux shell plugin rankstep/bin/topobind_flux.so (rankstep/Makefile
+#             flux-plugin), installed as build/flux/lib/flux/shell/plugins/topobind.so, where
+#             the built Flux's job shell loads plugins: 'flux run -o topobind=LAYOUT'.
+.PHONY: flux flux-clean flux-plugin
+FLUX_PLUGINS := build/flux/lib/flux/shell/plugins
+flux:
+	@bash scripts/build-flux.sh
+	@if [ -x build/flux/bin/flux ]; then $(MAKE) --no-print-directory flux-plugin; fi
+
+flux-plugin:
+	$(MAKE) -C rankstep flux-plugin FLUX_INCLUDE=$(CURDIR)/build/flux/include
+	install -D -m 0755 rankstep/bin/topobind_flux.so $(FLUX_PLUGINS)/topobind.so
+
+# Removes this clone's link only; the cache stays (rm -rf the folder it names to rebuild).
+flux-clean:
+	rm -f build/flux
+
+TEST_PREREQS += flux
+
+# The Flux shell plugin's cost a task (its own clock) and a job's wall time with and without
+# it: results/bench/flux.json (target: at most 1 ms a task).
+.PHONY: bench-flux
+bench-flux: kernels flux
+	$(PY) scripts/bench-flux.py
+
+BENCH_TARGETS += bench-flux
