@@ -382,3 +382,29 @@ def test_the_variable_scan_finds_reads(tmp_path: Path) -> None:
     )
     assert [r.split()[0] for r in manager_reads(probe)] == ["SLURM_JOB_ID", "FLUX_URI",
                                                             "SLURM_NNODES"]  # fmt: skip
+
+
+#: who may import an allocation adapter: the manager picks one (topo/manager.py), the
+#: adapters themselves, and `site check --live`'s node name (SLURMD_NODENAME, the Slurm
+#: adapter's reader); everyone else takes the record
+ADAPTER_IMPORTERS = {
+    "topobind.topo.manager",
+    "topobind.topo.slurm_allocation",
+    "topobind.topo.flux_allocation",
+    "topobind.cli.commands.site",
+}
+ADAPTERS = ("topobind.topo.slurm_allocation", "topobind.topo.flux_allocation")
+
+
+def test_only_the_manager_imports_an_adapter() -> None:
+    """A module that imported the Slurm adapter directly (topobind tune did, at its merge)
+    would plan and launch as if Flux did not exist: everything else asks
+    topo/manager.detect() for the record."""
+    bad = sorted(
+        f"{module}: {target}"
+        for module, path in _modules().items()
+        if module not in ADAPTER_IMPORTERS
+        for target in imports_of(path)
+        if target.startswith(ADAPTERS)
+    )
+    assert bad == []

@@ -9,8 +9,7 @@ import shlex
 import shutil
 
 from topobind.errors import plural
-from topobind.topo.slurm_allocation import in_slurm
-from topobind.topo.slurm_allocation import nodes as slurm_nodes
+from topobind.topo.manager import detect
 from topobind.topo.topology import Topology
 from topobind.tune import records
 from topobind.tune.records import Choice
@@ -19,7 +18,7 @@ FALLBACK = Choice("compact", "local", "thp", None, None)
 
 
 def job_nodes() -> int:
-    return slurm_nodes() if in_slurm() else 1
+    return detect().nodes
 
 
 def choose(topo: Topology, argv: list[str] | None) -> tuple[Choice, str]:

@@ -19,7 +19,7 @@ from topobind.launch import run as jobrun
 from topobind.launch.shape import RunOptions
 from topobind.plan import request
 from topobind.plan.request import PlanRequest
-from topobind.topo.slurm_allocation import in_slurm
+from topobind.topo.manager import detect
 from topobind.topo.topology import load
 from topobind.tune import records
 from topobind.tune.auto import job_nodes
@@ -44,9 +44,12 @@ class Tuned:
 
 def base_request(topology: str = "live") -> PlanRequest:
     """The request every candidate varies: this job's (ranks per node follow the allocation
-    inside Slurm, unless TOPOBIND_IGNORE_ALLOCATION_TASKS=1)."""
-    follow = in_slurm() and os.environ.get(request.IGNORE_ALLOCATION_TASKS) != "1"
-    return request.parse("compact", topology=topology, follow_allocation=follow)
+    inside a Slurm or Flux job, unless TOPOBIND_IGNORE_ALLOCATION_TASKS=1); the allocation,
+    made here once, rides on it."""
+    alloc = detect()
+    follow = alloc.manager != "none" and os.environ.get(request.IGNORE_ALLOCATION_TASKS) != "1"
+    return request.parse("compact", topology=topology, follow_allocation=follow,
+                         allocation=alloc)  # fmt: skip
 
 
 class Prepared(NamedTuple):
@@ -65,7 +68,7 @@ def prepare(program: Sequence[str], choices: Choices) -> Prepared:
     notes = []
     if choices.ranks is None and choices.cpus is None and not base.follow_allocation:
         choices = choices._replace(ranks=1)  # every candidate and the baseline: one rank
-        notes.append("outside a Slurm job every candidate runs 1 rank; give --ranks R (or "
+        notes.append("outside a Slurm or Flux job every candidate runs 1 rank; give --ranks R (or "
                      "--cpus N for every ranks x threads split) for an MPI program")  # fmt: skip
     planned, left_out = candidates(topo, choices, base)
     return Prepared(list(program), base, topo, planned, notes + left_out)

@@ -18,6 +18,7 @@ import signal
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
 from topobind.errors import CannotRun, Interrupted, ProbeFailed, TopobindError, plural
 from topobind.launch import run as jobrun
@@ -28,8 +29,7 @@ from topobind.plan.memory import check_here
 from topobind.plan.model import Plan
 from topobind.plan.request import PlanRequest
 from topobind.runner import run_process
-from topobind.topo.slurm_allocation import in_slurm
-from topobind.topo.slurm_allocation import nodes as slurm_nodes
+from topobind.topo.allocation import Allocation
 from topobind.tune.candidates import Planned, request_fields
 from topobind.tune.session import Candidate, Measured
 
@@ -71,6 +71,8 @@ class Launcher:
 
     def __init__(self, program: Sequence[str], req: PlanRequest, opts: RunOptions,
                  metric: re.Pattern[str] | None, timeout: float, where: str) -> None:  # fmt: skip
+        if opts.allocation is None:  # the allocation of the request, made once
+            opts = replace(opts, allocation=req.allocation)
         self.program, self.req, self.opts = list(program), req, opts
         self.metric, self.timeout, self.where = metric, timeout, where
         self.plans: dict[Candidate, Plan | None] = {}
@@ -111,7 +113,7 @@ class Launcher:
         plan = self.plans[cand]
         if plan is None:
             self.verdicts[cand] = "not verified: launched plainly, nothing planned"
-            return baseline_launch(self.program, self.ranks(), cand.threads)
+            return baseline_launch(self.program, self.ranks(), cand.threads, self.req.allocation)
         try:  # as topobind run checks: NUMA nodes here and allowed; the shim reaches it
             check_here(plan, jobrun.program_path(self.program[0]) or self.program[0])
         except TopobindError as exc:
@@ -169,16 +171,20 @@ def _head(path: str) -> str:
         return ""
 
 
-def baseline_launch(program: Sequence[str], ranks: int,
-                    threads: int | None) -> tuple[list[str], dict[str, str]]:  # fmt: skip
-    """What the user runs without topobind: the program itself (one rank), ``srun`` in a Slurm
-    job (the job's nodes, ``ranks`` tasks each), ``mpirun -np`` for several ranks outside."""
+def baseline_launch(
+    program: Sequence[str], ranks: int, threads: int | None, alloc: Allocation | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """What the user runs without topobind: the program itself (one rank), the manager's
+    launcher in a Slurm or Flux job (``srun``, ``flux run``: the job's nodes, ``ranks`` tasks
+    each), ``mpirun -np`` for several ranks outside."""
     env = dict(os.environ)
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
-    if in_slurm():
-        n = slurm_nodes()
-        return ["srun", f"--nodes={n}", f"--ntasks={n * ranks}", *program], env
+    manager = alloc.manager if alloc is not None else "none"
+    if manager in ("slurm", "flux"):
+        n = alloc.nodes if alloc is not None else 1
+        launcher = ["srun"] if manager == "slurm" else ["flux", "run"]
+        return [*launcher, f"--nodes={n}", f"--ntasks={n * ranks}", *program], env
     if ranks > 1:
         if os.geteuid() == 0:
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")

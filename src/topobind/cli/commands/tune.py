@@ -28,7 +28,7 @@ examples:
   topobind tune --list                                     # the records --layout auto uses
 
 Every run goes through the launch topobind run makes (launcher, per-rank step, files,
-environment; inside a Slurm allocation over all its nodes), each candidate's launch verified
+environment; inside a Slurm or Flux allocation over all its nodes), each candidate's launch verified
 once with the placement probe before its first run. The baseline is the program launched
 plainly. Candidates run interleaved in a shuffled round-robin, one warm-up run each not
 counted, at least 5 counted runs each; one worse than the leader with 95 % confidence is
