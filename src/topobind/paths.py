@@ -1,8 +1,9 @@
 """Where topobind's files live, for a checkout and for an installed package alike.
 
-- shipped data (read-only): ``site_configs/``, ``reframe_tests/``, ``topologies/`` are folders
-  of the installed package (``topobind/site_configs``...) or, in a checkout (an editable
-  install), of the repository: :func:`shipped`;
+- shipped data (read-only): ``site_configs/``, ``reframe_tests/``, ``topologies/`` and the
+  built C parts (``kernels/bin/``, ``rankstep/bin/``) are folders of the installed package
+  (a wheel: ``topobind/site_configs``...) or, in a checkout (an editable install), of the
+  repository: :func:`data_root`, :func:`shipped`;
 - the user's configuration: ``$XDG_CONFIG_HOME/topobind`` (default ``~/.config/topobind``),
   whose ``sites/`` holds the user's sites and the references ``calibrate`` measures for a
   shipped site (never written into the package): :func:`user_sites_dir`;
@@ -29,11 +30,16 @@ def in_checkout() -> bool:
     return PACKAGE.parent.name == "src" and (CHECKOUT / "pyproject.toml").is_file()
 
 
+def data_root() -> Path:
+    """Where the shipped folders are: the installed package (a wheel puts ``site_configs/``,
+    ``reframe_tests/``, ``topologies/``, ``kernels/bin/``, ``rankstep/bin/`` in it), or the
+    checkout."""
+    return CHECKOUT if in_checkout() else PACKAGE
+
+
 def shipped(name: str) -> Path:
-    """The shipped data folder ``name`` (``site_configs``, ``reframe_tests``, ``topologies``):
-    the package's copy when it has one (a wheel), else the checkout's."""
-    inside = PACKAGE / name
-    return inside if inside.is_dir() else CHECKOUT / name
+    """The shipped folder ``name`` (``site_configs``, ``reframe_tests``, ``topologies``)."""
+    return data_root() / name
 
 
 def in_package(path: str | os.PathLike[str]) -> bool:

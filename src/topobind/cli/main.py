@@ -217,5 +217,18 @@ def entry() -> None:
     sys.exit(status)
 
 
+def run_entry() -> None:
+    """``topobind-run ARGS``: ``topobind run ARGS`` (a wheel's console script; a checkout's
+    launchers/topobind-run does the same in bash)."""
+    sys.argv[1:1] = ["run"]
+    entry()
+
+
+def env_entry() -> None:
+    """``topobind-env ARGS``: ``topobind env ARGS``."""
+    sys.argv[1:1] = ["env"]
+    entry()
+
+
 if __name__ == "__main__":
     entry()

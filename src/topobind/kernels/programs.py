@@ -6,7 +6,8 @@ document per run in the format ``topobind.result/1`` (``schemas/result.schema.js
 libtbhugepages.so) is found the same way.
 
 * :func:`find_kernel` / :func:`run_kernel` locate a binary (``TOPOBIND_KERNELS_DIR``, then
-  ``kernels/bin`` and ``rankstep/bin`` of this repository, then ``PATH``) and run it with
+  ``kernels/bin`` and ``rankstep/bin`` of this repository or of the installed package (a
+  wheel's), then ``PATH``) and run it with
   ``--json``.
 Results are parsed and validated by :mod:`topobind.kernels.results`.
 The hugetlb page pools (status, reservation) are :mod:`topobind.kernels.hugepages`.
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
+from topobind.paths import data_root
 from topobind.runner import run_process
 
 if TYPE_CHECKING:  # results (its json, stats and kernel registry) only where one is read:
@@ -37,10 +39,11 @@ EXIT_USAGE = 2
 EXIT_PAGES = 3
 EXIT_INVALID = 4
 
-_REPO = Path(__file__).resolve().parents[3]
+_REPO = data_root()  # the checkout, or the installed package (a wheel's C parts)
 _REPO_KERNELS_BIN = _REPO / "kernels" / "bin"
-#: where ``make`` puts the binaries in a checkout: the kernels, then the rank step (rankexec,
-#: the shim); an installation (``make kernels-install``, Spack) has them all in one bin/
+#: where ``make`` puts the binaries in a checkout (and a wheel, inside the package): the
+#: kernels, then the rank step (rankexec, the shim); an installation (``make
+#: kernels-install``, Spack) has them all in one bin/
 _REPO_BINS = (_REPO_KERNELS_BIN, _REPO / "rankstep" / "bin")
 
 
