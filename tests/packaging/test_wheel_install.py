@@ -171,7 +171,8 @@ def test_run_verify_an_openmp_program(user: User) -> None:
     user.ok("gcc", "-fopenmp", "-O1", "omp.c", "-o", "omp_program")
     out = user.ok("topobind", "run", "--verify", "--layout", "compact", "--ranks", "2", "--",
                   "./omp_program")  # fmt: skip
-    assert "threads" in out and "MISMATCH" not in out, out
+    assert "verify: all 2 threads on their planned CPUs, bound to them" in out, out
+    assert out.count("1 threads, 200000.0") == 2, out
 
 
 def test_run_with_2m_pages(user: User) -> None:
@@ -183,7 +184,7 @@ def test_run_with_2m_pages(user: User) -> None:
     with reserve_hugepages(2048, pool.nr + 64):  # others' pages stay theirs
         out = user.ok("topobind", "run", "--pages", "2M", "--verify", "-r", "1", "--",
                       "./omp_program")  # fmt: skip
-    assert "2M" in out or "2 MiB" in out, out
+    assert re.search(r"^ +0 +\S+ +bind 0 2M +bind 0 +node 0 +OK$", out, re.M), out
 
 
 def test_bench_stream_writes_a_result(user: User) -> None:
@@ -197,4 +198,16 @@ def test_site_list_and_the_installed_checks(user: User) -> None:
     assert "local:" in out and "betzy:" in out, out
     out = user.ok("topobind", "validate", "--site", "local", "-n", "NodeCheck", timeout=900)
     assert "NodeCheck" in out, out
-    assert (user.home / ".local" / "state" / "topobind" / "reframe").is_dir()
+    assert (user.home / ".local" / "state" / "topobind" / "reframe" / "results.db").is_file()
+
+
+def test_calibrate_writes_the_users_references(user: User) -> None:
+    """The shipped site 'local' is package data: its references go to the user's folder,
+    and the site then reads them from there."""
+    out = user.ok("topobind", "calibrate", "--site", "local", "--repeat", "2", "-n",
+                  "StreamCheck", "-S", "StreamCheck.elements=1M", timeout=900)  # fmt: skip
+    mine = user.home / ".config" / "topobind" / "sites" / "local" / "references.yaml"
+    assert f"wrote {mine}" in out, out
+    assert not list((user.venv / "lib").rglob("references.yaml"))  # nothing in site-packages
+    listed = user.ok("topobind", "site", "list")
+    assert re.search(r"local: .*\n.*\n.*\n  16 targets \(0 quoted, 16 measured\)", listed), listed
