@@ -29,11 +29,6 @@ from pathlib import Path
 from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
-try:  # setuptools >= 70.1 has its own; older ones use the wheel package's
-    from setuptools.command.bdist_wheel import bdist_wheel
-except ImportError:
-    from wheel.bdist_wheel import bdist_wheel  # type: ignore[no-redef]
-
 HERE = Path(__file__).resolve().parent
 DATA = ("site_configs", "reframe_tests", "topologies")
 #: a machine's own files in a checkout, never shipped
@@ -90,11 +85,23 @@ class WithPrograms(Distribution):
         return True
 
 
-class BdistWheel(bdist_wheel):
-    """One wheel per platform, for any Python 3: the C parts are programs, not extensions."""
+def commands() -> dict[str, type]:
+    """build_py, and bdist_wheel tagged py3-none-PLATFORM (one wheel per platform for any
+    Python 3: the C parts are programs, not extensions) where a bdist_wheel exists
+    (setuptools >= 70.1, else the wheel package; an sdist needs neither)."""
+    try:
+        from setuptools.command.bdist_wheel import bdist_wheel
+    except ImportError:
+        try:
+            from wheel.bdist_wheel import bdist_wheel  # type: ignore[no-redef]
+        except ImportError:
+            return {"build_py": BuildPy}
 
-    def get_tag(self) -> tuple[str, str, str]:
-        return ("py3", "none", super().get_tag()[2])
+    class BdistWheel(bdist_wheel):  # type: ignore[misc,valid-type]
+        def get_tag(self) -> tuple[str, str, str]:
+            return ("py3", "none", super().get_tag()[2])
+
+    return {"build_py": BuildPy, "bdist_wheel": BdistWheel}
 
 
-setup(distclass=WithPrograms, cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel})
+setup(distclass=WithPrograms, cmdclass=commands())
