@@ -233,3 +233,13 @@ def test_topobind_run_from_a_job_script_on_the_local_cluster(
     assert job.ok, job.describe()
     assert "verify: all 2 threads on their planned CPUs, bound to them" in job.output, job.output
     assert "2 threads, 400000.0" in job.output, job.output
+
+
+def test_a_probe_the_wheel_lacks_is_named_with_an_installations_fix(user: User) -> None:
+    """No 'make kernels' for a pip user: the per-MPI probes of make whereami-mpis are not in
+    a wheel, and the error says why and what to do."""
+    code = "from topobind.kernels.programs import find_kernel; find_kernel('whereami-mpi-mpich')"
+    done = user.run(str(user.venv / "bin" / "python"), "-c", code)
+    assert done.returncode == 1
+    assert "this installation was built without it" in done.stderr, done.stderr
+    assert "make kernels" not in done.stderr

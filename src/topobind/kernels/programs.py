@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
-from topobind.paths import data_root
+from topobind.paths import data_root, in_checkout
 from topobind.runner import run_process
 
 if TYPE_CHECKING:  # results (its json, stats and kernel registry) only where one is read:
@@ -73,9 +73,14 @@ def find_kernel(name: str) -> Path:
     if found and not name.endswith(".so"):
         return Path(found)
     where = f"$TOPOBIND_KERNELS_DIR={env}" if env else " or ".join(map(str, _REPO_BINS))
+    fix = (
+        "build it with 'make kernels'"
+        if in_checkout()
+        else "this installation was built without it (dgemm needs OpenBLAS, whereami-mpi an MPI "
+        "compiler wrapper where pip builds the wheel): reinstall where they are found"
+    )
     raise TopobindError(
-        f"kernel {name!r} not found in {where} or PATH; build it with "
-        "'make kernels' (or set TOPOBIND_KERNELS_DIR)"
+        f"kernel {name!r} not found in {where} or PATH; {fix} (or set TOPOBIND_KERNELS_DIR)"
     )
 
 
