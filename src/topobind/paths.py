@@ -7,10 +7,10 @@
 - the user's configuration: ``$XDG_CONFIG_HOME/topobind`` (default ``~/.config/topobind``),
   whose ``sites/`` holds the user's sites and the references ``calibrate`` measures for a
   shipped site (never written into the package): :func:`user_sites_dir`;
-- the user's state: results of ReFrame runs, the history database, tuning records:
+- the user's state: bench results, ReFrame's results, the history database, tuning records:
   ``$TOPOBIND_STATE_DIR``, else ``$XDG_STATE_HOME/topobind`` (default
-  ``~/.local/state/topobind``): :func:`state_dir`. A checkout keeps ReFrame's results in its
-  own ``results/`` as before (:func:`in_checkout`).
+  ``~/.local/state/topobind``): :func:`state_dir`. A checkout keeps them in ``results/`` as
+  before (:func:`in_checkout`).
 
 Nothing is created here; the writer makes the folder it writes into."""
 
@@ -86,12 +86,20 @@ def reframe_results_default() -> Path:
     return CHECKOUT / "results" / "reframe" if in_checkout() else state_dir() / "reframe"
 
 
+def bench_results_default() -> Path:
+    """``topobind bench``'s results without ``--results``: ``./results`` in a checkout (as
+    before), else ``state_dir()/results``."""
+    return Path("results") if in_checkout() else state_dir() / "results"
+
+
 def locations_line() -> str:
     """One line saying where each kind of file lives (``topobind --version`` prints it)."""
     env = os.environ.get("TOPOBIND_REFRAME_RESULTS")
     reframe = Path(env) if env else reframe_results_default()
+    bench = bench_results_default()
     return (
         f"sites: {', '.join(map(str, sites_dirs()))}; references of shipped sites: "
-        f"{user_sites_dir()}; state: {state_dir()} (tuning records); ReFrame results and "
-        f"history: {reframe}"
+        f"{user_sites_dir()}; state: {state_dir()} (tuning records); bench results: "
+        f"{bench if bench.is_absolute() else f'./{bench}'}; ReFrame results and history: "
+        f"{reframe}"
     )

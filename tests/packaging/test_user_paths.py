@@ -88,5 +88,7 @@ def test_version_says_where_each_kind_of_file_lives(
     user_sites = home / ".config" / "topobind" / "sites"
     assert second.startswith(f"sites: {user_sites}, {REPO / 'site_configs'}; ")
     assert f"references of shipped sites: {user_sites}; " in second
-    assert f"state: {home / 'st' / 'topobind'} (tuning records)" in second
+    assert (
+        f"state: {home / 'st' / 'topobind'} (tuning records); bench results: ./results; " in second
+    )
     assert second.endswith(f"ReFrame results and history: {REPO / 'results' / 'reframe'}")

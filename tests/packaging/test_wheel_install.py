@@ -165,7 +165,8 @@ def test_show_and_plan_with_hwloc_from_pypi(user: User) -> None:
     assert "layout compact" in out
     version = user.ok("topobind", "--version")
     assert f"sites: {user.home}/.config/topobind/sites, {user.venv}/lib/" in version, version
-    assert f"state: {user.home}/.local/state/topobind" in version, version
+    assert f"state: {user.home}/.local/state/topobind (tuning records); " in version, version
+    assert f"bench results: {user.home}/.local/state/topobind/results; " in version, version
 
 
 def test_run_verify_an_openmp_program(user: User) -> None:
@@ -191,8 +192,10 @@ def test_run_with_2m_pages(user: User) -> None:
 
 def test_bench_stream_writes_a_result(user: User) -> None:
     out = user.ok("topobind", "bench", "stream", "--", "--elements", "1M")
-    results = list((user.home / "results").rglob("*.json"))
-    assert results, out
+    state = user.home / ".local" / "state" / "topobind"
+    results = list((state / "results").rglob("*.json"))  # not ./results: a pip user's state
+    assert len(results) == 1 and f"in {state}/results/" in out, out
+    assert not (user.home / "results").exists()
 
 
 def test_site_list_and_the_installed_checks(user: User) -> None:
