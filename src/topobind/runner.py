@@ -104,13 +104,15 @@ def _pass_on_late_signal(got: list[int], returncode: int, old: dict[int, object]
         signal.raise_signal(got[-1])
 
 
-def capture(argv: Sequence[str], timeout: float, what: str) -> tuple[int, str, str]:
+def capture(
+    argv: Sequence[str], timeout: float, what: str, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
     """Run a short tool found on PATH (hwloc's lstopo); (exit status, stdout, stderr), as
     text. Killed after ``timeout`` seconds (:class:`TopobindError` naming ``what``); a tool
-    that cannot be started raises :class:`CannotRun`."""
+    that cannot be started raises :class:`CannotRun`. ``env``: its environment (None: ours)."""
     try:
         proc = subprocess.run(
-            list(argv), capture_output=True, text=True, errors="replace", timeout=timeout
+            list(argv), capture_output=True, text=True, errors="replace", timeout=timeout, env=env
         )
     except OSError as exc:
         raise CannotRun(argv[0], exc) from exc

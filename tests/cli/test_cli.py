@@ -132,7 +132,7 @@ def test_python_dash_m_topobind_is_the_command() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "topobind", "--version"], capture_output=True, text=True
     )
-    assert (out.returncode, out.stdout) == (0, "topobind 0.1.0\n")
+    assert out.returncode == 0 and out.stdout.startswith("topobind 0.1.0\nsites: "), out.stdout
 
 
 @pytest.mark.slow

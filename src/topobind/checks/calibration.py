@@ -330,5 +330,6 @@ def write_references(cal: CalibrationRun) -> Path:
     problems = schema_problems(yaml.safe_load(text), str(path), "references")
     if problems:
         raise TopobindError("internal: calibrate produced an invalid file: " + problems[0])
+    Path(path).parent.mkdir(parents=True, exist_ok=True)  # the user's folder, for a shipped site
     atomic_write_text(path, text)
     return Path(path)

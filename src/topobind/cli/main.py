@@ -102,6 +102,20 @@ class CommandParser(OneLineParser):
         super().__init__(*args, **kwargs)
 
 
+class _Version(argparse.Action):
+    """``topobind X.Y.Z``, then one line saying where sites, references and state live (as
+    written: argparse's own version action would rewrap the paths)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
+        from topobind.paths import locations_line
+
+        print(f"topobind {__version__}\n{locations_line()}")
+        parser.exit()
+
+
 def build_parser(modules: Sequence[str] = SUBCOMMAND_MODULES) -> argparse.ArgumentParser:
     """The parser of the commands that ``modules`` declare (``add_subparser``)."""
     parser = OneLineParser(
@@ -112,7 +126,11 @@ def build_parser(modules: Sequence[str] = SUBCOMMAND_MODULES) -> argparse.Argume
         ),
         epilog="Run 'topobind COMMAND --help' for the options and examples of each command.",
     )
-    parser.add_argument("--version", action="version", version=f"topobind {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        help="show the version and where sites, references and state live, then exit",
+    )
     subparsers = parser.add_subparsers(
         dest="topobind_command", metavar="COMMAND", parser_class=CommandParser
     )
@@ -198,6 +216,19 @@ def entry() -> None:
         _reader_gone()
     gc.freeze()
     sys.exit(status)
+
+
+def run_entry() -> None:
+    """``topobind-run ARGS``: ``topobind run ARGS`` (a wheel's console script; a checkout's
+    launchers/topobind-run does the same in bash)."""
+    sys.argv[1:1] = ["run"]
+    entry()
+
+
+def env_entry() -> None:
+    """``topobind-env ARGS``: ``topobind env ARGS``."""
+    sys.argv[1:1] = ["env"]
+    entry()
 
 
 if __name__ == "__main__":

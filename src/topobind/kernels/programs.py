@@ -6,7 +6,8 @@ document per run in the format ``topobind.result/1`` (``schemas/result.schema.js
 libtbhugepages.so) is found the same way.
 
 * :func:`find_kernel` / :func:`run_kernel` locate a binary (``TOPOBIND_KERNELS_DIR``, then
-  ``kernels/bin`` and ``rankstep/bin`` of this repository, then ``PATH``) and run it with
+  ``kernels/bin`` and ``rankstep/bin`` of this repository or of the installed package (a
+  wheel's), then ``PATH``) and run it with
   ``--json``.
 Results are parsed and validated by :mod:`topobind.kernels.results`.
 The hugetlb page pools (status, reservation) are :mod:`topobind.kernels.hugepages`.
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
+from topobind.paths import data_root, in_checkout
 from topobind.runner import run_process
 
 if TYPE_CHECKING:  # results (its json, stats and kernel registry) only where one is read:
@@ -37,10 +39,11 @@ EXIT_USAGE = 2
 EXIT_PAGES = 3
 EXIT_INVALID = 4
 
-_REPO = Path(__file__).resolve().parents[3]
+_REPO = data_root()  # the checkout, or the installed package (a wheel's C parts)
 _REPO_KERNELS_BIN = _REPO / "kernels" / "bin"
-#: where ``make`` puts the binaries in a checkout: the kernels, then the rank step (rankexec,
-#: the shim); an installation (``make kernels-install``, Spack) has them all in one bin/
+#: where ``make`` puts the binaries in a checkout (and a wheel, inside the package): the
+#: kernels, then the rank step (rankexec, the shim); an installation (``make
+#: kernels-install``, Spack) has them all in one bin/
 _REPO_BINS = (_REPO_KERNELS_BIN, _REPO / "rankstep" / "bin")
 
 
@@ -70,9 +73,14 @@ def find_kernel(name: str) -> Path:
     if found and not name.endswith(".so"):
         return Path(found)
     where = f"$TOPOBIND_KERNELS_DIR={env}" if env else " or ".join(map(str, _REPO_BINS))
+    fix = (
+        "build it with 'make kernels'"
+        if in_checkout()
+        else "this installation was built without it (dgemm needs OpenBLAS, whereami-mpi an MPI "
+        "compiler wrapper where pip builds the wheel): reinstall where they are found"
+    )
     raise TopobindError(
-        f"kernel {name!r} not found in {where} or PATH; build it with "
-        "'make kernels' (or set TOPOBIND_KERNELS_DIR)"
+        f"kernel {name!r} not found in {where} or PATH; {fix} (or set TOPOBIND_KERNELS_DIR)"
     )
 
 

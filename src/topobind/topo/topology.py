@@ -263,16 +263,15 @@ def _lstopo(args: list[str], what: str) -> tuple[int, str, str]:
     (exit status, stdout, stderr). A missing hwloc or a run over 300 s (a node at MAX_PUS
     takes seconds) is a :class:`TopologyError` naming ``what``."""
     from topobind.runner import capture  # only a live or synthetic topology runs hwloc
+    from topobind.topo import hwloc_tools
 
+    tool = hwloc_tools.find("lstopo-no-graphics")
+    if tool is None:
+        raise TopologyError(hwloc_tools.missing("lstopo-no-graphics"))
     try:
-        return capture(["lstopo-no-graphics", *args], 300, f"hwloc building {what}")
+        return capture([tool[0], *args], 300, f"hwloc building {what}", env=tool[1])
     except CannotRun as exc:
-        if exc.exit_status != 127:
-            raise TopologyError(f"{exc}; check the hwloc installation on PATH") from None
-        raise TopologyError(
-            "'lstopo-no-graphics' not found on PATH; install hwloc (apt-get install hwloc) or "
-            "run 'make setup'"
-        ) from None
+        raise TopologyError(f"{exc}; check the hwloc installation ({tool[2]})") from None
     except TopobindError:
         raise TopologyError(f"hwloc took more than 300 s to build {what}") from None
 

@@ -1,5 +1,9 @@
-"""Finding and reading sites: ``site_configs/<site>/site.yaml`` (``$TOPOBIND_SITES_DIR``)
-and its ``references.yaml``, checked and built into a :class:`~topobind.checks.sites.model.Site`."""
+"""Finding and reading sites: ``<site>/site.yaml`` in the folders of
+:func:`topobind.paths.sites_dirs` (``$TOPOBIND_SITES_DIR``, the user's
+``$XDG_CONFIG_HOME/topobind/sites``, the shipped ``site_configs/``; the first holding a name
+wins) and its ``references.yaml`` (for a site shipped inside the installed package, the one in
+the user's folder: calibrate never writes into the package), checked and built into a
+:class:`~topobind.checks.sites.model.Site`."""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from topobind.checks.sites.model import (
     Site,
     Target,
 )
-from topobind.checks.sites.paths import REPO, SITE_SCHEMA_ID
+from topobind.checks.sites.paths import SITE_SCHEMA_ID
 from topobind.checks.sites.schema import (
     SiteError,
     _display,
@@ -30,26 +34,42 @@ from topobind.checks.sites.schema import (
     schema_problems,
 )
 from topobind.errors import TopobindError
+from topobind.paths import in_package, reframe_results_default, sites_dirs, user_sites_dir
 
 
 # --- locations
 def sites_dir() -> Path:
-    """``$TOPOBIND_SITES_DIR``, else ``site_configs/`` of this repository."""
-    env = os.environ.get("TOPOBIND_SITES_DIR")
-    return Path(env) if env else REPO / "site_configs"
+    """The main sites folder: ``$TOPOBIND_SITES_DIR``, else the shipped ``site_configs/``
+    (the user's folder is read before it: :func:`topobind.paths.sites_dirs`)."""
+    return sites_dirs()[0] if os.environ.get("TOPOBIND_SITES_DIR") else sites_dirs()[-1]
 
 
 def reframe_results_dir() -> Path:
     """Where ReFrame's reports, perflogs, database and stage/output trees go."""
     env = os.environ.get("TOPOBIND_REFRAME_RESULTS")
-    return Path(env) if env else REPO / "results" / "reframe"
+    return Path(env) if env else reframe_results_default()
 
 
 def site_names(directory: Path | None = None) -> list[str]:
-    base = directory or sites_dir()
-    if not base.is_dir():
-        return []
-    return sorted(p.parent.name for p in base.glob("*/site.yaml"))
+    """The sites of ``directory``, or of every folder of :func:`topobind.paths.sites_dirs`."""
+    names: set[str] = set()
+    for base in [directory] if directory else sites_dirs():
+        if base.is_dir():
+            names.update(p.parent.name for p in base.glob("*/site.yaml"))
+    return sorted(names)
+
+
+def _site_file(name: str, directory: Path | None) -> Path:
+    """``<folder>/<name>/site.yaml`` of the first folder holding it (else of the last)."""
+    bases = [directory] if directory else sites_dirs()
+    for base in bases:
+        if (base / name / "site.yaml").exists():
+            return base / name / "site.yaml"
+    return bases[-1] / name / "site.yaml"
+
+
+def _shown_dirs(directory: Path | None) -> str:
+    return ", ".join(_display(d) for d in ([directory] if directory else sites_dirs()))
 
 
 # --- building
@@ -179,6 +199,8 @@ def load_site_file(path: str | os.PathLike[str]) -> Site:
     ref_path = None
     if doc.get("references"):
         ref_path = path.parent / doc["references"]
+        if in_package(path):  # a shipped site: the user's measured references
+            ref_path = user_sites_dir() / path.parent.name / doc["references"]
         if ref_path.exists():
             ref_display = _display(ref_path)
             ref = _read_yaml(ref_path)
@@ -243,13 +265,12 @@ def load_site_file(path: str | os.PathLike[str]) -> Site:
 
 
 def load_site(name: str, directory: Path | None = None) -> Site:
-    base = directory or sites_dir()
-    path = base / name / "site.yaml"
+    path = _site_file(name, directory)
     if not path.exists():
-        known = site_names(base)
+        known = site_names(directory)
         close = difflib.get_close_matches(name, known, n=1)
         raise TopobindError(
-            f"no site {name!r} in {_display(base)} ("
+            f"no site {name!r} in {_shown_dirs(directory)} ("
             + (f"did you mean {close[0]!r}? " if close else "")
             + f"known sites: {', '.join(known) or 'none'}; site files are read from "
             "$TOPOBIND_SITES_DIR: set it to the directory holding <site>/site.yaml)"
@@ -269,6 +290,6 @@ def detect_site(hostname: str | None = None, directory: Path | None = None) -> S
         if site.matches_host(host):
             return site
     raise TopobindError(
-        f"no site's hostnames match {host!r} in {_display(directory or sites_dir())}; name one "
+        f"no site's hostnames match {host!r} in {_shown_dirs(directory)}; name one "
         "with --site (see topobind site list), or set $TOPOBIND_SITES_DIR to your sites"
     )

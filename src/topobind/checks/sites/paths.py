@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from topobind.paths import data_root
 
 SITE_SCHEMA_ID = "topobind.site/1"
 REFERENCES_SCHEMA_ID = "topobind.references/1"
-REPO = Path(__file__).resolve().parents[4]
+REPO = data_root()  # the checkout, or the installed package (its site_configs/, reframe_tests/)
 HUGEPAGES_1G_NR = "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages"

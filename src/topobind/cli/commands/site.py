@@ -82,11 +82,17 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
+def _folders() -> str:
+    from topobind.paths import sites_dirs
+
+    return ", ".join(map(str, sites_dirs()))
+
+
 def run_list(args: argparse.Namespace) -> int:
     host = socket.gethostname()
     names = sites.site_names()
     if not names:
-        raise TopobindError(f"no sites in {sites.sites_dir()} (each needs <site>/site.yaml)")
+        raise TopobindError(f"no sites in {_folders()} (each needs <site>/site.yaml)")
     matched = False
     rows = []
     for name in names:

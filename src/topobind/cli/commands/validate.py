@@ -197,7 +197,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--results",
         metavar="DIR",
-        help="ReFrame results directory (default results/reframe, or $TOPOBIND_REFRAME_RESULTS)",
+        help="ReFrame results directory (default $TOPOBIND_REFRAME_RESULTS, else a checkout's "
+        "results/reframe, else reframe/ in the state folder: see topobind --version)",
     )
     p.add_argument(
         "--retries",

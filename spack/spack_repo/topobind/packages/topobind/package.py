@@ -83,6 +83,11 @@ class Topobind(PythonPackage):
             install_tree("reframe_tests", join_path(share, "reframe_tests"))
             install_tree("site_configs", join_path(share, "site_configs"))
 
+    def setup_build_environment(self, env):
+        # the wheel's own C build (setup.py) is left out: build_kernels below makes them with
+        # Spack's compiler, BLAS and MPI, installed into the prefix's bin/
+        env.set("TOPOBIND_BUILD_C", "0")
+
     def setup_run_environment(self, env):
         # The kernels, rankexec and the LD_PRELOAD hugepage shim, and the site descriptions as
         # installed; without these topobind looks next to its source checkout.

@@ -1,0 +1,94 @@
+"""User and site data outside the package (issue 38 item 3): the user's sites in
+``$XDG_CONFIG_HOME/topobind/sites`` beside the shipped ones (a name of the user's wins),
+``$TOPOBIND_SITES_DIR`` in place of the shipped ones, state in ``$TOPOBIND_STATE_DIR`` or
+``$XDG_STATE_HOME/topobind``, and ``topobind --version`` saying where each lives. (Calibrating a
+site shipped inside an installed package is in test_wheel_install.py.)"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from paths import REPO
+
+from topobind import paths
+from topobind.checks import sites
+from topobind.cli.main import main
+from topobind.errors import TopobindError
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "TOPOBIND_STATE_DIR", "TOPOBIND_SITES_DIR",
+                "TOPOBIND_REFRAME_RESULTS"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_state_dir_honours_topobind_then_xdg_then_home(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert paths.state_dir() == home / ".local" / "state" / "topobind"
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/state")  # XDG: a relative value is ignored
+    assert paths.state_dir() == home / ".local" / "state" / "topobind"
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "st"))
+    assert paths.state_dir() == home / "st" / "topobind"
+    monkeypatch.setenv("TOPOBIND_STATE_DIR", str(home / "mine"))
+    assert paths.state_dir() == home / "mine"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "cfg"))
+    assert paths.user_sites_dir() == home / "cfg" / "topobind" / "sites"
+
+
+def _user_site(home: Path, name: str, title: str) -> Path:
+    folder = home / ".config" / "topobind" / "sites" / name
+    folder.mkdir(parents=True)
+    text = (REPO / "site_configs" / "local" / "site.yaml").read_text()
+    text = text.replace("name: local", f"name: {name}", 1)
+    text = text.replace("description:", f"description: {title!r} #", 1)
+    (folder / "site.yaml").write_text(text)
+    return folder
+
+
+def test_a_users_site_is_read_beside_the_shipped_ones_and_wins_by_name(home: Path) -> None:
+    shipped = sites.site_names()
+    assert "betzy" in shipped and "local" in shipped
+    _user_site(home, "mine", "my cluster")
+    assert sites.site_names() == sorted([*shipped, "mine"])
+    assert sites.load_site("mine").description == "my cluster"
+    assert sites.load_site("betzy").path == REPO / "site_configs" / "betzy" / "site.yaml"
+    user_local = _user_site(home, "local", "my own local")
+    assert sites.load_site("local").path == user_local / "site.yaml"
+    assert sites.load_site("local").description == "my own local"
+
+
+def test_topobind_sites_dir_replaces_the_shipped_sites(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    admin = home / "admin-sites"
+    shutil.copytree(REPO / "site_configs" / "betzy", admin / "betzy")
+    monkeypatch.setenv("TOPOBIND_SITES_DIR", str(admin))
+    assert sites.site_names() == ["betzy"]
+    _user_site(home, "mine", "my cluster")
+    assert sites.site_names() == ["betzy", "mine"]
+    with pytest.raises(TopobindError, match="no site 'local' in "):
+        sites.load_site("local")
+
+
+def test_version_says_where_each_kind_of_file_lives(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "st"))
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    first, second = capsys.readouterr().out.splitlines()
+    assert first.startswith("topobind ")
+    user_sites = home / ".config" / "topobind" / "sites"
+    assert second.startswith(f"sites: {user_sites}, {REPO / 'site_configs'}; ")
+    assert f"references of shipped sites: {user_sites}; " in second
+    assert (
+        f"state: {home / 'st' / 'topobind'} (tuning records); bench results: ./results; " in second
+    )
+    assert second.endswith(f"ReFrame results and history: {REPO / 'results' / 'reframe'}")
