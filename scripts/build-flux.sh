@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build flux-core from the offline mirror's source archive into build/flux/ ('make flux').
-#   - the archive: $TOPOBIND_SHARED/flux/flux-core-<version>.tar.gz (a git tree: autogen first);
-#     without it, one line saying where to get it, and exit 0 (the Flux tests then skip)
+#   - the archive: <mirror>/flux/flux-core-<version>.tar.gz, the offline mirror being
+#     $TOPOBIND_OFFLINE_MIRROR, else $TOPOBIND_SHARED, else ../shared (a git tree: autogen first);
+#     without it, one line saying where to get it, and exit 0 (the Flux tests then skip), or
+#     exit 1 where TOPOBIND_REQUIRE_MIRROR=1 (CI)
 #   - Debian packages from scripts/flux-apt-packages.txt (as root, via apt-get)
 #   - cached outside the clone, keyed by the archive's sha256 and this script's configure line:
 #     $TOPOBIND_CACHE (default /var/cache/topobind when writable, else ~/.cache/topobind)
@@ -12,10 +14,14 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 say() { printf 'flux: %s\n' "$*"; }
 version=0.88.0
-shared=${TOPOBIND_SHARED:-$here/../shared}
+shared=${TOPOBIND_OFFLINE_MIRROR:-${TOPOBIND_SHARED:-$here/../shared}}
 archive=$shared/flux/flux-core-$version.tar.gz
 if [ ! -f "$archive" ]; then
-  say "skipped: $archive not found; get flux-core-$version (https://github.com/flux-framework/flux-core/releases) into \$TOPOBIND_SHARED/flux/"
+  if [ "${TOPOBIND_REQUIRE_MIRROR:-}" = 1 ]; then
+    say "error: $archive not found and TOPOBIND_REQUIRE_MIRROR=1; get flux-core-$version (https://github.com/flux-framework/flux-core/releases) into the offline mirror's flux/" >&2
+    exit 1
+  fi
+  say "skipped: $archive not found; get flux-core-$version (https://github.com/flux-framework/flux-core/releases) into the offline mirror's flux/ (\$TOPOBIND_OFFLINE_MIRROR)"
   exit 0
 fi
 configure_line="LUA=/usr/bin/lua5.1 PYTHON=/usr/bin/python3 ./configure --disable-docs"

@@ -22,7 +22,7 @@ from topobind.topo.topology import load
 FLUX = REPO / "build" / "flux" / "bin" / "flux"
 WHEREAMI = REPO / "kernels" / "bin" / "whereami"
 needs_flux = pytest.mark.skipif(
-    not FLUX.exists(), reason="Flux is not built: 'make flux' (needs ../shared/flux/)"
+    not FLUX.exists(), reason="Flux is not built: 'make flux' (the mirror's flux/ archive)"
 )
 #: seconds a Flux instance with one short job may take on a busy 2-core machine
 HANG = 240
@@ -88,14 +88,17 @@ def test_verify_running_samples_the_program_under_flux_run(tmp_path: Path) -> No
 
 
 def test_without_the_archive_make_flux_says_where_to_get_it(tmp_path: Path) -> None:
-    """No ../shared/flux: one line naming the archive and where to get it, exit 0."""
-    env = {**NO_SLURM, "TOPOBIND_SHARED": str(tmp_path), "TOPOBIND_CACHE": str(tmp_path)}
-    done = subprocess.run(
-        ["bash", str(REPO / "scripts" / "build-flux.sh")],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
+    """No mirror's flux/: one line naming the archive and where to get it, exit 0; where the
+    mirror is required (CI's TOPOBIND_REQUIRE_MIRROR=1), exit 1 with that line on stderr."""
+    env = {k: v for k, v in NO_SLURM.items() if k != "TOPOBIND_REQUIRE_MIRROR"}
+    env.update(TOPOBIND_OFFLINE_MIRROR=str(tmp_path), TOPOBIND_CACHE=str(tmp_path))
+    argv = ["bash", str(REPO / "scripts" / "build-flux.sh")]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0 and done.stdout.count("\n") == 1, done.stdout + done.stderr
     assert done.stdout.startswith("flux: skipped: ") and "flux-core-0.88.0" in done.stdout
+    env["TOPOBIND_REQUIRE_MIRROR"] = "1"
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1 and done.stderr.startswith("flux: error: "), done.stderr
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         not (FLUX.exists() and PLUGIN.exists()),
-        reason="Flux or its plugin is not built: 'make flux' (needs ../shared/flux/)",
+        reason="Flux or its plugin is not built: 'make flux' (the mirror's flux/ archive)",
     ),
 ]
 HANG = 240
