@@ -86,17 +86,6 @@ def test_metric_needs_a_group_and_a_number() -> None:
     assert "not a number" in str(figure("rate: ... MB/s", pattern)[1])
 
 
-def test_state_dir_order(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
-    monkeypatch.setenv("TOPOBIND_STATE_DIR", "/x/state")
-    monkeypatch.setenv("XDG_STATE_HOME", "/xdg")
-    assert records.state_dir() == "/x/state"
-    monkeypatch.delenv("TOPOBIND_STATE_DIR")
-    assert records.state_dir() == "/xdg/topobind"
-    monkeypatch.delenv("XDG_STATE_HOME")
-    monkeypatch.setenv("HOME", "/home/u")
-    assert records.state_dir() == "/home/u/.local/state/topobind"
-
-
 def _record(program: str, topo: object, **choice: object) -> dict[str, object]:
     return {
         "schema": records.SCHEMA, "program": program, "argv": [program],

@@ -1,6 +1,7 @@
 """``topobind tune``'s records: what a session chose, per program (its path and a SHA-256 of
 the executable), node type (:func:`node_type`: a fingerprint of the topology) and job size
-(nodes), one small JSON file each in the user's state folder (:func:`state_dir`). Plain
+(nodes), one small JSON file each in the user's state folder
+(:func:`topobind.paths.state_dir`). Plain
 ``NamedTuple``s: ``--layout auto`` reads them on the job-script path (no dataclasses)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 from typing import Any, NamedTuple
 
 from topobind.errors import TopobindError
+from topobind.paths import state_dir
 from topobind.topo.topology import Topology
 
 SCHEMA = "topobind.tune/1"
@@ -19,22 +21,6 @@ MAX_RECORDS = 1000
 MAX_RECORD_BYTES = 1 << 20
 #: bytes of an executable hashed at most (a bigger one: its first bytes, size and mtime)
 MAX_HASH_BYTES = 1 << 30
-
-
-def state_dir() -> str:
-    """The user's state folder for topobind: $TOPOBIND_STATE_DIR, else
-    $XDG_STATE_HOME/topobind, else ~/.local/state/topobind (one function: the lead may swap
-    it for the package's own)."""
-    given = os.environ.get("TOPOBIND_STATE_DIR")
-    if given:
-        return given
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = (
-        xdg
-        if xdg and os.path.isabs(xdg)
-        else os.path.join(os.path.expanduser("~"), ".local", "state")
-    )
-    return os.path.join(base, "topobind")
 
 
 def records_dir() -> str:
