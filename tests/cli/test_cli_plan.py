@@ -142,7 +142,7 @@ def test_rankfile_in_a_missing_directory_is_refused(tmp_path: Path, topobind_cli
     )
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.splitlines() == [
-        f"topobind: error: cannot write rankfile {target}: directory {target.parent} does not "
+        f"topobind: error: cannot write --rankfile {target}: directory {target.parent} does not "
         "exist; create it or give another --rankfile PATH"
     ]
     assert not (tmp_path / "no").exists()

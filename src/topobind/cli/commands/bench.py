@@ -12,7 +12,7 @@ from topobind.bench import runs as bench
 from topobind.checks import progress
 from topobind.cli.commands.common import add_layout_arg, add_topology_arg, topology_from
 from topobind.errors import TopobindError
-from topobind.fsutil import atomic_write_text
+from topobind.fsutil import atomic_write_text, output_dir
 from topobind.kernels import registry as kernel_registry
 from topobind.kernels.programs import KernelError
 from topobind.kernels.results import load_result
@@ -153,6 +153,7 @@ def run(outer: argparse.Namespace) -> int:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1 :]
     args = inner_parser().parse_args(argv)
+    output_dir(args.results, "--results")  # before any run: each run's result is saved there
     topo = topology_from(args)
     if args.kernel == "hpl":
         return _run_hpl(args, topo, extra)
