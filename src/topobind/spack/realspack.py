@@ -116,6 +116,7 @@ class Spack:
             [str(self.venv / "bin" / "pip"), "install", "-q", "clingo"],
             capture_output=True,
             text=True,
+            errors="replace",
             timeout=600,
         )
         if pip.returncode != 0:
@@ -170,6 +171,7 @@ class Spack:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
+                errors="replace",
                 timeout=TIMEOUT,
                 stdin=subprocess.DEVNULL,
             )
