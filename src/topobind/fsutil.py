@@ -78,7 +78,7 @@ def writable_dir(parent: str, what: str, fix: str) -> None:
     except OSError as exc:
         raise TopobindError(
             f"cannot write {what}: directory {parent} takes no new file "
-            f"({exc.strerror or exc}); {fix}"
+            f"(creating one there failed: {exc.strerror or exc}); {fix}"
         ) from None
     os.close(fd)
     with contextlib.suppress(OSError):

@@ -432,6 +432,6 @@ def test_run_writes_the_plan_it_launches(tmp_path: Path, topobind_cli: Cli) -> N
                        "touch", str(tmp_path / "ran"))  # fmt: skip
     assert out.returncode == 2 and not (tmp_path / "ran").exists()
     assert out.stderr.splitlines() == [
-        f"topobind: error: --plan-json {target}: directory {target.parent} does not exist; "
-        "create it or give another path"
+        f"topobind: error: cannot write --plan-json {target}: directory {target.parent} does "
+        "not exist; create it or give another --plan-json FILE"
     ]
