@@ -232,3 +232,40 @@ def test_a_step_file_gives_a_rank_one_line_or_one_error(
         assert ("plans no local rank" in out.stderr) == (want is None), (lines, out.stderr)
         return
     assert (out.returncode, out.stdout, out.stderr) == (0, want, ""), (lines, out)
+
+
+# ----------------------------------------------------------------- Slurm's core list
+core_list = st.one_of(
+    st.lists(st.one_of(st.integers(0, 40).map(str),
+                       st.tuples(st.integers(0, 40), st.integers(0, 40)).map(
+                           lambda t: f"{t[0]}-{t[1]}")), min_size=1, max_size=5).map(",".join),
+    st.text(alphabet="0123456789,- x\u0660", max_size=14),
+    st.sampled_from(["0-99999999999", "0-999999999", "", ",", "1,", "٣"]),
+)  # fmt: skip
+
+
+@fuzz(200)
+@given(text=core_list, ncores=st.integers(1, 32))
+def test_slurm_core_lists(text: str, ncores: int) -> None:
+    """spank_step.core_ids (the plugin's --slurm-cores): the cores of the list, each on the
+    node, or one TopobindError line; a huge range is refused before it is built."""
+    from topobind.errors import TopobindError
+    from topobind.launch.spank_step import core_ids
+
+    want: list[int] | None = []
+    if not re.fullmatch(r"\d{1,9}(-\d{1,9})?(,\d{1,9}(-\d{1,9})?)*", text):
+        want = None
+    else:
+        for part in text.split(","):
+            a, _, b = part.partition("-")
+            lo, hi = int(a), int(b or a)
+            if lo > hi or hi >= ncores:
+                want = None
+                break
+            want += range(lo, hi + 1)  # type: ignore[operator]
+    if want is None:
+        with pytest.raises(TopobindError) as err:
+            core_ids(text, ncores)
+        assert "\n" not in str(err.value) and str(err.value).startswith("--slurm-cores ")
+    else:
+        assert core_ids(text, ncores) == want
