@@ -458,3 +458,17 @@ def test_openmpi4_singleton_helper_is_not_the_rank(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert " OK" in row(out.stderr, 0, 0) and " OK" in row(out.stderr, 0, 1), out.stderr
     assert "orted" not in out.stderr
+
+
+def test_a_fifo_among_the_samples_never_blocks(tmp_path: Path) -> None:
+    """The job directory's sample-*.json are read non-blocking, regular files only: a FIFO
+    named like a sample is left out (its rank MISSING), the others read."""
+    from topobind.launch.samples import read_sample_files, sample_files
+
+    good = tmp_path / "sample-node1-1.json"
+    good.write_text(json.dumps({"kernel": "whereami", "rank": 0, "host": "node1",
+                                "placement": []}) + "\n")  # fmt: skip
+    os.mkfifo(tmp_path / "sample-node1-2.json")
+    started = time.monotonic()
+    samples = read_sample_files(sample_files(str(tmp_path)))
+    assert [s.rank for s in samples] == [0] and time.monotonic() - started < 10
