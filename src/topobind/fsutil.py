@@ -101,7 +101,8 @@ def _not_regular(path: str) -> str:
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> str:
     """Write ``data`` to ``path`` through a temporary file in the same directory and a rename;
     the path written. A path that exists and is not a regular file (or a symlink to one) is
-    refused (:class:`TopobindError`), never replaced."""
+    refused (:class:`TopobindError`), never replaced; a write that fails (a full disk) is a
+    :class:`TopobindError` of one line, the old file kept."""
     target = os.fspath(path)
     if os.path.lexists(target) and _not_regular(target):
         raise TopobindError(
@@ -113,7 +114,10 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> str:
     name = os.path.basename(target)
     import tempfile  # only when a file is written (a plan printed to stdout writes none)
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise TopobindError(f"cannot write {target}: {exc.strerror or exc}") from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
         with os.fdopen(fd, "wb") as fh:
@@ -121,9 +125,13 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> str:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota: one line, nothing half-written
+            raise TopobindError(
+                f"cannot write {target}: {exc.strerror or exc}; nothing was written"
+            ) from None
         raise
     return target
 

@@ -172,3 +172,15 @@ def test_spack_externals_dash_is_stdout(tmp_path: Path, topobind_cli: Cli) -> No
     out = topobind_cli("spack", "externals", "-o", "-", cwd=tmp_path, timeout=120)
     assert out.returncode == 0 and "\npackages:\n" in out.stdout, out
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_a_write_that_fails_is_one_line() -> None:
+    """The writers themselves: an OSError (a full disk, /proc) is a TopobindError of one line,
+    never a traceback after the work."""
+    from topobind.checks import metrics
+
+    with pytest.raises(TopobindError, match=r"^cannot write /proc/topobind-x\.json: "):
+        atomic_write_text("/proc/topobind-x.json", "{}")
+    with pytest.raises(TopobindError, match=r"^cannot write --metrics /proc/m\.prom: "):
+        metrics.write("/proc/m.prom", "x 1\n")

@@ -170,17 +170,21 @@ def check_path(path: str | os.PathLike[str]) -> Path:
 
 def write(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` atomically (a temporary file in the same directory, renamed
-    over it), readable by the collector (mode 0644)."""
+    over it), readable by the collector (mode 0644); checked again first (the rule of every
+    output), and a write that fails now (a full disk) is one line, the old file kept."""
     dest = check_path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    tmp = ""
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as exc:
+        raise TopobindError(f"--metrics {dest}: cannot write it ({exc.strerror or exc})") from None
+    finally:
+        if tmp and os.path.lexists(tmp):
+            os.unlink(tmp)
     return dest
 
 
