@@ -104,7 +104,8 @@ def _check_output(output: str) -> None:
     read: the new report is made beside DIR, so DIR's parent must take it too."""
     from topobind.fsutil import output_dir, writable_dir
 
-    output_dir(output, "-o")
+    if output in ("", "-") or not os.path.isdir(output):  # an old report: only its parent
+        output_dir(output, "-o")
     parent = os.path.dirname(os.path.abspath(output))
     if os.path.isdir(parent):
         writable_dir(parent, f"-o {output}", "give another -o DIR")
