@@ -242,7 +242,16 @@ static pid_t parent_of(pid_t pid, char *comm, size_t len)
     return (pid_t)strtol(close + 4, NULL, 10);
 }
 
-/* ROOT and its descendants, breadth first, at most MAX: 0 when ROOT is gone. */
+/* Whether COMM names a helper an MPI runtime forks from the program: OpenMPI 4's singleton
+ * (a program started without mpirun) forks orted at MPI_Init, PRRTE's is prted. The helper
+ * unbinds itself; it is not the rank, and the program is no wrapper for having it. */
+static int mpi_helper(const char *comm)
+{
+    return strcmp(comm, "orted") == 0 || strcmp(comm, "prted") == 0;
+}
+
+/* ROOT and its descendants (MPI helpers left out), breadth first, at most MAX: 0 when ROOT
+ * is gone. */
 static int rank_processes(pid_t root, proc_t *out, int max)
 {
     static pid_t pids[MAX_SCAN], ppids[MAX_SCAN];
@@ -264,14 +273,17 @@ static int rank_processes(pid_t root, proc_t *out, int max)
     if (d)
         closedir(d);
     int n = 1;
+    char comm[sizeof out[0].comm];
     for (int i = 0; i < n; i++)
         for (int k = 0; k < scanned; k++) {
-            if (ppids[k] != out[i].pid)
+            if (ppids[k] != out[i].pid || parent_of(pids[k], comm, sizeof comm) <= 0)
                 continue;
+            if (mpi_helper(comm))
+                continue; /* the MPI runtime's helper: neither the rank nor its child */
             out[i].children++;
-            if (n < max && parent_of(pids[k], out[n].comm, sizeof out[n].comm) > 0) {
-                out[n].pid = pids[k];
-                out[n].children = 0;
+            if (n < max) {
+                out[n] = (proc_t){.pid = pids[k]};
+                memcpy(out[n].comm, comm, sizeof comm);
                 n++;
             }
         }

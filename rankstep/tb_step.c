@@ -1,6 +1,7 @@
 /* tb_step.c - read topobind's per-rank step file from memory (see tb_step.h). */
 #include "tb_step.h"
 #include "tb_common.h"
+#include "tb_env.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,11 +29,24 @@ static int names_host(const char *list, const char *host)
     return 0;
 }
 
+/* The local rank a line starts with: ASCII digits (no sign, no space), 0 .. TB_MAX_RANK,
+ * followed by a TAB or the end of the line; -1 otherwise ("+0", "-1", " 0", "0x1"). */
+static long line_rank(const char *line)
+{
+    long r = 0;
+    const char *p = line;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if ((r = r * 10 + (*p - '0')) > TB_MAX_RANK)
+            return -1;
+    return p == line || (*p != '\t' && *p != '\0') ? -1 : r;
+}
+
 int tb_step_choose(char *text, const char *host, long rank, tb_step_choice *out, char *err,
                    size_t errlen)
 {
     tb_step_choice c = {0};
-    char *own = NULL, *any = NULL; /* the rank's line in this host's group / in "@*" */
+    char *own_line = NULL, *any_line = NULL; /* the rank's line in this host's group / "@*" */
+    int own = 0, any = 0;                      /* how many lines the rank has in each */
     int in_own = 0, in_any = 1, host_has_group = 0; /* before any "@": every host */
     char *save = NULL;
     char *line = strtok_r(text, "\n", &save);
@@ -73,20 +88,27 @@ int tb_step_choose(char *text, const char *host, long rank, tb_step_choice *out,
             host_has_group |= in_own;
             continue;
         }
-        char *end;
-        long r = strtol(line, &end, 10);
-        if (end == line || (*end != '\t' && *end != '\0')) {
-            snprintf(err, errlen, "malformed line %.40s", line);
+        long r = line_rank(line);
+        if (r < 0) {
+            snprintf(err, errlen, "malformed line %.40s (a line starts with its local rank: "
+                     "ASCII digits, 0 .. %ld)", line, TB_MAX_RANK);
             return -1;
         }
         if (r != rank)
             continue;
-        if (in_own && !own)
-            own = line;
-        else if (in_any && !any)
-            any = line;
+        if (in_own && !own++)
+            own_line = line;
+        else if (in_any && !any++)
+            any_line = line;
     }
-    c.line = host_has_group ? own : any;
+    int lines = host_has_group ? own : any;
+    if (lines > 1) {
+        snprintf(err, errlen, "local rank %ld has %d lines for this host (in %s): a rank takes "
+                 "one line; remove the duplicates", rank, lines,
+                 host_has_group ? "the groups naming it" : "the @* groups");
+        return -1;
+    }
+    c.line = host_has_group ? own_line : any_line;
     *out = c;
     return 0;
 }
@@ -295,6 +317,20 @@ typedef struct {
     void *ctx;
 } apply_ctx;
 
+/* %preload=LIB: LIB first in LD_PRELOAD. A LIB that is not a regular file is refused: the
+ * dynamic loader would skip it with a warning and run the rank without it. */
+static int preload(apply_ctx *a, const char *lib, char *err, size_t errlen)
+{
+    struct stat st;
+    int bad = stat(lib, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? -1 : 0;
+    if (bad) {
+        snprintf(err, errlen, "%%preload=%.200s: %s; rebuild it (make kernels) or plan "
+                 "without it (--pages none)", lib, bad > 0 ? strerror(bad) : "not a regular file");
+        return -1;
+    }
+    return a->setenv_fn(a->ctx, "LD_PRELOAD", lib, 1, err, errlen);
+}
+
 static int apply_field(void *ctx, const char *name, const char *value, int directive, char *err,
                        size_t errlen)
 {
@@ -308,7 +344,7 @@ static int apply_field(void *ctx, const char *name, const char *value, int direc
     if (strcmp(name, "thp") == 0)
         return tb_step_thp(value, err, errlen);
     if (strcmp(name, "preload") == 0)
-        return a->setenv_fn(a->ctx, "LD_PRELOAD", value, 1, err, errlen);
+        return preload(a, value, err, errlen);
     snprintf(err, errlen, "unknown field %%%.40s (a step file newer than this step: rebuild it "
              "with this topobind)", name);
     return -1;

@@ -21,7 +21,8 @@ typedef struct {
 } tb_step_choice;
 
 /* The line of local rank RANK for HOST in TEXT (cut into lines in place). Returns 0 with
- * out->line set or NULL (no line for that rank on that host), -1 on a malformed file (ERR),
+ * out->line set or NULL (no line for that rank on that host), -1 on a malformed file or a
+ * rank with two lines in the groups that apply to HOST (ERR),
  * TB_STEP_NOT_STEP_FILE when TEXT is no step file at all (ERR: "not a topobind-rankexec ..."). */
 #define TB_STEP_NOT_STEP_FILE (-2)
 int tb_step_choose(char *text, const char *host, long rank, tb_step_choice *out, char *err,
@@ -52,7 +53,8 @@ typedef int (*tb_step_setenv_fn)(void *ctx, const char *name, const char *value,
 
 /* The per-rank step: apply the fields of a rank's LINE (cut in place) to the calling process,
  * in their order: %cpus= (tb_step_bind), %mem= (tb_step_mempolicy), %thp=off (tb_step_thp),
- * %preload=LIB (LIB first in LD_PRELOAD, through SETENV_FN), NAME=VALUE (SETENV_FN). The
+ * %preload=LIB (LIB, a regular file, first in LD_PRELOAD, through SETENV_FN), NAME=VALUE
+ * (SETENV_FN). The
  * binding and the memory policy are read back: what the kernel narrowed is refused. Used by
  * rankexec and the SPANK plugin alike. 0, or -1 with ERR (one line). */
 int tb_step_apply(char *line, tb_step_setenv_fn setenv_fn, void *ctx, char *err, size_t errlen);

@@ -12,7 +12,9 @@
  * tasks are forked) the plugin runs
  *   topobind plan --topology live --slurm-cores STEP_CORES --ranks LOCAL_TASKS
  *                 --threads T --layout LAYOUT [--OPT VALUE...] --format rankexec
- * and keeps its output, a version-2 step file (the format rankstep/rankexec.c reads: one line
+ * (T: the CPUs the step gives each task here, its --cpus-per-task or its cores here shared among
+ * its tasks here when that is more: step_cpus_per_task) and keeps its output, a version-2 step
+ * file (the format rankstep/rankexec.c reads: one line
  * per local task with %cpus= and the task's variables), in memory. Each node plans its own
  * share (its task count and the cores the step holds there). Per task (slurm_spank_task_init,
  * in the task just before exec, after task/affinity's own binding) it picks the line of the
@@ -61,6 +63,7 @@ static char plan_error[ERR_LEN];            /* why planning failed, reported by 
 static long plan_us;
 static int srun_check = 1;                  /* plugin argument check=no turns srun's off */
 static char topology[1024] = "live";        /* plugin argument topology=SRC (%n: node name) */
+static unsigned cpus_per_task;              /* what the step gives each task on this node */
 
 static double now_us(void)
 {
@@ -345,6 +348,57 @@ static const char *topology_here(char *out, size_t len)
     return out;
 }
 
+/* How many of LIST ("0-3,8", up to LEN bytes) there are; 0 for an empty or malformed list. */
+static unsigned long list_count(const char *list, size_t len)
+{
+    unsigned long n = 0;
+    const char *p = list, *end = list + len;
+    while (p < end) {
+        char *e;
+        unsigned long a = strtoul(p, &e, 10), b = a;
+        if (e == p)
+            return 0;
+        if (e < end && *e == '-') {
+            p = e + 1;
+            b = strtoul(p, &e, 10);
+            if (e == p || b < a)
+                return 0;
+        }
+        n += b - a + 1;
+        if (e < end && *e != ',')
+            return 0;
+        p = e + 1;
+    }
+    return n;
+}
+
+/* The CPUs the step gives each task on this node, as task/affinity does for a plain step:
+ * its --cpus-per-task, or its cores here shared among its tasks here when that is more (Slurm
+ * 22.05's srun does not pass the job's #SBATCH --cpus-per-task to a step, whose tasks still
+ * get the job's cores). */
+static unsigned step_cpus_per_task(uint32_t cpt, const char *cores, uint32_t tasks)
+{
+    unsigned long share = tasks ? list_count(cores, strlen(cores)) / tasks : 0;
+    unsigned long n = share > cpt ? share : cpt;
+    return n ? (unsigned)(n < 1048576 ? n : 1048576) : 1;
+}
+
+/* Once per node (local task 0): say that the plan gives the task fewer CPUs than the step
+ * holds for each task (a layout that places fewer threads, or threads=T), rather than leave
+ * them idle without a word. */
+static void note_unused(const char *line, int id)
+{
+    const char *f = strstr(line, "\t%cpus=");
+    if (id != 0 || !f || !cpus_per_task)
+        return;
+    f += 7;
+    unsigned long got = list_count(f, strcspn(f, "\t"));
+    if (got && got < cpus_per_task)
+        fprintf(stderr, "topobind: note: --topobind=%s gives local task 0 %lu CPU%s of the %u "
+                "the step holds for each task; the others stay idle (threads=T, or srun -c, "
+                "to change it)\n", opt_value, got, got == 1 ? "" : "s", cpus_per_task);
+}
+
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
@@ -380,9 +434,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     snprintf(num, sizeof num, "%u", tasks);
     tb_argv_add_s(&a, "--ranks");
     tb_argv_add_s(&a, num);
+    cpus_per_task = step_cpus_per_task(cpt, cores, tasks);
     int threads_given = tb_option_args(&a, opt_value);
     if (!threads_given) {
-        snprintf(num, sizeof num, "%u", cpt ? cpt : 1);
+        snprintf(num, sizeof num, "%u", cpus_per_task);
         tb_argv_add_s(&a, "--threads");
         tb_argv_add_s(&a, num);
     }
@@ -438,6 +493,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         fprintf(stderr, "topobind: error: local task %d: %s\n", id, err);
         return -1;
     }
+    note_unused(c.line, id);
     task_ctx t = {sp};
     if (tb_step_apply(c.line, task_env, &t, err, sizeof err) != 0) {
         fprintf(stderr, "topobind: error: local task %d: %s\n", id, err);

@@ -37,7 +37,9 @@ def hpl_driver_missing() -> str | None:
     """Why ``topobind bench hpl`` cannot be used here, or None."""
     cmd = f"{topobind_cmd()} bench hpl --help"
     try:
-        done = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            cmd, shell=True, capture_output=True, text=True, errors="replace", timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"'{cmd}' failed: {exc}"
     if done.returncode != 0:

@@ -29,6 +29,11 @@ The kernels' own statuses (`kernels/bin/stream` and the others, and `topobind be
 passes them through) are in [Kernel results format](../results-format.md#exit-statuses-all-kernels).
 
 {shared}
+The ReFrame checks' load wrapper (`reframe_tests/topobind_rfm/probe.py load OUT -- CMD`, around
+every check's measurement) exits as a shell does: `CMD`'s status, 127 or 126 with one line
+`topobind load: CMD: ...` when `CMD` does not exist or cannot be executed, 128 + N when
+signal N ended it, and 2 (`CMD` not run) when `OUT` cannot be written.
+
 ## Statuses by error class
 
 Generated from `src/topobind/errors.py` by `scripts/gen-exit-status-doc.py`: each kind of

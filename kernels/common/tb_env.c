@@ -34,7 +34,7 @@ long tb_env_number(const char *const *names, const char **bad)
         *bad = NULL;
     for (int i = 0; names[i]; i++) {
         const char *v = getenv(names[i]);
-        if (!v || !*v)
+        if (!v || (!*v && !bad)) /* asked to judge (BAD): set and empty is unreadable */
             continue;
         long n = plain_number(v);
         if (n >= 0)

@@ -20,11 +20,11 @@ extern const char *const TB_SIZE_VARS[];
 /* The largest rank number read from the environment. */
 #define TB_MAX_RANK 100000000L
 
-/* The first of NAMES (NULL-terminated) that is set and not empty, read as a number: plain
- * ASCII decimal digits, 0 .. TB_MAX_RANK. Returns it, or -1 when none is set. A set value
- * that is no such number ("1x", "-1", " 1", "../x", 10^30, a Unicode digit): with BAD NULL
- * it is skipped and the next variable read; else the search stops there, *BAD gets the
- * variable's name and -1 is returned (*BAD is NULL on every other return). */
+/* The first of NAMES (NULL-terminated) that is set, read as a number: plain ASCII decimal
+ * digits, 0 .. TB_MAX_RANK. Returns it, or -1 when none is set. A set value that is no such
+ * number ("", "1x", "-1", " 1", "../x", 10^30, a Unicode digit): with BAD NULL it is skipped
+ * and the next variable read; else the search stops there, *BAD gets the variable's name and
+ * -1 is returned (*BAD is NULL on every other return; docs/step-file.md, "Which line"). */
 long tb_env_number(const char *const *names, const char **bad);
 
 int tb_env_rank(void);  /* the first readable of TB_RANK_VARS, else 0 */

@@ -158,7 +158,11 @@ def openmp_problem(environ: Any) -> str | None:
         lines.append(cc)
         try:
             done = subprocess.run(
-                ["bash", "-c", "\n".join(lines)], capture_output=True, text=True, timeout=120
+                ["bash", "-c", "\n".join(lines)],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=120,
             )
             why = None
             if done.returncode != 0:

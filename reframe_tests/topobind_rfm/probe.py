@@ -15,7 +15,10 @@
   python probe.py latency-size CAP   the latency check's largest working set: 4x the LLC, at
                                      least 256M, at most CAP; writes latency-size.json
   python probe.py load OUT -- CMD...  run CMD, write OUT (JSON): the CPU time other processes
-                                     used on the node meanwhile; exit with CMD's status
+                                     used on the node meanwhile; exit with CMD's status as a
+                                     shell gives it (127/126 in one line when CMD cannot
+                                     start, 128+N when signal N ended it; 2, CMD not run,
+                                     when OUT cannot be written)
 
 Exit status 3 with a one-line message when the node cannot provide what is asked.
 """

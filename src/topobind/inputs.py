@@ -75,7 +75,7 @@ class InputFile(NamedTuple):
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise error(f"{what} {shown} is {_kind(st.st_mode)}, not a regular file; {fix}")
+                raise error(f"{what} {shown} is {file_kind(st.st_mode)}, not a regular file; {fix}")
             if st.st_size > self.max_bytes:
                 raise error(
                     f"{what} {shown} is {st.st_size} bytes, more than the limit of "
@@ -121,7 +121,8 @@ def _read_at_most(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` is, for an error line ("a FIFO (named pipe)", ...)."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):

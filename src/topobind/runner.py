@@ -58,6 +58,7 @@ def run_process(
                 cwd=cwd,
                 start_new_session=True,
                 text=True,
+                errors="replace",
                 stdout=subprocess.PIPE if capture else None,
                 stderr=subprocess.PIPE if capture_stderr else None,
             )

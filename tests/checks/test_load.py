@@ -189,3 +189,54 @@ def test_a_load_document_it_cannot_write_leaves_no_file(
     with pytest.raises(ValueError, match="not a load document value"):
         cpu_load.run_measured(["true"], str(out), env={})
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- the wrapper's status
+def _wrapper(tmp_path: Path, *cmd: str, out: str | None = None) -> subprocess.CompletedProcess:
+    probe = REPO / "reframe_tests" / "topobind_rfm" / "probe.py"
+    dest = out if out is not None else str(tmp_path / "load.json")
+    return subprocess.run([sys.executable, str(probe), "load", dest, "--", *cmd],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_wrapper_exits_as_a_shell_does(tmp_path: Path) -> None:
+    """A command that does not exist: 127; that cannot run: 126 (one line each, no
+    traceback); killed by signal N: 128+N, as the job's shell would say."""
+    missing = _wrapper(tmp_path, "/no/such/program")
+    assert missing.returncode == 127
+    assert missing.stderr == "topobind load: /no/such/program: No such file or directory\n"
+    plain = tmp_path / "not-executable"
+    plain.write_text("echo hi\n")
+    denied = _wrapper(tmp_path, str(plain))
+    assert denied.returncode == 126
+    assert denied.stderr == f"topobind load: {plain}: Permission denied\n"
+    killed = _wrapper(tmp_path, "sh", "-c", "kill -TERM $$")
+    assert killed.returncode == 128 + 15, killed.stderr
+    assert killed.stderr == "" and json.loads((tmp_path / "load.json").read_text())["cpus"] >= 1
+    assert _wrapper(tmp_path, "sh", "-c", "exit 3").returncode == 3
+
+
+def test_the_wrapper_statuses_in_process(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    out = str(tmp_path / "load.json")
+    assert cpu_load.run_measured(["/no/such/program"], out, env={}) == 127
+    assert cpu_load.run_measured([str(tmp_path)], out, env={}) == 126  # a directory
+    assert cpu_load.run_measured(["sh", "-c", "kill -KILL $$"], out, env={}) == 128 + 9
+    err = capfd.readouterr().err.splitlines()
+    assert err[0] == "topobind load: /no/such/program: No such file or directory"
+    assert err[1].startswith(f"topobind load: {tmp_path}: ") and len(err) == 2
+
+
+@pytest.mark.parametrize("where", ["fifo", "/proc/load.json", ""])
+def test_the_wrapper_refuses_an_unwritable_document_before_the_command(
+    tmp_path: Path, where: str, capfd: pytest.CaptureFixture
+) -> None:
+    out = where
+    if where == "fifo":
+        out = str(tmp_path / "load.json")
+        os.mkfifo(out)
+    flag = tmp_path / "ran"
+    assert cpu_load.run_measured(["touch", str(flag)], out, env={}) == 2
+    assert not flag.exists()
+    (line,) = capfd.readouterr().err.splitlines()
+    assert line.startswith("topobind load: ") and "give a writable load document path" in line

@@ -142,7 +142,7 @@ def test_rankfile_in_a_missing_directory_is_refused(tmp_path: Path, topobind_cli
     )
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.splitlines() == [
-        f"topobind: error: cannot write rankfile {target}: directory {target.parent} does not "
+        f"topobind: error: cannot write --rankfile {target}: directory {target.parent} does not "
         "exist; create it or give another --rankfile PATH"
     ]
     assert not (tmp_path / "no").exists()
@@ -434,6 +434,6 @@ def test_run_writes_the_plan_it_launches(tmp_path: Path, topobind_cli: Cli) -> N
                        "touch", str(tmp_path / "ran"))  # fmt: skip
     assert out.returncode == 2 and not (tmp_path / "ran").exists()
     assert out.stderr.splitlines() == [
-        f"topobind: error: --plan-json {target}: directory {target.parent} does not exist; "
-        "create it or give another path"
+        f"topobind: error: cannot write --plan-json {target}: directory {target.parent} does "
+        "not exist; create it or give another --plan-json FILE"
     ]

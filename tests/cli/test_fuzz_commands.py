@@ -156,17 +156,17 @@ def test_rankexec_step_files(
 
 def _chosen_line(text: str, rank: int) -> str | None:
     """The line rankexec must pick: this host has no group of its own in these files (host
-    names drawn are 'other', 'a', 'b', 'x'), so rank's first line under '@*' or before any
-    group."""
-    in_any = True
+    names drawn are 'other', 'a', 'b', 'x'), so rank's one line under '@*' or before any
+    group (None: no line, or two, which rankexec refuses)."""
+    in_any, found = True, []
     for line in text.split("\n")[1:]:
         if line.startswith("@"):
             in_any = line[1:] == "*"
         elif line and line[0] not in "#%" and in_any:
             number = line.split("\t", 1)[0]
             if number.isdigit() and int(number) == rank:
-                return line
-    return None
+                found.append(line)
+    return found[0] if len(found) == 1 else None
 
 
 # --------------------------------------------------------------------------- topobind

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -156,3 +157,115 @@ def test_spank_option_strings_through_the_plugins_parser(opt: str) -> None:
     assert back == opt
     threads = any(w.split("=")[0] == "--threads" for w in rest)
     assert lines[0].startswith(f"ok threads={int(threads)}")
+
+
+# ----------------------------------------------------------------- the step file's lines
+HOST = socket.gethostname()
+MAX_RANK = 100_000_000  # TB_MAX_RANK (kernels/common/tb_env.h)
+HEADERS = ["topobind-rankexec 1", "topobind-rankexec 2", "topobind-rankexec 3"]
+rank_token = st.one_of(
+    st.sampled_from(["0", "1", "00", "01", "+0", "-1", " 0", "0 ", "1x", "", "٠", "100000001",
+                     "100000000", "99999999999999999999"]),
+    st.integers(0, 3).map(str),
+)  # fmt: skip
+group = st.sampled_from(["@*", f"@{HOST}", f"@{HOST.split('.')[0]}", "@other", f"@other,{HOST}",
+                         "@", "@*,other", "# a comment", "#"])  # fmt: skip
+step_body = st.lists(st.one_of(group, rank_token.map(lambda r: ("rank", r))), max_size=10)
+
+
+def _names_host(names: str) -> bool:
+    """tb_step.c names_host: an item of the list is the host's name or its short name."""
+    return any(n in (HOST, HOST.split(".")[0]) for n in names.split(","))
+
+
+def _expected(header: str, body: list[object], rank: int) -> str | None:
+    """docs/step-file.md's rules: the X value of the rank's line, None for no line, or
+    'error' (a malformed line, or the rank's line twice in the groups that apply)."""
+    if header not in HEADERS:
+        return "error"
+    in_any, host_group = True, False
+    own: list[str] = []
+    anyl: list[str] = []
+    for i, item in enumerate(body):
+        if isinstance(item, str):
+            if item.startswith("@"):
+                in_any = item[1:] == "*"
+                in_own = not in_any and _names_host(item[1:])
+                host_group |= in_own
+            continue
+        token = item[1]  # type: ignore[index]
+        if not (token.isascii() and token.isdigit() and int(token) <= MAX_RANK):
+            return "error"
+        if int(token) == rank:
+            (own if not in_any and in_own else anyl if in_any else []).append(f"L{i}")
+    chosen = own if host_group else anyl
+    return "error" if len(chosen) > 1 else chosen[0] if chosen else None
+
+
+@pytest.mark.skipif(not RANKEXEC.exists(), reason="make kernels")
+@fuzz(80)
+@given(header=st.sampled_from([*HEADERS, "topobind-rankexec 4", "x"]), body=step_body,
+       rank=st.integers(0, 1))  # fmt: skip
+@example(header=HEADERS[2], body=["@*", ("rank", "0"), ("rank", "0")], rank=0)
+@example(header=HEADERS[2], body=["@*", ("rank", "0"), "@*", ("rank", "0")], rank=0)
+@example(header=HEADERS[2], body=[f"@{HOST}", ("rank", "0"), "@*", ("rank", "0")], rank=0)
+@example(header=HEADERS[2], body=["@*", ("rank", "+0")], rank=0)
+@example(header=HEADERS[2], body=["@*", ("rank", "1"), ("rank", "1"), ("rank", "0")], rank=0)
+def test_a_step_file_gives_a_rank_one_line_or_one_error(
+    tmp_path_factory: pytest.TempPathFactory, header: str, body: list[object], rank: int
+) -> None:
+    """rankexec against the rules of docs/step-file.md: the rank's one line (in its host's
+    groups, else the @* groups), 'plans no local rank', or one error line, exit 125 and the
+    program not run: a rank twice where it applies, a line that does not start with plain
+    digits ('+0', '-1', ' 0'), a rank over the bound."""
+    lines = [item if isinstance(item, str) else f"{item[1]}\tX=L{i}" for i, item in enumerate(body)]
+    step = tmp_path_factory.mktemp("step") / "step.txt"
+    step.write_text("\n".join([header, *lines]) + "\n")
+    step.chmod(0o600)
+    env = {"PATH": os.environ["PATH"], "OMPI_COMM_WORLD_LOCAL_RANK": str(rank)}
+    out = subprocess.run([str(RANKEXEC), str(step), "sh", "-c", 'printf "%s" "$X"'],
+                         capture_output=True, text=True, timeout=30, env=env)  # fmt: skip
+    want = _expected(header, body, rank)
+    if want is None or want == "error":
+        assert out.returncode == 125 and out.stdout == "", (want, out)
+        assert out.stderr.startswith("topobind rankexec: error: ") and out.stderr.count("\n") == 1
+        assert ("plans no local rank" in out.stderr) == (want is None), (lines, out.stderr)
+        return
+    assert (out.returncode, out.stdout, out.stderr) == (0, want, ""), (lines, out)
+
+
+# ----------------------------------------------------------------- Slurm's core list
+core_list = st.one_of(
+    st.lists(st.one_of(st.integers(0, 40).map(str),
+                       st.tuples(st.integers(0, 40), st.integers(0, 40)).map(
+                           lambda t: f"{t[0]}-{t[1]}")), min_size=1, max_size=5).map(",".join),
+    st.text(alphabet="0123456789,- x\u0660", max_size=14),
+    st.sampled_from(["0-99999999999", "0-999999999", "", ",", "1,", "٣"]),
+)  # fmt: skip
+
+
+@fuzz(200)
+@given(text=core_list, ncores=st.integers(1, 32))
+def test_slurm_core_lists(text: str, ncores: int) -> None:
+    """spank_step.core_ids (the plugin's --slurm-cores): the cores of the list, each on the
+    node, or one TopobindError line; a huge range is refused before it is built."""
+    from topobind.errors import TopobindError
+    from topobind.launch.spank_step import core_ids
+
+    want: list[int] | None = []
+    if not re.fullmatch(r"\d{1,9}(-\d{1,9})?(,\d{1,9}(-\d{1,9})?)*", text):
+        want = None
+    else:
+        for part in text.split(","):
+            a, _, b = part.partition("-")
+            lo, hi = int(a), int(b or a)
+            if lo > hi or hi >= ncores:
+                want = None
+                break
+            want += range(lo, hi + 1)  # type: ignore[operator]
+    if want is None:
+        with pytest.raises(TopobindError) as err:
+            core_ids(text, ncores)
+        assert "\n" not in str(err.value) and str(err.value).startswith("--slurm-cores ")
+    else:
+        assert core_ids(text, ncores) == want

@@ -137,6 +137,30 @@ def test_the_programs_mpi_picks_the_launcher_with_a_note(
 
 
 @pytest.mark.slow
+def test_the_note_names_the_mpirun_launched_and_none_when_it_is_paths(
+    ompi4_program: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The note says which mpirun is launched, and the launch runs that one; when the mpirun
+    on PATH is that very program (/usr/bin/mpirun, or a link to it) there is no note (it
+    said 'launching with --launcher openmpi4, not the mpirun on PATH (/usr/bin/mpirun)' and
+    then launched /usr/bin/mpirun)."""
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    (tmp_path / "mpirun").symlink_to("/usr/bin/mpirun")
+    plan = plan_of(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
+    for first in ("/usr/bin", str(tmp_path)):
+        monkeypatch.setenv("PATH", f"{first}:{os.environ['PATH']}")
+        shape = job_shape(plan, program=str(ompi4_program))
+        assert shape.mpirun == "/usr/bin/mpirun"
+        assert not any("mpirun on PATH" in n for n in shape.notes), shape.notes
+    if venv_bin("mpirun").exists():
+        monkeypatch.setenv("PATH", f"{venv_bin('mpirun').parent}:{os.environ['PATH']}")
+        shape = job_shape(plan, program=str(ompi4_program))
+        (note,) = [n for n in shape.notes if "mpirun on PATH" in n]
+        assert "launching /usr/bin/mpirun (--launcher openmpi4), not the mpirun on PATH (" in note
+        assert build(shape, [str(ompi4_program)]).argv[0] == "/usr/bin/mpirun"
+
+
+@pytest.mark.slow
 def test_a_launcher_of_another_mpi_family_is_refused(
     ompi4_program: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -472,10 +472,11 @@ def test_the_sampler_ends_with_its_program(tmp_path: Path) -> None:
     assert doc["ended"] is True and doc["placement"] == []
 
 
-@pytest.mark.parametrize("value", ["\u0660", "1x", "-1", " 1", "+1", "99999999999999999999"])
+@pytest.mark.parametrize("value", ["\u0660", "1x", "-1", " 1", "+1", "99999999999999999999", ""])
 def test_an_unreadable_local_rank_is_an_error(tmp_path: Path, value: str) -> None:
     """issue 31 item 8: OMPI_COMM_WORLD_LOCAL_RANK=<Arabic-Indic zero> was skipped, and the
-    rank ran rank 0's line (or, with SLURM_LOCALID set, another variable's)."""
+    rank ran rank 0's line (or, with SLURM_LOCALID set, another variable's); issue 37: set
+    and empty is unreadable too (docs/step-file.md), it was skipped."""
     path = step_file(tmp_path, "@*\n0\tOMP_PLACES={0}\n1\tOMP_PLACES={1}\n")
     marker = tmp_path / "ran"
     for extra in ({}, {"SLURM_LOCALID": "1"}):
@@ -501,3 +502,47 @@ def test_a_binding_step_line_gives_the_mask_srun_would(
     plan = plan_of(load(str(TOPOLOGIES / "24em64t-2n6c2t-pci.xml")), layout, ranks, smt=smt)
     assert list(planned_masks(plan)) == get("srun").masks(plan)
     assert len(set(planned_masks(plan))) == plan.nranks > 1
+
+
+# ------------------------------------------------------------------ issue 37 item 24
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("@*\n0\tX=1\n0\tX=2\n", "local rank 0 has 2 lines for this host (in the @* groups)"),
+        ("@*\n0\tX=1\n@*\n0\tX=2\n", "local rank 0 has 2 lines for this host (in the @* groups)"),
+        (f"@{socket.gethostname()}\n0\tX=1\n@other,{socket.gethostname()}\n0\tX=2\n",
+         "local rank 0 has 2 lines for this host (in the groups naming it)"),
+        ("@*\n+0\tX=1\n", "malformed line +0?X=1 (a line starts with its local rank: ASCII "
+         "digits, 0 .. 100000000)"),
+        ("@*\n0\t%preload=/no/such/libshim.so\tX=1\n", "local rank 0: %preload=/no/such/"
+         "libshim.so: No such file or directory; rebuild it (make kernels) or plan without it"),
+        ("@*\n0\t%preload=/tmp\tX=1\n", "%preload=/tmp: not a regular file"),
+    ],
+)  # fmt: skip
+def test_a_rank_with_two_lines_a_signed_rank_and_a_missing_preload_are_refused(
+    tmp_path: Path, body: str, why: str
+) -> None:
+    """The first line won silently; '+0' was rank 0; a missing %preload= library ran the
+    rank without it (the loader only warns)."""
+    path = tmp_path / "rankexec.txt"
+    path.write_text("topobind-rankexec 3\n" + body)
+    path.chmod(0o600)
+    marker = tmp_path / "ran"
+    out = rankexec(path, "touch", str(marker))
+    assert out.returncode == 125 and not marker.exists(), out
+    assert out.stderr.startswith("topobind rankexec: error: ") and out.stderr.count("\n") == 1
+    assert why in out.stderr, out.stderr
+    other = rankexec(path, "touch", str(marker), OMPI_COMM_WORLD_LOCAL_RANK="1")
+    malformed = why.startswith("malformed")  # a malformed line fails every rank
+    assert other.returncode == 125 and ("plans no local rank 1" in other.stderr) != malformed
+
+
+def test_the_writer_never_gives_a_host_two_sections() -> None:
+    from topobind.errors import TopobindError
+    from topobind.launch.step_file import Section, step_text
+
+    plan = plan_of(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
+    assert step_text("x", [Section(("a",), plan), Section(("b", "*"), plan)]).count("\n0\t") == 2
+    for hosts in (("*",), ("b", "a")):
+        with pytest.raises(TopobindError, match="two sections"):
+            step_text("x", [Section(("a", "*"), plan), Section(hosts, plan)])

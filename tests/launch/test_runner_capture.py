@@ -37,3 +37,29 @@ def test_missing_tool_is_cannot_run() -> None:
     with pytest.raises(CannotRun) as info:
         capture(["topobind-no-such-tool"], 5, "x")
     assert info.value.exit_status == 127
+
+
+def test_any_byte_on_a_launched_programs_output_is_read() -> None:
+    """run_process: a byte that is not UTF-8 (a launcher's banner, a bus id with 0xff, a
+    user's UCX_NET_DEVICES) is read as U+FFFD, never a UnicodeDecodeError."""
+    from topobind.runner import run_process
+
+    done = run_process(["sh", "-c", r"printf 'a\377b\n'; printf '\376\n' >&2"],
+                       capture=True, capture_stderr=True, timeout=30)  # fmt: skip
+    assert (done.stdout, done.stderr) == ("a\ufffdb\n", "\ufffd\n")
+    assert capture(["sh", "-c", r"printf '\377'"], 30, "sh")[1] == "\ufffd"
+
+
+@pytest.mark.slow
+def test_verify_reads_a_launch_that_prints_any_byte(tmp_path: object) -> None:
+    """topobind verify under a launch command whose banner holds 0xff: a verdict, no
+    traceback (the probe's output is decoded with replacement)."""
+    import subprocess
+
+    from cli_helpers import TOPOBIND
+
+    launch = ["sh", "-c", r'printf "\377 launcher banner\n"; exec "$@"', "sh"]
+    out = subprocess.run([TOPOBIND, "verify", "-t", "synthetic:package:1 core:2 pu:1", "-l",
+                          "compact", "--", *launch], capture_output=True, timeout=120)  # fmt: skip
+    assert b"Traceback" not in out.stderr and out.returncode in (0, 1), out.stderr[-2000:]
+    assert b"rank  host" in out.stdout + out.stderr

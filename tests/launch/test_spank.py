@@ -414,3 +414,32 @@ def test_topology_argument_per_node(spank3: SlurmCluster, tmp_path: Path) -> Non
     assert f"topobind: error: topology file '{tmp_path}/node3.xml' does not exist" in (
         missing.stderr
     )
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_the_batch_jobs_cpus_per_task_reach_the_plan(spank3: SlurmCluster, tmp_path: Path) -> None:
+    """#SBATCH --cpus-per-task=2, then srun --topobind=per-l3: Slurm 22.05's srun does not pass
+    -c to the step (S_STEP_CPUS_PER_TASK is 1), but the step holds both cores for its one task,
+    as the plain step's task shows; the plan gives the task both (it gave 1 thread, 1 CPU,
+    without a word). A plan that uses fewer says so, once per node."""
+    script = tmp_path / "job.sh"
+    show = 'echo "$0: CPUs $(taskset -cp $$ | sed "s/.*: //") OMP_NUM_THREADS=$OMP_NUM_THREADS"'
+    script.write_text(
+        "#!/bin/bash\n"
+        f"srun bash -c '{show}' plain\n"
+        f"srun --topobind=per-l3 bash -c '{show}' per-l3\n"
+        f"srun --topobind=compact:threads=1 bash -c '{show}' one\n"
+    )
+    job = sbatch_wait(script, "-N1", "-n1", "--cpus-per-task=2", cluster=spank3,
+                      workdir=tmp_path, timeout=240)  # fmt: skip
+    assert job.ok, job.describe()
+    lines = job.output.splitlines()
+    assert "plain: CPUs 0,1 OMP_NUM_THREADS=" in job.output, job.output
+    assert "per-l3: CPUs 0,1 OMP_NUM_THREADS=2" in lines, job.output
+    assert "one: CPUs 0 OMP_NUM_THREADS=1" in lines, job.output
+    notes = [ln for ln in lines if ln.startswith("topobind: note:")]
+    assert notes == [
+        "topobind: note: --topobind=compact:threads=1 gives local task 0 1 CPU of the 2 the "
+        "step holds for each task; the others stay idle (threads=T, or srun -c, to change it)"
+    ], job.output

@@ -427,3 +427,48 @@ def test_a_signal_in_the_launch_does_not_wait_for_samples(tmp_path: Path) -> Non
     assert err == "topobind: sh exited with status 130\n"
     assert time.monotonic() - t0 < 20  # not the sample wait (20 s + up to 12 s)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["started"]
+
+
+# ------------------------------------------------------------------ MPI helpers (issue 37 item 10)
+SINGLETON = r"""
+#include <mpi.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+#pragma omp parallel
+    sleep(3);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("mpicc") is None, reason="needs mpicc (OpenMPI 4)")
+def test_openmpi4_singleton_helper_is_not_the_rank(tmp_path: Path) -> None:
+    """One rank of an OpenMPI 4 program started without mpirun: MPI_Init forks orted (the
+    singleton's helper); the program is judged, not orted (it was: 'MISMATCH ... in orted
+    under the program' on a correct run)."""
+    (tmp_path / "single.c").write_text(SINGLETON)
+    subprocess.run(["mpicc", "-fopenmp", "-o", str(tmp_path / "single"),
+                    str(tmp_path / "single.c")], check=True, timeout=120)  # fmt: skip
+    out = checked(str(tmp_path / "single"), cwd=tmp_path, ranks="1", threads="2",
+                  launcher="none", ms="1500")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert " OK" in row(out.stderr, 0, 0) and " OK" in row(out.stderr, 0, 1), out.stderr
+    assert "orted" not in out.stderr
+
+
+def test_a_fifo_among_the_samples_never_blocks(tmp_path: Path) -> None:
+    """The job directory's sample-*.json are read non-blocking, regular files only: a FIFO
+    named like a sample is left out (its rank MISSING), the others read."""
+    from topobind.launch.samples import read_sample_files, sample_files
+
+    good = tmp_path / "sample-node1-1.json"
+    good.write_text(json.dumps({"kernel": "whereami", "rank": 0, "host": "node1",
+                                "placement": []}) + "\n")  # fmt: skip
+    os.mkfifo(tmp_path / "sample-node1-2.json")
+    started = time.monotonic()
+    samples = read_sample_files(sample_files(str(tmp_path)))
+    assert [s.rank for s in samples] == [0] and time.monotonic() - started < 10

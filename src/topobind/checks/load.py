@@ -373,9 +373,41 @@ class Sampler:
 
 
 def _call(cmd: Sequence[str]) -> int:
-    """``subprocess.call(cmd)``: its exit status, -N when signal N ended it."""
-    pid = os.posix_spawnp(cmd[0], list(cmd), os.environ)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    """Run ``cmd``; its exit status as a shell gives it: 128+N when signal N ended it, 127
+    (not found) or 126 (cannot run) with one line on stderr when it cannot be started."""
+    try:
+        pid = os.posix_spawnp(cmd[0], list(cmd), os.environ)
+    except OSError as exc:
+        _say(f"{cmd[0]}: {exc.strerror or exc}")
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return 128 - code if code < 0 else code
+
+
+def _say(line: str) -> None:
+    os.write(2, f"topobind load: {line}\n".encode("utf-8", "replace"))
+
+
+def _unwritable(out: str) -> str:
+    """Why ``out`` cannot take the load document ('' when it can): the rule of every output of
+    topobind (:mod:`topobind.fsutil`, not imported on this path): a path that exists and is not
+    a regular file is never replaced; its directory must take a new file."""
+    if out in ("", "-"):
+        return f"{out!r} is no file name"
+    if os.path.lexists(out):
+        try:
+            regular = (os.stat(out).st_mode & 0o170000) == 0o100000
+        except OSError:
+            regular = False
+        if not regular:
+            return f"{out} exists and is not a regular file (never replaced)"
+    probe = os.path.join(os.path.dirname(os.path.abspath(out)), f".load-probe.{os.getpid()}")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
+    except OSError as exc:
+        return f"cannot write {out} ({exc.strerror or exc})"
+    return ""
 
 
 def _escape(c: str) -> str:
@@ -402,8 +434,14 @@ def json_text(value: object) -> str:
 
 
 def run_measured(cmd: Sequence[str], out: str, env: Mapping[str, str] | None = None) -> int:
-    """Run ``cmd``; write ``out`` (JSON): the load it ran under; return its exit status."""
+    """Run ``cmd``; write ``out`` (JSON): the load it ran under; return its exit status (a
+    shell's: 127/126 when it cannot start, 128+N for signal N). An ``out`` that cannot be
+    written is said in one line before the command runs (status 2, the command not run)."""
     env = os.environ if env is None else env
+    why = _unwritable(out)
+    if why:
+        _say(f"{why}; give a writable load document path")
+        return 2
     job, harness = env.get("SLURM_JOB_ID", ""), _harness_key(env.get(HARNESS_VARIABLE))
     sampler, error = None, ""
     try:

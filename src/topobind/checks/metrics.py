@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from topobind.errors import TopobindError
+from topobind.fsutil import output_file
 
 VERDICTS = ("ok", "slow", "fail", "nonconforming")
 
@@ -150,15 +151,15 @@ def _add_figure(fam, base: list[tuple[str, str]], f: FigureMetric) -> None:  # n
 
 
 def check_path(path: str | os.PathLike[str]) -> Path:
-    """``path`` if it can take the metrics (a ``*.prom`` file in an existing directory);
-    checked before a run, so a long run does not end on a bad name."""
+    """``path`` if it can take the metrics (a ``*.prom`` file, under the rule of every output
+    of topobind: :func:`topobind.fsutil.output_file`, a directory that takes a new file);
+    checked before a run, so a long run does not end on a bad name or a read-only place."""
     dest = Path(path)
-    if dest.is_dir():
+    if os.fspath(path) not in ("", "-") and dest.is_dir():
         raise TopobindError(
             f"--metrics {dest}: a directory; give a file, e.g. {dest}/topobind.prom"
         )
-    if not dest.parent.is_dir():
-        raise TopobindError(f"--metrics {dest}: directory {dest.parent} does not exist")
+    output_file(path, "--metrics")
     if dest.suffix != ".prom":
         raise TopobindError(
             f"--metrics {dest}: node_exporter's textfile collector reads only *.prom files; "
@@ -169,17 +170,21 @@ def check_path(path: str | os.PathLike[str]) -> Path:
 
 def write(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` atomically (a temporary file in the same directory, renamed
-    over it), readable by the collector (mode 0644)."""
+    over it), readable by the collector (mode 0644); checked again first (the rule of every
+    output), and a write that fails now (a full disk) is one line, the old file kept."""
     dest = check_path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    tmp = ""
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as exc:
+        raise TopobindError(f"--metrics {dest}: cannot write it ({exc.strerror or exc})") from None
+    finally:
+        if tmp and os.path.lexists(tmp):
+            os.unlink(tmp)
     return dest
 
 

@@ -23,7 +23,9 @@ TIMEOUT_S = 60
 
 def _run(argv: list[str], timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=timeout
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise TopobindError(f"{shlex.join(argv)} failed ({exc}); is Slurm reachable?") from None
 
@@ -72,8 +74,8 @@ def srun_each(access: Sequence[str], nodes: Sequence[str], command: Sequence[str
             "-N", str(len(nodes)), "--ntasks-per-node=1", "--exclusive", "--cpu-bind=none",
             f"--cpus-per-task={fewest_cpus(nodes)}", "--label", *command]  # fmt: skip
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              env=os.environ)  # fmt: skip
+        return subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                              timeout=timeout, env=os.environ)  # fmt: skip
     except subprocess.TimeoutExpired:
         return None
     except OSError as exc:

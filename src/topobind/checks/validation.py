@@ -171,7 +171,12 @@ def run_reframe(
             with stop_on_signals(f"while ReFrame ran on {site.name}:{partition}"):
                 with signals_held():  # a Ctrl-C as ReFrame starts acts once proc is known
                     proc = subprocess.Popen(
-                        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+                        argv,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        errors="replace",
+                        env=env,
                     )
                 assert proc.stdout is not None
                 for line in proc.stdout:
@@ -385,6 +390,10 @@ class Comparison:
     error: str | None  # why ReFrame's comparison failed
 
 
+#: seconds ReFrame's --performance-compare may take (it reads the results database)
+COMPARE_TIMEOUT = 600
+
+
 def compare(site: Site, session: Session, since: str, results: Path) -> Comparison | None:
     """ReFrame's comparison of a session's figures with the median of earlier runs."""
     if not session.report:
@@ -416,7 +425,11 @@ def compare(site: Site, session: Session, since: str, results: Path) -> Comparis
         spec,
     ]
     env = dict(os.environ, TOPOBIND_REFRAME_RESULTS=str(results))
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    try:  # a results database ReFrame cannot read in 10 minutes: no comparison, said
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=env,
+                              timeout=COMPARE_TIMEOUT)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return Comparison(shlex.join(argv[-2:]), [], f"no answer in {COMPARE_TIMEOUT} s")
     lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
     # drop ReFrame's banner; keep the table
     start_idx = next((i for i, ln in enumerate(lines) if ln.startswith("name ")), None)

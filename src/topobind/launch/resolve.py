@@ -129,14 +129,8 @@ def resolve(
             raise TopobindError(_family_error(which, linked, owner))
         if requested is None or requested == "mpirun":
             if owner is not None and owner.name != which.name and mpi is None and mpirun is None:
-                import shutil
-
-                on_path = shutil.which("mpirun") or "none"
-                notes.append(
-                    f"{linked.program} links {linked.library} ({owner.name}); launching with "
-                    f"--launcher {owner.name}, not the mpirun on PATH ({on_path})"
-                )
-                which = owner
+                which, mpirun, note = owner, *_owners_launcher(linked, owner)
+                notes += [note] if note else []
         elif owner is not None and owner.name != which.name:
             notes.append(
                 f"{linked.program} links {linked.library}, installed with {owner.name}, but "
@@ -170,6 +164,22 @@ def resolve(
         found = which.find(mpirun)
         return Resolved(which, found.path, which.name, found.env, linked, tuple(notes), probe)
     return Resolved(which, None, None, {}, linked, tuple(notes), probe)
+
+
+def _owners_launcher(linked: Linked, owner: Launcher) -> tuple[str | None, str]:
+    """The launcher program of the installation that holds the program's MPI (the one the
+    launch then runs, whatever PATH says), and a note when it is not the mpirun on PATH
+    (none when it is that very program)."""
+    import shutil
+
+    chosen, on_path = owner.locate(), shutil.which("mpirun")
+    same = chosen and on_path and os.path.realpath(chosen) == os.path.realpath(on_path)
+    if chosen is None or same:
+        return chosen, ""
+    return chosen, (
+        f"{linked.program} links {linked.library} ({owner.name}); launching {chosen} "
+        f"(--launcher {owner.name}), not the mpirun on PATH ({on_path or 'none'})"
+    )
 
 
 def mpi_probe(linked: Linked | None, owner: Launcher | None) -> tuple[str, list[str]]:

@@ -134,16 +134,33 @@ def read_sample_files(paths: Sequence[str]) -> list[Sample]:
     (their ranks are then MISSING)."""
     out: list[Sample] = []
     for path in paths:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read(_MAX_FILE)
-        except (OSError, UnicodeDecodeError):
+        text = _read_sample(path)
+        if text is None:
             continue
         for line in text.splitlines():
             sample = parse_sample(line) if line.strip() else None
             if sample is not None:
                 out.append(sample)
     return out
+
+
+def _read_sample(path: str) -> str | None:
+    """A sample file's text (bounded, bad bytes replaced); None for one that is not a regular
+    file (a FIFO put in the job directory never blocks the read) or cannot be read."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, _MAX_FILE).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def judged_threads(samples: Sequence[Sample]) -> list[Observed]:

@@ -57,6 +57,7 @@ def step_text(
     ``sample`` (directory, ms) for ``%sample``. Version 2 when a section binds, version 3
     when a line carries memory fields (an older rankexec then refuses the file instead of
     ignoring what it cannot apply)."""
+    _one_line_per_rank(sections)
     bind = any(s.masks is not None for s in sections)
     lines = [RANK_STEP_HEADER_BIND if bind else RANK_STEP_HEADER, f"# {about}"]
     if sample is not None:
@@ -69,6 +70,19 @@ def step_text(
     if any("\t%mem=" in ln or "\t%thp=" in ln or "\t%preload=" in ln for ln in lines[1:]):
         lines = [RANK_STEP_HEADER_MEM, *lines[1:]]
     return "\n".join(lines) + "\n"
+
+
+def _one_line_per_rank(sections: Sequence[Section]) -> None:
+    """The reader refuses a rank with two lines where they apply (docs/step-file.md): never
+    write one (a host in two sections, two ``@*`` sections, a rank twice in a plan)."""
+    seen: set[str] = set()
+    for s in sections:
+        twice = seen & set(s.hosts)
+        ranks = [r.rank for r in s.plan.ranks]
+        if twice or len(set(ranks)) != len(ranks):
+            what = f"host {sorted(twice)[0]}" if twice else "a rank"
+            raise TopobindError(f"internal: the step file would give {what} two sections")
+        seen |= set(s.hosts)
 
 
 def _rank_lines(

@@ -125,7 +125,9 @@ def project_files(repo: Path = REPO) -> list[str]:
         ["git", "-C", str(repo), "ls-files", "-co", "--exclude-standard", "--", *PROJECT_PARTS],
         capture_output=True,
         text=True,
+        errors="replace",
         check=False,
+        timeout=120,
     )
     if out.returncode != 0:
         raise TopobindError(f"git ls-files failed in {repo}: {out.stderr.strip()}")
@@ -307,6 +309,7 @@ def python_env(spack: Spack) -> Path:
         [str(pyext / "bin" / "pip"), "install", "-q", *PYPI_REQUIREMENTS],
         capture_output=True,
         text=True,
+        errors="replace",
         timeout=900,
     )
     if pip.returncode != 0:
@@ -321,7 +324,12 @@ def _pip_versions(pyext: Path) -> dict[str, str]:
         "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))"
     )
     out = subprocess.run(
-        [str(pyext / "bin" / "python"), "-c", code], capture_output=True, text=True, check=True
+        [str(pyext / "bin" / "python"), "-c", code],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        check=True,
+        timeout=120,
     )
     return json.loads(out.stdout)
 
@@ -333,9 +341,13 @@ def install_env_yaml(src: Path, overlay: Path, pyext: Path) -> str:
         [str(pyext / "bin" / "python"), "-c", "import platform; print(platform.python_version())"],
         capture_output=True,
         text=True,
+        errors="replace",
         check=True,
+        timeout=120,
     ).stdout.strip()
-    make = subprocess.run(["make", "--version"], capture_output=True, text=True).stdout
+    make = subprocess.run(
+        ["make", "--version"], capture_output=True, text=True, errors="replace", timeout=60
+    ).stdout
     m = re.search(r"GNU Make (\d[\d.]*)", make)
     externals = {"python": f"python@{py}", "gmake": f"gmake@{m.group(1) if m else '4.3'}"}
     for pypi, name in PYTHON_EXTERNALS:
@@ -399,7 +411,9 @@ def smoke_test(spack: Spack, env_dir: Path) -> str:
         [str(prefix / "bin" / "whereami")],
     ):
         try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+            p = subprocess.run(
+                argv, capture_output=True, text=True, errors="replace", timeout=120, env=env
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"installed topobind: {argv[0]} does not run ({exc})"
         if p.returncode != 0:

@@ -75,7 +75,9 @@ class External:
 # --------------------------------------------------------------------------- helpers
 def _run(argv: list[str]) -> str:
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        p = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=30, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return ""
     return p.stdout + p.stderr

@@ -123,6 +123,7 @@ class Spack:
             [str(self.venv / "bin" / "pip"), "install", "-q", "clingo"],
             capture_output=True,
             text=True,
+            errors="replace",
             timeout=600,
         )
         if pip.returncode != 0:
@@ -177,6 +178,7 @@ class Spack:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
+                errors="replace",
                 timeout=TIMEOUT,
                 stdin=subprocess.DEVNULL,
             )

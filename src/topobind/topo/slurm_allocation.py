@@ -139,7 +139,12 @@ def _scontrol(env: Mapping[str, str], args: list[str], failed: str, fix: str = "
     command = f"'scontrol {' '.join(args)}'"
     try:
         done = subprocess.run(
-            ["scontrol", *args], capture_output=True, text=True, timeout=30, env=dict(env)
+            ["scontrol", *args],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=30,
+            env=dict(env),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         why = getattr(exc, "strerror", None) or exc

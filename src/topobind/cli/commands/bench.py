@@ -12,7 +12,7 @@ from topobind.bench import runs as bench
 from topobind.checks import progress
 from topobind.cli.commands.common import add_layout_arg, add_topology_arg, topology_from
 from topobind.errors import TopobindError
-from topobind.fsutil import atomic_write_text
+from topobind.fsutil import atomic_write_text, output_dir
 from topobind.kernels import registry as kernel_registry
 from topobind.kernels.programs import KernelError
 from topobind.kernels.results import load_result
@@ -158,6 +158,7 @@ def run(outer: argparse.Namespace) -> int:
         from topobind.paths import bench_results_default
 
         args.results = str(bench_results_default())
+    output_dir(args.results, "--results")  # before any run: each run's result is saved there
     topo = topology_from(args)
     if args.kernel == "hpl":
         return _run_hpl(args, topo, extra)

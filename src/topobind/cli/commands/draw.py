@@ -13,7 +13,7 @@ from topobind.draw.device_badges import draw_gpu_png
 from topobind.draw.png import draw_png
 from topobind.emit.devices import device_lines
 from topobind.errors import TopobindError
-from topobind.fsutil import atomic_write_bytes, atomic_write_text
+from topobind.fsutil import atomic_write_bytes, atomic_write_text, output_file
 
 EPILOG = """\
 Draws packages, NUMA nodes, L3 domains and cores as nested boxes; every rank has its own
@@ -90,6 +90,8 @@ def output_format(output: str | None, asked: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output is not None:  # before the plan: a FIFO or /dev/null.png is never replaced
+        output_file(args.output, "-o")
     fmt = output_format(args.output, args.format)
     plan = plan_from(args)
     if fmt == "png":

@@ -99,7 +99,20 @@ def add_subparser(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _check_output(output: str) -> None:
+    """-o DIR under the rule of every output (:mod:`topobind.fsutil`), before the results are
+    read: the new report is made beside DIR, so DIR's parent must take it too."""
+    from topobind.fsutil import output_dir, writable_dir
+
+    if output in ("", "-") or not os.path.isdir(output):  # an old report: only its parent
+        output_dir(output, "-o")
+    parent = os.path.dirname(os.path.abspath(output))
+    if os.path.isdir(parent):
+        writable_dir(parent, f"-o {output}", "give another -o DIR")
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_output(args.output)
     opts = Options(warmup=args.warmup, slow_mads=args.slow_mads, slow_pct=args.slow_pct)
     built = build_report(args.results, args.output, opts, title=args.title, topology=args.topology)
     if os.environ.get("TOPOBIND_REPORT_TIMING"):

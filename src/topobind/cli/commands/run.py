@@ -21,6 +21,7 @@ from topobind.cli.commands.common import (
     request_from,
 )
 from topobind.errors import TopobindError, VerifyFailed, plural
+from topobind.fsutil import output_file
 from topobind.launch import launchers
 from topobind.launch import run as jobrun
 from topobind.launch.launchers.base import Launch
@@ -292,6 +293,8 @@ def run_program(args: argparse.Namespace) -> int:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
     if args.sample_ms < 0 or args.sample_ms > 600_000:
         raise TopobindError(f"--sample-ms must be 0 .. 600000 (got {args.sample_ms})")
+    if args.plan_json is not None:  # before any work: '' and a FIFO refused, not replaced
+        output_file(args.plan_json, "--plan-json")
     req = request_from(args, job=True)  # once, for the node groups and the plan
     topo = job_topology(req, load(req.topology))  # once, for both; the job's CPUs (Flux)
     groups = _node_groups(args, req, topo) or []  # the nodes differ: a plan per group of nodes
@@ -300,7 +303,7 @@ def run_program(args: argparse.Namespace) -> int:
     plan = groups[0].plan if groups else plan_from(args, topo, job=True, req=req)
     if not groups and (not args.dry_run or plan.topology.source == "live"):
         check_here(plan, program[0])  # NUMA nodes here and allowed; the shim reaches the program
-    if args.plan_json:
+    if args.plan_json is not None:
         _write_plan_json(args.plan_json, plan, len(groups))
     if args.dry_run:
         return _dry_run(plan, program, args, groups, _options(args, req))
@@ -321,10 +324,7 @@ def _write_plan_json(path: str, plan: Any, groups: int) -> None:
     if groups > 1:
         raise TopobindError(f"--plan-json {path}: the job's nodes differ ({groups} plans, "
                             "one a group of nodes); run topobind plan on each node")  # fmt: skip
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise TopobindError(f"--plan-json {path}: directory {parent} does not exist; create "
-                            "it or give another path")  # fmt: skip
+    output_file(path, "--plan-json")  # again: the plan took time
     try:
         atomic_write_text(path, jsonfmt.dumps(plan.to_dict(launch_dict(plan))) + "\n")
     except OSError as exc:

@@ -194,9 +194,9 @@ def run_check(args: argparse.Namespace) -> int:
         raise TopobindError("--golden and --drain compare the live node: add --live")
     if args.apply and not args.drain:
         raise TopobindError("--apply runs the drain command: add --drain")
-    if args.metrics and not args.live:
+    if args.metrics is not None and not args.live:
         raise TopobindError("--metrics writes the live node's verdict: add --live")
-    if args.metrics:
+    if args.metrics is not None:
         from topobind.checks import metrics
 
         metrics.check_path(args.metrics)
@@ -247,7 +247,7 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     if args.live:
         host, live = _live_findings(site, args.golden)
-        if args.metrics:
+        if args.metrics is not None:
             from topobind.checks import metrics
 
             nodes = metrics.from_conformance(host, live)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from topobind.fsutil import atomic_write_text
+from topobind.fsutil import atomic_write_text, output_file
 from topobind.spack.check import check_file, check_project
 from topobind.spack.externals import detect, packages_yaml
 
@@ -70,7 +70,7 @@ def add_subparser(subparsers: Any) -> None:
         description="Detect hwloc, OpenMPI, Slurm, munge, OpenBLAS, PMIx, numactl, Python.",
         epilog=EXTERNALS_EPILOG,
     )
-    ext.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
+    ext.add_argument("-o", "--output", help="write to this file instead of stdout ('-': stdout)")
     ext.add_argument(
         "--include-venv",
         action="store_true",
@@ -102,6 +102,8 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_externals(args: argparse.Namespace) -> int:
+    if args.output is not None and str(args.output) != "-":  # '-': stdout, as without -o
+        output_file(args.output, "-o")
     found = detect(include_venv=args.include_venv)
     if not found:
         print(
@@ -111,7 +113,7 @@ def run_externals(args: argparse.Namespace) -> int:
         )
         return 0
     text = packages_yaml(found)
-    if args.output:
+    if args.output is not None and str(args.output) != "-":
         atomic_write_text(args.output, text)
         print(f"wrote {args.output} ({len(found)} externals)", file=sys.stderr)
     else:

@@ -19,7 +19,7 @@ from topobind.cli.commands.common import (
 )
 from topobind.emit.openmpi import DEFAULT_RANKFILE
 from topobind.errors import TopobindError, plural
-from topobind.fsutil import atomic_write_text
+from topobind.fsutil import atomic_write_text, output_file
 from topobind.plan.model import Plan
 from topobind.topo.topology import format_list
 
@@ -238,17 +238,7 @@ def _write_rankfile(path: str, text: str, force: bool = False) -> None:
         raise TopobindError(
             f"rankfile {path} exists; give --force to replace it, or another --rankfile PATH"
         )
-    parent = os.path.dirname(os.path.abspath(path))
-    if os.path.lexists(path) and not os.path.isfile(path):  # never replace a FIFO or /dev/null
-        raise TopobindError(
-            f"cannot write rankfile {path}: it exists and is not a regular file; give another "
-            "--rankfile PATH"
-        )
-    if not os.path.isdir(parent):
-        raise TopobindError(
-            f"cannot write rankfile {path}: directory {parent} does not exist; create it or "
-            "give another --rankfile PATH"
-        )
+    output_file(path, "--rankfile", "give another --rankfile PATH")  # never a FIFO, /dev/null
     try:
         atomic_write_text(path, text)
     except OSError as exc:

@@ -18,6 +18,7 @@ from typing import Any
 from topobind.checks import metrics, sites, validation
 from topobind.checks.sites import reframe_results_dir
 from topobind.errors import TopobindError
+from topobind.fsutil import output_dir, output_file
 
 VALIDATE_EPILOG = """\
 examples:
@@ -229,8 +230,14 @@ def _load(site_name: str | None) -> Any:
     return sites.load_site(site_name) if site_name else sites.detect_site()
 
 
-def _results_dir(args: argparse.Namespace) -> Path:
-    return Path(args.results).resolve() if args.results else reframe_results_dir()
+def _results_dir(args: argparse.Namespace, write: bool = True) -> Path:
+    """--results DIR (or the default); a DIR ReFrame writes to is checked first (the one
+    rule of every output: :func:`topobind.fsutil.output_dir`)."""
+    if args.results is None:
+        return reframe_results_dir()
+    if write or args.results in ("", "-"):
+        output_dir(args.results, "--results")
+    return Path(args.results).resolve()
 
 
 def _print_compare(got: Any) -> None:
@@ -257,11 +264,12 @@ def run_validate(args: argparse.Namespace) -> int:
     if args.apply and not args.drain:
         raise TopobindError("--apply runs the drain commands: add --drain")
     site = _load(args.site)
+    _results_dir(args, write=not args.history)  # --results checked before any run
     if args.history:
         return _run_history(args, site)
     if args.each_node:
         return _run_each_node(args, site)
-    if args.metrics:
+    if args.metrics is not None:
         metrics.check_path(args.metrics)  # before the run, not after it
     for line in validation.warnings_before(site):
         print(f"topobind: warning: {line}", file=sys.stderr)
@@ -287,7 +295,7 @@ def run_validate(args: argparse.Namespace) -> int:
         + (f", {outside} outside their reference (not judged: --judge sanity)" if outside else "")
     )
     _print_reference_count(rows, args.strict)
-    if args.metrics:
+    if args.metrics is not None:
         text = out.metrics_text(site.name, partitions)
         print(f"metrics: {metrics.write(args.metrics, text)}")
     return out.status
@@ -361,7 +369,7 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
         threshold=threshold,
         quiet=args.quiet,
     )
-    if args.metrics:
+    if args.metrics is not None:
         metrics.check_path(args.metrics)  # before the run, not after it
     if args.reports:
         if args.confirm:
@@ -397,7 +405,7 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
               "--confirm (or --repeat 7)")  # fmt: skip
     print("reports: " + ", ".join(out.reports))
     status = _drain(out, args.apply) if args.drain else 0
-    if args.metrics:
+    if args.metrics is not None:
         nodes, figures = metrics.from_each_node(out.verdicts, out.figures, out.obs.failures)
         text = metrics.render(nodes, figures, site=site.name, partition=req.partition)
         print(f"metrics: {metrics.write(args.metrics, text)}")
@@ -429,7 +437,7 @@ def _run_history(args: argparse.Namespace, site: Any) -> int:
 
     days = history.days_of(args.since)
     threshold = _threshold(args, site)
-    db = _results_dir(args) / "results.db"
+    db = _results_dir(args, write=False) / "results.db"
     rows = history.trends(history.sessions(db, site.name, days), site.name, threshold)
     print(f"site {site.name}: {db}, last {args.since}; drift: latest session more than "
           f"{100 * threshold:g}% worse than the node's own median before it")  # fmt: skip
@@ -483,7 +491,7 @@ def _print_load(load: Any, judge: str) -> None:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    if args.metrics:
+    if args.metrics is not None:
         raise TopobindError("--metrics writes verdicts: use it with validate")
     if args.retries:
         raise TopobindError(
@@ -491,6 +499,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
             "drop --retries"
         )
     site = _load(args.site)
+    if site.references_path is not None:  # written after the whole calibration: checked now
+        output_file(site.references_path, "references file", "make the site directory writable")
     options = validation.CalibrateOptions(
         results=_results_dir(args), tags=args.tags, names=args.name, setvars=args.setvars,
         exec_policy=args.exec_policy, verbose=args.verbose, quiet=args.quiet,

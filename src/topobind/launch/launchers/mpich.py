@@ -45,7 +45,9 @@ def hydra_version(path: str, want: str) -> str:
 
     for flag in ("--version", "-V"):
         try:
-            done = subprocess.run([path, flag], capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                [path, flag], capture_output=True, text=True, errors="replace", timeout=60
+            )
         except OSError as exc:
             raise TopobindError(f"cannot run {path}: {exc.strerror or exc}") from exc
         text = done.stdout + done.stderr

@@ -35,7 +35,9 @@ def mpi_flavour(path: str) -> str:
     import subprocess
 
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, errors="replace", timeout=60
+        )
     except OSError as exc:
         raise TopobindError(f"cannot run {path} --version: {exc.strerror or exc}") from exc
     m = re.search(r"Open MPI\)?\s+(\d+)\.", out.stdout)

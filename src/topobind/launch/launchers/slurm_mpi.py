@@ -139,7 +139,7 @@ def _given_type(args: list[str]) -> str | None:
 def _output(argv: list[str], pattern: str | None) -> str | None:
     """The command's stdout (or the first group of ``pattern`` in it); None when it fails."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     text = done.stdout + done.stderr

@@ -38,7 +38,9 @@ class Srun(Launcher):
     def version_of(self, path: str) -> str:
         import subprocess
 
-        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, errors="replace", timeout=30
+        )
         return done.stdout.strip()
 
     def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
