@@ -31,13 +31,38 @@ def _is_host(text: str) -> bool:
     )
 
 
-def whole_number(text: str, what: str, lo: int = 1, hi: int = 1 << 20) -> int:
+def whole_number(text: str, what: str, lo: int = 1, hi: int = 1 << 20, hint: str = "") -> int:
     """``text`` as an integer in ``lo..hi``: ASCII digits only (no sign, no '1_000', no
-    non-ASCII digits that ``int()`` would take), at most :data:`MAX_DIGITS` of them."""
+    non-ASCII digits that ``int()`` would take), at most :data:`MAX_DIGITS` of them;
+    ``hint`` ends the refusal (e.g. the default)."""
     digits = 0 < len(text) <= MAX_DIGITS and text.isdigit() and text.isascii()
     if not digits or not lo <= int(text) <= hi:
-        raise TopobindError(f"{what} {_shown(text, 40)!r}: give a whole number from {lo} to {hi}")
+        raise TopobindError(f"{what} {_shown(text, 40)!r}: give a whole number from {lo} to {hi}"
+                            + (f" ({hint})" if hint else ""))  # fmt: skip
     return int(text)
+
+
+#: a decimal number as topobind reads one: ASCII digits, one optional point and exponent
+#: ('0.05', '.5', '5e-2'); no sign, no '_', no non-ASCII digits, no 'nan'/'inf'
+_DECIMAL_CHARS = frozenset("0123456789.eE+-")
+MAX_DECIMAL_CHARS = 32
+
+
+def real_number(text: str, what: str, lo: float, hi: float, *, example: str = "") -> float:
+    """``text`` as a finite number with ``lo <= value <= hi``, written in ASCII digits (with
+    a point and an exponent: ``0.05``, ``5e-2``): ``float()`` alone takes ``'١'``, ``'1_0'``,
+    ``' 1 '``, ``'nan'`` and ``'inf'``, none of which a user means as a number here."""
+    import math
+    import re
+
+    ok = (0 < len(text) <= MAX_DECIMAL_CHARS and _DECIMAL_CHARS.issuperset(text)
+          and re.fullmatch(r"(\d+\.?\d*|\.\d+)([eE][+-]?\d{1,3})?", text) is not None)  # fmt: skip
+    value = float(text) if ok else math.nan
+    if not (math.isfinite(value) and lo <= value <= hi):
+        eg = f", e.g. {example}" if example else ""
+        raise TopobindError(f"{what} {_shown(text, 40)!r}: give a number from {lo:g} to {hi:g} "
+                            f"in ASCII digits{eg}")  # fmt: skip
+    return value
 
 
 def host_name(text: str, what: str = "--host") -> str:

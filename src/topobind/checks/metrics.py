@@ -8,8 +8,9 @@ to a temporary name in the same directory and renamed over the old one: a scrape
 half a file. Names follow the Prometheus conventions: the ``topobind_`` prefix, base units in
 the name (bytes per second, seconds, ratios), gauges only.
 
-Per node: ``topobind_node_verdict{verdict="ok|slow|fail|nonconforming"}`` (1 for the node's
-verdict, 0 for the others: an alert compares with 1) and ``topobind_node_verdict_strong``.
+Per node: ``topobind_node_verdict{verdict="ok|slow|fail|nonconforming|not_judged|not_tested"}``
+(1 for the node's verdict, 0 for the others: an alert compares with 1; not_judged: too few
+nodes or runs to judge, not_tested: not in the reports judged) and ``topobind_node_verdict_strong``.
 Per node and figure: the measured value and the reference in the unit's base unit, the ratio
 measured/reference, the runs, the verdict's strength (1 strong, 0 weak) and the sign test's
 confidence. Per file: the time of the run (``topobind_run_timestamp_seconds``).
@@ -28,7 +29,7 @@ from typing import Any
 
 from topobind.errors import TopobindError
 
-VERDICTS = ("ok", "slow", "fail", "nonconforming")
+VERDICTS = ("ok", "slow", "fail", "nonconforming", "not_judged", "not_tested")
 
 #: unit -> (quantity in the metric name, base unit in the name, factor to the base unit)
 UNITS: dict[str, tuple[str, str, float]] = {
@@ -197,19 +198,28 @@ def from_each_node(
     nonconforming = {f.node for f in failures if f.check == "conformance"}
     nodes = []
     for v in verdicts:
-        state = {"ok": "ok", "SLOW": "slow"}.get(v.status, "fail")
+        states = {
+            "ok": "ok",
+            "SLOW": "slow",
+            "NOT JUDGED": "not_judged",
+            "not tested": "not_tested",
+        }
+        state = states.get(v.status, "fail")
         if v.node in nonconforming:
             state = "nonconforming"
         strong = not v.weak or v.confirmed.startswith("confirmed")  # 'confirmed against N'
-        nodes.append(NodeMetric(v.node, state, strong))
+        nodes.append(
+            NodeMetric(v.node, state, strong and state not in ("not_judged", "not_tested"))
+        )
     out = []
     for f in figures:
         hib = HIGHER_IS_BETTER.get(f.unit)
         ref = None
         if hib is not None and f.median > 0:
             ref = f.median * (1 + f.slowdown) if hib else f.median / (1 + f.slowdown)
+        strong = not f.weak and not f.not_judged  # a figure not judged is no strong verdict
         out.append(FigureMetric(f.node, f.check, f.variant, f.metric, f.unit, f.median, ref,
-                                f.runs, not f.weak, f.confidence))  # fmt: skip
+                                f.runs, strong, f.confidence))  # fmt: skip
     return nodes, out
 
 
