@@ -20,8 +20,11 @@ SCRIPT = REPO / "scripts" / "topobind-healthcheck"
 TOPOBIND = Path(sys.executable).parent / "topobind"
 
 
+Done = tuple[subprocess.CompletedProcess[str], list[str]]
+
+
 def _run(tmp_path: Path, topobind: Path, golden: Path | None = None,
-         node: str = "node-1.rack_2") -> tuple[subprocess.CompletedProcess[str], list[str]]:  # fmt: skip
+         node: str = "node-1.rack_2") -> Done:  # fmt: skip
     log = tmp_path / "scontrol.log"
     scontrol = tmp_path / "scontrol"
     scontrol.write_text(f'#!/bin/sh\necho "$*" >> {log}\n'
