@@ -227,7 +227,7 @@ def parse_duration(value: object, where: str) -> float:
     """``90``, ``90s``, ``10m``, ``1h`` -> seconds; TopobindError naming ``where`` otherwise."""
     from topobind.errors import TopobindError
 
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value))
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value), re.ASCII)  # no '١m'
     if not m or float(m.group(1)) <= 0:
         raise TopobindError(f"{where}: {value!r} is not a duration (e.g. 90s, 10m, 1h)")
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
@@ -282,13 +282,14 @@ def check_budget(site: Any, exp: Expected) -> None:
     """Refuse, in one line, a run over the site's per-node budget (settings.node_budget)."""
     from topobind.errors import TopobindError
 
-    budget = site.settings.get("node_budget")
+    key = "each_node.node_budget" if "each_node.node_budget" in site.settings else "node_budget"
+    budget = site.settings.get(key)  # each_node.X replaces X (--each-node is its only reader)
     if budget is None or exp.per_node is None:
         return
-    limit = parse_duration(budget, f"{site.path}: settings.node_budget")
+    limit = parse_duration(budget, f"{site.path}: settings.{key}")
     if exp.per_node > limit:
         raise TopobindError(
             f"the plan needs about {clock(exp.per_node)} a node, over the site's "
-            f"node_budget of {clock(limit)} ({site.path}): use --tags quick, a "
-            "smaller --repeat, or raise settings.node_budget"
+            f"{key} of {clock(limit)} ({site.path}): use --tags quick, a "
+            f"smaller --repeat, or raise settings.{key}"
         )

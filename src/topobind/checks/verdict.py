@@ -68,13 +68,18 @@ def check_threshold(value: float, option: str = "--threshold") -> float:
     return value
 
 
-def threshold_for(given: float | None, settings: Mapping[str, Any], where: str) -> float:
+def threshold_for(given: float | None, settings: Mapping[str, Any], where: str,
+                  each_node: bool = False) -> float:  # fmt: skip
     """The outlier threshold: ``given`` (--threshold), else the site's
-    settings.outlier_threshold (``where``: the site file), else :data:`DEFAULT_THRESHOLD`."""
+    settings.outlier_threshold (``where``: the site file; under ``each_node`` its
+    each_node.outlier_threshold first, as every each_node. setting replaces its plain one),
+    else :data:`DEFAULT_THRESHOLD`."""
     if given is not None:
         return check_threshold(given)
-    raw = settings.get("outlier_threshold", DEFAULT_THRESHOLD)
-    return threshold_setting(raw, f"{where}: settings.outlier_threshold")
+    key = "outlier_threshold"
+    if each_node and f"each_node.{key}" in settings:
+        key = f"each_node.{key}"
+    return threshold_setting(settings.get(key, DEFAULT_THRESHOLD), f"{where}: settings.{key}")
 
 
 def threshold_setting(raw: object, what: str) -> float:

@@ -429,7 +429,7 @@ def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
 def _threshold(args: argparse.Namespace, site: Any) -> float:
     from topobind.checks import verdict
 
-    return verdict.threshold_for(args.threshold, site.settings, str(site.path))
+    return verdict.threshold_for(args.threshold, site.settings, str(site.path), args.each_node)
 
 
 def _run_history(args: argparse.Namespace, site: Any) -> int:
