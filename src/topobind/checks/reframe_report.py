@@ -111,6 +111,20 @@ class Report:
     cases: tuple[TestCase, ...]  # every run, in order
     start: float | None  # session_info.time_start_unix
     runs: int
+    #: the -S settings of the session (session_info.cmdline): [CHECK.]VAR -> value
+    settings: tuple[tuple[str, str], ...] = ()
+
+    def settings_of(self, check: str) -> tuple[tuple[str, str], ...]:
+        """The settings that reach ``check``: its own (CHECK.VAR) and the bare ones, less
+        topobind's own (outlier_threshold, node_budget: no check reads them)."""
+        own = f"{check}."
+        out = {}
+        for key, value in self.settings:
+            if key.startswith(own):
+                out[key[len(own) :]] = value
+            elif "." not in key and key not in ("outlier_threshold", "node_budget"):
+                out.setdefault(key, value)
+        return tuple(sorted(out.items()))
 
     def final(self) -> list[TestCase]:
         """The last attempt of every test case (after --max-retries), in first-run order."""
@@ -350,9 +364,40 @@ def report_from_document(
                 tcs[i] = None
     info = doc.get("session_info")
     start = None
+    settings: tuple[tuple[str, str], ...] = ()
     if isinstance(info, dict) and info.get("time_start_unix") is not None:
         start = number(info["time_start_unix"], source, "session_info.time_start_unix")
-    return Report(source, tuple(cases), start, len(runs))
+    if isinstance(info, dict) and isinstance(info.get("cmdline"), str):
+        settings = cmdline_settings(info["cmdline"])
+    return Report(source, tuple(cases), start, len(runs), settings)
+
+
+MAX_CMDLINE = 1 << 20  # a ReFrame command line of a session: far less
+
+
+def cmdline_settings(cmdline: str) -> tuple[tuple[str, str], ...]:
+    """The ``-S KEY=VALUE`` (``-SKEY=VALUE``, ``--setvar``) options of a ReFrame command line
+    (session_info.cmdline, shell-quoted), the last of each key winning; () when it cannot be
+    split (then every session compares as having none)."""
+    import shlex
+
+    try:
+        args = shlex.split(cmdline[:MAX_CMDLINE])
+    except ValueError:
+        return ()
+    out: dict[str, str] = {}
+    for i, a in enumerate(args):
+        text = None
+        if a in ("-S", "--setvar") and i + 1 < len(args):
+            text = args[i + 1]
+        elif a.startswith("--setvar="):
+            text = a.split("=", 1)[1]
+        elif a.startswith("-S") and len(a) > 2:
+            text = a[2:]
+        if text is not None and "=" in text:
+            key, _, value = text.partition("=")
+            out[key.strip()] = value.strip()
+    return tuple(sorted(out.items()))
 
 
 def _reject_constant(name: str) -> float:
