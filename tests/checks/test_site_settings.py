@@ -90,7 +90,7 @@ def _site(tmp_path: Path, settings: str) -> Path:
          "bytes is under the least 3 quick trials of STREAM move (240000 bytes"),
         ("StreamCheck.max_bytes_per_run: 2K", "2048 bytes is under the least 3 quick trials"),
         ("StreamCheck.max_bytes_per_run: 0.0001K", "'0.0001K': give a size from 1"),
-        ("StreamCheck.elements: 10", "settings.StreamCheck.elements: 10: give a count from 1,000 to"),
+        ("StreamCheck.elements: 10", "settings.StreamCheck.elements: 10: give a count from 1,000"),
         ("StreamCheck.trials: \u0661", "settings.StreamCheck.trials: '\u0661': give a whole"),
         ("StreamCheck.trials: '1_0'", "'1_0': give a whole number from 1 to 10000"),
         ("DgemmCheck.reps: 2.5", "settings.DgemmCheck.reps: 2.5: give a whole number"),

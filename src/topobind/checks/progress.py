@@ -270,12 +270,47 @@ def expected_time(reports: list[str], nodes: int, repeat: int, max_jobs: int) ->
     )
 
 
-def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Path) -> Expected:
+def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Path,
+                 selection: tuple[str, tuple[str, ...]] | None = None) -> Expected:  # fmt: skip
     """The expected time of an ``--each-node`` run of ``nodes`` nodes of ``site``'s
-    ``partition``, timed by the last such run's report in ``results``."""
-    found = sorted((results / "reports").glob(f"each-node-{site.name}-{partition}-*.json"))
+    ``partition``, timed by the last such run's report in ``results`` that chose the same
+    checks (``selection``: its tags and -n names; another set of checks has another count)."""
+    pattern = f"each-node-{site.name}-{partition}-*.json"
+    found = sorted(f for f in (results / "reports").glob(pattern)
+                   if not f.name.endswith(".conformance.json"))  # fmt: skip
     max_jobs = site.partition(partition).max_jobs
+    if selection is not None and found:
+        same = [f for f in found[-SAME_SELECTION_LOOK:] if report_selection(f) == selection]
+        if not same:
+            tags, names = selection
+            chosen = f"-t {tags}" + "".join(f" -n {n}" for n in names)
+            why = f"no earlier --each-node run of these checks ({chosen}) to time them by"
+            return Expected(None, None, f"expected run time: unknown ({why}; this one will be)")
+        found = same
     return expected_time([str(f) for f in found], nodes, repeat, max_jobs)
+
+
+SAME_SELECTION_LOOK = 20  # the newest reports looked at for one of the same checks
+
+
+def report_selection(path: Path) -> tuple[str, tuple[str, ...]] | None:
+    """(tags, -n names) of the ReFrame session behind a report: its session_info.cmdline,
+    read from the report's first 64 KiB (it comes first; None when it is not there)."""
+    import json
+    import shlex
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(1 << 16)
+        m = re.search(r'"cmdline":\s*("(?:[^"\\]|\\.)*")', head)
+        args = shlex.split(json.loads(m.group(1))) if m else None
+    except (OSError, ValueError):
+        return None
+    if args is None:
+        return None
+    tags = [b for a, b in zip(args, args[1:], strict=False) if a in ("-t", "--tag")]
+    names = tuple(b for a, b in zip(args, args[1:], strict=False) if a in ("-n", "--name"))
+    return (tags[-1] if tags else "", names)
 
 
 def check_budget(site: Any, exp: Expected) -> None:

@@ -421,7 +421,8 @@ def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
 
     states = acceptance.partition_states(site, req.partition) or {}
     nodes = len(acceptance.choose_nodes(states, req.nodelist, req.partition)) if states else 1
-    exp = progress.expected_run(site, req.partition, nodes, req.repeat, _results_dir(args))
+    chosen = (req.tags, tuple(req.names or ()))
+    exp = progress.expected_run(site, req.partition, nodes, req.repeat, _results_dir(args), chosen)
     print(exp.text, flush=True)
     progress.check_budget(site, exp)
 
