@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from fuzzing import bounded, fuzz
+from hypothesis import given
+from hypothesis import strategies as st
 from paths import REPO
 
 from topobind.checks import sites
@@ -220,3 +223,35 @@ def test_the_probe_never_turns_a_size_into_zero(
         probe.parse_size(text, "max_bytes_per_run")  # type: ignore[attr-defined]
     assert done.value.code == 3
     assert "max_bytes_per_run" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the net
+_KEYS = st.one_of(
+    st.sampled_from(["outlier_threshold", "node_budget", "StreamCheck.elements", "pages",
+                     "StreamCheck.max_bytes_per_run", "each_node.StreamCheck.max_bytes_per_run",
+                     "HugepagesCheck.pages_1g_per_numa", "strict_load", "LatencyCheck.sizes",
+                     "each_node.outlier_threshold", "DgemmCheck.n", "Nope.x", "x"]),
+    st.from_regex(r"(each_node\.)?([A-Za-z_][A-Za-z0-9_]{0,12}\.)?[a-z_][a-z0-9_]{0,12}",
+                  fullmatch=True),
+)  # fmt: skip
+_VALUES = st.one_of(st.text(max_size=30), st.integers(-(10**20), 10**20), st.booleans(),
+                    st.floats(allow_nan=True, allow_infinity=True))  # fmt: skip
+
+
+@fuzz(300)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=6))
+def test_any_settings_give_one_line_per_problem_or_none(settings: dict[str, object]) -> None:
+    """The site-settings parser on anything a YAML mapping can hold: never an exception,
+    one line per problem, each naming its setting; an accepted value reads back as its kind."""
+    from topobind.checks.sites.schema import settings_problems
+
+    with bounded():
+        got = settings_problems(settings, "F")
+    for line in got:
+        assert "\n" not in line and line.startswith("F: settings.")
+    named = {line.split(": ")[1].removeprefix("settings.") for line in got}
+    assert named <= set(settings)
+    if "outlier_threshold" in settings and "settings.outlier_threshold" not in " ".join(got):
+        from topobind.checks import verdict
+
+        assert 0 < verdict.threshold_for(None, settings, "F") < 10
