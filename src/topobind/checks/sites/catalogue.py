@@ -140,7 +140,7 @@ PAGES = ("1G", "2M", "thp", "4k", "auto")
 _BOOL = SettingSpec("bool")
 
 #: settings of topobind itself (no check): read by validate, not passed to a check
-TOPOBIND_SETTINGS: dict[str, SettingSpec] = {
+OWN_SETTINGS: dict[str, SettingSpec] = {
     "outlier_threshold": SettingSpec("fraction", 0, 10),  # verdict.MAX_THRESHOLD, exclusive
     "node_budget": SettingSpec("duration"),
 }

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from topobind.checks.sites.catalogue import CHECK_VARIABLES, CHECKS, TOPOBIND_SETTINGS, SettingSpec
+from topobind.checks.sites.catalogue import CHECK_VARIABLES, CHECKS, OWN_SETTINGS, SettingSpec
 from topobind.errors import TopobindError
 from topobind.fsutil import package_schema
 
@@ -319,11 +319,11 @@ def _specs_of(check: str, var: str) -> list[tuple[str, SettingSpec]] | str:
             hint = f"did you mean {check}.{close[0]}? " if close else ""
             return f"{check} has no variable {var!r} ({hint}its variables: {', '.join(mine)})"
         return [(check, mine[var])]
-    if var in TOPOBIND_SETTINGS:
-        return [("topobind", TOPOBIND_SETTINGS[var])]
+    if var in OWN_SETTINGS:
+        return [("topobind", OWN_SETTINGS[var])]
     found = [(c, v[var]) for c, v in CHECK_VARIABLES.items() if var in v]
     if not found:
-        every = sorted({v for vs in CHECK_VARIABLES.values() for v in vs} | set(TOPOBIND_SETTINGS))
+        every = sorted({v for vs in CHECK_VARIABLES.values() for v in vs} | set(OWN_SETTINGS))
         close = difflib.get_close_matches(var, every, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
         return (f"no check has a variable {var!r} ({hint}name it as CHECK.VARIABLE, e.g. "
