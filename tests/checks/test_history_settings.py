@@ -85,3 +85,14 @@ def test_the_forms_of_dash_s() -> None:
     line = "reframe -S a=1 -SStreamCheck.elements=4M --setvar=b=2 --setvar c=3 -S a=9 -Snokey"
     assert dict(reframe_report.cmdline_settings(line)) == {
         "a": "9", "StreamCheck.elements": "4M", "b": "2", "c": "3"}  # fmt: skip
+
+
+def test_since_takes_ascii_days_within_bounds() -> None:
+    import pytest
+
+    from topobind.errors import TopobindError
+
+    assert history.days_of("30d") == 30
+    for bad in ("\u0663\u0660d", "0d", "1_0d", "99999999d", "30", "-1d", "30d "):
+        with pytest.raises(TopobindError, match="with --history give days, 1d to 36500d"):
+            history.days_of(bad)

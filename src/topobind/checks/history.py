@@ -48,6 +48,7 @@ class Trend:
 
 
 MAX_TIME = 1e11  # unix seconds: the year 5138
+MAX_DAYS = 36_500  # a hundred years of sessions
 MAX_SESSIONS = 100_000  # a results database of ten years of daily sessions holds ~4,000
 
 
@@ -55,9 +56,10 @@ def days_of(since: str) -> int:
     """``--since`` for ``--history``: whole days (``30d``); TopobindError otherwise."""
     import re
 
-    m = re.fullmatch(r"(\d+)d", since)
-    if not m:
-        raise TopobindError(f"--since {since!r}: with --history give days, e.g. 30d")
+    m = re.fullmatch(r"(\d{1,6})d", since, re.ASCII)  # ASCII digits: '١d' is no day count
+    if not m or not 1 <= int(m.group(1)) <= MAX_DAYS:
+        raise TopobindError(f"--since {since[:40]!r}: with --history give days, 1d to "
+                            f"{MAX_DAYS}d, e.g. 30d")  # fmt: skip
     return int(m.group(1))
 
 
