@@ -396,8 +396,10 @@ def test_site_check_golden_xml(tmp_path: Path) -> None:
         (["--confirm"], "--confirm: only with --each-node"),
         (["--each-node", "--apply"], "--apply runs the drain commands: add --drain"),
         (["--each-node", "--partition", "default"], "--each-node needs a Slurm partition"),
-        (["--each-node", "--partition", "slurm", "--repeat", "0"],
-         "argument --repeat: '0': give a whole number from 1 to 1000"),
+        (
+            ["--each-node", "--partition", "slurm", "--repeat", "0"],
+            "argument --repeat: '0': give a whole number from 1 to 1000",
+        ),
     ],
 )
 def test_validate_each_node_bad_options(
