@@ -329,12 +329,19 @@ def node_verdicts(
             )
             out.append(NodeVerdict(node, "SLOW", all(f.weak for f in slow), reasons, worst))
         elif any(f.not_judged for f in mine):
-            why = tuple(dict.fromkeys(
-                f"{f.figure}: {f.not_judged}" for f in mine if f.not_judged))  # fmt: skip
-            out.append(NodeVerdict(node, NOT_JUDGED, True, why, worst))
+            out.append(NodeVerdict(node, NOT_JUDGED, True, _not_judged_reasons(mine), worst))
         else:
             out.append(NodeVerdict(node, "ok", False, (), worst))
     return out
+
+
+def _not_judged_reasons(figures: Sequence[FigureVerdict]) -> tuple[str, ...]:
+    """'CHECK.VARIANT (metric, metric): not judged: WHY', once per check, variant and why."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for f in figures:
+        if f.not_judged:
+            groups.setdefault((f.check, f.variant, f.not_judged), []).append(f.metric)
+    return tuple(f"{c}.{v} ({', '.join(ms)}): {why}" for (c, v, why), ms in groups.items())
 
 
 def good_node(verdicts: Sequence[NodeVerdict]) -> str | None:
