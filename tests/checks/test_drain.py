@@ -333,3 +333,14 @@ def test_site_check_refuses_a_node_name_leading_out_of_the_golden_dir(
         err = capsys.readouterr().err
         assert status == 2 and "not one node name" in err and len(err.splitlines()) == 1, err
     assert _drained(fake_slurm) == []
+
+
+def test_a_node_whose_checks_were_all_skipped_is_not_tested_not_unreachable() -> None:
+    """A node the run reached but where every check was skipped (C2CCheck cross-l3 on a node
+    of one L3 domain) was FAILed as if it had died."""
+    tc = {"display_name": "C2CCheck %pair=cross-l3 %.part=fleet:slurm %.nid=node1",
+          "system": "fleet", "partition": "slurm", "result": "skip", "perfvalues": {}}  # fmt: skip
+    obs = verdict.observe([{"runs": [{"testcases": [tc]}]}], "fleet")
+    (v,) = verdict.node_verdicts(["node1"], obs, [], live=True)
+    assert v.status == "not tested" and "every check was skipped on it (C2CCheck" in v.reasons[0]
+    assert not v.bad

@@ -121,6 +121,7 @@ class Observations:
     failures: list[Failure] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # check -> why
     ran_on: dict[str, set[str]] = field(default_factory=dict)  # node -> checks that ran
+    skipped_on: dict[str, set[str]] = field(default_factory=dict)  # node -> checks skipped
 
 
 def observe(reports: Iterable[Report | dict[str, Any]], site: str) -> Observations:
@@ -145,6 +146,8 @@ def _add(obs: Observations, tc: Any, site: str, source: str) -> None:
         )
     if tc.result == "skip":
         obs.skipped[tc.check] = tc.fail_reason or "skipped"
+        for node in tc.nodes:
+            obs.skipped_on.setdefault(node, set()).add(tc.check)
         return
     if not tc.nodes:
         return
@@ -314,6 +317,10 @@ def node_verdicts(
                 for t in dict.fromkeys(texts)
             )
             out.append(NodeVerdict(node, "FAIL", False, reasons, worst))
+        elif node not in obs.ran_on and node in obs.skipped_on:  # reached, nothing measured
+            checks = ", ".join(sorted(obs.skipped_on[node]))
+            why = f"not tested: every check was skipped on it ({checks}: see 'skip' below)"
+            out.append(NodeVerdict(node, NOT_TESTED, False, (why,), None))
         elif node not in obs.ran_on and live:
             why = ("unreachable: its jobs were submitted to it and no result came back (the "
                    "node died, or its jobs never started)")  # fmt: skip
