@@ -344,3 +344,20 @@ def test_a_node_whose_checks_were_all_skipped_is_not_tested_not_unreachable() ->
     (v,) = verdict.node_verdicts(["node1"], obs, [], live=True)
     assert v.status == "not tested" and "every check was skipped on it (C2CCheck" in v.reasons[0]
     assert not v.bad
+
+
+@pytest.mark.parametrize("name", ["rack-1.node_2", "n_1", "a.b.c", "node-07"])
+def test_node_names_with_dots_dashes_and_underscores_are_judged_and_drained(name: str) -> None:
+    """A legitimate oddity that must keep working (issue 37): such a node is judged, named,
+    and drained like any other; a node of the list the report lacks is not tested."""
+    runs = [{"node1": 100.0 + r, "node2": 101.0 + r, name: 50.0 + r} for r in range(7)]
+    doc = {"runs": [{"testcases": [_tc("nid", n, v) for n, v in run.items()]} for run in runs]}
+    obs = verdict.observe([doc], "fleet")
+    figures = verdict.figure_verdicts(obs.samples, 0.05)
+    verdicts = verdict.node_verdicts(["node1", "node2", name, "x-9.y_z"], obs, figures, live=False)
+    by = {v.node: v for v in verdicts}
+    assert by[name].status == "SLOW" and not by[name].weak
+    assert by["x-9.y_z"].status == "not tested"
+    plan = verdict.drain_plan(verdicts, "slurm", {"node1", "node2", name, "x-9.y_z"})
+    assert [n for n, _ in plan.commands] == [name]
+    assert plan.refused == ["x-9.y_z not drained: not tested: the reports hold no result of it"]
