@@ -77,6 +77,6 @@ def _squeue_without_the_wait() -> None:
 
 _squeue_without_the_wait()
 os.makedirs(os.path.join(reframe_results_dir(), "logs"), exist_ok=True)
-# a topobind run names its site (TOPOBIND_SITE): only its file is read, so an invalid
-# site.yaml of another site never breaks it; a plain reframe run reads every valid one
-site_configuration = reframe_site_configuration(only=os.environ.get("TOPOBIND_SITE") or None)
+# every valid site file: an invalid site.yaml of another site is left out with a warning and
+# never breaks this run (issue 37 item 21)
+site_configuration = reframe_site_configuration()

@@ -272,7 +272,9 @@ def valid_sites(directory: Path | None = None) -> tuple[list[Site], list[str]]:
         try:
             good.append(load_site(name, directory))
         except SiteError as exc:
-            broken.append(f"site {name} left out: {exc} (topobind site check {name})")
+            why = str(exc) if "topobind site check" in str(exc) else (
+                f"{exc} (topobind site check {name})")  # fmt: skip
+            broken.append(f"site {name} left out: {why}")
     return sorted(good, key=lambda s: (s.name == "local", s.name)), broken
 
 
