@@ -181,3 +181,17 @@ def test_a_skipped_check_says_reframes_reason() -> None:
     )
     acceptance._skip_reasons(obs, session)
     assert obs.skipped == {"C2CCheck": "cross-l3 needs two L3 domains"}
+
+
+def test_plain_validate_without_references_is_not_judged_in_the_metrics() -> None:
+    """The same rule elsewhere (issue 37): a node whose figures had no reference to miss was
+    'ok' in the metrics; a sanity-only check that passed does judge its node."""
+    from topobind.checks.reframe_report import Figure
+
+    bare = Figure("triad", 2500.0, 0.0, None, None, "MB/s", "pass")
+    cases = [_case("n1", "StreamCheck", "compact", "pass", "", bare),
+             _case("n2", "StreamCheck", "compact", "pass", "", bare),
+             _case("n2", "BindingCheck", "compact", "pass", "")]  # fmt: skip
+    nodes, _ = metrics.from_validate(cases, "here")
+    assert {n.node: (n.verdict, n.strong) for n in nodes} == {
+        "n1": ("not_judged", False), "n2": ("ok", True)}  # fmt: skip

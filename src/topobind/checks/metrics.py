@@ -228,13 +228,15 @@ def from_validate(testcases: Iterable[Any], host: str) -> tuple[list[NodeMetric]
     """Metrics of a plain ``validate`` (the final test cases of its ReFrame sessions,
     :class:`topobind.checks.reframe_report.TestCase`): per node (``host`` where a case ran on
     this machine) ``fail`` when a check failed before its figures (sanity, a crash), ``slow``
-    when a figure missed its reference, else ``ok``; each figure against the site's reference.
+    when a figure missed its reference, ``not_judged`` when its figures had no reference to
+    miss (and no sanity-only check ran), else ``ok``; each figure against the site's reference.
     One run per check: a figure's verdict is weak (strong needs MIN_RUNS runs), and so is a
     ``slow`` node's (``validate --each-node --confirm`` confirms it); a sanity failure is not
     a matter of runs (strong)."""
     from topobind.kernels.stats import MIN_RUNS
 
     states: dict[str, str] = {}
+    judged: set[str] = set()  # nodes with a check that was held against something
     out: list[FigureMetric] = []
     rank = {"ok": 0, "slow": 1, "fail": 2}
     for tc in testcases:
@@ -244,13 +246,16 @@ def from_validate(testcases: Iterable[Any], host: str) -> tuple[list[NodeMetric]
         state = "ok"
         if tc.result != "pass":
             state = "slow" if tc.fail_phase == "performance" and tc.figures else "fail"
+        if state != "ok" or not tc.figures or any(f.has_reference for f in tc.figures):
+            judged.add(node)  # a sanity-only check judges; figures without a reference do not
         if rank[state] >= rank[states.get(node, "ok")]:
             states[node] = state
         for f in tc.figures:
             ref = f.reference if f.has_reference else None
             out.append(FigureMetric(node, tc.check, tc.variant, f.metric, f.unit, f.value, ref,
                                     1, MIN_RUNS <= 1, None))  # fmt: skip
-    nodes = [NodeMetric(n, v, v != "slow") for n, v in states.items()]
+    nodes = [NodeMetric(n, v if n in judged else "not_judged", v != "slow" and n in judged)
+             for n, v in states.items()]  # fmt: skip
     return nodes, out
 
 
