@@ -96,3 +96,11 @@ def test_since_takes_ascii_days_within_bounds() -> None:
     for bad in ("\u0663\u0660d", "0d", "1_0d", "99999999d", "30", "-1d", "30d "):
         with pytest.raises(TopobindError, match="with --history give days, 1d to 36500d"):
             history.days_of(bad)
+
+
+def test_settings_that_change_no_figure_do_not_split_the_sessions() -> None:
+    rep = reframe_report.Report("r", (), None, 1, reframe_report.cmdline_settings(
+        "reframe -S calibrating=true -S node_budget=10m -S StreamCheck.elements=4M "
+        "-S DgemmCheck.n=1024 -S pages=2M -S StreamCheck.sanity_once=true"))  # fmt: skip
+    assert rep.settings_of("StreamCheck") == (("elements", "4M"), ("pages", "2M"))
+    assert rep.settings_of("DgemmCheck") == (("n", "1024"), ("pages", "2M"))

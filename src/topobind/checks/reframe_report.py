@@ -46,6 +46,11 @@ _DISPLAY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*( %[^ =]+=\S*)*$")
 NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
+#: settings that change no figure: topobind's own, calibrate's mode, which runs run
+NOT_MEASURED = frozenset({"outlier_threshold", "node_budget", "calibrating", "sanity_once",
+                          "strict_load"})  # fmt: skip
+
+
 class ReportError(TopobindError):
     """A ReFrame run report (or a session of the results database) is not as ReFrame writes
     it: one line naming the file and the field."""
@@ -115,15 +120,18 @@ class Report:
     settings: tuple[tuple[str, str], ...] = ()
 
     def settings_of(self, check: str) -> tuple[tuple[str, str], ...]:
-        """The settings that reach ``check``: its own (CHECK.VAR) and the bare ones, less
-        topobind's own (outlier_threshold, node_budget: no check reads them)."""
+        """The settings that reach ``check``'s figures: its own (CHECK.VAR) and the bare ones,
+        less :data:`NOT_MEASURED` (no check measures differently for them)."""
         own = f"{check}."
         out = {}
         for key, value in self.settings:
+            name = key.removeprefix(own)
+            if name in NOT_MEASURED or (name == key and "." in key):
+                continue
             if key.startswith(own):
-                out[key[len(own) :]] = value
-            elif "." not in key and key not in ("outlier_threshold", "node_budget"):
-                out.setdefault(key, value)
+                out[name] = value
+            else:
+                out.setdefault(name, value)
         return tuple(sorted(out.items()))
 
     def final(self) -> list[TestCase]:
