@@ -40,6 +40,7 @@ from topobind_rfm import (  # noqa: E402
     shell_join,
     site_settings,
     status_line,
+    stop_unless,
     topobind_cmd,
     which,
 )
@@ -93,7 +94,7 @@ class LatencyCheck(TopobindCheck):
             opts = ["--sizes", str(self.sizes), *opts]
         elif quick_tier():
             size = f"{python_cmd()} {PROBE} latency-size {shlex.quote(str(self.max_working_set))}"
-            self.prerun_cmds = [f"export lsize=$({size})"]
+            self.prerun_cmds = [stop_unless(f"lsize=$({size})"), "export lsize"]
             small = f"{self.quick_small}," if self.quick_small else ""
             opts = ["--sizes", f'"{small}$lsize"', *opts]
         self.executable_opts = opts
@@ -146,7 +147,8 @@ class C2CCheck(TopobindCheck):
                     node.l3_domains == 0 or node.cores // max(node.l3_domains, 1) < 2,
                     "same-l3 needs an L3 domain of two cores",
                 )
-        self.prerun_cmds = [f"export cpus=$({python_cmd()} {PROBE} pick-cpus {self.pair})"]
+        pick = f"cpus=$({python_cmd()} {PROBE} pick-cpus {self.pair})"
+        self.prerun_cmds = [stop_unless(pick), "export cpus"]
         self.executable = str(kernels_dir() / "c2c")
         self.executable_opts = [
             '--cpus "$cpus"',

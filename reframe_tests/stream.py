@@ -59,6 +59,7 @@ from topobind_rfm import (  # noqa: E402
     shell_join,
     site_settings,
     status_line,
+    stop_unless,
     topobind_cmd,
     which,
 )
@@ -136,7 +137,7 @@ class StreamCheck(TopobindCheck):
             )  # fmt: skip
             # "ELEMENTS TRIALS": as many trials as the cap allows at the rule's size
             read = 'read -r elements trials <<< "$size" && export elements trials'
-            self.prerun_cmds.insert(0, f"size=$({size}) && {read}")
+            self.prerun_cmds[:0] = [stop_unless(f"size=$({size})"), read]
             trials = '"$trials"'
             opts += ["--elements", '"$elements"']
         elif self.elements:

@@ -62,6 +62,12 @@ SHARED = [
     ),
     ("3", "a kernel's `--strict` page size could not be obtained", "`bench`"),
     (
+        "4",
+        "ran, found no bad node, but did not judge them all: NOT JUDGED (fewer than 3 nodes "
+        "or 3 runs) or not tested (a `--nodelist` node the `--reports` do not hold)",
+        "`validate --each-node`",
+    ),
+    (
         "126, 127",
         "the program could not be started: 127 when it does not exist, 126 when it cannot "
         "be executed",

@@ -77,4 +77,6 @@ def _squeue_without_the_wait() -> None:
 
 _squeue_without_the_wait()
 os.makedirs(os.path.join(reframe_results_dir(), "logs"), exist_ok=True)
+# every valid site file: an invalid site.yaml of another site is left out with a warning and
+# never breaks this run (issue 37 item 21)
 site_configuration = reframe_site_configuration()

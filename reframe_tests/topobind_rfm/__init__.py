@@ -23,6 +23,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -426,8 +427,19 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
         if status is None:
             raise SanityError("the job did not finish (no exit status line in its output)")
         if status not in ok:
-            raise SanityError(f"command exited with status {status}: {self.tb_stderr_tail()}")
+            raise SanityError(f"command exited with status {status} on {self.tb_where()}: "
+                              f"{self.tb_stderr_tail()}")  # fmt: skip
         return status
+
+    def tb_where(self) -> str:
+        """The node the job ran on, for a failure message (ReFrame's own summary shows
+        'Node list: None' on a batch partition whose poll missed a short job): the job's node
+        list, else the node --distribute pinned the check to, else the job's post-run line."""
+        nodes = list(getattr(self.job, "nodelist", None) or []) if self.job else []
+        if nodes:
+            return ",".join(nodes)
+        pinned = re.search(r"%\.nid=(\S+)", str(self.display_name))
+        return pinned.group(1) if pinned else (self.tb_ran_on or "an unknown node")
 
     def tb_glob(self, pattern: str) -> list[str]:
         return sorted(glob.glob(os.path.join(self.stagedir, pattern)))
@@ -448,6 +460,13 @@ def status_line() -> list[str]:
     """Post-run command recording the main command's exit status, and the node the job ran
     on, in the job output."""
     return ['echo "topobind-exit-status: $? host: $(hostname -s)"']
+
+
+def stop_unless(assign: str) -> str:
+    """A job-script line (``NAME=$(probe ...)``) that ends the job when it fails, its status
+    in the status line: the check then fails with the probe's own line (its stderr's last)
+    instead of running its kernel on an empty value ('exited with status 2')."""
+    return f'{assign} || {{ s=$?; echo "topobind-exit-status: $s host: $(hostname -s)"; exit $s; }}'
 
 
 def shell_join(*parts: str) -> str:

@@ -84,37 +84,35 @@ def _cores() -> int:
 
 
 STREAM_BYTES_PER_ELEMENT = 80  # one trial: copy 2 + scale 2 + add 3 + triad 3 arrays x 8 bytes
-STREAM_MIN_ELEMENTS = 10_000_000  # the kernel's floor (kernels/stream.c)
+STREAM_MIN_ELEMENTS = 10_000_000  # the kernel's default floor (kernels/stream.c)
+STREAM_KERNEL_MIN_ELEMENTS = 1000  # the least --elements kernels/stream.c takes
 LATENCY_MIN_BYTES = 256 << 20
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def parse_size(text: str, what: str) -> int:
-    """``40G`` -> bytes (binary suffixes); exit 3 with one line when it is not a size."""
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    unit = t[-1:] if t[-1:] in _UNITS and t[-1:] else ""
-    try:  # ASCII only: float() also reads other scripts' digits ('٤G' was 4 GiB)
-        value = float(t[: len(t) - len(unit)]) * _UNITS[unit] if t.isascii() else -1
-    except ValueError:
-        value = -1
-    if not 0 < value < 1 << 60:
-        print(f"{what}: {text!r} is not a size (e.g. 40G, 512M)", file=sys.stderr)
+    """``40G`` -> bytes (binary suffixes; topobind.inputs.suffixed, the one rule: ASCII
+    digits, a tiny value refused, not rounded to 0); exit 3 with one line otherwise."""
+    from topobind.errors import TopobindError
+    from topobind.inputs import suffixed
+
+    try:
+        return suffixed(text, what, 1, (1 << 60) - 1)
+    except TopobindError as exc:
+        print(exc, file=sys.stderr)
         sys.exit(3)
-    return int(value)
 
 
 def parse_count(text: str) -> int:
-    """``20M`` -> 20,000,000 (the kernels' decimal suffixes k/M/G)."""
-    t = text.strip()
-    mult = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}.get(t[-1:], 1)
-    try:  # ASCII only, as parse_size; '1e400' is infinite
-        value = int(float(t[:-1] if mult > 1 else t) * mult) if t.isascii() else 0
-    except (ValueError, OverflowError):
-        value = 0
-    if value < 1:
-        print(f"elements: {text!r} is not a count (e.g. 20M)", file=sys.stderr)
+    """``20M`` -> 20,000,000 (the kernels' decimal suffixes k/M/G), at least the kernel's
+    least (:data:`STREAM_KERNEL_MIN_ELEMENTS`)."""
+    from topobind.errors import TopobindError
+    from topobind.inputs import suffixed
+
+    try:
+        return suffixed(text, "elements", STREAM_KERNEL_MIN_ELEMENTS, 10**12, binary=False)
+    except TopobindError as exc:
+        print(exc, file=sys.stderr)
         sys.exit(3)
-    return value
 
 
 def _trials(text: str, what: str) -> int:
@@ -174,6 +172,13 @@ def _stream_size(trials: int, cap: int, given: int | None, most: int | None = No
     trials = min(max(fit, least), max(most or least, least))
     per_run = trials * STREAM_BYTES_PER_ELEMENT
     elements = min(rule, cap // per_run)
+    if elements < STREAM_KERNEL_MIN_ELEMENTS:  # '0 3' made STREAM exit 2 on every run
+        least = STREAM_KERNEL_MIN_ELEMENTS * per_run
+        print(f"stream-size: the cap of {cap} bytes moved per run is under the least "
+              f"{trials} trials of STREAM can move ({least} bytes: {trials} x "
+              f"{STREAM_KERNEL_MIN_ELEMENTS} elements x {STREAM_BYTES_PER_ELEMENT} bytes); "
+              "raise StreamCheck.max_bytes_per_run", file=sys.stderr)  # fmt: skip
+        return 3
     note = ""
     if elements < rule:
         why = "the site's size" if given else "the rule (each array at least 4x the LLC)"
@@ -204,6 +209,13 @@ def _latency_size(cap: int) -> int:
     llc = llc_bytes()
     rule = max(4 * llc, LATENCY_MIN_BYTES)
     size = min(rule, cap) >> 20 << 20
+    if size <= 0:  # '0M': the chase had no working set at all
+        print(
+            f"latency-size: the cap of {cap} bytes is under 1 MiB, the least working set "
+            "the latency check measures; raise LatencyCheck.max_working_set",
+            file=sys.stderr,
+        )
+        return 3
     note = ""
     if size < rule:
         note = (

@@ -5,6 +5,7 @@ the input and says what to give instead. The command line's argparse ``type=`` h
 on them live in the command layer (:mod:`topobind.cli.arguments`).
 """
 
+import math
 import os
 import stat
 from typing import NamedTuple
@@ -31,13 +32,76 @@ def _is_host(text: str) -> bool:
     )
 
 
-def whole_number(text: str, what: str, lo: int = 1, hi: int = 1 << 20) -> int:
+def whole_number(text: str, what: str, lo: int = 1, hi: int = 1 << 20, hint: str = "") -> int:
     """``text`` as an integer in ``lo..hi``: ASCII digits only (no sign, no '1_000', no
-    non-ASCII digits that ``int()`` would take), at most :data:`MAX_DIGITS` of them."""
+    non-ASCII digits that ``int()`` would take), at most :data:`MAX_DIGITS` of them;
+    ``hint`` ends the refusal (e.g. the default)."""
     digits = 0 < len(text) <= MAX_DIGITS and text.isdigit() and text.isascii()
     if not digits or not lo <= int(text) <= hi:
-        raise TopobindError(f"{what} {_shown(text, 40)!r}: give a whole number from {lo} to {hi}")
+        raise TopobindError(f"{what} {_shown(text, 40)!r}: give a whole number from {lo} to {hi}"
+                            + (f" ({hint})" if hint else ""))  # fmt: skip
     return int(text)
+
+
+#: a decimal number as topobind reads one: ASCII digits, one optional point and exponent
+#: ('0.05', '.5', '5e-2'); no sign, no '_', no non-ASCII digits, no 'nan'/'inf'
+_DECIMAL_CHARS = frozenset("0123456789.eE+-")
+MAX_DECIMAL_CHARS = 32
+
+
+def _decimal(text: str) -> float:
+    """``text`` as a float when it is ASCII digits with an optional point and exponent, else
+    NaN (the one rule of :func:`real_number` and :func:`suffixed`)."""
+    import re
+
+    ok = (0 < len(text) <= MAX_DECIMAL_CHARS and _DECIMAL_CHARS.issuperset(text)
+          and re.fullmatch(r"(\d+\.?\d*|\.\d+)([eE][+-]?\d{1,3})?", text) is not None)  # fmt: skip
+    return float(text) if ok else math.nan
+
+
+def real_number(text: str, what: str, lo: float, hi: float, *, example: str = "") -> float:
+    """``text`` as a finite number with ``lo <= value <= hi``, written in ASCII digits (with
+    a point and an exponent: ``0.05``, ``5e-2``): ``float()`` alone takes ``'١'``, ``'1_0'``,
+    ``' 1 '``, ``'nan'`` and ``'inf'``, none of which a user means as a number here."""
+    value = _decimal(text)
+    if not (math.isfinite(value) and lo <= value <= hi):
+        eg = f", e.g. {example}" if example else ""
+        raise TopobindError(f"{what} {_shown(text, 40)!r}: give a number from {lo:g} to {hi:g} "
+                            f"in ASCII digits{eg}")  # fmt: skip
+    return value
+
+
+#: binary (byte sizes) and decimal (counts of elements) suffixes
+BINARY_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+DECIMAL_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def suffixed(text: str, what: str, lo: int, hi: int, *, binary: bool = True) -> int:
+    """A size in bytes (``binary``: ``40G`` = 40 x 2^30, ``1.5M``; an ``iB``/``B`` ending is
+    taken) or a count (``20M`` = 2 x 10^7): ASCII digits, a whole result in ``lo..hi`` (a
+    tiny value is refused, never rounded to 0: ``0.0001K`` is no size)."""
+    t = text.strip().upper()
+    if binary:
+        t = t.removesuffix("B").removesuffix("I")
+    units = BINARY_UNITS if binary else DECIMAL_UNITS
+    unit = t[-1:] if t[-1:] in units and t[-1:] else ""
+    number = t[: len(t) - len(unit)]
+    got = _decimal(number) * units[unit]
+    value = int(got) if math.isfinite(got) else -1
+    if not lo <= value <= hi:
+        eg = "e.g. 40G, 512M (K, M, G, T: powers of 1024)" if binary else "e.g. 20M (k, M, G)"
+        raise TopobindError(f"{what} {_shown(text, 40)!r}: give a {'size' if binary else 'count'} "
+                            f"from {_human(lo, binary)} to {_human(hi, binary)}, {eg}")  # fmt: skip
+    return value
+
+
+def _human(n: int, binary: bool) -> str:
+    if not binary:
+        return f"{n:,}"
+    for name, size in sorted(BINARY_UNITS.items(), key=lambda kv: -kv[1]):
+        if size > 1 and n >= size and n % size == 0:
+            return f"{n // size}{name}"
+    return str(n)
 
 
 def host_name(text: str, what: str = "--host") -> str:

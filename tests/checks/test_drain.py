@@ -154,6 +154,118 @@ def test_an_empty_nodelist_is_refused_not_the_whole_partition(
         acceptance.choose_nodes({"node1": "idle"}, "", "slurm")
 
 
+def test_a_nodelist_node_absent_from_the_reports_is_not_tested_never_drained(
+    tmp_path: Path, fake_slurm: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37 item 1: node4 (in --nodelist, not in the report) was drained as 'no check ran
+    on it'; a report holds no evidence against a node it does not name."""
+    report = _report(tmp_path, {"node1": 100.0, "node2": 101.0, "node3": 99.0}, 7)
+    assert _validate(report, "--apply", "--nodelist", "node[1-4]") == 4
+    out = capsys.readouterr().out
+    assert _drained(fake_slurm) == []
+    assert "node4 not drained: not tested: the reports hold no result of it" in out
+    row = next(ln for ln in out.splitlines() if ln.startswith("node4 "))
+    assert "not tested" in row and "FAIL" not in row
+    assert out.strip().splitlines()[-1] == "bad nodes: none; not tested: node4"
+
+
+def test_an_empty_report_drains_nothing(
+    tmp_path: Path, fake_slurm: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37 item 1: {"runs": []} with --nodelist drained every node of the list."""
+    report = tmp_path / "empty.json"
+    report.write_text('{"runs": []}')
+    assert _validate(report, "--apply", "--nodelist", "node[1-4]") == 4
+    out = capsys.readouterr().out
+    assert _drained(fake_slurm) == []
+    assert out.strip().splitlines()[-1] == "bad nodes: none; not tested: node[1-4]"
+
+
+def test_a_live_run_calls_a_silent_node_unreachable() -> None:
+    """Only a run that submitted to the node may FAIL it for giving nothing back."""
+    obs = verdict.Observations()
+    (live,) = verdict.node_verdicts(["node5"], obs, [], live=True)
+    (report,) = verdict.node_verdicts(["node5"], obs, [], live=False)
+    assert live.status == "FAIL" and live.reasons[0].startswith("unreachable: its jobs were")
+    assert report.status == "not tested" and not report.bad
+
+
+def test_two_nodes_are_not_judged_in_table_summary_metrics_and_status(
+    tmp_path: Path, fake_slurm: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37 item 7: node2 at 55 % of node1 printed 'bad nodes: none', ok, strong."""
+    report = _report(tmp_path, {"node1": 100.0, "node2": 55.0}, 7)
+    prom = tmp_path / "m.prom"
+    assert _validate(report, "--apply", "--metrics", str(prom)) == 4
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith("node2 "))
+    assert "NOT JUDGED" in row and "2 node(s) measured it" in row
+    assert "NOT JUDGED: 2 node(s) measured it; an outlier needs at least 3 to compare" in out
+    assert out.strip().splitlines()[-1] == "bad nodes: none; NOT JUDGED: node[1-2]"
+    text = prom.read_text()
+    label = 'site="fleet",partition="slurm",node="node2"'
+    assert f'topobind_node_verdict{{{label},verdict="not_judged"}} 1' in text, text
+    assert f'topobind_node_verdict{{{label},verdict="ok"}} 0' in text
+    assert f"topobind_node_verdict_strong{{{label}}} 0" in text
+    assert _drained(fake_slurm) == []
+
+
+def test_two_runs_are_not_judged_whatever_the_slowdown(
+    tmp_path: Path, fake_slurm: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37 item 7: the tutorial's --repeat 2 showed a node at +1212 % as ok."""
+    report = _report(tmp_path, {"node1": 100.0, "node2": 101.0, "node3": 7.6}, 2)
+    assert _validate(report, "--apply") == 4
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith("node3 "))
+    assert "NOT JUDGED" in row and "+1" in row, row
+    assert "2 run(s); a SLOW verdict needs at least 3" in out
+    assert out.strip().splitlines()[-1] == "bad nodes: none; NOT JUDGED: node[1-3]"
+
+
+def test_rejudging_keeps_the_conformance_failure_recorded_with_the_run(
+    tmp_path: Path, fake_slurm: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37 item 8: a node that failed conformance in the run was 'ok' when its report
+    was judged again (the ReFrame report does not hold conformance)."""
+    report = _report(tmp_path, {"node1": 100.0, "node2": 101.0, "node3": 99.0}, 7)
+    acceptance.write_conformance(report, "fleet", ["node1", "node2", "node3"],
+                                 {"node2": ["cores: expected 64, found 62"]}, [])  # fmt: skip
+    assert _validate(report, "--apply") == 1
+    out = capsys.readouterr().out
+    assert _drained(fake_slurm) == ["node2"]
+    row = next(ln for ln in out.splitlines() if ln.startswith("node2 "))
+    assert "FAIL" in row and "conformance: cores: expected 64, found 62" in row
+    assert out.strip().splitlines()[-1] == "bad nodes: node2"
+
+
+def test_a_report_without_its_conformance_record_says_so(
+    tmp_path: Path, fake_slurm: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _report(tmp_path, {"node1": 100.0, "node2": 101.0, "node3": 99.0}, 7)
+    assert _validate(report) == 0
+    out = capsys.readouterr().out
+    assert "note: conformance not judged: no record beside" in out
+    assert "judged on the ReFrame figures only" in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"format": "topobind.conformance/1", "site": "other", "checked": [], "findings": {}}',
+     '{"format": "topobind.conformance/1", "site": "fleet", "checked": [1], "findings": {}}',
+     '{"format": "x"}', "[]", "not json"],
+)  # fmt: skip
+def test_a_bad_conformance_record_is_one_line(
+    text: str, tmp_path: Path, fake_slurm: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _report(tmp_path, {"node1": 100.0, "node2": 101.0, "node3": 99.0}, 7)
+    acceptance.conformance_path(report).write_text(text)
+    assert _validate(report, "--apply") == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and ".conformance.json" in err, err
+    assert _drained(fake_slurm) == []
+
+
 # --------------------------------------------------------------------------- the net
 NAMES = st.sampled_from(
     ["node1", "node2", "node3", "node4", "node9", "ALL", "all", "node[1-3]", "node1,node2",
@@ -197,6 +309,7 @@ def test_nothing_unjudged_reaches_scontrol(
     for node in drained:
         assert node in PARTITION and (wanted is None or node in wanted)
         assert verdict.confirmed_bad(judged[node])
+        assert node in out.obs.ran_on  # judged on evidence, never for its absence
     assert len(drained) == len(set(drained))
 
 
@@ -220,3 +333,31 @@ def test_site_check_refuses_a_node_name_leading_out_of_the_golden_dir(
         err = capsys.readouterr().err
         assert status == 2 and "not one node name" in err and len(err.splitlines()) == 1, err
     assert _drained(fake_slurm) == []
+
+
+def test_a_node_whose_checks_were_all_skipped_is_not_tested_not_unreachable() -> None:
+    """A node the run reached but where every check was skipped (C2CCheck cross-l3 on a node
+    of one L3 domain) was FAILed as if it had died."""
+    tc = {"display_name": "C2CCheck %pair=cross-l3 %.part=fleet:slurm %.nid=node1",
+          "system": "fleet", "partition": "slurm", "result": "skip", "perfvalues": {}}  # fmt: skip
+    obs = verdict.observe([{"runs": [{"testcases": [tc]}]}], "fleet")
+    (v,) = verdict.node_verdicts(["node1"], obs, [], live=True)
+    assert v.status == "not tested" and "every check was skipped on it (C2CCheck" in v.reasons[0]
+    assert not v.bad
+
+
+@pytest.mark.parametrize("name", ["rack-1.node_2", "n_1", "a.b.c", "node-07"])
+def test_node_names_with_dots_dashes_and_underscores_are_judged_and_drained(name: str) -> None:
+    """A legitimate oddity that must keep working (issue 37): such a node is judged, named,
+    and drained like any other; a node of the list the report lacks is not tested."""
+    runs = [{"node1": 100.0 + r, "node2": 101.0 + r, name: 50.0 + r} for r in range(7)]
+    doc = {"runs": [{"testcases": [_tc("nid", n, v) for n, v in run.items()]} for run in runs]}
+    obs = verdict.observe([doc], "fleet")
+    figures = verdict.figure_verdicts(obs.samples, 0.05)
+    verdicts = verdict.node_verdicts(["node1", "node2", name, "x-9.y_z"], obs, figures, live=False)
+    by = {v.node: v for v in verdicts}
+    assert by[name].status == "SLOW" and not by[name].weak
+    assert by["x-9.y_z"].status == "not tested"
+    plan = verdict.drain_plan(verdicts, "slurm", {"node1", "node2", name, "x-9.y_z"})
+    assert [n for n, _ in plan.commands] == [name]
+    assert plan.refused == ["x-9.y_z not drained: not tested: the reports hold no result of it"]

@@ -120,3 +120,78 @@ def test_quick_acceptance_leaves_out_what_costs_minutes_or_judges_nothing() -> N
 
     assert acceptance.quick_exclusions("quick")[:4] == ["-x", "HplCheck", "-x", "BindingCheck"]
     assert acceptance.quick_exclusions("full") == []
+
+
+def test_expected_time_counts_the_checks_of_a_run_of_the_same_checks(tmp_path: Path) -> None:
+    """Issue 37 item 24: the expected time counted the checks of the previous run whatever
+    this one runs (a -n StreamCheck run timed a --tags quick one by its one check)."""
+    import shlex
+    from types import SimpleNamespace
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+
+    def write(name: str, checks: int, argv: list[str]) -> None:
+        _report(reports / name, nodes=3, checks=checks, runs=1, elapsed=15.0 * checks)
+        doc = json.loads((reports / name).read_text())
+        doc["session_info"] = {"cmdline": shlex.join(argv), **doc["session_info"]}
+        (reports / name).write_text(json.dumps(doc))
+
+    write("each-node-s-p-1.json", 6, ["reframe", "-t", "quick", "-r"])
+    write("each-node-s-p-2.json", 1, ["reframe", "-t", "quick", "-n", "StreamCheck", "-r"])
+    site = SimpleNamespace(name="s", partition=lambda p: SimpleNamespace(max_jobs=1))
+    quick = progress.expected_run(site, "p", 3, 3, tmp_path, ("quick", ()))
+    assert "3 node(s) x 6 checks x 3 runs" in quick.text and "each-node-s-p-1.json" in quick.text
+    one = progress.expected_run(site, "p", 3, 3, tmp_path, ("quick", ("StreamCheck",)))
+    assert "x 1 checks x" in one.text
+    other = progress.expected_run(site, "p", 3, 3, tmp_path, ("full", ()))
+    assert other.seconds is None and "no earlier --each-node run of these checks (-t full)" in (
+        other.text)  # fmt: skip
+
+
+def test_the_same_warning_of_every_check_is_said_once() -> None:
+    """Issue 37 item 24: the STREAM cap's warning came 18 times a pass (once per check run)."""
+    from topobind.checks.validation import _first_time
+
+    warned: dict[str, int] = {}
+    lines = [f"WARNING: StreamCheck %layout=compact %.part=local:slurm %.nid=node{n}: the cap "
+             "of 4.0 GB moved per run (3 trials)" for n in (1, 2, 3)]  # fmt: skip
+    lines.append("WARNING: LatencyCheck %.part=local:slurm %.nid=node1: other")
+    assert [_first_time(ln, warned, False) for ln in lines] == [True, False, False, True]
+    assert _first_time(lines[1], warned, True)  # --verbose shows everything
+    assert _first_time("[ OK ] (1/2) StreamCheck", warned, False)
+
+
+def test_a_skipped_check_says_reframes_reason() -> None:
+    """Issue 37 item 24: 'skip C2CCheck: skipped' without its reason (the report has none; the
+    status line has it)."""
+    from types import SimpleNamespace
+
+    from topobind.checks import acceptance, reframe_report
+
+    (tc,) = reframe_report.cases_of([{
+        "display_name": "C2CCheck %pair=cross-l3 %.part=s:p %.nid=n1", "system": "s",
+        "partition": "p", "result": "skip", "hashcode": "68d43045aa",
+        "perfvalues": {}}])  # fmt: skip
+    obs = acceptance.observe([reframe_report.Report("r", (tc,), None, 1)], "s")
+    assert obs.skipped == {"C2CCheck": "skipped"}
+    session = SimpleNamespace(
+        parsed=SimpleNamespace(cases=[tc]),
+        skip_reasons={"68d43045": "cross-l3 needs two L3 domains"},
+    )
+    acceptance._skip_reasons(obs, session)
+    assert obs.skipped == {"C2CCheck": "cross-l3 needs two L3 domains"}
+
+
+def test_plain_validate_without_references_is_not_judged_in_the_metrics() -> None:
+    """The same rule elsewhere (issue 37): a node whose figures had no reference to miss was
+    'ok' in the metrics; a sanity-only check that passed does judge its node."""
+    from topobind.checks.reframe_report import Figure
+
+    bare = Figure("triad", 2500.0, 0.0, None, None, "MB/s", "pass")
+    cases = [_case("n1", "StreamCheck", "compact", "pass", "", bare),
+             _case("n2", "StreamCheck", "compact", "pass", "", bare),
+             _case("n2", "BindingCheck", "compact", "pass", "")]  # fmt: skip
+    nodes, _ = metrics.from_validate(cases, "here")
+    assert {n.node: (n.verdict, n.strong) for n in nodes} == {
+        "n1": ("not_judged", False), "n2": ("ok", True)}  # fmt: skip

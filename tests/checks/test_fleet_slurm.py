@@ -145,6 +145,8 @@ def test_a_node_that_dies_during_the_run_is_named_failed_and_the_others_judged(
         revive_nodes(c, timeout=120)
     assert proc.returncode == 1, out + err
     assert "Traceback" not in err
-    assert out.strip().splitlines()[-1] == "bad nodes: node2", out
+    # two nodes left with figures: no majority to judge them by (issue 37 item 7: was 'ok')
+    assert out.strip().splitlines()[-1] == "bad nodes: node2; NOT JUDGED: node[1,3]", out
     assert _row(out, "node2").split()[1] == "FAIL"
-    assert _row(out, "node1").split()[1] == "ok" and _row(out, "node3").split()[1] == "ok"
+    for node in ("node1", "node3"):
+        assert "NOT JUDGED" in _row(out, node) and "2 node(s) measured it" in _row(out, node)

@@ -25,8 +25,11 @@ from typing import Any
 from topobind.checks import reframe_report, slurm
 from topobind.checks.verdict import (
     DEFAULT_THRESHOLD,
+    MAX_REPEAT,
     MIN_RUNS,
     NAME_CONFIDENCE,
+    NOT_JUDGED,
+    NOT_TESTED,
     RATE_UNITS,
     DrainPlan,
     Failure,
@@ -44,15 +47,18 @@ from topobind.checks.verdict import (
     node_verdicts,
     observe,
     table,
+    unjudged_summary,
 )
 from topobind.errors import TopobindError
 from topobind.topo import hostlist
 
 __all__ = [
-    "DEFAULT_THRESHOLD", "MIN_RUNS", "NAME_CONFIDENCE", "RATE_UNITS", "DrainPlan", "Failure",
-    "FigureVerdict", "NodeVerdict", "Observations", "Outcome", "Request", "Sample", "accept",
+    "DEFAULT_THRESHOLD", "MIN_RUNS", "NAME_CONFIDENCE", "NOT_JUDGED", "NOT_TESTED", "RATE_UNITS",
+    "DrainPlan", "Failure", "FigureVerdict", "NodeVerdict", "Observations", "Outcome", "Request",
+    "Sample", "accept",
     "bad_nodes_line", "choose_nodes", "confirm", "drain", "drain_lines", "figure_verdicts",
     "good_node", "judge_reports", "node_verdicts", "observe", "reframe_options", "table",
+    "unjudged_summary",
 ]  # fmt: skip
 
 
@@ -299,9 +305,9 @@ def _session(site: Any, req: Request, states: dict[str, str], nodes: Sequence[st
 def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
     """Run the checks on every chosen node, judge them, and with ``confirm`` re-run the SLOW
     ones next to a good node before naming them."""
-    if req.repeat < 1 or req.repeat > 1000:
-        raise TopobindError(f"--repeat {req.repeat}: give 1 to 1000 runs per node (7 or more "
-                            "for a strong verdict)")  # fmt: skip
+    if req.repeat < 1 or req.repeat > MAX_REPEAT:
+        raise TopobindError(f"--repeat {req.repeat}: give 1 to {MAX_REPEAT} runs per node (7 or "
+                            "more for a strong verdict)")  # fmt: skip
     part = site.partition(req.partition)
     if part.scheduler != "slurm":
         raise TopobindError(
@@ -312,7 +318,10 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
     nodes = choose_nodes(states, req.nodelist, req.partition)
     findings, notes = conformance_step(site, part.access, nodes)
     session = _session(site, req, states, nodes, req.repeat, results, verbose, "each-node")
+    checked = [] if notes else list(nodes)  # a note: the step did not judge the nodes
+    write_conformance(session.report_path, site.name, checked, findings, notes)
     obs = observe([session.parsed], site.name)
+    _skip_reasons(obs, session)
     for node, lines in findings.items():
         obs.failures += [Failure(node, "conformance", "-", line) for line in lines]
     figures = figure_verdicts(obs.samples, req.threshold)
@@ -320,8 +329,6 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
     out = Outcome(nodes, verdicts, figures, obs, [str(session.report_path)], notes=notes,
                   first=verdicts, partition=req.partition, partition_nodes=states,
                   nodelist=None if req.nodelist is None else list(nodes))  # fmt: skip
-    if len(nodes) < 3:
-        out.notes.append(f"{len(nodes)} node(s): outliers need at least 3 to compare")
     out.notes += quick_notes(req.tags, req.names, req.setvars)
     slow = [v.node for v in verdicts if v.status == "SLOW"]
     if req.confirm and slow:
@@ -376,6 +383,7 @@ def judge_reports(paths: Sequence[str], site: Any, req: Request,
         if not isinstance(p, str) or not p:
             raise TopobindError(f"--reports {p!r}: give ReFrame --report-file JSON files")
     obs = observe(reframe_report.read_reports(paths), name)
+    notes = _conformance_of_reports(paths, name, obs)
     if req.nodelist is not None:
         nodes = hostlist.expand(req.nodelist) if req.nodelist.strip() else []
         if not nodes:
@@ -383,10 +391,112 @@ def judge_reports(paths: Sequence[str], site: Any, req: Request,
     else:
         nodes = sorted(obs.ran_on, key=_natural)
     figures = figure_verdicts(obs.samples, req.threshold)
-    verdicts = node_verdicts(nodes, obs, figures)
-    return Outcome(nodes, verdicts, figures, obs, list(paths), first=verdicts,
+    # a report is no live run: a node it does not hold was not tested, never unreachable
+    verdicts = node_verdicts(nodes, obs, figures, live=False)
+    return Outcome(nodes, verdicts, figures, obs, list(paths), first=verdicts, notes=notes,
                    partition=req.partition, partition_nodes=states,
                    nodelist=None if req.nodelist is None else nodes)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- conformance record
+#: the record of the conformance step kept beside a run's ReFrame report (which does not hold
+#: it): REPORT.conformance.json, so that --reports judges the nodes on it too
+CONFORMANCE_FORMAT = "topobind.conformance/1"
+MAX_CONFORMANCE_BYTES = 16 * 2**20
+
+
+def conformance_path(report: str | Any) -> Any:
+    from pathlib import Path
+
+    path = Path(report)
+    return path.with_name(path.stem + ".conformance.json")
+
+
+def write_conformance(report: Any, site: str, checked: Sequence[str],
+                      findings: dict[str, list[str]], notes: Sequence[str]) -> str:  # fmt: skip
+    """Write the conformance step's verdicts beside ``report`` (atomically)."""
+    import json
+
+    from topobind.fsutil import atomic_write_text
+
+    doc = {"format": CONFORMANCE_FORMAT, "site": site, "checked": list(checked),
+           "findings": {n: list(f) for n, f in findings.items()}, "notes": list(notes)}  # fmt: skip
+    return atomic_write_text(conformance_path(report), json.dumps(doc, indent=1) + "\n")
+
+
+def read_conformance(path: Any, site: str) -> tuple[list[str], dict[str, list[str]], list[str]]:
+    """(nodes checked, {node: findings}, notes) of a conformance record; ReportError naming
+    the file and the field."""
+    import json
+
+    from topobind.inputs import InputFile
+
+    kind = InputFile("conformance record", MAX_CONFORMANCE_BYTES,
+                     "remove it, or run --each-node again", reframe_report.ReportError)  # fmt: skip
+    try:
+        doc = json.loads(kind.read_text(path))
+    except (ValueError, RecursionError):
+        raise reframe_report.ReportError(f"{path}: not JSON; remove it, or run --each-node "
+                                         "again") from None  # fmt: skip
+
+    def texts(value: object, field: str) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+            raise reframe_report.ReportError(f"{path}: {field}: must be a list of strings")
+        return value
+
+    if not isinstance(doc, dict) or doc.get("format") != CONFORMANCE_FORMAT:
+        raise reframe_report.ReportError(f"{path}: format: not {CONFORMANCE_FORMAT}")
+    if doc.get("site") != site:
+        raise reframe_report.ReportError(f"{path}: site: {str(doc.get('site'))[:40]!r}, not "
+                                         f"{site!r}")  # fmt: skip
+    checked = texts(doc.get("checked"), "checked")
+    raw = doc.get("findings")
+    if not isinstance(raw, dict):
+        raise reframe_report.ReportError(f"{path}: findings: must be an object")
+    findings = {str(n): texts(f, f"findings[{n!r}]") for n, f in raw.items()}
+    return checked, findings, texts(doc.get("notes", []), "notes")
+
+
+def _conformance_of_reports(paths: Sequence[str], site: str, obs: Observations) -> list[str]:
+    """Add the conformance failures recorded beside the reports to ``obs``; notes saying
+    which reports have no record (their nodes are judged on the ReFrame figures only)."""
+    notes: list[str] = []
+    missing: list[str] = []
+    for p in paths:
+        record = conformance_path(p)
+        if not record.exists():
+            missing.append(p)
+            continue
+        checked, findings, more = read_conformance(record, site)
+        notes += [n for n in more if n not in notes]
+        for node in checked:
+            for line in findings.get(node, []):
+                obs.failures.append(Failure(node, "conformance", "-", line))
+    if missing and len(missing) == len(paths):  # --confirm's reports have none of their own
+        notes.append(f"conformance not judged: no record beside {', '.join(missing)} (its "
+                     "run was made before topobind kept one, or the file was left behind); "
+                     "judged on the ReFrame figures only")  # fmt: skip
+    return notes
+
+
+def _skip_reasons(obs: Observations, session: Any) -> None:
+    """A skipped check's reason from ReFrame's status line where its report gives none."""
+    for tc in session.parsed.cases:
+        why = session.skip_reasons.get(tc.hashcode[:8]) if tc.result == "skip" else None
+        if why and obs.skipped.get(tc.check) in (None, "skipped"):
+            obs.skipped[tc.check] = why
+
+
+def lines_after_table(out: Outcome) -> list[str]:
+    """What the command prints after the verdict table: skipped checks (with ReFrame's
+    reason), notes, weak SLOW nodes, and why nodes were NOT JUDGED or not tested."""
+    lines = [f"skip {check}: {why}" for check, why in sorted(out.obs.skipped.items())]
+    lines += [f"note: {note}" for note in out.notes]
+    weak = [v.node for v in out.verdicts if v.status == "SLOW" and v.weak and not v.confirmed]
+    if weak:
+        lines.append(f"weak: {', '.join(weak)}: too few or too noisy runs to be sure; re-run "
+                     "them with --confirm (or --repeat 7)")  # fmt: skip
+    return lines + unjudged_summary(out.verdicts)
 
 
 def partition_states(site: Any, partition: str) -> dict[str, str] | None:

@@ -167,7 +167,8 @@ def golden_expected(path: Path, host: str) -> tuple[dict[str, Any], str]:
         )
     topo = load(str(xml))
     counts: dict[str, Any] = dict(node_counts(topo))
-    counts["memory_gib_per_numa"] = min(n.memory_bytes for n in topo.numa_nodes) / 2**30
+    if topo.numa_nodes:  # an XML without NUMA nodes: numa_nodes 0 is the finding, no memory
+        counts["memory_gib_per_numa"] = min(n.memory_bytes for n in topo.numa_nodes) / 2**30
     counts["gpus"], counts["nics"] = len(topo.devices.gpus), len(topo.devices.nics)
     counts["gpu_numa"], counts["nic_numa"] = (locality(topo.devices.gpus),
                                               locality(topo.devices.nics))  # fmt: skip

@@ -44,9 +44,11 @@ class Trend:
     change: float | None  # stats.slowdown of latest against baseline (0.05 = 5 % worse)
     per_week: float | None  # slope as a fraction of the baseline per week (+ = better)
     drift: bool
+    differ: str = ""  # the latest session's settings, when no earlier one had them
 
 
 MAX_TIME = 1e11  # unix seconds: the year 5138
+MAX_DAYS = 36_500  # a hundred years of sessions
 MAX_SESSIONS = 100_000  # a results database of ten years of daily sessions holds ~4,000
 
 
@@ -54,9 +56,10 @@ def days_of(since: str) -> int:
     """``--since`` for ``--history``: whole days (``30d``); TopobindError otherwise."""
     import re
 
-    m = re.fullmatch(r"(\d+)d", since)
-    if not m:
-        raise TopobindError(f"--since {since!r}: with --history give days, e.g. 30d")
+    m = re.fullmatch(r"(\d{1,6})d", since, re.ASCII)  # ASCII digits: '١d' is no day count
+    if not m or not 1 <= int(m.group(1)) <= MAX_DAYS:
+        raise TopobindError(f"--since {since[:40]!r}: with --history give days, 1d to "
+                            f"{MAX_DAYS}d, e.g. 30d")  # fmt: skip
     return int(m.group(1))
 
 
@@ -99,7 +102,7 @@ def sessions(db: Path, site: str, since_days: float, now: float | None = None) -
         doc = reframe_report.parse_json(blob, where)
         report = reframe_report.report_from_document(doc, where)
         if any(tc.system == site for tc in report.cases):
-            out.append(Report(report.source, report.cases, start, report.runs))
+            out.append(Report(report.source, report.cases, start, report.runs, report.settings))
     return out
 
 
@@ -116,8 +119,11 @@ def _start(db: Path, i: int, uuid: object, start: object) -> float:
 
 
 def trends(docs: Sequence[Report], site: str, threshold: float) -> list[Trend]:
-    """One Trend per (node, figure) with at least two sessions."""
+    """One Trend per (node, figure) with at least two sessions: the latest against the
+    earlier sessions made with the same settings of its check (-S: STREAM's elements...);
+    when none was, the Trend says the settings differ and is not compared."""
     series: dict[tuple[str, str, str], dict[float, list[float]]] = {}
+    made_with: dict[tuple[str, str, str], dict[float, tuple[tuple[str, str], ...]]] = {}
     for doc in docs:
         obs = verdict.observe([doc], site)
         for s in obs.samples:
@@ -125,22 +131,40 @@ def trends(docs: Sequence[Report], site: str, threshold: float) -> list[Trend]:
                 continue
             key = (s.node, f"{s.check}.{s.variant}.{s.metric}", s.unit)
             series.setdefault(key, {}).setdefault(doc.start or 0.0, []).append(s.value)
+            made_with.setdefault(key, {})[doc.start or 0.0] = doc.settings_of(s.check)
     out = []
     for (node, figure, unit), by_session in sorted(series.items()):
         if len(by_session) < 2:
             continue
-        hib = reframe_report.RATE_UNITS[unit]
         times = sorted(by_session)
+        sig = made_with[(node, figure, unit)]
+        same = [t for t in times if sig[t] == sig[times[-1]]]
         latest = stats.median(by_session[times[-1]])
-        earlier = [v for t in times[:-1] for v in by_session[t]]
-        baseline = stats.median(earlier)
-        change = stats.slowdown(latest, baseline, hib)
-        pts = [Point(t, stats.median(by_session[t])) for t in times]
-        slope = _slope(pts) if times[-1] - times[0] >= DAY else None  # minutes: no trend
-        per_week = None if slope is None else slope * 7 * DAY / baseline * (1 if hib else -1)
-        out.append(Trend(node, figure, unit, len(times), baseline, latest, change, per_week,
-                         change > threshold))  # fmt: skip
+        if len(same) < 2:
+            out.append(Trend(node, figure, unit, len(times), None, latest, None, None, False,
+                             settings_text(sig[times[-1]])))  # fmt: skip
+            continue
+        out.append(_trend(node, figure, unit, {t: by_session[t] for t in same}, threshold))
     return out
+
+
+def settings_text(settings: Sequence[tuple[str, str]]) -> str:
+    return " ".join(f"{k}={v}" for k, v in settings) or "the defaults"
+
+
+def _trend(node: str, figure: str, unit: str, by_session: dict[float, list[float]],
+           threshold: float) -> Trend:  # fmt: skip
+    hib = reframe_report.RATE_UNITS[unit]
+    times = sorted(by_session)
+    latest = stats.median(by_session[times[-1]])
+    earlier = [v for t in times[:-1] for v in by_session[t]]
+    baseline = stats.median(earlier)
+    change = stats.slowdown(latest, baseline, hib)
+    pts = [Point(t, stats.median(by_session[t])) for t in times]
+    slope = _slope(pts) if times[-1] - times[0] >= DAY else None  # minutes: no trend
+    per_week = None if slope is None else slope * 7 * DAY / baseline * (1 if hib else -1)
+    return Trend(node, figure, unit, len(times), baseline, latest, change, per_week,
+                 change > threshold)  # fmt: skip
 
 
 def _slope(points: Sequence[Point]) -> float | None:
@@ -166,7 +190,8 @@ def table(rows: Sequence[Trend]) -> str:
             f"{acceptance_fmt(t.baseline)} {t.unit}", f"{acceptance_fmt(t.latest)} {t.unit}",
             "-" if t.change is None else f"{100 * t.change:+.1f}%",
             "-" if t.per_week is None else f"{100 * t.per_week:+.1f}%/week",
-            "DRIFT" if t.drift else "ok",
+            "DRIFT" if t.drift else f"not compared: settings differ ({t.differ})" if t.differ
+            else "ok",
         ))  # fmt: skip
     widths = [max(len(r[i]) for r in data) for i in range(len(head))]
     lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in data]

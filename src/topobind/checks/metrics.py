@@ -8,8 +8,9 @@ to a temporary name in the same directory and renamed over the old one: a scrape
 half a file. Names follow the Prometheus conventions: the ``topobind_`` prefix, base units in
 the name (bytes per second, seconds, ratios), gauges only.
 
-Per node: ``topobind_node_verdict{verdict="ok|slow|fail|nonconforming"}`` (1 for the node's
-verdict, 0 for the others: an alert compares with 1) and ``topobind_node_verdict_strong``.
+Per node: ``topobind_node_verdict{verdict="ok|slow|fail|nonconforming|not_judged|not_tested"}``
+(1 for the node's verdict, 0 for the others: an alert compares with 1; not_judged: too few
+nodes or runs to judge, not_tested: not in the reports judged) and ``topobind_node_verdict_strong``.
 Per node and figure: the measured value and the reference in the unit's base unit, the ratio
 measured/reference, the runs, the verdict's strength (1 strong, 0 weak) and the sign test's
 confidence. Per file: the time of the run (``topobind_run_timestamp_seconds``).
@@ -29,7 +30,7 @@ from typing import Any
 from topobind.errors import TopobindError
 from topobind.fsutil import output_file
 
-VERDICTS = ("ok", "slow", "fail", "nonconforming")
+VERDICTS = ("ok", "slow", "fail", "nonconforming", "not_judged", "not_tested")
 
 #: unit -> (quantity in the metric name, base unit in the name, factor to the base unit)
 UNITS: dict[str, tuple[str, str, float]] = {
@@ -202,19 +203,28 @@ def from_each_node(
     nonconforming = {f.node for f in failures if f.check == "conformance"}
     nodes = []
     for v in verdicts:
-        state = {"ok": "ok", "SLOW": "slow"}.get(v.status, "fail")
+        states = {
+            "ok": "ok",
+            "SLOW": "slow",
+            "NOT JUDGED": "not_judged",
+            "not tested": "not_tested",
+        }
+        state = states.get(v.status, "fail")
         if v.node in nonconforming:
             state = "nonconforming"
         strong = not v.weak or v.confirmed.startswith("confirmed")  # 'confirmed against N'
-        nodes.append(NodeMetric(v.node, state, strong))
+        nodes.append(
+            NodeMetric(v.node, state, strong and state not in ("not_judged", "not_tested"))
+        )
     out = []
     for f in figures:
         hib = HIGHER_IS_BETTER.get(f.unit)
         ref = None
         if hib is not None and f.median > 0:
             ref = f.median * (1 + f.slowdown) if hib else f.median / (1 + f.slowdown)
+        strong = not f.weak and not f.not_judged  # a figure not judged is no strong verdict
         out.append(FigureMetric(f.node, f.check, f.variant, f.metric, f.unit, f.median, ref,
-                                f.runs, not f.weak, f.confidence))  # fmt: skip
+                                f.runs, strong, f.confidence))  # fmt: skip
     return nodes, out
 
 
@@ -223,13 +233,15 @@ def from_validate(testcases: Iterable[Any], host: str) -> tuple[list[NodeMetric]
     """Metrics of a plain ``validate`` (the final test cases of its ReFrame sessions,
     :class:`topobind.checks.reframe_report.TestCase`): per node (``host`` where a case ran on
     this machine) ``fail`` when a check failed before its figures (sanity, a crash), ``slow``
-    when a figure missed its reference, else ``ok``; each figure against the site's reference.
+    when a figure missed its reference, ``not_judged`` when its figures had no reference to
+    miss (and no sanity-only check ran), else ``ok``; each figure against the site's reference.
     One run per check: a figure's verdict is weak (strong needs MIN_RUNS runs), and so is a
     ``slow`` node's (``validate --each-node --confirm`` confirms it); a sanity failure is not
     a matter of runs (strong)."""
     from topobind.kernels.stats import MIN_RUNS
 
     states: dict[str, str] = {}
+    judged: set[str] = set()  # nodes with a check that was held against something
     out: list[FigureMetric] = []
     rank = {"ok": 0, "slow": 1, "fail": 2}
     for tc in testcases:
@@ -239,13 +251,16 @@ def from_validate(testcases: Iterable[Any], host: str) -> tuple[list[NodeMetric]
         state = "ok"
         if tc.result != "pass":
             state = "slow" if tc.fail_phase == "performance" and tc.figures else "fail"
+        if state != "ok" or not tc.figures or any(f.has_reference for f in tc.figures):
+            judged.add(node)  # a sanity-only check judges; figures without a reference do not
         if rank[state] >= rank[states.get(node, "ok")]:
             states[node] = state
         for f in tc.figures:
             ref = f.reference if f.has_reference else None
             out.append(FigureMetric(node, tc.check, tc.variant, f.metric, f.unit, f.value, ref,
                                     1, MIN_RUNS <= 1, None))  # fmt: skip
-    nodes = [NodeMetric(n, v, v != "slow") for n, v in states.items()]
+    nodes = [NodeMetric(n, v if n in judged else "not_judged", v != "slow" and n in judged)
+             for n, v in states.items()]  # fmt: skip
     return nodes, out
 
 

@@ -227,7 +227,7 @@ def parse_duration(value: object, where: str) -> float:
     """``90``, ``90s``, ``10m``, ``1h`` -> seconds; TopobindError naming ``where`` otherwise."""
     from topobind.errors import TopobindError
 
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value))
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value), re.ASCII)  # no '١m'
     if not m or float(m.group(1)) <= 0:
         raise TopobindError(f"{where}: {value!r} is not a duration (e.g. 90s, 10m, 1h)")
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
@@ -270,25 +270,61 @@ def expected_time(reports: list[str], nodes: int, repeat: int, max_jobs: int) ->
     )
 
 
-def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Path) -> Expected:
+def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Path,
+                 selection: tuple[str, tuple[str, ...]] | None = None) -> Expected:  # fmt: skip
     """The expected time of an ``--each-node`` run of ``nodes`` nodes of ``site``'s
-    ``partition``, timed by the last such run's report in ``results``."""
-    found = sorted((results / "reports").glob(f"each-node-{site.name}-{partition}-*.json"))
+    ``partition``, timed by the last such run's report in ``results`` that chose the same
+    checks (``selection``: its tags and -n names; another set of checks has another count)."""
+    pattern = f"each-node-{site.name}-{partition}-*.json"
+    found = sorted(f for f in (results / "reports").glob(pattern)
+                   if not f.name.endswith(".conformance.json"))  # fmt: skip
     max_jobs = site.partition(partition).max_jobs
+    if selection is not None and found:
+        same = [f for f in found[-SAME_SELECTION_LOOK:] if report_selection(f) == selection]
+        if not same:
+            tags, names = selection
+            chosen = f"-t {tags}" + "".join(f" -n {n}" for n in names)
+            why = f"no earlier --each-node run of these checks ({chosen}) to time them by"
+            return Expected(None, None, f"expected run time: unknown ({why}; this one will be)")
+        found = same
     return expected_time([str(f) for f in found], nodes, repeat, max_jobs)
+
+
+SAME_SELECTION_LOOK = 20  # the newest reports looked at for one of the same checks
+
+
+def report_selection(path: Path) -> tuple[str, tuple[str, ...]] | None:
+    """(tags, -n names) of the ReFrame session behind a report: its session_info.cmdline,
+    read from the report's first 64 KiB (it comes first; None when it is not there)."""
+    import json
+    import shlex
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(1 << 16)
+        m = re.search(r'"cmdline":\s*("(?:[^"\\]|\\.)*")', head)
+        args = shlex.split(json.loads(m.group(1))) if m else None
+    except (OSError, ValueError):
+        return None
+    if args is None:
+        return None
+    tags = [b for a, b in zip(args, args[1:], strict=False) if a in ("-t", "--tag")]
+    names = tuple(b for a, b in zip(args, args[1:], strict=False) if a in ("-n", "--name"))
+    return (tags[-1] if tags else "", names)
 
 
 def check_budget(site: Any, exp: Expected) -> None:
     """Refuse, in one line, a run over the site's per-node budget (settings.node_budget)."""
     from topobind.errors import TopobindError
 
-    budget = site.settings.get("node_budget")
+    key = "each_node.node_budget" if "each_node.node_budget" in site.settings else "node_budget"
+    budget = site.settings.get(key)  # each_node.X replaces X (--each-node is its only reader)
     if budget is None or exp.per_node is None:
         return
-    limit = parse_duration(budget, f"{site.path}: settings.node_budget")
+    limit = parse_duration(budget, f"{site.path}: settings.{key}")
     if exp.per_node > limit:
         raise TopobindError(
             f"the plan needs about {clock(exp.per_node)} a node, over the site's "
-            f"node_budget of {clock(limit)} ({site.path}): use --tags quick, a "
-            "smaller --repeat, or raise settings.node_budget"
+            f"{key} of {clock(limit)} ({site.path}): use --tags quick, a "
+            f"smaller --repeat, or raise settings.{key}"
         )

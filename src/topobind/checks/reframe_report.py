@@ -46,6 +46,11 @@ _DISPLAY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*( %[^ =]+=\S*)*$")
 NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
+#: settings that change no figure: topobind's own, calibrate's mode, which runs run
+NOT_MEASURED = frozenset({"outlier_threshold", "node_budget", "calibrating", "sanity_once",
+                          "strict_load"})  # fmt: skip
+
+
 class ReportError(TopobindError):
     """A ReFrame run report (or a session of the results database) is not as ReFrame writes
     it: one line naming the file and the field."""
@@ -111,6 +116,23 @@ class Report:
     cases: tuple[TestCase, ...]  # every run, in order
     start: float | None  # session_info.time_start_unix
     runs: int
+    #: the -S settings of the session (session_info.cmdline): [CHECK.]VAR -> value
+    settings: tuple[tuple[str, str], ...] = ()
+
+    def settings_of(self, check: str) -> tuple[tuple[str, str], ...]:
+        """The settings that reach ``check``'s figures: its own (CHECK.VAR) and the bare ones,
+        less :data:`NOT_MEASURED` (no check measures differently for them)."""
+        own = f"{check}."
+        out = {}
+        for key, value in self.settings:
+            name = key.removeprefix(own)
+            if name in NOT_MEASURED or (name == key and "." in key):
+                continue
+            if key.startswith(own):
+                out[name] = value
+            else:
+                out.setdefault(name, value)
+        return tuple(sorted(out.items()))
 
     def final(self) -> list[TestCase]:
         """The last attempt of every test case (after --max-retries), in first-run order."""
@@ -350,9 +372,40 @@ def report_from_document(
                 tcs[i] = None
     info = doc.get("session_info")
     start = None
+    settings: tuple[tuple[str, str], ...] = ()
     if isinstance(info, dict) and info.get("time_start_unix") is not None:
         start = number(info["time_start_unix"], source, "session_info.time_start_unix")
-    return Report(source, tuple(cases), start, len(runs))
+    if isinstance(info, dict) and isinstance(info.get("cmdline"), str):
+        settings = cmdline_settings(info["cmdline"])
+    return Report(source, tuple(cases), start, len(runs), settings)
+
+
+MAX_CMDLINE = 1 << 20  # a ReFrame command line of a session: far less
+
+
+def cmdline_settings(cmdline: str) -> tuple[tuple[str, str], ...]:
+    """The ``-S KEY=VALUE`` (``-SKEY=VALUE``, ``--setvar``) options of a ReFrame command line
+    (session_info.cmdline, shell-quoted), the last of each key winning; () when it cannot be
+    split (then every session compares as having none)."""
+    import shlex
+
+    try:
+        args = shlex.split(cmdline[:MAX_CMDLINE])
+    except ValueError:
+        return ()
+    out: dict[str, str] = {}
+    for i, a in enumerate(args):
+        text = None
+        if a in ("-S", "--setvar") and i + 1 < len(args):
+            text = args[i + 1]
+        elif a.startswith("--setvar="):
+            text = a.split("=", 1)[1]
+        elif a.startswith("-S") and len(a) > 2:
+            text = a[2:]
+        if text is not None and "=" in text:
+            key, _, value = text.partition("=")
+            out[key.strip()] = value.strip()
+    return tuple(sorted(out.items()))
 
 
 def _reject_constant(name: str) -> float:

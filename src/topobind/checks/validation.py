@@ -165,6 +165,7 @@ def run_reframe(
     say(f"topobind: {shlex.join(argv)}\n")
     skips: dict[str, str] = {}
     errors: list[str] = []
+    warned: dict[str, int] = {}
     with open(log, "w", encoding="utf-8") as logfh:
         proc: subprocess.Popen[str] | None = None
         try:
@@ -189,7 +190,7 @@ def run_reframe(
                         errors.append(" ".join(plain.split()))
                     if progress is not None and not verbose and progress.feed(plain):
                         continue  # a status line: shown as progress (checks/progress.py)
-                    if _shown(plain, verbose, label):
+                    if _shown(plain, verbose, label) and _first_time(plain, warned, verbose):
                         say(plain)
                 rc = proc.wait()
         except Interrupted as exc:
@@ -219,6 +220,22 @@ def _shown(plain: str, verbose: bool, label: str) -> bool:
         or bool(_STATUS_LINE.match(plain))
         or (plain.startswith(("ERROR", "WARNING")) and not noise)
     )
+
+
+def _first_time(plain: str, warned: dict[str, int], verbose: bool) -> bool:
+    """Whether a warning of ReFrame's output is shown: the first time its text (less the
+    test's name: 'WARNING: StreamCheck %layout=compact ...: the cap of ...') is seen in the
+    session; the same warning of the other checks and runs (18 a pass) is counted, not shown."""
+    if verbose or not plain.startswith("WARNING: "):
+        return True
+    text = plain.removeprefix("WARNING: ")
+    name, sep, rest = text.partition(": ")
+    key = rest if sep and _DISPLAY_NAME.match(name) else text
+    warned[key] = warned.get(key, 0) + 1
+    return warned[key] == 1
+
+
+_DISPLAY_NAME = re.compile(r"^[A-Za-z_]\w*( %\S+=\S*)*$")
 
 
 STOP_GRACE_S = 60  # ReFrame cancels its jobs (scancel) on SIGINT; give it time to

@@ -11,8 +11,15 @@ median by more than the threshold AND a sign test says so: enough of its runs li
 the limit (3 of 3, 4 of 5, 6 of 7 ...: confidence >= :data:`NAME_CONFIDENCE`). The
 strength: ``strong`` with at least :data:`MIN_RUNS` runs and a confidence of at least 0.95,
 ``weak`` otherwise (say so; ``--confirm`` re-runs the flagged nodes next to a good one).
-A node whose check failed (sanity, a conformance finding, a target missed, or no result at
-all: the node died) FAILs, with the reason.
+A node whose check failed (sanity, a conformance finding, a target missed, or, in a live
+run, no result at all from the node its jobs were submitted to) FAILs, with the reason.
+
+Too little evidence is said plainly, never called ok: a figure measured on fewer than
+:data:`MIN_NODES` nodes (no majority to call an outlier against) or in fewer than
+:data:`MIN_JUDGE_RUNS` runs (no sign test can name a node SLOW: 2 of 2 runs beyond the limit
+is a confidence of 0.75) is NOT JUDGED, and so is a node with such a figure and nothing bad;
+a node that the evidence does not hold at all (a --nodelist node absent from the reports) is
+``not tested``. Neither is bad, neither is drained; both are named after ``bad nodes:``.
 
 Which bad nodes may be drained (:func:`drain_plan`): a node named literally, in the
 partition (and in ``--nodelist`` when given), judged here, and bad on a confirmed verdict (a
@@ -22,7 +29,6 @@ saying why it is not drained.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +48,16 @@ from topobind.topo import hostlist
 DEFAULT_THRESHOLD = 0.05  # McCalpin: nodes more than 5 % slower than the fleet median
 NAME_CONFIDENCE = 0.80  # sign-test confidence needed before a node is called slow at all
 MAX_THRESHOLD = 10.0  # a node 10x slower than the fleet: anything larger is a typo
+MAX_REPEAT = 1000  # the most runs (--repeat) or retries a validate or calibrate takes
+#: the exit status of an --each-node verdict with no bad node and a node NOT JUDGED (too few
+#: nodes or runs) or not tested (not in the reports): not a pass (0), not a bad node (1)
+NOT_JUDGED_STATUS = 4
+MIN_NODES = 3  # a fleet median with a majority: two nodes cannot say which one is off
+MIN_JUDGE_RUNS = 3  # the fewest runs a sign test can name a node SLOW with (3 of 3: 0.875)
+
+#: the node states that are neither ok nor bad (NodeVerdict.status)
+NOT_JUDGED = "NOT JUDGED"
+NOT_TESTED = "not tested"
 
 
 def check_threshold(value: float, option: str = "--threshold") -> float:
@@ -52,17 +68,31 @@ def check_threshold(value: float, option: str = "--threshold") -> float:
     return value
 
 
-def threshold_for(given: float | None, settings: Mapping[str, Any], where: str) -> float:
+def threshold_for(given: float | None, settings: Mapping[str, Any], where: str,
+                  each_node: bool = False) -> float:  # fmt: skip
     """The outlier threshold: ``given`` (--threshold), else the site's
-    settings.outlier_threshold (``where``: the site file), else :data:`DEFAULT_THRESHOLD`."""
+    settings.outlier_threshold (``where``: the site file; under ``each_node`` its
+    each_node.outlier_threshold first, as every each_node. setting replaces its plain one),
+    else :data:`DEFAULT_THRESHOLD`."""
     if given is not None:
         return check_threshold(given)
-    raw = settings.get("outlier_threshold", DEFAULT_THRESHOLD)
-    try:
+    key = "outlier_threshold"
+    if each_node and f"each_node.{key}" in settings:
+        key = f"each_node.{key}"
+    return threshold_setting(settings.get(key, DEFAULT_THRESHOLD), f"{where}: settings.{key}")
+
+
+def threshold_setting(raw: object, what: str) -> float:
+    """A site's outlier_threshold (a YAML number, or text of ASCII digits): 0 < F < 10."""
+    from topobind.inputs import real_number
+
+    if isinstance(raw, bool):
+        raw = str(raw)
+    if isinstance(raw, int | float):
         value = float(raw)
-    except (TypeError, ValueError):
-        value = math.nan
-    return check_threshold(value, f"{where}: settings.outlier_threshold")
+    else:
+        value = real_number(str(raw), what, 0.0, MAX_THRESHOLD, example="0.05 for 5 %")
+    return check_threshold(value, what)
 
 
 # --------------------------------------------------------------------------- observations
@@ -91,6 +121,7 @@ class Observations:
     failures: list[Failure] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # check -> why
     ran_on: dict[str, set[str]] = field(default_factory=dict)  # node -> checks that ran
+    skipped_on: dict[str, set[str]] = field(default_factory=dict)  # node -> checks skipped
 
 
 def observe(reports: Iterable[Report | dict[str, Any]], site: str) -> Observations:
@@ -115,6 +146,8 @@ def _add(obs: Observations, tc: Any, site: str, source: str) -> None:
         )
     if tc.result == "skip":
         obs.skipped[tc.check] = tc.fail_reason or "skipped"
+        for node in tc.nodes:
+            obs.skipped_on.setdefault(node, set()).add(tc.check)
         return
     if not tc.nodes:
         return
@@ -153,6 +186,7 @@ class FigureVerdict:
     confidence: float  # sign test: the node's median is beyond the limit
     slow: bool
     beyond: int = 0  # runs beyond the limit (the sign test's count)
+    not_judged: str = ""  # why the figure is NOT JUDGED ('' : judged)
 
     @property
     def weak(self) -> bool:
@@ -164,13 +198,15 @@ class FigureVerdict:
 
     def strength(self) -> str:
         cv = "-" if self.cv is None else f"{100 * self.cv:.1f}%"
+        if self.not_judged:
+            return f"{self.runs} runs, CV {cv}, not judged"
         return f"{self.runs} runs, CV {cv}, confidence {100 * self.confidence:.0f}%"
 
 
 @dataclass(frozen=True)
 class NodeVerdict:
     node: str
-    status: str  # ok | SLOW | FAIL
+    status: str  # ok | SLOW | FAIL | NOT_JUDGED | NOT_TESTED
     weak: bool
     reasons: tuple[str, ...]
     worst: FigureVerdict | None
@@ -178,7 +214,12 @@ class NodeVerdict:
 
     @property
     def bad(self) -> bool:
-        return self.status != "ok"
+        return self.status in ("SLOW", "FAIL")
+
+    @property
+    def unjudged(self) -> bool:
+        """NOT JUDGED or not tested: no verdict either way."""
+        return self.status in (NOT_JUDGED, NOT_TESTED)
 
     def verdict_text(self) -> str:
         if self.status == "SLOW":
@@ -217,21 +258,28 @@ def figure_verdicts(
     for key, by_node in groups.items():
         hib = RATE_UNITS[units[key]]
         medians = {n: stats.median(v) for n, v in by_node.items()}
+        few_nodes = ""
         if reference is not None and key in reference:
             fleet = reference[key]
-        elif len(medians) >= 3:
-            fleet = stats.median(list(medians.values()))
         else:
-            continue  # two nodes have no majority: nothing to call an outlier against
+            fleet = stats.median(list(medians.values()))
+            if len(medians) < MIN_NODES:  # two nodes have no majority to call one off
+                few_nodes = (f"not judged: {len(medians)} node(s) measured it; an outlier "
+                             f"needs at least {MIN_NODES} to compare")  # fmt: skip
         limit = _limit(fleet, max(threshold, noise_floor(by_node)), hib)
         for node, vals in by_node.items():
             beyond = sum(1 for v in vals if (v < limit if hib else v > limit))
             conf = stats.beyond_confidence(beyond, len(vals))
             slowdown = stats.slowdown(medians[node], fleet, hib)
-            slow = slowdown > max(threshold, noise_floor(by_node)) and conf >= NAME_CONFIDENCE
+            why = few_nodes or (
+                f"not judged: {len(vals)} run(s); a SLOW verdict needs at least "
+                f"{MIN_JUDGE_RUNS} (--repeat {MIN_JUDGE_RUNS}, 7 for a strong one)"
+                if len(vals) < MIN_JUDGE_RUNS else "")  # fmt: skip
+            slow = (not why and slowdown > max(threshold, noise_floor(by_node))
+                    and conf >= NAME_CONFIDENCE)  # fmt: skip
             out.append(
                 FigureVerdict(node, *key, units[key], len(vals), medians[node], stats.cv(vals),
-                              slowdown, conf, slow, beyond)
+                              slowdown, conf, slow, beyond, why)
             )  # fmt: skip
     return out
 
@@ -247,8 +295,11 @@ def noise_floor(by_node: dict[str, list[float]]) -> float:
 
 
 def node_verdicts(
-    nodes: Sequence[str], obs: Observations, figures: Sequence[FigureVerdict]
+    nodes: Sequence[str], obs: Observations, figures: Sequence[FigureVerdict], live: bool = True
 ) -> list[NodeVerdict]:
+    """One verdict per node of ``nodes``. ``live``: the checks were submitted to every one of
+    ``nodes`` in this run, so a node that gave nothing back FAILs as unreachable; otherwise
+    (judging reports) a node the reports do not hold is NOT_TESTED, never bad."""
     by_node: dict[str, list[FigureVerdict]] = {}
     for f in figures:
         by_node.setdefault(f.node, []).append(f)
@@ -266,9 +317,17 @@ def node_verdicts(
                 for t in dict.fromkeys(texts)
             )
             out.append(NodeVerdict(node, "FAIL", False, reasons, worst))
-        elif node not in obs.ran_on:
-            why = "no check ran on it (the node died, or its jobs never started)"
+        elif node not in obs.ran_on and node in obs.skipped_on:  # reached, nothing measured
+            checks = ", ".join(sorted(obs.skipped_on[node]))
+            why = f"not tested: every check was skipped on it ({checks}: see 'skip' below)"
+            out.append(NodeVerdict(node, NOT_TESTED, False, (why,), None))
+        elif node not in obs.ran_on and live:
+            why = ("unreachable: its jobs were submitted to it and no result came back (the "
+                   "node died, or its jobs never started)")  # fmt: skip
             out.append(NodeVerdict(node, "FAIL", False, (why,), None))
+        elif node not in obs.ran_on:
+            why = "not tested: the reports hold no result of it"
+            out.append(NodeVerdict(node, NOT_TESTED, False, (why,), None))
         elif slow:
             worst = max(slow, key=lambda f: f.slowdown)
             reasons = tuple(
@@ -276,9 +335,20 @@ def node_verdicts(
                 for f in sorted(slow, key=lambda f: -f.slowdown)
             )
             out.append(NodeVerdict(node, "SLOW", all(f.weak for f in slow), reasons, worst))
+        elif any(f.not_judged for f in mine):
+            out.append(NodeVerdict(node, NOT_JUDGED, True, _not_judged_reasons(mine), worst))
         else:
             out.append(NodeVerdict(node, "ok", False, (), worst))
     return out
+
+
+def _not_judged_reasons(figures: Sequence[FigureVerdict]) -> tuple[str, ...]:
+    """'CHECK.VARIANT (metric, metric): not judged: WHY', once per check, variant and why."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for f in figures:
+        if f.not_judged:
+            groups.setdefault((f.check, f.variant, f.not_judged), []).append(f.metric)
+    return tuple(f"{c}.{v} ({', '.join(ms)}): {why}" for (c, v, why), ms in groups.items())
 
 
 def good_node(verdicts: Sequence[NodeVerdict]) -> str | None:
@@ -358,7 +428,25 @@ def bad_nodes_line(verdicts: Sequence[NodeVerdict]) -> str:
     weak = [v.node for v in verdicts if v.bad and not confirmed_bad(v)]
     if weak:
         line += f"; unconfirmed (weak SLOW, --confirm them): {hostlist.compress(weak)}"
+    for state in (NOT_JUDGED, NOT_TESTED):
+        these = [v.node for v in verdicts if v.status == state]
+        if these:
+            line += f"; {state}: {hostlist.compress(these)}"
     return line
+
+
+def unjudged_summary(verdicts: Sequence[NodeVerdict]) -> list[str]:
+    """One line per distinct reason a node was NOT JUDGED or not tested (the reason the
+    exit status is not 0 without a bad node)."""
+    lines: dict[str, list[str]] = {}
+    for v in verdicts:
+        if v.unjudged:
+            for r in v.reasons:  # 'FIGURE: not judged: WHY' or 'not tested: WHY'
+                text = f"{NOT_JUDGED}: {r.split(': not judged: ', 1)[-1]}" if (
+                    v.status == NOT_JUDGED) else r  # fmt: skip
+                if v.node not in lines.setdefault(text, []):
+                    lines[text].append(v.node)
+    return [f"{k} ({hostlist.compress(n)})" for k, n in lines.items()]
 
 
 def table(verdicts: Sequence[NodeVerdict]) -> str:
@@ -415,6 +503,10 @@ def drain_plan(
     commands: list[tuple[str, str]] = []
     refused: list[str] = []
     for v in verdicts:
+        if v.unjudged:
+            name = v.node if NODE_NAME.match(v.node) else repr(v.node)
+            refused.append(f"{name} not drained: {v.reasons[0]}")
+            continue
         if not v.bad:
             continue
         why = _not_drained(v, partition, partition_nodes, nodelist)

@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from topobind.errors import TopobindError
-from topobind.inputs import host_name, whole_number
+from topobind.inputs import host_name, real_number, whole_number
 from topobind.topo.topology import NAMED_TOPOLOGIES, Topology, load
 
 TOPOLOGY_HELP = (
@@ -28,16 +28,30 @@ def topology_from(args: argparse.Namespace) -> Topology:
     return load(args.topology)
 
 
-def count_arg(flag: str, lo: int = 1, hi: int = 1 << 20) -> Callable[[str], int]:
+def count_arg(flag: str, lo: int = 1, hi: int = 1 << 20, hint: str = "") -> Callable[[str], int]:
     """An argparse ``type=`` for a count option: a bad value is one line naming ``flag``."""
 
     def parse(text: str) -> int:
         try:
-            return whole_number(text, flag, lo, hi)
+            return whole_number(text, flag, lo, hi, hint)
         except TopobindError as exc:
             raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag} ")) from exc
 
     parse.__name__ = flag  # argparse names the type in some messages
+    return parse
+
+
+def number_arg(flag: str, lo: float, hi: float, example: str = "") -> Callable[[str], float]:
+    """An argparse ``type=`` for a number option (a fraction, a percentage): ASCII digits with
+    an optional point (:func:`topobind.inputs.real_number`), within ``lo..hi``."""
+
+    def parse(text: str) -> float:
+        try:
+            return real_number(text, flag, lo, hi, example=example)
+        except TopobindError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag} ")) from exc
+
+    parse.__name__ = flag
     return parse
 
 

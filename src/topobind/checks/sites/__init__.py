@@ -30,6 +30,7 @@ from topobind.checks.sites.loading import (
     reframe_results_dir,
     site_names,
     sites_dir,
+    valid_sites,
 )
 from topobind.checks.sites.model import (
     BUILTIN_ENVIRONMENT,
@@ -79,4 +80,5 @@ __all__ = [
     "site_schema",
     "sites_dir",
     "tolerance_text",
+    "valid_sites",
 ]

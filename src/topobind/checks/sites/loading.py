@@ -284,12 +284,29 @@ def load_sites(directory: Path | None = None) -> list[Site]:
     return sorted(sites, key=lambda s: (s.name == "local", s.name))
 
 
+def valid_sites(directory: Path | None = None) -> tuple[list[Site], list[str]]:
+    """The valid sites of the directory ('local' last) and one line for each invalid one: a
+    broken site.yaml never stops the others from loading (detection, ReFrame's systems)."""
+    good: list[Site] = []
+    broken: list[str] = []
+    for name in site_names(directory):
+        try:
+            good.append(load_site(name, directory))
+        except SiteError as exc:
+            why = str(exc) if "topobind site check" in str(exc) else (
+                f"{exc} (topobind site check {name})")  # fmt: skip
+            broken.append(f"site {name} left out: {why}")
+    return sorted(good, key=lambda s: (s.name == "local", s.name)), broken
+
+
 def detect_site(hostname: str | None = None, directory: Path | None = None) -> Site:
     host = hostname or socket.gethostname()
-    for site in load_sites(directory):
+    found, broken = valid_sites(directory)
+    for site in found:
         if site.matches_host(host):
             return site
     raise TopobindError(
         f"no site's hostnames match {host!r} in {_shown_dirs(directory)}; name one "
         "with --site (see topobind site list), or set $TOPOBIND_SITES_DIR to your sites"
+        + (f" ({len(broken)} invalid site(s) left out: {broken[0]})" if broken else "")
     )

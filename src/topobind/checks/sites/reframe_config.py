@@ -3,10 +3,11 @@ that ``site_configs/reframe_config.py`` hands to ReFrame)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
-from topobind.checks.sites.loading import load_sites, reframe_results_dir
+from topobind.checks.sites.loading import load_site, reframe_results_dir, valid_sites
 from topobind.checks.sites.model import BUILTIN_ENVIRONMENT, ExpectedNode, Site
 from topobind.checks.sites.paths import REPO
 from topobind.launch.launchers import reframe_name
@@ -36,11 +37,18 @@ def _processor(node: ExpectedNode | None) -> dict[str, int]:
 
 
 def reframe_site_configuration(
-    directory: Path | None = None, results: Path | None = None
+    directory: Path | None = None, results: Path | None = None, only: str | None = None
 ) -> dict[str, Any]:
-    """ReFrame's ``site_configuration`` built from every site.yaml (one source of truth)."""
+    """ReFrame's ``site_configuration`` built from the site files (one source of truth):
+    ``only`` that site (the one a topobind run names), else every valid one; an invalid
+    site.yaml of another site never breaks the run (a line on stderr says it was left out)."""
     res = (results or reframe_results_dir()).resolve()
-    sites = load_sites(directory)
+    if only:
+        sites = [load_site(only, directory)]
+    else:
+        sites, broken = valid_sites(directory)
+        for line in broken:
+            print(f"topobind: warning: {line}", file=sys.stderr)
     systems: list[dict[str, Any]] = []
     environments: list[dict[str, Any]] = [
         {

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from topobind.checks.sites.catalogue import CHECKS
+from topobind.checks.sites.catalogue import CHECK_VARIABLES, CHECKS, OWN_SETTINGS, SettingSpec
 from topobind.errors import TopobindError
 from topobind.fsutil import package_schema
 
@@ -268,6 +268,140 @@ def _semantic_problems(doc: dict[str, Any], display: str, dirname: str) -> list[
                 "(use launcher: local or mpirun with scheduler: local)"
             )
     out.extend(_target_problems(doc.get("targets", {}), display, "targets"))
+    out.extend(settings_problems(doc.get("settings", {}), display))
+    return out
+
+
+EACH_NODE = "each_node."  # validation.EACH_NODE: the setting under validate --each-node only
+
+
+def settings_problems(settings: Mapping[str, Any], display: str) -> list[str]:
+    """One line per setting the catalogue does not hold (a typo of a check or a variable)
+    or whose value its kind refuses (type, bounds): checked where the site is read, not
+    when a job runs on the bad value."""
+    out: list[str] = []
+    for key, value in settings.items():
+        where = f"{display}: settings.{key}"
+        name = key.removeprefix(EACH_NODE)
+        check, _, var = name.rpartition(".")
+        specs = _specs_of(check, var)
+        if isinstance(specs, str):
+            out.append(f"{where}: {specs}")
+            continue
+        for owner, spec in specs:
+            why = setting_value_problem(spec, value)
+            if why:
+                whose = f" ({owner}.{var})" if not check else ""
+                out.append(f"{where}: {_shown(value)}: {why}{whose}")
+                break
+    out.extend(_stream_cap_problem(settings, display))
+    return out
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _specs_of(check: str, var: str) -> list[tuple[str, SettingSpec]] | str:
+    """The specs ``[CHECK.]VAR`` names (a bare VAR: every check that has it), or why none."""
+    import difflib
+
+    if check:
+        if check not in CHECK_VARIABLES or check == "TopobindCheck":
+            close = difflib.get_close_matches(check, CHECK_VARIABLES, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            names = ", ".join(c for c in CHECK_VARIABLES if c != "TopobindCheck")
+            return f"no check {check!r} ({hint}checks: {names})"
+        mine = {**CHECK_VARIABLES["TopobindCheck"], **CHECK_VARIABLES[check]}
+        if var not in mine:
+            close = difflib.get_close_matches(var, mine, n=1)
+            hint = f"did you mean {check}.{close[0]}? " if close else ""
+            return f"{check} has no variable {var!r} ({hint}its variables: {', '.join(mine)})"
+        return [(check, mine[var])]
+    if var in OWN_SETTINGS:
+        return [("topobind", OWN_SETTINGS[var])]
+    found = [(c, v[var]) for c, v in CHECK_VARIABLES.items() if var in v]
+    if not found:
+        every = sorted({v for vs in CHECK_VARIABLES.values() for v in vs} | set(OWN_SETTINGS))
+        close = difflib.get_close_matches(var, every, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return (f"no check has a variable {var!r} ({hint}name it as CHECK.VARIABLE, e.g. "
+                "StreamCheck.elements)")  # fmt: skip
+    return found
+
+
+def setting_value_problem(spec: SettingSpec, value: Any) -> str:
+    """Why ``value`` is no value of ``spec`` ('' when it is): the one reading of a setting."""
+    from topobind.inputs import real_number, suffixed, whole_number
+
+    if spec.kind == "bool":  # YAML's true/false, or the words ReFrame's -S takes
+        ok = isinstance(value, bool) or str(value).strip().lower() in ("true", "false")
+        return "" if ok else "not a yes/no value (give true or false)"
+    if isinstance(value, bool):
+        return "a yes/no value; give a value"
+    text = str(value).strip() if not isinstance(value, float) else repr(value)
+    if spec.empty and text == "":
+        return ""
+    try:
+        if spec.kind == "count":
+            neg = text.startswith("-")
+            digits = text[1:] if neg else text
+            n = (
+                whole_number(digits, "", 0, 10**9 - 1)
+                if digits.isascii() and digits.isdigit()
+                else None
+            )
+            if n is None or not spec.lo <= n * (-1 if neg else 1) <= spec.hi:
+                return f"give a whole number from {int(spec.lo)} to {int(spec.hi)}"
+        elif spec.kind in ("number", "fraction"):
+            got = real_number(text, "", spec.lo, spec.hi)
+            if spec.kind == "fraction" and not spec.lo < got < spec.hi:  # open bounds
+                return f"give a fraction above {spec.lo:g} and below {spec.hi:g}, e.g. 0.05"
+        elif spec.kind in ("size", "elements"):
+            suffixed(text, "", int(spec.lo), int(spec.hi), binary=spec.kind == "size")
+        elif spec.kind == "sizes":
+            for part in text.split(","):
+                suffixed(part, "", int(spec.lo), int(spec.hi))
+        elif spec.kind == "choice" and text not in spec.choices:
+            return f"give one of {', '.join(spec.choices)}"
+        elif spec.kind == "duration":
+            from topobind.checks.progress import parse_duration
+
+            parse_duration(text, "")
+    except TopobindError as exc:  # '<what> 'TEXT': give ...' or ': 'TEXT' is not a duration ...'
+        text = str(exc)
+        return text[text.index("give") :] if "give" in text else text.split(" is ", 1)[-1]
+    return ""
+
+
+def _stream_cap_problem(settings: Mapping[str, Any], display: str) -> list[str]:
+    """StreamCheck.max_bytes_per_run against its cost model: the quick tier's trials of the
+    kernel's least arrays must fit (a cap of 2K made the size probe print '0 3')."""
+    from topobind.checks.sites.catalogue import STREAM_BYTES_PER_ELEMENT, STREAM_KERNEL_MIN_ELEMENTS
+    from topobind.inputs import suffixed, whole_number
+
+    out = []
+    for prefix in ("", EACH_NODE):
+        cap = settings.get(
+            f"{prefix}StreamCheck.max_bytes_per_run", settings.get(f"{prefix}max_bytes_per_run")
+        )
+        trials = settings.get(
+            f"{prefix}StreamCheck.quick_trials", settings.get("StreamCheck.quick_trials", 3)
+        )
+        try:
+            cap_b = suffixed(str(cap), "", 1, 1 << 60) if cap is not None else None
+            n = whole_number(str(trials), "", 1, 10_000)
+        except TopobindError:
+            continue  # said above
+        least = n * STREAM_KERNEL_MIN_ELEMENTS * STREAM_BYTES_PER_ELEMENT
+        if cap_b is not None and cap_b < least:
+            out.append(
+                f"{display}: settings.{prefix}StreamCheck.max_bytes_per_run: {cap_b} bytes is "
+                f"under the least {n} quick trials of STREAM move ({least} bytes: {n} x "
+                f"{STREAM_KERNEL_MIN_ELEMENTS} elements x {STREAM_BYTES_PER_ELEMENT} "
+                "bytes); raise it, e.g. 16G"
+            )
     return out
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from topobind.bench import hpl
 from topobind.bench import runs as bench
 from topobind.checks import progress
+from topobind.cli.arguments import count_arg
 from topobind.cli.commands.common import add_layout_arg, add_topology_arg, topology_from
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text, output_dir
@@ -96,12 +97,26 @@ def inner_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: the most runs --repeat takes (one result file each; 10^9 ran until the disk was full)
+MAX_REPEAT = 1000
+
+
 def _add_options(p: argparse.ArgumentParser) -> None:
     add_topology_arg(p)
     add_layout_arg(p, required=False, help_prefix="layout (default compact); ")
-    p.add_argument("--ranks", "-r", type=int, metavar="R", help="ranks (default 1; hpl: required)")
     p.add_argument(
-        "--threads", "-T", type=int, metavar="T", help="OpenMP threads per rank (default: all)"
+        "--ranks",
+        "-r",
+        type=count_arg("--ranks"),
+        metavar="R",
+        help="ranks (default 1; hpl: required)",
+    )
+    p.add_argument(
+        "--threads",
+        "-T",
+        type=count_arg("--threads"),
+        metavar="T",
+        help="OpenMP threads per rank (default: all)",
     )
     p.add_argument("--smt", action="store_true", help="use every PU (hardware thread) of a core")
     p.add_argument(
@@ -118,7 +133,14 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         "bind, interleave, preferred, none",
     )
     p.add_argument("--strict", action="store_true", help="fail when the pages are not obtained")
-    p.add_argument("--repeat", "-n", type=int, default=1, metavar="N", help="runs (default 1)")
+    p.add_argument(
+        "--repeat",
+        "-n",
+        type=count_arg("--repeat", 1, MAX_REPEAT),
+        default=1,
+        metavar="N",
+        help=f"runs (at most {MAX_REPEAT})",
+    )
     p.add_argument(
         "--quiet",
         "-q",

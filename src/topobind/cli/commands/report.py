@@ -7,7 +7,8 @@ import os
 import sys
 from typing import Any
 
-from topobind.report.analysis import Options
+from topobind.cli.arguments import count_arg, number_arg
+from topobind.report.analysis import MAX_SLOW_LIMIT, MAX_WARMUP, Options
 from topobind.report.build import build_report
 
 EPILOG = """\
@@ -64,14 +65,14 @@ def add_subparser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--slow-mads",
-        type=float,
+        type=number_arg("--slow-mads", 0, MAX_SLOW_LIMIT, "3, the default"),
         default=3.0,
         metavar="K",
         help="slow needs a host median more than K fleet MADs worse (default 3; 0 to 1000)",
     )
     p.add_argument(
         "--slow-pct",
-        type=float,
+        type=number_arg("--slow-pct", 0, MAX_SLOW_LIMIT, "5, the default"),
         default=5.0,
         metavar="P",
         help="... and more than P percent worse than the fleet median (default 5; 0 to 1000)",
@@ -79,7 +80,7 @@ def add_subparser(subparsers: Any) -> None:
     p.add_argument("--fail-on-slow", action="store_true", help="exit 1 when any slow host is found")
     p.add_argument(
         "--warmup",
-        type=int,
+        type=count_arg("--warmup", 0, MAX_WARMUP, "default 0"),
         default=0,
         metavar="W",
         help="report each host's first W runs (by timestamp) apart as warm-up and leave them "

@@ -17,6 +17,8 @@ from typing import Any
 
 from topobind.checks import metrics, sites, validation
 from topobind.checks.sites import reframe_results_dir
+from topobind.checks.verdict import MAX_REPEAT, MAX_THRESHOLD, NOT_JUDGED_STATUS
+from topobind.cli.arguments import count_arg, number_arg
 from topobind.errors import TopobindError
 from topobind.fsutil import output_dir, output_file
 
@@ -44,9 +46,11 @@ Tags: quick (the short set), full, bandwidth, variability, binding, latency.
 node. Per figure, a node's median over its runs vs the fleet median: SLOW beyond --threshold
 (default 5 %) when a sign test agrees; strength = runs, CV, confidence ('weak' under 7 runs
 or 95 %). --confirm re-runs SLOW nodes next to a good node (it stops after 3 runs when none
-can come out SLOW any more). Last line: 'bad nodes: HOSTLIST'
-(exit 1) or 'bad nodes: none' (exit 0). --drain drains only a node of the partition (and of
---nodelist), named literally, bad on a confirmed verdict (FAIL, SLOW strong or confirmed);
+can come out SLOW any more). Fewer than 3 nodes or 3 runs judge nothing: NOT JUDGED; a
+--nodelist node the --reports do not hold is 'not tested'. Last line: 'bad nodes: HOSTLIST'
+(exit 1), or 'bad nodes: none' (exit 0; exit 4 with a node NOT JUDGED or not tested). --drain
+drains only a node of the partition (and of --nodelist), named literally, bad on a confirmed
+verdict (FAIL, SLOW strong or confirmed);
 every other bad node gets a 'not drained' line saying why. docs/site-admins.md.
 """
 
@@ -111,7 +115,11 @@ def add_subparser(subparsers: Any) -> None:
     )
     each.add_argument("--nodelist", metavar="HOSTLIST", help="these nodes, e.g. node[1-3,7]")
     each.add_argument(
-        "--repeat", type=int, default=3, metavar="N", help="runs per node (default 3; 7+: strong)"
+        "--repeat",
+        type=count_arg("--repeat", 1, MAX_REPEAT),
+        default=3,
+        metavar="N",
+        help="runs per node (default 3; 7+: strong; fewer than 3 judges nothing)",
     )
     each.add_argument(
         "--confirm",
@@ -121,7 +129,7 @@ def add_subparser(subparsers: Any) -> None:
     )
     each.add_argument(
         "--threshold",
-        type=float,
+        type=number_arg("--threshold", 0, MAX_THRESHOLD, "0.05 for 5 %"),
         default=None,
         metavar="F",
         help="a node slower than the fleet median by more than F is an outlier (default: the "
@@ -158,10 +166,16 @@ def add_subparser(subparsers: Any) -> None:
         epilog=CALIBRATE_EPILOG,
     )
     _common(cal)
-    cal.add_argument("--repeat", type=int, default=3, metavar="N", help="sessions (default 3)")
+    cal.add_argument(
+        "--repeat",
+        type=count_arg("--repeat", 1, MAX_REPEAT),
+        default=3,
+        metavar="N",
+        help="sessions (default 3)",
+    )
     cal.add_argument(
         "--min-tolerance",
-        type=float,
+        type=number_arg("--min-tolerance", 0, 1, "0.10 for 10 %"),
         default=0.10,
         metavar="F",
         help="smallest tolerance as a fraction of the reference (default 0.10)",
@@ -203,7 +217,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--retries",
-        type=int,
+        type=count_arg("--retries", 0, MAX_REPEAT),
         default=0,
         metavar="N",
         help="rerun a failed check up to N times (reframe --max-retries; for noisy nodes)",
@@ -395,14 +409,8 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
             runs < acceptance.MIN_RUNS) else ""  # fmt: skip
         print(f"first pass flagged: {', '.join(flagged)}; re-run with {out.partner} "
               f"({runs} runs each, interleaved{early})")  # fmt: skip
-    for check, why in sorted(out.obs.skipped.items()):
-        print(f"skip {check}: {why}")
-    for note in out.notes:
-        print(f"note: {note}")
-    weak = [v.node for v in out.verdicts if v.status == "SLOW" and v.weak and not v.confirmed]
-    if weak:
-        print(f"weak: {', '.join(weak)}: too few or too noisy runs to be sure; re-run them with "
-              "--confirm (or --repeat 7)")  # fmt: skip
+    for line in acceptance.lines_after_table(out):
+        print(line)
     print("reports: " + ", ".join(out.reports))
     status = _drain(out, args.apply) if args.drain else 0
     if args.metrics is not None:
@@ -410,8 +418,9 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
         text = metrics.render(nodes, figures, site=site.name, partition=req.partition)
         print(f"metrics: {metrics.write(args.metrics, text)}")
     print(acceptance.bad_nodes_line(out.verdicts))
-    bad = any(v.bad for v in out.verdicts)
-    return 1 if bad or status else 0
+    if any(v.bad for v in out.verdicts) or status:
+        return 1
+    return NOT_JUDGED_STATUS if any(v.unjudged for v in out.verdicts) else 0
 
 
 def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
@@ -421,7 +430,8 @@ def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
 
     states = acceptance.partition_states(site, req.partition) or {}
     nodes = len(acceptance.choose_nodes(states, req.nodelist, req.partition)) if states else 1
-    exp = progress.expected_run(site, req.partition, nodes, req.repeat, _results_dir(args))
+    chosen = (req.tags, tuple(req.names or ()))
+    exp = progress.expected_run(site, req.partition, nodes, req.repeat, _results_dir(args), chosen)
     print(exp.text, flush=True)
     progress.check_budget(site, exp)
 
@@ -429,7 +439,7 @@ def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
 def _threshold(args: argparse.Namespace, site: Any) -> float:
     from topobind.checks import verdict
 
-    return verdict.threshold_for(args.threshold, site.settings, str(site.path))
+    return verdict.threshold_for(args.threshold, site.settings, str(site.path), args.each_node)
 
 
 def _run_history(args: argparse.Namespace, site: Any) -> int:
