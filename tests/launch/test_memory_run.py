@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import NO_SLURM, RANKEXEC, TOPOBIND, run_topobind
 from cli_helpers import run_rankexec as rankexec
-from paths import KERNELS_BIN
+from paths import KERNELS_BIN, RANKSTEP_BIN
 from plans import plan_of
 from slurm_helpers import slurm_cluster  # noqa: F401  (session fixture)
 
@@ -36,7 +36,8 @@ def step(tmp_path: Path, line: str, header: str = "topobind-rankexec 3") -> Path
 
 @pytest.mark.slow
 def test_rankexec_sets_policy_thp_and_preload(tmp_path: Path) -> None:
-    path = step(tmp_path, "%mem=bind:0\t%thp=off\t%preload=/x/lib.so\tA=1")
+    lib = str(RANKSTEP_BIN / "libtbhugepages.so")  # %preload= must name a regular file
+    path = step(tmp_path, f"%mem=bind:0\t%thp=off\t%preload={lib}\tA=1")
     out = rankexec(
         path,
         "sh",
@@ -46,15 +47,15 @@ def test_rankexec_sets_policy_thp_and_preload(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == "/x/lib.so|1"
+    assert lines[0] == f"{lib}|1"
     assert lines[1].split() == ["THP_enabled:", "0"]
     assert all(ln.split()[1] == "bind:0" for ln in lines[2:]) and len(lines) > 3
     inter = rankexec(step(tmp_path, "%mem=interleave:0"), "cat", "/proc/self/numa_maps")
     assert {ln.split()[1] for ln in inter.stdout.splitlines()} == {"interleave:0"}
     # the user's own LD_PRELOAD stays, after the shim
-    kept = rankexec(step(tmp_path, "%preload=/x/lib.so"), "sh", "-c", 'echo "$LD_PRELOAD"',
+    kept = rankexec(step(tmp_path, f"%preload={lib}"), "sh", "-c", 'echo "$LD_PRELOAD"',
                     LD_PRELOAD="/u/mine.so")  # fmt: skip
-    assert kept.stdout.strip() == "/x/lib.so:/u/mine.so"
+    assert kept.stdout.strip() == f"{lib}:/u/mine.so"
 
 
 @pytest.mark.slow

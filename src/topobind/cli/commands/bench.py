@@ -73,15 +73,19 @@ def add_subparser(subparsers: Any) -> None:
 
 def inner_parser() -> argparse.ArgumentParser:
     """Parser of everything after 'topobind bench' (up to a '--')."""
+    from topobind.cli.main import OneLineParser  # the project's one-line errors
+
     common = argparse.ArgumentParser(add_help=False)
     _add_options(common)
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="topobind bench",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    kernels = p.add_subparsers(dest="kernel", metavar="KERNEL", required=True)
+    kernels = p.add_subparsers(
+        dest="kernel", metavar="KERNEL", required=True, parser_class=OneLineParser
+    )
     for spec in kernel_registry.KERNELS:  # one subcommand per row of the kernel registry
         name, text = spec.name, spec.summary
         k = kernels.add_parser(
