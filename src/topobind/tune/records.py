@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from typing import Any, NamedTuple
 
 from topobind.errors import TopobindError
+from topobind.inputs import InputFile
 from topobind.paths import state_dir
 from topobind.topo.topology import Topology
 
@@ -127,36 +129,46 @@ def read_all() -> tuple[list[Record], list[str]]:
         path = os.path.join(where, name)
         try:
             out.append(_parse(path))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except TopobindError as exc:  # not a regular file, too big, not UTF-8
+            bad.append(str(exc))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             bad.append(f"{path}: not a tune record ({str(exc)[:80]}); remove it")
     out.sort(key=lambda r: r.when, reverse=True)
     return out, bad
 
 
+#: a record file is read as any input file: never a FIFO or device (the state folder may hold
+#: anything), bounded in size, UTF-8
+RECORD_FILE = InputFile(
+    "the tune record", MAX_RECORD_BYTES, "remove it (topobind tune writes it again)"
+)
+
+
 def _parse(path: str) -> Record:
-    with open(path, "rb") as f:
-        data = f.read(MAX_RECORD_BYTES + 1)
-    if len(data) > MAX_RECORD_BYTES:
-        raise ValueError("too big")
-    doc = json.loads(data)
-    if doc.get("schema") != SCHEMA:
+    doc = json.loads(RECORD_FILE.read_text(path))
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ValueError(f"schema is not {SCHEMA}")
     c = doc["choice"]
     choice = Choice(str(c["layout"]), str(c["mem"]), str(c["pages"]), _opt_int(c.get("ranks")),
                     _opt_int(c.get("threads")))  # fmt: skip
-    gain = doc.get("winner", {}) and doc["winner"].get("gain")
+    winner = doc.get("winner") or {}
+    if not isinstance(winner, dict):
+        raise ValueError("'winner' is not an object")
+    gain = winner.get("gain")
     argv = doc["argv"]
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
         raise ValueError("argv is not a list of words")
     return Record(path, str(doc["program"]), str(doc["sha256"]), str(doc["node_type"]),
-                  int(doc["nodes"]), tuple(argv), choice, bool(doc.get("winner")),
-                  float(gain) if isinstance(gain, (int, float)) else None,
+                  _count(doc["nodes"]), tuple(argv), choice, bool(winner),
+                  float(gain) if isinstance(gain, (int, float)) and math.isfinite(gain) else None,
                   str(doc["when"]))  # fmt: skip
 
 
 def _opt_int(value: object) -> int | None:
-    if value is None:
-        return None
+    return None if value is None else _count(value)
+
+
+def _count(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 1 << 20:
         raise ValueError(f"{value!r} is not a count")
     return value

@@ -1,0 +1,83 @@
+"""Tune records read from the state folder are untrusted: a hand-edited, hostile, huge file,
+a FIFO or a symlink to a device is one line in the unreadable list, never a traceback or a
+hang; a record of the written form (an older session's) is read."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from topobind.tune import records
+
+
+def _doc(**over: Any) -> dict[str, Any]:
+    doc = {
+        "schema": records.SCHEMA, "program": "/bin/true", "sha256": "ab", "node_type": "n1",
+        "nodes": 1, "argv": ["/bin/true"], "when": "2026-11-28T10:00:00",
+        "choice": {"layout": "spread", "mem": "local", "pages": "thp", "ranks": None,
+                   "threads": 2},
+        "winner": {"gain": 0.25},
+    }  # fmt: skip
+    doc.update(over)
+    return doc
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TOPOBIND_STATE_DIR", str(tmp_path))
+    where = tmp_path / "tune"
+    where.mkdir()
+    return where
+
+
+def test_a_written_record_is_read(folder: Path) -> None:
+    (folder / "a.json").write_text(json.dumps(_doc()))
+    found, bad = records.read_all()
+    assert bad == []
+    assert found[0].choice.words() == "--layout spread --mem local --pages thp --threads 2"
+    assert found[0].gain == 0.25 and found[0].winner
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",  # not an object
+        json.dumps(_doc(nodes=float("inf"))),  # Infinity: int() overflows
+        json.dumps(_doc(nodes=-3)),
+        json.dumps(_doc(winner=[1])),  # 'winner' not an object
+        "[" * 100_000,  # nested past the recursion limit
+        json.dumps(_doc(choice=["spread"])),
+    ],
+)
+def test_a_hostile_record_is_one_line(folder: Path, text: str) -> None:
+    (folder / "bad.json").write_text(text)
+    (folder / "good.json").write_text(json.dumps(_doc()))
+    found, bad = records.read_all()
+    assert [r.path for r in found] == [str(folder / "good.json")]
+    assert len(bad) == 1 and "bad.json" in bad[0] and "remove it" in bad[0]
+
+
+def test_a_nan_gain_is_no_gain(folder: Path) -> None:
+    (folder / "a.json").write_text(json.dumps(_doc(winner={"gain": float("nan")})))
+    found, _ = records.read_all()
+    assert found[0].gain is None
+
+
+def test_a_fifo_or_device_is_refused_without_blocking(folder: Path) -> None:
+    os.mkfifo(folder / "fifo.json")  # open() of it would wait for a writer forever
+    (folder / "zero.json").symlink_to("/dev/zero")
+    (folder / "big.json").write_bytes(b" " * (records.MAX_RECORD_BYTES + 1))
+    (folder / "bin.json").write_bytes(b"\xff\xfe{}")
+    found, bad = records.read_all()
+    assert found == []
+    assert sorted(line.split("'")[1].rsplit("/", 1)[1] for line in bad) == [
+        "big.json",
+        "bin.json",
+        "fifo.json",
+        "zero.json",
+    ]
+    assert all("remove it" in line for line in bad)
