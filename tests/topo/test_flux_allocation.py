@@ -5,6 +5,8 @@ no Flux needed (tests/launch/test_flux.py runs the real one)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -95,3 +97,27 @@ def test_a_built_record_needs_no_environment() -> None:
     """Planning and launch take the record: a test builds one directly."""
     alloc = Allocation("flux", 3, hosts=lambda: ["a", "b", "c"])
     assert alloc.inside and alloc.hostnames() == ["a", "b", "c"] and alloc.shares() is None
+
+
+def test_host_lists_keep_plain_odd_names_and_the_exact_limit() -> None:
+    assert flux.expand_hostlist("ALL,node1") == ["ALL", "node1"]
+    assert len(flux.expand_hostlist("n[0-255]x[0-255]")) == flux.MAX_NODES
+    with pytest.raises(TopobindError, match="more than 65536 hosts"):
+        flux.expand_hostlist("n[0-255]x[0-256]")
+
+
+@pytest.mark.slow  # a Python process of its own, its memory bounded
+def test_nested_brackets_are_refused_before_their_names_are_made() -> None:
+    """``n[0-65534][0-65534]`` names 4e9 hosts: each bracket is under the limit, their product
+    must be refused before it is built (it took all memory before)."""
+    code = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))\n"
+        "from topobind.topo.flux_allocation import expand_hostlist\n"
+        "from topobind.errors import TopobindError\n"
+        "try:\n    expand_hostlist('n[0-65534][0-65534]')\n"
+        "except TopobindError as exc:\n    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-300:]
+    assert "names more than 65536 hosts" in done.stdout

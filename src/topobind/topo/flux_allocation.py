@@ -131,9 +131,7 @@ def expand_hostlist(text: str, what: str = "a host list") -> list[str]:
     comma-separated lists, several brackets; at most :data:`MAX_NODES` names."""
     out: list[str] = []
     for part in _split_top(text):
-        out.extend(_expand_one(part, what))
-        if len(out) > MAX_NODES:
-            raise TopobindError(f"{what} names more than {MAX_NODES} hosts")
+        out.extend(_expand_one(part, what, MAX_NODES - len(out)))
     return out
 
 
@@ -149,7 +147,11 @@ def _split_top(text: str) -> list[str]:
     return parts
 
 
-def _expand_one(text: str, what: str) -> list[str]:
+def _expand_one(text: str, what: str, room: int) -> list[str]:
+    """The names of one host list part, at most ``room`` of them (several brackets multiply:
+    ``n[0-60000][0-60000]`` is refused before its names are made, not after)."""
+    if room < 1:
+        raise TopobindError(f"{what} names more than {MAX_NODES} hosts")
     m = _BRACKET.match(text)
     if m is None:
         if not _HOST.match(text):
@@ -162,10 +164,13 @@ def _expand_one(text: str, what: str) -> list[str]:
         if not lo.isdigit() or (hi and not hi.isdigit()) or len(lo) > 9 or len(hi) > 9:
             raise TopobindError(f"{what}: {text[:60]!r} has the range {r[:20]!r}")
         a, b = int(lo), int(hi or lo)
-        if b < a or b - a >= MAX_NODES or len(names) + b - a >= MAX_NODES:
+        if b < a or len(names) + b - a >= room:
             raise TopobindError(f"{what}: {text[:60]!r} names more than {MAX_NODES} hosts")
         names.extend(f"{head}{i:0{len(lo)}d}" for i in range(a, b + 1))
-    return [n for name in names for n in _expand_one(name + tail, what)]
+    out: list[str] = []
+    for name in names:
+        out.extend(_expand_one(name + tail, what, room - len(out)))
+    return out
 
 
 def shares_of(ranks: list[tuple[str, frozenset[int], frozenset[int]]]) -> list[NodeShare]:
