@@ -121,3 +121,19 @@ def test_nested_brackets_are_refused_before_their_names_are_made() -> None:
                           timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-300:]
     assert "names more than 65536 hosts" in done.stdout
+
+
+@pytest.mark.parametrize("job", ["-h", "--help", "ƒ1;rm", "1" * 65, "\udcff"])
+def test_a_job_id_that_is_no_job_id_is_refused_before_flux_runs(
+    job: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")  # flux is never asked: the id is refused first
+    with pytest.raises(TopobindError, match=r"^FLUX_JOB_ID=.* is not a Flux job id; unset it$"):
+        flux.allocation({"FLUX_URI": "local:///nowhere", "FLUX_JOB_ID": job})
+
+
+@pytest.mark.parametrize("job", ["ƒ2fSmHqS7", "123456", "0x1f", "0000.0001.0000.0000"])
+def test_every_form_of_a_job_id_goes_to_flux(job: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(TopobindError, match=rf"flux job info {job} R"):
+        flux.allocation({"FLUX_URI": "local:///nowhere", "FLUX_JOB_ID": job})

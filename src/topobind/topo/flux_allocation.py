@@ -45,7 +45,9 @@ def allocation(env: Mapping[str, str]) -> Allocation:
     """This Flux instance's or job's :class:`~topobind.topo.allocation.Allocation`, from R."""
     job = env.get("FLUX_JOB_ID", "")
     if job:
-        if not re.fullmatch(r"[0-9A-Za-z\u0192.\-]{1,64}", job):
+        # Flux's id forms (decimal, f58 'ƒ...', 0x hex, dotted hex, words) start with a letter,
+        # a digit or 'ƒ': one starting with '-' would be an option of flux job info
+        if not re.fullmatch(r"[0-9A-Za-z\u0192][0-9A-Za-z\u0192.\-]{0,63}", job):
             raise TopobindError(f"FLUX_JOB_ID={job[:40]!r} is not a Flux job id; unset it")
         args, what = ["job", "info", job, "R"], f"'flux job info {job} R'"
     else:
