@@ -135,7 +135,8 @@ def test_budget_and_interrupt_keep_what_was_measured() -> None:
     assert sum(s.runs for s in out.standings) == 6  # 8 runs, 2 of them warm-ups
 
 
-@pytest.mark.parametrize("text", ["0", "-5", "nan", "NaN", "inf", "8d", "10x", "", "m", "1e9"])
+@pytest.mark.parametrize("text", ["0", "-5", "nan", "NaN", "inf", "8d", "10x", "", "m", "1e9",
+                                  "\u0663m", "1_0m", "\uff15s"])  # fmt: skip
 def test_bad_budget_is_one_line(text: str) -> None:
     with pytest.raises(TopobindError, match="--budget"):
         parse_budget(text)
