@@ -51,6 +51,10 @@ def test_a_written_record_is_read(folder: Path) -> None:
         json.dumps(_doc(winner=[1])),  # 'winner' not an object
         "[" * 100_000,  # nested past the recursion limit
         json.dumps(_doc(choice=["spread"])),
+        json.dumps(_doc(choice={"layout": "auto", "mem": "local", "pages": "thp"})),
+        json.dumps(_doc(choice={"layout": "nosuch", "mem": "local", "pages": "thp"})),
+        json.dumps(_doc(choice={"layout": "spread", "mem": "$(reboot)", "pages": "thp"})),
+        json.dumps(_doc(choice={"layout": "spread", "mem": "local", "pages": "auto"})),
     ],
 )
 def test_a_hostile_record_is_one_line(folder: Path, text: str) -> None:
@@ -81,3 +85,25 @@ def test_a_fifo_or_device_is_refused_without_blocking(folder: Path) -> None:
         "zero.json",
     ]
     assert all("remove it" in line for line in bad)
+
+
+def test_every_choice_tune_offers_is_read(folder: Path) -> None:
+    """A record of any layout, policy and page size tune may choose (an older session's)."""
+    for i, (layout, mem, pages) in enumerate(
+        [("l3-groups:2", "interleave", "2M"), ("per-numa", "none", "4k"), ("compact", "bind", "1G")]
+    ):
+        choice = {"layout": layout, "mem": mem, "pages": pages, "ranks": 2, "threads": None}
+        (folder / f"r{i}.json").write_text(json.dumps(_doc(choice=choice)))
+    found, bad = records.read_all()
+    assert bad == [] and len(found) == 3
+
+
+def test_layout_auto_names_the_unreadable_records_when_it_falls_back(folder: Path) -> None:
+    from topobind.topo.topology import load
+    from topobind.tune import auto
+
+    (folder / "bad.json").write_text(json.dumps(_doc(choice={"layout": "auto", "mem": "local",
+                                                             "pages": "thp"})))  # fmt: skip
+    choice, line = auto.choose(load("synthetic:core:2 pu:1"), ["/bin/true"])
+    assert choice == auto.FALLBACK
+    assert "1 unreadable record" in line and "topobind tune --list" in line

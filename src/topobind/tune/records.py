@@ -148,9 +148,7 @@ def _parse(path: str) -> Record:
     doc = json.loads(RECORD_FILE.read_text(path))
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ValueError(f"schema is not {SCHEMA}")
-    c = doc["choice"]
-    choice = Choice(str(c["layout"]), str(c["mem"]), str(c["pages"]), _opt_int(c.get("ranks")),
-                    _opt_int(c.get("threads")))  # fmt: skip
+    choice = _choice(doc["choice"])
     winner = doc.get("winner") or {}
     if not isinstance(winner, dict):
         raise ValueError("'winner' is not an object")
@@ -162,6 +160,26 @@ def _parse(path: str) -> Record:
                   _count(doc["nodes"]), tuple(argv), choice, bool(winner),
                   float(gain) if isinstance(gain, (int, float)) and math.isfinite(gain) else None,
                   str(doc["when"]))  # fmt: skip
+
+
+def _choice(c: dict[str, Any]) -> Choice:
+    """The record's choice, each word one that ``topobind tune`` offers (a hand-edited
+    'auto' or unknown layout would fail the run it is meant to place)."""
+    from topobind.plan import layouts, memory
+
+    layout, mem, pages = str(c["layout"]), str(c["mem"]), str(c["pages"])
+    try:
+        layouts.parse_layout(layout)
+    except TopobindError as exc:
+        raise ValueError(f"layout {layout[:40]!r}: {exc}") from None
+    if (
+        layout == "auto"
+        or mem not in memory.POLICIES
+        or pages == "auto"
+        or pages not in memory.PAGES
+    ):
+        raise ValueError(f"'{layout[:40]}', '{mem[:40]}', '{pages[:40]}' is no choice of tune")
+    return Choice(layout, mem, pages, _opt_int(c.get("ranks")), _opt_int(c.get("threads")))
 
 
 def _opt_int(value: object) -> int | None:
