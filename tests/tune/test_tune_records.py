@@ -107,3 +107,13 @@ def test_layout_auto_names_the_unreadable_records_when_it_falls_back(folder: Pat
     choice, line = auto.choose(load("synthetic:core:2 pu:1"), ["/bin/true"])
     assert choice == auto.FALLBACK
     assert "1 unreadable record" in line and "topobind tune --list" in line
+
+
+def test_layout_auto_of_env_and_plan_says_no_record_in_plain_words(folder: Path) -> None:
+    from topobind.topo.topology import load
+    from topobind.tune import auto
+
+    _, line = auto.choose(load("synthetic:core:2 pu:1"), None)  # env, plan: no program
+    assert "no tune record on this node type" in line and "unreadable" not in line
+    _, line = auto.choose(load("synthetic:core:2 pu:1"), ["/bin/true"])
+    assert "no tune record for /" in line

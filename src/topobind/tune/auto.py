@@ -39,10 +39,10 @@ def choose(topo: Topology, argv: list[str] | None) -> tuple[Choice, str]:
                               "tune records for this node type; name the program "
                               "(topobind run --layout auto -- PROGRAM): compact")  # fmt: skip
     if not mine:
-        what = f"for {path or program}" if program else ""
+        what = f" for {path or program}" if program else ""
         unread = (f" ({plural(len(bad), 'unreadable record')} in {records.records_dir()}: "
                   "topobind tune --list names them)") if bad else ""  # fmt: skip
-        return FALLBACK, (f"--layout auto: no tune record {what} on this node type "
+        return FALLBACK, (f"--layout auto: no tune record{what} on this node type "
                           f"({node}, {plural(nodes, 'node')}){unread}; run topobind tune "
                           "first: compact")  # fmt: skip
     same = [r for r in mine if argv is not None and list(r.argv[1:]) == list(argv[1:])]
