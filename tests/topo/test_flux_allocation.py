@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -91,6 +92,22 @@ def test_flux_without_its_command_is_one_line(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(TopobindError, match=r"cannot read the Flux job's resources") as info:
         detect({"FLUX_URI": "local:///nowhere"})
     assert "\n" not in str(info.value)
+    # a FLUX_URI left over outside Flux: the line names it and the fix
+    assert "FLUX_URI='local:///nowhere'" in str(info.value)
+    assert str(info.value).endswith("or, outside Flux, unset FLUX_URI")
+
+
+@pytest.mark.slow  # starts a stand-in flux
+def test_a_flux_that_fails_names_flux_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "flux"
+    fake.write_text("#!/bin/sh\necho 'flux-kvs: flux_open: Connection refused' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(TopobindError) as info:
+        detect({"FLUX_URI": "local:///gone"})
+    line = str(info.value)
+    assert "Connection refused" in line and "FLUX_URI='local:///gone'" in line
+    assert "unset FLUX_URI" in line and "\n" not in line
 
 
 def test_a_built_record_needs_no_environment() -> None:

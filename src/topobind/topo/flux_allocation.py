@@ -52,7 +52,7 @@ def allocation(env: Mapping[str, str]) -> Allocation:
         args, what = ["job", "info", job, "R"], f"'flux job info {job} R'"
     else:
         args, what = ["kvs", "get", "resource.R"], "'flux kvs get resource.R'"
-    text = _flux(args, what)
+    text = _flux(args, what, env.get("FLUX_URI", ""))
     ranks = parse_r(text, what)
     hosts = [h for h, _, _ in ranks]
     return Allocation(
@@ -66,20 +66,22 @@ def allocation(env: Mapping[str, str]) -> Allocation:
     )
 
 
-def _flux(args: list[str], what: str) -> str:
-    """stdout of ``flux ARGS`` (:data:`TIMEOUT_S`); one line naming the command when it
-    fails. Its size is checked by :func:`parse_r`."""
+def _flux(args: list[str], what: str, uri: str) -> str:
+    """stdout of ``flux ARGS`` (:data:`TIMEOUT_S`); one line naming the command and
+    ``FLUX_URI`` (what says this process is inside Flux: left over outside it, the fix is to
+    unset it) when it fails. Its size is checked by :func:`parse_r`."""
     from topobind.errors import CannotRun
     from topobind.runner import capture
 
-    failed = f"cannot read the Flux job's resources ({what}"
+    failed = f"cannot read the Flux job's resources ({what}, FLUX_URI={uri[:80]!r}"
+    outside = "or, outside Flux, unset FLUX_URI"
     try:
         status, out, err = capture(["flux", *args], TIMEOUT_S, what)
     except CannotRun as exc:
-        raise TopobindError(f"{failed}: {exc}); put Flux's bin folder on PATH") from exc
+        raise TopobindError(f"{failed}: {exc}); put Flux's bin folder on PATH, {outside}") from exc
     if status != 0:
         why = (err.strip().splitlines() or [f"exit status {status}"])[-1]
-        raise TopobindError(f"{failed}: {why[:200]})")
+        raise TopobindError(f"{failed}: {why[:200]}); is the instance running? {outside}")
     return out
 
 
