@@ -117,3 +117,17 @@ def test_layout_auto_of_env_and_plan_says_no_record_in_plain_words(folder: Path)
     assert "no tune record on this node type" in line and "unreadable" not in line
     _, line = auto.choose(load("synthetic:core:2 pu:1"), ["/bin/true"])
     assert "no tune record for /" in line
+
+
+def test_the_newest_records_are_read_when_there_are_too_many(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_RECORDS the newest are read (names are hashes: the first by name would drop
+    a fresh record at random)."""
+    monkeypatch.setattr(records, "MAX_RECORDS", 2)
+    for age, name in [(300, "a"), (200, "b"), (100, "z")]:  # z the newest, last by name
+        path = folder / f"{name}.json"
+        path.write_text(json.dumps(_doc(when=f"t{age}")))
+        os.utime(path, (1_700_000_000 - age, 1_700_000_000 - age))
+    found, bad = records.read_all()
+    assert bad == [] and sorted(r.path[-6:] for r in found) == ["b.json", "z.json"]

@@ -7,6 +7,7 @@ the executable), node type (:func:`node_type`: a fingerprint of the topology) an
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -20,6 +21,8 @@ from topobind.topo.topology import Topology
 SCHEMA = "topobind.tune/1"
 #: records read at most (the newest), and the size of one
 MAX_RECORDS = 1000
+#: folder entries looked at at most (a folder of millions of files costs no more)
+MAX_SCAN = 100_000
 MAX_RECORD_BYTES = 1 << 20
 #: bytes of an executable hashed at most (a bigger one: its first bytes, size and mtime)
 MAX_HASH_BYTES = 1 << 30
@@ -120,12 +123,14 @@ def write(doc: dict[str, Any]) -> str:
 def read_all() -> tuple[list[Record], list[str]]:
     """Every readable record (newest first) and one line per unreadable file."""
     where = records_dir()
-    try:
-        names = sorted(n for n in os.listdir(where) if n.endswith(".json"))
+    try:  # the newest MAX_RECORDS by modification time (names are hashes: no order)
+        with os.scandir(where) as it:
+            found = [(_mtime(e), e.name) for e in itertools.islice(it, MAX_SCAN)
+                     if e.name.endswith(".json")]  # fmt: skip
     except OSError:
         return [], []
     out, bad = [], []
-    for name in names[:MAX_RECORDS]:
+    for _, name in sorted(found, reverse=True)[:MAX_RECORDS]:
         path = os.path.join(where, name)
         try:
             out.append(_parse(path))
@@ -142,6 +147,13 @@ def read_all() -> tuple[list[Record], list[str]]:
 RECORD_FILE = InputFile(
     "the tune record", MAX_RECORD_BYTES, "remove it (topobind tune writes it again)"
 )
+
+
+def _mtime(entry: os.DirEntry[str]) -> float:
+    try:
+        return entry.stat(follow_symlinks=False).st_mtime
+    except OSError:
+        return 0.0
 
 
 def _parse(path: str) -> Record:
