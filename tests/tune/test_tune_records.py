@@ -131,3 +131,11 @@ def test_the_newest_records_are_read_when_there_are_too_many(
         os.utime(path, (1_700_000_000 - age, 1_700_000_000 - age))
     found, bad = records.read_all()
     assert bad == [] and sorted(r.path[-6:] for r in found) == ["b.json", "z.json"]
+
+
+def test_a_record_lacking_a_field_names_it(folder: Path) -> None:
+    doc = _doc()
+    del doc["choice"]
+    (folder / "a.json").write_text(json.dumps(doc))
+    _, bad = records.read_all()
+    assert "(no field 'choice'); remove it" in bad[0]

@@ -137,7 +137,8 @@ def read_all() -> tuple[list[Record], list[str]]:
         except TopobindError as exc:  # not a regular file, too big, not UTF-8
             bad.append(str(exc))
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-            bad.append(f"{path}: not a tune record ({str(exc)[:80]}); remove it")
+            why = f"no field {exc}" if isinstance(exc, KeyError) else str(exc)
+            bad.append(f"{path}: not a tune record ({why[:80]}); remove it")
     out.sort(key=lambda r: r.when, reverse=True)
     return out, bad
 
