@@ -113,7 +113,12 @@ static void read_option(flux_shell_t *shell)
         if (!why || strstr(why, "give LAYOUT"))
             why = ": give LAYOUT[,NAME=VALUE...] in letters, digits and '-', e.g. "
                   "-o topobind=every-other-core or -o topobind=spread,threads=2";
-        snprintf(opt_error, sizeof opt_error, "-o topobind=%.80s%s", value, why);
+        char clean[81]; /* the value as given, its control characters (a newline) as '?' */
+        size_t k = 0;
+        for (; value[k] && k < sizeof clean - 1; k++)
+            clean[k] = (unsigned char)value[k] < 0x20 || value[k] == 0x7f ? '?' : value[k];
+        clean[k] = '\0';
+        snprintf(opt_error, sizeof opt_error, "-o topobind=%s%s", clean, why);
         free(spelled);
         return;
     }

@@ -44,7 +44,8 @@ def shipped(name: str) -> Path:
 
 def in_package(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is inside the installed package (shipped, never written)."""
-    return not in_checkout() and Path(path).resolve().is_relative_to(PACKAGE)
+    # realpath, not Path.resolve(): a symlink loop is no error here (resolve raises)
+    return not in_checkout() and Path(os.path.realpath(path)).is_relative_to(PACKAGE)
 
 
 def _xdg(variable: str, default: str) -> Path:

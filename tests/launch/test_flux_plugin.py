@@ -78,6 +78,8 @@ def test_spread_puts_two_tasks_on_one_cpu_each_apart(tmp_path: Path) -> None:
         ("-o topobind", "needs LAYOUT[,NAME=VALUE...] as a string"),
         ("-o topobind=spread,ranks=9", "is set by the plugin"),
         ("-o topobind=compact,threads=4096", "--threads 4096 is more than"),  # fewer cores
+        # a newline in the value: shown as '?', the reason stays on the exception's line
+        ("-o topobind=$'sp\\nread'", "-o topobind=sp?read: give LAYOUT"),
     ],
 )
 def test_a_bad_option_is_one_line_in_the_jobs_exception(

@@ -92,3 +92,24 @@ def test_version_says_where_each_kind_of_file_lives(
         f"state: {home / 'st' / 'topobind'} (tuning records); bench results: ./results; " in second
     )
     assert second.endswith(f"ReFrame results and history: {REPO / 'results' / 'reframe'}")
+
+
+def test_in_package_of_a_symlink_loop_is_false(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed package asks whether a site file is shipped: a user's path that loops
+    is not (Path.resolve raised RuntimeError on it)."""
+    monkeypatch.setattr(paths, "in_checkout", lambda: False)
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    assert not paths.in_package(tmp_path / "a")
+    assert paths.in_package(paths.PACKAGE / "site_configs" / "x.yaml")
+
+
+def test_an_empty_xdg_state_home_is_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TOPOBIND_STATE_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", "")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert paths.state_dir() == tmp_path / ".local" / "state" / "topobind"

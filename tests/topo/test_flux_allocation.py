@@ -5,6 +5,9 @@ no Flux needed (tests/launch/test_flux.py runs the real one)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -89,9 +92,65 @@ def test_flux_without_its_command_is_one_line(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(TopobindError, match=r"cannot read the Flux job's resources") as info:
         detect({"FLUX_URI": "local:///nowhere"})
     assert "\n" not in str(info.value)
+    # a FLUX_URI left over outside Flux: the line names it and the fix
+    assert "FLUX_URI='local:///nowhere'" in str(info.value)
+    assert str(info.value).endswith("or, outside Flux, unset FLUX_URI")
+
+
+@pytest.mark.slow  # starts a stand-in flux
+def test_a_flux_that_fails_names_flux_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "flux"
+    fake.write_text("#!/bin/sh\necho 'flux-kvs: flux_open: Connection refused' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(TopobindError) as info:
+        detect({"FLUX_URI": "local:///gone"})
+    line = str(info.value)
+    assert "Connection refused" in line and "FLUX_URI='local:///gone'" in line
+    assert "unset FLUX_URI" in line and "\n" not in line
 
 
 def test_a_built_record_needs_no_environment() -> None:
     """Planning and launch take the record: a test builds one directly."""
     alloc = Allocation("flux", 3, hosts=lambda: ["a", "b", "c"])
     assert alloc.inside and alloc.hostnames() == ["a", "b", "c"] and alloc.shares() is None
+
+
+def test_host_lists_keep_plain_odd_names_and_the_exact_limit() -> None:
+    assert flux.expand_hostlist("ALL,node1") == ["ALL", "node1"]
+    assert len(flux.expand_hostlist("n[0-255]x[0-255]")) == flux.MAX_NODES
+    with pytest.raises(TopobindError, match="more than 65536 hosts"):
+        flux.expand_hostlist("n[0-255]x[0-256]")
+
+
+@pytest.mark.slow  # a Python process of its own, its memory bounded
+def test_nested_brackets_are_refused_before_their_names_are_made() -> None:
+    """``n[0-65534][0-65534]`` names 4e9 hosts: each bracket is under the limit, their product
+    must be refused before it is built (it took all memory before)."""
+    code = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))\n"
+        "from topobind.topo.flux_allocation import expand_hostlist\n"
+        "from topobind.errors import TopobindError\n"
+        "try:\n    expand_hostlist('n[0-65534][0-65534]')\n"
+        "except TopobindError as exc:\n    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-300:]
+    assert "names more than 65536 hosts" in done.stdout
+
+
+@pytest.mark.parametrize("job", ["-h", "--help", "ƒ1;rm", "1" * 65, "\udcff"])
+def test_a_job_id_that_is_no_job_id_is_refused_before_flux_runs(
+    job: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")  # flux is never asked: the id is refused first
+    with pytest.raises(TopobindError, match=r"^FLUX_JOB_ID=.* is not a Flux job id; unset it$"):
+        flux.allocation({"FLUX_URI": "local:///nowhere", "FLUX_JOB_ID": job})
+
+
+@pytest.mark.parametrize("job", ["ƒ2fSmHqS7", "123456", "0x1f", "0000.0001.0000.0000"])
+def test_every_form_of_a_job_id_goes_to_flux(job: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(TopobindError, match=rf"flux job info {job} R"):
+        flux.allocation({"FLUX_URI": "local:///nowhere", "FLUX_JOB_ID": job})

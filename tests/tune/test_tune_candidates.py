@@ -79,6 +79,10 @@ def test_metric_needs_a_group_and_a_number() -> None:
         compile_metric("time: [0-9.]+")
     with pytest.raises(TopobindError, match="not a regular expression"):
         compile_metric("time: ([0-9.]+")
+    for hostile in ("(" * 5000 + "a" + ")" * 5000, "a{99999999999999999999}(b)", "(" * 10**5):
+        with pytest.raises(TopobindError, match="not a regular expression") as info:
+            compile_metric(hostile)  # RecursionError, OverflowError: tracebacks before
+        assert len(str(info.value)) < 400
     pattern = compile_metric(r"rate: ([0-9.,]+) MB/s")
     assert pattern is not None
     assert figure("x\nrate: 1,234.5 MB/s\nrate: 9 MB/s", pattern) == (1234.5, None)

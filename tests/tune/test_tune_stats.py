@@ -135,7 +135,8 @@ def test_budget_and_interrupt_keep_what_was_measured() -> None:
     assert sum(s.runs for s in out.standings) == 6  # 8 runs, 2 of them warm-ups
 
 
-@pytest.mark.parametrize("text", ["0", "-5", "nan", "NaN", "inf", "8d", "10x", "", "m", "1e9"])
+@pytest.mark.parametrize("text", ["0", "-5", "nan", "NaN", "inf", "8d", "10x", "", "m", "1e9",
+                                  "\u0663m", "1_0m", "\uff15s"])  # fmt: skip
 def test_bad_budget_is_one_line(text: str) -> None:
     with pytest.raises(TopobindError, match="--budget"):
         parse_budget(text)
@@ -180,3 +181,17 @@ def test_a_runner_up_dropped_under_an_earlier_leader_comes_back() -> None:
         out = run_session(cands, measure, Settings(budget_s=1e9, seed=seed), lambda c=clock: c[0])
         found += out.winner is not None and out.winner.candidate.pages == "2M"
     assert found >= 48
+
+
+@pytest.mark.parametrize("text", ["\u0663", "1_0", "nan", "-1", "100", "", "\uff13%"])
+def test_bad_min_gain_is_refused(text: str) -> None:
+    from topobind.cli.commands.tune import _percent
+
+    with pytest.raises(TopobindError, match="--min-gain"):
+        _percent(text)
+
+
+def test_min_gain_takes_a_percentage() -> None:
+    from topobind.cli.commands.tune import _percent
+
+    assert _percent("3") == 3.0 and _percent("2.5%") == 2.5 and _percent(" 0 ") == 0.0

@@ -45,12 +45,14 @@ def allocation(env: Mapping[str, str]) -> Allocation:
     """This Flux instance's or job's :class:`~topobind.topo.allocation.Allocation`, from R."""
     job = env.get("FLUX_JOB_ID", "")
     if job:
-        if not re.fullmatch(r"[0-9A-Za-z\u0192.\-]{1,64}", job):
+        # Flux's id forms (decimal, f58 'ƒ...', 0x hex, dotted hex, words) start with a letter,
+        # a digit or 'ƒ': one starting with '-' would be an option of flux job info
+        if not re.fullmatch(r"[0-9A-Za-z\u0192][0-9A-Za-z\u0192.\-]{0,63}", job):
             raise TopobindError(f"FLUX_JOB_ID={job[:40]!r} is not a Flux job id; unset it")
         args, what = ["job", "info", job, "R"], f"'flux job info {job} R'"
     else:
         args, what = ["kvs", "get", "resource.R"], "'flux kvs get resource.R'"
-    text = _flux(args, what)
+    text = _flux(args, what, env.get("FLUX_URI", ""))
     ranks = parse_r(text, what)
     hosts = [h for h, _, _ in ranks]
     return Allocation(
@@ -64,20 +66,22 @@ def allocation(env: Mapping[str, str]) -> Allocation:
     )
 
 
-def _flux(args: list[str], what: str) -> str:
-    """stdout of ``flux ARGS`` (:data:`TIMEOUT_S`); one line naming the command when it
-    fails. Its size is checked by :func:`parse_r`."""
+def _flux(args: list[str], what: str, uri: str) -> str:
+    """stdout of ``flux ARGS`` (:data:`TIMEOUT_S`); one line naming the command and
+    ``FLUX_URI`` (what says this process is inside Flux: left over outside it, the fix is to
+    unset it) when it fails. Its size is checked by :func:`parse_r`."""
     from topobind.errors import CannotRun
     from topobind.runner import capture
 
-    failed = f"cannot read the Flux job's resources ({what}"
+    failed = f"cannot read the Flux job's resources ({what}, FLUX_URI={uri[:80]!r}"
+    outside = "or, outside Flux, unset FLUX_URI"
     try:
         status, out, err = capture(["flux", *args], TIMEOUT_S, what)
     except CannotRun as exc:
-        raise TopobindError(f"{failed}: {exc}); put Flux's bin folder on PATH") from exc
+        raise TopobindError(f"{failed}: {exc}); put Flux's bin folder on PATH, {outside}") from exc
     if status != 0:
         why = (err.strip().splitlines() or [f"exit status {status}"])[-1]
-        raise TopobindError(f"{failed}: {why[:200]})")
+        raise TopobindError(f"{failed}: {why[:200]}); is the instance running? {outside}")
     return out
 
 
@@ -131,9 +135,7 @@ def expand_hostlist(text: str, what: str = "a host list") -> list[str]:
     comma-separated lists, several brackets; at most :data:`MAX_NODES` names."""
     out: list[str] = []
     for part in _split_top(text):
-        out.extend(_expand_one(part, what))
-        if len(out) > MAX_NODES:
-            raise TopobindError(f"{what} names more than {MAX_NODES} hosts")
+        out.extend(_expand_one(part, what, MAX_NODES - len(out)))
     return out
 
 
@@ -149,7 +151,11 @@ def _split_top(text: str) -> list[str]:
     return parts
 
 
-def _expand_one(text: str, what: str) -> list[str]:
+def _expand_one(text: str, what: str, room: int) -> list[str]:
+    """The names of one host list part, at most ``room`` of them (several brackets multiply:
+    ``n[0-60000][0-60000]`` is refused before its names are made, not after)."""
+    if room < 1:
+        raise TopobindError(f"{what} names more than {MAX_NODES} hosts")
     m = _BRACKET.match(text)
     if m is None:
         if not _HOST.match(text):
@@ -162,10 +168,13 @@ def _expand_one(text: str, what: str) -> list[str]:
         if not lo.isdigit() or (hi and not hi.isdigit()) or len(lo) > 9 or len(hi) > 9:
             raise TopobindError(f"{what}: {text[:60]!r} has the range {r[:20]!r}")
         a, b = int(lo), int(hi or lo)
-        if b < a or b - a >= MAX_NODES or len(names) + b - a >= MAX_NODES:
+        if b < a or len(names) + b - a >= room:
             raise TopobindError(f"{what}: {text[:60]!r} names more than {MAX_NODES} hosts")
         names.extend(f"{head}{i:0{len(lo)}d}" for i in range(a, b + 1))
-    return [n for name in names for n in _expand_one(name + tail, what)]
+    out: list[str] = []
+    for name in names:
+        out.extend(_expand_one(name + tail, what, room - len(out)))
+    return out
 
 
 def shares_of(ranks: list[tuple[str, frozenset[int], frozenset[int]]]) -> list[NodeShare]:

@@ -27,7 +27,7 @@ def choose(topo: Topology, argv: list[str] | None) -> tuple[Choice, str]:
     same arguments first, else the newest for the same program (said)."""
     program = argv[0] if argv else None
     node, nodes = records.node_type(topo), job_nodes()
-    found, _bad = records.read_all()
+    found, bad = records.read_all()
     here = [r for r in found if r.node_type == node and r.nodes == nodes]
     path = _resolve(program) if program else None
     if program is not None:
@@ -39,10 +39,12 @@ def choose(topo: Topology, argv: list[str] | None) -> tuple[Choice, str]:
                               "tune records for this node type; name the program "
                               "(topobind run --layout auto -- PROGRAM): compact")  # fmt: skip
     if not mine:
-        what = f"for {path or program}" if program else ""
-        return FALLBACK, (f"--layout auto: no tune record {what} on this node type "
-                          f"({node}, {plural(nodes, 'node')}); run topobind tune first: "
-                          "compact")  # fmt: skip
+        what = f" for {path or program}" if program else ""
+        unread = (f" ({plural(len(bad), 'unreadable record')} in {records.records_dir()}: "
+                  "topobind tune --list names them)") if bad else ""  # fmt: skip
+        return FALLBACK, (f"--layout auto: no tune record{what} on this node type "
+                          f"({node}, {plural(nodes, 'node')}){unread}; run topobind tune "
+                          "first: compact")  # fmt: skip
     same = [r for r in mine if argv is not None and list(r.argv[1:]) == list(argv[1:])]
     rec = (same or mine)[0]
     other = "" if same or argv is None else f", tuned with other arguments ({shlex.join(rec.argv)})"

@@ -43,10 +43,11 @@ def compile_metric(text: str | None) -> re.Pattern[str] | None:
         return None
     try:
         pattern = re.compile(text, re.MULTILINE)
-    except re.error as exc:
-        raise TopobindError(f"--metric {text!r}: not a regular expression ({exc})") from None
+    except (re.error, RecursionError, OverflowError) as exc:  # nested too deep, a{10**20}
+        why = str(exc)[:120] if isinstance(exc, re.error) else type(exc).__name__
+        raise TopobindError(f"--metric {text[:80]!r}: not a regular expression ({why})") from None
     if pattern.groups < 1:
-        raise TopobindError(f"--metric {text!r} has no group; put the number in parentheses, "
+        raise TopobindError(f"--metric {text[:80]!r} has no group; put the number in parentheses, "
                             "e.g. --metric 'time: ([0-9.]+) s'")  # fmt: skip
     return pattern
 

@@ -7,17 +7,22 @@ the executable), node type (:func:`node_type`: a fingerprint of the topology) an
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 import os
 from typing import Any, NamedTuple
 
 from topobind.errors import TopobindError
+from topobind.inputs import InputFile
 from topobind.paths import state_dir
 from topobind.topo.topology import Topology
 
 SCHEMA = "topobind.tune/1"
 #: records read at most (the newest), and the size of one
 MAX_RECORDS = 1000
+#: folder entries looked at at most (a folder of millions of files costs no more)
+MAX_SCAN = 100_000
 MAX_RECORD_BYTES = 1 << 20
 #: bytes of an executable hashed at most (a bigger one: its first bytes, size and mtime)
 MAX_HASH_BYTES = 1 << 30
@@ -118,45 +123,83 @@ def write(doc: dict[str, Any]) -> str:
 def read_all() -> tuple[list[Record], list[str]]:
     """Every readable record (newest first) and one line per unreadable file."""
     where = records_dir()
-    try:
-        names = sorted(n for n in os.listdir(where) if n.endswith(".json"))
+    try:  # the newest MAX_RECORDS by modification time (names are hashes: no order)
+        with os.scandir(where) as it:
+            found = [(_mtime(e), e.name) for e in itertools.islice(it, MAX_SCAN)
+                     if e.name.endswith(".json")]  # fmt: skip
     except OSError:
         return [], []
     out, bad = [], []
-    for name in names[:MAX_RECORDS]:
+    for _, name in sorted(found, reverse=True)[:MAX_RECORDS]:
         path = os.path.join(where, name)
         try:
             out.append(_parse(path))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            bad.append(f"{path}: not a tune record ({str(exc)[:80]}); remove it")
+        except TopobindError as exc:  # not a regular file, too big, not UTF-8
+            bad.append(str(exc))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            why = f"no field {exc}" if isinstance(exc, KeyError) else str(exc)
+            bad.append(f"{path}: not a tune record ({why[:80]}); remove it")
     out.sort(key=lambda r: r.when, reverse=True)
     return out, bad
 
 
+#: a record file is read as any input file: never a FIFO or device (the state folder may hold
+#: anything), bounded in size, UTF-8
+RECORD_FILE = InputFile(
+    "the tune record", MAX_RECORD_BYTES, "remove it (topobind tune writes it again)"
+)
+
+
+def _mtime(entry: os.DirEntry[str]) -> float:
+    try:
+        return entry.stat(follow_symlinks=False).st_mtime
+    except OSError:
+        return 0.0
+
+
 def _parse(path: str) -> Record:
-    with open(path, "rb") as f:
-        data = f.read(MAX_RECORD_BYTES + 1)
-    if len(data) > MAX_RECORD_BYTES:
-        raise ValueError("too big")
-    doc = json.loads(data)
-    if doc.get("schema") != SCHEMA:
+    doc = json.loads(RECORD_FILE.read_text(path))
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ValueError(f"schema is not {SCHEMA}")
-    c = doc["choice"]
-    choice = Choice(str(c["layout"]), str(c["mem"]), str(c["pages"]), _opt_int(c.get("ranks")),
-                    _opt_int(c.get("threads")))  # fmt: skip
-    gain = doc.get("winner", {}) and doc["winner"].get("gain")
+    choice = _choice(doc["choice"])
+    winner = doc.get("winner") or {}
+    if not isinstance(winner, dict):
+        raise ValueError("'winner' is not an object")
+    gain = winner.get("gain")
     argv = doc["argv"]
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
         raise ValueError("argv is not a list of words")
     return Record(path, str(doc["program"]), str(doc["sha256"]), str(doc["node_type"]),
-                  int(doc["nodes"]), tuple(argv), choice, bool(doc.get("winner")),
-                  float(gain) if isinstance(gain, (int, float)) else None,
+                  _count(doc["nodes"]), tuple(argv), choice, bool(winner),
+                  float(gain) if isinstance(gain, (int, float)) and math.isfinite(gain) else None,
                   str(doc["when"]))  # fmt: skip
 
 
+def _choice(c: dict[str, Any]) -> Choice:
+    """The record's choice, each word one that ``topobind tune`` offers (a hand-edited
+    'auto' or unknown layout would fail the run it is meant to place)."""
+    from topobind.plan import layouts, memory
+
+    layout, mem, pages = str(c["layout"]), str(c["mem"]), str(c["pages"])
+    try:
+        layouts.parse_layout(layout)
+    except TopobindError as exc:
+        raise ValueError(f"layout {layout[:40]!r}: {exc}") from None
+    if (
+        layout == "auto"
+        or mem not in memory.POLICIES
+        or pages == "auto"
+        or pages not in memory.PAGES
+    ):
+        raise ValueError(f"'{layout[:40]}', '{mem[:40]}', '{pages[:40]}' is no choice of tune")
+    return Choice(layout, mem, pages, _opt_int(c.get("ranks")), _opt_int(c.get("threads")))
+
+
 def _opt_int(value: object) -> int | None:
-    if value is None:
-        return None
+    return None if value is None else _count(value)
+
+
+def _count(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 1 << 20:
         raise ValueError(f"{value!r} is not a count")
     return value

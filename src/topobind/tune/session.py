@@ -360,7 +360,9 @@ def parse_budget(text: str) -> float:
     num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
     unit = t[len(num) :]
     try:
-        value = float(num) * _UNITS[unit] if num and unit in _UNITS else float("nan")
+        # float() also takes '1_0' and non-ASCII digits ('٣'): a duration is ASCII digits
+        plain = num.isascii() and "_" not in num
+        value = float(num) * _UNITS[unit] if plain and unit in _UNITS else float("nan")
     except ValueError:
         value = float("nan")
     if not value == value or unit not in _UNITS:

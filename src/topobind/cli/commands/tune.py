@@ -112,8 +112,9 @@ def _arg(parse: Any) -> Any:
 
 
 def _percent(text: str) -> float:
-    try:
-        value = float(text.strip().removesuffix("%"))
+    try:  # ASCII only: float() takes '٣' and '1_0'
+        plain = text.isascii() and "_" not in text
+        value = float(text.strip().removesuffix("%")) if plain else math.nan
     except ValueError:
         value = math.nan
     if not 0 <= value < 100:

@@ -51,16 +51,12 @@ class Flux(Launcher):
     )
 
     def version_of(self, path: str) -> str:
-        import subprocess
-
         from topobind.errors import TopobindError
+        from topobind.runner import capture
 
-        try:
-            done = subprocess.run([path, "version"], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise TopobindError(f"cannot run {path} version: {exc}") from exc
-        first = (done.stdout.splitlines() or [""])[0]
-        if done.returncode != 0 or "commands:" not in first:
+        status, out, _err = capture([path, "version"], 30, f"{path} version")
+        first = (out.splitlines() or [""])[0][:200]
+        if status != 0 or "commands:" not in first:
             raise TopobindError(f"{path} is not Flux's flux (its 'version' says {first!r})")
         return " ".join(first.split())
 
