@@ -105,18 +105,72 @@ def _pass_on_late_signal(got: list[int], returncode: int, old: dict[int, object]
         signal.raise_signal(got[-1])
 
 
+#: the most a short tool may print on each of stdout and stderr (the 384-PU node's lstopo XML
+#: is 0.3 MiB; a flux R of 16 MiB is refused by its reader)
+CAPTURE_LIMIT = 64 << 20
+
+
 def capture(
-    argv: Sequence[str], timeout: float, what: str, env: dict[str, str] | None = None
+    argv: Sequence[str],
+    timeout: float,
+    what: str,
+    env: dict[str, str] | None = None,
+    limit: int = CAPTURE_LIMIT,
 ) -> tuple[int, str, str]:
     """Run a short tool found on PATH (hwloc's lstopo); (exit status, stdout, stderr), as
-    text. Killed after ``timeout`` seconds (:class:`TopobindError` naming ``what``); a tool
-    that cannot be started raises :class:`CannotRun`. ``env``: its environment (None: ours)."""
+    text (undecodable bytes replaced). Bounded in time and size: killed, with everything it
+    started in its session, after ``timeout`` seconds or once it printed more than ``limit``
+    bytes on either stream (:class:`TopobindError` naming ``what``); a grandchild holding
+    the pipes open does not keep topobind waiting. A tool that cannot be started raises
+    :class:`CannotRun`. ``env``: its environment (None: ours)."""
     try:
-        proc = subprocess.run(
-            list(argv), capture_output=True, text=True, errors="replace", timeout=timeout, env=env
-        )
+        proc = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=env, start_new_session=True,
+        )  # fmt: skip
     except OSError as exc:
         raise CannotRun(argv[0], exc) from exc
+    try:
+        out, err = _read_bounded(proc, time.monotonic() + timeout, limit, what, timeout)
+        status = proc.wait(timeout=max(0.0, timeout))
     except subprocess.TimeoutExpired as exc:
         raise TopobindError(f"{what} did not finish within {timeout:g} s") from exc
-    return proc.returncode, proc.stdout, proc.stderr
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # nothing left running
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+    return status, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def _read_bounded(proc: subprocess.Popen[bytes], deadline: float, limit: int, what: str,
+                  timeout: float) -> tuple[bytes, bytes]:  # fmt: skip
+    """Both pipes of ``proc`` read to their end, at most ``limit`` bytes each, by ``deadline``."""
+    import selectors  # only where a short tool is run
+
+    got = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    with selectors.DefaultSelector() as sel:
+        for pipe in got:
+            sel.register(pipe, selectors.EVENT_READ)
+        ended: float | None = None  # when the tool itself ended (its pipes may stay open)
+        while sel.get_map():
+            now = time.monotonic()
+            if ended is None and proc.poll() is not None:
+                ended = now
+            if ended is not None and now - ended > 0.5:
+                break  # a grandchild holds the pipes: what the tool printed is all there is
+            if now >= deadline:
+                raise subprocess.TimeoutExpired(what, timeout)
+            for key, _ in sel.select(min(deadline - now, 0.1)):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf = got[key.fileobj]
+                buf += chunk
+                if len(buf) > limit:
+                    raise TopobindError(f"{what} printed more than {limit >> 20} MiB; stopped")
+    return bytes(got[proc.stdout]), bytes(got[proc.stderr])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
@@ -63,3 +64,24 @@ def test_verify_reads_a_launch_that_prints_any_byte(tmp_path: object) -> None:
                           "compact", "--", *launch], capture_output=True, timeout=120)  # fmt: skip
     assert b"Traceback" not in out.stderr and out.returncode in (0, 1), out.stderr[-2000:]
     assert b"rank  host" in out.stdout + out.stderr
+
+
+def test_a_tool_that_floods_its_output_is_stopped_at_the_bound() -> None:
+    """A tool printing without end (a broken flux, lstopo on a hostile node) is stopped once
+    past the limit, in one line, not after filling memory within its timeout."""
+    t0 = time.monotonic()
+    with pytest.raises(TopobindError, match=r"^yes printed more than 1 MiB; stopped$"):
+        capture(["yes"], 60, "yes", limit=1 << 20)
+    assert time.monotonic() - t0 < 30
+
+
+@pytest.mark.slow
+def test_a_grandchild_holding_the_pipes_does_not_keep_topobind_waiting() -> None:
+    """The tool ended; a process it left behind keeps its stdout open: what it printed is
+    returned at once (subprocess.run waited for the pipe's end, up to the timeout or for
+    ever), and the process left behind is killed with the tool's session."""
+    t0 = time.monotonic()
+    status, out, _ = capture(["sh", "-c", "(sleep 300 &); echo done"], 60, "sh")
+    assert (status, out) == (0, "done\n") and time.monotonic() - t0 < 30
+    left = subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True)
+    assert left.stdout == ""
