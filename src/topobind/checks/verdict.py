@@ -355,9 +355,12 @@ def bad_nodes_line(verdicts: Sequence[NodeVerdict]) -> str:
     a weak SLOW that no --confirm confirmed is not named there but after it, as unconfirmed."""
     bad = [v.node for v in verdicts if v.bad and confirmed_bad(v)]
     line = f"bad nodes: {hostlist.compress(bad) if bad else 'none'}"
-    weak = [v.node for v in verdicts if v.bad and not confirmed_bad(v)]
+    weak = [v.node for v in verdicts if v.status == "SLOW" and not confirmed_bad(v)]
     if weak:
         line += f"; unconfirmed (weak SLOW, --confirm them): {hostlist.compress(weak)}"
+    late = [v.node for v in verdicts if v.status == "NOT STARTED"]  # its job never started
+    if late:
+        line += f"; not tested (their jobs never started): {hostlist.compress(late)}"
     return line
 
 
@@ -399,7 +402,7 @@ def drain_reason(v: NodeVerdict) -> str:
 
 def confirmed_bad(v: NodeVerdict) -> bool:
     """Bad on a verdict that may drain: FAIL, a strong SLOW, a SLOW --confirm confirmed."""
-    if v.status == "FAIL":
+    if v.status in ("FAIL", "UNREACHABLE"):  # UNREACHABLE: its node died in the run
         return True
     return v.status == "SLOW" and (not v.weak or v.confirmed.startswith("confirmed"))
 
@@ -440,6 +443,8 @@ def _not_drained(
         return f"not a node of partition {partition}"
     if nodelist is not None and v.node not in nodelist:
         return "not in --nodelist"
+    if v.status == "NOT STARTED":
+        return "its job never started: nothing was judged"
     if not confirmed_bad(v):
         return (f"{v.verdict_text()}: too few or too noisy runs to be sure; confirm it with "
                 "--confirm (or --repeat 7) before draining")  # fmt: skip

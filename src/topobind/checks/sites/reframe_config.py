@@ -11,6 +11,12 @@ from topobind.checks.sites.model import BUILTIN_ENVIRONMENT, ExpectedNode, Site
 from topobind.checks.sites.paths import REPO
 from topobind.launch.launchers import reframe_name
 
+#: set to 1 in the job of one node of ``validate --each-node`` (topobind.checks.bundles): the
+#: site's Slurm partitions become ReFrame ``local`` partitions of the same name, so ReFrame runs
+#: each check inside the node's allocation (topobind run's srun makes a step there), not as
+#: a job of its own
+IN_JOB_VARIABLE = "TOPOBIND_REFRAME_IN_JOB"
+
 
 # --- ReFrame
 def reframe_references(
@@ -39,8 +45,13 @@ def reframe_site_configuration(
     directory: Path | None = None, results: Path | None = None
 ) -> dict[str, Any]:
     """ReFrame's ``site_configuration`` built from every site.yaml (one source of truth)."""
+    import os
+
     res = (results or reframe_results_dir()).resolve()
     sites = load_sites(directory)
+    # inside one node's job (validate --each-node's bundle, topobind.checks.bundles): the
+    # checks run as processes of that job, their steps srun'ed into its allocation
+    in_job = os.environ.get(IN_JOB_VARIABLE) == "1"
     systems: list[dict[str, Any]] = []
     environments: list[dict[str, Any]] = [
         {
@@ -62,7 +73,7 @@ def reframe_site_configuration(
             part: dict[str, Any] = {
                 "name": p.name,
                 "descr": p.description or f"{p.scheduler} scheduler, {p.launcher} launcher",
-                "scheduler": p.reframe_scheduler,
+                "scheduler": "local" if in_job and p.scheduler == "slurm" else p.reframe_scheduler,
                 "launcher": reframe_name(p.launcher),
                 "access": list(p.access),
                 "environs": list(p.environments),

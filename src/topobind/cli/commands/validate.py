@@ -400,6 +400,8 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
         nodes, figures = metrics.from_each_node(out.verdicts, out.figures, out.obs.failures)
         text = metrics.render(nodes, figures, site=site.name, partition=req.partition)
         print(f"metrics: {metrics.write(args.metrics, text)}")
+    if not args.reports:
+        print(f"{out.jobs} Slurm job(s) for {len(out.nodes)} node(s)")
     print(acceptance.bad_nodes_line(out.verdicts))
     bad = any(v.bad for v in out.verdicts)
     return 1 if bad or status else 0
