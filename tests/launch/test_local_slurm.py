@@ -483,6 +483,33 @@ def test_many_nodes_start_kill_any_and_stop(own_dir: Path) -> None:
     assert _pids_with(f"{own_dir}/") == []
 
 
+def test_the_daemons_do_not_hold_the_callers_lock(own_dir: Path, tmp_path: Path) -> None:
+    """Started under 'flock LOCK' (the lock's descriptor open in the caller), munged,
+    slurmctld and slurmd must not keep that descriptor: they would hold the lock for as long
+    as the cluster runs (another checkout's cluster blocked every test waiting on it)."""
+    lock = tmp_path / "the.lock"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["TOPOBIND_SLURM_DIR"] = str(own_dir)
+    started = subprocess.run(["flock", str(lock), str(SCRIPT), "start", "--nodes", "2"],
+                             capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    try:
+        assert started.returncode == 0, started.stderr
+        holders = []
+        for pid in _pids_with(f"{own_dir}/"):
+            fds = Path(f"/proc/{pid}/fd")
+            for fd in fds.iterdir() if fds.exists() else []:
+                try:
+                    if os.readlink(fd) == str(lock):
+                        holders.append(pid)
+                except OSError:
+                    continue
+        assert holders == []
+        again = subprocess.run(["flock", "-n", str(lock), "true"], timeout=30)
+        assert again.returncode == 0  # free once 'start' returned
+    finally:
+        assert run_script("stop", own_dir).returncode == 0
+
+
 def _slurmd_args(d: Path) -> list[str]:
     """The command lines of the slurmd of the cluster in ``d``."""
     out = []
