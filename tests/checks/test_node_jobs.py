@@ -105,7 +105,7 @@ def test_one_job_a_node_runs_the_checks_interleaved_in_it(
     assert argv[argv.index("--system") + 1] == "fleet:batch"
     assert argv[argv.index("--report-file") + 1].endswith("-node2.json")
     assert "NodeCheck" in argv and "--distribute=all" not in argv
-    assert fake.waves == [4]  # max_jobs 4: the four nodes side by side
+    assert fake.waves == [4]  # the four nodes side by side
     monkeypatch.setenv("RFM_POLL_RATE_DECAY", "0.5")  # the user's value wins
     acceptance.accept(fleet, req, tmp_path / "res", False)
     assert "export RFM_POLL_RATE_DECAY=0.5\n" in fake.scripts[-1]["node1"]

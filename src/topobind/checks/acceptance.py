@@ -5,10 +5,10 @@ How the runs are placed: ONE Slurm job a node a pass (:mod:`topobind.checks.node
 plan: tier, waves within the site's limits, each node's time bound; :mod:`topobind.checks.
 bundles`, the jobs). Inside a node's job one ReFrame session runs the tier's checks with
 ``--reruns N-1``, which runs the whole list once per rerun, so each node's runs of the checks
-are interleaved (A B C A B C ...) and the nodes run side by side, within the partition's
-``max_jobs`` for a measuring tier (1 on the local cluster, whose nodes share 2 cores) and all
-at once for the smoke tier. A node whose job dies or never starts is UNREACHABLE or NOT
-STARTED, never SLOW.
+are interleaved (A B C A B C ...) and the nodes run side by side, all at once within the
+site's limits on queued jobs: a burst of load lands on all nodes alike (one node after
+another, the node that ran during a burst looked slow). A node whose job dies or never
+starts is UNREACHABLE or NOT STARTED, never SLOW.
 
 The pieces: the report's one reader (:mod:`topobind.checks.reframe_report`), the verdict
 (:mod:`topobind.checks.verdict`, pure), the Slurm queries (:mod:`topobind.checks.slurm`).

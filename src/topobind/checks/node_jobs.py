@@ -7,7 +7,7 @@ smallest size), the site's limits on queued jobs and the waves they make
 The smoke tier (``--tags smoke``) runs every check of the quick tier at its smallest size (a
 few MB, milliseconds of work): it judges configuration (binding, hugepages, conformance, a
 kernel that runs and passes its own validation), never performance; it runs every node at
-once (the partition's ``max_jobs`` bounds measuring runs only).
+once, as every tier does (within the site's limits on queued jobs).
 """
 
 from __future__ import annotations
@@ -82,7 +82,10 @@ def plan(site: Any, req: Any, states: dict[str, str], nodes: Sequence[str], resu
     if free == 0:
         raise TopobindError(f"no job can be queued: {limits.describe(lim)}; wait for those "
                             "jobs, or raise max_submit in the site's settings")  # fmt: skip
-    wave = len(nodes) if smoke else max(1, min(part.max_jobs, len(nodes)))
+    # every node at once (within the limits): each job holds its node, and nodes run side by
+    # side so that a burst of load lands on all of them alike (one node after another, the
+    # node that ran during the burst looked slow: max_jobs no longer orders the nodes)
+    wave = len(nodes)
     notes = list(lim.notes)
     if free is not None and free < wave:
         notes.append(f"{len(nodes)} jobs (one a node) while {limits.describe(lim)}: waves of "
