@@ -131,7 +131,9 @@ def one_size(n: int) -> dict[str, object]:
             row["load_before_reframe"] = os.getloadavg()[0]
             rf = plain_reframe(n, env, results)
             row["reframe"] = rf
-            row["ratio_submissions"] = round(int(rf["submissions"]) / max(1, int(mine["submissions"])), 1)  # type: ignore[arg-type]  # noqa: E501
+            row["ratio_submissions"] = round(
+                int(rf["submissions"]) / max(1, int(mine["submissions"])), 1
+            )  # type: ignore[arg-type]  # noqa: E501
             row["ratio_wall"] = round(float(rf["wall_s"]) / max(0.1, float(mine["wall_s"])), 1)  # type: ignore[arg-type]  # noqa: E501
     finally:
         local_slurm(["stop"], env)
