@@ -265,8 +265,8 @@ def expected_time(reports: list[str], nodes: int, repeat: int, max_jobs: int) ->
         total,
         node_s,
         f"expected run time: about {clock(total)} ({nodes} node(s) x {checks} checks x "
-        f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time (max_jobs "
-        f"{max_jobs}); {clock(node_s)} a node; timed by {last})",
+        f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time; "
+        f"{clock(node_s)} a node; timed by {last})",
     )
 
 
@@ -274,8 +274,9 @@ def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Pa
     """The expected time of an ``--each-node`` run of ``nodes`` nodes of ``site``'s
     ``partition``, timed by the last such run's report in ``results``."""
     found = sorted((results / "reports").glob(f"each-node-{site.name}-{partition}-*.json"))
-    max_jobs = site.partition(partition).max_jobs
-    return expected_time([str(f) for f in found], nodes, repeat, max_jobs)
+    # one job a node, every node at once (topobind.checks.node_jobs; waves only past the
+    # site's limit on queued jobs)
+    return expected_time([str(f) for f in found], nodes, repeat, nodes)
 
 
 def check_budget(site: Any, exp: Expected) -> None:
