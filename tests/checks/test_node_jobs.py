@@ -295,3 +295,35 @@ def test_a_report_of_a_bundle_keeps_its_figures_names_and_units(
     assert figures == {(n, "StreamCheck", "compact", "triad", "MB/s")
                        for n in ("node1", "node2", "node3")}  # fmt: skip
     assert node_jobs.SMOKE_VARS["sanity_once"] == "true"
+
+
+def test_ctrl_c_in_a_wave_cancels_this_runs_jobs_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """SIGINT while wave 2 is followed: the jobs this run submitted and that had not ended are
+    cancelled by id (wave 1's ended job is not touched, nor anything else), and the run stops
+    with the signal's exit status."""
+    import signal
+
+    from topobind.errors import Interrupted
+
+    ids = iter(["11", "12", "13"])
+    monkeypatch.setattr(bundles, "submit", lambda script, node: next(ids))
+    cancelled: list[list[str]] = []
+    monkeypatch.setattr(bundles, "cancel", lambda got: cancelled.append(list(got)) or "done")
+
+    def follow(wave: list[bundles.NodeJob], *args: object) -> None:
+        if wave[0].node == "node1":
+            wave[0].ended = 1.0  # wave 1 ends
+            return
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C in wave 2
+
+    monkeypatch.setattr(bundles, "_follow", follow)
+    jobs = [bundles.NodeJob(f"node{i}", tmp_path / f"{i}.json", tmp_path / f"{i}.out",
+                            tmp_path / f"{i}.c") for i in (1, 2, 3)]  # fmt: skip
+    scripts = {j.node: "#!/bin/bash\n" for j in jobs}
+    with pytest.raises(Interrupted) as exc:
+        bundles.run_jobs(jobs, scripts, 1, 300.0, 60.0, lambda text: None)
+    assert exc.value.exit_status == 130
+    assert cancelled == [["12"]]  # node2's job; node3's was never submitted
+    assert "while the nodes' jobs ran" in str(exc.value)
