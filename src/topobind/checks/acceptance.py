@@ -55,7 +55,8 @@ __all__ = [
     "DEFAULT_THRESHOLD", "MIN_RUNS", "NAME_CONFIDENCE", "RATE_UNITS", "DrainPlan", "Failure",
     "FigureVerdict", "NodeVerdict", "Observations", "Outcome", "Request", "Sample", "accept",
     "bad_nodes_line", "choose_nodes", "confirm", "conformance_lines", "drain", "drain_lines",
-    "figure_verdicts", "good_node", "judge_reports", "node_verdicts", "observe", "table",
+    "figure_verdicts", "good_node", "judge_reports", "node_verdicts", "observe", "reports_text",
+    "table",
 ]  # fmt: skip
 
 
@@ -345,6 +346,16 @@ def _natural(name: str) -> tuple[str, int]:
     m = re.match(r"^(.*?)(\d*)$", name)
     assert m is not None
     return m.group(1), int(m.group(2) or -1)
+
+
+def reports_text(paths: Sequence[str]) -> str:
+    """The report files, all named up to 4; more (one a node): how many, and where."""
+    import os
+
+    if len(paths) <= 4:
+        return ", ".join(paths)
+    dirs = sorted({os.path.dirname(p) for p in paths})
+    return f"{len(paths)} files in {', '.join(dirs)} (first {os.path.basename(paths[0])})"
 
 
 def drain_lines(out: Outcome) -> DrainPlan:

@@ -10,7 +10,6 @@ the code, sizes, launch and binding that validation later compares against them.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -177,7 +176,9 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="P",
         help="partition (repeatable, or 'all'; default: the site's first partition)",
     )
-    p.add_argument("--tags", "-t", default="quick", metavar="T", help="ReFrame tag (default quick)")
+    smoke = "with --each-node also smoke: the quick checks at their smallest size"
+    p.add_argument("--tags", "-t", default="quick", metavar="T",
+                   help=f"ReFrame tag (default quick); {smoke}")  # fmt: skip
     p.add_argument(
         "--name", "-n", action="append", metavar="PATTERN", help="only checks matching (reframe -n)"
     )
@@ -395,7 +396,7 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
     if weak:
         print(f"weak: {', '.join(weak)}: too few or too noisy runs to be sure; re-run them with "
               "--confirm (or --repeat 7)")  # fmt: skip
-    print("reports: " + _reports_text(out.reports))
+    print("reports: " + acceptance.reports_text(out.reports))
     status = _drain(out, args.apply) if args.drain else 0
     if args.metrics:
         nodes, figures = metrics.from_each_node(out.verdicts, out.figures, out.obs.failures)
@@ -406,14 +407,6 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
     print(acceptance.bad_nodes_line(out.verdicts))
     bad = any(v.bad for v in out.verdicts)
     return 1 if bad or status else 0
-
-
-def _reports_text(paths: list[str]) -> str:
-    """The report files, all named up to 4; more (one a node): how many, and where."""
-    if len(paths) <= 4:
-        return ", ".join(paths)
-    dirs = sorted({os.path.dirname(p) for p in paths})
-    return f"{len(paths)} files in {', '.join(dirs)} (first {os.path.basename(paths[0])})"
 
 
 def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
