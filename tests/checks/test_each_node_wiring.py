@@ -162,24 +162,27 @@ def test_the_same_warning_of_every_check_is_said_once() -> None:
     assert _first_time("[ OK ] (1/2) StreamCheck", warned, False)
 
 
-def test_a_skipped_check_says_reframes_reason() -> None:
+def test_a_skipped_check_says_reframes_reason(tmp_path: Path) -> None:
     """Issue 37 item 24: 'skip C2CCheck: skipped' without its reason (the report has none; the
-    status line has it)."""
+    status line has it: in the node's job output, one job a node)."""
     from types import SimpleNamespace
 
-    from topobind.checks import acceptance, reframe_report
+    from topobind.checks import acceptance, bundles, reframe_report
 
     (tc,) = reframe_report.cases_of([{
         "display_name": "C2CCheck %pair=cross-l3 %.part=s:p %.nid=n1", "system": "s",
         "partition": "p", "result": "skip", "hashcode": "68d43045aa",
         "perfvalues": {}}])  # fmt: skip
-    obs = acceptance.observe([reframe_report.Report("r", (tc,), None, 1)], "s")
+    report = reframe_report.Report("r", (tc,), None, 1)
+    obs = acceptance.observe([report], "s")
     assert obs.skipped == {"C2CCheck": "skipped"}
-    session = SimpleNamespace(
-        parsed=SimpleNamespace(cases=[tc]),
-        skip_reasons={"68d43045": "cross-l3 needs two L3 domains"},
-    )
-    acceptance._skip_reasons(obs, session)
+    output = tmp_path / "n1.out"
+    output.write_text("[ RUN      ] C2CCheck %pair=cross-l3 /68d43045 @s:p+builtin\n"
+                      "\x1b[33m[     SKIP ]\x1b[0m (1/1) C2CCheck %pair=cross-l3 /68d43045 "
+                      "@s:p+builtin [cross-l3 needs two L3 domains]\n")  # fmt: skip
+    one = SimpleNamespace(parsed=[report], skip_reasons=bundles.skip_reasons(output))
+    assert one.skip_reasons == {"68d43045": "cross-l3 needs two L3 domains"}
+    acceptance._skip_reasons(obs, one)
     assert obs.skipped == {"C2CCheck": "cross-l3 needs two L3 domains"}
 
 

@@ -265,8 +265,8 @@ def expected_time(reports: list[str], nodes: int, repeat: int, max_jobs: int) ->
         total,
         node_s,
         f"expected run time: about {clock(total)} ({nodes} node(s) x {checks} checks x "
-        f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time (max_jobs "
-        f"{max_jobs}); {clock(node_s)} a node; timed by {last})",
+        f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time; "
+        f"{clock(node_s)} a node; timed by {last})",
     )
 
 
@@ -278,7 +278,6 @@ def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Pa
     pattern = f"each-node-{site.name}-{partition}-*.json"
     found = sorted(f for f in (results / "reports").glob(pattern)
                    if not f.name.endswith(".conformance.json"))  # fmt: skip
-    max_jobs = site.partition(partition).max_jobs
     if selection is not None and found:
         same = [f for f in found[-SAME_SELECTION_LOOK:] if report_selection(f) == selection]
         if not same:
@@ -287,7 +286,9 @@ def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Pa
             why = f"no earlier --each-node run of these checks ({chosen}) to time them by"
             return Expected(None, None, f"expected run time: unknown ({why}; this one will be)")
         found = same
-    return expected_time([str(f) for f in found], nodes, repeat, max_jobs)
+    # one job a node, every node at once (topobind.checks.node_jobs; waves only past the
+    # site's limit on queued jobs)
+    return expected_time([str(f) for f in found], nodes, repeat, nodes)
 
 
 SAME_SELECTION_LOOK = 20  # the newest reports looked at for one of the same checks
@@ -310,7 +311,18 @@ def report_selection(path: Path) -> tuple[str, tuple[str, ...]] | None:
         return None
     tags = [b for a, b in zip(args, args[1:], strict=False) if a in ("-t", "--tag")]
     names = tuple(b for a, b in zip(args, args[1:], strict=False) if a in ("-n", "--name"))
-    return (tags[-1] if tags else "", names)
+    tag = tags[-1] if tags else ""
+    if tag == "quick" and _smoke(args):
+        tag = "smoke"  # the smoke tier runs ReFrame's quick checks at their smallest size
+    return (tag, names)
+
+
+def _smoke(args: list[str]) -> bool:
+    """The session's -S set every variable of the smoke tier (topobind.checks.node_jobs)."""
+    from topobind.checks.node_jobs import SMOKE_VARS
+
+    given = {b.partition("=")[0] for a, b in zip(args, args[1:], strict=False) if a == "-S"}
+    return set(SMOKE_VARS) <= given
 
 
 def check_budget(site: Any, exp: Expected) -> None:
