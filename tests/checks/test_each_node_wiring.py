@@ -147,6 +147,17 @@ def test_expected_time_counts_the_checks_of_a_run_of_the_same_checks(tmp_path: P
     other = progress.expected_run(site, "p", 3, 3, tmp_path, ("full", ()))
     assert other.seconds is None and "no earlier --each-node run of these checks (-t full)" in (
         other.text)  # fmt: skip
+    # the smoke tier runs ReFrame -t quick at its smallest sizes: timed by a smoke run only
+    from topobind.checks.node_jobs import SMOKE_VARS
+
+    smoke_s = [a for k, v in SMOKE_VARS.items() for a in ("-S", f"{k}={v}")]
+    smoke = progress.expected_run(site, "p", 3, 3, tmp_path, ("smoke", ()), SMOKE_VARS)
+    assert smoke.seconds is None and "(-t smoke)" in smoke.text
+    write("each-node-s-p-3.json", 4, ["reframe", "-t", "quick", *smoke_s, "-r"])
+    smoke = progress.expected_run(site, "p", 3, 3, tmp_path, ("smoke", ()), SMOKE_VARS)
+    assert "x 4 checks x" in smoke.text and "each-node-s-p-3.json" in smoke.text
+    quick = progress.expected_run(site, "p", 3, 3, tmp_path, ("quick", ()), SMOKE_VARS)
+    assert "each-node-s-p-1.json" in quick.text  # not the smoke run's
 
 
 def test_the_same_warning_of_every_check_is_said_once() -> None:

@@ -68,11 +68,20 @@ def node_bound(site: Any, exp_per_node: float | None) -> tuple[float, str]:
     return bundles.DEFAULT_RUN_S, "no cost model yet"
 
 
+def expected(site: Any, req: Any, nodes: int, results: Path) -> Any:
+    """The expected time of the run (:func:`topobind.checks.progress.expected_run`), timed by
+    an earlier run of the same checks (tags, -n; a smoke session counts as smoke)."""
+    from topobind.checks import progress
+
+    return progress.expected_run(site, req.partition, nodes, req.repeat, results,
+                                 (req.tags, tuple(req.names or ())), SMOKE_VARS)  # fmt: skip
+
+
 def plan(site: Any, req: Any, states: dict[str, str], nodes: Sequence[str], results: Path,
          tier: tuple[str, dict[str, str], tuple[str, ...]]) -> Plan:  # fmt: skip
     """The run's plan: ``tier`` (ReFrame's -t, -S and exclusions), waves within the site's
     limits, time bound; refuses in one line a run that cannot be queued at all."""
-    from topobind.checks import limits, progress
+    from topobind.checks import limits
 
     part = site.partition(req.partition)
     smoke = req.tags == "smoke"
@@ -91,8 +100,7 @@ def plan(site: Any, req: Any, states: dict[str, str], nodes: Sequence[str], resu
         notes.append(f"{len(nodes)} jobs (one a node) while {limits.describe(lim)}: waves of "
                      f"at most {free}")  # fmt: skip
         wave = free
-    same = (req.tags, tuple(req.names or ()))  # timed by an earlier run of the same checks
-    exp = progress.expected_run(site, req.partition, len(nodes), req.repeat, results, same)
+    exp = expected(site, req, len(nodes), results)
     bound, why = node_bound(site, exp.per_node)
     spec = PassSpec(site.name, req.partition, tuple(part.access), part.exclusive, tags,
                     tuple(req.names or ()), setvars,

@@ -416,12 +416,11 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
 def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
     """Print the expected run time (timed by the last --each-node run of this partition);
     a plan over the site's per-node budget (settings.node_budget) is refused after it."""
-    from topobind.checks import acceptance, progress
+    from topobind.checks import acceptance, node_jobs, progress
 
     states = acceptance.partition_states(site, req.partition) or {}
     nodes = len(acceptance.choose_nodes(states, req.nodelist, req.partition)) if states else 1
-    chosen = (req.tags, tuple(req.names or ()))
-    exp = progress.expected_run(site, req.partition, nodes, req.repeat, _results_dir(args), chosen)
+    exp = node_jobs.expected(site, req, nodes, _results_dir(args))
     print(exp.text, flush=True)
     progress.check_budget(site, exp)
 
