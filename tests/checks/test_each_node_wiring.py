@@ -44,6 +44,20 @@ def test_each_node_verdicts_become_metrics() -> None:
     assert len(ratio) == 1 and float(ratio[0].split()[-1]) == pytest.approx(250 / 995)
 
 
+def test_a_node_whose_job_never_started_is_not_tested_in_the_metrics() -> None:
+    """One job a node: NOT STARTED judged nothing (not tested, no strong verdict); a node whose
+    job died (UNREACHABLE) is a fail."""
+    from topobind.checks.verdict import NodeVerdict
+
+    verdicts = [
+        NodeVerdict("n1", "NOT STARTED", False, ("its job 7 did not start",), None),
+        NodeVerdict("n2", "UNREACHABLE", False, ("its job ended NODE_FAIL",), None),
+    ]
+    nodes, _ = metrics.from_each_node(verdicts, [], [])
+    assert {n.node: (n.verdict, n.strong) for n in nodes} == {
+        "n1": ("not_tested", False), "n2": ("fail", True)}  # fmt: skip
+
+
 def _case(node: str, check: str, variant: str, result: str, phase: str, *figs: Any) -> Any:
     from topobind.checks.reframe_report import TestCase
 
