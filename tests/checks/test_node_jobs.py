@@ -373,3 +373,20 @@ def test_each_nodes_conformance_is_kept_beside_its_report_and_judged_again(
     assert by["node4"].status == "not tested" and by["node4"].reasons == (
         "not tested: the reports hold no result of it",)  # fmt: skip
     assert not any("conformance not judged" in n for n in again.notes)
+
+
+def test_a_note_of_every_nodes_conformance_record_is_said_once(tmp_path: Path) -> None:
+    """--reports of one report a node: the 'no node: section' note each node's record holds
+    (with its own name) is one note, not one a node."""
+    paths = []
+    for n in (1, 2, 3):
+        report = tmp_path / f"each-node-fleet-batch-1-node{n}.json"
+        report.write_text(json.dumps(_runs({f"node{n}": 100.0}, 3)))
+        note = f"conformance not checked: no node: section to compare node{n} with"
+        acceptance.write_conformance(report, "fleet", [], {}, [note])
+        paths.append(str(report))
+    req = acceptance.Request(partition="batch", tags="quick", names=None, setvars={})
+    out = acceptance.judge_reports(paths, "fleet", req)
+    assert [n for n in out.notes if "conformance" in n] == [
+        "conformance not checked: no node: section to compare node1 with"
+    ]
