@@ -390,3 +390,20 @@ def test_a_note_of_every_nodes_conformance_record_is_said_once(tmp_path: Path) -
     assert [n for n in out.notes if "conformance" in n] == [
         "conformance not checked: no node: section to compare node1 with"
     ]
+
+
+def test_reports_of_a_smoke_run_compare_no_figure_when_judged_again(tmp_path: Path) -> None:
+    """--tags smoke judges configuration, not performance: its reports judged again with
+    --reports compare no figure either (two nodes' figures were NOT JUDGED), a quick one does."""
+    smoke = [a for k, v in node_jobs.SMOKE_VARS.items() for a in ("-S", f"{k}={v}")]
+    req = acceptance.Request(partition="batch", tags="quick", names=None, setvars={})
+    for argv, want in ((["reframe", "-t", "quick", *smoke, "-r"], "ok"),
+                       (["reframe", "-t", "quick", "-r"], "NOT JUDGED")):  # fmt: skip
+        paths = []
+        for n, value in ((1, 100.0), (2, 50.0)):
+            report = tmp_path / f"{want}-node{n}.json".replace(" ", "_")
+            doc = {"session_info": {"cmdline": shlex.join(argv)}, **_runs({f"node{n}": value}, 1)}
+            report.write_text(json.dumps(doc))
+            paths.append(str(report))
+        out = acceptance.judge_reports(paths, "fleet", req)
+        assert [v.status for v in out.verdicts] == [want, want]

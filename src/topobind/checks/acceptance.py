@@ -330,12 +330,24 @@ def judge_reports(paths: Sequence[str], site: Any, req: Request,
             raise TopobindError(f"--nodelist {req.nodelist!r} names no node")
     else:
         nodes = sorted(obs.ran_on, key=_natural)
-    figures = figure_verdicts(obs.samples, req.threshold)
+    # the smoke tier measures no performance: its reports' figures are not compared either
+    figures = [] if _smoke_reports(paths) else figure_verdicts(obs.samples, req.threshold)
     # a report is no live run: a node it does not hold was not tested, never unreachable
     verdicts = node_verdicts(nodes, obs, figures, live=False)
     return Outcome(nodes, verdicts, figures, obs, list(paths), first=verdicts, notes=notes,
                    partition=req.partition, partition_nodes=states,
                    nodelist=None if req.nodelist is None else nodes)  # fmt: skip
+
+
+def _smoke_reports(paths: Sequence[str]) -> bool:
+    """Every report is of a --tags smoke session (its -S: topobind.checks.node_jobs)."""
+    from pathlib import Path
+
+    from topobind.checks import node_jobs, progress
+
+    tiers = [(progress.report_selection(Path(p), node_jobs.SMOKE_VARS) or ("",))[0]
+             for p in paths]  # fmt: skip
+    return bool(tiers) and all(t == "smoke" for t in tiers)
 
 
 # --------------------------------------------------------------------------- conformance record
