@@ -22,3 +22,10 @@ bench-reframe-ci:
 	flock /tmp/tb-slurm.lock $(PY) scripts/bench-reframe-ci.py
 
 BENCH_TARGETS += bench-reframe-ci
+
+# Node acceptance at scale (issue 39): the smoke acceptance on 8, 16, 32 local nodes (one job a
+# node) and plain ReFrame --distribute=all of the same checks beside it. Root; holds the Slurm
+# lock. BENCH_SCALE_NODES / BENCH_SCALE_REFRAME_NODES choose the sizes. results/bench/scale.json.
+.PHONY: bench-scale
+bench-scale:
+	flock /tmp/tb-slurm.lock $(PY) scripts/bench-scale.py

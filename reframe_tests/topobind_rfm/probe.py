@@ -165,7 +165,7 @@ def _write(name: str, doc: dict) -> None:
 def _stream_size(trials: int, cap: int, given: int | None, most: int | None = None) -> int:
     llc = llc_bytes()
     rule = given or max((4 * llc + 7) // 8, STREAM_MIN_ELEMENTS)
-    least = max(trials, 1)
+    least = max(trials, 2)  # the stream kernel refuses fewer than 2 trials
     # the cap buys trials at the rule's size first (a best of more trials is a steadier figure:
     # one trial is ~0.1 s, and any other process in it spoils it), then the size shrinks
     fit = cap // (rule * STREAM_BYTES_PER_ELEMENT)

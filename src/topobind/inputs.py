@@ -95,6 +95,17 @@ def suffixed(text: str, what: str, lo: int, hi: int, *, binary: bool = True) -> 
     return value
 
 
+def duration(value: object, where: str) -> float:
+    """``90``, ``90s``, ``10m``, ``1h`` -> seconds; TopobindError naming ``where`` otherwise
+    (site settings such as node_budget: read where the site is checked and where it is used)."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value), re.ASCII)  # no '١m'
+    if not m or float(m.group(1)) <= 0:
+        raise TopobindError(f"{where}: {value!r} is not a duration (e.g. 90s, 10m, 1h)")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
 def _human(n: int, binary: bool) -> str:
     if not binary:
         return f"{n:,}"

@@ -44,6 +44,20 @@ def test_each_node_verdicts_become_metrics() -> None:
     assert len(ratio) == 1 and float(ratio[0].split()[-1]) == pytest.approx(250 / 995)
 
 
+def test_a_node_whose_job_never_started_is_not_tested_in_the_metrics() -> None:
+    """One job a node: NOT STARTED judged nothing (not tested, no strong verdict); a node whose
+    job died (UNREACHABLE) is a fail."""
+    from topobind.checks.verdict import NodeVerdict
+
+    verdicts = [
+        NodeVerdict("n1", "NOT STARTED", False, ("its job 7 did not start",), None),
+        NodeVerdict("n2", "UNREACHABLE", False, ("its job ended NODE_FAIL",), None),
+    ]
+    nodes, _ = metrics.from_each_node(verdicts, [], [])
+    assert {n.node: (n.verdict, n.strong) for n in nodes} == {
+        "n1": ("not_tested", False), "n2": ("fail", True)}  # fmt: skip
+
+
 def _case(node: str, check: str, variant: str, result: str, phase: str, *figs: Any) -> Any:
     from topobind.checks.reframe_report import TestCase
 
@@ -147,6 +161,17 @@ def test_expected_time_counts_the_checks_of_a_run_of_the_same_checks(tmp_path: P
     other = progress.expected_run(site, "p", 3, 3, tmp_path, ("full", ()))
     assert other.seconds is None and "no earlier --each-node run of these checks (-t full)" in (
         other.text)  # fmt: skip
+    # the smoke tier runs ReFrame -t quick at its smallest sizes: timed by a smoke run only
+    from topobind.checks.node_jobs import SMOKE_VARS
+
+    smoke_s = [a for k, v in SMOKE_VARS.items() for a in ("-S", f"{k}={v}")]
+    smoke = progress.expected_run(site, "p", 3, 3, tmp_path, ("smoke", ()), SMOKE_VARS)
+    assert smoke.seconds is None and "(-t smoke)" in smoke.text
+    write("each-node-s-p-3.json", 4, ["reframe", "-t", "quick", *smoke_s, "-r"])
+    smoke = progress.expected_run(site, "p", 3, 3, tmp_path, ("smoke", ()), SMOKE_VARS)
+    assert "x 4 checks x" in smoke.text and "each-node-s-p-3.json" in smoke.text
+    quick = progress.expected_run(site, "p", 3, 3, tmp_path, ("quick", ()), SMOKE_VARS)
+    assert "each-node-s-p-1.json" in quick.text  # not the smoke run's
 
 
 def test_the_same_warning_of_every_check_is_said_once() -> None:
@@ -162,24 +187,27 @@ def test_the_same_warning_of_every_check_is_said_once() -> None:
     assert _first_time("[ OK ] (1/2) StreamCheck", warned, False)
 
 
-def test_a_skipped_check_says_reframes_reason() -> None:
+def test_a_skipped_check_says_reframes_reason(tmp_path: Path) -> None:
     """Issue 37 item 24: 'skip C2CCheck: skipped' without its reason (the report has none; the
-    status line has it)."""
+    status line has it: in the node's job output, one job a node)."""
     from types import SimpleNamespace
 
-    from topobind.checks import acceptance, reframe_report
+    from topobind.checks import acceptance, bundles, reframe_report
 
     (tc,) = reframe_report.cases_of([{
         "display_name": "C2CCheck %pair=cross-l3 %.part=s:p %.nid=n1", "system": "s",
         "partition": "p", "result": "skip", "hashcode": "68d43045aa",
         "perfvalues": {}}])  # fmt: skip
-    obs = acceptance.observe([reframe_report.Report("r", (tc,), None, 1)], "s")
+    report = reframe_report.Report("r", (tc,), None, 1)
+    obs = acceptance.observe([report], "s")
     assert obs.skipped == {"C2CCheck": "skipped"}
-    session = SimpleNamespace(
-        parsed=SimpleNamespace(cases=[tc]),
-        skip_reasons={"68d43045": "cross-l3 needs two L3 domains"},
-    )
-    acceptance._skip_reasons(obs, session)
+    output = tmp_path / "n1.out"
+    output.write_text("[ RUN      ] C2CCheck %pair=cross-l3 /68d43045 @s:p+builtin\n"
+                      "\x1b[33m[     SKIP ]\x1b[0m (1/1) C2CCheck %pair=cross-l3 /68d43045 "
+                      "@s:p+builtin [cross-l3 needs two L3 domains]\n")  # fmt: skip
+    one = SimpleNamespace(parsed=[report], skip_reasons=bundles.skip_reasons(output))
+    assert one.skip_reasons == {"68d43045": "cross-l3 needs two L3 domains"}
+    acceptance._skip_reasons(obs, one)
     assert obs.skipped == {"C2CCheck": "cross-l3 needs two L3 domains"}
 
 

@@ -248,12 +248,6 @@ def test_choose_nodes_bad_input() -> None:
         acceptance.choose_nodes({"node1": "alloc", "node2": "down*"}, None, "debug")
 
 
-def test_reframe_options_pin_the_chosen_nodes_and_interleave_the_runs() -> None:
-    opts = acceptance.reframe_options(["node1", "node2", "node3", "node4"], ["node2"], 3)
-    assert opts == ["--distribute=all", "-x", "NodeCheck", "-J", "exclude=node[1,3-4]",
-                    "--reruns", "2"]  # fmt: skip
-
-
 def test_drain_lines_quote_the_reason() -> None:
     seven = [{"node1": 100.0 + i, "node2": 99.0 + i, "node3": 60.0 + i} for i in range(7)]
     first, _ = _judge(seven)

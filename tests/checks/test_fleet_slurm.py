@@ -147,6 +147,34 @@ def test_a_node_that_dies_during_the_run_is_named_failed_and_the_others_judged(
     assert "Traceback" not in err
     # two nodes left with figures: no majority to judge them by (issue 37 item 7: was 'ok')
     assert out.strip().splitlines()[-1] == "bad nodes: node2; NOT JUDGED: node[1,3]", out
-    assert _row(out, "node2").split()[1] == "FAIL"
+    # its job ended NODE_FAIL: UNREACHABLE with the reason, not SLOW nor a check's FAIL
+    assert _row(out, "node2").split()[1] == "UNREACHABLE", out
+    assert "NODE_FAIL" in _row(out, "node2"), out
     for node in ("node1", "node3"):
         assert "NOT JUDGED" in _row(out, node) and "2 node(s) measured it" in _row(out, node)
+    assert "3 Slurm job(s) for 3 node(s)" in out  # one a node
+
+
+def _submitted(cluster: SlurmCluster) -> int:
+    """slurmctld's count of jobs submitted (sdiag), since it started."""
+    got = cluster.run(["sdiag"]).stdout
+    m = re.search(r"Jobs submitted:\s+(\d+)", got)
+    assert m, got
+    return int(m.group(1))
+
+
+def test_smoke_tier_is_one_job_a_node_and_names_no_node(
+    slurm_cluster3: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """--tags smoke on the three nodes: one Slurm job a node (slurmctld's own count), every
+    node ok, its notes say it measured no performance."""
+    c = slurm_cluster3
+    sites = fleet_faults.fleet_sites(tmp_path)
+    before = _submitted(c)
+    got = _validate(c, sites, tmp_path, "--each-node", "--tags", "smoke", "--repeat", "1")
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert _submitted(c) - before == 3
+    assert "3 Slurm job(s) for 3 node(s)" in got.stdout
+    assert got.stdout.strip().splitlines()[-1] == "bad nodes: none"
+    assert "it judges configuration" in got.stdout and "not performance" in got.stdout

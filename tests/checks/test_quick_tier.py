@@ -113,3 +113,12 @@ def test_quick_tier_is_read_from_reframes_tag_option(argv: list[str], quick: boo
     from probe import quick_tier  # the checks' copy: topobind_rfm imports it from probe
 
     assert quick_tier(argv) is quick
+
+
+@pytest.mark.slow
+def test_stream_gets_the_two_trials_the_kernel_needs_at_least(tmp_path: Path) -> None:
+    """stream refuses fewer than 2 trials: one trial of 1 MiB arrays under a 16M cap (the
+    smoke tier's first size) was 'trials 1', and every STREAM job failed its sanity."""
+    out, doc = probe(tmp_path, "stream-size", "1", "16M", "131072", "2")
+    assert doc["trials"] == 2 and out.split()[1] == "2"
+    assert doc["bytes_per_run"] <= 16 << 20

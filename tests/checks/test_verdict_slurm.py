@@ -53,12 +53,14 @@ def test_two_runs_are_not_judged_and_a_rejudge_keeps_the_conformance_failure(
         assert "NOT JUDGED" in _row(out, node), out
     assert "NOT JUDGED: 2 run(s); a SLOW verdict needs at least 3" in out
     assert out.strip().splitlines()[-1] == "bad nodes: node2; NOT JUDGED: node[1,3]", out
-    report = re.search(r"^reports: (\S+)$", out, re.M)
-    assert report, out
-    record = Path(report.group(1).removesuffix(".json") + ".conformance.json")
-    assert record.is_file()
-    # judged again from the report: node2's conformance failure is still there (was 'ok')
-    again = _validate(c, sites, tmp_path, "--reports", report.group(1), "--drain")
+    line = re.search(r"^reports: (.+)$", out, re.M)
+    assert line, out
+    reports = line.group(1).split(", ")  # one a node (one job a node), all named up to 4
+    assert len(reports) == 3, out
+    for report in reports:  # each node's conformance beside its report
+        assert Path(report.removesuffix(".json") + ".conformance.json").is_file(), report
+    # judged again from the reports: node2's conformance failure is still there (was 'ok')
+    again = _validate(c, sites, tmp_path, "--reports", *reports, "--drain")
     assert again.returncode == 1, again.stdout + again.stderr
     assert "hugepages_2m_per_numa" in _row(again.stdout, "node2")
     assert again.stdout.strip().splitlines()[-1] == "bad nodes: node2; NOT JUDGED: node[1,3]"

@@ -122,8 +122,15 @@ SRUN_WAITED = re.compile(
     r"srun: (Job \d+ step creation temporarily disabled, retrying.*|Step created for job \d+)"
 )
 
+#: srun's own line on a task's exit status: srun prints it when the exit message comes, which
+#: races with the task's last output forwarded through slurmstepd (a busy machine printed it
+#: before the task's error lines): compared after the output, in its own order
+SRUN_EXITED = re.compile(r"srun: error: [\w.-]+: tasks? [\d,-]+: Exited with exit code \d+")
+
 
 def normalize(lines: list[str], hosts: tuple[str, ...]) -> list[str]:
+    exited = [ln for ln in lines if SRUN_EXITED.fullmatch(ln.strip())]
+    lines = [ln for ln in lines if not SRUN_EXITED.fullmatch(ln.strip())] + exited
     out: list[str] = []
     for line in lines:
         if SRUN_WAITED.fullmatch(line.strip()):

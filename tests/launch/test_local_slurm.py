@@ -439,14 +439,86 @@ def test_port_in_use_is_a_clear_error(own_dir: Path) -> None:
     assert _pids_with(f"{own_dir}/") == []
 
 
-def test_bad_node_counts() -> None:
-    for bad in ("0", "5", "x"):
-        out = subprocess.run(
-            [str(SCRIPT), "start", "--nodes", bad], capture_output=True, text=True, timeout=30
-        )
+def test_bad_node_counts(own_dir: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["TOPOBIND_SLURM_DIR"] = str(own_dir)
+    for bad in ("0", "65", "abc", "07", "-1", "1 2"):
+        out = subprocess.run([str(SCRIPT), "start", "--nodes", bad], capture_output=True,
+                             text=True, timeout=30, env=env)  # fmt: skip
         assert out.returncode == 1 and out.stderr == (
-            f"local-slurm: error: --nodes {bad}: give 1 to 4 nodes\n"
+            f"local-slurm: error: --nodes {bad}: give a whole number of nodes from 1 to 64; "
+            "nothing started\n"
         )
+    assert not own_dir.exists() and _pids_with(f"{own_dir}/") == []  # nothing started
+    for bad in ("node0", "node65", "nodeX"):
+        out = subprocess.run([str(SCRIPT), "kill-node", bad], capture_output=True, text=True,
+                             timeout=30, env=env)  # fmt: skip
+        assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+        assert f"kill-node {bad}: name a node of the cluster (node1..node64)" in out.stderr
+
+
+def test_many_nodes_start_kill_any_and_stop(own_dir: Path) -> None:
+    """40 nodes (node1..node40, each its own slurmd and namespace) start, every one idle; any
+    node can be killed (its slurmd goes, slurmctld still lists it) and 'start' revives it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env |= {"TOPOBIND_SLURM_DIR": str(own_dir)}
+    started = run_script("start", own_dir, args=["--nodes", "40"])
+    try:
+        assert started.returncode == 0, started.stderr
+        conf = {"SLURM_CONF": str(own_dir / "slurm.conf")}
+        sinfo = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True,
+                               text=True, timeout=30, env=env | conf)  # fmt: skip
+        states = dict(line.split() for line in sinfo.stdout.splitlines())
+        assert sorted(states) == sorted(f"node{i}" for i in range(1, 41))
+        assert set(states.values()) == {"idle"}, states
+        killed = run_script("kill-node", own_dir, args=["node37"])
+        assert killed.returncode == 0 and "killed everything on node37" in killed.stdout
+        assert len(_slurmd_args(own_dir)) == 39
+        assert not any(a.endswith("-N node37 ") for a in _slurmd_args(own_dir))
+        again = run_script("start", own_dir)
+        assert again.returncode == 0 and "node node37 has no slurmd; starting it" in again.stdout
+        assert any(a.endswith("-N node37 ") for a in _slurmd_args(own_dir))
+    finally:
+        assert run_script("stop", own_dir).returncode == 0
+    assert _pids_with(f"{own_dir}/") == []
+
+
+def test_the_daemons_do_not_hold_the_callers_lock(own_dir: Path, tmp_path: Path) -> None:
+    """Started under 'flock LOCK' (the lock's descriptor open in the caller), munged,
+    slurmctld and slurmd must not keep that descriptor: they would hold the lock for as long
+    as the cluster runs (another checkout's cluster blocked every test waiting on it)."""
+    lock = tmp_path / "the.lock"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["TOPOBIND_SLURM_DIR"] = str(own_dir)
+    started = subprocess.run(["flock", str(lock), str(SCRIPT), "start", "--nodes", "2"],
+                             capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    try:
+        assert started.returncode == 0, started.stderr
+        holders = []
+        for pid in _pids_with(f"{own_dir}/"):
+            fds = Path(f"/proc/{pid}/fd")
+            for fd in fds.iterdir() if fds.exists() else []:
+                try:
+                    if os.readlink(fd) == str(lock):
+                        holders.append(pid)
+                except OSError:
+                    continue
+        assert holders == []
+        again = subprocess.run(["flock", "-n", str(lock), "true"], timeout=30)
+        assert again.returncode == 0  # free once 'start' returned
+    finally:
+        assert run_script("stop", own_dir).returncode == 0
+
+
+def _slurmd_args(d: Path) -> list[str]:
+    """The command lines of the slurmd of the cluster in ``d``."""
+    out = []
+    for pid in _pids_with(f"{d}/slurm.conf -N "):
+        try:
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return out
 
 
 def test_usage() -> None:

@@ -1,16 +1,18 @@
 """Node acceptance: the same checks on every node of a partition, each node judged against
 the fleet (``topobind validate --each-node``).
 
-How the runs are placed: ONE ReFrame session with ``--distribute=all`` (one copy of every
-check pinned to each node, ``-J exclude=`` keeping the nodes not asked for out) and
-``--reruns N-1``. ReFrame runs the whole list once per rerun, so the runs are interleaved
-(node1, node2, node3, node1, ...): a burst of load on the machine lands on all nodes alike
-instead of making the node that happened to run then look slow. The partition's
-``max_jobs`` (1 on the local cluster, whose nodes share 2 cores) keeps one job at a time.
+How the runs are placed: ONE Slurm job a node a pass (:mod:`topobind.checks.node_jobs`, the
+plan: tier, waves within the site's limits, each node's time bound; :mod:`topobind.checks.
+bundles`, the jobs). Inside a node's job one ReFrame session runs the tier's checks with
+``--reruns N-1``, which runs the whole list once per rerun, so each node's runs of the checks
+are interleaved (A B C A B C ...) and the nodes run side by side, all at once within the
+site's limits on queued jobs: a burst of load lands on all nodes alike (one node after
+another, the node that ran during a burst looked slow). A node whose job dies or never
+starts is UNREACHABLE or NOT STARTED, never SLOW.
 
 The pieces: the report's one reader (:mod:`topobind.checks.reframe_report`), the verdict
 (:mod:`topobind.checks.verdict`, pure), the Slurm queries (:mod:`topobind.checks.slurm`).
-This module chooses the nodes, runs the sessions and puts them together. Entry points:
+This module chooses the nodes, runs the passes and puts them together. Entry points:
 :func:`accept` (run and judge), :func:`judge_reports` (judge report files), :func:`drain`
 (drain what was judged bad, on a confirmed verdict).
 """
@@ -18,11 +20,12 @@ This module chooses the nodes, runs the sessions and puts them together. Entry p
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from topobind.checks import reframe_report, slurm
+from topobind.checks.bundles import conformance_lines
 from topobind.checks.verdict import (
     DEFAULT_THRESHOLD,
     MAX_REPEAT,
@@ -56,9 +59,9 @@ __all__ = [
     "DEFAULT_THRESHOLD", "MIN_RUNS", "NAME_CONFIDENCE", "NOT_JUDGED", "NOT_TESTED", "RATE_UNITS",
     "DrainPlan", "Failure", "FigureVerdict", "NodeVerdict", "Observations", "Outcome", "Request",
     "Sample", "accept",
-    "bad_nodes_line", "choose_nodes", "confirm", "drain", "drain_lines", "figure_verdicts",
-    "good_node", "judge_reports", "node_verdicts", "observe", "reframe_options", "table",
-    "unjudged_summary",
+    "bad_nodes_line", "choose_nodes", "confirm", "conformance_lines", "drain", "drain_lines",
+    "figure_verdicts", "good_node", "judge_reports", "node_verdicts", "observe", "reports_text",
+    "table", "unjudged_summary",
 ]  # fmt: skip
 
 
@@ -96,18 +99,6 @@ def choose_nodes(states: dict[str, str], nodelist: str | None, partition: str) -
     return idle
 
 
-def reframe_options(all_nodes: Iterable[str], chosen: Sequence[str], repeat: int) -> list[str]:
-    """ReFrame options running every check once per chosen node, ``repeat`` times over
-    (NodeCheck left out: :func:`conformance_step` checks each node once)."""
-    extra = ["--distribute=all", "-x", "NodeCheck"]
-    others = sorted(set(all_nodes) - set(chosen))
-    if others:
-        extra += ["-J", f"exclude={hostlist.compress(others)}"]
-    if repeat > 1:
-        extra += ["--reruns", str(repeat - 1)]
-    return extra
-
-
 #: checks the quick per-node acceptance leaves out, and why (their cost model is over the quick
 #: tier's bound): one HPL run through Debian's hpcc runs every HPC Challenge test and took
 #: minutes a node on the local cluster (a STREAM job: 4 s); BindingCheck's 6 cases were 18 of
@@ -131,15 +122,6 @@ QUICK_STREAM = "compact"
 #: judged: 1-3 s a job), and the sanity-only checks once, not once per --repeat run
 QUICK_EACH_NODE_VARS = {"DgemmCheck.n": "1024", "DgemmCheck.reps": "5",
                         "LatencyCheck.quick_small": "", "sanity_once": "true"}  # fmt: skip
-
-
-#: how ReFrame polls Slurm in an --each-node session (unless RFM_POLL_RATE_DECAY is set): its
-#: default decay (0.1 a poll from 10 polls/s) leaves 0.5-1.5 s between polls once a job has run
-#: a few seconds, and with max_jobs 1 each job's end goes unnoticed for half that on average
-#: before the next is submitted; 0.02 keeps the gap at 0.2-0.4 s (about 5 squeue calls a
-#: second while a job runs). (The 2 s floor of every job on the local cluster was the squeue
-#: backend's wait after each submission: site_configs/reframe_config.py.)
-POLL = {"RFM_POLL_RATE_DECAY": "0.02"}
 
 
 def quick_exclusions(tags: str, names: Sequence[str] | None = None) -> list[str]:
@@ -230,76 +212,20 @@ class Outcome:
     partition_nodes: dict[str, str] | None = None  # {node: state}; None: unknown
     nodelist: list[str] | None = None  # --nodelist, expanded
     confirm_runs: int = 0  # runs of each node --confirm made (fewer than MIN_RUNS: stopped)
+    jobs: int = 0  # Slurm jobs this run submitted (one a node a pass: node_jobs)
+    plan: Any = None  # node_jobs.Plan of a run (None: --reports)
 
 
-def conformance_step(site: Any, access: Sequence[str], nodes: Sequence[str]) -> tuple[
-        dict[str, list[str]], list[str]]:  # fmt: skip
-    """'topobind site check SITE --live' on every node at once (one srun, one task per
-    node): ({node: findings}, notes). A site without node: gives a note with what the node
-    reported it has (its own counts)."""
-    import sys
-    from pathlib import Path
+def _tier(req: Request) -> tuple[str, dict[str, str], tuple[str, ...]]:
+    """ReFrame's -t, -S and exclusions of the request's tier (smoke: the quick tier's checks
+    with :data:`topobind.checks.node_jobs.SMOKE_VARS`)."""
+    from topobind.checks import node_jobs
 
-    exe = Path(sys.executable).parent / "topobind"
-    tb = [str(exe)] if exe.exists() else [sys.executable, "-m", "topobind.cli.main"]
-    done = slurm.srun_each(access, nodes, [*tb, "site", "check", site.name, "--live"])
-    if done is None:
-        return {}, ["conformance: srun of topobind site check did not finish within 600 s"]
-    return conformance_lines(done.stdout + done.stderr, nodes, done.returncode)
-
-
-def conformance_lines(output: str, nodes: Sequence[str], returncode: int) -> tuple[
-        dict[str, list[str]], list[str]]:  # fmt: skip
-    """({node: findings}, notes) of the labelled output of the conformance step."""
-    found: dict[str, list[str]] = {}
-    notes: list[str] = []
-    counts: list[str] = []
-    for line in output.splitlines():
-        task, _, text = line.partition(": ")  # srun --label: 'TASK: text'
-        if not task.strip().isdigit():
-            continue
-        text = text.removeprefix("topobind: error: ")
-        node, _, finding = text.partition(": ")  # each finding starts with its node's name
-        if node in nodes and ": expected " in finding:
-            found.setdefault(node, []).append(finding.rsplit(" (", 1)[0])
-        elif "no node: section" in text and not notes:
-            notes.append("conformance not checked: " + text.split(" e.g.")[0].split("; add")[0])
-        elif re.match(r"^\s+(packages|numa_nodes|l3_domains|cores|smt): \d+$", text) and (
-                task.strip() == "0"):  # fmt: skip
-            counts.append(text.strip())
-    if notes:
-        block = ", ".join(counts) or "packages: P, numa_nodes: N, l3_domains: L, cores: C, smt: S"
-        notes[0] += f"; add what a good node has, e.g. node: {{{block}}} (the first node's counts)"
-    if returncode != 0 and not found and not notes:
-        tail = (output.strip().splitlines() or ["(no output)"])[-1]
-        notes.append(f"conformance: srun exited with {returncode}: {tail}")
-    return found, notes
-
-
-def _session(site: Any, req: Request, states: dict[str, str], nodes: Sequence[str],
-             repeat: int, results: Any, verbose: bool, label: str,
-             names: list[str] | None = None) -> Any:  # fmt: skip
-    """One ReFrame session on ``nodes``: ``names`` (default: the request's) chooses checks."""
-    from topobind.checks import progress, validation
-
-    names = req.names if names is None else names
-
-    # async: the nodes run side by side up to the partition's max_jobs (one job per node:
-    # the jobs are exclusive); max_jobs 1 (the local cluster) keeps one at a time
-    tracker = progress.ReframeTracker(progress.make(quiet=req.quiet), runs=repeat)
-    session = validation.run_reframe(
-        site, req.partition, req.tags, names, quick_setvars(req.tags, req.setvars), "async",
-        results, verbose, label=label, progress=tracker, env_defaults=POLL,
-        extra=[*reframe_options(states, nodes, repeat), *quick_exclusions(req.tags, names)],
-    )  # fmt: skip
-    tracker.progress.close()
-    if session.parsed is None:
-        tail = session.log_path.read_text(errors="replace").strip().splitlines()[-3:]
-        raise TopobindError(
-            f"ReFrame wrote no report (exit {session.returncode}); its log "
-            f"{session.log_path} ends with: " + " | ".join(tail)
-        )
-    return session
+    tags = "quick" if req.tags == "smoke" else req.tags
+    setvars = quick_setvars(tags, req.setvars)
+    if req.tags == "smoke":
+        setvars = node_jobs.smoke_setvars(setvars)
+    return tags, setvars, tuple(quick_exclusions(tags, req.names))
 
 
 def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
@@ -314,21 +240,23 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
             f"--each-node needs a Slurm partition; {site.name}:{req.partition} is "
             f"{part.scheduler} (one machine: plain topobind validate)"
         )
+    from topobind.checks import node_jobs
+
     states = slurm.partition_nodes(part.access)
     nodes = choose_nodes(states, req.nodelist, req.partition)
-    findings, notes = conformance_step(site, part.access, nodes)
-    session = _session(site, req, states, nodes, req.repeat, results, verbose, "each-node")
-    checked = [] if notes else list(nodes)  # a note: the step did not judge the nodes
-    write_conformance(session.report_path, site.name, checked, findings, notes)
-    obs = observe([session.parsed], site.name)
-    _skip_reasons(obs, session)
-    for node, lines in findings.items():
-        obs.failures += [Failure(node, "conformance", "-", line) for line in lines]
-    figures = figure_verdicts(obs.samples, req.threshold)
-    verdicts = node_verdicts(nodes, obs, figures)
-    out = Outcome(nodes, verdicts, figures, obs, [str(session.report_path)], notes=notes,
+    plan = node_jobs.plan(site, req, states, nodes, results, _tier(req))
+    one = node_jobs.one_pass(plan, req, nodes, req.repeat, results, "each-node")
+    record_conformance(one, site.name)
+    obs = observe(one.parsed, site.name)
+    _skip_reasons(obs, one)
+    node_jobs.add_failures(obs, one)
+    # the smoke tier measures no performance: its figures are not compared
+    figures = [] if req.tags == "smoke" else figure_verdicts(obs.samples, req.threshold)
+    verdicts = node_jobs.faulted(node_verdicts(nodes, obs, figures), one)
+    out = Outcome(nodes, verdicts, figures, obs, one.report_paths, notes=plan.notes + one.notes,
                   first=verdicts, partition=req.partition, partition_nodes=states,
-                  nodelist=None if req.nodelist is None else list(nodes))  # fmt: skip
+                  nodelist=None if req.nodelist is None else list(nodes),
+                  jobs=one.run.submitted, plan=plan)  # fmt: skip
     out.notes += quick_notes(req.tags, req.names, req.setvars)
     slow = [v.node for v in verdicts if v.status == "SLOW"]
     if req.confirm and slow:
@@ -338,6 +266,20 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
             return out
         _confirm(site, req, states, slow, partner, figures, results, verbose, out)
     return out
+
+
+def _confirm_pass(out: Outcome, req: Request, nodes: list[str], runs: int, results: Any,
+                  names: list[str]) -> Any:  # fmt: skip
+    """One confirmation pass: one job a node on the SLOW nodes and the partner."""
+    from dataclasses import replace
+
+    from topobind.checks import node_jobs
+
+    one = node_jobs.one_pass(out.plan, replace(req, names=names), nodes, runs, results,
+                             "confirm")  # fmt: skip
+    record_conformance(one, out.plan.spec.site)
+    out.jobs += one.run.submitted
+    return one
 
 
 #: --confirm looks at its first runs before the rest (a futility stop, verdict.cannot_confirm)
@@ -353,14 +295,12 @@ def _confirm(site: Any, req: Request, states: dict[str, str], slow: list[str], p
     runs = max(req.repeat, MIN_RUNS)
     names = suspect_names(figures, slow)
     look = min(CONFIRM_LOOK, runs)
-    sessions = [_session(site, req, states, [*slow, partner], look, results, verbose,
-                         "confirm", names=names)]  # fmt: skip
-    cobs = observe([s.parsed for s in sessions], site.name)
+    sessions = [_confirm_pass(out, req, [*slow, partner], look, results, names)]
+    cobs = observe([p for s in sessions for p in s.parsed], site.name)
     futile = cannot_confirm(slow, cobs, partner, req.threshold, runs)
     if runs > look and len(futile) < len(slow):
-        sessions.append(_session(site, req, states, [*slow, partner], runs - look, results,
-                                 verbose, "confirm", names=names))  # fmt: skip
-        cobs = observe([s.parsed for s in sessions], site.name)
+        sessions.append(_confirm_pass(out, req, [*slow, partner], runs - look, results, names))
+        cobs = observe([p for s in sessions for p in s.parsed], site.name)
     elif runs > look:
         out.notes.append(
             f"--confirm stopped after {look} of {runs} runs: {', '.join(futile)} cannot come "
@@ -370,7 +310,7 @@ def _confirm(site: Any, req: Request, states: dict[str, str], slow: list[str], p
     out.verdicts = confirm(out.verdicts, cobs, partner, req.threshold)
     out.partner = partner
     out.confirm_runs = runs if len(sessions) > 1 else look
-    out.reports += [str(s.report_path) for s in sessions]
+    out.reports += [p for s in sessions for p in s.report_paths]
 
 
 def judge_reports(paths: Sequence[str], site: Any, req: Request,
@@ -390,12 +330,24 @@ def judge_reports(paths: Sequence[str], site: Any, req: Request,
             raise TopobindError(f"--nodelist {req.nodelist!r} names no node")
     else:
         nodes = sorted(obs.ran_on, key=_natural)
-    figures = figure_verdicts(obs.samples, req.threshold)
+    # the smoke tier measures no performance: its reports' figures are not compared either
+    figures = [] if _smoke_reports(paths) else figure_verdicts(obs.samples, req.threshold)
     # a report is no live run: a node it does not hold was not tested, never unreachable
     verdicts = node_verdicts(nodes, obs, figures, live=False)
     return Outcome(nodes, verdicts, figures, obs, list(paths), first=verdicts, notes=notes,
                    partition=req.partition, partition_nodes=states,
                    nodelist=None if req.nodelist is None else nodes)  # fmt: skip
+
+
+def _smoke_reports(paths: Sequence[str]) -> bool:
+    """Every report is of a --tags smoke session (its -S: topobind.checks.node_jobs)."""
+    from pathlib import Path
+
+    from topobind.checks import node_jobs, progress
+
+    tiers = [(progress.report_selection(Path(p), node_jobs.SMOKE_VARS) or ("",))[0]
+             for p in paths]  # fmt: skip
+    return bool(tiers) and all(t == "smoke" for t in tiers)
 
 
 # --------------------------------------------------------------------------- conformance record
@@ -457,6 +409,16 @@ def read_conformance(path: Any, site: str) -> tuple[list[str], dict[str, list[st
     return checked, findings, texts(doc.get("notes", []), "notes")
 
 
+def record_conformance(one: Any, site: str) -> None:
+    """Write each node's conformance record beside its report (one job a node: the job's
+    ``topobind site check --live``), so that --reports judges the node on it too."""
+    for job in one.run.jobs:
+        if not job.fault and job.report.exists():
+            checked = [] if job.notes else [job.node]  # a note: the step did not judge it
+            write_conformance(job.report, site, checked, {job.node: job.findings} if
+                              job.findings else {}, job.notes)  # fmt: skip
+
+
 def _conformance_of_reports(paths: Sequence[str], site: str, obs: Observations) -> list[str]:
     """Add the conformance failures recorded beside the reports to ``obs``; notes saying
     which reports have no record (their nodes are judged on the ReFrame figures only)."""
@@ -468,7 +430,10 @@ def _conformance_of_reports(paths: Sequence[str], site: str, obs: Observations) 
             missing.append(p)
             continue
         checked, findings, more = read_conformance(record, site)
-        notes += [n for n in more if n not in notes]
+        # one record a node (one job a node): a note every node's record repeats with its own
+        # name and counts is said once
+        seen = {re.sub(r"\d+", "N", n) for n in notes}
+        notes += [n for n in more if re.sub(r"\d+", "N", n) not in seen]
         for node in checked:
             for line in findings.get(node, []):
                 obs.failures.append(Failure(node, "conformance", "-", line))
@@ -479,12 +444,29 @@ def _conformance_of_reports(paths: Sequence[str], site: str, obs: Observations) 
     return notes
 
 
-def _skip_reasons(obs: Observations, session: Any) -> None:
-    """A skipped check's reason from ReFrame's status line where its report gives none."""
-    for tc in session.parsed.cases:
-        why = session.skip_reasons.get(tc.hashcode[:8]) if tc.result == "skip" else None
+def _skip_reasons(obs: Observations, one: Any) -> None:
+    """A skipped check's reason from ReFrame's status line (in the node's job output: the
+    pass ``one``) where its report gives none."""
+    for tc in (tc for report in one.parsed for tc in report.cases):
+        why = one.skip_reasons.get(tc.hashcode[:8]) if tc.result == "skip" else None
         if why and obs.skipped.get(tc.check) in (None, "skipped"):
             obs.skipped[tc.check] = why
+
+
+def outcome_lines(out: Outcome, site: str, threshold: float, what: str) -> list[str]:
+    """What ``validate --each-node`` prints of an outcome before the reports line: the
+    heading, the verdict table, what --confirm re-ran, and :func:`lines_after_table`."""
+    lines = [f"\nsite {site}, partition {out.partition}: {len(out.nodes)} nodes x {what}; "
+             f"outlier: median more than {100 * threshold:g}% worse than the fleet median"
+             + (f"; confirmed against {out.partner}" if out.partner else ""),
+             table(out.verdicts) + "\n"]  # fmt: skip
+    if out.partner:
+        flagged = [f"{v.node} {v.verdict_text()}" for v in out.first if v.status == "SLOW"]
+        runs = out.confirm_runs
+        early = f"; stopped early, of {MIN_RUNS}: see the note" if runs < MIN_RUNS else ""
+        lines.append(f"first pass flagged: {', '.join(flagged)}; re-run with {out.partner} "
+                     f"({runs} runs each, interleaved{early})")  # fmt: skip
+    return lines + lines_after_table(out)
 
 
 def lines_after_table(out: Outcome) -> list[str]:
@@ -515,6 +497,16 @@ def _natural(name: str) -> tuple[str, int]:
     m = re.match(r"^(.*?)(\d*)$", name)
     assert m is not None
     return m.group(1), int(m.group(2) or -1)
+
+
+def reports_text(paths: Sequence[str]) -> str:
+    """The report files, all named up to 4; more (one a node): how many, and where."""
+    import os
+
+    if len(paths) <= 4:
+        return ", ".join(paths)
+    dirs = sorted({os.path.dirname(p) for p in paths})
+    return f"{len(paths)} files in {', '.join(dirs)} (first {os.path.basename(paths[0])})"
 
 
 def drain_lines(out: Outcome) -> DrainPlan:

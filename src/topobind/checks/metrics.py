@@ -10,7 +10,8 @@ the name (bytes per second, seconds, ratios), gauges only.
 
 Per node: ``topobind_node_verdict{verdict="ok|slow|fail|nonconforming|not_judged|not_tested"}``
 (1 for the node's verdict, 0 for the others: an alert compares with 1; not_judged: too few
-nodes or runs to judge, not_tested: not in the reports judged) and ``topobind_node_verdict_strong``.
+nodes or runs to judge, not_tested: not in the reports judged, or its job never started) and
+``topobind_node_verdict_strong``.
 Per node and figure: the measured value and the reference in the unit's base unit, the ratio
 measured/reference, the runs, the verdict's strength (1 strong, 0 weak) and the sign test's
 confidence. Per file: the time of the run (``topobind_run_timestamp_seconds``).
@@ -208,6 +209,7 @@ def from_each_node(
             "SLOW": "slow",
             "NOT JUDGED": "not_judged",
             "not tested": "not_tested",
+            "NOT STARTED": "not_tested",  # its job never started (one job a node): no verdict
         }
         state = states.get(v.status, "fail")
         if v.node in nonconforming:

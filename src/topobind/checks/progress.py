@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -224,13 +224,10 @@ class Expected:
 
 
 def parse_duration(value: object, where: str) -> float:
-    """``90``, ``90s``, ``10m``, ``1h`` -> seconds; TopobindError naming ``where`` otherwise."""
-    from topobind.errors import TopobindError
+    """``90``, ``90s``, ``10m``, ``1h`` -> seconds (:func:`topobind.inputs.duration`)."""
+    from topobind.inputs import duration
 
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value), re.ASCII)  # no '١m'
-    if not m or float(m.group(1)) <= 0:
-        raise TopobindError(f"{where}: {value!r} is not a duration (e.g. 90s, 10m, 1h)")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    return duration(value, where)
 
 
 def expected_time(reports: list[str], nodes: int, repeat: int, max_jobs: int) -> Expected:
@@ -265,37 +262,41 @@ def expected_time(reports: list[str], nodes: int, repeat: int, max_jobs: int) ->
         total,
         node_s,
         f"expected run time: about {clock(total)} ({nodes} node(s) x {checks} checks x "
-        f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time (max_jobs "
-        f"{max_jobs}); {clock(node_s)} a node; timed by {last})",
+        f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time; "
+        f"{clock(node_s)} a node; timed by {last})",
     )
 
 
 def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Path,
-                 selection: tuple[str, tuple[str, ...]] | None = None) -> Expected:  # fmt: skip
+                 selection: tuple[str, tuple[str, ...]] | None = None,
+                 smoke: Collection[str] = ()) -> Expected:  # fmt: skip
     """The expected time of an ``--each-node`` run of ``nodes`` nodes of ``site``'s
     ``partition``, timed by the last such run's report in ``results`` that chose the same
-    checks (``selection``: its tags and -n names; another set of checks has another count)."""
+    checks (``selection``: its tags and -n names; another set of checks has another count;
+    ``smoke``: the -S variables that make a quick session the smoke tier)."""
     pattern = f"each-node-{site.name}-{partition}-*.json"
     found = sorted(f for f in (results / "reports").glob(pattern)
                    if not f.name.endswith(".conformance.json"))  # fmt: skip
-    max_jobs = site.partition(partition).max_jobs
     if selection is not None and found:
-        same = [f for f in found[-SAME_SELECTION_LOOK:] if report_selection(f) == selection]
+        same = [f for f in found[-SAME_SELECTION_LOOK:] if report_selection(f, smoke) == selection]
         if not same:
             tags, names = selection
             chosen = f"-t {tags}" + "".join(f" -n {n}" for n in names)
             why = f"no earlier --each-node run of these checks ({chosen}) to time them by"
             return Expected(None, None, f"expected run time: unknown ({why}; this one will be)")
         found = same
-    return expected_time([str(f) for f in found], nodes, repeat, max_jobs)
+    # one job a node, every node at once (topobind.checks.node_jobs; waves only past the
+    # site's limit on queued jobs)
+    return expected_time([str(f) for f in found], nodes, repeat, nodes)
 
 
 SAME_SELECTION_LOOK = 20  # the newest reports looked at for one of the same checks
 
 
-def report_selection(path: Path) -> tuple[str, tuple[str, ...]] | None:
+def report_selection(path: Path, smoke: Collection[str] = ()) -> tuple[str, tuple[str, ...]] | None:
     """(tags, -n names) of the ReFrame session behind a report: its session_info.cmdline,
-    read from the report's first 64 KiB (it comes first; None when it is not there)."""
+    read from the report's first 64 KiB (it comes first; None when it is not there); tags
+    'smoke' for a quick session that set every variable of ``smoke``."""
     import json
     import shlex
 
@@ -310,7 +311,11 @@ def report_selection(path: Path) -> tuple[str, tuple[str, ...]] | None:
         return None
     tags = [b for a, b in zip(args, args[1:], strict=False) if a in ("-t", "--tag")]
     names = tuple(b for a, b in zip(args, args[1:], strict=False) if a in ("-n", "--name"))
-    return (tags[-1] if tags else "", names)
+    tag = tags[-1] if tags else ""
+    given = {b.partition("=")[0] for a, b in zip(args, args[1:], strict=False) if a == "-S"}
+    if tag == "quick" and smoke and set(smoke) <= given:
+        tag = "smoke"  # the smoke tier runs ReFrame's quick checks at their smallest size
+    return (tag, names)
 
 
 def check_budget(site: Any, exp: Expected) -> None:

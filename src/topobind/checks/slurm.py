@@ -1,6 +1,6 @@
 """The Slurm queries of node acceptance, in one place: the partition's nodes and their states
-(``sinfo``), a node's CPUs (``sinfo``), the conformance step on every node (``srun``), and
-draining a node (``scontrol update``, then ``scontrol show node`` to show what it did).
+(``sinfo``) and draining a
+node (``scontrol update``, then ``scontrol show node`` to show what it did).
 
 Every node name that reaches ``scontrol`` here is one literal node name
 (:data:`topobind.checks.reframe_report.NODE_NAME`, never ``ALL``, a host list or a comma
@@ -55,31 +55,6 @@ def partition_nodes(access: Sequence[str]) -> dict[str, str]:
             if NODE_NAME.match(name):
                 out[name] = state
     return out
-
-
-def fewest_cpus(nodes: Sequence[str]) -> int:
-    """The fewest CPUs of these nodes (the conformance task sees the whole node)."""
-    done = _run(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%c"])
-    counts = [int(x) for x in done.stdout.split() if x.isdigit()]
-    return min(counts) if counts else 1
-
-
-def srun_each(access: Sequence[str], nodes: Sequence[str], command: Sequence[str],
-              timeout: float = 600) -> subprocess.CompletedProcess[str] | None:  # fmt: skip
-    """``command`` once on every node (one task per node, the whole node's CPUs, labelled
-    output); None when it did not finish within ``timeout``."""
-    import os
-
-    argv = ["srun", *[a for opt in access for a in shlex.split(opt)], "-w", ",".join(nodes),
-            "-N", str(len(nodes)), "--ntasks-per-node=1", "--exclusive", "--cpu-bind=none",
-            f"--cpus-per-task={fewest_cpus(nodes)}", "--label", *command]  # fmt: skip
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                              timeout=timeout, env=os.environ)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return None
-    except OSError as exc:
-        raise TopobindError(f"srun failed ({exc}); is Slurm reachable?") from None
 
 
 def drain_command(node: str, reason: str) -> list[str]:

@@ -109,6 +109,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _SKIP_LINE = re.compile(r"^\[\s*SKIP\s*\].*? /([0-9a-f]{8}) @\S+ \[(.*)\]\s*$")
 
 
+def skip_reason(line: str) -> tuple[str, str] | None:
+    """(test hash, reason) of one of ReFrame's SKIP status lines; None for any other line."""
+    m = _SKIP_LINE.match(_ANSI.sub("", line))
+    return (m.group(1), m.group(2)) if m else None
+
+
 def run_reframe(
     site: Site,
     partition: str,
@@ -183,9 +189,9 @@ def run_reframe(
                 for line in proc.stdout:
                     logfh.write(line)
                     plain = _ANSI.sub("", line)
-                    skipped = _SKIP_LINE.match(plain)
+                    skipped = skip_reason(plain)
                     if skipped:
-                        skips[skipped.group(1)] = skipped.group(2)
+                        skips[skipped[0]] = skipped[1]
                     if plain.startswith("ERROR"):
                         errors.append(" ".join(plain.split()))
                     if progress is not None and not verbose and progress.feed(plain):

@@ -20,6 +20,9 @@ Too little evidence is said plainly, never called ok: a figure measured on fewer
 is a confidence of 0.75) is NOT JUDGED, and so is a node with such a figure and nothing bad;
 a node that the evidence does not hold at all (a --nodelist node absent from the reports) is
 ``not tested``. Neither is bad, neither is drained; both are named after ``bad nodes:``.
+In a live run of one job a node (:mod:`topobind.checks.bundles`) a node whose job never
+started is NOT STARTED (not tested: never bad, never drained) and one whose job died, ran
+past its bound or left no report is UNREACHABLE (bad, and drained like a FAIL).
 
 Which bad nodes may be drained (:func:`drain_plan`): a node named literally, in the
 partition (and in ``--nodelist`` when given), judged here, and bad on a confirmed verdict (a
@@ -58,6 +61,10 @@ MIN_JUDGE_RUNS = 3  # the fewest runs a sign test can name a node SLOW with (3 o
 #: the node states that are neither ok nor bad (NodeVerdict.status)
 NOT_JUDGED = "NOT JUDGED"
 NOT_TESTED = "not tested"
+#: a live run's node whose job never started (topobind.checks.bundles: nothing was judged,
+#: never drained) and one whose job died or gave no report (bad: a confirmed FAIL)
+NOT_STARTED = "NOT STARTED"
+UNREACHABLE = "UNREACHABLE"
 
 
 def check_threshold(value: float, option: str = "--threshold") -> float:
@@ -206,7 +213,7 @@ class FigureVerdict:
 @dataclass(frozen=True)
 class NodeVerdict:
     node: str
-    status: str  # ok | SLOW | FAIL | NOT_JUDGED | NOT_TESTED
+    status: str  # ok | SLOW | FAIL | UNREACHABLE | NOT_JUDGED | NOT_TESTED | NOT_STARTED
     weak: bool
     reasons: tuple[str, ...]
     worst: FigureVerdict | None
@@ -214,12 +221,12 @@ class NodeVerdict:
 
     @property
     def bad(self) -> bool:
-        return self.status in ("SLOW", "FAIL")
+        return self.status in ("SLOW", "FAIL", UNREACHABLE)
 
     @property
     def unjudged(self) -> bool:
-        """NOT JUDGED or not tested: no verdict either way."""
-        return self.status in (NOT_JUDGED, NOT_TESTED)
+        """NOT JUDGED, not tested, or NOT STARTED (its job never ran): no verdict either way."""
+        return self.status in (NOT_JUDGED, NOT_TESTED, NOT_STARTED)
 
     def verdict_text(self) -> str:
         if self.status == "SLOW":
@@ -266,7 +273,10 @@ def figure_verdicts(
             if len(medians) < MIN_NODES:  # two nodes have no majority to call one off
                 few_nodes = (f"not judged: {len(medians)} node(s) measured it; an outlier "
                              f"needs at least {MIN_NODES} to compare")  # fmt: skip
-        limit = _limit(fleet, max(threshold, noise_floor(by_node)), hib)
+        # once a figure, not once a node (each is a pass over every node: 5,000 nodes made it
+        # 25 million CVs a figure)
+        bound = max(threshold, noise_floor(by_node))
+        limit = _limit(fleet, bound, hib)
         for node, vals in by_node.items():
             beyond = sum(1 for v in vals if (v < limit if hib else v > limit))
             conf = stats.beyond_confidence(beyond, len(vals))
@@ -275,8 +285,7 @@ def figure_verdicts(
                 f"not judged: {len(vals)} run(s); a SLOW verdict needs at least "
                 f"{MIN_JUDGE_RUNS} (--repeat {MIN_JUDGE_RUNS}, 7 for a strong one)"
                 if len(vals) < MIN_JUDGE_RUNS else "")  # fmt: skip
-            slow = (not why and slowdown > max(threshold, noise_floor(by_node))
-                    and conf >= NAME_CONFIDENCE)  # fmt: skip
+            slow = not why and slowdown > bound and conf >= NAME_CONFIDENCE
             out.append(
                 FigureVerdict(node, *key, units[key], len(vals), medians[node], stats.cv(vals),
                               slowdown, conf, slow, beyond, why)
@@ -425,13 +434,16 @@ def bad_nodes_line(verdicts: Sequence[NodeVerdict]) -> str:
     a weak SLOW that no --confirm confirmed is not named there but after it, as unconfirmed."""
     bad = [v.node for v in verdicts if v.bad and confirmed_bad(v)]
     line = f"bad nodes: {hostlist.compress(bad) if bad else 'none'}"
-    weak = [v.node for v in verdicts if v.bad and not confirmed_bad(v)]
+    weak = [v.node for v in verdicts if v.status == "SLOW" and not confirmed_bad(v)]
     if weak:
         line += f"; unconfirmed (weak SLOW, --confirm them): {hostlist.compress(weak)}"
     for state in (NOT_JUDGED, NOT_TESTED):
         these = [v.node for v in verdicts if v.status == state]
         if these:
             line += f"; {state}: {hostlist.compress(these)}"
+    late = [v.node for v in verdicts if v.status == NOT_STARTED]  # its job never started
+    if late:
+        line += f"; not tested (their jobs never started): {hostlist.compress(late)}"
     return line
 
 
@@ -443,7 +455,8 @@ def unjudged_summary(verdicts: Sequence[NodeVerdict]) -> list[str]:
         if v.unjudged:
             for r in v.reasons:  # 'FIGURE: not judged: WHY' or 'not tested: WHY'
                 text = f"{NOT_JUDGED}: {r.split(': not judged: ', 1)[-1]}" if (
-                    v.status == NOT_JUDGED) else r  # fmt: skip
+                    v.status == NOT_JUDGED) else f"{NOT_STARTED}: {r}" if (
+                    v.status == NOT_STARTED) else r  # fmt: skip
                 if v.node not in lines.setdefault(text, []):
                     lines[text].append(v.node)
     return [f"{k} ({hostlist.compress(n)})" for k, n in lines.items()]
@@ -487,7 +500,7 @@ def drain_reason(v: NodeVerdict) -> str:
 
 def confirmed_bad(v: NodeVerdict) -> bool:
     """Bad on a verdict that may drain: FAIL, a strong SLOW, a SLOW --confirm confirmed."""
-    if v.status == "FAIL":
+    if v.status in ("FAIL", UNREACHABLE):  # UNREACHABLE: its node died in the run
         return True
     return v.status == "SLOW" and (not v.weak or v.confirmed.startswith("confirmed"))
 
@@ -505,7 +518,9 @@ def drain_plan(
     for v in verdicts:
         if v.unjudged:
             name = v.node if NODE_NAME.match(v.node) else repr(v.node)
-            refused.append(f"{name} not drained: {v.reasons[0]}")
+            why = ("its job never started: nothing was judged" if v.status == NOT_STARTED
+                   else v.reasons[0])  # fmt: skip
+            refused.append(f"{name} not drained: {why}")
             continue
         if not v.bad:
             continue

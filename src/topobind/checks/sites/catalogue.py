@@ -143,6 +143,8 @@ _BOOL = SettingSpec("bool")
 OWN_SETTINGS: dict[str, SettingSpec] = {
     "outlier_threshold": SettingSpec("fraction", 0, 10),  # verdict.MAX_THRESHOLD, exclusive
     "node_budget": SettingSpec("duration"),
+    # jobs of a validate --each-node run queued at once (checks/limits.py: one job a node)
+    "max_submit": SettingSpec("count", 1, 10**9 - 1),
 }
 
 #: the variables of every check (reframe_tests/: the ReFrame class -> variable -> spec); the

@@ -12,6 +12,12 @@ from topobind.checks.sites.model import BUILTIN_ENVIRONMENT, ExpectedNode, Site
 from topobind.checks.sites.paths import REPO
 from topobind.launch.launchers import reframe_name
 
+#: set to 1 in the job of one node of ``validate --each-node`` (topobind.checks.bundles): the
+#: site's Slurm partitions become ReFrame ``local`` partitions of the same name, so ReFrame runs
+#: each check inside the node's allocation (topobind run's srun makes a step there), not as
+#: a job of its own
+IN_JOB_VARIABLE = "TOPOBIND_REFRAME_IN_JOB"
+
 
 # --- ReFrame
 def reframe_references(
@@ -42,6 +48,8 @@ def reframe_site_configuration(
     """ReFrame's ``site_configuration`` built from the site files (one source of truth):
     ``only`` that site (the one a topobind run names), else every valid one; an invalid
     site.yaml of another site never breaks the run (a line on stderr says it was left out)."""
+    import os
+
     res = (results or reframe_results_dir()).resolve()
     if only:
         sites = [load_site(only, directory)]
@@ -49,6 +57,9 @@ def reframe_site_configuration(
         sites, broken = valid_sites(directory)
         for line in broken:
             print(f"topobind: warning: {line}", file=sys.stderr)
+    # inside one node's job (validate --each-node's bundle, topobind.checks.bundles): the
+    # checks run as processes of that job, their steps srun'ed into its allocation
+    in_job = os.environ.get(IN_JOB_VARIABLE) == "1"
     systems: list[dict[str, Any]] = []
     environments: list[dict[str, Any]] = [
         {
@@ -70,7 +81,7 @@ def reframe_site_configuration(
             part: dict[str, Any] = {
                 "name": p.name,
                 "descr": p.description or f"{p.scheduler} scheduler, {p.launcher} launcher",
-                "scheduler": p.reframe_scheduler,
+                "scheduler": "local" if in_job and p.scheduler == "slurm" else p.reframe_scheduler,
                 "launcher": reframe_name(p.launcher),
                 "access": list(p.access),
                 "environs": list(p.environments),

@@ -366,9 +366,9 @@ def setting_value_problem(spec: SettingSpec, value: Any) -> str:
         elif spec.kind == "choice" and text not in spec.choices:
             return f"give one of {', '.join(spec.choices)}"
         elif spec.kind == "duration":
-            from topobind.checks.progress import parse_duration
+            from topobind.inputs import duration
 
-            parse_duration(text, "")
+            duration(text, "")
     except TopobindError as exc:  # '<what> 'TEXT': give ...' or ': 'TEXT' is not a duration ...'
         text = str(exc)
         return text[text.index("give") :] if "give" in text else text.split(" is ", 1)[-1]

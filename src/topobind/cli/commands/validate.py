@@ -191,7 +191,9 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="P",
         help="partition (repeatable, or 'all'; default: the site's first partition)",
     )
-    p.add_argument("--tags", "-t", default="quick", metavar="T", help="ReFrame tag (default quick)")
+    smoke = "with --each-node also smoke: the quick checks at their smallest size"
+    p.add_argument("--tags", "-t", default="quick", metavar="T",
+                   help=f"ReFrame tag (default quick); {smoke}")  # fmt: skip
     p.add_argument(
         "--name", "-n", action="append", metavar="PATTERN", help="only checks matching (reframe -n)"
     )
@@ -395,28 +397,16 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
         _expected(args, site, req)
         out = acceptance.accept(site, req, _results_dir(args), args.verbose)
         what = f"{req.repeat} runs (tags {req.tags})"
-    print(
-        f"\nsite {site.name}, partition {req.partition}: {len(out.nodes)} nodes x {what}; "
-        f"outlier: median more than "
-        f"{100 * threshold:g}% worse than the fleet median"
-        + (f"; confirmed against {out.partner}" if out.partner else "")
-    )
-    print(acceptance.table(out.verdicts) + "\n")
-    if out.partner:
-        flagged = [f"{v.node} {v.verdict_text()}" for v in out.first if v.status == "SLOW"]
-        runs = out.confirm_runs
-        early = f"; stopped early, of {acceptance.MIN_RUNS}: see the note" if (
-            runs < acceptance.MIN_RUNS) else ""  # fmt: skip
-        print(f"first pass flagged: {', '.join(flagged)}; re-run with {out.partner} "
-              f"({runs} runs each, interleaved{early})")  # fmt: skip
-    for line in acceptance.lines_after_table(out):
+    for line in acceptance.outcome_lines(out, site.name, threshold, what):
         print(line)
-    print("reports: " + ", ".join(out.reports))
+    print("reports: " + acceptance.reports_text(out.reports))
     status = _drain(out, args.apply) if args.drain else 0
     if args.metrics is not None:
         nodes, figures = metrics.from_each_node(out.verdicts, out.figures, out.obs.failures)
         text = metrics.render(nodes, figures, site=site.name, partition=req.partition)
         print(f"metrics: {metrics.write(args.metrics, text)}")
+    if not args.reports:
+        print(f"{out.jobs} Slurm job(s) for {len(out.nodes)} node(s)")
     print(acceptance.bad_nodes_line(out.verdicts))
     if any(v.bad for v in out.verdicts) or status:
         return 1
@@ -426,12 +416,11 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
 def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
     """Print the expected run time (timed by the last --each-node run of this partition);
     a plan over the site's per-node budget (settings.node_budget) is refused after it."""
-    from topobind.checks import acceptance, progress
+    from topobind.checks import acceptance, node_jobs, progress
 
     states = acceptance.partition_states(site, req.partition) or {}
     nodes = len(acceptance.choose_nodes(states, req.nodelist, req.partition)) if states else 1
-    chosen = (req.tags, tuple(req.names or ()))
-    exp = progress.expected_run(site, req.partition, nodes, req.repeat, _results_dir(args), chosen)
+    exp = node_jobs.expected(site, req, nodes, _results_dir(args))
     print(exp.text, flush=True)
     progress.check_budget(site, exp)
 

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Benchmark: node acceptance at scale on the local cluster (issue 39, item 6).
+
+For each node count N of $BENCH_SCALE_NODES (default 8,16,32): a local Slurm cluster of N nodes
+of its own (scripts/local-slurm, state directory under build/), then
+
+* ``topobind validate --each-node --tags smoke --repeat 1`` (one job a node): wall time, Slurm
+  submissions and RPCs (slurmctld's ``sdiag`` counters before and after), the CPU-seconds and
+  peak resident memory of topobind's process tree (topobind and the sbatch/squeue/scontrol it
+  waits for: getrusage of the children; the jobs run under slurmd, not in that tree), and the
+  verdict line;
+* for N in $BENCH_SCALE_REFRAME_NODES (default 8,16), plain ReFrame ``--distribute=all`` of the
+  same checks at the same sizes (one job per check per node, the partition's max_jobs), on
+  the same cluster: its wall time and submissions, and the ratios.
+
+Targets (issue 39): on 32 nodes, under 6 minutes, at most 2 submissions a node, topobind's own
+CPU at most 0.5 s a node; 10x fewer submissions and 3x less wall time than ReFrame. The load
+average of the machine before each run is recorded (the machine is shared). Root; holds
+/tmp/tb-slurm.lock (make bench-scale). Writes results/bench/scale.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+NODES = [int(n) for n in os.environ.get("BENCH_SCALE_NODES", "8,16,32").split(",") if n]
+REFRAME_NODES = {int(n) for n in os.environ.get("BENCH_SCALE_REFRAME_NODES", "8,16").split(",")
+                 if n}  # fmt: skip
+TARGET_WALL_S, TARGET_JOBS_PER_NODE, TARGET_CPU_PER_NODE = 360.0, 2.0, 0.5
+
+
+def cluster_env(state: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env |= {"TOPOBIND_SLURM_DIR": str(state), "SLURM_CONF": str(state / "slurm.conf"),
+            "PATH": f"{VENV_BIN}:{env.get('PATH', '')}"}  # fmt: skip
+    return env
+
+
+def local_slurm(cmd: list[str], env: dict[str, str]) -> None:
+    done = subprocess.run([str(REPO / "scripts" / "local-slurm"), *cmd], env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"local-slurm {' '.join(cmd)}: {done.stderr.strip()[-500:]}")
+
+
+def sdiag(env: dict[str, str]) -> dict[str, int]:
+    """slurmctld's counters: jobs submitted, and the RPCs by message type (total)."""
+    out = subprocess.run(["sdiag"], env=env, capture_output=True, text=True, timeout=60).stdout
+    m = re.search(r"Jobs submitted:\s+(\d+)", out)
+    rpc_part = out.split("Remote Procedure Call statistics by message type", 1)[-1]
+    rpc_part = rpc_part.split("Remote Procedure Call statistics by user", 1)[0]
+    rpcs = sum(int(c) for c in re.findall(r"count:(\d+)", rpc_part))
+    return {"submitted": int(m.group(1)) if m else -1, "rpcs": rpcs}
+
+
+def timed(argv: list[str], env: dict[str, str], log: Path) -> dict[str, object]:
+    """Run ``argv``: wall time, the CPU and peak RSS of its process tree, exit, last line."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    # GNU time's %M: this command's own peak (ru_maxrss of the children is the largest of all
+    # children so far, an earlier ReFrame's included)
+    argv = ["/usr/bin/time", "-f", "tb-peak-kib %M", *argv]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    log.write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
+    lines = done.stdout.strip().splitlines() or ["(no output)"]
+    return {"wall_s": round(wall, 1), "exit": done.returncode,
+            "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
+            "peak_rss_mib": _peak_mib(done.stderr), "last_line": lines[-1],
+            "log": str(log.relative_to(REPO))}  # fmt: skip
+
+
+def _peak_mib(stderr: str) -> float | None:
+    m = re.findall(r"^tb-peak-kib (\d+)$", stderr, re.M)
+    return round(int(m[-1]) / 1024, 1) if m else None
+
+
+def ours(n: int, env: dict[str, str], results: Path) -> dict[str, object]:
+    argv = [str(VENV_BIN / "topobind"), "validate", "--site", "local", "--partition", "slurm",
+            "--each-node", "--tags", "smoke", "--repeat", "1", "--quiet",
+            "--results", str(results)]  # fmt: skip
+    s0 = sdiag(env)
+    got = timed(argv, env, results / f"topobind-{n}.log")
+    s1 = sdiag(env)
+    got["submissions"] = s1["submitted"] - s0["submitted"]
+    got["rpcs"] = s1["rpcs"] - s0["rpcs"]
+    return got
+
+
+def plain_reframe(n: int, env: dict[str, str], results: Path) -> dict[str, object]:
+    """ReFrame --distribute=all of the same checks at the same sizes (the old path)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from topobind.checks import acceptance, node_jobs
+
+    sets = node_jobs.smoke_setvars(acceptance.quick_setvars("quick", {}))
+    argv = [str(VENV_BIN / "reframe"), "-C", str(REPO / "site_configs" / "reframe_config.py"),
+            "-c", str(REPO / "reframe_tests"), "--system", "local:slurm", "-t", "quick",
+            "--distribute=all", "-x", "NodeCheck", *acceptance.quick_exclusions("quick", None),
+            "--exec-policy", "async", "--nocolor",
+            "--report-file", str(results / f"reframe-{n}.json")]  # fmt: skip
+    for k, v in sets.items():
+        argv += ["-S", f"{k}={v}"]
+    argv.append("-r")
+    renv = env | {"TOPOBIND_REFRAME_RESULTS": str(results), "TOPOBIND_SITE": "local",
+                  "RFM_POLL_RATE_DECAY": "0.02"}  # fmt: skip
+    s0 = sdiag(env)
+    got = timed(argv, renv, results / f"reframe-{n}.log")
+    s1 = sdiag(env)
+    got["submissions"] = s1["submitted"] - s0["submitted"]
+    got["rpcs"] = s1["rpcs"] - s0["rpcs"]
+    return got
+
+
+def one_size(n: int) -> dict[str, object]:
+    state = REPO / "build" / f"bench-scale-{n}"
+    results = REPO / "results" / "bench" / "scale" / f"n{n}"
+    results.mkdir(parents=True, exist_ok=True)
+    env = cluster_env(state)
+    t0 = time.monotonic()
+    local_slurm(["start", "--nodes", str(n)], env)
+    row: dict[str, object] = {"nodes": n, "cluster_start_s": round(time.monotonic() - t0, 1),
+                              "load_before": os.getloadavg()[0]}  # fmt: skip
+    try:
+        mine = ours(n, env, results)
+        row["topobind"] = mine
+        row["jobs_per_node"] = round(int(mine["submissions"]) / n, 2)  # type: ignore[arg-type]
+        row["cpu_s_per_node"] = round(float(mine["cpu_s"]) / n, 3)  # type: ignore[arg-type]
+        if n in REFRAME_NODES:
+            row["load_before_reframe"] = os.getloadavg()[0]
+            rf = plain_reframe(n, env, results)
+            row["reframe"] = rf
+            row["ratio_submissions"] = round(
+                int(rf["submissions"]) / max(1, int(mine["submissions"])), 1
+            )  # type: ignore[arg-type]  # noqa: E501
+            row["ratio_wall"] = round(float(rf["wall_s"]) / max(0.1, float(mine["wall_s"])), 1)  # type: ignore[arg-type]  # noqa: E501
+    finally:
+        local_slurm(["stop"], env)
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> int:
+    out = REPO / "results" / "bench" / "scale.json"
+    rows = [one_size(n) for n in NODES]
+    doc = {"bench": "scale", "issue": 39, "machine": {"cpus": os.cpu_count(),
+           "note": "shared with other work: see load_before"},
+           "targets": {"wall_s_32": TARGET_WALL_S, "jobs_per_node": TARGET_JOBS_PER_NODE,
+                       "cpu_s_per_node": TARGET_CPU_PER_NODE, "ratio_submissions": 10,
+                       "ratio_wall": 3},
+           "rows": rows}  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(out)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
