@@ -25,11 +25,19 @@ def _umask() -> int:
     return mask
 
 
-def output_file(path: str | os.PathLike[str], option: str, fix: str = "") -> str:
+def output_file(
+    path: str | os.PathLike[str], option: str, fix: str = "", *, made: bool = False
+) -> str:
     """``path`` if a file can be written there under the rule of this module; else a
     :class:`TopobindError` of one line naming ``option`` (``--metrics``) and ``fix`` (default:
-    give another OPTION FILE)."""
+    give another OPTION FILE). ``made``: the writer creates the file's folder (the user's
+    folder of calibrated references), so a folder that does not exist yet is checked as
+    :func:`output_dir` checks one."""
     target = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(target)) if target not in ("", "-") else ""
+    if made and folder and not os.path.isdir(folder):
+        output_dir(folder, f"{option} {target}", fix)  # the writer makes it
+        return target
     fix = fix or f"give another {option} FILE"
     if target in ("", "-"):
         shown = "an empty path" if not target else "'-' is not standard output here"

@@ -256,7 +256,8 @@ def test_impossible_reference_fails(calibrated: Calibrated, tmp_path: Path) -> N
     assert f'topobind_node_verdict_strong{{site="local",partition="default",{node}}} 0.0' in text
     ratio = [ln for ln in text.splitlines() if ln.startswith("topobind_check_ratio{")
              and 'metric="triad"' in ln]  # fmt: skip
-    assert len(ratio) == 1 and 0.05 < float(ratio[0].split()[-1]) < 0.2, text
+    # at most 1/5: measured against 10x what was measured (a busy node measures less: no floor)
+    assert len(ratio) == 1 and 0 < float(ratio[0].split()[-1]) < 0.2, text
     rows = {(r[0], r[1], r[2]): r for r in table_rows(done.stdout)}
     failed = {key for key, r in rows.items() if r[-1] == "FAIL"}
     assert failed == {

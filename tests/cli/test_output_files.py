@@ -184,3 +184,20 @@ def test_a_write_that_fails_is_one_line() -> None:
         atomic_write_text("/proc/topobind-x.json", "{}")
     with pytest.raises(TopobindError, match=r"^cannot write --metrics /proc/m\.prom: "):
         metrics.write("/proc/m.prom", "x 1\n")
+
+
+def test_a_file_whose_writer_makes_its_folder(tmp_path: Path) -> None:
+    """Calibrate's references of a shipped site go to the user's folder, made when written:
+    a folder not there yet is taken where its nearest parent takes files (the installed
+    package's first calibrate was refused, 'does not exist; create it'), and still refused
+    under a pseudo file system or a file."""
+    new = tmp_path / "config" / "topobind" / "sites" / "local" / "references.yaml"
+    with pytest.raises(TopobindError, match="does not exist"):
+        output_file(new, "references file")
+    assert output_file(new, "references file", made=True) == str(new)
+    assert not new.parent.exists()  # checked, not made
+    (tmp_path / "f").write_text("")
+    with pytest.raises(TopobindError, match="not a directory"):
+        output_file(tmp_path / "f" / "x" / "references.yaml", "references file", made=True)
+    with pytest.raises(TopobindError, match="cannot write"):
+        output_file("/proc/topobind/x/references.yaml", "references file", made=True)

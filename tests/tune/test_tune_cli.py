@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,6 @@ if [ -n "$OMP_PLACES" ]; then sleep 0.02; else sleep 0.1; fi
 
 
 #: 0.1 to 0.5 s by its process id: too noisy to be decided within seconds
-NOISY = "sleep 0.$(( $$ % 5 + 1 ))"
 
 
 def _env(state: Path) -> dict[str, str]:
@@ -87,14 +85,23 @@ def test_a_program_that_only_sleeps_has_no_winner(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_prints_the_table_so_far_and_writes_no_record(tmp_path: Path) -> None:
+    """Ctrl-C once the first counted run is in: each run takes 1 s, so no session can be
+    decided by then (5 counted runs a candidate at least) however fast the machine (a fixed
+    sleep before the signal lost the race to a session decided in 12 short runs)."""
     state = tmp_path / "state"
     proc = subprocess.Popen(
-        [TOPOBIND, "tune", "--layouts", "compact", "--", "sh", "-c", NOISY],
+        [TOPOBIND, "tune", "--layouts", "compact", "--", "sleep", "1"],
         env=_env(state), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(4)  # start-up, planning, the probe, a few runs
+    said = []
+    assert proc.stderr is not None
+    for line in proc.stderr:  # progress lines, one a run
+        said.append(line)
+        if ": run 1: " in line:
+            break
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, rest = proc.communicate(timeout=60)
+    err = "".join(said) + rest
     assert proc.returncode == 130, err
     assert out.startswith("candidate ") and "interrupted (Ctrl-C)" in out
     assert "no record written" in out and not (state / "tune").exists()

@@ -499,7 +499,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         )
     site = _load(args.site)
     if site.references_path is not None:  # written after the whole calibration: checked now
-        output_file(site.references_path, "references file", "make the site directory writable")
+        output_file(site.references_path, "references file", "make the site directory writable",
+                    made=True)  # fmt: skip
     options = validation.CalibrateOptions(
         results=_results_dir(args), tags=args.tags, names=args.name, setvars=args.setvars,
         exec_policy=args.exec_policy, verbose=args.verbose, quiet=args.quiet,
