@@ -20,7 +20,7 @@ static double now_ms(void)
 }
 
 /* Read the child's stdout (the plan) and stderr (its message) until both close. */
-static int collect(int out, int err, pid_t pid, char **text, char *msg, size_t msglen)
+int tb_planner_collect(int out, int err, pid_t pid, char **text, char *msg, size_t msglen)
 {
     size_t cap = 65536, len = 0, mlen = 0;
     char *buf = malloc(cap);
@@ -82,7 +82,7 @@ done:
 }
 
 /* The first line of topobind's message that says "error" (else its first line). */
-static void error_line(const char *msg, char *out, size_t outlen)
+void tb_planner_error_line(const char *msg, char *out, size_t outlen)
 {
     const char *line = strstr(msg, "error:");
     if (line)
@@ -128,7 +128,7 @@ int tb_planner_run(tb_argv *a, const char *path, char **text, char *errline, siz
     close(out[1]);
     close(err[1]);
     char msg[1024];
-    int rc = collect(out[0], err[0], pid, text, msg, sizeof msg);
+    int rc = tb_planner_collect(out[0], err[0], pid, text, msg, sizeof msg);
     close(out[0]);
     close(err[0]);
     int status = 0;
@@ -136,7 +136,7 @@ int tb_planner_run(tb_argv *a, const char *path, char **text, char *errline, siz
         ;
     if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         char first[1024];
-        error_line(msg, first, sizeof first);
+        tb_planner_error_line(msg, first, sizeof first);
         snprintf(errline, errlen, "%s",
                  first[0] ? first : "topobind: error: topobind plan failed with no message");
         rc = -1;

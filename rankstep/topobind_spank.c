@@ -32,6 +32,7 @@
 #include <slurm/spank.h>
 
 #include "spank_option.h"
+#include "tb_planner.h"
 #include "tb_step.h"
 
 #include <dlfcn.h>
@@ -52,9 +53,7 @@
 #pragma GCC visibility push(default)
 SPANK_PLUGIN(topobind, 1);
 
-#define MAX_PLAN (16 << 20)
 #define ERR_LEN 1024
-#define PLAN_TIMEOUT_MS 120000
 
 static char *opt_value;                     /* LAYOUT[:OPT,...] as given to srun */
 static char topobind_cmd[1024] = "topobind"; /* plugin argument topobind=PATH */
@@ -144,81 +143,6 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 }
 
 /* ------------------------------------------------------------ planning, once per node */
-/* Read the child's stdout (the plan) and stderr (its message) until both close; bounded in
- * size and time. */
-static int collect(int out, int err, pid_t pid, char **text, char *msg, size_t msglen)
-{
-    size_t cap = 65536, len = 0, mlen = 0;
-    char *buf = malloc(cap);
-    struct pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
-    double start = now_us();
-    int open_fds = 2, rc = 0;
-    msg[0] = '\0';
-    while (buf && open_fds > 0) {
-        int left = PLAN_TIMEOUT_MS - (int)((now_us() - start) / 1000);
-        if (left <= 0 || poll(fds, 2, left) == 0) {
-            kill(pid, SIGKILL);
-            snprintf(msg, msglen, "topobind plan took more than %d s: killed",
-                     PLAN_TIMEOUT_MS / 1000);
-            rc = -1;
-            break;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (fds[i].fd < 0 || !fds[i].revents)
-                continue;
-            ssize_t n;
-            if (i == 0) {
-                if (len + 4096 > cap) {
-                    char *bigger = cap < MAX_PLAN ? realloc(buf, cap * 2) : NULL;
-                    if (!bigger) {
-                        kill(pid, SIGKILL);
-                        snprintf(msg, msglen, "topobind's step file is larger than %d MiB",
-                                 MAX_PLAN >> 20);
-                        rc = -1;
-                        goto done;
-                    }
-                    buf = bigger;
-                    cap *= 2;
-                }
-                n = read(out, buf + len, cap - len - 1);
-                if (n > 0)
-                    len += (size_t)n;
-            } else {
-                char tmp[4096];
-                n = read(err, tmp, sizeof tmp);
-                for (ssize_t k = 0; k < n && mlen + 1 < msglen; k++)
-                    msg[mlen++] = tmp[k];
-                msg[mlen] = '\0';
-            }
-            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
-                fds[i].fd = -1;
-                open_fds--;
-            }
-        }
-    }
-done:
-    if (!buf) {
-        snprintf(msg, msglen, "out of memory");
-        rc = -1;
-    }
-    if (buf)
-        buf[len] = '\0';
-    *text = buf;
-    return rc;
-}
-
-/* The first line of topobind's message that says "error" (else its first line). */
-static void error_line(const char *msg, char *out, size_t outlen)
-{
-    const char *line = strstr(msg, "error:");
-    if (line)
-        while (line > msg && line[-1] != '\n')
-            line--;
-    else
-        line = msg;
-    snprintf(out, outlen, "%.*s", (int)strcspn(line, "\n"), line);
-}
-
 /* Run topobind (argv A) as the user, its output into *TEXT; 0, or -1 with ERRLINE (its
  * error line, or why it could not run). ENOENT: *missing set (the command is not here). */
 static int run_topobind(tb_argv *a, char **text, char *errline, size_t errlen, int *missing)
@@ -261,7 +185,7 @@ static int run_topobind(tb_argv *a, char **text, char *errline, size_t errlen, i
     close(out[1]);
     close(err[1]);
     char msg[ERR_LEN];
-    int rc = collect(out[0], err[0], pid, text, msg, sizeof msg);
+    int rc = tb_planner_collect(out[0], err[0], pid, text, msg, sizeof msg);
     close(out[0]);
     close(err[0]);
     int status = 0;
@@ -271,12 +195,12 @@ static int run_topobind(tb_argv *a, char **text, char *errline, size_t errlen, i
         *missing = WIFEXITED(status) && WEXITSTATUS(status) == 127;
     if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         char first[ERR_LEN];
-        error_line(msg, first, sizeof first);
+        tb_planner_error_line(msg, first, sizeof first);
         snprintf(errline, errlen, "%s",
                  first[0] ? first : "topobind: error: topobind plan failed with no message");
         rc = -1;
     } else if (rc != 0)
-        snprintf(errline, errlen, "topobind: error: %s", msg);
+        snprintf(errline, errlen, "topobind: error: %.990s", msg); /* cut to the line */
     if (rc != 0) {
         free(*text);
         *text = NULL;
