@@ -10,7 +10,7 @@
  * thread first-touches exactly the block of elements it later computes on (static block
  * partition, identical for initialisation and the four kernels).
  */
-#include "tb_common.h"
+#include "tb/kernel.h"
 
 #include <getopt.h>
 #include <math.h>

@@ -35,9 +35,9 @@
 
 #include <flux/shell.h>
 
-#include "spank_option.h"
-#include "tb_planner.h"
-#include "tb_step.h"
+#include "tb/option.h"
+#include "tb/planner.h"
+#include "tb/step.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -31,9 +31,9 @@
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 
-#include "spank_option.h"
-#include "tb_planner.h"
-#include "tb_step.h"
+#include "tb/option.h"
+#include "tb/planner.h"
+#include "tb/step.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -2,7 +2,8 @@
 the per-rank step (rankexec), the LD_PRELOAD shim and the SPANK plugin are built once, on a
 login node, and run on compute nodes of other CPUs and in the QEMU guest of scripts/numa-vm.
 Built with -march=native on an AVX-512 host they died there with SIGILL; the benchmark kernels
-stay native (they measure the node they were built for)."""
+stay native (they measure the node they were built for). The C library they all link (libtb/,
+issue 38 item 5) is built once, for the baseline, and its sources by no other Makefile."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from paths import RANKSTEP_BIN, REPO
 
 KERNELS = REPO / "kernels"
 RANKSTEP = REPO / "rankstep"
+LIBTB = REPO / "libtb"
 # The C files whose code is in rankexec (a static binary: glibc's AVX variants are in it too,
 # chosen at run time by CPUID; only our own functions are judged).
-RANKEXEC_SOURCES = [RANKSTEP / "rankexec.c", RANKSTEP / "tb_step.c",
-                    KERNELS / "common" / "tb_util.c", KERNELS / "common" / "tb_env.c"]  # fmt: skip
+RANKEXEC_SOURCES = [RANKSTEP / "rankexec.c"] + [
+    LIBTB / "src" / f"tb_{name}.c" for name in ("step", "util", "env", "json")
+]
 X86 = platform.machine() == "x86_64"
 
 
@@ -46,6 +49,29 @@ def test_make_builds_the_step_the_shim_and_the_plugin_for_the_baseline(cflags: s
             assert "-march=x86-64 -mtune=generic" in text, text
     kernels = dry_run("-C", str(KERNELS), "bin/stream")
     assert "-march=native" in kernels  # the benchmarks stay native, as the Makefile says
+    libtb = [line for line in kernels.splitlines() if " -c src/tb_" in line]
+    assert libtb and all("-march=native" not in line for line in libtb), kernels
+
+
+def compiled_sources(line: str) -> list[str]:
+    """The C files a compiler command line names."""
+    return [word for word in line.split() if word.endswith(".c")]
+
+
+def test_libtb_is_the_one_place_its_sources_are_compiled() -> None:
+    """Issue 38 item 5: the step, the shim, the plugins, the probes and the kernels link the
+    one libtb.a; no Makefile compiles its sources again (as rankstep/ compiled tb_util.c,
+    tb_env.c and tb_smaps.c a second time)."""
+    text = dry_run("-C", str(REPO), "kernels", "spank", "CFLAGS=-O3 -march=native")
+    ours = {src.name for src in (LIBTB / "src").glob("*.c")}
+    for line in text.splitlines():
+        named = {Path(src).name for src in compiled_sources(line)}
+        if named & ours:
+            assert " -c src/" in line and len(named) == 1, line  # libtb's own Makefile
+            assert "-march=native" not in line, line
+    links = [line for line in text.splitlines() if "libtb.a" in line and " -o " in line]
+    archives = {word for line in links for word in line.split() if word.endswith("libtb.a")}
+    assert len(archives) == 1, archives  # one library, in one place
 
 
 @pytest.mark.parametrize("cflags", [None, "-O3 -march=native"])
@@ -124,11 +150,18 @@ def test_the_scan_finds_avx_code(tmp_path: Path) -> None:
         assert bool(vector_functions(obj, defined_functions([src]))) is found, march
 
 
+BUILT = {
+    "rankexec": RANKSTEP_BIN, "libtbhugepages.so": RANKSTEP_BIN, "topobind_spank.so": RANKSTEP_BIN,
+    "topobind_flux.so": RANKSTEP_BIN, "whereami": KERNELS / "bin",
+    "whereami-mpi": KERNELS / "bin", "libtb.a": LIBTB / "build",
+}  # fmt: skip
+
+
 @needs_objdump
-@pytest.mark.parametrize("name", ["rankexec", "libtbhugepages.so", "topobind_spank.so", "whereami"])
-def test_the_built_step_shim_and_plugin_hold_no_avx(name: str) -> None:
-    path = (KERNELS / "bin" if name == "whereami" else RANKSTEP_BIN) / name
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_the_built_step_shim_probes_plugins_and_library_hold_no_avx(name: str) -> None:
+    path = BUILT[name] / name
     if not path.exists():
-        pytest.skip(f"{path} not built (make kernels / make spank)")
+        pytest.skip(f"{path} not built (make kernels / make spank / make flux)")
     only = defined_functions(RANKEXEC_SOURCES) if name == "rankexec" else None
     assert vector_functions(path, only) == {}

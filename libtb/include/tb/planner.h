@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "spank_option.h"
+#include "tb/option.h"
 
 #define TB_PLANNER_MAX (16 << 20)   /* bytes of a step file */
 #define TB_PLANNER_TIMEOUT_MS 120000 /* a plan that takes longer is killed */

@@ -1,5 +1,5 @@
 /* tb_planner.c - topobind's planner run once a node by a plugin (see tb_planner.h). */
-#include "tb_planner.h"
+#include "tb/planner.h"
 
 #include <errno.h>
 #include <fcntl.h>
