@@ -19,8 +19,10 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Read the child's stdout (the plan) and stderr (its message) until both close. */
-int tb_planner_collect(int out, int err, pid_t pid, char **text, char *msg, size_t msglen)
+/* Read the child PID's stdout OUT (the step file, into *TEXT, malloc'd, at most
+ * TB_PLANNER_MAX bytes) and stderr ERR (its message, into MSG) until both close, killing it
+ * past TB_PLANNER_TIMEOUT_MS or the size bound; 0, or -1 with MSG saying why. */
+static int collect(int out, int err, pid_t pid, char **text, char *msg, size_t msglen)
 {
     size_t cap = 65536, len = 0, mlen = 0;
     char *buf = malloc(cap);
@@ -81,8 +83,8 @@ done:
     return rc;
 }
 
-/* The first line of topobind's message that says "error" (else its first line). */
-void tb_planner_error_line(const char *msg, char *out, size_t outlen)
+/* The first line of topobind's message MSG that says "error:" (else its first line). */
+static void error_line(const char *msg, char *out, size_t outlen)
 {
     const char *line = strstr(msg, "error:");
     if (line)
@@ -93,13 +95,83 @@ void tb_planner_error_line(const char *msg, char *out, size_t outlen)
     snprintf(out, outlen, "%.*s", (int)strcspn(line, "\n"), line);
 }
 
-int tb_planner_run(tb_argv *a, const char *path, char **text, char *errline, size_t errlen)
+/* TOPOLOGY with each "%n" the host name (up to its first '.') into OUT. */
+static const char *topology_here(const char *topology, char *out, size_t len)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    host[strcspn(host, ".")] = '\0';
+    size_t o = 0;
+    for (const char *p = topology; *p && o + 1 < len; p++) {
+        if (p[0] == '%' && p[1] == 'n') {
+            o += (size_t)snprintf(out + o, len - o, "%s", host);
+            p++;
+        } else
+            out[o++] = *p;
+        if (o >= len)
+            o = len - 1;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+void tb_plan_argv(tb_argv *a, const char *cmd, const char *topology, const char *cores,
+                  long tasks, const char *opt, long threads)
+{
+    char num[32], topo[1100];
+    tb_argv_add_s(a, cmd);
+    tb_argv_add_s(a, "plan");
+    tb_argv_add_s(a, "--topology");
+    tb_argv_add_s(a, topology_here(topology, topo, sizeof topo));
+    tb_argv_add_s(a, "--format");
+    tb_argv_add_s(a, "rankexec");
+    tb_argv_add_s(a, "--slurm-cores");
+    tb_argv_add_s(a, cores);
+    snprintf(num, sizeof num, "%ld", tasks);
+    tb_argv_add_s(a, "--ranks");
+    tb_argv_add_s(a, num);
+    if (!tb_option_args(a, opt) && threads > 0) {
+        snprintf(num, sizeof num, "%ld", threads);
+        tb_argv_add_s(a, "--threads");
+        tb_argv_add_s(a, num);
+    }
+}
+
+/* The planner's process (after fork): stdin /dev/null, stdout OUT, stderr ERR, PATH, exec. */
+static void exec_planner(tb_argv *a, const tb_planner_how *how, int out, int err)
+{
+    if (how->become_user) {
+        gid_t g = getegid();
+        uid_t u = geteuid();
+        if (setresgid(g, g, g) != 0 || setresuid(u, u, u) != 0)
+            _exit(126);
+    }
+    int null = open("/dev/null", O_RDONLY);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+        _exit(126);
+    static char path_var[8192];
+    snprintf(path_var, sizeof path_var, "PATH=%s", how->path);
+    char *env[] = {path_var, "LC_ALL=C.UTF-8", NULL};
+    setenv("PATH", how->path, 1); /* where a bare topobind is looked up */
+    execvpe(a->argv[0], a->argv, env);
+    int e = errno;
+    dprintf(2, "topobind: error: cannot run %s: %s (%s)\n", a->argv[0], strerror(e),
+            how->run_hint);
+    _exit(e == ENOENT ? 127 : 126);
+}
+
+int tb_planner_run(tb_argv *a, const tb_planner_how *how, char **text, char *errline,
+                   size_t errlen, int *missing)
 {
     int out[2], err[2];
     *text = NULL;
+    if (missing)
+        *missing = 0;
     if (a->full) {
         snprintf(errline, errlen, "topobind: error: the topobind command is longer than %d "
-                 "words or %zu bytes", TB_OPT_MAX_ARGS, sizeof a->words);
+                 "words or %zu bytes%s%s%s", TB_OPT_MAX_ARGS, sizeof a->words,
+                 how->size_hint ? " (" : "", how->size_hint ? how->size_hint : "",
+                 how->size_hint ? ")" : "");
         return -1;
     }
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
@@ -111,41 +183,32 @@ int tb_planner_run(tb_argv *a, const char *path, char **text, char *errline, siz
         snprintf(errline, errlen, "topobind: error: fork: %s", strerror(errno));
         return -1;
     }
-    if (pid == 0) {
-        int null = open("/dev/null", O_RDONLY);
-        if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
-            _exit(126);
-        static char path_var[8192];
-        snprintf(path_var, sizeof path_var, "PATH=%s", path);
-        char *env[] = {path_var, "LC_ALL=C.UTF-8", NULL};
-        setenv("PATH", path, 1); /* where a bare topobind is looked up */
-        execvpe(a->argv[0], a->argv, env);
-        int e = errno;
-        dprintf(2, "topobind: error: cannot run %s: %s (put topobind on the job's PATH)\n",
-                a->argv[0], strerror(e));
-        _exit(e == ENOENT ? 127 : 126);
-    }
+    if (pid == 0)
+        exec_planner(a, how, out[1], err[1]);
     close(out[1]);
     close(err[1]);
     char msg[1024];
-    int rc = tb_planner_collect(out[0], err[0], pid, text, msg, sizeof msg);
+    int rc = collect(out[0], err[0], pid, text, msg, sizeof msg);
     close(out[0]);
     close(err[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
+    if (missing)
+        *missing = WIFEXITED(status) && WEXITSTATUS(status) == 127;
     if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         char first[1024];
-        tb_planner_error_line(msg, first, sizeof first);
+        error_line(msg, first, sizeof first);
         snprintf(errline, errlen, "%s",
                  first[0] ? first : "topobind: error: topobind plan failed with no message");
         rc = -1;
     } else if (rc != 0)
-        snprintf(errline, errlen, "topobind: error: %s", msg);
-    if (rc == 0 && strncmp(*text, "topobind-rankexec 2\n", 20) != 0 &&
+        snprintf(errline, errlen, "topobind: error: %.990s", msg); /* cut to the line */
+    if (rc == 0 && how->step_file && strncmp(*text, "topobind-rankexec 2\n", 20) != 0 &&
         strncmp(*text, "topobind-rankexec 3\n", 20) != 0) {
         snprintf(errline, errlen, "topobind: error: %s printed no version-2 or 3 step file (a "
-                 "topobind older than this plugin?)", a->argv[0]);
+                 "topobind older than this plugin? it needs 'plan --format rankexec')",
+                 a->argv[0]);
         rc = -1;
     }
     if (rc != 0) {

@@ -1,30 +1,40 @@
 /*
- * tb_planner.h - run `topobind plan ... --format rankexec` once a node and keep its step file
- * in memory, bounded in size and time; its error as one line. Used by the Flux shell plugin
- * (topobind_flux.c: tb_planner_run) and the SPANK plugin (topobind_spank.c: its own fork with
- * Slurm's set-user steps, then tb_planner_collect and tb_planner_error_line).
+ * tb/planner.h - the node's `topobind plan ... --format rankexec` command (tb_plan_argv), run
+ * once a node with its step file kept in memory, bounded in size and time, its error as one
+ * line (tb_planner_run). The Flux shell plugin (rankstep/topobind_flux.c) and the SPANK plugin
+ * (rankstep/topobind_spank.c) both call these two. Code in src/tb_planner.c.
  */
 #ifndef TB_PLANNER_H
 #define TB_PLANNER_H
 
 #include <stddef.h>
-#include <sys/types.h>
 
 #include "tb/option.h"
 
 #define TB_PLANNER_MAX (16 << 20)   /* bytes of a step file */
 #define TB_PLANNER_TIMEOUT_MS 120000 /* a plan that takes longer is killed */
 
-/* Run A (argv[0] looked up in PATH) with stdin /dev/null; 0 with *TEXT (malloc'd) a version 2
- * or 3 step file, or -1 with ERR (topobind's error line, or why it could not run). */
-int tb_planner_run(tb_argv *a, const char *path, char **text, char *err, size_t errlen);
+/* A's words: CMD plan --topology TOPOLOGY --format rankexec --slurm-cores CORES --ranks TASKS,
+ * then OPT's words (a checked LAYOUT[:NAME=VALUE,...], tb_option_args), then --threads THREADS
+ * when OPT gives no threads= and THREADS > 0. Each "%n" in TOPOLOGY becomes this host's name
+ * up to its first '.' (a topology exported once a node: /etc/topobind/%n.xml). */
+void tb_plan_argv(tb_argv *a, const char *cmd, const char *topology, const char *cores,
+                  long tasks, const char *opt, long threads);
 
-/* Read the child PID's stdout OUT (the step file, into *TEXT, malloc'd, at most
- * TB_PLANNER_MAX bytes) and stderr ERR (its message, into MSG) until both close, killing it
- * past TB_PLANNER_TIMEOUT_MS or the size bound; 0, or -1 with MSG saying why. */
-int tb_planner_collect(int out, int err, pid_t pid, char **text, char *msg, size_t msglen);
+/* How a plugin runs the planner. */
+typedef struct {
+    const char *path;      /* the PATH argv[0] is looked up in and the planner runs with */
+    const char *run_hint;  /* after "cannot run CMD: ERROR" (where the user names topobind) */
+    const char *size_hint; /* after "the topobind command is longer than ..." (or NULL) */
+    int become_user;       /* the child takes its effective ids as real and saved ones too
+                            * (slurmstepd drops only the effective ones) */
+    int step_file;         /* the output must be a version-2 or 3 step file */
+} tb_planner_how;
 
-/* The first line of topobind's message MSG that says "error:" (else its first line). */
-void tb_planner_error_line(const char *msg, char *out, size_t outlen);
+/* Run A with stdin /dev/null, as HOW says; 0 with *TEXT (malloc'd) its output, or -1 with ERR
+ * (topobind's error line, or why it could not run). MISSING (or NULL): set when the command
+ * was not found (exit status 127). */
+int tb_planner_run(tb_argv *a, const tb_planner_how *how, char **text, char *err,
+                   size_t errlen, int *missing);
 
 #endif
