@@ -7,13 +7,15 @@
 # up to date (make -C libtb runs each time, and relinks a program only when libtb.a changed).
 LIBTB_GOAL     := $(.DEFAULT_GOAL)
 LIBTB_BUILD    ?= $(LIBTB_DIR)/build
-LIBTB          := $(abspath $(LIBTB_BUILD))/libtb.a
+LIBTB          := $(LIBTB_BUILD)/libtb.a
 LIBTB_CPPFLAGS := -I$(LIBTB_DIR)/include
 LIBTB_HDR      := $(wildcard $(LIBTB_DIR)/include/tb/*.h)
+# the build folder as libtb/Makefile sees it (from its own folder)
+LIBTB_BUILD_ARG = $(if $(filter $(LIBTB_DIR)/build,$(LIBTB_BUILD)),build,$(abspath $(LIBTB_BUILD)))
 
 .PHONY: libtb-always
 $(LIBTB): libtb-always
-	+$(MAKE) --no-print-directory -C $(LIBTB_DIR) LIBTB_BUILD=$(abspath $(LIBTB_BUILD))
+	+$(MAKE) --no-print-directory -C $(LIBTB_DIR) LIBTB_BUILD=$(LIBTB_BUILD_ARG)
 
 # (the including Makefile's first target stays its default goal)
 .DEFAULT_GOAL := $(LIBTB_GOAL)

@@ -1,4 +1,4 @@
-/* tb_env.c - the launcher's environment: rank, rank count, "{rank}"/"{pid}" in paths (tb_env.h).
+/* tb_env.c - the launcher's environment: rank, rank count, "{rank}"/"{pid}" in paths (tb/env.h).
  * Linked into the kernels, rankexec and the LD_PRELOAD shim: libc only, no allocation. */
 #include "tb/env.h"
 

@@ -1,4 +1,4 @@
-/* tb_planner.c - topobind's planner run once a node by a plugin (see tb_planner.h). */
+/* tb_planner.c - the node's planner command, run once a node by a plugin (see tb/planner.h). */
 #include "tb/planner.h"
 
 #include <errno.h>

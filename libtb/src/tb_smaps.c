@@ -1,5 +1,5 @@
 /* tb_smaps.c - malloc-free readers of /proc/self/smaps and small sysfs files.
- * Also compiled into the LD_PRELOAD shim, where calling malloc is not allowed. */
+ * Also linked into the LD_PRELOAD shim, where calling malloc is not allowed. */
 #include "tb/smaps.h"
 
 #include <errno.h>

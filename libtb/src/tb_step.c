@@ -1,4 +1,4 @@
-/* tb_step.c - read topobind's per-rank step file from memory (see tb_step.h). */
+/* tb_step.c - read topobind's per-rank step file from memory (see tb/step.h). */
 #include "tb/step.h"
 #include "tb/env.h"
 #include "tb/util.h"
