@@ -165,3 +165,16 @@ def test_the_built_step_shim_probes_plugins_and_library_hold_no_avx(name: str) -
         pytest.skip(f"{path} not built (make kernels / make spank / make flux)")
     only = defined_functions(RANKEXEC_SOURCES) if name == "rankexec" else None
     assert vector_functions(path, only) == {}
+
+
+@pytest.mark.parametrize("plugin", ["topobind_spank.c", "topobind_flux.c"])
+def test_the_plugins_plan_through_libtb_alone(plugin: str) -> None:
+    """Issue 38 item 5: the SPANK and Flux plugins built the `topobind plan` command and
+    forked the planner each in their own copy; both now call tb_plan_argv and
+    tb_planner_run (libtb/src/tb_planner.c), and neither spells the command or forks."""
+    text = (RANKSTEP / plugin).read_text()
+    assert "tb_plan_argv(" in text and "tb_planner_run(" in text
+    for own in ("fork(", "execvp", "pipe2(", '"--slurm-cores"', "topology_here", "rankexec 2"):
+        assert own not in text, f"{plugin} has its own {own}"
+    planner = (LIBTB / "src" / "tb_planner.c").read_text()
+    assert planner.count("fork(") == 1 and '"--slurm-cores"' in planner

@@ -68,6 +68,7 @@ def test_rank_variables_match_the_c_per_rank_step() -> None:
     assert c_list("TB_RANK_VARS") == list(launchers.rank_vars())
     assert c_list("TB_SIZE_VARS") == list(launchers.size_vars())
     c_files = [*(REPO / "rankstep").glob("*.c"), *(REPO / "kernels").rglob("*.c")]
+    c_files += (REPO / "libtb").rglob("*.[ch]")
     copies = [f.name for f in c_files if '"SLURM_PROCID"' in f.read_text()]
     assert copies == ["tb_env.c"], "a second list of the rank variables"
 
