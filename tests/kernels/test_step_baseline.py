@@ -7,6 +7,7 @@ issue 38 item 5) is built once, for the baseline, and its sources by no other Ma
 
 from __future__ import annotations
 
+import json
 import platform
 import re
 import shutil
@@ -178,3 +179,38 @@ def test_the_plugins_plan_through_libtb_alone(plugin: str) -> None:
         assert own not in text, f"{plugin} has its own {own}"
     planner = (LIBTB / "src" / "tb_planner.c").read_text()
     assert planner.count("fork(") == 1 and '"--slurm-cores"' in planner
+
+
+CLONE = re.compile(r"\.(avx512f|avx2)$")
+
+
+def clone_check(stream: Path) -> None:
+    """STREAM built for the baseline: AVX code only in the run-time copies of its loops
+    (block_kernel.avx2, .avx512f), never in the default path; an AVX2 copy is there."""
+    hits = vector_functions(stream, None)
+    assert {name for name in hits if not CLONE.search(name)} == set(), hits
+    assert "block_kernel.avx2" in hits and "%ymm" in hits["block_kernel.avx2"], hits
+
+
+def expected_path() -> str:
+    """The copy GCC's resolver takes on this CPU (its order: AVX-512F, AVX2, the default)."""
+    flags = set(re.findall(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)[0].split())
+    return "avx512f" if "avx512f" in flags else "avx2" if "avx2" in flags else "default"
+
+
+@pytest.mark.slow
+@needs_objdump
+def test_a_baseline_stream_picks_its_vector_path_at_run_time(tmp_path: Path) -> None:
+    """Issue 38 item 1: the wheel's kernels are built for the baseline and may pick their
+    vector path at run time. STREAM's loops have AVX2 and AVX-512F copies, its default path
+    none, and the result says which copy ran."""
+    bin_dir = tmp_path / "bin"
+    subprocess.run(["make", "-s", "-C", str(KERNELS), f"BIN={bin_dir}", "CFLAGS=-O3 $(STEP_ARCH)",
+                    f"{bin_dir}/stream"], check=True, timeout=300)  # fmt: skip
+    clone_check(bin_dir / "stream")
+    for extra, path in (([], expected_path()), (["--nontemporal"], None)):
+        out = subprocess.run([str(bin_dir / "stream"), "--elements", "100k", "--trials", "2",
+                              "--pages", "4k", *extra], capture_output=True, text=True,
+                             timeout=120, check=True)  # fmt: skip
+        params = json.loads(out.stdout)["params"]
+        assert params["vector_path"] == path and params["vector_clones"] is True, params
