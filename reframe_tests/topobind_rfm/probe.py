@@ -33,7 +33,7 @@ import sys
 
 
 def _hugepages() -> int:
-    from topobind.kernels.hugepages import hugepages_status
+    from topobind.measure.hugepages import hugepages_status
 
     status = hugepages_status()
     doc = {

@@ -16,7 +16,7 @@ from paths import TOPOLOGIES
 
 from topobind.checks import acceptance, conformance, reframe_report, slurm, validation
 from topobind.errors import TopobindError
-from topobind.kernels import stats
+from topobind.measure import stats
 from topobind.topo import hostlist
 
 

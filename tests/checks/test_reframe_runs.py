@@ -26,8 +26,8 @@ from paths import REPO
 
 from topobind.checks import calibration, sites
 from topobind.checks.load import BUSY_SHARE
-from topobind.kernels import stats
-from topobind.kernels.hugepages import hugepages_status
+from topobind.measure import stats
+from topobind.measure.hugepages import hugepages_status
 
 pytestmark = pytest.mark.slow
 

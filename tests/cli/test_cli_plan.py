@@ -296,7 +296,7 @@ def test_bench_stream_mem_bind_pages_2m_runs_the_kernel_with_that_plan(
     pool reserved: the kernel runs with the plan's policy and its buffers in 2M pages."""
     from cli_helpers import run_topobind
 
-    from topobind.kernels.hugepages import reserve_hugepages
+    from topobind.measure.hugepages import reserve_hugepages
 
     with reserve_hugepages(2048, 64):  # 128 MiB: the three 8 MiB arrays of 1M elements
         out = run_topobind(
@@ -338,7 +338,7 @@ def test_bench_refuses_pages_this_machine_cannot_give(tmp_path: Path) -> None:
     no kernel run, nothing written."""
     from cli_helpers import run_topobind
 
-    from topobind.kernels.hugepages import hugepages_status
+    from topobind.measure.hugepages import hugepages_status
 
     pool = hugepages_status().get(2048)
     if pool is not None and getattr(pool, "free", 0) > 0:

@@ -26,10 +26,10 @@ from plans import plan_of
 from topobind.checks.sites.loading import load_site_file
 from topobind.errors import TopobindError
 from topobind.inputs import host_name, whole_number
-from topobind.kernels.results import MAX_VALUE, ResultError, result_from_document
 from topobind.launch.samples import judged_threads, read_sample_files
 from topobind.launch.verify import parse_probe_output
 from topobind.launch.verify_devices import probe_envs
+from topobind.measure.results import MAX_VALUE, ResultError, result_from_document
 from topobind.report.analysis import Options, analyse
 from topobind.topo import slurm_allocation as slurm
 from topobind.topo.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap

@@ -24,15 +24,15 @@ LAYERS: dict[str, frozenset[str]] = {
     "plan": frozenset({"topo"}),
     "emit": frozenset({"topo", "plan"}),
     "draw": frozenset({"topo", "plan"}),
-    "kernels": frozenset(),
-    "launch": frozenset({"topo", "plan", "emit", "kernels"}),
-    "bench": frozenset({"topo", "plan", "emit", "kernels", "launch"}),
-    "checks": frozenset({"topo", "kernels", "launch"}),
-    "report": frozenset({"topo", "plan", "draw", "kernels"}),
+    "measure": frozenset(),
+    "launch": frozenset({"topo", "plan", "emit", "measure"}),
+    "bench": frozenset({"topo", "plan", "emit", "measure", "launch"}),
+    "checks": frozenset({"topo", "measure", "launch"}),
+    "report": frozenset({"topo", "plan", "draw", "measure"}),
     "spack": frozenset(),
     "tune": frozenset({"topo", "plan", "launch"}),
     "cli": frozenset(
-        {"topo", "plan", "emit", "draw", "kernels", "launch", "bench", "checks", "report", "spack"}
+        {"topo", "plan", "emit", "draw", "measure", "launch", "bench", "checks", "report", "spack"}
         | {"tune"}
     ),
 }

@@ -41,7 +41,7 @@ import yaml
 from topobind.checks.load import Load
 from topobind.checks.sites import CHECKS, REFERENCES_SCHEMA_ID, CheckSpec, MetricSpec, Site
 from topobind.errors import TopobindError
-from topobind.kernels import stats
+from topobind.measure import stats
 
 VARIABILITY_FLOORS = {"max_slowdown": 10.0, "cv": 5.0, "frac_slower_5pct": 20.0}
 VARIABILITY_CAPS = {"max_slowdown": 50.0, "cv": 25.0, "frac_slower_5pct": 40.0}

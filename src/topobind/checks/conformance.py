@@ -97,7 +97,7 @@ def _thp(text: str | None) -> str | None:
 def live_facts(topo: Any, sysfs: str = "/sys", procfs: str = "/proc") -> dict[str, Any]:
     """What this node is, keyed like the node: section (a key is missing when unreadable)."""
     from topobind.checks.sites import node_counts
-    from topobind.kernels.hugepages import hugepages_status
+    from topobind.measure.hugepages import hugepages_status
 
     facts: dict[str, Any] = dict(node_counts(topo))
     mem = [n.memory_bytes / 2**30 for n in topo.numa_nodes]

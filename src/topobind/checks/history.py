@@ -22,7 +22,7 @@ from pathlib import Path
 from topobind.checks import reframe_report, verdict
 from topobind.checks.reframe_report import Report, ReportError
 from topobind.errors import TopobindError
-from topobind.kernels import stats
+from topobind.measure import stats
 
 DAY = 86400.0
 

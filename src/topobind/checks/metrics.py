@@ -240,7 +240,7 @@ def from_validate(testcases: Iterable[Any], host: str) -> tuple[list[NodeMetric]
     One run per check: a figure's verdict is weak (strong needs MIN_RUNS runs), and so is a
     ``slow`` node's (``validate --each-node --confirm`` confirms it); a sanity failure is not
     a matter of runs (strong)."""
-    from topobind.kernels.stats import MIN_RUNS
+    from topobind.measure.stats import MIN_RUNS
 
     states: dict[str, str] = {}
     judged: set[str] = set()  # nodes with a check that was held against something

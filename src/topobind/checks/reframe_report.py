@@ -428,7 +428,7 @@ def parse_json(text: str, source: str) -> Any:
 def read_report(path: str, run_offset: int = 0) -> Report:
     """One report file: a regular file of at most :data:`MAX_REPORT_BYTES`, then
     :func:`report_from_document`."""
-    from topobind.kernels.results import read_bytes
+    from topobind.measure.results import read_bytes
 
     try:
         data = read_bytes(path, MAX_REPORT_BYTES)

@@ -44,8 +44,8 @@ from topobind.checks.reframe_report import (
     report_from_document,
 )
 from topobind.errors import TopobindError
-from topobind.kernels import stats
-from topobind.kernels.stats import MIN_RUNS, STRONG_CONFIDENCE
+from topobind.measure import stats
+from topobind.measure.stats import MIN_RUNS, STRONG_CONFIDENCE
 from topobind.topo import hostlist
 
 DEFAULT_THRESHOLD = 0.05  # McCalpin: nodes more than 5 % slower than the fleet median

@@ -190,7 +190,7 @@ def mpi_probe(linked: Linked | None, owner: Launcher | None) -> tuple[str, list[
         return "whereami", []
     name = owner.probe if owner is not None and owner.probe else ""
     if name:
-        from topobind.kernels.programs import find_kernel
+        from topobind.measure.programs import find_kernel
 
         try:
             find_kernel(name)

@@ -14,9 +14,9 @@ from topobind.cli.arguments import count_arg
 from topobind.cli.commands.common import add_layout_arg, add_topology_arg, topology_from
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text, output_dir
-from topobind.kernels import registry as kernel_registry
-from topobind.kernels.programs import KernelError
-from topobind.kernels.results import load_result
+from topobind.measure import registry as kernel_registry
+from topobind.measure.programs import KernelError
+from topobind.measure.results import load_result
 from topobind.plan import memory, request
 from topobind.plan.model import Plan
 from topobind.topo.topology import Topology, synthetic_description

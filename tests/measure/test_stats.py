@@ -1,4 +1,4 @@
-"""topobind.kernels.stats: hand-computed values, numpy cross-checks and properties."""
+"""topobind.measure.stats: hand-computed values, numpy cross-checks and properties."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from topobind.kernels import stats
+from topobind.measure import stats
 
 # ---------------------------------------------------------------- hand-computed values
 

@@ -15,8 +15,8 @@ import pytest
 from fleetgen import FleetSpec, generate_fleet
 
 from topobind.errors import TopobindError
-from topobind.kernels import results
-from topobind.kernels.results import ResultError, result_document, result_from_document
+from topobind.measure import results
+from topobind.measure.results import ResultError, result_document, result_from_document
 
 
 @pytest.fixture(scope="module")

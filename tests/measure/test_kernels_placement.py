@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest_kernels import omp_env
 
-from topobind.kernels import programs as kernels
-from topobind.kernels import results
+from topobind.measure import programs as kernels
+from topobind.measure import results
 
 pytestmark = [
     pytest.mark.slow,

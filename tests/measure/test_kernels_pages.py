@@ -1,7 +1,7 @@
 """Kernels: page sizes really obtained (1G/2M hugetlb, THP, 4k), --strict, the LD_PRELOAD shim.
 
 These change /sys/kernel/mm/hugepages/*/nr_hugepages through
-topobind.kernels.hugepages.reserve_hugepages (root only; restored afterwards) and skip with the
+topobind.measure.hugepages.reserve_hugepages (root only; restored afterwards) and skip with the
 reason when that is impossible.
 """
 
@@ -15,8 +15,8 @@ import pytest
 from conftest_kernels import KIB_1G, KIB_2M, omp_env, require_root, reserved, thp_mode
 
 from topobind.errors import TopobindError
-from topobind.kernels import hugepages
-from topobind.kernels import programs as kernels
+from topobind.measure import hugepages
+from topobind.measure import programs as kernels
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("built_kernels")]
 

@@ -15,8 +15,8 @@ from conftest_kernels import omp_env
 from paths import REPO
 
 from topobind.errors import TopobindError
-from topobind.kernels import programs as kernels
-from topobind.kernels import results
+from topobind.measure import programs as kernels
+from topobind.measure import results
 
 KERNELS = ["stream", "dgemm", "latency", "c2c", "whereami"]
 KSRC = REPO / "kernels"

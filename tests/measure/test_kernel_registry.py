@@ -19,9 +19,9 @@ from topobind.bench import runs as bench
 from topobind.checks.sites.catalogue import CHECKS
 from topobind.cli.commands import bench as bench_cmd
 from topobind.errors import TopobindError
-from topobind.kernels import programs as kernels
-from topobind.kernels import registry as kernel_registry
-from topobind.kernels import results
+from topobind.measure import programs as kernels
+from topobind.measure import registry as kernel_registry
+from topobind.measure import results
 from topobind.topo.topology import load_live
 
 NAMES = [k.name for k in kernel_registry.KERNELS]

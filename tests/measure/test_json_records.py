@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from topobind.json_records import pick, to_json
-from topobind.kernels.results import Pages, Placement
+from topobind.measure.results import Pages, Placement
 
 
 @dataclass(frozen=True)

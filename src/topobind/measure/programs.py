@@ -9,8 +9,8 @@ libtbhugepages.so) is found the same way.
   ``kernels/bin`` and ``rankstep/bin`` of this repository or of the installed package (a
   wheel's), then ``PATH``) and run it with
   ``--json``.
-Results are parsed and validated by :mod:`topobind.kernels.results`.
-The hugetlb page pools (status, reservation) are :mod:`topobind.kernels.hugepages`.
+Results are parsed and validated by :mod:`topobind.measure.results`.
+The hugetlb page pools (status, reservation) are :mod:`topobind.measure.hugepages`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from topobind.runner import run_process
 
 if TYPE_CHECKING:  # results (its json, stats and kernel registry) only where one is read:
     # topobind run finds the per-rank step here on every start-up and reads no result
-    from topobind.kernels.results import Result
+    from topobind.measure.results import Result
 
 HUGEPAGE_SHIM = "libtbhugepages.so"
 
@@ -172,7 +172,7 @@ def run_kernel(
                 run.returncode,
                 run.stderr,
             )
-        from topobind.kernels.results import load_result
+        from topobind.measure.results import load_result
 
         return load_result(out)
 

@@ -7,7 +7,7 @@ catalogue (:data:`topobind.checks.sites.catalogue.CHECKS`) run it.
 
 Derived from it: the kernels ``topobind bench`` runs and their options (:mod:`topobind.bench.runs`),
 the kernels of ``topobind bench`` (``cli/main/commands/bench.py``). Tested against it
-(``tests/kernels/test_kernel_registry.py``): the programs ``kernels/Makefile`` builds (every
+(``tests/measure/test_kernel_registry.py``): the programs ``kernels/Makefile`` builds (every
 ``kernels/*.c``; the per-rank step and the shim are in ``rankstep/``), the checks catalogue,
 the headline table of ``docs/results-format.md`` and what the built kernels write. Adding a
 kernel is one row here plus its C file.

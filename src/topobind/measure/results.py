@@ -33,8 +33,8 @@ from typing import Any
 from topobind.errors import TopobindError
 from topobind.fsutil import package_schema
 from topobind.json_records import pick, to_json
-from topobind.kernels import registry as kernel_registry
-from topobind.kernels import stats
+from topobind.measure import registry as kernel_registry
+from topobind.measure import stats
 
 RESULT_SCHEMA_ID = "topobind.result/1"
 RESULT_SUFFIXES = (".json", ".jsonl", ".ndjson")

@@ -12,9 +12,9 @@ from plans import plan_of
 
 from topobind.bench import hpl
 from topobind.errors import TopobindError
-from topobind.kernels import programs as kernels
-from topobind.kernels import results
-from topobind.kernels.results import load_result
+from topobind.measure import programs as kernels
+from topobind.measure import results
+from topobind.measure.results import load_result
 from topobind.topo.topology import load
 
 needs_hpl = pytest.mark.skipif(
