@@ -42,7 +42,7 @@ from reframe.utility import typecheck as typ
 from topobind.checks import load as tbload
 from topobind.checks import sites as tbsites
 from topobind.errors import TopobindError
-from topobind.launch import launchers as tblaunchers
+from topobind.launch import mpi_launchers as tblaunchers
 
 from .probe import quick_tier  # noqa: F401 (the checks import it from here)
 

@@ -364,12 +364,12 @@ _MODULES_AFTER = (
 UNUSED = {
     ("plan", "-f", "json"): ("topobind.plan.gpu_layout", "topobind.draw.boxes",
                              "topobind.emit.gres", "topobind.topo.slurm_allocation",
-                             "topobind.launch.launchers", "difflib", "tempfile", "subprocess",
+                             "topobind.launch.mpi_launchers", "difflib", "tempfile", "subprocess",
                              "shutil"),
     ("show", "-f", "json"): ("topobind.plan.layouts", "topobind.launch", "topobind.emit.openmpi",
                              "topobind.plan.model", "difflib", "tempfile", "subprocess",
                              "shutil", "json", "shlex"),
-    ("env",): ("topobind.launch.build", "topobind.launch.run", "topobind.launch.launchers",
+    ("env",): ("topobind.launch.build", "topobind.launch.run", "topobind.launch.mpi_launchers",
                "topobind.cli.commands.run", "topobind.draw.boxes", "difflib", "tempfile",
                "subprocess", "shutil"),
 }  # fmt: skip
@@ -394,7 +394,7 @@ def test_a_command_imports_only_what_it_uses(command: tuple[str, ...]) -> None:
 def test_plan_formats_are_the_launchers() -> None:
     """``plan --format`` names the launchers' formats without importing the registry."""
     from topobind.cli.commands.topo import LAUNCHER_FORMATS
-    from topobind.launch.launchers import plan_formats
+    from topobind.launch.mpi_launchers import plan_formats
 
     assert plan_formats() == LAUNCHER_FORMATS
 

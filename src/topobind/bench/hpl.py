@@ -341,8 +341,8 @@ def mpirun_error(text: str) -> str:
 
 def hpl_launcher(exe: str) -> str:
     """The launcher installed with the MPI ``exe`` links (Debian's hpcc: OpenMPI 4)."""
-    from topobind.launch.launchers import REGISTRY
-    from topobind.launch.launchers.linked import linked_mpi
+    from topobind.launch.mpi_launchers import REGISTRY
+    from topobind.launch.mpi_launchers.linked import linked_mpi
     from topobind.launch.resolve import installed_with
 
     linked = linked_mpi(exe)

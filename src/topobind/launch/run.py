@@ -25,7 +25,7 @@ from topobind.fsutil import atomic_write_text
 from topobind.interrupt import stop_on_signals
 from topobind.launch import node_groups as pernode
 from topobind.launch.build import build, job_shape
-from topobind.launch.launchers.base import Launch
+from topobind.launch.mpi_launchers.base import Launch
 from topobind.launch.node_groups import check_env_per_node, compare_per_node
 from topobind.launch.samples import (
     Sample,

@@ -10,7 +10,7 @@ from typing import Any
 from topobind.checks.sites.loading import load_site, reframe_results_dir, valid_sites
 from topobind.checks.sites.model import BUILTIN_ENVIRONMENT, ExpectedNode, Site
 from topobind.checks.sites.paths import REPO
-from topobind.launch.launchers import reframe_name
+from topobind.launch.mpi_launchers import reframe_name
 
 #: set to 1 in the job of one node of ``validate --each-node`` (topobind.checks.bundles): the
 #: site's Slurm partitions become ReFrame ``local`` partitions of the same name, so ReFrame runs

@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
-from topobind.launch.launchers.base import Emitted, Found, Launch, Launcher, Native
+from topobind.launch.mpi_launchers.base import Emitted, Found, Launch, Launcher, Native
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

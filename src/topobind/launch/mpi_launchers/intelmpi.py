@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from topobind.launch.launchers.base import Emitted, Launch, Launcher, Native
-from topobind.launch.launchers.mpich import LOCAL, RANK, SIZE, hydra_version, repo_prefix
+from topobind.launch.mpi_launchers.base import Emitted, Launch, Launcher, Native
+from topobind.launch.mpi_launchers.mpich import LOCAL, RANK, SIZE, hydra_version, repo_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -110,15 +110,15 @@ class IntelMpi(Launcher):
 
     def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         """Nodes holding different shares: Intel MPI's pinning off, the per-rank step binds
-        each rank (:func:`topobind.launch.launchers.mpich.hydra_groups`)."""
-        from topobind.launch.launchers.mpich import hydra_groups
+        each rank (:func:`topobind.launch.mpi_launchers.mpich.hydra_groups`)."""
+        from topobind.launch.mpi_launchers.mpich import hydra_groups
 
         return hydra_groups(
             self, shape, program, step, ["-bootstrap", "slurm"], {"I_MPI_PIN": "off"}
         )
 
     def emit(self, plan: Plan, rankfile_path: str, host: str | None) -> Emitted:
-        from topobind.launch.launchers.mpich import _exact_note
+        from topobind.launch.mpi_launchers.mpich import _exact_note
 
         argv = ["mpiexec.hydra", "-n", str(plan.nranks)]
         return Emitted(argv=argv, env=pin_env(plan), notes=_exact_note(plan))

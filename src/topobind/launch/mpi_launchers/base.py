@@ -1,7 +1,7 @@
 """The interface every launcher implements (:class:`Launcher`), and what it reports.
 
 A launcher is one module in this package with one subclass of :class:`Launcher`, listed in
-:data:`topobind.launch.launchers.REGISTRY`. It says:
+:data:`topobind.launch.mpi_launchers.REGISTRY`. It says:
 
 - whether it is here and which version (:meth:`Launcher.detect`; :meth:`Launcher.find`
   raises naming the package that installs it);

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from topobind.launch.launchers.base import Emitted, Launch, Launcher, Native
+from topobind.launch.mpi_launchers.base import Emitted, Launch, Launcher, Native
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from topobind.errors import TopobindError
-from topobind.launch.launchers.linked import Linked, find_library, is_intel_mpi
+from topobind.launch.mpi_launchers.linked import Linked, find_library, is_intel_mpi
 
 #: the plugins each MPI family starts under, best first (OpenMPI: PMIx; MPICH ABI: PMI-2)
 PLUGINS = {"openmpi": ("pmix", "pmi2"), "mpich": ("pmi2", "pmix")}

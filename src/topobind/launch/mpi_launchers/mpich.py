@@ -18,7 +18,7 @@ import os
 from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
-from topobind.launch.launchers.base import Emitted, Launch, Launcher, Native
+from topobind.launch.mpi_launchers.base import Emitted, Launch, Launcher, Native
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

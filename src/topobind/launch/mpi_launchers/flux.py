@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from topobind.launch.launchers.base import Launch, Launcher, Native
+from topobind.launch.mpi_launchers.base import Launch, Launcher, Native
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -1,6 +1,6 @@
 """The launchers topobind starts programs with: one module each, one registry.
 
-:data:`REGISTRY` maps ``--launcher`` names to :class:`~topobind.launch.launchers.base.Launcher`
+:data:`REGISTRY` maps ``--launcher`` names to :class:`~topobind.launch.mpi_launchers.base.Launcher`
 objects (the interface is in :mod:`.base`). Everything that names launchers is derived from
 it: ``topobind run --launcher`` choices and help, ``topobind plan --format`` launcher
 formats, the site schema's ``launcher`` enum (tests/launch/test_launchers.py checks the JSON file
@@ -19,13 +19,13 @@ import os
 from collections.abc import Mapping
 
 from topobind.errors import TopobindError
-from topobind.launch.launchers.base import Launcher
-from topobind.launch.launchers.flux import Flux
-from topobind.launch.launchers.intelmpi import IntelMpi
-from topobind.launch.launchers.mpich import Mpich
-from topobind.launch.launchers.none import NoLauncher
-from topobind.launch.launchers.openmpi import OpenMpi4, OpenMpi5
-from topobind.launch.launchers.srun import Srun
+from topobind.launch.mpi_launchers.base import Launcher
+from topobind.launch.mpi_launchers.flux import Flux
+from topobind.launch.mpi_launchers.intelmpi import IntelMpi
+from topobind.launch.mpi_launchers.mpich import Mpich
+from topobind.launch.mpi_launchers.none import NoLauncher
+from topobind.launch.mpi_launchers.openmpi import OpenMpi4, OpenMpi5
+from topobind.launch.mpi_launchers.srun import Srun
 
 #: innermost launcher first (its rank variables win over those it inherits): an mpirun or
 #: mpiexec inside a Slurm job passes the batch step's SLURM_LOCALID=0 to every rank, and a
