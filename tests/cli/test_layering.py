@@ -29,10 +29,21 @@ LAYERS: dict[str, frozenset[str]] = {
     "bench": frozenset({"topo", "plan", "emit", "measure", "launch"}),
     "checks": frozenset({"topo", "measure", "launch"}),
     "report": frozenset({"topo", "plan", "draw", "measure"}),
-    "spack": frozenset(),
+    "spack_driver": frozenset(),
     "tune": frozenset({"topo", "plan", "launch"}),
     "cli": frozenset(
-        {"topo", "plan", "emit", "draw", "measure", "launch", "bench", "checks", "report", "spack"}
+        {
+            "topo",
+            "plan",
+            "emit",
+            "draw",
+            "measure",
+            "launch",
+            "bench",
+            "checks",
+            "report",
+            "spack_driver",
+        }
         | {"tune"}
     ),
 }

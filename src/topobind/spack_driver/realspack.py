@@ -22,7 +22,7 @@ from pathlib import Path
 
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
-from topobind.spack.locations import ARCHIVES_UPSTREAM, REPO, mirror_dir
+from topobind.spack_driver.locations import ARCHIVES_UPSTREAM, REPO, mirror_dir
 
 SPACK_ARCHIVE = "spack-v1.1.0.tar.gz"
 PACKAGES_ARCHIVE = "spack-packages-v2026.06.0.tar.gz"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-#: The project's top directory (``src/topobind/spack/`` is three levels below it).
+#: The project's top directory (``src/topobind/spack_driver/`` is three levels below it).
 REPO = Path(__file__).resolve().parents[3]
 SPACK_YAML = REPO / "spack.yaml"
 RECIPE_REPO = REPO / "spack" / "spack_repo" / "topobind"

@@ -18,10 +18,10 @@ import yaml
 from cli_helpers import run_topobind
 from paths import DATA as TEST_DATA
 
-from topobind.spack import externals
-from topobind.spack.check import machine_overlays, sync_copy
-from topobind.spack.locations import ARCHIVES_UPSTREAM, REPO, SPACK_YAML
-from topobind.spack.realspack import Spack
+from topobind.spack_driver import externals
+from topobind.spack_driver.check import machine_overlays, sync_copy
+from topobind.spack_driver.locations import ARCHIVES_UPSTREAM, REPO, SPACK_YAML
+from topobind.spack_driver.realspack import Spack
 
 pytestmark = pytest.mark.slow
 

