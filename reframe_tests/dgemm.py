@@ -48,7 +48,7 @@ from topobind_rfm import (  # noqa: E402
     topobind_cmd,
 )
 
-from topobind.checks.sites import CHECKS  # noqa: E402
+from topobind.validation.sites import CHECKS  # noqa: E402
 
 
 @rfm.simple_test

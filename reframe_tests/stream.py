@@ -64,8 +64,8 @@ from topobind_rfm import (  # noqa: E402
     which,
 )
 
-from topobind.checks.sites import CHECKS  # noqa: E402
 from topobind.measure.stats import concurrent_best  # noqa: E402
+from topobind.validation.sites import CHECKS  # noqa: E402
 
 QUICK_LAYOUTS = ("compact", "every-other-core", "per-l3", "numa")
 

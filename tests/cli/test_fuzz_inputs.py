@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 from paths import DATA, REPO, TOPOLOGIES
 from plans import plan_of
 
-from topobind.checks.sites.loading import load_site_file
 from topobind.errors import TopobindError
 from topobind.inputs import host_name, whole_number
 from topobind.launch.samples import judged_threads, read_sample_files
@@ -41,6 +40,7 @@ from topobind.topo.topology import (
     parse_list,
     parse_xml,
 )
+from topobind.validation.sites.loading import load_site_file
 
 pytestmark = pytest.mark.slow
 

@@ -27,7 +27,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "measure": frozenset(),
     "launch": frozenset({"topo", "plan", "emit", "measure"}),
     "bench": frozenset({"topo", "plan", "emit", "measure", "launch"}),
-    "checks": frozenset({"topo", "measure", "launch"}),
+    "validation": frozenset({"topo", "measure", "launch"}),
     "report": frozenset({"topo", "plan", "draw", "measure"}),
     "spack_driver": frozenset(),
     "tune": frozenset({"topo", "plan", "launch"}),
@@ -40,7 +40,7 @@ LAYERS: dict[str, frozenset[str]] = {
             "measure",
             "launch",
             "bench",
-            "checks",
+            "validation",
             "report",
             "spack_driver",
         }
@@ -348,7 +348,7 @@ MANAGER_ADAPTERS = {
     "topobind.topo.slurm_allocation": "the Slurm adapter of the allocation",
     "topobind.topo.flux_allocation": "the Flux adapter of the allocation",
     "topobind.launch.mpi_launchers.slurm_mpi": "srun's --mpi (SLURM_MPI_TYPE): the srun launcher's",
-    "topobind.checks.load": "the Slurm job's steps sampled during a check (SLURM_JOB_ID)",
+    "topobind.validation.load": "the Slurm job's steps sampled during a check (SLURM_JOB_ID)",
 }
 MANAGER_VARIABLE = re.compile(r"^(SLURM|SLURMD|FLUX)_[A-Z0-9_]*$")
 

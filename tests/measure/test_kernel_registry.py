@@ -16,13 +16,13 @@ from paths import REPO
 from plans import plan_of
 
 from topobind.bench import runs as bench
-from topobind.checks.sites.catalogue import CHECKS
 from topobind.cli.commands import bench as bench_cmd
 from topobind.errors import TopobindError
 from topobind.measure import programs as kernels
 from topobind.measure import registry as kernel_registry
 from topobind.measure import results
 from topobind.topo.topology import load_live
+from topobind.validation.sites.catalogue import CHECKS
 
 NAMES = [k.name for k in kernel_registry.KERNELS]
 LOCAL = [k.name for k in kernel_registry.local_kernels()]

@@ -3,7 +3,7 @@
 A row says what a kernel is (its binary ``kernels/bin/NAME`` built from ``kernels/NAME.c``, or
 an external program for HPL), which options ``topobind bench`` gives it, what its result holds
 (metrics, headline, matrices: ``docs/results-format.md``) and which check families of the
-catalogue (:data:`topobind.checks.sites.catalogue.CHECKS`) run it.
+catalogue (:data:`topobind.validation.sites.catalogue.CHECKS`) run it.
 
 Derived from it: the kernels ``topobind bench`` runs and their options (:mod:`topobind.bench.runs`),
 the kernels of ``topobind bench`` (``cli/main/commands/bench.py``). Tested against it

@@ -1,8 +1,8 @@
 """``topobind validate`` (run the ReFrame checks of a site, table of PASS/FAIL) and
 ``topobind calibrate`` (measure references for a site and write its references.yaml).
 
-The options and the printing; the engine is :mod:`topobind.checks.validation` (running ReFrame,
-reading its report, the table) and :mod:`topobind.checks.calibration` (references from the
+The options and the printing; the engine is :mod:`topobind.validation.validation` (running ReFrame,
+reading its report, the table) and :mod:`topobind.validation.calibration` (references from the
 sessions). Calibration runs through ReFrame too, so that references are measured by exactly
 the code, sizes, launch and binding that validation later compares against them.
 """
@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from topobind.checks import metrics, sites, validation
-from topobind.checks.sites import reframe_results_dir
-from topobind.checks.verdict import MAX_REPEAT, MAX_THRESHOLD, NOT_JUDGED_STATUS
 from topobind.cli.arguments import count_arg, number_arg
 from topobind.errors import TopobindError
 from topobind.fsutil import output_dir, output_file
+from topobind.validation import metrics, sites, validation
+from topobind.validation.sites import reframe_results_dir
+from topobind.validation.verdict import MAX_REPEAT, MAX_THRESHOLD, NOT_JUDGED_STATUS
 
 VALIDATE_EPILOG = """\
 examples:
@@ -353,7 +353,7 @@ def _print_partition(site: Any, one: Any, options: Any) -> None:
 
 def _print_reference_count(rows: list[Any], strict: bool) -> int:
     """'K of N figures compared with a reference'; returns N - K."""
-    from topobind.checks import validation
+    from topobind.validation import validation
 
     compared, total = validation.reference_count(rows)
     print(f"{compared} of {total} figures compared with a reference")
@@ -368,7 +368,7 @@ def _print_reference_count(rows: list[Any], strict: bool) -> int:
 
 
 def _run_each_node(args: argparse.Namespace, site: Any) -> int:
-    from topobind.checks import acceptance, validation
+    from topobind.validation import acceptance, validation
 
     parts = validation.partitions_of(site, args.partition)
     if len(parts) != 1:
@@ -416,7 +416,7 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
 def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
     """Print the expected run time (timed by the last --each-node run of this partition);
     a plan over the site's per-node budget (settings.node_budget) is refused after it."""
-    from topobind.checks import acceptance, node_jobs, progress
+    from topobind.validation import acceptance, node_jobs, progress
 
     states = acceptance.partition_states(site, req.partition) or {}
     nodes = len(acceptance.choose_nodes(states, req.nodelist, req.partition)) if states else 1
@@ -426,13 +426,13 @@ def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
 
 
 def _threshold(args: argparse.Namespace, site: Any) -> float:
-    from topobind.checks import verdict
+    from topobind.validation import verdict
 
     return verdict.threshold_for(args.threshold, site.settings, str(site.path), args.each_node)
 
 
 def _run_history(args: argparse.Namespace, site: Any) -> int:
-    from topobind.checks import history
+    from topobind.validation import history
 
     days = history.days_of(args.since)
     threshold = _threshold(args, site)
@@ -458,7 +458,7 @@ def hostlist_text(nodes: list[str]) -> str:
 def _drain(out: Any, apply: bool) -> int:
     """Print (and with --apply run) the drain of each node that may be drained; one line for
     each bad node that may not, and what Slurm shows after each drain."""
-    from topobind.checks import acceptance, slurm
+    from topobind.validation import acceptance, slurm
 
     plan = acceptance.drain_lines(out)
     for line in plan.refused:
