@@ -1,4 +1,4 @@
-"""``validation.calibrate`` (issue 28 item 4): the session, the failure decision and the
+"""``reframe_runs.calibrate`` (issue 28 item 4): the session, the failure decision and the
 references file live in checks/, ``topobind calibrate`` prints; run with the fake
 ``reframe`` of test_validate_outcome.py, so what is written comes from its report alone."""
 
@@ -11,7 +11,7 @@ import yaml
 from test_validate_outcome import _case, _report, fleet  # noqa: F401 (the fixture)
 
 from topobind.cli.main import main
-from topobind.validation import sites, validation
+from topobind.validation import reframe_runs, sites
 
 
 @pytest.fixture
@@ -25,8 +25,8 @@ def test_calibrate_writes_the_references_of_its_report(
     calibrated_site: Path, tmp_path: Path
 ) -> None:
     _report(calibrated_site, _case("StreamCheck %layout=compact", "pass", 100.0))
-    opts = validation.CalibrateOptions(results=tmp_path / "res", repeat=1)
-    out = validation.calibrate(sites.load_site("fleet"), ["default"], opts)
+    opts = reframe_runs.CalibrateOptions(results=tmp_path / "res", repeat=1)
+    out = reframe_runs.calibrate(sites.load_site("fleet"), ["default"], opts)
     assert out.status == 0 and out.written is not None
     doc = yaml.safe_load(out.written.read_text())
     (variants,) = doc["targets"].values()
@@ -51,7 +51,7 @@ def test_a_failed_check_writes_nothing_and_the_command_says_so(
 def test_calibrate_refuses_two_partitions_before_running(
     calibrated_site: Path, tmp_path: Path
 ) -> None:
-    opts = validation.CalibrateOptions(results=tmp_path / "res")
-    with pytest.raises(validation.TopobindError, match="one partition"):
-        validation.calibrate(sites.load_site("fleet"), ["default", "other"], opts)
+    opts = reframe_runs.CalibrateOptions(results=tmp_path / "res")
+    with pytest.raises(reframe_runs.TopobindError, match="one partition"):
+        reframe_runs.calibrate(sites.load_site("fleet"), ["default", "other"], opts)
     assert not (tmp_path / "res").exists()

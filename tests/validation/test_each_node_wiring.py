@@ -176,7 +176,7 @@ def test_expected_time_counts_the_checks_of_a_run_of_the_same_checks(tmp_path: P
 
 def test_the_same_warning_of_every_check_is_said_once() -> None:
     """Issue 37 item 24: the STREAM cap's warning came 18 times a pass (once per check run)."""
-    from topobind.validation.validation import _first_time
+    from topobind.validation.reframe_runs import _first_time
 
     warned: dict[str, int] = {}
     lines = [f"WARNING: StreamCheck %layout=compact %.part=local:slurm %.nid=node{n}: the cap "

@@ -17,7 +17,7 @@ from paths import TOPOLOGIES
 from topobind.errors import TopobindError
 from topobind.measure import stats
 from topobind.topo import hostlist
-from topobind.validation import acceptance, conformance, reframe_report, slurm, validation
+from topobind.validation import acceptance, conformance, reframe_report, reframe_runs, slurm
 
 
 # --------------------------------------------------------------------------- host lists
@@ -408,11 +408,11 @@ def test_validate_each_node_bad_options(
 def test_plain_table_has_a_node_column_and_counts_references() -> None:
     tc = _tc("node2", 1234.0)
     tc["name"] = tc.pop("display_name").split(" %.")[0]
-    rows = validation.rows_from([tc])
-    text = validation.table(rows)
+    rows = reframe_runs.rows_from([tc])
+    text = reframe_runs.table(rows)
     assert text.splitlines()[0].split()[:2] == ["node", "check"]
     assert text.splitlines()[2].split()[0] == "node2"
-    assert validation.reference_count(rows) == (0, 1)
+    assert reframe_runs.reference_count(rows) == (0, 1)
 
 
 def test_a_job_whose_nodelist_reframe_missed_is_named_by_its_post_run_line() -> None:
@@ -421,11 +421,11 @@ def test_a_job_whose_nodelist_reframe_missed_is_named_by_its_post_run_line() -> 
     tc = _tc("node2", 1234.0)
     tc["name"] = tc.pop("display_name").split(" %.")[0]  # plain validate: no %.nid
     tc["job_nodelist"] = ["None"]
-    assert validation.rows_from([tc])[0].node == ""
+    assert reframe_runs.rows_from([tc])[0].node == ""
     tc["tb_ran_on"] = "node3"
-    assert {r.node for r in validation.rows_from([tc])} == {"node3"}
+    assert {r.node for r in reframe_runs.rows_from([tc])} == {"node3"}
     tc["job_nodelist"] = ["node2"]  # the scheduler's own record wins
-    assert {r.node for r in validation.rows_from([tc])} == {"node2"}
+    assert {r.node for r in reframe_runs.rows_from([tc])} == {"node2"}
 
 
 # --------------------------------------------------------------------------- report
@@ -528,14 +528,14 @@ def test_each_node_settings_bound_only_the_per_node_acceptance(tmp_path: Path) -
     (tmp_path / "local" / "site.yaml").write_text(text.replace("references: references.yaml", ""))
     site = sites.load_site_file(tmp_path / "local" / "site.yaml")
     key = "StreamCheck.max_bytes_per_run"
-    ci = validation.setvars_for(site, [], calibrating=False)
-    each = validation.setvars_for(site, [], calibrating=False, each_node=True)
+    ci = reframe_runs.setvars_for(site, [], calibrating=False)
+    each = reframe_runs.setvars_for(site, [], calibrating=False, each_node=True)
     assert ci[key] == "16G" and each[key] == "4G"
     assert not [k for k in [*ci, *each] if k.startswith("each_node.")]
     assert each["LatencyCheck.max_working_set"] == ci["LatencyCheck.max_working_set"] == "512M"
-    mine = validation.setvars_for(site, [f"{key}=1G"], calibrating=False, each_node=True)
+    mine = reframe_runs.setvars_for(site, [f"{key}=1G"], calibrating=False, each_node=True)
     assert mine[key] == "1G"
-    assert validation.setvars_for(site, [], calibrating=True)[key] == "16G"
+    assert reframe_runs.setvars_for(site, [], calibrating=True)[key] == "16G"
 
 
 def test_quick_notes_name_only_the_checks_that_run() -> None:

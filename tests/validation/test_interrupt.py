@@ -25,8 +25,8 @@ wait $job
 
 DRIVER = """
 import sys
-from topobind.validation import validation
-validation.reframe_exe = lambda: [sys.argv[1]]
+from topobind.validation import reframe_runs
+reframe_runs.reframe_exe = lambda: [sys.argv[1]]
 from topobind.cli.main import main
 sys.exit(main(["validate", "--site", "local", "--results", sys.argv[2]]))
 """

@@ -23,7 +23,7 @@ from topobind.validation import (
     calibration,
     history,
     reframe_report,
-    validation,
+    reframe_runs,
     verdict,
 )
 from topobind.validation.reframe_report import ReportError
@@ -76,7 +76,7 @@ def _write(tmp_path: Path, doc: Any, name: str = "report.json") -> Path:
 def test_validate_calibrate_and_each_node_agree_on_node_and_variant(tmp_path: Path) -> None:
     """Issue 28 item 3: one report, the three readers, the same (check, variant, node)."""
     report = reframe_report.read_report(str(_write(tmp_path, _report())))
-    rows = validation.rows_from(list(report.cases))
+    rows = reframe_runs.rows_from(list(report.cases))
     table = {(r.check, r.variant, r.node) for r in rows}
     obs = verdict.observe([report], SITE)
     each = {(s.check, s.variant, s.node) for s in obs.samples}
@@ -91,7 +91,7 @@ def test_validate_calibrate_and_each_node_agree_on_node_and_variant(tmp_path: Pa
     assert keys == set(cal)
     # the node a plain validate shows: the scheduler's record, else tb_ran_on
     plain = _tc("StreamCheck %layout=compact", 1.0, None, tb_ran_on="node7")
-    (row,) = validation.rows_from([plain])
+    (row,) = reframe_runs.rows_from([plain])
     (case,) = reframe_report.cases_of([plain])
     assert row.node == case.node == "node7"
 
@@ -213,7 +213,7 @@ def _judge_all(doc: Any, source: str) -> None:
     verdicts = verdict.node_verdicts(sorted(obs.ran_on), obs, figures)
     verdict.table(verdicts)
     verdict.drain_plan(verdicts, "slurm", {"node1", "node2", "node3"})
-    validation.table(validation.rows_from(list(report.cases)))
+    reframe_runs.table(reframe_runs.rows_from(list(report.cases)))
     calibration.collect(list(report.cases))
 
 

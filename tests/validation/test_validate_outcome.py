@@ -1,4 +1,4 @@
-"""``validation.validate`` (issue 28 item 4): the per-partition loop and the failure decision
+"""``reframe_runs.validate`` (issue 28 item 4): the per-partition loop and the failure decision
 live in checks/, the command prints; run here with a fake ``reframe`` that writes a report,
 so validate's table and its exit status come from that report alone."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from topobind.cli.main import main
-from topobind.validation import validation
+from topobind.validation import reframe_runs
 
 SITE = (
     "schema: topobind.site/1\nname: fleet\ndescription: test fleet\nhostnames: ['^n$']\n"
@@ -48,7 +48,7 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     fake = tmp_path / "reframe"
     fake.write_text(FAKE.replace("{report}", str(report)))
     fake.chmod(0o755)
-    monkeypatch.setattr(validation, "reframe_exe", lambda: [str(fake)])
+    monkeypatch.setattr(reframe_runs, "reframe_exe", lambda: [str(fake)])
     return report
 
 
@@ -59,11 +59,11 @@ def _report(path: Path, *cases: dict[str, object]) -> None:
 def test_validate_returns_one_outcome_over_the_partitions(fleet: Path, tmp_path: Path) -> None:
     _report(fleet, _case("StreamCheck %layout=compact", "pass", 100.0),
             _case("LatencyCheck", "fail", 200.0, 100.0))  # fmt: skip
-    opts = validation.Options(results=tmp_path / "res")
+    opts = reframe_runs.Options(results=tmp_path / "res")
     from topobind.validation import sites
 
     seen: list[str] = []
-    out = validation.validate(sites.load_site("fleet"), ["default", "other"], opts,
+    out = reframe_runs.validate(sites.load_site("fleet"), ["default", "other"], opts,
                               lambda one: seen.append(one.partition))  # fmt: skip
     assert seen == ["default", "other"]
     assert [(r.check, r.variant, r.result) for r in out.partitions[0].rows] == [

@@ -305,8 +305,8 @@ class PassSpec:
 
 def reframe_argv(spec: PassSpec, report: Path, prefix: Path) -> list[str]:
     """The ReFrame command line inside a node's job."""
+    from topobind.validation.reframe_runs import reframe_exe
     from topobind.validation.sites import REPO
-    from topobind.validation.validation import reframe_exe
 
     argv = [*reframe_exe(), "-C", str(REPO / "site_configs" / "reframe_config.py"),
             "-c", str(REPO / "reframe_tests"), "--system", f"{spec.site}:{spec.partition}",
@@ -375,7 +375,7 @@ def node_pass(spec: PassSpec, nodes: Sequence[str], results: Path, label: str,
 def skip_reasons(output: Path) -> dict[str, str]:
     """{test hash: reason} of ReFrame's SKIP lines in a node's job output (its last 16 MiB;
     the report holds no reason for a check skipped before it ran)."""
-    from topobind.validation.validation import skip_reason
+    from topobind.validation.reframe_runs import skip_reason
 
     try:
         with open(output, "rb") as fh:

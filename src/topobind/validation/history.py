@@ -200,6 +200,6 @@ def table(rows: Sequence[Trend]) -> str:
 
 
 def acceptance_fmt(value: float | None) -> str:
-    from topobind.validation.validation import fmt
+    from topobind.validation.reframe_runs import fmt
 
     return fmt(value)
