@@ -229,7 +229,9 @@ def test_impossible_reference_fails(calibrated: Calibrated, tmp_path: Path) -> N
     path = sites_dir / "local" / "references.yaml"
     doc = yaml.safe_load(path.read_text())
     measured = doc["targets"]["stream"]["compact"]["triad"]["reference"]
-    doc["targets"]["stream"]["compact"]["triad"]["reference"] = 10 * measured
+    # 1000x: calibrated under a burst of load and validated on a quiet node measured 3x its
+    # reference here (load average 34); no load swing reaches 200x
+    doc["targets"]["stream"]["compact"]["triad"]["reference"] = 1000 * measured
     doc["targets"]["stream"]["compact"]["triad"]["tolerance"] = {"lower": -0.1, "upper": 0.1}
     # and a variability limit no DGEMM run meets: the slowest of 10 repetitions within
     # 0.0001 % of their median
@@ -245,7 +247,7 @@ def test_impossible_reference_fails(calibrated: Calibrated, tmp_path: Path) -> N
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     # plain validate's metrics: this node slow on one run (weak), the figure against its
-    # reference (ratio about 1/10)
+    # reference (ratio about 1/1000)
     text = prom.read_text()
     node = f'node="{socket.gethostname()}"'
     verdicts = [ln for ln in text.splitlines() if ln.startswith("topobind_node_verdict{")]
@@ -256,7 +258,7 @@ def test_impossible_reference_fails(calibrated: Calibrated, tmp_path: Path) -> N
     assert f'topobind_node_verdict_strong{{site="local",partition="default",{node}}} 0.0' in text
     ratio = [ln for ln in text.splitlines() if ln.startswith("topobind_check_ratio{")
              and 'metric="triad"' in ln]  # fmt: skip
-    # at most 1/5: measured against 10x what was measured (a busy node measures less: no floor)
+    # at most 1/5: measured against 1000x what was measured (a busy node measures less: no floor)
     assert len(ratio) == 1 and 0 < float(ratio[0].split()[-1]) < 0.2, text
     rows = {(r[0], r[1], r[2]): r for r in table_rows(done.stdout)}
     failed = {key for key, r in rows.items() if r[-1] == "FAIL"}
