@@ -122,7 +122,7 @@ def user(wheel: Path) -> Iterator[User]:
 def _baseline_scan():  # type: ignore[no-untyped-def]
     """tests/measure/test_step_baseline.py, whose objdump scan finds AVX code."""
     spec = importlib.util.spec_from_file_location(
-        "step_baseline", REPO / "tests" / "kernels" / "test_step_baseline.py"
+        "step_baseline", REPO / "tests" / "measure" / "test_step_baseline.py"
     )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
