@@ -472,3 +472,31 @@ def test_a_fifo_among_the_samples_never_blocks(tmp_path: Path) -> None:
     started = time.monotonic()
     samples = read_sample_files(sample_files(str(tmp_path)))
     assert [s.rank for s in samples] == [0] and time.monotonic() - started < 10
+
+
+def test_scratch_removal_outlasts_a_late_writer(tmp_path: Path) -> None:
+    """The scratch directory goes even while a rank's step still writes into it as its group
+    ends (the directory stayed on a node with load average 90: rmtree met a new file, 'not
+    empty', and ignored it). A writer that keeps adding files for 0.5 s: the removal waits it
+    out (with no wait, as before, the directory stays)."""
+    import threading
+
+    from topobind.launch.run import remove_tree
+
+    where = tmp_path / "scratch"
+    where.mkdir()
+    stop = time.monotonic() + 0.5
+
+    def writer() -> None:
+        n = 0
+        while time.monotonic() < stop:
+            with contextlib.suppress(OSError):  # gone: the write fails, as a rank's would
+                (where / f"sample.{n}").write_text("x")
+            n += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    time.sleep(0.05)
+    remove_tree(str(where))
+    t.join()
+    assert not where.exists(), sorted(where.iterdir())[:3]

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from topobind.errors import CannotRun, ProbeFailed, TopobindError
 from topobind.fsutil import atomic_write_text
-from topobind.interrupt import stop_on_signals
+from topobind.interrupt import signals_held, stop_on_signals
 from topobind.launch import node_groups as pernode
 from topobind.launch.build import build, job_shape
 from topobind.launch.mpi_launchers.base import Launch
@@ -271,7 +271,26 @@ def scratch(
     try:
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
+
+
+#: how long a scratch directory's removal waits for files still being written into it
+REMOVE_WAIT = 3.0
+
+
+def remove_tree(path: str, wait: float = REMOVE_WAIT) -> None:
+    """Remove ``path`` and everything in it, with Ctrl-C and SIGTERM held until it is done (a
+    signal that came during the removal acts after it). A rank's step may still be writing
+    its sample as its group ends, and ``rmtree`` then meets a directory that is not empty:
+    try again until it is gone or ``wait`` seconds have passed (seen on a node with load
+    average 90: the directory stayed)."""
+    deadline = time.monotonic() + wait
+    with signals_held():
+        while True:
+            shutil.rmtree(path, ignore_errors=True)
+            if not os.path.lexists(path) or time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
 
 
 def dry_job(
@@ -290,10 +309,10 @@ def dry_job(
     try:
         job = prepare(plan, program, opts, where, sample=sample, groups=groups)
     except BaseException:
-        shutil.rmtree(where, ignore_errors=True)
+        remove_tree(where)
         raise
     if not job.launch.files and not groups:
-        shutil.rmtree(where, ignore_errors=True)
+        remove_tree(where)
     return job
 
 
