@@ -66,6 +66,49 @@ def test_a_gpu_bound_to_no_gpu_driver_takes_no_index(
         assert "take no index" in note
 
 
+#: (vendor, its runtime's driver, a display driver of the same vendor no runtime uses)
+DISPLAY = [
+    pytest.param("10de", "nvidia", "nouveau", id="nvidia-nouveau"),
+    pytest.param("1002", "amdgpu", "radeon", id="amd-radeon"),
+    pytest.param("10de", "nvidia", "amdgpu", id="nvidia-on-amdgpu"),
+]
+
+
+@pytest.mark.parametrize(("vendor", "runtime", "display"), DISPLAY)
+@pytest.mark.parametrize("cls", ["030200", "030000"])  # a 3D controller, a VGA function
+def test_a_gpu_on_a_display_driver_takes_no_index(
+    trees: tuple[Path, Path], vendor: str, runtime: str, display: str, cls: str
+) -> None:
+    """The middle one of three GPUs is bound to nouveau (radeon): CUDA (HIP) never sees it,
+    so the third is device 1, not 2; the listing says why it is left out."""
+    sys_root, _ = trees
+    for bus in NV:
+        driver = display if bus == NV[1] else runtime
+        pci_function(sys_root, bus, cls, vendor, driver=driver, local_cpulist="0-1",
+                     numa_node="0")  # fmt: skip
+    hwloc = tuple(hwloc_gpu(b, i)._replace(vendor=vendor) for i, b in enumerate(NV))
+    for inv in (Inventory(), Inventory(hwloc)):
+        got = inventory(inv)
+        assert [(g.pci, g.index) for g in got.gpus] == [(NV[0], 0), (NV[2], 1)]
+        (note,) = [n for n in got.notes if NV[1] in n]
+        assert f"{NV[1]} (bound to {display})" in note and "take no index" in note
+
+
+@pytest.mark.slow
+def test_show_lists_a_gpu_on_nouveau_with_its_note(trees: tuple[Path, Path]) -> None:
+    sys_root, proc_root = trees
+    for bus, driver in zip(NV[:2], ("nvidia", "nouveau"), strict=True):
+        pci_function(sys_root, bus, "030200", "10de", driver=driver, local_cpulist="0-1",
+                     numa_node="0")  # fmt: skip
+    env = {**NO_SLURM, gpu_live.SYSFS_ENV: str(sys_root), gpu_live.PROCFS_ENV: str(proc_root),
+           gpu_live.LIBS_ENV: "0"}  # fmt: skip
+    done = run_topobind("show", env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"index 0, PCI {NV[0]}" in done.stdout and f"PCI {NV[1]}," not in done.stdout
+    (line,) = [ln for ln in (done.stdout + done.stderr).splitlines() if NV[1] in ln]
+    assert "bound to nouveau" in line and "nvidia for CUDA" in line, line
+
+
 def test_an_unbound_gpu_that_procfs_lists_is_kept(trees: tuple[Path, Path]) -> None:
     sys_root, proc_root = trees
     pci_function(sys_root, NV[0], "030200", "10de", local_cpulist="0-1")
