@@ -80,9 +80,11 @@ def add_subparser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--metric",
+        type=_arg(_metric),
         metavar="REGEX",
-        help="the figure: the first group of the "
-        "program's output (a number; lower is better); default: wall time",
+        help="the figure: the first group of the first match in the program's output (its "
+        "first 4 MiB, searched for at most 5 s a run; a number; lower is better); default: "
+        "wall time",
     )
     p.add_argument("--maximize", action="store_true",
                    help="with --metric: higher is better (a rate)")  # fmt: skip
@@ -111,6 +113,14 @@ def _arg(parse: Any) -> Any:
     return typed
 
 
+def _metric(text: str) -> Any:
+    """--metric REGEX compiled when the line is parsed: a bad pattern is refused before any
+    planning, in one line."""
+    from topobind.tune.launching import compile_metric
+
+    return compile_metric(text)
+
+
 def _percent(text: str) -> float:
     try:  # ASCII only: float() takes '٣' and '1_0'
         plain = text.isascii() and "_" not in text
@@ -126,14 +136,13 @@ def run_tune(args: argparse.Namespace) -> int:
     if args.list:
         return _list(args.format)
     from topobind.tune.engine import prepare, tune  # the launch stack: only when tuning
-    from topobind.tune.launching import compile_metric
 
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:
         raise TopobindError("no program given; put it after '--', e.g. topobind tune -- ./a.out")
     if args.maximize and args.metric is None:
         raise TopobindError("--maximize needs --metric REGEX (wall time is lower-better)")
-    metric = compile_metric(args.metric)
+    metric = args.metric  # compiled by its type (_metric)
     choices = Choices(args.layouts, args.mem, args.pages, args.ranks, args.threads, args.cpus)
     settings = Settings(budget_s=args.budget, min_gain=args.min_gain / 100,
                         maximize=args.maximize, seed=args.seed)  # fmt: skip
