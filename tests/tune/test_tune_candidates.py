@@ -131,6 +131,25 @@ def test_a_bad_metric_is_refused_when_the_line_is_parsed(
         assert done.value.code == 2 and why in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--budget", "0"), ("--metric", "x("), ("--mem", "foo"), ("--pages", "3K"),
+     ("--layouts", "zz"), ("--min-gain", "200")],
+)  # fmt: skip
+def test_tunes_options_take_the_shared_argparse_wrapper(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    """tune had its own copy of cli/arguments.py's wrapper, which left the option's name at
+    the front of the message: 'argument --budget: --budget '0': ...'."""
+    from topobind.cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["tune", flag, value, "--", "/no/such/program"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"topobind: error: argument {flag}: ") and err.count(flag) == 1, err
+
+
 def _record(program: str, topo: object, **choice: object) -> dict[str, object]:
     return {
         "schema": records.SCHEMA, "program": program, "argv": [program],
