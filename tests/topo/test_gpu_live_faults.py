@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from cli_helpers import NO_SLURM, run_topobind
 from fuzzing import bounded
+from gpu_stand_ins import build_stand_in
 from test_gpu_live import UUID0, pci_function
 
 from topobind.topo import gpu_live
 from topobind.topo.gpus import Gpu, Inventory
 from topobind.topo.topology import parse_list
 
-HERE = Path(__file__).parent
 NV = ("0000:41:00.0", "0000:42:00.0", "0000:43:00.0")
 
 
@@ -255,24 +255,6 @@ def test_the_library_timeout_setting_is_read_safely(monkeypatch: pytest.MonkeyPa
         assert gpu_live._libs_timeout() == want
 
 
-def build(tmp_path: Path, source: str, soname: str) -> Path:
-    lib = tmp_path / "lib"
-    lib.mkdir(exist_ok=True)
-    cc = [
-        "cc",
-        "-std=c11",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-shared",
-        "-fPIC",
-        "-I",
-        str(HERE.parent),
-    ]
-    subprocess.run([*cc, "-o", str(lib / soname), str(HERE / source)], check=True)
-    return lib
-
-
 NVML_CALLS = ("nvmlInit_v2", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
               "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetUUID", "nvmlDeviceGetMigMode")  # fmt: skip
 RSMI_CALLS = ("rsmi_init", "rsmi_num_monitor_devices", "rsmi_dev_pci_id_get",
@@ -300,8 +282,8 @@ print(json.dumps(out))
 def test_nvml_and_rocm_smi_faults_in_each_call(tmp_path: Path) -> None:
     """The stand-in NVML and ROCm SMI hang or crash in each call, fail, count 2^32-1, write
     garbage UUIDs: never a hang (0.3 s bound), never a crash of topobind, a note each."""
-    build(tmp_path, "fake_libnvidia_ml.c", "libnvidia-ml.so.1")
-    lib = build(tmp_path, "fake_librocm_smi64.c", "librocm_smi64.so.7")
+    build_stand_in(tmp_path / "lib", "libnvidia-ml.so.1")
+    lib = build_stand_in(tmp_path / "lib", "librocm_smi64.so.7")
     cases: list[dict[str, str]] = [{}]
     for kind in ("HANG", "CRASH"):
         cases += [{f"TB_FAKE_NVML_{kind}": c} for c in NVML_CALLS]
@@ -345,7 +327,7 @@ def test_a_stuck_nvml_never_hangs_a_command(tmp_path: Path, command: list[str]) 
     whose init never returns: the command goes on without it, with a note."""
     from topobind.topo.topology import load
 
-    lib = build(tmp_path, "fake_libnvidia_ml.c", "libnvidia-ml.so.1")
+    lib = build_stand_in(tmp_path / "lib", "libnvidia-ml.so.1")
     sys_root = tmp_path / "sys"
     cpus = ",".join(map(str, load("live").pus))
     pci_function(sys_root, NV[0], "030200", "10de", driver="nvidia", local_cpulist=cpus,
