@@ -68,8 +68,10 @@ def wrapper(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_wrapper(wrapper: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    cmd = ["sh", str(wrapper), "sh", "-c", 'echo "rank=$ROCR_VISIBLE_DEVICES"']
-    return subprocess.run(cmd, capture_output=True, text=True, env=clean_env(env), timeout=30)
+    """``env -i PATH=... VARS... sh WRAPPER ...``: nothing but the case's variables."""
+    cmd = ["env", "-i", "PATH=/usr/bin:/bin", *(f"{k}={v}" for k, v in env.items())]
+    cmd += ["sh", str(wrapper), "sh", "-c", 'echo "rank=$ROCR_VISIBLE_DEVICES"']
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
 
 
 def test_the_wrapper_reads_rankexecs_variables_in_its_order() -> None:
