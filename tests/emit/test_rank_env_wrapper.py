@@ -79,6 +79,10 @@ def test_the_wrapper_reads_rankexecs_variables_in_its_order() -> None:
     body = re.search(r"TB_LOCAL_RANK_VARS\[\] = \{(.*?)\};", text, re.S)
     assert body, f"no TB_LOCAL_RANK_VARS in {TB_ENV_C}"
     assert tuple(re.findall(r'"(\w+)"', body.group(1))) == LOCAL_RANK_VARS
+    # and the launchers' registry (emit/ may not import launch/: the list is written twice)
+    from topobind.launch.mpi_launchers import local_rank_vars, rank_vars
+
+    assert (*local_rank_vars(), *rank_vars()) == LOCAL_RANK_VARS
 
 
 @pytest.mark.parametrize(("env", "want"), CASES)
