@@ -1,6 +1,6 @@
 """The ``topobind plan -f rank-env`` wrapper chooses a rank's line as rankexec does
 (docs/step-file.md, "Which line"): the same local-rank variables in the same order
-(``TB_LOCAL_RANK_VARS`` of kernels/common/tb_env.c), a set variable that is no plain decimal
+(``TB_LOCAL_RANK_VARS`` of libtb/src/tb_env.c), a set variable that is no plain decimal
 number (an empty one included) refused rather than skipped, none set: local rank 0.
 
 The wrapper treated an empty ``OMPI_COMM_WORLD_LOCAL_RANK`` as unset (took ``SLURM_LOCALID``)
@@ -24,7 +24,7 @@ from topobind.emit.memory import numactl_script
 from topobind.plan.memory import plan_memory
 from topobind.topo.topology import load
 
-TB_ENV_C = REPO / "kernels" / "common" / "tb_env.c"
+TB_ENV_C = REPO / "libtb" / "src" / "tb_env.c"
 MPICH_RUN = REPO / ".venv-mpich" / "bin" / "mpiexec.hydra"
 #: the variables a launcher sets (left out of the tests' environments, then set per case)
 LAUNCHER = ("OMPI_", "PMIX_", "PMI_", "MPI_LOCALRANKID", "FLUX_", "SLURM_", "ROCR_", "HYDRA_")

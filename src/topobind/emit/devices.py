@@ -149,7 +149,7 @@ def show_json(topo: Topology) -> dict[str, object]:
 
 
 #: the variables naming a rank's local rank, in the order rankexec reads them
-#: (TB_LOCAL_RANK_VARS, kernels/common/tb_env.c; tests/emit/test_rank_env_wrapper.py holds the
+#: (TB_LOCAL_RANK_VARS, libtb/src/tb_env.c; tests/emit/test_rank_env_wrapper.py holds the
 #: two equal): each MPI's own first (an mpirun inside sbatch passes the batch step's
 #: SLURM_LOCALID=0 to every rank), Slurm's, then the global ranks (one node)
 LOCAL_RANK_VARS = (
@@ -164,7 +164,7 @@ LOCAL_RANK_VARS = (
     "FLUX_TASK_RANK",
     "SLURM_PROCID",
 )
-#: rankexec's bound on a rank number (TB_MAX_RANK, kernels/common/tb_env.h)
+#: rankexec's bound on a rank number (TB_MAX_RANK, libtb/include/tb/env.h)
 _MAX_RANK = 100000000
 
 
