@@ -6,12 +6,14 @@
 #               ~/.cache/topobind: flux-0.88.0-<key>/), build/flux a link to it. Unchanged
 #               archive and configure line: a link, no build (CI's fresh clones).
 #               Without the archive: one line naming where to get it; the Flux tests skip.
-# Use it from a shell: build/flux/bin/flux start --test-size=1 ...
-#             Then the Flux shell plugin rankstep/bin/topobind_flux.so (rankstep/Makefile
-#             flux-plugin), installed as build/flux/lib/flux/shell/plugins/topobind.so, where
-#             the built Flux's job shell loads plugins: 'flux run -o topobind=LAYOUT'.
+# Use it from a shell: scripts/flux-start --test-size=1 ... (build/flux/bin/flux start with
+#             this clone's plugin folder as the job shell's: -Sconf.shell_pluginpath).
+#             The Flux shell plugin rankstep/bin/topobind_flux.so (rankstep/Makefile
+#             flux-plugin) is installed as build/flux-plugins/topobind.so, in this clone: never
+#             into the shared Flux prefix build/flux links to (two clones would replace each
+#             other's plugin there, and every instance of that Flux would load it).
 .PHONY: flux flux-clean flux-plugin
-FLUX_PLUGINS := build/flux/lib/flux/shell/plugins
+FLUX_PLUGINS := build/flux-plugins
 flux:
 	@bash scripts/build-flux.sh
 	@if [ -x build/flux/bin/flux ]; then $(MAKE) --no-print-directory flux-plugin; fi
@@ -20,9 +22,11 @@ flux-plugin:
 	$(MAKE) -C rankstep flux-plugin FLUX_INCLUDE=$(CURDIR)/build/flux/include
 	install -D -m 0755 rankstep/bin/topobind_flux.so $(FLUX_PLUGINS)/topobind.so
 
-# Removes this clone's link only; the cache stays (rm -rf the folder it names to rebuild).
+# Removes this clone's link and plugin only; the cache stays (rm -rf the folder it names to
+# rebuild).
 flux-clean:
 	rm -f build/flux
+	rm -rf $(FLUX_PLUGINS)
 
 TEST_PREREQS += flux
 

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from bench_timing import fs_calls, summary, task_calls  # scripts/: shared with bench-spank
 
 REPO = Path(__file__).resolve().parents[1]
 FLUX = REPO / "build" / "flux" / "bin" / "flux"
@@ -69,61 +70,6 @@ if shutil.which("strace") and broker.isdigit():
 """
 
 
-def summary(samples: list[float]) -> dict[str, float]:
-    s = sorted(samples)
-    return {
-        "median": round(statistics.median(s), 3),
-        "p90": round(s[int(0.9 * (len(s) - 1))], 3),
-        "min": round(s[0], 3),
-        "max": round(s[-1], 3),
-        "n": len(s),
-    }
-
-
-#: file-system and descriptor calls (strace's %file and %desc, the ones that matter here)
-FS_CALLS = frozenset(
-    [
-        "open",
-        "openat",
-        "stat",
-        "fstat",
-        "lstat",
-        "newfstatat",
-        "statx",
-        "access",
-        "faccessat",
-        "faccessat2",
-        "readlink",
-        "readlinkat",
-        "read",
-        "write",
-        "close",
-        "pread64",
-        "getdents64",
-        "dup2",
-        "dup3",
-        "fcntl",
-    ]
-)
-
-
-def task_calls(trace: Path) -> list[list[str]]:
-    """The calls of each task process of an strace -f file, from its first call to its
-    execve of the program (/bin/true): what the job shell and its plugins do in the task."""
-    calls: dict[str, list[str]] = {}
-    out = []
-    for line in trace.read_text(errors="replace").splitlines():
-        m = re.match(r"^(\d+)\s+(\w+)\(", line)
-        if not m:
-            continue
-        pid, name = m.groups()
-        if name == "execve" and '"/bin/true"' in line:
-            out.append(calls.pop(pid, []))
-        else:
-            calls.setdefault(pid, []).append(name)
-    return out
-
-
 def syscalls(traces: dict[bool, list[list[str]]]) -> dict[str, object]:
     """Each task's calls with the plugin against without (medians), and what it adds."""
     if set(traces) != {False, True} or not traces[False] or not traces[True]:
@@ -131,7 +77,7 @@ def syscalls(traces: dict[bool, list[list[str]]]) -> dict[str, object]:
     from collections import Counter
 
     def med(tasks: list[list[str]], fs: bool) -> float:
-        return statistics.median(sum(1 for c in t if c in FS_CALLS or not fs) for t in tasks)
+        return statistics.median(fs_calls(t) if fs else len(t) for t in tasks)
 
     added = Counter(traces[True][0]) - Counter(traces[False][0])
     return {
@@ -162,7 +108,11 @@ def main() -> int:
             print(f"bench-flux: the instance failed:\n{done.stderr}", file=sys.stderr)
             return 1
         lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        traces = {t["trace"]: task_calls(Path(t["file"])) for t in lines if "trace" in t}
+        traces = {
+            t["trace"]: task_calls(Path(t["file"]).read_text(errors="replace").splitlines(),
+                                   "/bin/true")
+            for t in lines if "trace" in t
+        }  # fmt: skip
     jobs = [j for j in lines if "plugin" in j]
     plan_us, init_us, exec_us, task_us = [], [], [], []
     for job in (j for j in jobs if j["plugin"]):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -30,6 +29,8 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+from bench_timing import fs_calls, summary, task_calls  # scripts/: shared with bench-flux
 
 REPO = Path(__file__).resolve().parents[1]
 REPEAT = int(os.environ.get("BENCH_REPEAT", "15"))
@@ -66,17 +67,6 @@ def srun(args: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
     if out.returncode != 0:
         raise SystemExit(f"bench-spank: srun {' '.join(args)} failed:\n{out.stderr}")
     return (time.perf_counter() - t0) * 1000.0, out
-
-
-def summary(samples: list[float]) -> dict[str, float]:
-    s = sorted(samples)
-    return {
-        "median": round(statistics.median(s), 3),
-        "p90": round(s[int(0.9 * (len(s) - 1))], 3),
-        "min": round(s[0], 3),
-        "max": round(s[-1], 3),
-        "n": len(s),
-    }
 
 
 def step_times() -> dict[str, object]:
@@ -126,30 +116,12 @@ def traced_step(args: list[str], out: Path) -> dict[str, object]:
     time.sleep(0.5)
     tracer.send_signal(signal.SIGINT)
     tracer.wait(timeout=30)
-    lines = out.read_text(errors="replace").splitlines()
-    prog = re.compile(r'^(\d+)\s+execve\("' + re.escape(PROGRAM) + '"')
-    tasks = {m.group(1) for ln in lines if (m := prog.match(ln))}
-    fs_re = re.compile(
-        r"^(open|openat|stat|fstat|newfstatat|lstat|statx|access|faccessat|read|write|close|"
-        r"readlink|getdents64|mmap|pread64|lseek|fcntl|dup2|dup3|pipe2|ioctl|poll|unlink)$"
-    )
-    per_task: dict[str, Counter[str]] = {t: Counter() for t in tasks}
-    done: set[str] = set()
-    for ln in lines:
-        m = re.match(r"^(\d+)\s+([a-z_0-9]+)\(", ln)
-        if not m or m.group(1) not in per_task or m.group(1) in done:
-            continue
-        if prog.match(ln):
-            done.add(m.group(1))
-            continue
-        per_task[m.group(1)][m.group(2)] += 1
+    tasks = task_calls(out.read_text(errors="replace").splitlines(), PROGRAM)
     if len(tasks) != 2:
         raise SystemExit(f"bench-spank: found {len(tasks)} task execs of {PROGRAM} in {out}")
-    calls = [sum(c.values()) for c in per_task.values()]
-    fs = [sum(n for k, n in c.items() if fs_re.match(k)) for c in per_task.values()]
-    by_call: Counter[str] = Counter()
-    for c in per_task.values():
-        by_call.update(c)
+    calls = [len(t) for t in tasks]
+    fs = [fs_calls(t) for t in tasks]
+    by_call = Counter(c for t in tasks for c in t)
     return {
         "calls_per_task": statistics.median(calls),
         "fs_calls_per_task": statistics.median(fs),

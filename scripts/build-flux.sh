@@ -4,7 +4,7 @@
 #     $TOPOBIND_OFFLINE_MIRROR, else $TOPOBIND_SHARED, else ../shared (a git tree: autogen first);
 #     without it, one line saying where to get it, and exit 0 (the Flux tests then skip), or
 #     exit 1 where TOPOBIND_REQUIRE_MIRROR=1 (CI)
-#   - Debian packages from scripts/flux-apt-packages.txt (as root, via apt-get)
+#   - Debian packages from scripts/flux-apt-packages.txt (as root: scripts/apt-install.sh)
 #   - cached outside the clone, keyed by the archive's sha256 and this script's configure line:
 #     $TOPOBIND_CACHE (default /var/cache/topobind when writable, else ~/.cache/topobind)
 #     /flux-<key>/ is the install prefix; build/flux is a link to it. A fresh clone with the
@@ -41,21 +41,7 @@ if [ -f "$prefix/.topobind-complete" ]; then
   exit 0
 fi
 
-mapfile -t wanted < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' scripts/flux-apt-packages.txt)
-missing=()
-for p in "${wanted[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "flux: error: Debian packages missing: ${missing[*]}; run 'sudo make flux' (or apt-get install them as root)" >&2
-    exit 2
-  fi
-  say "apt-get install ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash scripts/apt-install.sh flux scripts/flux-apt-packages.txt
 
 # One builder at a time per cache (two clones building at once would race on the prefix).
 mkdir -p "$cache"

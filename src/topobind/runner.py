@@ -4,6 +4,8 @@ The command runs in a new session (its own process group). Ctrl-C / SIGTERM sent
 are passed to the whole group; on a timeout the group is killed and a TopobindError raised;
 when the command ends, whatever it left in its group is killed, so nothing keeps running.
 ``heartbeat``: call ``on_heartbeat(elapsed_seconds)`` every so many seconds while it runs.
+A captured stream is read up to :data:`CAPTURE_LIMIT` bytes (``limit``): past it the command
+is killed with its session and a TopobindError names it and the limit.
 
 :func:`capture` runs the short tools a plan needs (hwloc's lstopo for a live or synthetic
 topology) with a timeout.
@@ -33,12 +35,17 @@ def run_process(
     heartbeat: float | None = None,
     on_heartbeat: Callable[[float], None] | None = None,
     what: str | None = None,
+    limit: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``argv``; stdout (and stderr) captured as text when asked. A command that cannot
-    be started raises :class:`CannotRun` (exit 127/126, as a shell says it)."""
+    """Run ``argv``; stdout (and stderr) captured as text when asked (undecodable bytes
+    replaced), at most ``limit`` bytes a stream (default :data:`CAPTURE_LIMIT`): past it the
+    command is killed with its session and :class:`TopobindError` names it and the limit. A
+    command that cannot be started raises :class:`CannotRun` (exit 127/126, as a shell says
+    it)."""
 
-    proc: subprocess.Popen[str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
     got: list[int] = []  # the signals topobind received while the command ran
+    name = what or os.path.basename(argv[0])
 
     def stop(signum: int, _frame: object) -> None:
         got.append(signum)
@@ -50,6 +57,9 @@ def run_process(
     main = threading.current_thread() is threading.main_thread()
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
     t0 = time.monotonic()
+    deadline = None if timeout is None else t0 + timeout
+    beat = _Heartbeat(t0, heartbeat, on_heartbeat)
+    out = err = b""
     try:
         try:
             proc = subprocess.Popen(
@@ -57,8 +67,6 @@ def run_process(
                 env=dict(env) if env is not None else None,
                 cwd=cwd,
                 start_new_session=True,
-                text=True,
-                errors="replace",
                 stdout=subprocess.PIPE if capture else None,
                 stderr=subprocess.PIPE if capture_stderr else None,
             )
@@ -67,30 +75,66 @@ def run_process(
         for s in list(got):  # received while it started
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, s)
-        while True:
-            left = None if timeout is None else timeout - (time.monotonic() - t0)
-            if left is not None and left <= 0:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
-                raise TopobindError(
-                    f"{what or os.path.basename(argv[0])} did not finish within {timeout:g} s"
-                )
-            wait = min(x for x in (left, heartbeat, 1e9) if x is not None)
-            try:
-                out, err = proc.communicate(timeout=wait if (left or heartbeat) else None)
-                break
-            except subprocess.TimeoutExpired:
-                if on_heartbeat is not None and heartbeat is not None:
-                    on_heartbeat(time.monotonic() - t0)
+        try:
+            if capture or capture_stderr:
+                out, err = _read_bounded(proc, deadline, limit or CAPTURE_LIMIT, name, beat)
+            _wait(proc, deadline, beat)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise TopobindError(f"{name} did not finish within {timeout:g} s") from None
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         if proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)  # nothing left running
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
     _pass_on_late_signal(got, proc.returncode, old)
-    return subprocess.CompletedProcess(list(argv), proc.returncode, out or "", err or "")
+    return subprocess.CompletedProcess(list(argv), proc.returncode, _text(out), _text(err))
+
+
+def _text(data: bytes) -> str:
+    """A child's output as text, as ``text=True`` read it: bytes not UTF-8 replaced, line
+    ends made ``\\n``."""
+    return data.decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+class _Heartbeat:
+    """Calls ``on_heartbeat(elapsed)`` each ``every`` seconds, when asked by :meth:`tick`."""
+
+    def __init__(self, t0: float, every: float | None, call: Callable[[float], None] | None):
+        self.t0, self.every, self.call = t0, every, call
+        self.next = None if every is None or call is None else t0 + every
+
+    def wait(self, deadline: float | None) -> float | None:
+        """Seconds to the next heartbeat or the deadline (None: no bound)."""
+        ends = [x for x in (self.next, deadline) if x is not None]
+        return max(0.0, min(ends) - time.monotonic()) if ends else None
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if self.next is not None and self.call is not None and now >= self.next:
+            self.call(now - self.t0)
+            while self.next <= now:
+                self.next += self.every or 1.0
+
+
+def _wait(proc: subprocess.Popen[bytes], deadline: float | None, beat: _Heartbeat) -> None:
+    """Wait for ``proc`` to end, with heartbeats; TimeoutExpired past ``deadline``."""
+    while True:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise subprocess.TimeoutExpired(proc.args, 0)
+        try:
+            proc.wait(timeout=beat.wait(deadline))
+            return
+        except subprocess.TimeoutExpired:
+            beat.tick()
 
 
 def _pass_on_late_signal(got: list[int], returncode: int, old: dict[int, object]) -> None:
@@ -131,7 +175,7 @@ def capture(
     except OSError as exc:
         raise CannotRun(argv[0], exc) from exc
     try:
-        out, err = _read_bounded(proc, time.monotonic() + timeout, limit, what, timeout)
+        out, err = _read_bounded(proc, time.monotonic() + timeout, limit, what)
         status = proc.wait(timeout=max(0.0, timeout))
     except subprocess.TimeoutExpired as exc:
         raise TopobindError(f"{what} did not finish within {timeout:g} s") from exc
@@ -146,25 +190,30 @@ def capture(
     return status, out.decode(errors="replace"), err.decode(errors="replace")
 
 
-def _read_bounded(proc: subprocess.Popen[bytes], deadline: float, limit: int, what: str,
-                  timeout: float) -> tuple[bytes, bytes]:  # fmt: skip
-    """Both pipes of ``proc`` read to their end, at most ``limit`` bytes each, by ``deadline``."""
-    import selectors  # only where a short tool is run
+def _read_bounded(proc: subprocess.Popen[bytes], deadline: float | None, limit: int, what: str,
+                  beat: _Heartbeat | None = None) -> tuple[bytes, bytes]:  # fmt: skip
+    """The pipes of ``proc`` (stdout, stderr; None: not piped) read to their end, at most
+    ``limit`` bytes each, by ``deadline`` (TimeoutExpired after it); ``beat`` ticked."""
+    import selectors  # only where a child's output is read
 
-    got = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    pipes = [p for p in (proc.stdout, proc.stderr) if p is not None]
+    got = {p: bytearray() for p in pipes}
     with selectors.DefaultSelector() as sel:
-        for pipe in got:
+        for pipe in pipes:
             sel.register(pipe, selectors.EVENT_READ)
-        ended: float | None = None  # when the tool itself ended (its pipes may stay open)
+        ended: float | None = None  # when the child itself ended (its pipes may stay open)
         while sel.get_map():
             now = time.monotonic()
             if ended is None and proc.poll() is not None:
                 ended = now
             if ended is not None and now - ended > 0.5:
-                break  # a grandchild holds the pipes: what the tool printed is all there is
-            if now >= deadline:
-                raise subprocess.TimeoutExpired(what, timeout)
-            for key, _ in sel.select(min(deadline - now, 0.1)):
+                break  # a grandchild holds the pipes: what the child printed is all there is
+            if deadline is not None and now >= deadline:
+                raise subprocess.TimeoutExpired(what, 0)
+            if beat is not None:
+                beat.tick()
+            wait = 0.1 if deadline is None else min(deadline - now, 0.1)
+            for key, _ in sel.select(wait):
                 chunk = os.read(key.fd, 1 << 16)
                 if not chunk:
                     sel.unregister(key.fileobj)
@@ -172,5 +221,14 @@ def _read_bounded(proc: subprocess.Popen[bytes], deadline: float, limit: int, wh
                 buf = got[key.fileobj]
                 buf += chunk
                 if len(buf) > limit:
-                    raise TopobindError(f"{what} printed more than {limit >> 20} MiB; stopped")
-    return bytes(got[proc.stdout]), bytes(got[proc.stderr])
+                    stream = "stdout" if key.fileobj is proc.stdout else "stderr"
+                    raise TopobindError(
+                        f"{what} printed more than {_size(limit)} on its {stream} (the most "
+                        "topobind reads of a command's output); stopped"
+                    )
+    return (bytes(got[proc.stdout]) if proc.stdout else b"",
+            bytes(got[proc.stderr]) if proc.stderr else b"")  # fmt: skip
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n} bytes"

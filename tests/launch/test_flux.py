@@ -26,6 +26,8 @@ needs_flux = pytest.mark.skipif(
 )
 #: seconds a Flux instance with one short job may take on a busy 2-core machine
 HANG = 240
+#: the job shells load this clone's plugin folder, not the shared Flux prefix's (make flux)
+PLUGINS = f"-Sconf.shell_pluginpath={REPO / 'build' / 'flux-plugins'}"
 
 
 def in_flux(
@@ -34,7 +36,7 @@ def in_flux(
     """``flux start --test-size=SIZE bash -c SCRIPT`` in ``tmp_path``, topobind on PATH."""
     env = {**NO_SLURM, "PATH": f"{Path(TOPOBIND).parent}:{NO_SLURM.get('PATH', '')}"}
     return subprocess.run(
-        [str(FLUX), "start", f"--test-size={size}", "bash", "-c", script],
+        [str(FLUX), "start", f"--test-size={size}", PLUGINS, "bash", "-c", script],
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=timeout,
     )  # fmt: skip
 
@@ -127,7 +129,8 @@ def test_flux_started_by_srun_on_three_nodes_verifies_on_each(
     )
     script.chmod(0o755)
     done = cluster.run(
-        ["srun", "-N3", "-n3", "--mpi=pmi2", str(FLUX), "start", str(script)], timeout=HANG
+        ["srun", "-N3", "-n3", "--mpi=pmi2", str(FLUX), "start", PLUGINS, str(script)],
+        timeout=HANG,
     )
     assert done.returncode == 0, done.stderr
     assert "on 3 nodes: node1, node2, node3" in done.stderr, done.stderr

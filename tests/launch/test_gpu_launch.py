@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import TOPOBIND, run_topobind
+from gpu_stand_ins import build_stand_in
 from ompi_oracle import OMPI4, OMPI5, ROOT_ENV, have_ompi4, have_ompi5
 from slurm_helpers import sbatch_wait
 
@@ -85,7 +86,6 @@ def prepare(tmp_path: Path, reverse: bool = False) -> tuple[dict[str, object], P
 
 
 # ------------------------------------------------------------ what each rank's runtime sees
-FAKE_CUDA = Path(__file__).with_name("fake_libcuda.c")
 #: two NVIDIA GPUs in two PCI domains; the second on the bus is the faster one
 BUSES = ("0000:41:00.0", "0001:00:06.0")
 UUIDS = ("GPU-11111111-2222-3333-4444-555555555555", "GPU-99999999-8888-7777-6666-555555555555")
@@ -94,12 +94,7 @@ FAKE_GPUS = f"{BUSES[0]}={UUIDS[0]}=1;{BUSES[1]}={UUIDS[1]}=2"
 
 def fake_libcuda(tmp_path: Path) -> Path:
     """The stand-in CUDA driver (tests/launch/fake_libcuda.c) built into ``tmp_path``/lib."""
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
-    cc += ["-I", str(FAKE_CUDA.parent.parent)]  # tests/fake_gpu_faults.h
-    subprocess.run([*cc, "-o", str(lib / "libcuda.so.1"), str(FAKE_CUDA)], check=True)
-    return lib
+    return build_stand_in(tmp_path / "lib", "libcuda.so.1")
 
 
 def nvidia_xml(path: Path) -> Path:
@@ -432,10 +427,7 @@ def test_a_two_vendor_node_is_verified_rank_by_rank(tmp_path: Path) -> None:
     if not have_ompi5():
         pytest.skip("OpenMPI 5 not installed")
     lib = fake_libcuda(tmp_path)
-    hip = Path(__file__).with_name("fake_libamdhip64.c")
-    cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
-    cc += ["-I", str(hip.parent.parent)]
-    subprocess.run([*cc, "-o", str(lib / "libamdhip64.so.6"), str(hip)], check=True)
+    build_stand_in(lib, "libamdhip64.so.6")
     xml = nvidia_xml(tmp_path / "node.xml")
     text = xml.read_text().replace(
         f'pci_busid="{BUSES[1]}" pci_type="0302 [10de:2330]',

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from gpu_stand_ins import build_stand_in
 
 from topobind.launch.verify_devices import RUNTIME, Seen, check_env, runtime_row
 from topobind.plan.model import PlannedRank
 
-HERE = Path(__file__).parent
 NV = ("0000:41:00.0", "0001:00:06.0")
 UUIDS = ("GPU-11111111-2222-3333-4444-555555555555", "GPU-99999999-8888-7777-6666-555555555555")
 AMD = ("0000:c1:00.0", "0000:c6:00.0")
@@ -154,30 +154,17 @@ def test_an_older_probes_single_block_is_still_read() -> None:
 
 
 # ------------------------------------------------------- the probe itself (subprocesses)
-def build(tmp_path: Path, source: str, soname: str, *flags: str) -> Path:
-    lib = tmp_path / ("lib-" + soname + "-".join(flags))
-    lib.mkdir(exist_ok=True)
-    cc = [
-        "cc",
-        "-std=c11",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-shared",
-        "-fPIC",
-        "-I",
-        str(HERE.parent),
-    ]
-    subprocess.run([*cc, *flags, "-o", str(lib / soname), str(HERE / source)], check=True)
-    return lib
+def build(tmp_path: Path, soname: str, *flags: str) -> Path:
+    """A folder of its own for each stand-in and set of flags."""
+    return build_stand_in(tmp_path / ("lib-" + soname + "-".join(flags)), soname, *flags)
 
 
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Both stand-in runtimes in one folder."""
     tmp = tmp_path_factory.mktemp("gpulibs")
-    cuda_dir = build(tmp, "fake_libcuda.c", "libcuda.so.1")
-    hip_dir = build(tmp, "fake_libamdhip64.c", "libamdhip64.so.6")
+    cuda_dir = build(tmp, "libcuda.so.1")
+    hip_dir = build(tmp, "libamdhip64.so.6")
     (cuda_dir / "libamdhip64.so.6").symlink_to(hip_dir / "libamdhip64.so.6")
     return cuda_dir
 
@@ -288,7 +275,7 @@ def test_garbage_strings_from_the_driver_are_cut_and_escaped(libs: Path) -> None
 
 @pytest.mark.slow
 def test_a_library_the_loader_refuses_says_the_loaders_error(tmp_path: Path) -> None:
-    lib = build(tmp_path, "fake_libcuda.c", "libcuda.so.1", "-DTB_FAKE_UNLOADABLE")
+    lib = build(tmp_path, "libcuda.so.1", "-DTB_FAKE_UNLOADABLE")
     blocks, _ = probe(lib)
     assert [b["api"] for b in blocks] == ["cuda"]  # no HIP library there: none listed
     status, note = verdict(blocks, "cuda", NV[1])

@@ -69,7 +69,9 @@ def test_a_tool_that_floods_its_output_is_stopped_at_the_bound() -> None:
     """A tool printing without end (a broken flux, lstopo on a hostile node) is stopped once
     past the limit, in one line, not after filling memory within its timeout."""
     t0 = time.monotonic()
-    with pytest.raises(TopobindError, match=r"^yes printed more than 1 MiB; stopped$"):
+    with pytest.raises(
+        TopobindError, match=r"^yes printed more than 1 MiB on its stdout \(.*\); stopped$"
+    ):
         capture(["yes"], 60, "yes", limit=1 << 20)
     assert time.monotonic() - t0 < 30
 
@@ -95,3 +97,56 @@ def _running(pid: str) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+# ------------------------------------------------- run_process(capture=True): the same bound
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_run_process_stops_a_child_that_floods_its_captured_output(stream: str) -> None:
+    """run_process read a captured stream to its end (communicate): a program printing
+    without end filled memory until its timeout. Now stopped past the bound, in one line
+    naming the command and the limit, with everything in its session."""
+    from topobind.runner import run_process
+
+    script = "exec yes" if stream == "stdout" else "exec yes >&2"
+    t0 = time.monotonic()
+    with pytest.raises(TopobindError) as info:
+        run_process(["sh", "-c", script], capture=True, capture_stderr=True, timeout=60,
+                    what="the flood", limit=1 << 20)  # fmt: skip
+    assert str(info.value) == (
+        f"the flood printed more than 1 MiB on its {stream} (the most topobind reads of a "
+        "command's output); stopped"
+    )
+    assert time.monotonic() - t0 < 30
+
+
+def test_run_process_reads_what_fits_and_keeps_line_ends_as_text_did() -> None:
+    from topobind.runner import run_process
+
+    done = run_process(["sh", "-c", r"printf 'a\r\nb\rc\n'; printf 'e\n' >&2; exit 4"],
+                       capture=True, capture_stderr=True, timeout=30, limit=7)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (4, "a\nb\nc\n", "e\n")
+
+
+@pytest.mark.slow
+def test_run_process_memory_stays_near_the_default_bound(tmp_path: object) -> None:
+    """A child writing 512 MiB to a captured stdout: topobind stops at CAPTURE_LIMIT (64 MiB)
+    and its peak memory stays near it (it held all 512 MiB, and a decoded copy, before)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, sys\n"
+        "from topobind.errors import TopobindError\n"
+        "from topobind.runner import run_process\n"
+        "try:\n"
+        "    run_process(['head', '-c', str(512 << 20), '/dev/zero'], capture=True, timeout=120)\n"
+        "    print('read it all')\n"
+        "except TopobindError as exc:\n"
+        "    print(exc)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    said, peak_mib = done.stdout.splitlines()
+    assert said.startswith("head printed more than 64 MiB on its stdout"), done
+    assert int(peak_mib) < 64 + 150, done.stdout

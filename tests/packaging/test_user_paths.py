@@ -41,6 +41,30 @@ def test_state_dir_honours_topobind_then_xdg_then_home(
     assert paths.user_sites_dir() == home / "cfg" / "topobind" / "sites"
 
 
+def test_a_relative_topobind_state_dir_is_ignored_as_xdg_ignores_one(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TOPOBIND_STATE_DIR=state named a folder in whatever directory a command started in:
+    tune records written from one folder were not found from another."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "st"))
+    monkeypatch.setenv("TOPOBIND_STATE_DIR", "state")
+    for cwd in (home, home / "st"):
+        cwd.mkdir(exist_ok=True)
+        monkeypatch.chdir(cwd)
+        assert paths.state_dir() == home / "st" / "topobind"
+    monkeypatch.setenv("TOPOBIND_STATE_DIR", "")  # empty: unset
+    assert paths.state_dir() == home / "st" / "topobind"
+    assert paths.ignored_settings() == []
+    monkeypatch.setenv("TOPOBIND_STATE_DIR", "./state")
+    monkeypatch.setenv("XDG_CONFIG_HOME", "cfg")
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert "TOPOBIND_STATE_DIR='./state' ignored: not an absolute path" in out
+    assert "XDG_CONFIG_HOME='cfg' ignored: not an absolute path" in out
+    assert f"state: {home / 'st' / 'topobind'} (tuning records)" in out
+
+
 def _user_site(home: Path, name: str, title: str) -> Path:
     folder = home / ".config" / "topobind" / "sites" / name
     folder.mkdir(parents=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import NO_SLURM, run_topobind
+from gpu_stand_ins import build_stand_in
 
 from topobind.plan.gpu_layout import rank_env
 from topobind.topo import gpu_live
@@ -17,7 +18,6 @@ from topobind.topo.gpus import Inventory
 from topobind.topo.topology import load, parse_list
 
 UUID0 = "GPU-11111111-2222-3333-4444-555555555555"
-TESTS = Path(__file__).parent.parent  # tests/fake_gpu_faults.h
 
 
 def pci_function(root: Path, bus: str, cls: str, vendor: str, **files: str) -> None:
@@ -115,11 +115,7 @@ def test_nvml_through_ctypes_gives_uuids_and_mig_slices(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    src = Path(__file__).with_name("fake_libnvidia_ml.c")
-    cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-I", str(TESTS)]
-    subprocess.run([*cc, "-o", str(lib / "libnvidia-ml.so.1"), str(src)], check=True)
+    lib = build_stand_in(tmp_path / "lib", "libnvidia-ml.so.1")
     mig = ("MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "MIG-ffffffff-bbbb-cccc-dddd-eeeeeeeeeeee")
     uuid1 = "GPU-99999999-8888-7777-6666-555555555555"
     nvml = f"0000:41:00.0={UUID0}={','.join(mig)};0001:00:06.0={uuid1}"

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from cli_helpers import NO_SLURM, run_topobind
 from fuzzing import bounded
+from gpu_stand_ins import build_stand_in
 from test_gpu_live import UUID0, pci_function
 
 from topobind.topo import gpu_live
 from topobind.topo.gpus import Gpu, Inventory
 from topobind.topo.topology import parse_list
 
-HERE = Path(__file__).parent
 NV = ("0000:41:00.0", "0000:42:00.0", "0000:43:00.0")
 
 
@@ -64,6 +64,49 @@ def test_a_gpu_bound_to_no_gpu_driver_takes_no_index(
         (note,) = [n for n in got.notes if NV[1] in n]
         assert ("bound to vfio-pci" if driver else "bound to no driver") in note
         assert "take no index" in note
+
+
+#: (vendor, its runtime's driver, a display driver of the same vendor no runtime uses)
+DISPLAY = [
+    pytest.param("10de", "nvidia", "nouveau", id="nvidia-nouveau"),
+    pytest.param("1002", "amdgpu", "radeon", id="amd-radeon"),
+    pytest.param("10de", "nvidia", "amdgpu", id="nvidia-on-amdgpu"),
+]
+
+
+@pytest.mark.parametrize(("vendor", "runtime", "display"), DISPLAY)
+@pytest.mark.parametrize("cls", ["030200", "030000"])  # a 3D controller, a VGA function
+def test_a_gpu_on_a_display_driver_takes_no_index(
+    trees: tuple[Path, Path], vendor: str, runtime: str, display: str, cls: str
+) -> None:
+    """The middle one of three GPUs is bound to nouveau (radeon): CUDA (HIP) never sees it,
+    so the third is device 1, not 2; the listing says why it is left out."""
+    sys_root, _ = trees
+    for bus in NV:
+        driver = display if bus == NV[1] else runtime
+        pci_function(sys_root, bus, cls, vendor, driver=driver, local_cpulist="0-1",
+                     numa_node="0")  # fmt: skip
+    hwloc = tuple(hwloc_gpu(b, i)._replace(vendor=vendor) for i, b in enumerate(NV))
+    for inv in (Inventory(), Inventory(hwloc)):
+        got = inventory(inv)
+        assert [(g.pci, g.index) for g in got.gpus] == [(NV[0], 0), (NV[2], 1)]
+        (note,) = [n for n in got.notes if NV[1] in n]
+        assert f"{NV[1]} (bound to {display})" in note and "take no index" in note
+
+
+@pytest.mark.slow
+def test_show_lists_a_gpu_on_nouveau_with_its_note(trees: tuple[Path, Path]) -> None:
+    sys_root, proc_root = trees
+    for bus, driver in zip(NV[:2], ("nvidia", "nouveau"), strict=True):
+        pci_function(sys_root, bus, "030200", "10de", driver=driver, local_cpulist="0-1",
+                     numa_node="0")  # fmt: skip
+    env = {**NO_SLURM, gpu_live.SYSFS_ENV: str(sys_root), gpu_live.PROCFS_ENV: str(proc_root),
+           gpu_live.LIBS_ENV: "0"}  # fmt: skip
+    done = run_topobind("show", env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"index 0, PCI {NV[0]}" in done.stdout and f"PCI {NV[1]}," not in done.stdout
+    (line,) = [ln for ln in (done.stdout + done.stderr).splitlines() if NV[1] in ln]
+    assert "bound to nouveau" in line and "nvidia for CUDA" in line, line
 
 
 def test_an_unbound_gpu_that_procfs_lists_is_kept(trees: tuple[Path, Path]) -> None:
@@ -212,24 +255,6 @@ def test_the_library_timeout_setting_is_read_safely(monkeypatch: pytest.MonkeyPa
         assert gpu_live._libs_timeout() == want
 
 
-def build(tmp_path: Path, source: str, soname: str) -> Path:
-    lib = tmp_path / "lib"
-    lib.mkdir(exist_ok=True)
-    cc = [
-        "cc",
-        "-std=c11",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-shared",
-        "-fPIC",
-        "-I",
-        str(HERE.parent),
-    ]
-    subprocess.run([*cc, "-o", str(lib / soname), str(HERE / source)], check=True)
-    return lib
-
-
 NVML_CALLS = ("nvmlInit_v2", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
               "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetUUID", "nvmlDeviceGetMigMode")  # fmt: skip
 RSMI_CALLS = ("rsmi_init", "rsmi_num_monitor_devices", "rsmi_dev_pci_id_get",
@@ -257,8 +282,8 @@ print(json.dumps(out))
 def test_nvml_and_rocm_smi_faults_in_each_call(tmp_path: Path) -> None:
     """The stand-in NVML and ROCm SMI hang or crash in each call, fail, count 2^32-1, write
     garbage UUIDs: never a hang (0.3 s bound), never a crash of topobind, a note each."""
-    build(tmp_path, "fake_libnvidia_ml.c", "libnvidia-ml.so.1")
-    lib = build(tmp_path, "fake_librocm_smi64.c", "librocm_smi64.so.7")
+    build_stand_in(tmp_path / "lib", "libnvidia-ml.so.1")
+    lib = build_stand_in(tmp_path / "lib", "librocm_smi64.so.7")
     cases: list[dict[str, str]] = [{}]
     for kind in ("HANG", "CRASH"):
         cases += [{f"TB_FAKE_NVML_{kind}": c} for c in NVML_CALLS]
@@ -302,7 +327,7 @@ def test_a_stuck_nvml_never_hangs_a_command(tmp_path: Path, command: list[str]) 
     whose init never returns: the command goes on without it, with a note."""
     from topobind.topo.topology import load
 
-    lib = build(tmp_path, "fake_libnvidia_ml.c", "libnvidia-ml.so.1")
+    lib = build_stand_in(tmp_path / "lib", "libnvidia-ml.so.1")
     sys_root = tmp_path / "sys"
     cpus = ",".join(map(str, load("live").pus))
     pci_function(sys_root, NV[0], "030200", "10de", driver="nvidia", local_cpulist=cpus,

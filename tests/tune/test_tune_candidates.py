@@ -13,7 +13,7 @@ from paths import TOPOLOGIES
 from topobind.errors import TopobindError
 from topobind.plan import request
 from topobind.topo.topology import load_xml
-from topobind.tune import auto, candidates, records
+from topobind.tune import auto, candidates, launching, records
 from topobind.tune.candidates import Choices
 from topobind.tune.launching import compile_metric, figure
 
@@ -88,6 +88,66 @@ def test_metric_needs_a_group_and_a_number() -> None:
     assert figure("x\nrate: 1,234.5 MB/s\nrate: 9 MB/s", pattern) == (1234.5, None)
     assert figure("nothing", pattern)[1] == "no match for --metric in its output"
     assert "not a number" in str(figure("rate: ... MB/s", pattern)[1])
+
+
+def test_a_pattern_that_backtracks_for_ever_is_stopped_at_the_time_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--metric '((a+)+)$' on lines of 40 a's and a '!': Python's re backtracks 2^40 times a
+    line (hours; no cut of the text bounds that). The search is stopped at the bound, the
+    run not counted with the reason; a linear pattern still reads 4 MiB at once."""
+    import time
+
+    monkeypatch.setattr(launching, "METRIC_TIMEOUT_S", 0.5)
+    output = ("a" * 40 + "!\n") * 100_000  # 4.1 MB
+    pattern = compile_metric(r"((a+)+)$")
+    assert pattern is not None
+    t0 = time.monotonic()
+    value, why = figure(output, pattern)
+    assert value is None and time.monotonic() - t0 < 10
+    assert why == (
+        "--metric searched this run's output for more than 0.5 s (a pattern that backtracks: "
+        "anchor it, or avoid nested repeats)"
+    )
+    linear = compile_metric(r"^time: ([0-9.]+) s$")
+    assert linear is not None
+    big = "x" * (launching.MAX_OUTPUT_CHARS - 20) + "\ntime: 2.5 s\n"
+    assert figure(big, linear) == (2.5, None)
+    assert figure(big + "time: 9 s\n", linear) == (2.5, None)  # the first match
+    long = launching.search_bounded(linear, "time: " + "9" * 5000 + " s", 5.0)
+    assert long == ("9" * launching.MAX_GROUP, None)  # the group read back is bounded
+
+
+def test_a_bad_metric_is_refused_when_the_line_is_parsed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before any planning or run, exit status 2, one line."""
+    from topobind.cli.main import main
+
+    for bad, why in (("x(", "not a regular expression"), ("x", "has no group")):
+        with pytest.raises(SystemExit) as done:
+            main(["tune", "--metric", bad, "--", "/no/such/program"])
+        err = capsys.readouterr().err
+        assert done.value.code == 2 and why in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--budget", "0"), ("--metric", "x("), ("--mem", "foo"), ("--pages", "3K"),
+     ("--layouts", "zz"), ("--min-gain", "200")],
+)  # fmt: skip
+def test_tunes_options_take_the_shared_argparse_wrapper(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    """tune had its own copy of cli/arguments.py's wrapper, which left the option's name at
+    the front of the message: 'argument --budget: --budget '0': ...'."""
+    from topobind.cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["tune", flag, value, "--", "/no/such/program"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"topobind: error: argument {flag}: ") and err.count(flag) == 1, err
 
 
 def _record(program: str, topo: object, **choice: object) -> dict[str, object]:

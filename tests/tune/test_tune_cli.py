@@ -110,7 +110,7 @@ def test_ctrl_c_prints_the_table_so_far_and_writes_no_record(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("args", "status", "says"),
     [
-        (["--budget", "0"], 2, "--budget '0': must be more than 0"),
+        (["--budget", "0"], 2, "argument --budget: '0': must be more than 0"),
         (["--budget", "nan"], 2, "is not a duration"),
         (["--budget", "8d"], 2, "at most 7 days"),
         (["--budget", "-1m"], 2, "--budget"),

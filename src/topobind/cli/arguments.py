@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from topobind.errors import TopobindError
 from topobind.inputs import host_name, real_number, whole_number
 from topobind.topo.topology import NAMED_TOPOLOGIES, Topology, load
+
+T = TypeVar("T")
 
 TOPOLOGY_HELP = (
     "where the node topology comes from: 'live' (default: this machine, only the PUs this "
@@ -28,31 +31,33 @@ def topology_from(args: argparse.Namespace) -> Topology:
     return load(args.topology)
 
 
+def checked_arg(parse: Callable[[str], T], flag: str = "") -> Callable[[str], T]:
+    """An argparse ``type=`` from ``parse``, a check raising :class:`TopobindError` (one of
+    :mod:`topobind.inputs`, or a command's own): its message becomes argparse's one-line error,
+    which names the option itself (so a leading ``flag`` is taken off the message)."""
+
+    def typed(text: str) -> T:
+        try:
+            return parse(text)
+        except TopobindError as exc:
+            why = str(exc)
+            for head in (f"{flag} ", f"{flag}: ") if flag else ():
+                why = why.removeprefix(head)
+            raise argparse.ArgumentTypeError(why) from None
+
+    typed.__name__ = flag or getattr(parse, "__name__", "value")  # argparse names the type
+    return typed
+
+
 def count_arg(flag: str, lo: int = 1, hi: int = 1 << 20, hint: str = "") -> Callable[[str], int]:
     """An argparse ``type=`` for a count option: a bad value is one line naming ``flag``."""
-
-    def parse(text: str) -> int:
-        try:
-            return whole_number(text, flag, lo, hi, hint)
-        except TopobindError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag} ")) from exc
-
-    parse.__name__ = flag  # argparse names the type in some messages
-    return parse
+    return checked_arg(lambda text: whole_number(text, flag, lo, hi, hint), flag)
 
 
 def number_arg(flag: str, lo: float, hi: float, example: str = "") -> Callable[[str], float]:
     """An argparse ``type=`` for a number option (a fraction, a percentage): ASCII digits with
     an optional point (:func:`topobind.inputs.real_number`), within ``lo..hi``."""
-
-    def parse(text: str) -> float:
-        try:
-            return real_number(text, flag, lo, hi, example=example)
-        except TopobindError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag} ")) from exc
-
-    parse.__name__ = flag
-    return parse
+    return checked_arg(lambda text: real_number(text, flag, lo, hi, example=example), flag)
 
 
 def choice_arg(flag: str, choices: Sequence[str]) -> Callable[[str], str]:
@@ -67,9 +72,5 @@ def choice_arg(flag: str, choices: Sequence[str]) -> Callable[[str], str]:
     return parse
 
 
-def host_arg(text: str) -> str:
-    """argparse ``type=`` of ``--host``."""
-    try:
-        return host_name(text)
-    except TopobindError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--host ")) from exc
+#: argparse ``type=`` of ``--host``
+host_arg = checked_arg(host_name, "--host")

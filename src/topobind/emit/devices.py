@@ -148,8 +148,50 @@ def show_json(topo: Topology) -> dict[str, object]:
     }
 
 
-#: the launcher variables of the local rank, innermost launcher first (as topobind.launch.build)
-_LOCAL_RANK = "${OMPI_COMM_WORLD_LOCAL_RANK:-${PMIX_LOCAL_RANK:-${SLURM_LOCALID:-}}}"
+#: the variables naming a rank's local rank, in the order rankexec reads them
+#: (TB_LOCAL_RANK_VARS, libtb/src/tb_env.c; tests/emit/test_rank_env_wrapper.py holds the
+#: two equal): each MPI's own first (an mpirun inside sbatch passes the batch step's
+#: SLURM_LOCALID=0 to every rank), Slurm's, then the global ranks (one node)
+LOCAL_RANK_VARS = (
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMIX_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "FLUX_TASK_LOCAL_ID",
+    "SLURM_LOCALID",
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "FLUX_TASK_RANK",
+    "SLURM_PROCID",
+)
+#: rankexec's bound on a rank number (TB_MAX_RANK, libtb/include/tb/env.h)
+_MAX_RANK = 100000000
+
+
+def local_rank_sh(who: str) -> list[str]:
+    """sh lines (of the wrapper ``who``: rank-env, numactl) setting ``r`` as rankexec chooses
+    the local rank: the first of LOCAL_RANK_VARS that is set, none set: 0 (one process); a
+    set value that is no plain decimal number (an empty one included) refused, as rankexec
+    refuses it, not skipped for the next variable."""
+    names = " ".join(LOCAL_RANK_VARS)
+    return [
+        "# the local rank as topobind's rankexec reads it: the first of these set (none: 0)",
+        "n= r=0",
+        f"for v in {names}; do",
+        '  eval "[ \\"\\${$v+set}\\" ]" && { n=$v; eval "r=\\$$v"; break; }',
+        "done",
+        'case "$r" in',
+        "''|*[!0-9]*) d=x ;;",
+        '*) z="${r%%[!0]*}"; d="${r#"$z"}" ;;',  # d: r without its leading zeros
+        "esac",
+        f'if [ "$d" = x ] || [ "${{#d}}" -gt 9 ] || [ "${{d:-0}}" -gt {_MAX_RANK} ]; then',
+        '  v=$(printf %s "$r" | cut -c1-40 | tr -c "[:print:]" "?")',
+        f"  printf '%s\\n' \"topobind {who}: $n=$v is not a rank number (0 .. {_MAX_RANK}): "
+        "the launcher's variable is unreadable; unset it or launch through topobind run\" >&2",
+        "  exit 1",
+        "fi",
+        'r="${d:-0}"',
+    ]
 
 
 def rank_env_script(plan: Plan) -> str:
@@ -168,7 +210,7 @@ def rank_env_script(plan: Plan) -> str:
         f"# topobind per-rank variables: layout {plan.layout}, {plan.nranks} ranks per node, "
         f"{plan.topology.source}",
         "# usage: srun|mpirun ... THIS_FILE PROGRAM ARGS...",
-        f'r="{_LOCAL_RANK}"',
+        *local_rank_sh("rank-env"),
         'case "$r" in',
     ]
     for r in plan.ranks:

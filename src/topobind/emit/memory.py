@@ -7,7 +7,7 @@ every launcher; these are for scripts that launch by themselves.
 
 from __future__ import annotations
 
-from topobind.emit.devices import _LOCAL_RANK
+from topobind.emit.devices import local_rank_sh
 from topobind.plan.model import Plan
 from topobind.topo.topology import format_list
 
@@ -43,7 +43,7 @@ def numactl_script(plan: Plan) -> str:
         lines.append(
             f"# --pages {','.join(pages)} is applied by 'topobind run' only (its per-rank step)"
         )
-    lines += [f'r="{_LOCAL_RANK}"', 'case "$r" in']
+    lines += [*local_rank_sh("numactl"), 'case "$r" in']
     for r in plan.ranks:
         lines.append(f'{r.rank}) exec {shlex.join(numactl_args(plan, r.rank))} "$@" ;;')
     lines += [

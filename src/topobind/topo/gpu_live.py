@@ -9,8 +9,9 @@ listed (:mod:`topobind.topo.gpus`).
   (NVML ignores ``CUDA_VISIBLE_DEVICES``: it tells what the node has, not what a rank sees);
 - ROCm SMI (``librocm_smi64.so``), only with AMD GPUs: the index and unique id.
 
-A GPU function bound to a driver that is not a GPU driver (``vfio-pci``: passed to a VM) or
-to none takes no index (the vendor's runtime does not see it): it is left out with a note,
+A GPU function bound to a driver other than the one its vendor's runtime uses (CUDA:
+``nvidia``; HIP: ``amdgpu``; Level Zero: ``i915``/``xe``) takes no index: ``vfio-pci`` (passed
+to a VM), none, or a display driver (``nouveau``, ``radeon``). It is left out with a note,
 unless NVML, procfs or ROCm SMI list it. Every read is of a regular file, non-blocking and
 bounded (a FIFO or ``/dev/zero`` in the tree is skipped); a ``local_cpulist`` that is no CPU
 list leaves that GPU's CPUs unknown (no rank is planned on it) with a note naming the file.
@@ -49,7 +50,12 @@ LIBS_TIMEOUT_ENV = "TOPOBIND_GPU_LIBS_TIMEOUT"
 LIBS_TIMEOUT_S = 10.0  # NVML's init on a big node without its persistence daemon: seconds
 MAX_ANSWER = 1 << 20  # bytes of a library child's answer
 MAX_SCAN = 1 << 16  # names looked at in one sysfs/procfs folder
-GPU_DRIVERS = frozenset({"nvidia", "amdgpu", "i915", "xe", "nouveau", "radeon"})
+#: vendor -> the drivers its runtime sees devices through (CUDA: nvidia; HIP/ROCr: amdgpu;
+#: Level Zero: i915, xe); a GPU on any other (nouveau, radeon, vfio-pci, none) takes no index
+RUNTIME_DRIVERS = {"10de": ("nvidia",), "1002": ("amdgpu",), "8086": ("i915", "xe")}
+#: every GPU driver (display ones no compute runtime uses: nouveau, radeon): a VGA function
+#: bound to one is a GPU, noted when left out; one on none (or vfio-pci) a console, skipped
+GPU_DRIVERS = frozenset({"nouveau", "radeon", *itertools.chain(*RUNTIME_DRIVERS.values())})
 MAX_PCI_FUNCTIONS = 4096  # a node has a few hundred; bounded whatever the tree holds
 MAX_FILE = 4096  # bytes read from one sysfs/procfs file
 MAX_CPULIST = 1 << 16  # bytes of a local_cpulist (every other CPU of 8192: about 24 KB)
@@ -124,8 +130,8 @@ def sysfs_gpus(
         if vendor not in GPU_VENDORS:
             continue
         driver = _driver(path)
-        if driver not in GPU_DRIVERS:
-            if cls != VGA_CLASS:  # a VGA function with no GPU driver: a console, not a GPU
+        if driver not in RUNTIME_DRIVERS[vendor]:
+            if cls != VGA_CLASS or driver in GPU_DRIVERS:
                 out.append(LiveGpu(bus, vendor, source=f"unbound:{driver or ''}"))
             continue
         numa, text = _numa(path)
@@ -428,8 +434,9 @@ def live_inventory(
         left = [f"{pci} ({f'bound to {d}' if d else 'bound to no driver'})"
                 for pci, d in sorted(unbound.items(), key=lambda kv: bus_key(kv[0]))]  # fmt: skip
         notes.append(
-            f"GPUs {listed(left)}: not bound to a GPU driver (passed to a VM, or unused), so "
-            "no runtime sees them: left out, they take no index"
+            f"GPUs {listed(left)}: not bound to their vendor's compute driver (nvidia for "
+            "CUDA, amdgpu for HIP, i915/xe for Level Zero: passed to a VM, unused, or on a "
+            "display driver), so no runtime sees them: left out, they take no index"
         )
     if not seen and len(gpus) == len(inv.gpus):
         return Inventory(inv.gpus, (*inv.notes, *notes), None)

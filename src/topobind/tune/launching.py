@@ -5,13 +5,15 @@ all its nodes, a plan per group of nodes where they differ) and verified once wi
 placement probe in the program's place (same flags and files) before the candidate's first
 run; then every run executes that launch and is timed (``time.monotonic`` around the
 launch, topobind's own work outside it), its output sent to a file of the session (read up
-to :data:`MAX_OUTPUT_CHARS` for ``--metric``) or to /dev/null. The baseline is the program
+to :data:`MAX_OUTPUT_CHARS` for ``--metric``, searched in a forked child for at most
+:data:`METRIC_TIMEOUT_S`) or to /dev/null. The baseline is the program
 launched plainly: by itself on one rank, ``srun`` inside Slurm, ``mpirun -np R`` for several
 ranks outside.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -35,6 +37,11 @@ from topobind.tune.session import Candidate, Measured
 
 #: the program's output searched for --metric (the first bytes; the rest is not read)
 MAX_OUTPUT_CHARS = 4 << 20
+#: the most one search of a run's output for --metric may take (a linear pattern needs
+#: milliseconds for MAX_OUTPUT_CHARS)
+METRIC_TIMEOUT_S = 5.0
+#: bytes of the matched group read back from the search (one write under PIPE_BUF: atomic)
+MAX_GROUP = 1024
 
 
 def compile_metric(text: str | None) -> re.Pattern[str] | None:
@@ -54,16 +61,55 @@ def compile_metric(text: str | None) -> re.Pattern[str] | None:
 
 def figure(output: str, pattern: re.Pattern[str]) -> tuple[float | None, str | None]:
     """The first group of the first match as a number, or why there is none."""
-    match = pattern.search(output[:MAX_OUTPUT_CHARS])
-    if match is None or match.group(1) is None:
+    found, why = search_bounded(pattern, output[:MAX_OUTPUT_CHARS], METRIC_TIMEOUT_S)
+    if why:
+        return None, why
+    if found is None:
         return None, "no match for --metric in its output"
     try:
-        value = float(match.group(1).replace(",", ""))
+        value = float(found.replace(",", ""))
     except ValueError:
-        return None, f"--metric matched {match.group(1)[:30]!r}, not a number"
+        return None, f"--metric matched {found[:30]!r}, not a number"
     if value != value or value in (float("inf"), float("-inf")):
-        return None, f"--metric matched {match.group(1)[:30]!r}, not a finite number"
+        return None, f"--metric matched {found[:30]!r}, not a finite number"
     return value, None
+
+
+def search_bounded(
+    pattern: re.Pattern[str], text: str, seconds: float
+) -> tuple[str | None, str | None]:
+    """(the first group of the first match or None, why there is no answer). Python's ``re``
+    has no time bound and a user's pattern can backtrack for ever (``(a+)+$`` on 40 ``a``s:
+    hours; no cut of the text bounds that), so the search runs in a forked child killed after
+    ``seconds``; the group's first :data:`MAX_GROUP` bytes come back through a pipe."""
+    import select  # here: only a --metric session forks
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: search, answer, exit without running the parent's cleanup
+        try:
+            os.close(r)
+            match = pattern.search(text)
+            group = None if match is None else match.group(1)
+            answer = b"N" if group is None else b"M" + group.encode(errors="replace")[:MAX_GROUP]
+            os.write(w, answer)
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        ready, _, _ = select.select([r], [], [], seconds)
+        answer = os.read(r, MAX_GROUP + 1) if ready else None
+    finally:
+        os.close(r)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    if answer is None:
+        return None, (f"--metric searched this run's output for more than {seconds:g} s (a "
+                      "pattern that backtracks: anchor it, or avoid nested repeats)")  # fmt: skip
+    if not answer:
+        return None, "--metric: the search of this run's output failed (out of memory?)"
+    return (answer[1:].decode(errors="replace") if answer[:1] == b"M" else None), None
 
 
 class Launcher:

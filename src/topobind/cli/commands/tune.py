@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from topobind import jsonfmt
-from topobind.cli.arguments import count_arg
+from topobind.cli.arguments import checked_arg, count_arg
 from topobind.errors import TopobindError, plural
 from topobind.launch.shape import RunOptions
 from topobind.plan import memory
@@ -50,15 +50,17 @@ def add_subparser(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--layouts", type=_arg(parse_layouts), metavar="L,..",
+    p.add_argument("--layouts", type=checked_arg(parse_layouts, "--layouts"), metavar="L,..",
                    help="layouts to try (default: every layout that plans here)")  # fmt: skip
-    p.add_argument("--mem", type=_arg(lambda t: parse_list(t, "--mem", memory.POLICIES)),
-                   metavar="M,..", help="memory policies to try (default: those that place "
-                   "differently on this node; one NUMA node: local only)")  # fmt: skip
+    mem = checked_arg(lambda t: parse_list(t, "--mem", memory.POLICIES), "--mem")
+    p.add_argument("--mem", type=mem, metavar="M,..",
+                   help="memory policies to try (default: those that place differently on "
+                   "this node; one NUMA node: local only)")  # fmt: skip
     pages = [x for x in memory.PAGES if x != "auto"]
-    p.add_argument("--pages", type=_arg(lambda t: parse_list(t, "--pages", pages)),
-                   metavar="P,..", help="page sizes to try: " + ", ".join(pages) + " (default: "
-                   "thp and the hugetlb sizes with free pages)")  # fmt: skip
+    page_list = checked_arg(lambda t: parse_list(t, "--pages", pages), "--pages")
+    p.add_argument("--pages", type=page_list, metavar="P,..",
+                   help="page sizes to try: " + ", ".join(pages) + " (default: thp and the "
+                   "hugetlb sizes with free pages)")  # fmt: skip
     p.add_argument(
         "--ranks",
         "-r",
@@ -73,21 +75,28 @@ def add_subparser(subparsers: Any) -> None:
                        help="try every ranks x threads split of N CPUs")  # fmt: skip
     p.add_argument(
         "--budget",
-        type=_arg(parse_budget),
+        type=checked_arg(parse_budget, "--budget"),
         default=600.0,
         metavar="DURATION",
         help="stop after this long (e.g. 90s, 10m, 1h; default 10m; at most 7d)",
     )
     p.add_argument(
         "--metric",
+        type=checked_arg(_metric, "--metric"),
         metavar="REGEX",
-        help="the figure: the first group of the "
-        "program's output (a number; lower is better); default: wall time",
+        help="the figure: the first group of the first match in the program's output (its "
+        "first 4 MiB, searched for at most 5 s a run; a number; lower is better); default: "
+        "wall time",
     )
     p.add_argument("--maximize", action="store_true",
                    help="with --metric: higher is better (a rate)")  # fmt: skip
-    p.add_argument("--min-gain", type=_arg(_percent), default=3.0, metavar="PCT",
-                   help="the least gain a winner needs, in %% (default 3)")  # fmt: skip
+    p.add_argument(
+        "--min-gain",
+        type=checked_arg(_percent, "--min-gain"),
+        default=3.0,
+        metavar="PCT",
+        help="the least gain a winner needs, in %% (default 3)",
+    )
     p.add_argument("--seed", type=count_arg("--seed", 0, 2**31), metavar="N",
                    help="seed of the shuffled order (default: random)")  # fmt: skip
     p.add_argument("--rank-step", choices=("auto", "always", "never"), default="auto",
@@ -100,15 +109,12 @@ def add_subparser(subparsers: Any) -> None:
     p.set_defaults(func=run_tune)
 
 
-def _arg(parse: Any) -> Any:
-    def typed(text: str) -> Any:
-        try:
-            return parse(text)
-        except TopobindError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+def _metric(text: str) -> Any:
+    """--metric REGEX compiled when the line is parsed: a bad pattern is refused before any
+    planning, in one line."""
+    from topobind.tune.launching import compile_metric
 
-    typed.__name__ = getattr(parse, "__name__", "value")
-    return typed
+    return compile_metric(text)
 
 
 def _percent(text: str) -> float:
@@ -126,14 +132,13 @@ def run_tune(args: argparse.Namespace) -> int:
     if args.list:
         return _list(args.format)
     from topobind.tune.engine import prepare, tune  # the launch stack: only when tuning
-    from topobind.tune.launching import compile_metric
 
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:
         raise TopobindError("no program given; put it after '--', e.g. topobind tune -- ./a.out")
     if args.maximize and args.metric is None:
         raise TopobindError("--maximize needs --metric REGEX (wall time is lower-better)")
-    metric = compile_metric(args.metric)
+    metric = args.metric  # compiled by its type (_metric)
     choices = Choices(args.layouts, args.mem, args.pages, args.ranks, args.threads, args.cpus)
     settings = Settings(budget_s=args.budget, min_gain=args.min_gain / 100,
                         maximize=args.maximize, seed=args.seed)  # fmt: skip
