@@ -10,7 +10,7 @@ Cost model: each repetition does 2 n^3 floating-point operations on 3 n^2 x 8 by
 16 GFLOP, 96 MB), so a run is ``reps`` x 2 n^3 flops; the quick variant (the 2 MiB pages one)
 runs the same n and reps.
 
-Performance variables (statistics of the repetitions, topobind.kernels.stats):
+Performance variables (statistics of the repetitions, topobind.measure.stats):
   gflops            median GFLOP/s
   max_slowdown      slowest repetition vs the median, in %
   cv                coefficient of variation, in %
@@ -48,7 +48,7 @@ from topobind_rfm import (  # noqa: E402
     topobind_cmd,
 )
 
-from topobind.checks.sites import CHECKS  # noqa: E402
+from topobind.validation.sites import CHECKS  # noqa: E402
 
 
 @rfm.simple_test
@@ -84,12 +84,12 @@ class DgemmCheck(TopobindCheck):
         self.postrun_cmds = status_line()
         self.keep_files = ["plan.json", "dgemm.*.json"]
 
-    def summary(self):  # -> topobind.kernels.stats.Summary
+    def summary(self):  # -> topobind.measure.stats.Summary
         cached = getattr(self, "_tb_summary", None)
         if cached is not None:
             return cached
-        from topobind.kernels.results import load_result
-        from topobind.kernels.stats import summarize
+        from topobind.measure.results import load_result
+        from topobind.measure.stats import summarize
 
         self.tb_require_exit(ok=(0, 4))
         plan = read_json(os.path.join(self.stagedir, "plan.json"), "topobind plan")

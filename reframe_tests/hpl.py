@@ -108,12 +108,12 @@ class HplCheck(TopobindCheck):
             perf["max_slowdown"] = sn.make_performance_function(self.max_slowdown, "%")
         self.perf_variables = perf
 
-    def summary(self):  # -> topobind.kernels.stats.Summary
+    def summary(self):  # -> topobind.measure.stats.Summary
         cached = getattr(self, "_tb_summary", None)
         if cached is not None:
             return cached
-        from topobind.kernels.results import load_result
-        from topobind.kernels.stats import summarize
+        from topobind.measure.results import load_result
+        from topobind.measure.stats import summarize
 
         self.tb_require_exit()
         files = self.tb_glob("hpl/*/hpl/*.json")

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from topobind_rfm import PROBE, TopobindCheck, python_cmd, read_json, site_settings, status_line  # noqa: E402
 
-from topobind.checks.sites import HUGEPAGES_1G_NR  # noqa: E402
+from topobind.validation.sites import HUGEPAGES_1G_NR  # noqa: E402
 
 GIB_KIB = "1048576"
 

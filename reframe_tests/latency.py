@@ -49,8 +49,8 @@ LATENCY_TAGS = {"latency", "quick", "full"}
 
 
 def _load_one(check: TopobindCheck, pattern: str, kernel: str):  # ->
-    # topobind.kernels.results.Result
-    from topobind.kernels.results import load_result
+    # topobind.measure.results.Result
+    from topobind.measure.results import load_result
 
     check.tb_require_exit()
     files = check.tb_glob(pattern)

@@ -34,7 +34,7 @@ class NodeCheck(TopobindCheck):
         )
         self.executable = f"{topobind_cmd()} show --format json > node.json"
         # on the node itself: its hugepage pools, NUMA balancing, THP, governor and the
-        # site's per-host expectations (topobind.checks.conformance); one line per finding
+        # site's per-host expectations (topobind.validation.conformance); one line per finding
         self.postrun_cmds = [
             *status_line(),
             f"{topobind_cmd()} site check {self.tb_site.name} --live > conformance.txt 2>&1; "

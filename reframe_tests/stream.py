@@ -64,8 +64,8 @@ from topobind_rfm import (  # noqa: E402
     which,
 )
 
-from topobind.checks.sites import CHECKS  # noqa: E402
-from topobind.kernels.stats import concurrent_best  # noqa: E402
+from topobind.measure.stats import concurrent_best  # noqa: E402
+from topobind.validation.sites import CHECKS  # noqa: E402
 
 QUICK_LAYOUTS = ("compact", "every-other-core", "per-l3", "numa")
 
@@ -154,7 +154,7 @@ class StreamCheck(TopobindCheck):
         cached = getattr(self, "_tb_results", None)
         if cached is not None:
             return cached
-        from topobind.kernels.results import load_result
+        from topobind.measure.results import load_result
 
         status = self.tb_require_exit(ok=(0, 4))  # 4: ran, but STREAM's validation failed
         plan = read_json(os.path.join(self.stagedir, "plan.json"), "topobind plan")

@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO / "src"))
 
 from topobind.bench.hpl import hpccinf_txt, make_config  # noqa: E402
 from topobind.fsutil import atomic_write_text  # noqa: E402
-from topobind.kernels.hugepages import hugepages_status, reserve_hugepages  # noqa: E402
-from topobind.kernels.programs import run_kernel  # noqa: E402
+from topobind.measure.hugepages import hugepages_status, reserve_hugepages  # noqa: E402
+from topobind.measure.programs import run_kernel  # noqa: E402
 
 OUT = REPO / "results" / "bench" / "kernels.json"
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")

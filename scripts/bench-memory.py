@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from topobind.errors import TopobindError  # noqa: E402
 from topobind.fsutil import atomic_write_text  # noqa: E402
-from topobind.kernels.hugepages import reserve_hugepages  # noqa: E402
+from topobind.measure.hugepages import reserve_hugepages  # noqa: E402
 from topobind.topo.memory_state import read_state, state_json  # noqa: E402
 
 TOPOBIND = str(ROOT / ".venv" / "bin" / "topobind")

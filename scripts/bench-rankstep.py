@@ -98,7 +98,7 @@ def before_rank_exec(tmp: Path) -> list[str] | None:
 
 def main() -> int:
     from topobind.fsutil import atomic_write_text
-    from topobind.kernels.programs import find_kernel
+    from topobind.measure.programs import find_kernel
 
     rankexec = str(find_kernel("rankexec"))
     env = {**os.environ, "OMPI_COMM_WORLD_LOCAL_RANK": "1"}

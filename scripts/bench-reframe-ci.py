@@ -5,7 +5,7 @@
 Runs the page as written: its ``cluster.py`` (``max_jobs: 1`` on every partition) and its
 ``TOPOBIND_SITE=local reframe -C cluster.py -c $TOPOBIND/reframe_tests --system
 mycluster:batch ... --nocolor -r`` line (both read from the page by
-``scripts/reframe_ci_doc.py``, as tests/checks/test_reframe_ci_doc.py does), with the page's
+``scripts/reframe_ci_doc.py``, as tests/validation/test_reframe_ci_doc.py does), with the page's
 ``-n`` selection replaced by the set under test (default ``-t quick``: $BENCH_RFM_SELECT, e.g.
 ``-t full``). Then each check that ran, alone: one ReFrame session per check with the same
 selection plus ``-n /HASH`` (:func:`alone_select`: the same check, so the same tier, since

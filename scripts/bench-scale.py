@@ -106,7 +106,7 @@ def ours(n: int, env: dict[str, str], results: Path) -> dict[str, object]:
 def plain_reframe(n: int, env: dict[str, str], results: Path) -> dict[str, object]:
     """ReFrame --distribute=all of the same checks at the same sizes (the old path)."""
     sys.path.insert(0, str(REPO / "src"))
-    from topobind.checks import acceptance, node_jobs
+    from topobind.validation import acceptance, node_jobs
 
     sets = acceptance.quick_setvars("quick", node_jobs.smoke_setvars({}))  # as _tier
     argv = [str(VENV_BIN / "reframe"), "-C", str(REPO / "site_configs" / "reframe_config.py"),

@@ -1,5 +1,5 @@
 """The local 3-node cluster made into a small fleet with faults: shared by
-``scripts/bench-acceptance.py`` and ``tests/checks/test_fleet_slurm.py`` (which imports it
+``scripts/bench-acceptance.py`` and ``tests/validation/test_fleet_slurm.py`` (which imports it
 with ``scripts/`` on ``sys.path``).
 
 - :func:`fleet_sites`: a sites directory holding site ``fleet``, the local site (its quick
@@ -25,8 +25,8 @@ def fleet_sites(tmp: Path, per_host: str = "") -> Path:
     one ``hosts:`` entry, e.g. ``node2: {hugepages_2m_per_numa: 100000}``."""
     if str(REPO / "src") not in sys.path:
         sys.path.insert(0, str(REPO / "src"))
-    from topobind.checks.sites import node_counts
     from topobind.topo.topology import load
+    from topobind.validation.sites import node_counts
 
     d = tmp / "sites" / "fleet"
     d.mkdir(parents=True)

@@ -1,5 +1,5 @@
 """The commands of docs/reframe-ci.md, read from the page: shared by
-``tests/checks/test_reframe_ci_doc.py`` and ``scripts/bench-reframe-ci.py`` (which import it
+``tests/validation/test_reframe_ci_doc.py`` and ``scripts/bench-reframe-ci.py`` (which import it
 with ``scripts/`` on ``sys.path``), so the benchmark runs what the page says.
 
 - :func:`cluster_py`: the page's ``cluster.py`` (the ```` ```python ```` block that starts with

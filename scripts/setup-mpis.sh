@@ -4,7 +4,7 @@
 # /usr/bin/mpirun and mpicc alternatives away from OpenMPI 4 for the whole machine):
 #   .venv-mpich/  PyPI 'mpich'  (Hydra: bin/mpiexec.hydra, bin/mpicc)
 #   .venv-impi/   PyPI 'impi-rt' + 'impi-devel' (Intel MPI: bin/mpiexec.hydra, bin/mpicc)
-# Idempotent; topobind finds them by these paths (src/topobind/launch/launchers/).
+# Idempotent; topobind finds them by these paths (src/topobind/launch/mpi_launchers/).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"

@@ -1,4 +1,4 @@
-"""Helpers shared by tests/kernels/test_kernels_*.py (imported, not a pytest conftest)."""
+"""Helpers shared by tests/measure/test_kernels_*.py (imported, not a pytest conftest)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from paths import REPO
 
 from topobind.errors import TopobindError
-from topobind.kernels import hugepages
+from topobind.measure import hugepages
 
 KIB_1G = 1048576
 KIB_2M = 2048

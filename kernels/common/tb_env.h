@@ -11,7 +11,7 @@
 /* The launchers' variables, innermost launcher first: an mpirun inside a Slurm job passes the
  * batch step's SLURM_PROCID=0, SLURM_LOCALID=0 and SLURM_NTASKS to every rank it starts, so
  * OpenMPI's own variables (set only by mpirun/prterun), PMIx's and Hydra's (MPICH, Intel MPI)
- * win over Slurm's. The same lists as topobind.launch.launchers.local_rank_vars(), rank_vars()
+ * win over Slurm's. The same lists as topobind.launch.mpi_launchers.local_rank_vars(), rank_vars()
  * and size_vars() (tests/launch/test_launchers.py compares them). */
 extern const char *const TB_LOCAL_RANK_VARS[]; /* the local-rank variables, then the rank's */
 extern const char *const TB_RANK_VARS[];

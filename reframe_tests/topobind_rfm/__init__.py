@@ -39,10 +39,10 @@ from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 from reframe.utility import typecheck as typ
 
-from topobind.checks import load as tbload
-from topobind.checks import sites as tbsites
 from topobind.errors import TopobindError
-from topobind.launch import launchers as tblaunchers
+from topobind.launch import mpi_launchers as tblaunchers
+from topobind.validation import load as tbload
+from topobind.validation import sites as tbsites
 
 from .probe import quick_tier  # noqa: F401 (the checks import it from here)
 
@@ -225,7 +225,7 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     #: --each-node's quick tier; its verdict does not get surer by repeating it)
     sanity_once = variable(typ.Bool, value=False)
 
-    #: key of topobind.checks.sites.CHECKS (targets) or '' for sanity-only checks
+    #: key of topobind.validation.sites.CHECKS (targets) or '' for sanity-only checks
     tb_family = ""
     #: True for checks whose only verdict is their sanity (see sanity_once)
     tb_sanity_only = False
@@ -334,7 +334,7 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     @run_before("run")
     def tb_record_load_and_variant(self) -> None:
         """The main command runs under ``probe.py load``, which writes ``load.json`` (the CPU
-        time other processes used on the node meanwhile: topobind.checks.load, which counts
+        time other processes used on the node meanwhile: topobind.validation.load, which counts
         this ReFrame process as the harness, not as other work, when the job runs on its
         host); ``topobind-check.json`` names the check and its variant, so ``topobind report``
         on the output directory keeps the variants apart. Both are kept in the output

@@ -29,11 +29,11 @@ import os
 import sys
 
 # 'load' wraps the main command of every check's job: its path imports no json or pathlib
-# (topobind.checks.load likewise); the other probes import what they use
+# (topobind.validation.load likewise); the other probes import what they use
 
 
 def _hugepages() -> int:
-    from topobind.kernels.hugepages import hugepages_status
+    from topobind.measure.hugepages import hugepages_status
 
     status = hugepages_status()
     doc = {
@@ -229,8 +229,8 @@ def _latency_size(cap: int) -> int:
 
 
 def _load(out: str, cmd: list[str]) -> int:
-    """Run ``cmd`` and record the load it ran under (topobind.checks.load: the one rule)."""
-    from topobind.checks.load import run_measured
+    """Run ``cmd`` and record the load it ran under (topobind.validation.load: the one rule)."""
+    from topobind.validation.load import run_measured
 
     return run_measured(cmd, out)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from cli_helpers import Cli, run_topobind
 
-from topobind.kernels import stats
-from topobind.kernels.hugepages import hugepages_status, reserve_hugepages
-from topobind.kernels.results import load_result
+from topobind.measure import stats
+from topobind.measure.hugepages import hugepages_status, reserve_hugepages
+from topobind.measure.results import load_result
 
 
 def bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

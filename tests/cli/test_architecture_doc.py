@@ -151,3 +151,23 @@ def test_section_five_lists_each_test_file_under_its_folder() -> None:
         if not any(list((REPO / "tests" / f).glob(name)) for f in folders)
     ]
     assert not wrong, f"docs/architecture.md section 5 lists test files elsewhere: {wrong}"
+
+
+def test_no_top_level_folder_shares_a_name_with_the_package() -> None:
+    """Issue 38 item 6: a path names one thing. The repository's folders (kernels/, launchers/,
+    spack/, reframe_tests/, ...) and the package's folders and modules have different names, so
+    ``kernels/`` is the C programs and ``measure/`` their Python side. ``cli/commands/`` is left
+    out: each module there is named after the command it implements (``topobind spack``)."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True,
+                             text=True, check=True, timeout=60).stdout.splitlines()  # fmt: skip
+    top = {line.split("/", 1)[0] for line in tracked if "/" in line}
+    inside = set()
+    for path in PACKAGE.rglob("*"):
+        if "__pycache__" in path.parts or path.parent == PACKAGE / "cli" / "commands":
+            continue
+        if path.is_dir() or path.suffix == ".py":
+            inside.add(path.stem)
+    assert top, "git ls-files listed nothing"
+    assert not top & inside, f"named twice: {sorted(top & inside)}"

@@ -296,7 +296,7 @@ def test_bench_stream_mem_bind_pages_2m_runs_the_kernel_with_that_plan(
     pool reserved: the kernel runs with the plan's policy and its buffers in 2M pages."""
     from cli_helpers import run_topobind
 
-    from topobind.kernels.hugepages import reserve_hugepages
+    from topobind.measure.hugepages import reserve_hugepages
 
     with reserve_hugepages(2048, 64):  # 128 MiB: the three 8 MiB arrays of 1M elements
         out = run_topobind(
@@ -338,7 +338,7 @@ def test_bench_refuses_pages_this_machine_cannot_give(tmp_path: Path) -> None:
     no kernel run, nothing written."""
     from cli_helpers import run_topobind
 
-    from topobind.kernels.hugepages import hugepages_status
+    from topobind.measure.hugepages import hugepages_status
 
     pool = hugepages_status().get(2048)
     if pool is not None and getattr(pool, "free", 0) > 0:
@@ -364,12 +364,12 @@ _MODULES_AFTER = (
 UNUSED = {
     ("plan", "-f", "json"): ("topobind.plan.gpu_layout", "topobind.draw.boxes",
                              "topobind.emit.gres", "topobind.topo.slurm_allocation",
-                             "topobind.launch.launchers", "difflib", "tempfile", "subprocess",
+                             "topobind.launch.mpi_launchers", "difflib", "tempfile", "subprocess",
                              "shutil"),
     ("show", "-f", "json"): ("topobind.plan.layouts", "topobind.launch", "topobind.emit.openmpi",
                              "topobind.plan.model", "difflib", "tempfile", "subprocess",
                              "shutil", "json", "shlex"),
-    ("env",): ("topobind.launch.build", "topobind.launch.run", "topobind.launch.launchers",
+    ("env",): ("topobind.launch.build", "topobind.launch.run", "topobind.launch.mpi_launchers",
                "topobind.cli.commands.run", "topobind.draw.boxes", "difflib", "tempfile",
                "subprocess", "shutil"),
 }  # fmt: skip
@@ -394,7 +394,7 @@ def test_a_command_imports_only_what_it_uses(command: tuple[str, ...]) -> None:
 def test_plan_formats_are_the_launchers() -> None:
     """``plan --format`` names the launchers' formats without importing the registry."""
     from topobind.cli.commands.topo import LAUNCHER_FORMATS
-    from topobind.launch.launchers import plan_formats
+    from topobind.launch.mpi_launchers import plan_formats
 
     assert plan_formats() == LAUNCHER_FORMATS
 

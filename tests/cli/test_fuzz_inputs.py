@@ -23,13 +23,12 @@ from hypothesis import strategies as st
 from paths import DATA, REPO, TOPOLOGIES
 from plans import plan_of
 
-from topobind.checks.sites.loading import load_site_file
 from topobind.errors import TopobindError
 from topobind.inputs import host_name, whole_number
-from topobind.kernels.results import MAX_VALUE, ResultError, result_from_document
 from topobind.launch.samples import judged_threads, read_sample_files
 from topobind.launch.verify import parse_probe_output
 from topobind.launch.verify_devices import probe_envs
+from topobind.measure.results import MAX_VALUE, ResultError, result_from_document
 from topobind.report.analysis import Options, analyse
 from topobind.topo import slurm_allocation as slurm
 from topobind.topo.bitmap import MAX_OS_INDEX, parse_hwloc_bitmap
@@ -41,6 +40,7 @@ from topobind.topo.topology import (
     parse_list,
     parse_xml,
 )
+from topobind.validation.sites.loading import load_site_file
 
 pytestmark = pytest.mark.slow
 

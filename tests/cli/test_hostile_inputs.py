@@ -435,7 +435,7 @@ def test_a_headline_naming_no_metric_is_refused(
     metric: object, stream_result: dict[str, object]
 ) -> None:
     """Found by tests/cli/test_fuzz_inputs.py: a list as headline.metric (unhashable)."""
-    from topobind.kernels.results import ResultError, result_from_document
+    from topobind.measure.results import ResultError, result_from_document
 
     head = {**stream_result["headline"], "metric": metric}  # type: ignore[dict-item]
     with pytest.raises(ResultError, match='"headline.metric"|the headline metric name'):

@@ -24,15 +24,26 @@ LAYERS: dict[str, frozenset[str]] = {
     "plan": frozenset({"topo"}),
     "emit": frozenset({"topo", "plan"}),
     "draw": frozenset({"topo", "plan"}),
-    "kernels": frozenset(),
-    "launch": frozenset({"topo", "plan", "emit", "kernels"}),
-    "bench": frozenset({"topo", "plan", "emit", "kernels", "launch"}),
-    "checks": frozenset({"topo", "kernels", "launch"}),
-    "report": frozenset({"topo", "plan", "draw", "kernels"}),
-    "spack": frozenset(),
+    "measure": frozenset(),
+    "launch": frozenset({"topo", "plan", "emit", "measure"}),
+    "bench": frozenset({"topo", "plan", "emit", "measure", "launch"}),
+    "validation": frozenset({"topo", "measure", "launch"}),
+    "report": frozenset({"topo", "plan", "draw", "measure"}),
+    "spack_driver": frozenset(),
     "tune": frozenset({"topo", "plan", "launch"}),
     "cli": frozenset(
-        {"topo", "plan", "emit", "draw", "kernels", "launch", "bench", "checks", "report", "spack"}
+        {
+            "topo",
+            "plan",
+            "emit",
+            "draw",
+            "measure",
+            "launch",
+            "bench",
+            "validation",
+            "report",
+            "spack_driver",
+        }
         | {"tune"}
     ),
 }
@@ -176,13 +187,13 @@ def test_no_import_cycle() -> None:
 
 @pytest.mark.slow
 def test_no_launcher_imports_the_builder_or_the_runner() -> None:
-    """A launcher module (launch/launchers/) reads the job's shape (launch/shape.py) and
+    """A launcher module (launch/mpi_launchers/) reads the job's shape (launch/shape.py) and
     imports neither launch/build.py, which calls the launchers, nor launch/run.py."""
     above = {"topobind.launch.build", "topobind.launch.run"}
     bad = [
         f"{module} imports {target}"
         for module, path in _modules().items()
-        if module.startswith("topobind.launch.launchers")
+        if module.startswith("topobind.launch.mpi_launchers")
         for target in sorted(imports_of(path) & above)
     ]
     assert bad == []
@@ -336,8 +347,8 @@ def test_the_private_planner_check_catches_both_spellings(tmp_path: Path) -> Non
 MANAGER_ADAPTERS = {
     "topobind.topo.slurm_allocation": "the Slurm adapter of the allocation",
     "topobind.topo.flux_allocation": "the Flux adapter of the allocation",
-    "topobind.launch.launchers.slurm_mpi": "srun's --mpi (SLURM_MPI_TYPE): the srun launcher's",
-    "topobind.checks.load": "the Slurm job's steps sampled during a check (SLURM_JOB_ID)",
+    "topobind.launch.mpi_launchers.slurm_mpi": "srun's --mpi (SLURM_MPI_TYPE): the srun launcher's",
+    "topobind.validation.load": "the Slurm job's steps sampled during a check (SLURM_JOB_ID)",
 }
 MANAGER_VARIABLE = re.compile(r"^(SLURM|SLURMD|FLUX)_[A-Z0-9_]*$")
 

@@ -178,7 +178,7 @@ def test_spack_externals_dash_is_stdout(tmp_path: Path, topobind_cli: Cli) -> No
 def test_a_write_that_fails_is_one_line() -> None:
     """The writers themselves: an OSError (a full disk, /proc) is a TopobindError of one line,
     never a traceback after the work."""
-    from topobind.checks import metrics
+    from topobind.validation import metrics
 
     with pytest.raises(TopobindError, match=r"^cannot write /proc/topobind-x\.json: "):
         atomic_write_text("/proc/topobind-x.json", "{}")

@@ -31,8 +31,8 @@ def _env() -> dict[str, str]:
 
 
 def _node_counts() -> dict[str, int]:
-    from topobind.checks.sites import node_counts
     from topobind.topo.topology import load
+    from topobind.validation.sites import node_counts
 
     return dict(node_counts(load("live")))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_gpu_launch import fake_libcuda
 
-from topobind.kernels.programs import find_kernel
+from topobind.measure.programs import find_kernel
 
 TABLE = Path(__file__).with_name("data") / "cuda-visible-h200.tsv"
 BUS, UUID = "0000:00:06.0", "GPU-1c92f46c-f917-aa2d-3259-ec0af58fda3b"  # the node's one GPU

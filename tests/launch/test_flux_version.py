@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from topobind.errors import TopobindError
-from topobind.launch.launchers.flux import Flux
+from topobind.launch.mpi_launchers.flux import Flux
 
 pytestmark = pytest.mark.slow  # each case starts a shell script
 

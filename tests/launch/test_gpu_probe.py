@@ -184,7 +184,7 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def probe(lib: Path, **env: str) -> tuple[list[dict[str, object]], float]:
     """params.gpu_runtimes of kernels/bin/whereami with the stand-ins, and its wall time."""
-    from topobind.kernels.programs import find_kernel
+    from topobind.measure.programs import find_kernel
 
     base = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA_", "ROCR_", "TB_"))}
     base |= {"LD_LIBRARY_PATH": str(lib), "OMP_NUM_THREADS": "1", "TB_FAKE_CUDA_GPUS": CUDA_GPUS,

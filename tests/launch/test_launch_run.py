@@ -384,7 +384,7 @@ def test_launcher_options_as_one_dash_word_and_unused_ones(tmp_path: Path) -> No
 def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:
     """An mpirun inside an sbatch script passes SLURM_PROCID=0/SLURM_LOCALID=0 of the batch
     step to every rank: OpenMPI's (and PMIx's) own variables must decide the rank."""
-    from topobind.launch.launchers import local_rank
+    from topobind.launch.mpi_launchers import local_rank
 
     batch = {"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2"}
     assert local_rank({**batch, "OMPI_COMM_WORLD_LOCAL_RANK": "1"}) == 1
@@ -412,7 +412,7 @@ def test_local_rank_reads_plain_ascii_digits_as_the_c_step_does(value: str, expe
     """The rule of kernels/common/tb_env.c: ASCII digits 0..100000000, anything else skipped
     for the next variable (str.isdigit took the Arabic-Indic one as rank 1 and raised
     ValueError on a superscript two)."""
-    from topobind.launch.launchers import local_rank
+    from topobind.launch.mpi_launchers import local_rank
 
     assert local_rank({"OMPI_COMM_WORLD_LOCAL_RANK": value, "SLURM_LOCALID": "3"}) == expected
 

@@ -1,4 +1,4 @@
-"""The launcher registry (topobind.launch.launchers): everything that names launchers is derived
+"""The launcher registry (topobind.launch.mpi_launchers): everything that names launchers is derived
 from it, rank variables agree with the C per-rank step, a program's MPI is read from its ELF
 file, and a new launcher is one class registered."""
 
@@ -17,10 +17,10 @@ from paths import REPO
 from plans import plan_of
 
 from topobind.errors import TopobindError
-from topobind.launch import launchers
+from topobind.launch import mpi_launchers as launchers
 from topobind.launch.build import build, job_shape
-from topobind.launch.launchers.base import Launch, Launcher, Native
-from topobind.launch.launchers.linked import dynamic_entries, linked_mpi
+from topobind.launch.mpi_launchers.base import Launch, Launcher, Native
+from topobind.launch.mpi_launchers.linked import dynamic_entries, linked_mpi
 from topobind.launch.resolve import installed_with
 from topobind.launch.shape import JobShape, RankStep, RunOptions
 from topobind.topo.topology import load

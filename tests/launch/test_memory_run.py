@@ -116,7 +116,7 @@ def test_verdicts_on_samples() -> None:
 
 
 def run_program(pages: str, kib: int, count: int) -> subprocess.CompletedProcess[str]:
-    from topobind.kernels.hugepages import hugepages_status, reserve_hugepages
+    from topobind.measure.hugepages import hugepages_status, reserve_hugepages
 
     pool = hugepages_status().get(kib)
     in_use = pool.nr - pool.free if pool else 0  # another process's pages stay taken
@@ -153,7 +153,7 @@ def test_run_puts_a_users_large_mappings_on_those_pages(pages: str, kib: int, co
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="reserving hugepages needs root")
 def test_a_static_program_or_a_missing_pool_is_refused(tmp_path: Path) -> None:
-    from topobind.kernels.hugepages import reserve_hugepages
+    from topobind.measure.hugepages import reserve_hugepages
 
     with reserve_hugepages(2048, 32):  # 64 MiB: what the shim maps at the least
         out = run_topobind(

@@ -27,9 +27,9 @@ from cli_helpers import TOPOBIND as CLI_TOPOBIND
 from paths import REPO, TOPOLOGIES
 from plans import plan_of
 
-from topobind.launch.launchers import REGISTRY
-from topobind.launch.launchers.intelmpi import pin_env
-from topobind.launch.launchers.mpich import Mpich
+from topobind.launch.mpi_launchers import REGISTRY
+from topobind.launch.mpi_launchers.intelmpi import pin_env
+from topobind.launch.mpi_launchers.mpich import Mpich
 from topobind.topo.topology import load
 
 TOPOBIND = [CLI_TOPOBIND]

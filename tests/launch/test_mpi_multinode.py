@@ -37,9 +37,9 @@ from slurm_helpers import (
 from test_mpi_families import HYBRID_C
 
 from topobind.errors import TopobindError
-from topobind.launch.launchers import REGISTRY
-from topobind.launch.launchers.linked import is_intel_mpi, linked_mpi
-from topobind.launch.launchers.slurm_mpi import intel_pmi, slurm_pmi2_library
+from topobind.launch.mpi_launchers import REGISTRY
+from topobind.launch.mpi_launchers.linked import is_intel_mpi, linked_mpi
+from topobind.launch.mpi_launchers.slurm_mpi import intel_pmi, slurm_pmi2_library
 
 MPICC = {"mpich": REPO / ".venv-mpich/bin/mpicc", "intelmpi": REPO / ".venv-impi/bin/mpicc"}
 #: every thread also reports its host: the node each rank ran on, seen by the program

@@ -21,7 +21,7 @@ from plans import plan_of
 
 from topobind.emit.openmpi import openmpi_argv
 from topobind.launch.build import build, uniform_env_is_exact
-from topobind.launch.launchers import get
+from topobind.launch.mpi_launchers import get
 from topobind.launch.rank_step import StepFiles
 from topobind.launch.shape import JobShape
 from topobind.plan.model import Plan

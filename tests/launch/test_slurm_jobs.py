@@ -71,7 +71,7 @@ def test_example_job_scripts(
 
 
 def test_node_validation_array(local_slurm: dict[str, str], tmp_path: Path) -> None:
-    from topobind.kernels.results import load_result
+    from topobind.measure.results import load_result
 
     env = {
         **local_slurm,

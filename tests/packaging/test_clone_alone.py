@@ -65,7 +65,7 @@ def test_a_clone_alone_collects_the_whole_suite(tmp_path: Path) -> None:
     assert " error" not in alone.stdout.splitlines()[-1], alone.stdout[-3000:]
     skips = [ln for ln in alone.stdout.splitlines() if ln.startswith("SKIPPED")]
     assert len(skips) == 1, skips
-    assert "tests/spack/test_spack_check.py" in skips[0], skips
+    assert "tests/spack_driver/test_spack_check.py" in skips[0], skips
     for named in ("spack-v1.1.0.tar.gz", "spack-packages-v2026.06.0.tar.gz", "github.com/spack"):
         assert named in skips[0], skips
 

@@ -13,9 +13,9 @@ import pytest
 from paths import REPO
 
 from topobind import paths
-from topobind.checks import sites
 from topobind.cli.main import main
 from topobind.errors import TopobindError
+from topobind.validation import sites
 
 
 @pytest.fixture

@@ -120,7 +120,7 @@ def user(wheel: Path) -> Iterator[User]:
 
 
 def _baseline_scan():  # type: ignore[no-untyped-def]
-    """tests/kernels/test_step_baseline.py, whose objdump scan finds AVX code."""
+    """tests/measure/test_step_baseline.py, whose objdump scan finds AVX code."""
     spec = importlib.util.spec_from_file_location(
         "step_baseline", REPO / "tests" / "kernels" / "test_step_baseline.py"
     )
@@ -142,7 +142,7 @@ def test_the_wheel_holds_its_c_parts_for_the_baseline(wheel: Path, tmp_path: Pat
     assert not (package / "site_configs" / "local" / "spack-packages.yaml").exists()
     # no AVX (so no AVX-512) in our code: the step, the shim, the probes, the kernels too (a
     # wheel runs where it was not built); rankexec is static: glibc's own AVX variants, chosen
-    # by CPUID at run time, are not judged (tests/kernels/test_step_baseline.py's scan)
+    # by CPUID at run time, are not judged (tests/measure/test_step_baseline.py's scan)
     scan = _baseline_scan()
     for part in ("rankstep/bin/rankexec", "rankstep/bin/libtbhugepages.so",
                  "kernels/bin/whereami", "kernels/bin/stream", "kernels/bin/latency"):  # fmt: skip
@@ -179,7 +179,7 @@ def test_run_verify_an_openmp_program(user: User) -> None:
 
 
 def test_run_with_2m_pages(user: User) -> None:
-    from topobind.kernels.hugepages import hugepages_status, reserve_hugepages
+    from topobind.measure.hugepages import hugepages_status, reserve_hugepages
 
     pool = hugepages_status().get(2048)
     if pool is None:
@@ -241,7 +241,7 @@ def test_topobind_run_from_a_job_script_on_the_local_cluster(
 def test_a_probe_the_wheel_lacks_is_named_with_an_installations_fix(user: User) -> None:
     """No 'make kernels' for a pip user: the per-MPI probes of make whereami-mpis are not in
     a wheel, and the error says why and what to do."""
-    code = "from topobind.kernels.programs import find_kernel; find_kernel('whereami-mpi-mpich')"
+    code = "from topobind.measure.programs import find_kernel; find_kernel('whereami-mpi-mpich')"
     done = user.run(str(user.venv / "bin" / "python"), "-c", code)
     assert done.returncode == 1
     assert "this installation was built without it" in done.stderr, done.stderr

@@ -243,7 +243,7 @@ def test_no_numa_information(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_one_line(args: list[str], says: str) -> None:
-    from topobind.kernels.hugepages import reserve_hugepages
+    from topobind.measure.hugepages import reserve_hugepages
 
     with reserve_hugepages(1 << 20, 0) if os.geteuid() == 0 else _nothing():
         out = cli("run", "--launcher", "none", *args, "--", "true")

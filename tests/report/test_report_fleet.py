@@ -16,7 +16,7 @@ from fleetgen import (
     main as fleetgen_main,
 )
 
-from topobind.kernels import results, stats
+from topobind.measure import results, stats
 from topobind.report.analysis import Options, analyse
 from topobind.report.document import report_json
 from topobind.report.reader import read_results

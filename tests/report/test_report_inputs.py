@@ -133,12 +133,12 @@ def test_unreadable_and_missing_files_are_named(small_fleet: Path, tmp_path: Pat
 
 @pytest.mark.slow
 def test_the_kernels_loader_refuses_a_fifo_too(tmp_path: Path) -> None:
-    """topobind.kernels.results reads every result file, for the checks as for the report."""
+    """topobind.measure.results reads every result file, for the checks as for the report."""
     fifo = tmp_path / "result.json"
     os.mkfifo(fifo)
     code = (
         "import sys\nfrom topobind.errors import TopobindError\n"
-        "from topobind.kernels.results import load_result\n"
+        "from topobind.measure.results import load_result\n"
         "try:\n    load_result(sys.argv[1])\nexcept TopobindError as e:\n    print(e)\n"
     )
     proc = subprocess.run(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from topobind.errors import TopobindError
-from topobind.kernels.results import Headline, Placement
+from topobind.measure.results import Headline, Placement
 from topobind.report.reader import read_file, read_results
 
 DOC: dict[str, Any] = {

@@ -23,8 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from topobind.errors import TopobindError
-from topobind.kernels.programs import HUGEPAGE_SHIM, find_kernel
-from topobind.kernels.results import (
+from topobind.launch import run as jobrun
+from topobind.launch.build import build, job_shape
+from topobind.launch.shape import RunOptions
+from topobind.measure.programs import HUGEPAGE_SHIM, find_kernel
+from topobind.measure.results import (
     RESULT_SCHEMA_ID,
     Headline,
     Metric,
@@ -33,9 +36,6 @@ from topobind.kernels.results import (
     Result,
     result_document,
 )
-from topobind.launch import run as jobrun
-from topobind.launch.build import build, job_shape
-from topobind.launch.shape import RunOptions
 from topobind.plan.model import Plan
 from topobind.runner import run_process
 
@@ -341,8 +341,8 @@ def mpirun_error(text: str) -> str:
 
 def hpl_launcher(exe: str) -> str:
     """The launcher installed with the MPI ``exe`` links (Debian's hpcc: OpenMPI 4)."""
-    from topobind.launch.launchers import REGISTRY
-    from topobind.launch.launchers.linked import linked_mpi
+    from topobind.launch.mpi_launchers import REGISTRY
+    from topobind.launch.mpi_launchers.linked import linked_mpi
     from topobind.launch.resolve import installed_with
 
     linked = linked_mpi(exe)

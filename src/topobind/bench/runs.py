@@ -2,9 +2,9 @@
 
 One run = one kernel process (``kernels/bin/KERNEL``) with the plan's ``OMP_*`` environment and
 ``TOPOBIND_LAYOUT`` (so the result records the layout). Each result is validated
-(:func:`topobind.kernels.results.load_result`) and saved atomically as
+(:func:`topobind.measure.results.load_result`) and saved atomically as
 ``RESULTS/<host>/<kernel>/<timestamp>-<layout>.json``; the headline values of the repeats are
-summarised with :func:`topobind.kernels.stats.summarize` (median, best, CV).
+summarised with :func:`topobind.measure.stats.summarize` (median, best, CV).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from pathlib import Path
 
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text
-from topobind.kernels import registry as kernel_registry
-from topobind.kernels import stats
-from topobind.kernels.programs import run_kernel
-from topobind.kernels.results import Result, load_result, result_document
 from topobind.launch.rank_step import job_env
 from topobind.launch.shape import JobShape
+from topobind.measure import registry as kernel_registry
+from topobind.measure import stats
+from topobind.measure.programs import run_kernel
+from topobind.measure.results import Result, load_result, result_document
 from topobind.plan.model import Plan
 from topobind.topo.topology import format_list
 
@@ -58,8 +58,8 @@ def memory_step(plan: Plan, tmp: Path) -> list[str]:
     """``rankexec FILE``: the per-rank step that applies the plan's memory (``%mem=`` policy,
     ``%thp=off``) before the kernel starts, as ``topobind run`` does; [] when the plan's memory
     needs no step (the kernel's defaults, or one NUMA node and the kernel's pages)."""
-    from topobind.kernels.programs import find_kernel
     from topobind.launch.spank_step import step_text
+    from topobind.measure.programs import find_kernel
     from topobind.plan.memory import needs_step
 
     if not needs_step(plan):

@@ -33,8 +33,8 @@ import os
 from collections.abc import Mapping, Sequence
 
 from topobind.errors import TopobindError
-from topobind.launch import launchers
-from topobind.launch.launchers.base import Launch, Launcher
+from topobind.launch import mpi_launchers as launchers
+from topobind.launch.mpi_launchers.base import Launch, Launcher
 from topobind.launch.rank_step import StepFiles
 from topobind.launch.resolve import launch_args, resolve
 from topobind.launch.shape import JobShape, NodePlan, RunOptions
@@ -119,7 +119,7 @@ def job_shape(
 
 def uniform_env_is_exact(plan: Plan, launcher: Launcher) -> bool:
     """True when ``OMP_PLACES=threads`` inside each rank's mask from ``launcher``'s binding
-    (:meth:`~topobind.launch.launchers.base.Launcher.masks`) gives every thread its planned
+    (:meth:`~topobind.launch.mpi_launchers.base.Launcher.masks`) gives every thread its planned
     PU (libgomp and LLVM build that list in increasing OS order): no per-rank step needed.
     Per-rank variables (per-gpu plans' device variables) always need it."""
     if plan.nranks == 1:
@@ -161,7 +161,7 @@ def _memory_step(plan: Plan, rank_step: str) -> bool:
 
 def build(shape: JobShape, program: Sequence[str]) -> Launch:
     """The command (and the files to write first) that runs ``program`` in this job shape:
-    the shape's launcher (:mod:`topobind.launch.launchers`) builds it."""
+    the shape's launcher (:mod:`topobind.launch.mpi_launchers`) builds it."""
     if not program:
         raise TopobindError("no program given; put it after '--', e.g. topobind run -- ./a.out")
     which = launchers.get(shape.launcher, shape.mpi)

@@ -15,9 +15,9 @@ import os
 
 from topobind.emit.omp import omp_env
 from topobind.errors import TopobindError
-from topobind.kernels.programs import find_kernel
 from topobind.launch.shape import JobShape
 from topobind.launch.step_file import Section, planned_masks, step_text
+from topobind.measure.programs import find_kernel
 from topobind.plan.model import Plan
 
 

@@ -3,7 +3,7 @@ inside Slurm, else for several ranks the MPI family the program links (OpenMPI w
 else none; checked against the MPI the program links (a launcher of another family is
 refused, naming the right one), found on this machine, with the placement probe for
 ``--verify`` and the launcher's options (:func:`launch_args`). The launchers themselves are
-the registry of :mod:`topobind.launch.launchers`.
+the registry of :mod:`topobind.launch.mpi_launchers`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
-from topobind.launch.launchers import OPENMPI, REGISTRY, get
-from topobind.launch.launchers.base import Launcher, real_dir
+from topobind.launch.mpi_launchers import OPENMPI, REGISTRY, get
+from topobind.launch.mpi_launchers.base import Launcher, real_dir
 from topobind.topo.allocation import Allocation
 from topobind.topo.manager import detect
 
 if TYPE_CHECKING:
-    from topobind.launch.launchers.linked import Linked
+    from topobind.launch.mpi_launchers.linked import Linked
     from topobind.plan.model import Plan
 
 
@@ -51,7 +51,7 @@ def find_openmpi(prefer: str | None = None) -> tuple[str, str]:
     when installed, else ``mpirun`` on PATH."""
     import shutil
 
-    from topobind.launch.launchers.openmpi import mpi_flavour
+    from topobind.launch.mpi_launchers.openmpi import mpi_flavour
 
     candidates = list(REGISTRY[prefer].programs[:1]) if prefer in OPENMPI else []
     found = [c for c in candidates if os.path.exists(c)] or [
@@ -116,7 +116,7 @@ def resolve(
     program links: a launcher of another MPI family is refused (naming the right one); with
     no launcher asked for outside Slurm, the one installed with the program's MPI is used,
     with a note when the ``mpirun`` on PATH is another."""
-    from topobind.launch.launchers.linked import linked_mpi
+    from topobind.launch.mpi_launchers.linked import linked_mpi
 
     linked = linked_mpi(program) if program and os.path.isfile(program) else None
     which = choose(plan, requested, linked.family if linked else None, allocation)
@@ -148,7 +148,7 @@ def resolve(
     if which.name in OPENMPI:
         prefer = mpi or (requested if requested in OPENMPI else which.name if notes else None)
         if mpirun:
-            from topobind.launch.launchers.openmpi import mpi_flavour
+            from topobind.launch.mpi_launchers.openmpi import mpi_flavour
 
             path, flavour = mpirun, mpi_flavour(mpirun)
         else:
@@ -190,7 +190,7 @@ def mpi_probe(linked: Linked | None, owner: Launcher | None) -> tuple[str, list[
         return "whereami", []
     name = owner.probe if owner is not None and owner.probe else ""
     if name:
-        from topobind.kernels.programs import find_kernel
+        from topobind.measure.programs import find_kernel
 
         try:
             find_kernel(name)
@@ -245,10 +245,10 @@ def launch_args(
 ) -> tuple[list[str], dict[str, str], list[str]]:
     """(options, variables, notes): the launcher's own options, ``extra`` (given by the
     user), and for an MPI program under srun the ``--mpi`` the cluster needs and the
-    variables its MPI needs there (:mod:`topobind.launch.launchers.slurm_mpi`)."""
+    variables its MPI needs there (:mod:`topobind.launch.mpi_launchers.slurm_mpi`)."""
     if which.name != "srun" or linked is None:
         return list(extra), {}, []
-    from topobind.launch.launchers.slurm_mpi import srun_mpi
+    from topobind.launch.mpi_launchers.slurm_mpi import srun_mpi
 
     got = srun_mpi(linked, list(extra))
     return got.args, got.env, got.notes

@@ -23,10 +23,9 @@ from typing import Protocol
 from topobind.errors import CannotRun, ProbeFailed, TopobindError
 from topobind.fsutil import atomic_write_text
 from topobind.interrupt import stop_on_signals
-from topobind.kernels.programs import find_kernel
 from topobind.launch import node_groups as pernode
 from topobind.launch.build import build, job_shape
-from topobind.launch.launchers.base import Launch
+from topobind.launch.mpi_launchers.base import Launch
 from topobind.launch.node_groups import check_env_per_node, compare_per_node
 from topobind.launch.samples import (
     Sample,
@@ -40,6 +39,7 @@ from topobind.launch.verify import Row, all_ok, compare, parse_probe_output
 from topobind.launch.verify_devices import EnvRow, check_env
 from topobind.launch.verify_memory import MemRow, ProbeRow, probe_rows
 from topobind.launch.verify_memory import check as check_memory
+from topobind.measure.programs import find_kernel
 from topobind.plan.memory import needs_step
 from topobind.plan.model import Plan, PlannedRank
 from topobind.plan.request import PlanRequest

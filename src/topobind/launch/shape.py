@@ -1,5 +1,5 @@
 """The job's shape, data only: what a launch is built from (:func:`topobind.launch.build.build`)
-and what a launcher (:mod:`topobind.launch.launchers`) reads. No behaviour, no imports of the
+and what a launcher (:mod:`topobind.launch.mpi_launchers`) reads. No behaviour, no imports of the
 launch code: the launchers import this module and nothing above it.
 
 - :class:`RunOptions`: what the user asked of the launch (launcher, MPI, per-rank step,

@@ -110,7 +110,7 @@ def _memory_fields(plan: Plan, rank: RankPlan) -> list[str]:
 
     shim = None
     if uses_shim(plan):
-        from topobind.kernels.programs import HUGEPAGE_SHIM, find_kernel
+        from topobind.measure.programs import HUGEPAGE_SHIM, find_kernel
 
         shim = str(find_kernel(HUGEPAGE_SHIM))
     return step_fields(plan, rank, shim)

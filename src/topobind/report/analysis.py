@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topobind.errors import TopobindError
-from topobind.kernels import stats
-from topobind.kernels.results import Headline, Matrix, Result
+from topobind.measure import stats
+from topobind.measure.results import Headline, Matrix, Result
 from topobind.report.layouts_seen import Layouts
 
 MAX_WARMUP = 1_000_000

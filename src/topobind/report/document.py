@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from topobind.json_records import pick, to_json
-from topobind.kernels import stats
+from topobind.measure import stats
 from topobind.report.analysis import HostStats, Report
 from topobind.report.picture import Picture
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from topobind.errors import TopobindError
-from topobind.kernels.results import Result
+from topobind.measure.results import Result
 from topobind.plan.model import Plan, RankPlan
 from topobind.report.fmt import plural
 from topobind.topo.topology import SYNTHETIC_PREFIX, Topology, format_list, load, load_live

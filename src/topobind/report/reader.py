@@ -1,9 +1,9 @@
 """Reads the kernel result files of a fleet for the report, fast (forked workers from 2,000
 files on).
 
-Each document becomes a :class:`~topobind.kernels.results.Result` (the one reader,
-:func:`topobind.kernels.results.result_from_document`: every field type-checked; the format is
-defined in :mod:`topobind.kernels.results`). A corrupt, truncated or foreign file stops the
+Each document becomes a :class:`~topobind.measure.results.Result` (the one reader,
+:func:`topobind.measure.results.result_from_document`: every field type-checked; the format is
+defined in :mod:`topobind.measure.results`). A corrupt, truncated or foreign file stops the
 report with one :class:`~topobind.errors.TopobindError` line that names the file (and line, for
 JSON Lines).
 
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from topobind.errors import TopobindError
-from topobind.kernels.results import (  # noqa: F401 (MAX_FILE_BYTES: part of the reader's API)
+from topobind.measure.results import (  # noqa: F401 (MAX_FILE_BYTES: part of the reader's API)
     MAX_FILE_BYTES,
     RESULT_SUFFIXES,
     TOO_DEEP,

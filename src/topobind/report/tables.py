@@ -12,7 +12,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from topobind.kernels import stats
+from topobind.measure import stats
 from topobind.report import fmt
 from topobind.report.analysis import FleetGroup, HostStats, Report, where_text
 

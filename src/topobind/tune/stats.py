@@ -60,6 +60,18 @@ def _u_counts(n: int, m: int) -> tuple[int, ...]:
     return tuple(rows[m])
 
 
+def _lower_tail_count(counts: Sequence[int], total: int, alpha: float) -> int:
+    """How many of the smallest values of an exact null distribution (``counts[t]`` ways of
+    statistic ``t`` out of ``total``) fit in a lower tail of probability at most ``alpha``."""
+    acc, w = 0, 0
+    for c in counts:
+        if (acc + c) / total > alpha:
+            break
+        acc += c
+        w += 1
+    return w
+
+
 def critical_rank(n: int, m: int, level: float = 0.95) -> int:
     """The number ``w`` of the Moses interval: ``[D(w), D(nm + 1 - w)]`` of the sorted
     pairwise differences holds the shift with probability >= ``level``; 0 when the samples
@@ -68,14 +80,7 @@ def critical_rank(n: int, m: int, level: float = 0.95) -> int:
     nm = n * m
     if nm <= EXACT_MAX:
         counts = _u_counts(n, m)
-        total = sum(counts)
-        acc, w = 0, 0
-        for c in counts:
-            if (acc + c) / total > alpha:
-                break
-            acc += c
-            w += 1
-        return w
+        return _lower_tail_count(counts, sum(counts), alpha)
     z = _z(1 - alpha)
     sd = math.sqrt(n * m * (n + m + 1) / 12)
     return max(0, math.floor(nm / 2 - z * sd - 0.5) + 1)
@@ -151,15 +156,7 @@ def signed_rank_critical(n: int, level: float = 0.95) -> int:
     when there are too few pairs for any interval at that level."""
     alpha = (1 - level) / 2
     if n <= EXACT_PAIRS_MAX:
-        counts = _signed_rank_counts(n)
-        total = 1 << n
-        acc, w = 0, 0
-        for c in counts:
-            if (acc + c) / total > alpha:
-                break
-            acc += c
-            w += 1
-        return w
+        return _lower_tail_count(_signed_rank_counts(n), 1 << n, alpha)
     mean = n * (n + 1) / 4
     sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
     return max(0, math.floor(mean - _z(1 - alpha) * sd - 0.5) + 1)

@@ -9,17 +9,17 @@ from typing import Any
 
 from topobind.bench import hpl
 from topobind.bench import runs as bench
-from topobind.checks import progress
 from topobind.cli.arguments import count_arg
 from topobind.cli.commands.common import add_layout_arg, add_topology_arg, topology_from
 from topobind.errors import TopobindError
 from topobind.fsutil import atomic_write_text, output_dir
-from topobind.kernels import registry as kernel_registry
-from topobind.kernels.programs import KernelError
-from topobind.kernels.results import load_result
+from topobind.measure import registry as kernel_registry
+from topobind.measure.programs import KernelError
+from topobind.measure.results import load_result
 from topobind.plan import memory, request
 from topobind.plan.model import Plan
 from topobind.topo.topology import Topology, synthetic_description
+from topobind.validation import progress
 
 DESCRIPTION = (
     "Plan a layout on this node (live topology), run a benchmark kernel with it, save each "

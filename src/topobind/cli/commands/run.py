@@ -22,9 +22,9 @@ from topobind.cli.commands.common import (
 )
 from topobind.errors import TopobindError, VerifyFailed, plural
 from topobind.fsutil import output_file
-from topobind.launch import launchers
+from topobind.launch import mpi_launchers as launchers
 from topobind.launch import run as jobrun
-from topobind.launch.launchers.base import Launch
+from topobind.launch.mpi_launchers.base import Launch
 from topobind.launch.node_groups import job_topology
 from topobind.launch.shape import NodePlan, RunOptions
 from topobind.launch.verify import all_ok, rows_json, table

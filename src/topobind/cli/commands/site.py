@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from topobind.checks import sites
-from topobind.checks.sites import node_counts
 from topobind.errors import Problems, TopobindError
 from topobind.topo.topology import load
+from topobind.validation import sites
+from topobind.validation.sites import node_counts
 
 SITE_EPILOG = """\
 A site is a directory site_configs/<site>/ with a site.yaml (schema topobind.site/1, see
@@ -128,7 +128,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def _live_findings(site: Any, golden: str | None) -> tuple[str, list[str]]:
     """(this node's name, one line per way it differs from the site's node: or the XML)."""
-    from topobind.checks import conformance
+    from topobind.validation import conformance
 
     topo = conformance.whole_node()  # the node's hardware, not this job's CPUs
     from topobind.topo.slurm_allocation import node_name
@@ -154,7 +154,7 @@ def _live_findings(site: Any, golden: str | None) -> tuple[str, list[str]]:
 
 
 def _drain(host: str, lines: list[str], apply: bool) -> int:
-    from topobind.checks import slurm
+    from topobind.validation import slurm
 
     reason = lines[0].split(": ", 1)[1] + (f" (+{len(lines) - 1} more)" if len(lines) > 1 else "")
     cmd = slurm.drain_command(host, reason)
@@ -197,7 +197,7 @@ def run_check(args: argparse.Namespace) -> int:
     if args.metrics is not None and not args.live:
         raise TopobindError("--metrics writes the live node's verdict: add --live")
     if args.metrics is not None:
-        from topobind.checks import metrics
+        from topobind.validation import metrics
 
         metrics.check_path(args.metrics)
 
@@ -248,7 +248,7 @@ def run_check(args: argparse.Namespace) -> int:
     if args.live:
         host, live = _live_findings(site, args.golden)
         if args.metrics is not None:
-            from topobind.checks import metrics
+            from topobind.validation import metrics
 
             nodes = metrics.from_conformance(host, live)
             metrics.write(args.metrics, metrics.render(nodes, [], site=site.name, partition=""))

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from topobind.fsutil import atomic_write_text, output_file
-from topobind.spack.check import check_file, check_project
-from topobind.spack.externals import detect, packages_yaml
+from topobind.spack_driver.check import check_file, check_project
+from topobind.spack_driver.externals import detect, packages_yaml
 
 CHECK_EPILOG = """\
 examples:

@@ -23,7 +23,7 @@ from topobind.fsutil import atomic_write_text, output_file
 from topobind.plan.model import Plan
 from topobind.topo.topology import format_list
 
-#: the launchers' formats (``plan_format`` of topobind.launch.launchers.REGISTRY, in its order),
+#: the launchers' formats (``plan_format`` of topobind.launch.mpi_launchers.REGISTRY, in its order),
 #: named here so that a plan in another format imports no launcher (tests/cli/test_cli_plan.py
 #: holds the two equal)
 LAUNCHER_FORMATS = ("openmpi", "openmpi4", "mpich", "intelmpi", "srun")
@@ -218,7 +218,7 @@ def _print_argv(plan: Plan, args: argparse.Namespace) -> list[str]:
     to export, the command; its rankfile written to --rankfile PATH."""
     import shlex
 
-    from topobind.launch.launchers import by_plan_format
+    from topobind.launch.mpi_launchers import by_plan_format
 
     out = by_plan_format(args.format).emit(plan, args.rankfile, args.host)
     for path, text in out.files:

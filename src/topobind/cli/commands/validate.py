@@ -1,9 +1,9 @@
 """``topobind validate`` (run the ReFrame checks of a site, table of PASS/FAIL) and
 ``topobind calibrate`` (measure references for a site and write its references.yaml).
 
-The options and the printing; the engine is :mod:`topobind.checks.validation` (running ReFrame,
-reading its report, the table) and :mod:`topobind.checks.calibration` (references from the
-sessions). Calibration runs through ReFrame too, so that references are measured by exactly
+The options and the printing; the engine is :mod:`topobind.validation.reframe_runs` (running
+ReFrame, reading its report, the table) and :mod:`topobind.validation.calibration` (references
+from the sessions). Calibration runs through ReFrame too, so that references are measured by exactly
 the code, sizes, launch and binding that validation later compares against them.
 """
 
@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from topobind.checks import metrics, sites, validation
-from topobind.checks.sites import reframe_results_dir
-from topobind.checks.verdict import MAX_REPEAT, MAX_THRESHOLD, NOT_JUDGED_STATUS
 from topobind.cli.arguments import count_arg, number_arg
 from topobind.errors import TopobindError
 from topobind.fsutil import output_dir, output_file
+from topobind.validation import metrics, reframe_runs, sites
+from topobind.validation.sites import reframe_results_dir
+from topobind.validation.verdict import MAX_REPEAT, MAX_THRESHOLD, NOT_JUDGED_STATUS
 
 VALIDATE_EPILOG = """\
 examples:
@@ -287,24 +287,24 @@ def run_validate(args: argparse.Namespace) -> int:
         return _run_each_node(args, site)
     if args.metrics is not None:
         metrics.check_path(args.metrics)  # before the run, not after it
-    for line in validation.warnings_before(site):
+    for line in reframe_runs.warnings_before(site):
         print(f"topobind: warning: {line}", file=sys.stderr)
-    options = validation.Options(
+    options = reframe_runs.Options(
         results=_results_dir(args), tags=args.tags, names=args.name, setvars=args.setvars,
         exec_policy=args.exec_policy, verbose=args.verbose, retries=args.retries,
         judge=args.judge, compare=args.compare, since=args.since, strict=args.strict,
         quiet=args.quiet,
     )  # fmt: skip
-    partitions = validation.partitions_of(site, args.partition)
+    partitions = reframe_runs.partitions_of(site, args.partition)
 
-    def show(one: validation.PartitionResult) -> None:
+    def show(one: reframe_runs.PartitionResult) -> None:
         _print_partition(site, one, options)
 
-    out = validation.validate(site, partitions, options, show)
+    out = reframe_runs.validate(site, partitions, options, show)
     rows = out.rows
-    bad = validation.failed(rows)
+    bad = reframe_runs.failed(rows)
     passed = sum(1 for r in rows if r.result.startswith("PASS"))
-    outside = sum(1 for r in rows if r.result == validation.OUTSIDE)
+    outside = sum(1 for r in rows if r.result == reframe_runs.OUTSIDE)
     print(
         f"\n{passed} passed, {len(bad)} failed, "
         f"{sum(1 for r in rows if r.result == 'SKIP')} skipped"
@@ -327,7 +327,7 @@ def _print_partition(site: Any, one: Any, options: Any) -> None:
         return
     rows = one.rows
     print(f"\nsite {site.name}, partition {one.partition} (tags {options.tags}):")
-    print(validation.table(rows) + "\n")
+    print(reframe_runs.table(rows) + "\n")
     _print_load(one.load, options.judge)
     if site.calibration is not None and site.calibration.busy:
         print(
@@ -335,10 +335,10 @@ def _print_partition(site: Any, one: Any, options: Any) -> None:
             "node under that load (no variability reference was written); calibrate "
             f"again on a quiet node: topobind calibrate --site {site.name}\n"
         )
-    for r in validation.failed(rows):
+    for r in reframe_runs.failed(rows):
         print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
     for r in rows:
-        if r.result == validation.OUTSIDE:
+        if r.result == reframe_runs.OUTSIDE:
             print(f"outside {r.check} {r.variant} {r.metric}: {r.reason} (not judged)")
     for r in rows:
         if r.result == "SKIP":
@@ -353,9 +353,9 @@ def _print_partition(site: Any, one: Any, options: Any) -> None:
 
 def _print_reference_count(rows: list[Any], strict: bool) -> int:
     """'K of N figures compared with a reference'; returns N - K."""
-    from topobind.checks import validation
+    from topobind.validation import reframe_runs
 
-    compared, total = validation.reference_count(rows)
+    compared, total = reframe_runs.reference_count(rows)
     print(f"{compared} of {total} figures compared with a reference")
     if total > compared:
         hint = "(--strict: that fails)" if strict else "(--strict makes that a failure)"
@@ -368,9 +368,9 @@ def _print_reference_count(rows: list[Any], strict: bool) -> int:
 
 
 def _run_each_node(args: argparse.Namespace, site: Any) -> int:
-    from topobind.checks import acceptance, validation
+    from topobind.validation import acceptance, reframe_runs
 
-    parts = validation.partitions_of(site, args.partition)
+    parts = reframe_runs.partitions_of(site, args.partition)
     if len(parts) != 1:
         raise TopobindError("--each-node tests one partition's nodes: name it with --partition")
     threshold = _threshold(args, site)
@@ -378,7 +378,7 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
         partition=parts[0],
         tags=args.tags,
         names=args.name,
-        setvars=validation.setvars_for(site, args.setvars, calibrating=False, each_node=True),
+        setvars=reframe_runs.setvars_for(site, args.setvars, calibrating=False, each_node=True),
         nodelist=args.nodelist,
         repeat=args.repeat,
         confirm=args.confirm,
@@ -416,7 +416,7 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
 def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
     """Print the expected run time (timed by the last --each-node run of this partition);
     a plan over the site's per-node budget (settings.node_budget) is refused after it."""
-    from topobind.checks import acceptance, node_jobs, progress
+    from topobind.validation import acceptance, node_jobs, progress
 
     states = acceptance.partition_states(site, req.partition) or {}
     nodes = len(acceptance.choose_nodes(states, req.nodelist, req.partition)) if states else 1
@@ -426,13 +426,13 @@ def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
 
 
 def _threshold(args: argparse.Namespace, site: Any) -> float:
-    from topobind.checks import verdict
+    from topobind.validation import verdict
 
     return verdict.threshold_for(args.threshold, site.settings, str(site.path), args.each_node)
 
 
 def _run_history(args: argparse.Namespace, site: Any) -> int:
-    from topobind.checks import history
+    from topobind.validation import history
 
     days = history.days_of(args.since)
     threshold = _threshold(args, site)
@@ -458,7 +458,7 @@ def hostlist_text(nodes: list[str]) -> str:
 def _drain(out: Any, apply: bool) -> int:
     """Print (and with --apply run) the drain of each node that may be drained; one line for
     each bad node that may not, and what Slurm shows after each drain."""
-    from topobind.checks import acceptance, slurm
+    from topobind.validation import acceptance, slurm
 
     plan = acceptance.drain_lines(out)
     for line in plan.refused:
@@ -501,14 +501,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if site.references_path is not None:  # written after the whole calibration: checked now
         output_file(site.references_path, "references file", "make the site directory writable",
                     made=True)  # fmt: skip
-    options = validation.CalibrateOptions(
+    options = reframe_runs.CalibrateOptions(
         results=_results_dir(args), tags=args.tags, names=args.name, setvars=args.setvars,
         exec_policy=args.exec_policy, verbose=args.verbose, quiet=args.quiet,
         repeat=args.repeat, min_tolerance=args.min_tolerance,
     )  # fmt: skip
-    out = validation.calibrate(site, validation.partitions_of(site, args.partition), options)
+    out = reframe_runs.calibrate(site, reframe_runs.partitions_of(site, args.partition), options)
     if out.failed:
-        print(validation.table(out.rows))
+        print(reframe_runs.table(out.rows))
         for r in out.failed:
             print(f"FAIL {r.check} {r.variant} {r.metric}: {r.reason}")
         print(
@@ -521,7 +521,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     return out.status
 
 
-def _print_calibration(site: Any, out: validation.Calibrated) -> None:
+def _print_calibration(site: Any, out: reframe_runs.Calibrated) -> None:
     """The references written: one line per figure, and the load they were measured under."""
     cal, load = out.run, out.load
     print(f"\nsite {site.name}, partition {out.partition}: {cal.runs} sessions")
@@ -534,11 +534,11 @@ def _print_calibration(site: Any, out: validation.Calibrated) -> None:
         if d is None:
             ref_text, tol_text = "not written", "(busy node)"
         else:
-            ref_text = validation.fmt(d.reference) + " " + unit
+            ref_text = reframe_runs.fmt(d.reference) + " " + unit
             tol_text = sites.tolerance_text(d.lower, d.upper)
         print(
             f"{check + '.' + variant + '.' + metric:<42} {ref_text:>14} {tol_text:>12}  "
-            f"{len(vals)} ({validation.fmt(min(vals))} .. {validation.fmt(max(vals))})"
+            f"{len(vals)} ({reframe_runs.fmt(min(vals))} .. {reframe_runs.fmt(max(vals))})"
         )
     print(f"wrote {out.written}")
     if cal.busy and load is not None:

@@ -1,0 +1,335 @@
+"""Progress of long runs (``validate``, ``calibrate``, ``bench --repeat``): which node and
+check, runs done of planned, time elapsed and an estimate of the time left.
+
+Three modes: ``live`` (a terminal: one line per node and check in progress, redrawn in place,
+and a plain line when a check finishes), ``plain`` (a log file or CI: one line per finished
+run, nothing redrawn), ``quiet`` (cron: nothing). :func:`make` picks live or plain from
+whether the stream is a terminal.
+
+:class:`ReframeTracker` turns ReFrame's status lines (``[ RUN      ] NAME @SYS:PART+ENV``,
+``[       OK ] (3/12) NAME ...``, ``FAIL``) into progress; the node is the test case's
+``%.nid=`` parameter (``--each-node``), else the partition.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+_PARAM = re.compile(r" %([^ =]+)=(\S+)")
+_RUN = re.compile(r"^\[\s*RUN\s*\]\s+(.+?)\s+(?:/[0-9a-f]+\s+)?@(\S+)")
+_END = re.compile(
+    r"^\[\s*(OK|FAIL|SKIP|ERROR)\s*\]\s+(?:\(\s*\d+/\d+\)\s+)?(.+?)\s+(?:/[0-9a-f]+\s+)?@(\S+)"
+)
+
+
+def clock(seconds: float) -> str:
+    """``75`` -> ``1:15``; ``3725`` -> ``1:02:05``."""
+    s = max(0, int(round(seconds)))
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+@dataclass
+class Item:
+    node: str
+    check: str
+    planned: int
+    done: int = 0
+    started: float | None = None  # the run in progress
+    durations: list[float] = field(default_factory=list)
+    failed: int = 0
+
+
+class Progress:
+    """Progress of (node, check) items; ``estimate`` is a fallback seconds per run before any
+    run has finished (the cost model), else the mean of the runs done so far."""
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        mode: str = "plain",
+        estimate: float | None = None,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if mode not in ("live", "plain", "quiet"):
+            raise ValueError(mode)
+        self.stream = stream if stream is not None else sys.stderr
+        self.mode, self.estimate, self.now = mode, estimate, now
+        self.items: dict[tuple[str, str], Item] = {}
+        self.t0 = now()
+        self.last_end = self.t0  # a run's time counts from its start or the last run's end
+        self._drawn = 0
+
+    # ------------------------------------------------------------------ model
+    def plan(self, node: str, check: str, runs: int) -> None:
+        self.items.setdefault((node, check), Item(node, check, runs)).planned = runs
+
+    def start(self, node: str, check: str) -> None:
+        item = self.items.setdefault((node, check), Item(node, check, 1))
+        item.started = self.now()
+        self._draw()
+
+    def skip(self, node: str, check: str) -> None:
+        """A run that ReFrame skipped (a check the node cannot run, a sanity-only check after
+        the session's first run): one run fewer to wait for, none in progress."""
+        item = self.items.get((node, check))
+        if item is not None:
+            item.started = None
+            item.planned = max(item.done, item.planned - 1)
+            self._draw()
+
+    def finish(self, node: str, check: str, ok: bool = True, note: str = "") -> None:
+        item = self.items.setdefault((node, check), Item(node, check, 1))
+        now = self.now()
+        took = now - max(item.started if item.started is not None else now, self.last_end)
+        self.last_end = now
+        item.started = None
+        item.done += 1
+        item.planned = max(item.planned, item.done)
+        item.durations.append(took)
+        item.failed += not ok
+        status = "ok" if ok else "FAIL"
+        self._emit(
+            f"{item.node}  {item.check}  run {item.done}/{item.planned} {status} in {clock(took)}"
+            f"  (elapsed {clock(self.now() - self.t0)}{self._left_text()})"
+            + (f"  {note}" if note else "")
+        )
+
+    def per_run(self) -> float | None:
+        took = [d for i in self.items.values() for d in i.durations]
+        return sum(took) / len(took) if took else self.estimate
+
+    def left(self) -> float | None:
+        """Seconds left: the runs not done times the seconds per run, less the time the
+        runs in progress have already had."""
+        per = self.per_run()
+        if per is None:
+            return None
+        now = self.now()
+        todo = sum(max(0, i.planned - i.done) for i in self.items.values())
+        running = sum(min(now - i.started, per) for i in self.items.values() if i.started)
+        return max(0.0, todo * per - running)
+
+    def _left_text(self) -> str:
+        left = self.left()
+        return "" if left is None else f", about {clock(left)} left"
+
+    # ------------------------------------------------------------------ output
+    def line(self, item: Item) -> str:
+        run = min(item.done + 1, item.planned)
+        since = self.now() - item.started if item.started is not None else 0.0
+        per = self.per_run()
+        est = f" of ~{clock(per)}" if per else ""
+        return (
+            f"{item.node}  {item.check}  run {run}/{item.planned}  {clock(since)}{est}  "
+            f"(elapsed {clock(self.now() - self.t0)}{self._left_text()})"
+        )
+
+    def _emit(self, text: str) -> None:
+        if self.mode == "quiet":
+            return
+        self._erase()
+        self.stream.write(text + "\n")
+        self._draw()
+
+    def _erase(self) -> None:
+        if self.mode == "live" and self._drawn:
+            self.stream.write("\x1b[1A\x1b[2K" * self._drawn)
+            self._drawn = 0
+
+    def _draw(self) -> None:
+        if self.mode != "live":
+            return
+        self._erase()
+        active = [i for i in self.items.values() if i.started is not None]
+        for item in active:
+            self.stream.write(self.line(item) + "\n")
+        self._drawn = len(active)
+        self.stream.flush()
+
+    def tick(self) -> None:
+        """Redraw the live lines (elapsed time moves on)."""
+        self._draw()
+
+    def close(self) -> None:
+        self._erase()
+        if self.mode != "quiet":
+            self.stream.flush()
+
+
+def make(
+    quiet: bool = False, stream: TextIO | None = None, estimate: float | None = None
+) -> Progress:
+    """Live on a terminal, plain lines otherwise, nothing with ``quiet``."""
+    out = stream if stream is not None else sys.stderr
+    isatty = getattr(out, "isatty", lambda: False)()
+    mode = "quiet" if quiet else ("live" if isatty else "plain")
+    return Progress(out, mode, estimate)
+
+
+def case_name(display_name: str, where: str) -> tuple[str, str]:
+    """(node, check) of a ReFrame test case: ``StreamCheck %layout=numa %.nid=n2`` on
+    ``local:slurm+builtin`` -> (``n2``, ``StreamCheck numa``)."""
+    check = display_name.split(" %")[0].strip()
+    params = dict(_PARAM.findall(display_name))
+    node = params.pop(".nid", None) or where.split("+")[0]
+    variant = ",".join(v for k, v in params.items() if not k.startswith("."))
+    return node, f"{check} {variant}".strip()
+
+
+class ReframeTracker:
+    """Feeds ReFrame's status lines into a :class:`Progress`; ``runs`` per test case
+    (``--reruns N-1``: N)."""
+
+    def __init__(self, progress: Progress, runs: int = 1) -> None:
+        self.progress, self.runs = progress, runs
+
+    def feed(self, line: str) -> bool:
+        """Take one line of ReFrame's output; True when it was a RUN/OK/FAIL status line
+        (shown as progress), False for anything else (the caller shows it or not)."""
+        text = line.strip()
+        m = _RUN.match(text)
+        if m:
+            node, check = case_name(m.group(1), m.group(2))
+            if (node, check) not in self.progress.items:
+                self.progress.plan(node, check, self.runs)
+            self.progress.start(node, check)
+            return True
+        m = _END.match(text)
+        if m and m.group(1) == "SKIP":
+            self.progress.skip(*case_name(m.group(2), m.group(3)))
+            return True
+        if m:
+            node, check = case_name(m.group(2), m.group(3))
+            self.progress.finish(node, check, ok=m.group(1) == "OK")
+            return True
+        return False
+
+
+# --------------------------------------------------------------------------- before a run
+@dataclass(frozen=True)
+class Expected:
+    """The expected run time of an ``--each-node`` run (None: unknown) and why."""
+
+    seconds: float | None
+    per_node: float | None
+    text: str
+
+
+def parse_duration(value: object, where: str) -> float:
+    """``90``, ``90s``, ``10m``, ``1h`` -> seconds (:func:`topobind.inputs.duration`)."""
+    from topobind.inputs import duration
+
+    return duration(value, where)
+
+
+def expected_time(reports: list[str], nodes: int, repeat: int, max_jobs: int) -> Expected:
+    """From the last ``--each-node`` report of this site and partition (``reports``: its
+    candidates, oldest first): seconds per check run (the session's time over its check runs)
+    x the checks per node x ``repeat`` x ``nodes``, ``max_jobs`` nodes at a time."""
+    from topobind.errors import TopobindError
+    from topobind.validation import reframe_report
+
+    if not reports:
+        return Expected(None, None, "expected run time: unknown (no earlier --each-node run of "
+                        "this partition to time the checks by; this one will be)")  # fmt: skip
+    last = reports[-1]
+    try:
+        with open(last, encoding="utf-8") as fh:
+            doc = reframe_report.parse_json(fh.read(64 << 20), last)
+        rep = reframe_report.report_from_document(doc, last)
+        elapsed = float(doc["session_info"]["time_elapsed"])
+    except (OSError, KeyError, TypeError, ValueError, TopobindError) as exc:
+        return Expected(None, None, f"expected run time: unknown ({last}: {exc})")
+    ran = [c for c in rep.cases if c.result != "skip"]
+    first = [c for c in ran if c.run == min((c.run for c in ran), default=0)]
+    per_node = {c.node for c in first} or {""}
+    checks = max(1, len(first) // len(per_node))
+    if not ran or elapsed <= 0:
+        return Expected(None, None, f"expected run time: unknown ({last} ran no check)")
+    per_run = elapsed / len(ran)
+    lanes = max(1, min(max_jobs, nodes))
+    node_s = checks * repeat * per_run
+    total = node_s * nodes / lanes
+    return Expected(
+        total,
+        node_s,
+        f"expected run time: about {clock(total)} ({nodes} node(s) x {checks} checks x "
+        f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time; "
+        f"{clock(node_s)} a node; timed by {last})",
+    )
+
+
+def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Path,
+                 selection: tuple[str, tuple[str, ...]] | None = None,
+                 smoke: Collection[str] = ()) -> Expected:  # fmt: skip
+    """The expected time of an ``--each-node`` run of ``nodes`` nodes of ``site``'s
+    ``partition``, timed by the last such run's report in ``results`` that chose the same
+    checks (``selection``: its tags and -n names; another set of checks has another count;
+    ``smoke``: the -S variables that make a quick session the smoke tier)."""
+    pattern = f"each-node-{site.name}-{partition}-*.json"
+    found = sorted(f for f in (results / "reports").glob(pattern)
+                   if not f.name.endswith(".conformance.json"))  # fmt: skip
+    if selection is not None and found:
+        same = [f for f in found[-SAME_SELECTION_LOOK:] if report_selection(f, smoke) == selection]
+        if not same:
+            tags, names = selection
+            chosen = f"-t {tags}" + "".join(f" -n {n}" for n in names)
+            why = f"no earlier --each-node run of these checks ({chosen}) to time them by"
+            return Expected(None, None, f"expected run time: unknown ({why}; this one will be)")
+        found = same
+    # one job a node, every node at once (topobind.validation.node_jobs; waves only past the
+    # site's limit on queued jobs)
+    return expected_time([str(f) for f in found], nodes, repeat, nodes)
+
+
+SAME_SELECTION_LOOK = 20  # the newest reports looked at for one of the same checks
+
+
+def report_selection(path: Path, smoke: Collection[str] = ()) -> tuple[str, tuple[str, ...]] | None:
+    """(tags, -n names) of the ReFrame session behind a report: its session_info.cmdline,
+    read from the report's first 64 KiB (it comes first; None when it is not there); tags
+    'smoke' for a quick session that set every variable of ``smoke``."""
+    import json
+    import shlex
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(1 << 16)
+        m = re.search(r'"cmdline":\s*("(?:[^"\\]|\\.)*")', head)
+        args = shlex.split(json.loads(m.group(1))) if m else None
+    except (OSError, ValueError):
+        return None
+    if args is None:
+        return None
+    tags = [b for a, b in zip(args, args[1:], strict=False) if a in ("-t", "--tag")]
+    names = tuple(b for a, b in zip(args, args[1:], strict=False) if a in ("-n", "--name"))
+    tag = tags[-1] if tags else ""
+    given = {b.partition("=")[0] for a, b in zip(args, args[1:], strict=False) if a == "-S"}
+    if tag == "quick" and smoke and set(smoke) <= given:
+        tag = "smoke"  # the smoke tier runs ReFrame's quick checks at their smallest size
+    return (tag, names)
+
+
+def check_budget(site: Any, exp: Expected) -> None:
+    """Refuse, in one line, a run over the site's per-node budget (settings.node_budget)."""
+    from topobind.errors import TopobindError
+
+    key = "each_node.node_budget" if "each_node.node_budget" in site.settings else "node_budget"
+    budget = site.settings.get(key)  # each_node.X replaces X (--each-node is its only reader)
+    if budget is None or exp.per_node is None:
+        return
+    limit = parse_duration(budget, f"{site.path}: settings.{key}")
+    if exp.per_node > limit:
+        raise TopobindError(
+            f"the plan needs about {clock(exp.per_node)} a node, over the site's "
+            f"{key} of {clock(limit)} ({site.path}): use --tags quick, a "
+            f"smaller --repeat, or raise settings.{key}"
+        )

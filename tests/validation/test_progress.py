@@ -1,0 +1,104 @@
+"""Progress lines (issue 30 item 2): a live line per node and check on a terminal, one plain
+line per finished run otherwise, nothing with --quiet; ReFrame's status lines drive it."""
+
+from __future__ import annotations
+
+import io
+
+from topobind.validation import progress
+
+CASE = "StreamCheck %layout=numa %.part=local:slurm %.nid=n2 /177da1da @local:slurm+builtin"
+RUN = f"[ RUN      ] {CASE}"
+OK = f"[       OK ] (1/6) {CASE}"
+FAIL = "[     FAIL ] (2/6) LatencyCheck %.nid=n3 /0bad @local:slurm+builtin"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_plain_mode_prints_one_line_per_finished_run_with_the_time_left() -> None:
+    out, clock = io.StringIO(), Clock()
+    p = progress.Progress(out, "plain", now=clock)
+    p.plan("n1", "StreamCheck compact", 3)
+    p.plan("n2", "StreamCheck compact", 3)
+    p.start("n1", "StreamCheck compact")
+    assert out.getvalue() == ""  # nothing redrawn in a log
+    clock.t += 10
+    p.finish("n1", "StreamCheck compact")
+    lines = out.getvalue().splitlines()
+    assert lines == ["n1  StreamCheck compact  run 1/3 ok in 0:10  (elapsed 0:10, about 0:50 left)"]
+    assert "\x1b" not in out.getvalue()
+
+
+def test_live_mode_redraws_a_line_per_node_and_check_in_progress() -> None:
+    out, clock = io.StringIO(), Clock()
+    p = progress.Progress(out, "live", estimate=30.0, now=clock)
+    p.plan("n1", "StreamCheck compact", 2)
+    p.plan("n2", "LatencyCheck local", 2)
+    p.start("n1", "StreamCheck compact")
+    p.start("n2", "LatencyCheck local")
+    clock.t += 12
+    p.tick()
+    text = out.getvalue()
+    assert "\x1b[1A\x1b[2K" in text  # the lines are redrawn in place
+    last = text.rsplit("\x1b[2K", 1)[-1]  # the last redraw: both items, one line each
+    assert "n1  StreamCheck compact  run 1/2  0:12 of ~0:30" in last
+    assert "n2  LatencyCheck local  run 1/2  0:12 of ~0:30" in last
+    assert "about 1:36 left" in text  # 4 runs x 30 s, less the 2 x 12 s already run
+
+
+def test_quiet_mode_writes_nothing() -> None:
+    out = io.StringIO()
+    p = progress.make(quiet=True, stream=out)
+    p.start("n1", "c")
+    p.finish("n1", "c")
+    p.close()
+    assert out.getvalue() == ""
+
+
+def test_make_is_plain_when_not_a_terminal() -> None:
+    assert progress.make(stream=io.StringIO()).mode == "plain"
+
+
+def test_reframe_lines_drive_progress() -> None:
+    out, clock = io.StringIO(), Clock()
+    t = progress.ReframeTracker(progress.Progress(out, "plain", now=clock), runs=3)
+    t.feed(RUN)
+    clock.t += 5
+    t.feed(OK)
+    t.feed("[ RUN      ] LatencyCheck %.nid=n3 /0bad @local:slurm+builtin")
+    clock.t += 2
+    t.feed(FAIL)
+    t.feed("P: triad: 2203.4 MB/s")  # not a status line
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("n2  StreamCheck numa  run 1/3 ok in 0:05")
+    assert lines[1].startswith("n3  LatencyCheck  run 1/3 FAIL in 0:02")
+    assert len(lines) == 2
+
+
+def test_case_name_without_a_node_is_the_partition() -> None:
+    node, check = progress.case_name("C2CCheck %pair=same-l3", "local:default+builtin")
+    assert (node, check) == ("local:default", "C2CCheck same-l3")
+
+
+def test_a_skipped_run_is_neither_running_nor_left_to_do() -> None:
+    """ReFrame prints RUN then SKIP for a case it skips (cross-l3 on one L3 domain; a
+    sanity-only check after the session's first run): the time left counted those runs as
+    still to come, so the last check of a run said 'about 0:17 left'."""
+    out, clock = io.StringIO(), Clock()
+    t = progress.ReframeTracker(progress.Progress(out, "plain", now=clock), runs=2)
+    skip = "[     SKIP ] ( 2/18) C2CCheck %pair=cross-l3 %.nid=n1 /4eee @s:p+b [needs two L3]"
+    for _ in range(2):
+        t.feed("[ RUN      ] C2CCheck %pair=cross-l3 %.nid=n1 /4eee @s:p+b")
+        assert t.feed(skip)
+        t.feed(RUN)
+        clock.t += 5
+        t.feed(OK)
+    assert t.progress.left() == 0.0
+    assert all(i.started is None for i in t.progress.items.values())
+    assert out.getvalue().splitlines()[-1].endswith("(elapsed 0:10, about 0:00 left)")
