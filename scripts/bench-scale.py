@@ -71,19 +71,31 @@ def sdiag(env: dict[str, str]) -> dict[str, int]:
 def timed(argv: list[str], env: dict[str, str], log: Path) -> dict[str, object]:
     """Run ``argv``: wall time, the CPU and peak RSS of its process tree, exit, last line."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy0 = _machine_busy_s()
     t0 = time.monotonic()
     # GNU time's %M: this command's own peak (ru_maxrss of the children is the largest of all
     # children so far, an earlier ReFrame's included)
     argv = ["/usr/bin/time", "-f", "tb-peak-kib %M", *argv]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
     wall = time.monotonic() - t0
+    busy = _machine_busy_s() - busy0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     log.write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
     lines = done.stdout.strip().splitlines() or ["(no output)"]
     return {"wall_s": round(wall, 1), "exit": done.returncode,
             "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
             "peak_rss_mib": _peak_mib(done.stderr), "last_line": lines[-1],
+            "machine_busy_s": round(busy, 1),
             "log": str(log.relative_to(REPO))}  # fmt: skip
+
+
+def _machine_busy_s() -> float:
+    """The machine's busy CPU-seconds so far (/proc/stat: every process, the jobs under
+    slurmd and slurmctld included, and any other work of the machine)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(f) for f in fields]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _peak_mib(stderr: str) -> float | None:
