@@ -353,6 +353,30 @@ def test_a_report_of_a_bundle_keeps_its_figures_names_and_units(
     assert node_jobs.SMOKE_VARS["sanity_once"] == "true"
 
 
+def test_ctrl_c_while_squeue_or_scancel_runs_stops_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ctrl-C that lands while squeue (or scancel) runs is the run's stop, not a squeue that
+    did not answer: it was swallowed, and the run went on to its end (found on the real
+    cluster: tests/validation/test_node_jobs_slurm.py)."""
+    from topobind.errors import Interrupted
+
+    def interrupted(argv: list[str], what: str) -> Any:
+        raise Interrupted(2, "SIGINT", "while the nodes' jobs ran")
+
+    monkeypatch.setattr(bundles, "_slurm", interrupted)
+    with pytest.raises(Interrupted):
+        bundles.states(["12"])
+    with pytest.raises(Interrupted):
+        bundles.cancel(["12"])
+
+    def silent(argv: list[str], what: str) -> Any:
+        raise TopobindError("squeue did not answer within 60 s")
+
+    monkeypatch.setattr(bundles, "_slurm", silent)
+    assert bundles.states(["12"]) is None  # a squeue that failed: the bounds still hold
+
+
 def test_ctrl_c_in_a_wave_cancels_this_runs_jobs_only(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
