@@ -8,10 +8,12 @@ A wheel (``pip wheel .``, ``pip install .``; not an editable install, which keep
   built by ``kernels/Makefile``;
 - ``topobind/rankstep/bin/``: rankexec, the hugepage shim libtbhugepages.so and tb-bigalloc,
   built by ``rankstep/Makefile``;
+- both link ``libtb/`` (the C library, ``libtb/Makefile``), built once into the scratch folder
+  (``LIBTB_BUILD``) by the first part's make and found up to date by the second's;
 - ``topobind/site_configs/``, ``topobind/reframe_tests/``, ``topobind/topologies/``: copies of
   the repository's folders (``topobind.paths.shipped`` finds them).
 
-Everything is built for the architecture's baseline (``rankstep/baseline.mk``: x86-64,
+Everything is built for the architecture's baseline (``libtb/baseline.mk``: x86-64,
 ``-mtune=generic``), never ``-march=native``: a wheel runs on machines it was not built on.
 The project's own Makefiles build it (docs/contributing/packaging.md says why).
 ``TOPOBIND_BUILD_C=0`` leaves the C parts out (Spack's recipe builds them with its own
@@ -47,7 +49,8 @@ def build_c(package: Path, scratch: Path) -> None:
     for part, required, optional in C_PARTS:
         bin_dir, build_dir = scratch / part / "bin", scratch / part / "build"
         argv = ["make", "-k", "-j", jobs, "-C", str(HERE / part), f"BIN={bin_dir}",
-                f"BUILD={build_dir}", "CFLAGS=-O3 $(STEP_ARCH)"]  # fmt: skip
+                f"BUILD={build_dir}", f"LIBTB_BUILD={scratch / 'libtb'}",
+                "CFLAGS=-O3 $(STEP_ARCH)"]  # fmt: skip
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         missing = [p for p in required if not (bin_dir / p).is_file()]
         if missing:

@@ -8,7 +8,7 @@
  * --iters round trips. Every unordered pair of the CPUs is measured once (the matrix is
  * mirrored, diagonal null).
  */
-#include "tb_common.h"
+#include "tb/kernel.h"
 
 #include <getopt.h>
 #include <math.h>

@@ -6,7 +6,7 @@
  * repetition = 2 N^3 / t / 1e9; the headline is the median over the repetitions. The result
  * is checked against a long-double dot product for --checks random entries.
  */
-#include "tb_common.h"
+#include "tb/kernel.h"
 
 #include <cblas.h>
 #include <dlfcn.h>

@@ -9,7 +9,7 @@
  * --matrix: NUMA latency matrix (thread pinned to the first CPU of node i, memory bound to
  * node j); --bw-matrix: read-bandwidth matrix (all CPUs of node i reading an array on node j).
  */
-#include "tb_common.h"
+#include "tb/kernel.h"
 
 #include <getopt.h>
 #include <math.h>

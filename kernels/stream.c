@@ -10,7 +10,7 @@
  * thread first-touches exactly the block of elements it later computes on (static block
  * partition, identical for initialisation and the four kernels).
  */
-#include "tb_common.h"
+#include "tb/kernel.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -133,6 +133,60 @@ static void nt_kernel(int op, double *restrict d, const double *restrict x,
 }
 #endif
 
+/* The plain kernels, on a thread's block [lo, hi): op 0 copy c=a, 1 scale b=s*c, 2 add
+ * c=a+b, 3 triad a=b+s*c. Their vector path is chosen at run time where the compiler can
+ * clone (GCC's and Clang's target_clones on x86-64): a build for the baseline (the wheel's,
+ * -march=x86-64) carries AVX-512F and AVX2 copies of this function beside its baseline one,
+ * and the loader's resolver (an ifunc) takes the best the CPU has; vector_path() names it, by
+ * the same CPU test, for the result. A -march=native build's default copy is the native one. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define TB_HAVE_CLONES 1
+#define TB_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef TB_HAVE_CLONES
+#define TB_HAVE_CLONES 0
+#define TB_CLONES
+#endif
+
+TB_CLONES static void block_kernel(int op, double *restrict a, double *restrict b,
+                                   double *restrict c, long long lo, long long hi)
+{
+    switch (op) {
+    case 0:
+        for (long long j = lo; j < hi; j++)
+            c[j] = a[j];
+        break;
+    case 1:
+        for (long long j = lo; j < hi; j++)
+            b[j] = SCALAR * c[j];
+        break;
+    case 2:
+        for (long long j = lo; j < hi; j++)
+            c[j] = a[j] + b[j];
+        break;
+    default:
+        for (long long j = lo; j < hi; j++)
+            a[j] = b[j] + SCALAR * c[j];
+        break;
+    }
+}
+
+/* Which copy of block_kernel the resolver took: "avx512f", "avx2" or "default" (the build's
+ * own flags; the only one where the compiler cannot clone). */
+static const char *vector_path(void)
+{
+#if TB_HAVE_CLONES
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return "avx512f";
+    if (__builtin_cpu_supports("avx2"))
+        return "avx2";
+#endif
+    return "default";
+}
+
 /* One timed kernel over all threads. */
 static double run_kernel(int op, int nt, double *restrict a, double *restrict b,
                          double *restrict c, long long n)
@@ -154,24 +208,7 @@ static double run_kernel(int op, int nt, double *restrict a, double *restrict b,
 #endif
         {
             (void)nt;
-            switch (op) {
-            case 0:
-                for (long long j = lo; j < hi; j++)
-                    c[j] = a[j];
-                break;
-            case 1:
-                for (long long j = lo; j < hi; j++)
-                    b[j] = SCALAR * c[j];
-                break;
-            case 2:
-                for (long long j = lo; j < hi; j++)
-                    c[j] = a[j] + b[j];
-                break;
-            default:
-                for (long long j = lo; j < hi; j++)
-                    a[j] = b[j] + SCALAR * c[j];
-                break;
-            }
+            block_kernel(op, a, b, c, lo, hi);
         }
     }
     return tb_now() - t0;
@@ -315,6 +352,9 @@ int main(int argc, char **argv)
     tbj_int(&j, "ntimes", trials);
     tbj_bool(&j, "nontemporal", nontemporal);
     tbj_str(&j, "nontemporal_method", nontemporal ? NT_METHOD : NULL);
+    /* the plain kernels' copy the CPU got (--nontemporal: nontemporal_method says it) */
+    tbj_str(&j, "vector_path", nontemporal ? NULL : vector_path());
+    tbj_bool(&j, "vector_clones", TB_HAVE_CLONES);
     tbj_dbl(&j, "scalar", SCALAR);
     tbj_int(&j, "llc_bytes_total", llc);
     tbj_bool(&j, "elements_at_least_4x_llc", llc > 0 && n >= min_elems);

@@ -16,7 +16,7 @@
  *                  JSON document, so a multi-rank job's stdout is JSON Lines.
  *   whereami-mpi   (built with -DWITH_MPI) rank 0 gathers all ranks and prints ONE document.
  */
-#include "tb_common.h"
+#include "tb/kernel.h"
 
 #include <getopt.h>
 #include <omp.h>

@@ -9,13 +9,13 @@
         bench-rankstep
 SPANK_HEADER := $(wildcard /usr/include/slurm/spank.h)
 
-rankstep:
+rankstep: libtb
 	$(MAKE) -C rankstep
 
 rankstep-install: rankstep
 	$(MAKE) -C rankstep install
 
-rankstep-clean:
+rankstep-clean: libtb-clean
 	$(MAKE) -C rankstep clean
 
 TEST_PREREQS += rankstep

@@ -18,9 +18,11 @@
  * the number of huge allocations, their bytes and the page size obtained, read back from
  * /proc/self/smaps ({pid} and {rank} in the path are expanded by tb_expand_path, as the kernels'
  * --json FILE is: the rank from OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID,
- * the first that holds a number 0 .. 100000000, else 0; kernels/common/tb_env.c).
+ * the first that holds a number 0 .. 100000000, else 0; libtb/src/tb_env.c).
  */
-#include "tb_common.h"
+#include "tb/env.h"
+#include "tb/pages.h"
+#include "tb/smaps.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -28,6 +30,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

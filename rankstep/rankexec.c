@@ -29,8 +29,10 @@
  * while the program ran ("ended": it was gone at the last look). Its memory is that of the
  * rank's process with the most resident anonymous memory.
  */
-#include "tb_common.h"
-#include "tb_step.h"
+#include "tb/env.h"
+#include "tb/json.h"
+#include "tb/step.h"
+#include "tb/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -64,7 +66,7 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
 }
 
 /* The first of NAMES that is set: its value, a number 0 .. TB_MAX_RANK; -1 when none is set
- * (tb_env_number, kernels/common/tb_env.c: the kernels and the hugepage shim read the rank
+ * (tb_env_number, libtb/src/tb_env.c: the kernels and the hugepage shim read the rank
  * with it too). A launcher's rank variable that is set but is no plain decimal number
  * (OMPI_COMM_WORLD_LOCAL_RANK= holding a Unicode digit, "1x", "-1") is an error, not a reason
  * to take the next variable or rank 0's line. */
@@ -195,22 +197,6 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* S as a JSON string: quotes, backslashes and control characters escaped (a host name or a
- * command name may hold any of them). */
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20 || *p == 0x7f)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 /* ------------------------------------------------- the rank's processes (sampler) */
 /* A launch wrapper (/usr/bin/time, perf stat, a shell, taskset ...) runs the real program as
  * its child: the sampler takes the program rankexec execs and every descendant of it, found
@@ -322,13 +308,13 @@ static int thread_json(FILE *f, const proc_t *proc, int tid, long rank, int inde
     }
     fprintf(f, "%s{\"rank\":%ld,\"thread\":%d,\"tid\":%d,\"pid\":%ld,\"process\":",
             index ? "," : "", rank, index, tid, (long)proc->pid);
-    json_string(f, proc->comm);
+    tbj_fput_string(f, proc->comm);
     fprintf(f, ",\"wrapper\":%s,\"cpu\":%ld,\"affinity\":[", proc->children ? "true" : "false",
             cpu);
     for (int i = 0; i < ncpus; i++)
         fprintf(f, "%s%d", i ? "," : "", cpus[i]);
     fputs("],\"host\":", f);
-    json_string(f, host);
+    tbj_fput_string(f, host);
     fputc('}', f);
     *allowed = ncpus;
     *hash = 1469598103934665603ULL; /* FNV-1a of the mask's CPUs: tells masks apart */
@@ -598,7 +584,7 @@ static void sample(pid_t pid, const char *dir, long ms, long rank, long ranks, c
     if (!f)
         _exit(1);
     fputs("{\"kernel\":\"whereami\",\"sampled\":true,\"host\":", f);
-    json_string(f, host);
+    tbj_fput_string(f, host);
     fprintf(f, ",\"rank\":%ld,\"ranks\":%ld,\"pid\":%ld,\"after_ms\":%ld,\"waited_ms\":%ld,"
             "\"threads_wanted\":%ld,\"processes\":%d,\"ended\":%s,\"placement\":[%s]",
             rank, ranks, (long)pid, ms, waited, want, best.procs, alive ? "false" : "true",

@@ -4,7 +4,7 @@
  * line), or "error: " and the message srun would print; an empty line after each. Exit 0
  * when all were accepted, 1 otherwise.
  */
-#include "spank_option.h"
+#include "tb/option.h"
 
 #include <stdio.h>
 

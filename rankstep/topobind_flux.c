@@ -35,9 +35,9 @@
 
 #include <flux/shell.h>
 
-#include "spank_option.h"
-#include "tb_planner.h"
-#include "tb_step.h"
+#include "tb/option.h"
+#include "tb/planner.h"
+#include "tb/step.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -125,27 +125,6 @@ static void read_option(flux_shell_t *shell)
     opt_value = spelled;
 }
 
-/* The topology=SRC of the plugin's conf for this node: each "%n" becomes the host name (up to
- * its first '.'), e.g. /etc/topobind/%n.xml for XMLs exported once a node. */
-static const char *topology_here(char *out, size_t len)
-{
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    host[strcspn(host, ".")] = '\0';
-    size_t o = 0;
-    for (const char *p = topology; *p && o + 1 < len; p++) {
-        if (p[0] == '%' && p[1] == 'n') {
-            o += (size_t)snprintf(out + o, len - o, "%s", host);
-            p++;
-        } else
-            out[o++] = *p;
-        if (o >= len)
-            o = len - 1;
-    }
-    out[o] = '\0';
-    return out;
-}
-
 static int shell_init(flux_plugin_t *p, const char *topic, flux_plugin_arg_t *args, void *data)
 {
     (void)topic;
@@ -164,28 +143,12 @@ static int shell_init(flux_plugin_t *p, const char *topic, flux_plugin_arg_t *ar
     if (flux_shell_jobspec_info_unpack(shell, "{s:i}", "cores_per_slot", &cores_per_slot) < 0)
         cores_per_slot = 0;
     tb_argv a = {0};
-    char num[32];
-    tb_argv_add_s(&a, "topobind");
-    tb_argv_add_s(&a, "plan");
-    char topo[1100];
-    tb_argv_add_s(&a, "--topology");
-    tb_argv_add_s(&a, topology_here(topo, sizeof topo));
-    tb_argv_add_s(&a, "--format");
-    tb_argv_add_s(&a, "rankexec");
-    tb_argv_add_s(&a, "--slurm-cores");
-    tb_argv_add_s(&a, cores);
-    snprintf(num, sizeof num, "%d", ntasks);
-    tb_argv_add_s(&a, "--ranks");
-    tb_argv_add_s(&a, num);
-    if (!tb_option_args(&a, opt_value) && cores_per_slot > 0) {
-        snprintf(num, sizeof num, "%d", cores_per_slot);
-        tb_argv_add_s(&a, "--threads");
-        tb_argv_add_s(&a, num);
-    }
+    tb_plan_argv(&a, "topobind", topology, cores, ntasks, opt_value, cores_per_slot);
     const char *path = flux_shell_getenv(shell, "PATH");
+    tb_planner_how how = {path ? path : "/usr/local/bin:/usr/bin:/bin",
+                          "put topobind on the job's PATH", NULL, 0, 1};
     char err[ERR_LEN];
-    if (tb_planner_run(&a, path ? path : "/usr/local/bin:/usr/bin:/bin", &plan_text, err,
-                       sizeof err) != 0) {
+    if (tb_planner_run(&a, &how, &plan_text, err, sizeof err, NULL) != 0) {
         const char *msg = strncmp(err, "topobind: error: ", 17) == 0 ? err + 17 : err;
         return fail("topobind: -o topobind=%.80s: %s", shown, msg);
     }

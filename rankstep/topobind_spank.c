@@ -31,20 +31,15 @@
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 
-#include "spank_option.h"
-#include "tb_planner.h"
-#include "tb_step.h"
+#include "tb/option.h"
+#include "tb/planner.h"
+#include "tb/step.h"
 
 #include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -144,85 +139,16 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 
 /* ------------------------------------------------------------ planning, once per node */
 /* Run topobind (argv A) as the user, its output into *TEXT; 0, or -1 with ERRLINE (its
- * error line, or why it could not run). ENOENT: *missing set (the command is not here). */
-static int run_topobind(tb_argv *a, char **text, char *errline, size_t errlen, int *missing)
+ * error line, or why it could not run). STEP_FILE: the output must be a step file. MISSING
+ * (or NULL): set when the command is not here. */
+static int run_topobind(tb_argv *a, int step_file, char **text, char *errline, size_t errlen,
+                        int *missing)
 {
-    int out[2], err[2];
-    *text = NULL;
-    if (a->full) {
-        snprintf(errline, errlen, "topobind: error: the topobind command is longer than %d words "
-                 "or %zu bytes (plugstack.conf's topobind= or topology=?)", TB_OPT_MAX_ARGS,
-                 sizeof a->words);
-        return -1;
-    }
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
-        snprintf(errline, errlen, "topobind: error: pipe: %s", strerror(errno));
-        return -1;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(errline, errlen, "topobind: error: fork: %s", strerror(errno));
-        return -1;
-    }
-    if (pid == 0) {
-        /* slurmstepd dropped only its effective ids: become the user entirely, so the planner
-         * runs as an ordinary process of the user (no secure-exec mode, no root left). */
-        gid_t g = getegid();
-        uid_t u = geteuid();
-        if (setresgid(g, g, g) != 0 || setresuid(u, u, u) != 0)
-            _exit(126);
-        int null = open("/dev/null", O_RDONLY);
-        if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
-            _exit(126);
-        char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C.UTF-8", NULL};
-        setenv("PATH", env[0] + 5, 1); /* where a bare topobind=NAME is looked up */
-        execvpe(a->argv[0], a->argv, env);
-        int e = errno;
-        dprintf(2, "topobind: error: cannot run %s: %s (plugstack.conf: topobind=PATH)\n",
-                a->argv[0], strerror(e));
-        _exit(e == ENOENT ? 127 : 126);
-    }
-    close(out[1]);
-    close(err[1]);
-    char msg[ERR_LEN];
-    int rc = tb_planner_collect(out[0], err[0], pid, text, msg, sizeof msg);
-    close(out[0]);
-    close(err[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (missing)
-        *missing = WIFEXITED(status) && WEXITSTATUS(status) == 127;
-    if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        char first[ERR_LEN];
-        tb_planner_error_line(msg, first, sizeof first);
-        snprintf(errline, errlen, "%s",
-                 first[0] ? first : "topobind: error: topobind plan failed with no message");
-        rc = -1;
-    } else if (rc != 0)
-        snprintf(errline, errlen, "topobind: error: %.990s", msg); /* cut to the line */
-    if (rc != 0) {
-        free(*text);
-        *text = NULL;
-    }
-    return rc;
-}
-
-static void run_planner(tb_argv *a)
-{
-    char *text = NULL;
-    if (run_topobind(a, &text, plan_error, sizeof plan_error, NULL) != 0)
-        return;
-    if (strncmp(text, "topobind-rankexec 2\n", 20) != 0 &&
-        strncmp(text, "topobind-rankexec 3\n", 20) != 0) {
-        snprintf(plan_error, sizeof plan_error,
-                 "topobind: error: %s printed no version-2 or 3 step file (a topobind older than "
-                 "this plugin? it needs 'plan --format rankexec')",
-                 a->argv[0]);
-        free(text);
-        return;
-    }
-    plan_text = text;
+    /* slurmstepd dropped only its effective ids: the planner becomes the user entirely, an
+     * ordinary process of the user (no secure-exec mode, no root left). */
+    tb_planner_how how = {"/usr/local/bin:/usr/bin:/bin", "plugstack.conf: topobind=PATH",
+                          "plugstack.conf's topobind= or topology=?", 1, step_file};
+    return tb_planner_run(a, &how, text, errline, errlen, missing);
 }
 
 /* In srun (local context), before anything starts: `topobind plan --check --layout ...`
@@ -242,34 +168,13 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     tb_option_args(&a, opt_value);
     char *text = NULL, line[ERR_LEN];
     int missing = 0;
-    if (run_topobind(&a, &text, line, sizeof line, &missing) == 0 || missing) {
+    if (run_topobind(&a, 0, &text, line, sizeof line, &missing) == 0 || missing) {
         free(text);
         return 0;
     }
     const char *msg = strncmp(line, "topobind: error: ", 17) == 0 ? line + 17 : line;
     slurm_error("topobind: %s", msg);
     return -1;
-}
-
-/* The topology=SRC plugin argument for this node: each "%n" becomes the node's host name (up to
- * its first '.'), e.g. topology=/etc/topobind/%n.xml for XMLs exported once per node. */
-static const char *topology_here(char *out, size_t len)
-{
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    host[strcspn(host, ".")] = '\0';
-    size_t o = 0;
-    for (const char *p = topology; *p && o + 1 < len; p++) {
-        if (p[0] == '%' && p[1] == 'n') {
-            o += (size_t)snprintf(out + o, len - o, "%s", host);
-            p++;
-        } else
-            out[o++] = *p;
-        if (o >= len)
-            o = len - 1;
-    }
-    out[o] = '\0';
-    return out;
 }
 
 /* How many of LIST ("0-3,8", up to LEN bytes) there are; 0 for an empty or malformed list. */
@@ -345,27 +250,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
                  "on this node");
         return 0;
     }
-    tb_argv a = {0};
-    char num[32], topo[1100];
-    tb_argv_add_s(&a, topobind_cmd);
-    tb_argv_add_s(&a, "plan");
-    tb_argv_add_s(&a, "--topology");
-    tb_argv_add_s(&a, topology_here(topo, sizeof topo));
-    tb_argv_add_s(&a, "--format");
-    tb_argv_add_s(&a, "rankexec");
-    tb_argv_add_s(&a, "--slurm-cores");
-    tb_argv_add_s(&a, cores);
-    snprintf(num, sizeof num, "%u", tasks);
-    tb_argv_add_s(&a, "--ranks");
-    tb_argv_add_s(&a, num);
     cpus_per_task = step_cpus_per_task(cpt, cores, tasks);
-    int threads_given = tb_option_args(&a, opt_value);
-    if (!threads_given) {
-        snprintf(num, sizeof num, "%u", cpus_per_task);
-        tb_argv_add_s(&a, "--threads");
-        tb_argv_add_s(&a, num);
-    }
-    run_planner(&a);
+    tb_argv a = {0};
+    tb_plan_argv(&a, topobind_cmd, topology, cores, tasks, opt_value, cpus_per_task);
+    run_topobind(&a, 1, &plan_text, plan_error, sizeof plan_error, NULL);
     plan_us = (long)(now_us() - start);
     return 0;
 }

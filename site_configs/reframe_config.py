@@ -3,8 +3,8 @@
   reframe -C site_configs/reframe_config.py -c reframe_tests --system local:default -t quick -r
 
 One source of truth: systems, partitions, environments and references all come from the
-site files (topobind.validation.sites); this file only hands the result to ReFrame. Results (reports,
-perflogs, the results database for --performance-compare, stage and output directories) go
+site files (topobind.validation.sites); this file only hands the result to ReFrame. Results
+(reports, perflogs, the results database for --performance-compare, stage and output directories) go
 to $TOPOBIND_REFRAME_RESULTS (default: results/reframe/ of the repository). The site files
 are read from $TOPOBIND_SITES_DIR (default: site_configs/).
 """

@@ -1,7 +1,7 @@
 """Property tests (Hypothesis, tests/fuzzing.py) of the per-rank step's outside input, through
 the C code itself (issue 31, "a net for the next ones"): the memory fields of a step-file line
 through rankstep/bin/rankexec, and srun's --topobind=... option through the SPANK plugin's
-parser (rankstep/bin/tb-spank-option, the plugin's spank_option.c without Slurm).
+parser (rankstep/bin/tb-spank-option, the plugins' libtb/src/tb_option.c without Slurm).
 
 The property: the right result, or one error line and exit 125 with the program not run
 (rankexec); one error line, or the argv words `topobind plan` gets, each one option
@@ -161,7 +161,7 @@ def test_spank_option_strings_through_the_plugins_parser(opt: str) -> None:
 
 # ----------------------------------------------------------------- the step file's lines
 HOST = socket.gethostname()
-MAX_RANK = 100_000_000  # TB_MAX_RANK (kernels/common/tb_env.h)
+MAX_RANK = 100_000_000  # TB_MAX_RANK (libtb/include/tb/env.h)
 HEADERS = ["topobind-rankexec 1", "topobind-rankexec 2", "topobind-rankexec 3"]
 rank_token = st.one_of(
     st.sampled_from(["0", "1", "00", "01", "+0", "-1", " 0", "0 ", "1x", "", "٠", "100000001",

@@ -409,7 +409,7 @@ def test_mpirun_rank_variables_win_over_the_batch_steps_slurm_ones() -> None:
      ("+1", 3), ("-1", 3), ("1x", 3), ("\u0661", 3), ("\u00b2", 3), ("\uff11", 3)],
 )  # fmt: skip
 def test_local_rank_reads_plain_ascii_digits_as_the_c_step_does(value: str, expected: int) -> None:
-    """The rule of kernels/common/tb_env.c: ASCII digits 0..100000000, anything else skipped
+    """The rule of libtb/src/tb_env.c: ASCII digits 0..100000000, anything else skipped
     for the next variable (str.isdigit took the Arabic-Indic one as rank 1 and raised
     ValueError on a superscript two)."""
     from topobind.launch.mpi_launchers import local_rank

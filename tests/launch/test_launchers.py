@@ -54,10 +54,10 @@ def test_run_help_and_plan_formats_come_from_the_registry() -> None:
 
 
 def test_rank_variables_match_the_c_per_rank_step() -> None:
-    """kernels/common/tb_env.c, which rankstep/rankexec.c, the hugepage shim and the kernels
+    """libtb/src/tb_env.c, which rankstep/rankexec.c, the hugepage shim and the kernels
     read the launchers' variables with, lists the local-rank then rank variables, the rank
     and the size variables in the registry's order (innermost launcher first)."""
-    src = (REPO / "kernels/common/tb_env.c").read_text()
+    src = (REPO / "libtb/src/tb_env.c").read_text()
 
     def c_list(name: str) -> list[str]:
         m = re.search(name + r"\[\] = \{(.*?)NULL\}", src, re.S)
@@ -68,6 +68,7 @@ def test_rank_variables_match_the_c_per_rank_step() -> None:
     assert c_list("TB_RANK_VARS") == list(launchers.rank_vars())
     assert c_list("TB_SIZE_VARS") == list(launchers.size_vars())
     c_files = [*(REPO / "rankstep").glob("*.c"), *(REPO / "kernels").rglob("*.c")]
+    c_files += (REPO / "libtb").rglob("*.[ch]")
     copies = [f.name for f in c_files if '"SLURM_PROCID"' in f.read_text()]
     assert copies == ["tb_env.c"], "a second list of the rank variables"
 

@@ -231,7 +231,7 @@ def test_avx2_code_dies_in_the_guest_on_any_host(guests: dict, shape: str) -> No
     """The guest's CPU has no AVX (scripts/numa-vm): a binary built with -march=native on the
     host that runs the tier fails here as it would on an AVX-512 host (where TCG's 'max' CPU
     lacked AVX-512), so every binary the guest runs must be built for the baseline (the
-    per-rank step is, rankstep/baseline.mk), whatever the host."""
+    per-rank step is, libtb/baseline.mk), whatever the host."""
     case = _case(guests, shape, "avx2-canary")
     assert case["status"] == -4, case  # SIGILL
 

@@ -106,10 +106,13 @@ def test_built_kernel_writes_the_registered_metrics(name: str, tmp_path: Path) -
 def test_a_new_kernel_is_one_row_plus_its_c_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Copy kernels/, add toy.c (a kernel on kernels/common/), add one registry row: the
-    Makefile builds it and `topobind bench` runs it and saves its result."""
+    """Copy kernels/ (and libtb/ beside it), add toy.c (a kernel on libtb), add one registry
+    row: the Makefile builds it and `topobind bench` runs it and saves its result."""
     kdir = tmp_path / "kernels"
-    shutil.copytree(REPO / "kernels", kdir, ignore=shutil.ignore_patterns("bin", "build"))
+    for folder in ("kernels", "libtb"):
+        shutil.copytree(
+            REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns("bin", "build")
+        )
     source = (kdir / "whereami.c").read_text().replace('"whereami"', '"toy"')
     (kdir / "toy.c").write_text(source)
     assert "toy" in _make_kernels(kdir)

@@ -259,11 +259,12 @@ def test_latency_numa_matrices() -> None:
 
 @pytest.mark.slow
 def test_make_from_clean_has_no_warnings(tmp_path: Path) -> None:
-    """Build a pristine copy of kernels/ and rankstep/ (which compiles kernels/common's helpers
-    too) with the default flags: no warning may appear."""
-    for folder, targets in (("kernels", []), ("rankstep", ["all", "spank-option"])):
+    """Build a pristine copy of libtb/, kernels/ and rankstep/ (both link libtb, which the
+    first builds) with the default flags: no warning may appear."""
+    for folder in ("libtb", "kernels", "rankstep"):
         subprocess.run(["cp", "-r", str(REPO / folder), str(tmp_path / folder)], check=True)
         subprocess.run(["make", "-s", "-C", str(tmp_path / folder), "clean"], check=True)
+    for folder, targets in (("kernels", []), ("rankstep", ["all", "spank-option"])):
         proc = subprocess.run(
             ["make", "-C", str(tmp_path / folder), f"-j{os.cpu_count() or 2}", *targets],
             capture_output=True,
@@ -276,6 +277,7 @@ def test_make_from_clean_has_no_warnings(tmp_path: Path) -> None:
         assert (tmp_path / "kernels" / "bin" / name).exists()
     for name in ("rankexec", "libtbhugepages.so", "tb-bigalloc", "tb-spank-option"):
         assert (tmp_path / "rankstep" / "bin" / name).exists()
+    assert (tmp_path / "libtb" / "build" / "libtb.a").exists()
 
 
 def _dgemm_bound(exe: Path, tmp: Path) -> tuple[dict, str]:

@@ -1,4 +1,4 @@
-"""``{rank}`` in a report path, read by one helper (kernels/common/tb_env.c) in the kernels'
+"""``{rank}`` in a report path, read by one helper (libtb/src/tb_env.c) in the kernels'
 ``--json FILE`` and the hugepage shim's ``TOPOBIND_HUGE_REPORT`` (rankstep/hugepreload.c).
 
 The shim had its own copy: it read no ``PMI_RANK`` (under MPICH's and Intel MPI's Hydra every

@@ -2,10 +2,12 @@
 the per-rank step (rankexec), the LD_PRELOAD shim and the SPANK plugin are built once, on a
 login node, and run on compute nodes of other CPUs and in the QEMU guest of scripts/numa-vm.
 Built with -march=native on an AVX-512 host they died there with SIGILL; the benchmark kernels
-stay native (they measure the node they were built for)."""
+stay native (they measure the node they were built for). The C library they all link (libtb/,
+issue 38 item 5) is built once, for the baseline, and its sources by no other Makefile."""
 
 from __future__ import annotations
 
+import json
 import platform
 import re
 import shutil
@@ -17,10 +19,12 @@ from paths import RANKSTEP_BIN, REPO
 
 KERNELS = REPO / "kernels"
 RANKSTEP = REPO / "rankstep"
+LIBTB = REPO / "libtb"
 # The C files whose code is in rankexec (a static binary: glibc's AVX variants are in it too,
 # chosen at run time by CPUID; only our own functions are judged).
-RANKEXEC_SOURCES = [RANKSTEP / "rankexec.c", RANKSTEP / "tb_step.c",
-                    KERNELS / "common" / "tb_util.c", KERNELS / "common" / "tb_env.c"]  # fmt: skip
+RANKEXEC_SOURCES = [RANKSTEP / "rankexec.c"] + [
+    LIBTB / "src" / f"tb_{name}.c" for name in ("step", "util", "env", "json")
+]
 X86 = platform.machine() == "x86_64"
 
 
@@ -46,6 +50,29 @@ def test_make_builds_the_step_the_shim_and_the_plugin_for_the_baseline(cflags: s
             assert "-march=x86-64 -mtune=generic" in text, text
     kernels = dry_run("-C", str(KERNELS), "bin/stream")
     assert "-march=native" in kernels  # the benchmarks stay native, as the Makefile says
+    libtb = [line for line in kernels.splitlines() if " -c src/tb_" in line]
+    assert libtb and all("-march=native" not in line for line in libtb), kernels
+
+
+def compiled_sources(line: str) -> list[str]:
+    """The C files a compiler command line names."""
+    return [word for word in line.split() if word.endswith(".c")]
+
+
+def test_libtb_is_the_one_place_its_sources_are_compiled() -> None:
+    """Issue 38 item 5: the step, the shim, the plugins, the probes and the kernels link the
+    one libtb.a; no Makefile compiles its sources again (as rankstep/ compiled tb_util.c,
+    tb_env.c and tb_smaps.c a second time)."""
+    text = dry_run("-C", str(REPO), "kernels", "spank", "CFLAGS=-O3 -march=native")
+    ours = {src.name for src in (LIBTB / "src").glob("*.c")}
+    for line in text.splitlines():
+        named = {Path(src).name for src in compiled_sources(line)}
+        if named & ours:
+            assert " -c src/" in line and len(named) == 1, line  # libtb's own Makefile
+            assert "-march=native" not in line, line
+    links = [line for line in text.splitlines() if "libtb.a" in line and " -o " in line]
+    archives = {word for line in links for word in line.split() if word.endswith("libtb.a")}
+    assert len(archives) == 1, archives  # one library, in one place
 
 
 @pytest.mark.parametrize("cflags", [None, "-O3 -march=native"])
@@ -124,11 +151,66 @@ def test_the_scan_finds_avx_code(tmp_path: Path) -> None:
         assert bool(vector_functions(obj, defined_functions([src]))) is found, march
 
 
+BUILT = {
+    "rankexec": RANKSTEP_BIN, "libtbhugepages.so": RANKSTEP_BIN, "topobind_spank.so": RANKSTEP_BIN,
+    "topobind_flux.so": RANKSTEP_BIN, "whereami": KERNELS / "bin",
+    "whereami-mpi": KERNELS / "bin", "libtb.a": LIBTB / "build",
+}  # fmt: skip
+
+
 @needs_objdump
-@pytest.mark.parametrize("name", ["rankexec", "libtbhugepages.so", "topobind_spank.so", "whereami"])
-def test_the_built_step_shim_and_plugin_hold_no_avx(name: str) -> None:
-    path = (KERNELS / "bin" if name == "whereami" else RANKSTEP_BIN) / name
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_the_built_step_shim_probes_plugins_and_library_hold_no_avx(name: str) -> None:
+    path = BUILT[name] / name
     if not path.exists():
-        pytest.skip(f"{path} not built (make kernels / make spank)")
+        pytest.skip(f"{path} not built (make kernels / make spank / make flux)")
     only = defined_functions(RANKEXEC_SOURCES) if name == "rankexec" else None
     assert vector_functions(path, only) == {}
+
+
+@pytest.mark.parametrize("plugin", ["topobind_spank.c", "topobind_flux.c"])
+def test_the_plugins_plan_through_libtb_alone(plugin: str) -> None:
+    """Issue 38 item 5: the SPANK and Flux plugins built the `topobind plan` command and
+    forked the planner each in their own copy; both now call tb_plan_argv and
+    tb_planner_run (libtb/src/tb_planner.c), and neither spells the command or forks."""
+    text = (RANKSTEP / plugin).read_text()
+    assert "tb_plan_argv(" in text and "tb_planner_run(" in text
+    for own in ("fork(", "execvp", "pipe2(", '"--slurm-cores"', "topology_here", "rankexec 2"):
+        assert own not in text, f"{plugin} has its own {own}"
+    planner = (LIBTB / "src" / "tb_planner.c").read_text()
+    assert planner.count("fork(") == 1 and '"--slurm-cores"' in planner
+
+
+CLONE = re.compile(r"\.(avx512f|avx2)$")
+
+
+def clone_check(stream: Path) -> None:
+    """STREAM built for the baseline: AVX code only in the run-time copies of its loops
+    (block_kernel.avx2, .avx512f), never in the default path; an AVX2 copy is there."""
+    hits = vector_functions(stream, None)
+    assert {name for name in hits if not CLONE.search(name)} == set(), hits
+    assert "block_kernel.avx2" in hits and "%ymm" in hits["block_kernel.avx2"], hits
+
+
+def expected_path() -> str:
+    """The copy GCC's resolver takes on this CPU (its order: AVX-512F, AVX2, the default)."""
+    flags = set(re.findall(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)[0].split())
+    return "avx512f" if "avx512f" in flags else "avx2" if "avx2" in flags else "default"
+
+
+@pytest.mark.slow
+@needs_objdump
+def test_a_baseline_stream_picks_its_vector_path_at_run_time(tmp_path: Path) -> None:
+    """Issue 38 item 1: the wheel's kernels are built for the baseline and may pick their
+    vector path at run time. STREAM's loops have AVX2 and AVX-512F copies, its default path
+    none, and the result says which copy ran."""
+    bin_dir = tmp_path / "bin"
+    subprocess.run(["make", "-s", "-C", str(KERNELS), f"BIN={bin_dir}", "CFLAGS=-O3 $(STEP_ARCH)",
+                    f"{bin_dir}/stream"], check=True, timeout=300)  # fmt: skip
+    clone_check(bin_dir / "stream")
+    for extra, path in (([], expected_path()), (["--nontemporal"], None)):
+        out = subprocess.run([str(bin_dir / "stream"), "--elements", "100k", "--trials", "2",
+                              "--pages", "4k", *extra], capture_output=True, text=True,
+                             timeout=120, check=True)  # fmt: skip
+        params = json.loads(out.stdout)["params"]
+        assert params["vector_path"] == path and params["vector_clones"] is True, params

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # results (its json, stats and kernel registry) only where on
 
 HUGEPAGE_SHIM = "libtbhugepages.so"
 
-#: exit statuses of the kernels (kernels/common/tb_common.h)
+#: exit statuses of the kernels (libtb/include/tb/util.h)
 EXIT_USAGE = 2
 EXIT_PAGES = 3
 EXIT_INVALID = 4

@@ -249,7 +249,7 @@ class Result:
 
 def result_document(r: Result) -> dict[str, Any]:
     """The ``topobind.result/1`` document of ``r``: the one writer in Python (HPL's results),
-    the same envelope, in the same order, as the C kernels' ``kernels/common/tb_json.c``."""
+    the same envelope, in the same order, as the C kernels' ``libtb/src/tb_envelope.c``."""
     doc: dict[str, Any] = {
         "schema": RESULT_SCHEMA_ID,
         **pick(r, "kernel", "host", "timestamp", "layout", "ranks"),

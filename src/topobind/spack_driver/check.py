@@ -29,11 +29,13 @@ from topobind.spack_driver.realspack import Result, Spack, files_hash
 
 # What Spack needs of the project (the recipe builds from these; tests and docs stay out).
 PROJECT_PARTS = (
-    "pyproject.toml", "README.md", "spack.yaml", "src", "kernels", "rankstep", "launchers",
+    "pyproject.toml", "README.md", "spack.yaml", "src", "libtb", "kernels", "rankstep", "launchers",
     "reframe_tests", "site_configs", "spack",
 )  # fmt: skip
 # What the project's Makefiles build inside the copy (kept between checks, not project files).
-BUILD_OUTPUTS = ("kernels/bin/", "kernels/build/", "rankstep/bin/", "rankstep/build/")
+BUILD_OUTPUTS = (
+    "libtb/build/", "kernels/bin/", "kernels/build/", "rankstep/bin/", "rankstep/build/",
+)  # fmt: skip
 # The Python packages topobind runs with, as externals of the real install (PyPI name,
 # Spack name); pip, setuptools and wheel build it.
 PYTHON_EXTERNALS = (

@@ -120,13 +120,13 @@ def local_rank(env: Mapping[str, str] | None = None) -> int | None:
     return None
 
 
-#: the largest rank read from the environment (TB_MAX_RANK, kernels/common/tb_env.h)
+#: the largest rank read from the environment (TB_MAX_RANK, libtb/include/tb/env.h)
 MAX_RANK = 100_000_000
 
 
 def plain_rank(text: str) -> int | None:
     """``text`` as a rank: plain ASCII digits, 0 .. :data:`MAX_RANK` (the rule of
-    kernels/common/tb_env.c ``plain_number``); None otherwise ("", " 1", "+1", "-1", a
+    libtb/src/tb_env.c ``plain_number``); None otherwise ("", " 1", "+1", "-1", a
     Unicode digit such as "\u0661" or "\u00b2", which ``str.isdigit`` accepts)."""
     if not (text.isascii() and text.isdigit()):
         return None

@@ -1,7 +1,8 @@
 # Spack recipe for topobind (Spack 1.x, package API v2: spack_repo/<namespace>/packages/).
 #
 # The build steps call the project's own Makefile targets (make -C kernels, make -C rankstep,
-# and their install PREFIX=...), so the recipe and 'make' cannot drift apart; 'make spack-check'
+# and their install PREFIX=...; both link libtb/, which the first builds once), so the recipe
+# and 'make' cannot drift apart; 'make spack-check'
 # installs it with real Spack (docs/install.md).
 import os
 
@@ -29,6 +30,8 @@ class Topobind(PythonPackage):
 
     # The C kernels (kernels/Makefile): C11 + OpenMP; dgemm calls cblas_dgemm. The rank step
     # (rankstep/Makefile: rankexec and the hugepage shim): C11, the architecture's baseline.
+    # Both link the C library libtb/ (libtb/Makefile: libtb.a, C11, the baseline), built once
+    # by the first make with Spack's compiler (CC is passed on to it).
     depends_on("c", type="build")
     depends_on("gmake", type="build")
     depends_on("blas", type=("build", "link"))

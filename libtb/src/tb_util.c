@@ -1,5 +1,5 @@
 /* tb_util.c - timing, errors, argument parsing helpers. */
-#include "tb_common.h"
+#include "tb/util.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
-/* spank_option.c - the SPANK plugin's --topobind option (see spank_option.h). */
-#include "spank_option.h"
+/* tb_option.c - the plugins' --topobind option (see tb/option.h). */
+#include "tb/option.h"
 
 #include <stdio.h>
 #include <string.h>

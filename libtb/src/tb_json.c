@@ -1,14 +1,14 @@
-/* tb_json.c - tiny JSON writer and the topobind.result/1 envelope. */
-#include "tb_common.h"
+/* tb_json.c - a tiny JSON writer and its atomic write (tb/json.h). libc only. */
+#include "tb/env.h"
+#include "tb/json.h"
+#include "tb/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- buffer */
@@ -31,28 +31,53 @@ static void put(tb_json *j, const char *s, size_t n)
 
 static void puts_(tb_json *j, const char *s) { put(j, s, strlen(s)); }
 
+/* C's escape in a JSON string into OUT (at least 7 bytes): its length, or 0 when C stands as
+ * it is. Quotes, backslashes, control characters and DEL (a host or command name may hold
+ * any of them). The one escaper of tbj_str and tbj_fput_string. */
+static size_t escape_char(unsigned char c, char *out)
+{
+    const char *two = NULL;
+    switch (c) {
+    case '"': two = "\\\""; break;
+    case '\\': two = "\\\\"; break;
+    case '\n': two = "\\n"; break;
+    case '\r': two = "\\r"; break;
+    case '\t': two = "\\t"; break;
+    case '\b': two = "\\b"; break;
+    case '\f': two = "\\f"; break;
+    default:
+        if (c >= 0x20 && c != 0x7f)
+            return 0;
+        snprintf(out, 7, "\\u%04x", c);
+        return 6;
+    }
+    memcpy(out, two, 2);
+    return 2;
+}
+
 static void put_escaped(tb_json *j, const char *s)
 {
     put(j, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
-        switch (*p) {
-        case '"': puts_(j, "\\\""); break;
-        case '\\': puts_(j, "\\\\"); break;
-        case '\n': puts_(j, "\\n"); break;
-        case '\r': puts_(j, "\\r"); break;
-        case '\t': puts_(j, "\\t"); break;
-        case '\b': puts_(j, "\\b"); break;
-        case '\f': puts_(j, "\\f"); break;
-        default:
-            if (*p < 0x20) {
-                snprintf(esc, sizeof esc, "\\u%04x", *p);
-                puts_(j, esc);
-            } else
-                put(j, (const char *)p, 1);
-        }
+        size_t n = escape_char(*p, esc);
+        put(j, n ? esc : (const char *)p, n ? n : 1);
     }
     put(j, "\"", 1);
+}
+
+void tbj_fput_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        size_t n = escape_char(*p, esc);
+        if (n)
+            fwrite(esc, 1, n, f);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
 }
 
 void tbj_init(tb_json *j)
@@ -223,107 +248,4 @@ void tb_emit(tb_json *j, const char *path)
         unlink(tmp);
         tb_die(1, "cannot rename %s to %s: %s", tmp, target, strerror(e));
     }
-}
-
-/* ---------------------------------------------------------------- envelope */
-void tb_run_start(tb_run *r, const char *kernel)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    memset(r, 0, sizeof *r);
-    r->kernel = kernel;
-    if (gethostname(r->host, sizeof r->host - 1) != 0)
-        strcpy(r->host, "unknown");
-    gmtime_r(&t, &tm);
-    strftime(r->timestamp, sizeof r->timestamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    r->rank = tb_env_rank();
-    r->ranks = tb_env_ranks();
-    r->threads = omp_get_max_threads();
-}
-
-void tb_json_header(tb_json *j, const tb_run *r)
-{
-    const char *layout = getenv("TOPOBIND_LAYOUT");
-    tbj_obj_begin(j, NULL);
-    tbj_str(j, "schema", TB_SCHEMA);
-    tbj_str(j, "kernel", r->kernel);
-    tbj_str(j, "host", r->host);
-    tbj_str(j, "timestamp", r->timestamp);
-    tbj_str(j, "layout", layout && *layout ? layout : NULL);
-    tbj_int(j, "ranks", r->ranks);
-    tbj_int(j, "rank", r->rank);
-    tbj_int(j, "threads", r->threads);
-}
-
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-void tb_stats(const double *v, int n, double *min, double *max, double *avg, double *median)
-{
-    if (n <= 0) {
-        *min = *max = *avg = *median = NAN;
-        return;
-    }
-    double *s = tb_xmalloc(sizeof(double) * (size_t)n), sum = 0.0;
-    memcpy(s, v, sizeof(double) * (size_t)n);
-    qsort(s, (size_t)n, sizeof(double), cmp_dbl);
-    for (int i = 0; i < n; i++)
-        sum += s[i];
-    *min = s[0];
-    *max = s[n - 1];
-    *avg = sum / n;
-    *median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-    free(s);
-}
-
-void tb_json_metric(tb_json *j, const char *name, const char *unit, int higher_is_better,
-                    const double *trials, int n, int skip)
-{
-    double mn, mx, avg, med;
-    if (skip >= n || skip < 0)
-        skip = 0;
-    tb_stats(trials + skip, n - skip, &mn, &mx, &avg, &med);
-    tbj_obj_begin(j, name);
-    tbj_str(j, "unit", unit);
-    tbj_bool(j, "higher_is_better", higher_is_better);
-    tbj_dbl_array(j, "trials", trials, n);
-    tbj_int(j, "warmup", skip);
-    tbj_dbl(j, "best", higher_is_better ? mx : mn);
-    tbj_dbl(j, "avg", avg);
-    tbj_dbl(j, "min", mn);
-    tbj_dbl(j, "max", mx);
-    tbj_dbl(j, "median", med);
-    tbj_obj_end(j);
-}
-
-void tb_json_headline(tb_json *j, const char *metric, const char *stat, double value,
-                      const char *unit, int higher_is_better)
-{
-    tbj_obj_begin(j, "headline");
-    tbj_str(j, "metric", metric);
-    tbj_str(j, "stat", stat);
-    tbj_dbl(j, "value", value);
-    tbj_str(j, "unit", unit);
-    tbj_bool(j, "higher_is_better", higher_is_better);
-    tbj_obj_end(j);
-}
-
-void tb_json_matrix(tb_json *j, const char *name, const char *unit, const char *row_kind,
-                    const char *col_kind, const int *rows, int nrows, const int *cols, int ncols,
-                    const double *values)
-{
-    tbj_obj_begin(j, name);
-    tbj_str(j, "unit", unit);
-    tbj_int_array(j, "rows", rows, nrows);
-    tbj_int_array(j, "cols", cols, ncols);
-    tbj_str(j, "row_kind", row_kind);
-    tbj_str(j, "col_kind", col_kind);
-    tbj_arr_begin(j, "values");
-    for (int r = 0; r < nrows; r++)
-        tbj_dbl_array(j, NULL, values + (size_t)r * (size_t)ncols, ncols);
-    tbj_arr_end(j);
-    tbj_obj_end(j);
 }

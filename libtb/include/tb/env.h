@@ -1,7 +1,7 @@
 /*
- * tb_env.h - the launcher's environment, read the same way by the benchmark kernels, the
+ * tb/env.h - the launcher's environment, read the same way by the benchmark kernels, the
  * per-rank step (rankstep/rankexec.c) and the LD_PRELOAD shim (rankstep/hugepreload.c):
- * rank and rank count, and "{rank}"/"{pid}" in a file path. Code in tb_env.c; libc only.
+ * rank and rank count, and "{rank}"/"{pid}" in a file path. Code in src/tb_env.c; libc only.
  */
 #ifndef TB_ENV_H
 #define TB_ENV_H

@@ -1,11 +1,11 @@
 /*
- * tb_step.h - the per-rank step: the step file (format: docs/step-file.md; written by
+ * tb/step.h - the per-rank step: the step file (format: docs/step-file.md; written by
  * topobind's launch/build.py and `topobind plan --format rankexec`) read from memory: find the
  * line of a local rank for a host, and apply it (tb_step_apply: binding, memory policy, THP,
  * each read back; variables through the caller). No exit, no output: errors come back as
  * text for the caller to report.
- * Used by the SPANK plugin (topobind_spank.c) and by the per-rank step rankexec.c, the
- * library's two thin callers (README.md).
+ * Used by the SPANK and Flux plugins (rankstep/topobind_spank.c, topobind_flux.c) and by the
+ * per-rank step rankstep/rankexec.c, its thin callers (rankstep/README.md). Code in src/tb_step.c.
  */
 #ifndef TB_STEP_H
 #define TB_STEP_H

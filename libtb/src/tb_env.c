@@ -1,6 +1,6 @@
-/* tb_env.c - the launcher's environment: rank, rank count, "{rank}"/"{pid}" in paths (tb_env.h).
+/* tb_env.c - the launcher's environment: rank, rank count, "{rank}"/"{pid}" in paths (tb/env.h).
  * Linked into the kernels, rankexec and the LD_PRELOAD shim: libc only, no allocation. */
-#include "tb_env.h"
+#include "tb/env.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,11 +1,13 @@
 /*
- * spank_option.h - the SPANK plugin's option `--topobind=LAYOUT[:NAME[=VALUE],...]`: checked
- * (tb_option_check) and turned into the argv words of `topobind plan` (tb_option_args).
- * No Slurm here: the plugin (topobind_spank.c) and the test binary tb-spank-option
- * (spank_option_main.c, for tests/launch/test_spank_option.py) share it.
+ * tb/option.h - the plugins' option, the SPANK plugin's `--topobind=LAYOUT[:NAME[=VALUE],...]`:
+ * checked (tb_option_check) and turned into the argv words of `topobind plan`
+ * (tb_option_args). No Slurm here: the SPANK plugin (rankstep/topobind_spank.c), the Flux
+ * plugin (rankstep/topobind_flux.c, after turning its spelling into this one) and the test
+ * binary tb-spank-option (rankstep/spank_option_main.c, for tests/launch/test_fuzz_step.py)
+ * share it. Code in src/tb_option.c.
  */
-#ifndef TB_SPANK_OPTION_H
-#define TB_SPANK_OPTION_H
+#ifndef TB_OPTION_H
+#define TB_OPTION_H
 
 #include <stddef.h>
 

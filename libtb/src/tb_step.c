@@ -1,7 +1,7 @@
-/* tb_step.c - read topobind's per-rank step file from memory (see tb_step.h). */
-#include "tb_step.h"
-#include "tb_common.h"
-#include "tb_env.h"
+/* tb_step.c - read topobind's per-rank step file from memory (see tb/step.h). */
+#include "tb/step.h"
+#include "tb/env.h"
+#include "tb/util.h"
 
 #include <errno.h>
 #include <sched.h>

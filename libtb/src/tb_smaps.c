@@ -1,9 +1,10 @@
 /* tb_smaps.c - malloc-free readers of /proc/self/smaps and small sysfs files.
- * Also compiled into the LD_PRELOAD shim, where calling malloc is not allowed. */
-#include "tb_common.h"
+ * Also linked into the LD_PRELOAD shim, where calling malloc is not allowed. */
+#include "tb/smaps.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -8,7 +8,8 @@
  * memory, then call tb_region_probe() which reads KernelPageSize/AnonHugePages back from
  * /proc/self/smaps.
  */
-#include "tb_common.h"
+#include "tb/pages.h"
+#include "tb/util.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -3,7 +3,7 @@
  * them take (--json, --help; --pages and --strict for kernels with a big buffer) and getopt's
  * errors, the page-aligned arrays of one memory region, and the end of the result envelope.
  */
-#include "tb_common.h"
+#include "tb/kernel.h"
 
 #include <getopt.h>
 #include <omp.h>

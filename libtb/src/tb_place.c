@@ -1,5 +1,6 @@
 /* tb_place.c - placement of threads (CPU, NUMA node, affinity) and sysfs topology readers. */
-#include "tb_common.h"
+#include "tb/place.h"
+#include "tb/util.h"
 
 #include <dirent.h>
 #include <errno.h>
