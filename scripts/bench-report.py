@@ -45,8 +45,28 @@ def _dir_bytes(root: Path) -> int:
     return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
 
 
+def _pictures(out: Path) -> dict[str, object]:
+    """The report's PNGs: how many, the largest in pixels and in bytes (a picture of a host a
+    column would grow with the fleet; charts.MAX_HOST_COLUMNS keeps them bounded)."""
+    sizes = []
+    for png in sorted(out.rglob("*.png")):
+        head = png.read_bytes()[:24]
+        sizes.append((int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big"),
+                      png.stat().st_size, png.name))  # fmt: skip
+    if not sizes:
+        return {"count": 0}
+    widest = max(sizes)
+    return {"count": len(sizes), "widest_px": list(widest[:2]), "widest": widest[3],
+            "largest_kib": round(max(s[2] for s in sizes) / 1024, 1)}  # fmt: skip
+
+
 def run_bench(
-    hosts: int, runs: int, kernels: tuple[str, ...], slow: str, keep: Path | None = None
+    hosts: int,
+    runs: int,
+    kernels: tuple[str, ...],
+    slow: str,
+    keep: Path | None = None,
+    extra_ok: bool = False,
 ) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="topobind-bench-report-"))
     try:
@@ -74,16 +94,18 @@ def run_bench(
                     name, value, _unit = part.split()
                     phases[name] = float(value)
         found: list[str] = []
+        pictures: dict[str, object] = {}
         if proc.returncode == 0:
             doc = json.loads((out / "report.json").read_text())
             found = list(doc["slow_host_names"])
+            pictures = _pictures(out)
         expected = sorted(spec.slow)
         peak_mib = peak_kib / 1024.0
         ok = (
             proc.returncode == 0
             and seconds <= TARGET_SECONDS
             and peak_mib <= TARGET_PEAK_MIB
-            and found == expected
+            and (set(expected) <= set(found) if extra_ok else found == expected)
         )
         if keep is not None:
             shutil.rmtree(keep, ignore_errors=True)
@@ -108,14 +130,21 @@ def run_bench(
             "peak_rss_mib": round(peak_mib, 1),
             "phases_seconds": phases,
             "targets": {"seconds": TARGET_SECONDS, "peak_rss_mib": TARGET_PEAK_MIB},
+            "pictures": pictures,
             "slow_hosts_expected": expected,
             "slow_hosts_found": found,
+            "slow_hosts_beyond_the_planted": len(set(found) - set(expected)),
             "pass": ok,
             "stderr_tail": stderr.strip().splitlines()[-3:] if proc.returncode else [],
             "stdout_lines": len(stdout.splitlines()),
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _names(result: dict[str, object]) -> str:
+    found = list(result["slow_hosts_found"])  # type: ignore[call-overload]
+    return str(found) if len(found) <= 5 else f"{len(found)} ({found[:3]} ...)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,16 +157,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernels", default="stream,dgemm,hpl,latency,c2c")
     p.add_argument("--slow", default=DEFAULT_SLOW, help="planted slow hosts (fleetgen --slow)")
     p.add_argument("--keep", type=Path, help="copy the report directory here")
+    p.add_argument(
+        "--extra-slow-ok",
+        action="store_true",
+        help="pass when every planted slow host is found, others too (few runs a host: the "
+        "generator's hiccups in 2 of 3 runs make a host's median really slow)",
+    )
     p.add_argument("-o", "--output", default="results/bench/report.json")
     args = p.parse_args(argv)
     kernels = tuple(k for k in args.kernels.split(",") if k)
-    result = run_bench(args.hosts, args.runs, kernels, args.slow, args.keep)
+    result = run_bench(args.hosts, args.runs, kernels, args.slow, args.keep, args.extra_slow_ok)
     atomic_write_text(args.output, json.dumps(result, indent=2) + "\n")
     verdict = "PASS" if result["pass"] else "FAIL"
     print(
         f"bench-report: {result['files']} files ({result['input_mib']} MiB): "
         f"{result['seconds']} s (target {TARGET_SECONDS:g}), peak RSS {result['peak_rss_mib']} MiB "
-        f"(target {TARGET_PEAK_MIB:g}), slow hosts found {result['slow_hosts_found']}: {verdict} "
+        f"(target {TARGET_PEAK_MIB:g}), slow hosts found {_names(result)}: {verdict} "
         f"-> {args.output}"
     )
     return 0 if result["pass"] else 1

@@ -76,9 +76,10 @@ def test_slow_and_nonconforming_nodes_named_confirmed_drained(
         assert "Reason=topobind: slow: StreamCheck.every-other-core." in show
         show2 = c.run(["scontrol", "show", "node", "node2"]).stdout
         assert "Reason=topobind: fail: conformance: hugepages_2m_per_numa" in show2
-        # a drained node asked for by name: refused with the fix, nothing run
-        bad = _validate(c, sites, tmp_path, "--each-node", "--nodelist", "node[1,3]", *CHECK)
-        assert bad.returncode == 2 and "node3 is drain" in bad.stderr, bad.stderr
+        # only drained nodes asked for by name: refused with the fix, nothing run (one among
+        # others is not tested, listed: tests/validation/test_node_jobs_slurm.py)
+        bad = _validate(c, sites, tmp_path, "--each-node", "--nodelist", "node3", *CHECK)
+        assert bad.returncode == 2 and "no node to test: node3 is drain" in bad.stderr, bad.stderr
         assert "state=resume" in bad.stderr
     finally:
         _resume(c)

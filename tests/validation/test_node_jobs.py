@@ -8,7 +8,9 @@ local cluster."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +156,58 @@ def test_a_node_that_died_is_unreachable_named_and_drained_only_as_judged(
         "node4 not drained: its job never started: nothing was judged"]  # fmt: skip
 
 
+def test_a_nodelist_node_down_before_the_run_is_not_tested_and_listed(
+    fleet: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--nodelist naming a node down or drained before the run: the others run (one job a
+    node), it is 'not tested' with its state, listed, never bad; a node outside the
+    partition stays a refusal before anything is submitted."""
+    _states(monkeypatch, {"node1": "idle", "node2": "down*", "node3": "idle",
+                          "node4": "drained"})  # fmt: skip
+    fake = FakeJobs(lambda label, node, runs: 100.0)
+    monkeypatch.setattr(bundles, "run_jobs", fake)
+    req = acceptance.Request(partition="batch", tags="smoke", names=None, setvars={},
+                             quiet=True, nodelist="node[1-3]")  # fmt: skip
+    out = acceptance.accept(fleet, req, tmp_path / "res", False)
+    assert sorted(fake.scripts[0]) == ["node1", "node3"] and out.jobs == 2
+    by = {v.node: v for v in out.verdicts}
+    assert [by[n].status for n in ("node1", "node3")] == ["ok", "ok"]
+    assert by["node2"].status == "not tested" and not by["node2"].bad
+    assert by["node2"].reasons == ("not tested: down* before the run",)
+    assert "node4" not in by  # not asked for
+    assert acceptance.bad_nodes_line(out.verdicts) == "bad nodes: none; not tested: node2"
+    assert any(n.startswith("not tested (down or drained before the run): node2 (down*)")
+               for n in out.notes)  # fmt: skip
+    assert acceptance.drain_lines(out).commands == []
+    fake.scripts.clear()
+    for bad, says in (("node[2,4]", "no node to test: node2 is down*, node4 is drained"),
+                      ("node[1,9]", "node9 not in partition batch")):  # fmt: skip
+        with pytest.raises(TopobindError, match=re.escape(says)):
+            acceptance.accept(fleet, replace(req, nodelist=bad), tmp_path / "res", False)
+    assert fake.scripts == []  # nothing submitted
+
+
+def test_a_short_node_budget_bounds_the_wait_for_a_node_to_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait for a node's job to start is the node's bound when that is under START_S
+    (a site's node_budget of 20 s: 20 s), else START_S."""
+    (tmp_path / "sites" / "fleet").mkdir(parents=True)
+    monkeypatch.setenv("TOPOBIND_SITES_DIR", str(tmp_path / "sites"))
+    monkeypatch.setattr(limits, "read_limits", lambda setting, where: limits.Limits())
+    req = acceptance.Request(partition="batch", tags="smoke", names=None, setvars={},
+                             quiet=True)  # fmt: skip
+    tier = ("quick", {}, ())
+    for budget, start in (("20s", 20.0), ("10m", bundles.START_S)):
+        (tmp_path / "sites" / "fleet" / "site.yaml").write_text(
+            SLURM_SITE + f"settings:\n  node_budget: {budget}\n"
+        )
+        site = sites.load_site("fleet")
+        got = node_jobs.plan(site, req, {"node1": "idle"}, ["node1"], tmp_path / "r", tier)
+        assert got.spec.start_s == start
+        assert any(f"{start:.0f} s to start" in n for n in got.notes)
+
+
 def test_smoke_tier_is_the_quick_checks_at_their_smallest_size_judging_no_figure(
     fleet: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -169,6 +223,8 @@ def test_smoke_tier_is_the_quick_checks_at_their_smallest_size_judging_no_figure
     assert argv[argv.index("-t") + 1] == "quick"
     sets = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "-S")
     assert sets["StreamCheck.elements"] == "131072" and sets["DgemmCheck.n"] == "256"
+    # the smoke size, not the quick tier's per-node one (5 repetitions of order 1024)
+    assert sets["DgemmCheck.reps"] == "2"
     assert any(n.startswith("smoke tier:") and "not performance" in n for n in out.notes)
 
 
@@ -295,6 +351,30 @@ def test_a_report_of_a_bundle_keeps_its_figures_names_and_units(
     assert figures == {(n, "StreamCheck", "compact", "triad", "MB/s")
                        for n in ("node1", "node2", "node3")}  # fmt: skip
     assert node_jobs.SMOKE_VARS["sanity_once"] == "true"
+
+
+def test_ctrl_c_while_squeue_or_scancel_runs_stops_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ctrl-C that lands while squeue (or scancel) runs is the run's stop, not a squeue that
+    did not answer: it was swallowed, and the run went on to its end (found on the real
+    cluster: tests/validation/test_node_jobs_slurm.py)."""
+    from topobind.errors import Interrupted
+
+    def interrupted(argv: list[str], what: str) -> Any:
+        raise Interrupted(2, "SIGINT", "while the nodes' jobs ran")
+
+    monkeypatch.setattr(bundles, "_slurm", interrupted)
+    with pytest.raises(Interrupted):
+        bundles.states(["12"])
+    with pytest.raises(Interrupted):
+        bundles.cancel(["12"])
+
+    def silent(argv: list[str], what: str) -> Any:
+        raise TopobindError("squeue did not answer within 60 s")
+
+    monkeypatch.setattr(bundles, "_slurm", silent)
+    assert bundles.states(["12"]) is None  # a squeue that failed: the bounds still hold
 
 
 def test_ctrl_c_in_a_wave_cancels_this_runs_jobs_only(

@@ -33,6 +33,10 @@ GREY = "#7f7f7f"
 FLAT_COLOUR = "#c6dbef"  # light blue: a heatmap whose cells all hold one value
 MAX_NAMED_SLOW = 15  # slow hosts named in one picture; the rest are in the tables
 MAX_TICK_HOSTS = 40  # up to this many hosts, every host is named on the x axis
+#: above this many hosts the per-host picture is the distribution of the host medians (one
+#: point a host on an ECDF, the slow ones named), not a column a host: 1,000 or 5,000 columns
+#: in 1,600 pixels are unreadable
+MAX_HOST_COLUMNS = 200
 MAX_ANNOTATED_CELLS = 100  # matrices up to 10 x 10 get their values written in the cells
 DPI = 100
 
@@ -241,7 +245,70 @@ def _host_axis(
     ax.set_xlabel(f"{n} hosts sorted by median, worst at the right (slow hosts in red)")
 
 
+def _slow_rows(g: FleetGroup, named: list[HostStats], slow: list[HostStats]) -> list[str]:
+    rows = [
+        f"{h.host} {fmt.pct(-h.worse_pct if g.higher_is_better else h.worse_pct, True)}"
+        for h in named
+    ]
+    if len(slow) > len(named):
+        rows.append(f"+{len(slow) - len(named)} more (tables)")
+    return rows
+
+
+def _runs_per_host(g: FleetGroup) -> str:
+    runs = {h.summary.n for h in g.hosts}
+    return f"{min(runs)}-{max(runs)}" if len(runs) > 1 else str(runs.pop())
+
+
+def host_medians_picture(report: Report, g: FleetGroup) -> Picture:
+    """The per-host picture of a big fleet (more than :data:`MAX_HOST_COLUMNS` hosts): the
+    ECDF of the host medians (one point a host), the fleet median and the slow threshold as
+    vertical lines, the slow hosts red and named. Its size does not grow with the hosts."""
+    plt = matplotlib_pyplot()
+    n = len(g.hosts)
+    order = sorted(g.hosts, key=lambda h: h.summary.median)
+    points = {h.host: (h.summary.median, (i + 1) * 100.0 / n) for i, h in enumerate(order)}
+    fig, ax = plt.subplots(figsize=(11, 5.6))
+    xs = [h.summary.median for h in order]
+    ys = [points[h.host][1] for h in order]
+    ax.step([xs[0], *xs], [0.0, *ys], where="post", color=NORMAL_COLOUR, lw=1.8,
+            label="host medians")  # fmt: skip
+    slow = [h for h in g.hosts if h.slow]
+    if slow:
+        ax.scatter([points[h.host][0] for h in slow], [points[h.host][1] for h in slow],
+                   s=30, color=SLOW_COLOUR, zorder=3, label="slow host")  # fmt: skip
+    ax.axvline(g.fleet_median, color=FLEET_COLOUR, lw=1.5,
+               label=f"fleet median\n{fmt.value(g.fleet_median)} {g.unit}")  # fmt: skip
+    if g.threshold is not None:
+        ax.axvline(g.threshold, color=SLOW_COLOUR, lw=1.2, ls="--",
+                   label=f"slow threshold\n{fmt.value(g.threshold)} {g.unit}")  # fmt: skip
+    named = sorted(slow, key=lambda h: -h.worse_pct)[:MAX_NAMED_SLOW]
+    ax.set_ylim(0, 102)
+    ax.set_ylabel("hosts whose median is at or below this value [%]")
+    arrow = "higher is better →" if g.higher_is_better else "← lower is better"
+    ax.set_xlabel(f"host median of {metric_label(g.kernel, g.metric)} [{g.unit}]   ({arrow})")
+    ax.xaxis.set_major_formatter(_value_formatter())
+    ax.set_title(f"{g.kernel} per host: {fmt.plural(n, 'host')} x {_runs_per_host(g)} runs, "
+                 f"{len(slow)} slow{_where(g)}{_tag(report)}")  # fmt: skip
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5)
+    _side_panel(ax, fig, _slow_rows(g, named, slow), "slow hosts vs fleet:", SLOW_COLOUR)
+    return Picture(
+        filename=f"hosts-{g.slug}.png",
+        title=f"{g.kernel}: host medians{_where(g)}",
+        caption=(
+            f"{n} hosts, too many for a column each: the curve is the distribution of the host "
+            "medians (a point (x, y) means y % of hosts have a median of at most x). Green: "
+            "fleet median; dashed red: the slow threshold. Slow hosts are red dots, named in the "
+            "box with how far their median is from the fleet median (all of them in the tables)."
+        ),
+        kind="hosts",
+        png=_png(fig),
+    )
+
+
 def hosts_picture(report: Report, g: FleetGroup) -> Picture:
+    if len(g.hosts) > MAX_HOST_COLUMNS:
+        return host_medians_picture(report, g)
     plt = matplotlib_pyplot()
     hosts = list(reversed(g.hosts))  # best first, worst (slow) at the right
     n = len(hosts)
@@ -256,20 +323,12 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
     better = "higher" if g.higher_is_better else "lower"
     ax.set_ylabel(f"{metric_label(g.kernel, g.metric)} [{g.unit}]  ({better} is better)")
     ax.yaxis.set_major_formatter(_value_formatter())
-    runs = {h.summary.n for h in g.hosts}
-    per = f"{min(runs)}-{max(runs)}" if len(runs) > 1 else str(runs.pop())
     ax.set_title(
-        f"{g.kernel} per host: {fmt.plural(n, 'host')} x {per} runs, {len(slow)} slow"
-        f"{_where(g)}{_tag(report)}"
+        f"{g.kernel} per host: {fmt.plural(n, 'host')} x {_runs_per_host(g)} runs, "
+        f"{len(slow)} slow{_where(g)}{_tag(report)}"
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5)
-    rows = [
-        f"{h.host} {fmt.pct(-h.worse_pct if g.higher_is_better else h.worse_pct, True)}"
-        for h in named
-    ]
-    if len(slow) > len(named):
-        rows.append(f"+{len(slow) - len(named)} more (tables)")
-    _side_panel(ax, fig, rows, "slow hosts vs fleet:", SLOW_COLOUR)
+    _side_panel(ax, fig, _slow_rows(g, named, slow), "slow hosts vs fleet:", SLOW_COLOUR)
     return Picture(
         filename=f"hosts-{g.slug}.png",
         title=f"{g.kernel}: spread per host{_where(g)}",

@@ -59,7 +59,8 @@ __all__ = [
     "DEFAULT_THRESHOLD", "MIN_RUNS", "NAME_CONFIDENCE", "NOT_JUDGED", "NOT_TESTED", "RATE_UNITS",
     "DrainPlan", "Failure", "FigureVerdict", "NodeVerdict", "Observations", "Outcome", "Request",
     "Sample", "accept",
-    "bad_nodes_line", "choose_nodes", "confirm", "conformance_lines", "drain", "drain_lines",
+    "bad_nodes_line", "choose_nodes", "confirm", "conformance_lines", "down_named", "drain",
+    "drain_lines",
     "figure_verdicts", "good_node", "judge_reports", "node_verdicts", "observe", "reports_text",
     "table", "unjudged_summary",
 ]  # fmt: skip
@@ -67,26 +68,17 @@ __all__ = [
 
 # --------------------------------------------------------------------------- the nodes
 def choose_nodes(states: dict[str, str], nodelist: str | None, partition: str) -> list[str]:
-    """The nodes to test: those of ``nodelist`` (all must be in the partition and usable),
-    else every idle node of the partition."""
-    usable = ("idle", "mix", "alloc", "comp")
+    """The nodes to test: the usable ones of ``nodelist`` (all must be in the partition; one
+    down or drained is left out: :func:`down_named` lists it, not tested), else every idle
+    node of the partition."""
     if nodelist is not None:
-        wanted = hostlist.expand(nodelist) if nodelist.strip() else []
+        down = down_named(states, nodelist, partition)
+        wanted = [n for n in hostlist.expand(nodelist) if n not in down]
         if not wanted:
-            raise TopobindError(f"--nodelist {nodelist!r} names no node; give nodes, e.g. "
-                                "node[1-3], or leave --nodelist out for the idle ones")  # fmt: skip
-        unknown = [n for n in wanted if n not in states]
-        if unknown:
             raise TopobindError(
-                f"--nodelist {nodelist}: {hostlist.compress(unknown)} not in partition "
-                f"{partition} (its nodes: {hostlist.compress(states) or 'none'})"
-            )
-        down = [n for n in wanted if states[n].rstrip("*~#!%$@^-") not in usable]
-        if down:
-            raise TopobindError(
-                f"--nodelist {nodelist}: "
-                + ", ".join(f"{n} is {states[n]}" for n in down)
-                + " (resume it with scontrol update nodename=NODE state=resume, or leave it out)"
+                f"--nodelist {nodelist}: no node to test: "
+                + ", ".join(f"{n} is {s}" for n, s in down.items())
+                + " (resume one with scontrol update nodename=NODE state=resume, or name others)"
             )
         return wanted
     idle = [n for n, s in states.items() if s.rstrip("*~#!%$@^-") == "idle"]
@@ -97,6 +89,23 @@ def choose_nodes(states: dict[str, str], nodelist: str | None, partition: str) -
             "name busy ones with --nodelist"
         )
     return idle
+
+
+def down_named(states: dict[str, str], nodelist: str, partition: str) -> dict[str, str]:
+    """The nodes of ``nodelist`` down or drained before the run (node -> Slurm's state):
+    not tested, listed. A node outside the partition, or a list naming none, is refused."""
+    wanted = hostlist.expand(nodelist) if nodelist.strip() else []
+    if not wanted:
+        raise TopobindError(f"--nodelist {nodelist!r} names no node; give nodes, e.g. "
+                            "node[1-3], or leave --nodelist out for the idle ones")  # fmt: skip
+    unknown = [n for n in wanted if n not in states]
+    if unknown:
+        raise TopobindError(
+            f"--nodelist {nodelist}: {hostlist.compress(unknown)} not in partition "
+            f"{partition} (its nodes: {hostlist.compress(states) or 'none'})"
+        )
+    usable = ("idle", "mix", "alloc", "comp")
+    return {n: states[n] for n in wanted if states[n].rstrip("*~#!%$@^-") not in usable}
 
 
 #: checks the quick per-node acceptance leaves out, and why (their cost model is over the quick
@@ -222,10 +231,10 @@ def _tier(req: Request) -> tuple[str, dict[str, str], tuple[str, ...]]:
     from topobind.validation import node_jobs
 
     tags = "quick" if req.tags == "smoke" else req.tags
-    setvars = quick_setvars(tags, req.setvars)
-    if req.tags == "smoke":
-        setvars = node_jobs.smoke_setvars(setvars)
-    return tags, setvars, tuple(quick_exclusions(tags, req.names))
+    # the smoke sizes before the quick tier's per-node ones (DGEMM of order 128, not 1024);
+    # the user's -S win over both
+    setvars = node_jobs.smoke_setvars(req.setvars) if req.tags == "smoke" else req.setvars
+    return tags, quick_setvars(tags, setvars), tuple(quick_exclusions(tags, req.names))
 
 
 def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
@@ -253,6 +262,7 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
     # the smoke tier measures no performance: its figures are not compared
     figures = [] if req.tags == "smoke" else figure_verdicts(obs.samples, req.threshold)
     verdicts = node_jobs.faulted(node_verdicts(nodes, obs, figures), one)
+    verdicts += _not_tested(states, req)
     out = Outcome(nodes, verdicts, figures, obs, one.report_paths, notes=plan.notes + one.notes,
                   first=verdicts, partition=req.partition, partition_nodes=states,
                   nodelist=None if req.nodelist is None else list(nodes),
@@ -266,6 +276,15 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
             return out
         _confirm(site, req, states, slow, partner, figures, results, verbose, out)
     return out
+
+
+def _not_tested(states: dict[str, str], req: Request) -> list[NodeVerdict]:
+    """A verdict 'not tested' for each node of --nodelist down or drained before the run."""
+    if req.nodelist is None:
+        return []
+    down = down_named(states, req.nodelist, req.partition)
+    return [NodeVerdict(n, NOT_TESTED, False, (f"not tested: {s} before the run",), None)
+            for n, s in down.items()]  # fmt: skip
 
 
 def _confirm_pass(out: Outcome, req: Request, nodes: list[str], runs: int, results: Any,

@@ -119,6 +119,8 @@ def states(ids: Sequence[str]) -> dict[str, tuple[str, str]] | None:
     try:
         done = _slurm(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%r"],
                       "following the jobs")  # fmt: skip
+    except Interrupted:  # Ctrl-C while squeue ran: the run stops (not a squeue that failed)
+        raise
     except TopobindError:
         return None
     if done.returncode != 0 and "Invalid job id" not in done.stderr:
@@ -137,6 +139,8 @@ def cancel(ids: Sequence[str]) -> str:
         return "no job of this run was queued"
     try:
         done = _slurm(["scancel", *ids], "cancelling this run's jobs")
+    except Interrupted:
+        raise
     except TopobindError as exc:
         return str(exc)
     if done.returncode != 0:

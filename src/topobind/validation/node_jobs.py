@@ -102,24 +102,28 @@ def plan(site: Any, req: Any, states: dict[str, str], nodes: Sequence[str], resu
         wave = free
     exp = expected(site, req, len(nodes), results)
     bound, why = node_bound(site, exp.per_node)
+    # a job not started within the node's whole bound (at most START_S) is NOT STARTED: a
+    # site's short node_budget bounds the wait for a node too
     spec = PassSpec(site.name, req.partition, tuple(part.access), part.exclusive, tags,
                     tuple(req.names or ()), setvars,
                     ("-x", "NodeCheck", *exclusions),
-                    wave, bound)  # fmt: skip
+                    wave, bound, min(bundles.START_S, bound))  # fmt: skip
     waves = -(-len(nodes) // wave)
     notes.append(f"{len(nodes)} node(s), one Slurm job a node a pass, {waves} wave(s) of at most "
                  f"{wave}; a node's bound {bound:.0f} s ({why}), "
-                 f"{bundles.START_S:.0f} s to start")  # fmt: skip
+                 f"{spec.start_s:.0f} s to start")  # fmt: skip
     if smoke:
         notes.append("smoke tier: the quick tier's checks at their smallest size; it judges "
                      "configuration (binding, hugepages, conformance, kernels that run), not "
                      "performance")  # fmt: skip
     usable = ("idle", "mix", "alloc", "comp")
-    skipped = {n: s for n, s in states.items()
-               if n not in nodes and s.rstrip("*~#!%$@^-") not in usable}  # fmt: skip
-    if skipped and req.nodelist is None:
-        from topobind.topo import hostlist
+    from topobind.topo import hostlist
 
+    named = None if req.nodelist is None else set(hostlist.expand(req.nodelist))
+    skipped = {n: s for n, s in states.items()  # of the partition, or of --nodelist
+               if n not in nodes and s.rstrip("*~#!%$@^-") not in usable
+               and (named is None or n in named)}  # fmt: skip
+    if skipped:
         notes.append("not tested (down or drained before the run): "
                      + ", ".join(f"{n} ({s})" for n, s in skipped.items())
                      + f" [{hostlist.compress(list(skipped))}]")  # fmt: skip

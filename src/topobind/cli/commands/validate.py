@@ -47,8 +47,8 @@ node. Per figure, a node's median over its runs vs the fleet median: SLOW beyond
 (default 5 %) when a sign test agrees; strength = runs, CV, confidence ('weak' under 7 runs
 or 95 %). --confirm re-runs SLOW nodes next to a good node (it stops after 3 runs when none
 can come out SLOW any more). Fewer than 3 nodes or 3 runs judge nothing: NOT JUDGED; a
---nodelist node the --reports do not hold is 'not tested'. Last line: 'bad nodes: HOSTLIST'
-(exit 1), or 'bad nodes: none' (exit 0; exit 4 with a node NOT JUDGED or not tested). --drain
+--nodelist node down before the run or not in --reports is 'not tested'. Last line: 'bad
+nodes: HOSTLIST' (exit 1), or 'bad nodes: none' (exit 0; 4 with NOT JUDGED/not tested). --drain
 drains only a node of the partition (and of --nodelist), named literally, bad on a confirmed
 verdict (FAIL, SLOW strong or confirmed);
 every other bad node gets a 'not drained' line saying why. docs/site-admins.md.
