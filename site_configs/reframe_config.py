@@ -6,7 +6,8 @@ One source of truth: systems, partitions, environments and references all come f
 site files (topobind.validation.sites); this file only hands the result to ReFrame. Results
 (reports, perflogs, the results database for --performance-compare, stage and output directories) go
 to $TOPOBIND_REFRAME_RESULTS (default: results/reframe/ of the repository). The site files
-are read from $TOPOBIND_SITES_DIR (default: site_configs/).
+are read from $TOPOBIND_SITES_DIR (default: site_configs/). A relative value of either is
+ignored, as topobind ignores it (topobind.paths.location): ReFrame may run in another directory.
 """
 
 import os

@@ -41,6 +41,7 @@ from reframe.utility import typecheck as typ
 
 from topobind.errors import TopobindError
 from topobind.launch import mpi_launchers as tblaunchers
+from topobind.paths import location
 from topobind.validation import load as tbload
 from topobind.validation import sites as tbsites
 
@@ -181,8 +182,8 @@ def repo_root() -> Path:
 
 
 def kernels_dir() -> Path:
-    env = os.environ.get("TOPOBIND_KERNELS_DIR")
-    return Path(env) if env else repo_root() / "kernels" / "bin"
+    # a relative one is ignored, as topobind ignores it (the checks run in stage directories)
+    return location("TOPOBIND_KERNELS_DIR") or repo_root() / "kernels" / "bin"
 
 
 def topobind_cmd() -> str:
@@ -271,7 +272,7 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
         self.num_tasks = 1
         if self.tb_partition.exclusive:
             self.exclusive_access = True
-        if os.environ.get("TOPOBIND_KERNELS_DIR"):
+        if location("TOPOBIND_KERNELS_DIR"):
             # an installation's one bin/ (kernels, rankexec, the shim); a checkout's topobind
             # finds its kernels/bin and rankstep/bin itself
             self.env_vars["TOPOBIND_KERNELS_DIR"] = str(kernels_dir())

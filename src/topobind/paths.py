@@ -9,9 +9,13 @@
   shipped site (never written into the package): :func:`user_sites_dir`;
 - the user's state: bench results, ReFrame's results, the history database, tuning records:
   ``$TOPOBIND_STATE_DIR``, else ``$XDG_STATE_HOME/topobind`` (default
-  ``~/.local/state/topobind``): :func:`state_dir`. A relative value of any of these is ignored
-  (the XDG rule), never read against the current directory. A checkout keeps them in ``results/`` as
+  ``~/.local/state/topobind``): :func:`state_dir`. A checkout keeps them in ``results/`` as
   before (:func:`in_checkout`).
+
+A relative value of a location variable (:data:`LOCATIONS`) is ignored (the XDG rule), never
+read against the current directory: it would name another folder in each directory a command
+(or ReFrame, or a job's rank) starts in; :func:`location` reads one, ``topobind --version``
+names each one ignored.
 
 Nothing is created here; the writer makes the folder it writes into."""
 
@@ -49,11 +53,19 @@ def in_package(path: str | os.PathLike[str]) -> bool:
     return not in_checkout() and Path(os.path.realpath(path)).is_relative_to(PACKAGE)
 
 
-def _xdg(variable: str, default: str) -> Path:
+#: the variables naming a folder that a relative value of is ignored (empty: unset)
+LOCATIONS = ("TOPOBIND_STATE_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "TOPOBIND_SITES_DIR",
+             "TOPOBIND_REFRAME_RESULTS", "TOPOBIND_KERNELS_DIR")  # fmt: skip
+
+
+def location(variable: str) -> Path | None:
+    """The folder ``$variable`` names, or None when it is unset, empty or relative."""
     value = os.environ.get(variable, "")
-    if os.path.isabs(value):  # the XDG rule: a relative value is ignored
-        return Path(value)
-    return Path(os.path.expanduser(default))
+    return Path(value) if os.path.isabs(value) else None
+
+
+def _xdg(variable: str, default: str) -> Path:
+    return location(variable) or Path(os.path.expanduser(default))
 
 
 def config_dir() -> Path:
@@ -71,31 +83,28 @@ def state_dir() -> Path:
     else ``$XDG_STATE_HOME/topobind`` (default ``~/.local/state/topobind``). A relative
     ``TOPOBIND_STATE_DIR`` is ignored, as XDG ignores a relative ``XDG_STATE_HOME``: it would
     name another folder in each directory a command is started from."""
-    env = os.environ.get("TOPOBIND_STATE_DIR", "")
-    if os.path.isabs(env):
-        return Path(env)
-    return _xdg("XDG_STATE_HOME", "~/.local/state") / "topobind"
+    return location("TOPOBIND_STATE_DIR") or _xdg("XDG_STATE_HOME", "~/.local/state") / "topobind"
 
 
 def ignored_settings() -> list[str]:
     """The location variables set to a relative path, hence ignored (``--version`` says so)."""
-    names = ("TOPOBIND_STATE_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME")
-    values = {n: os.environ.get(n, "") for n in names}
+    values = {n: os.environ.get(n, "") for n in LOCATIONS}
     return [f"{n}={v!r}" for n, v in values.items() if v and not os.path.isabs(v)]
 
 
 def sites_dirs() -> list[Path]:
     """Where sites are read, first match of a name wins: ``$TOPOBIND_SITES_DIR`` (a site's
     or a Spack install's folder; it replaces the shipped sites), the user's sites, then the
-    shipped ones."""
-    env = os.environ.get("TOPOBIND_SITES_DIR")
-    return [Path(env), user_sites_dir()] if env else [user_sites_dir(), shipped("site_configs")]
+    shipped ones. A relative ``TOPOBIND_SITES_DIR`` is ignored (ReFrame reads it too, from
+    its own directory)."""
+    env = location("TOPOBIND_SITES_DIR")
+    return [env, user_sites_dir()] if env else [user_sites_dir(), shipped("site_configs")]
 
 
 def reframe_results_default() -> Path:
     """ReFrame's reports, perflogs and results database (the history) when
-    ``$TOPOBIND_REFRAME_RESULTS`` is unset: a checkout's ``results/reframe`` (as before), else
-    ``state_dir()/reframe``."""
+    ``$TOPOBIND_REFRAME_RESULTS`` is unset (or relative, hence ignored): a checkout's
+    ``results/reframe`` (as before), else ``state_dir()/reframe``."""
     return CHECKOUT / "results" / "reframe" if in_checkout() else state_dir() / "reframe"
 
 
@@ -107,8 +116,7 @@ def bench_results_default() -> Path:
 
 def locations_line() -> str:
     """One line saying where each kind of file lives (``topobind --version`` prints it)."""
-    env = os.environ.get("TOPOBIND_REFRAME_RESULTS")
-    reframe = Path(env) if env else reframe_results_default()
+    reframe = location("TOPOBIND_REFRAME_RESULTS") or reframe_results_default()
     bench = bench_results_default()
     return (
         f"sites: {', '.join(map(str, sites_dirs()))}; references of shipped sites: "

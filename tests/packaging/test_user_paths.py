@@ -137,3 +137,55 @@ def test_an_empty_xdg_state_home_is_the_default(
     monkeypatch.setenv("XDG_STATE_HOME", "")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert paths.state_dir() == tmp_path / ".local" / "state" / "topobind"
+
+
+def test_relative_sites_reframe_and_kernels_folders_are_ignored(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TOPOBIND_SITES_DIR, TOPOBIND_REFRAME_RESULTS and TOPOBIND_KERNELS_DIR are read by
+    topobind and again by ReFrame and the checks, which run in other directories: a relative
+    one named another folder in each. Ignored, as a relative TOPOBIND_STATE_DIR is."""
+    from topobind.measure import programs
+
+    monkeypatch.delenv("TOPOBIND_KERNELS_DIR", raising=False)
+    shipped_kernels = programs.kernels_dir()
+    shutil.copytree(REPO / "site_configs" / "betzy", home / "admin" / "betzy")
+    monkeypatch.chdir(home)
+    monkeypatch.setenv("TOPOBIND_SITES_DIR", "admin")
+    monkeypatch.setenv("TOPOBIND_REFRAME_RESULTS", "rfm")
+    monkeypatch.setenv("TOPOBIND_KERNELS_DIR", "bin")
+    assert "local" in sites.site_names()  # the shipped sites, not ./admin's betzy alone
+    assert sites.sites_dir() == REPO / "site_configs"
+    assert sites.reframe_results_dir() == REPO / "results" / "reframe"
+    assert programs.kernels_dir() == shipped_kernels
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    out = capsys.readouterr().out
+    for setting in ("TOPOBIND_SITES_DIR='admin'", "TOPOBIND_REFRAME_RESULTS='rfm'",
+                    "TOPOBIND_KERNELS_DIR='bin'"):  # fmt: skip
+        assert f"{setting} ignored: not an absolute path" in out
+    assert f"ReFrame results and history: {REPO / 'results' / 'reframe'};" in out
+    monkeypatch.setenv("TOPOBIND_SITES_DIR", str(home / "admin"))
+    monkeypatch.setenv("TOPOBIND_KERNELS_DIR", str(home / "bin"))
+    assert sites.site_names() == ["betzy"]
+    assert programs.kernels_dir() == home / "bin"
+
+
+def test_a_relative_workdir_and_mirror_are_made_absolute_where_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TOPOBIND_WORKDIR=. is what the ReFrame checks set (their stage directory), and a
+    relative mirror would skip the Spack checks if ignored: both are resolved once, against
+    the directory topobind starts in; the ranks and Spack get the absolute path."""
+    from topobind.launch.run import workdir
+    from topobind.spack_driver.locations import mirror_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPOBIND_WORKDIR", "scratch")
+    monkeypatch.setenv("TOPOBIND_OFFLINE_MIRROR", "mirror")
+    assert mirror_dir() == tmp_path / "mirror"
+    with pytest.raises(TopobindError, match=f"scratch directory in {tmp_path / 'scratch'}: "):
+        workdir()
+    (tmp_path / "scratch").mkdir()
+    made = Path(workdir())
+    assert made.parent == tmp_path / "scratch" and made.is_dir()

@@ -78,8 +78,11 @@ def _alloc(allocation: Allocation | None) -> Allocation:
 def workdir(allocation: Allocation | None = None) -> str:
     """Scratch directory for the per-rank step file (and rankfile) every rank reads: on a shared
     file system when the job spans several nodes ($TOPOBIND_WORKDIR, else the job's submit
-    directory, else the working directory)."""
+    directory, else the working directory). A relative $TOPOBIND_WORKDIR is resolved here,
+    against the directory topobind starts in, not ignored: the ReFrame checks set ``.`` (their
+    stage directory); the ranks, which may start elsewhere, are given the absolute path."""
     base = os.environ.get("TOPOBIND_WORKDIR") or _alloc(allocation).workdir or os.getcwd()
+    base = os.path.abspath(base)
     try:
         return os.path.abspath(tempfile.mkdtemp(prefix=".topobind-run-", dir=base))
     except OSError as exc:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from topobind.errors import TopobindError
-from topobind.paths import data_root, in_checkout
+from topobind.paths import data_root, in_checkout, location
 from topobind.runner import run_process
 
 if TYPE_CHECKING:  # results (its json, stats and kernel registry) only where one is read:
@@ -50,9 +50,9 @@ _REPO_BINS = (_REPO_KERNELS_BIN, _REPO / "rankstep" / "bin")
 # --------------------------------------------------------------------------- locating + running
 def kernels_dir() -> Path | None:
     """Directory holding the built kernels, or None when only PATH can help."""
-    env = os.environ.get("TOPOBIND_KERNELS_DIR")
+    env = location("TOPOBIND_KERNELS_DIR")  # a relative one is ignored (topobind.paths)
     if env:
-        return Path(env)
+        return env
     if _REPO_KERNELS_BIN.is_dir():
         return _REPO_KERNELS_BIN
     return None
@@ -61,11 +61,12 @@ def kernels_dir() -> Path | None:
 def find_kernel(name: str) -> Path:
     """Path of kernel binary ``name`` (or ``rankexec``, or the shim ``libtbhugepages.so``).
 
-    ``$TOPOBIND_KERNELS_DIR`` when set (and only there: an explicit choice is not second-
-    guessed); otherwise ``kernels/bin`` and ``rankstep/bin`` of this repository, then ``PATH``.
+    ``$TOPOBIND_KERNELS_DIR`` when set to an absolute path (and only there: an explicit choice
+    is not second-guessed); otherwise ``kernels/bin`` and ``rankstep/bin`` of this repository,
+    then ``PATH``.
     """
-    env = os.environ.get("TOPOBIND_KERNELS_DIR")
-    for d in (Path(env),) if env else _REPO_BINS:
+    env = location("TOPOBIND_KERNELS_DIR")
+    for d in (env,) if env else _REPO_BINS:
         p = d / name
         if p.is_file() and (name.endswith(".so") or os.access(p, os.X_OK)):
             return p

@@ -25,6 +25,8 @@ ARCHIVES_UPSTREAM = (
 def mirror_dir() -> Path:
     """The offline mirror of upstream archives (Spack, Flux): ``$TOPOBIND_OFFLINE_MIRROR``,
     else ``$TOPOBIND_SHARED``, else ``<repo>/../shared``. Only archives live there: every file
-    the tests and the docs read is in the repository."""
+    the tests and the docs read is in the repository. A relative value is resolved here, against
+    the directory topobind starts in (ignoring it would skip the Spack checks); Spack, which runs
+    in its own directories, is given the absolute path."""
     env = os.environ.get("TOPOBIND_OFFLINE_MIRROR") or os.environ.get("TOPOBIND_SHARED")
-    return Path(env or REPO.parent / "shared")
+    return Path(os.path.abspath(env)) if env else REPO.parent / "shared"

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from topobind.errors import TopobindError
-from topobind.paths import in_package, reframe_results_default, sites_dirs, user_sites_dir
+from topobind.paths import (
+    in_package,
+    location,
+    reframe_results_default,
+    sites_dirs,
+    user_sites_dir,
+)
 from topobind.validation.sites.model import (
     Calibration,
     Environment,
@@ -41,13 +47,14 @@ from topobind.validation.sites.schema import (
 def sites_dir() -> Path:
     """The main sites folder: ``$TOPOBIND_SITES_DIR``, else the shipped ``site_configs/``
     (the user's folder is read before it: :func:`topobind.paths.sites_dirs`)."""
-    return sites_dirs()[0] if os.environ.get("TOPOBIND_SITES_DIR") else sites_dirs()[-1]
+    return sites_dirs()[0] if location("TOPOBIND_SITES_DIR") else sites_dirs()[-1]
 
 
 def reframe_results_dir() -> Path:
-    """Where ReFrame's reports, perflogs, database and stage/output trees go."""
-    env = os.environ.get("TOPOBIND_REFRAME_RESULTS")
-    return Path(env) if env else reframe_results_default()
+    """Where ReFrame's reports, perflogs, database and stage/output trees go:
+    ``$TOPOBIND_REFRAME_RESULTS`` when absolute (a relative one is ignored: ReFrame, which
+    reads it too, may run in another directory), else :func:`reframe_results_default`."""
+    return location("TOPOBIND_REFRAME_RESULTS") or reframe_results_default()
 
 
 def site_names(directory: Path | None = None) -> list[str]:
