@@ -1,6 +1,7 @@
 """scripts/apt-install.sh: the one loop that installs the Debian packages of a list when
-missing, for 'make setup' (scripts/setup.sh) and 'make flux' (scripts/build-flux.sh), which
-each had a copy of it."""
+missing, for 'make setup' (scripts/setup.sh), 'make flux' (scripts/build-flux.sh),
+'make numa-vm-setup' (mk/numa-vm.mk) and scripts/local-slurm start, which each had a copy of
+it."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 def apt_install(
-    who: str, listed: Path, as_nobody: bool = False
+    who: str, listed: Path, as_nobody: bool = False, fix: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     argv = [*(NOBODY if as_nobody else []), "bash", str(SCRIPT), who, str(listed)]
+    argv += [fix] if fix else []
     env = {"PATH": os.environ["PATH"], "LC_ALL": "C"}
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
 
@@ -34,7 +36,12 @@ def test_all_present_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_missing_packages_without_root_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("who", "fix"), [("flux", None), ("local-slurm", "sudo scripts/local-slurm start")]
+)
+def test_missing_packages_without_root_is_one_line_naming_the_fix(
+    who: str, fix: str | None
+) -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="tb-apt-") as folder:  # nobody reads it
@@ -42,11 +49,11 @@ def test_missing_packages_without_root_is_one_line_naming_the_fix(tmp_path: Path
         listed = Path(folder) / "packages.txt"
         listed.write_text("bash\ntopobind-no-such-package\n")
         listed.chmod(0o644)
-        done = apt_install("flux", listed, as_nobody=True)
+        done = apt_install(who, listed, as_nobody=True, fix=fix)
     assert done.returncode == 2 and done.stdout == "", done
     assert done.stderr == (
-        "flux: error: Debian packages missing: topobind-no-such-package; run 'sudo make flux' "
-        "(or apt-get install them as root)\n"
+        f"{who}: error: Debian packages missing: topobind-no-such-package; run "
+        f"'{fix or 'sudo make ' + who}' (or apt-get install them as root)\n"
     )
 
 
@@ -61,3 +68,22 @@ def test_setup_and_make_flux_share_it() -> None:
             f"scripts/{listed}" in text
         ), script
         assert "dpkg-query" not in text and "apt-get" not in text, script
+
+
+def listed(name: str) -> list[str]:
+    lines = (REPO / "scripts" / name).read_text().splitlines()
+    return [ln.split("#")[0].strip() for ln in lines if ln.split("#")[0].strip()]
+
+
+def test_local_slurm_and_numa_vm_setup_share_it() -> None:
+    """Their own copies of the loop are gone; the lists hold the packages they installed."""
+    slurm = (REPO / "scripts" / "local-slurm").read_text()
+    assert 'apt-install.sh" local-slurm "$repo/scripts/slurm-apt-packages.txt"' in slurm
+    numa = (REPO / "mk" / "numa-vm.mk").read_text()
+    assert "scripts/apt-install.sh numa-vm-setup scripts/numa-vm-apt-packages.txt" in numa
+    for text in (slurm, numa):
+        assert "dpkg-query" not in text and "apt-get" not in text
+    assert listed("slurm-apt-packages.txt") == ["slurm-wlm", "munge"]
+    assert listed("numa-vm-apt-packages.txt") == [
+        "qemu-system-x86", "linux-image-amd64", "busybox-static"
+    ]  # fmt: skip
