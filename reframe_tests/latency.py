@@ -9,13 +9,13 @@ C2CCheck: kernels/bin/c2c between two cores of one L3 domain (``same-l3``) or th
 cores of the first two L3 domains (``cross-l3``), chosen on the node by the probe;
 c2c_ns = the pair's median one-way latency.
 
-Cost model. LatencyCheck: per working-set size ``trials`` (3) x at least 0.1 s of dependent
-loads, plus building the random chain of the largest size (one pass over it); the largest
-size decides (default sizes 16K..1G). The quick tier (``-t quick``) measures two sizes,
-``quick_small`` (2M; '' leaves it out) and the rule's 4x the LLC (at least 256M), the latter
-capped at ``max_working_set`` (the site's ``settings:``; default 1G) with a warning when the
-cap is under the rule. C2CCheck: ``samples`` x 5000 round trips of one cache line
-(milliseconds); the quick tier runs ``quick_samples`` (3).
+Cost model. LatencyCheck: per working-set size ``trials`` (3) x at least ``min_time`` (0.1 s;
+the smoke tier's 0.01 s) of dependent loads, plus building the random chain of the largest
+size (one pass over it); the largest size decides (default sizes 16K..1G). The quick tier
+(``-t quick``) measures two sizes, ``quick_small`` (2M; '' leaves it out) and the rule's 4x
+the LLC (at least 256M), the latter capped at ``max_working_set`` (the site's ``settings:``;
+default 1G) with a warning when the cap is under the rule. C2CCheck: ``samples`` x 5000 round
+trips of one cache line (milliseconds); the quick tier runs ``quick_samples`` (3).
 """
 
 from __future__ import annotations
@@ -77,6 +77,9 @@ class LatencyCheck(TopobindCheck):
     #: measured beside it ('' for the largest only: validate --each-node's quick tier)
     max_working_set = variable(str, value="1G")
     quick_small = variable(str, value="2M")
+    #: seconds of dependent loads a trial at least (the kernel's --min-time; the smoke tier's
+    #: 0.01 cuts its fixed 3 x 0.1 s, and the calibration before them, to a tenth)
+    min_time = variable(float, value=0.1)
     tags = LATENCY_TAGS
 
     def tb_variant(self) -> str:
@@ -89,7 +92,8 @@ class LatencyCheck(TopobindCheck):
             "numactl --cpunodebind=0 --membind=0", topobind_cmd(), "run", args,
             *self.tb_launcher_args(), "--", str(kernels_dir() / "latency"),
         )  # fmt: skip
-        opts = ["--pages", str(self.pages), "--json", "latency.json"]
+        opts = ["--pages", str(self.pages), "--min-time", f"{self.min_time:g}", "--json",
+                "latency.json"]  # fmt: skip
         if self.sizes:
             opts = ["--sizes", str(self.sizes), *opts]
         elif quick_tier():

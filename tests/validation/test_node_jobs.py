@@ -225,6 +225,8 @@ def test_smoke_tier_is_the_quick_checks_at_their_smallest_size_judging_no_figure
     assert sets["StreamCheck.elements"] == "131072" and sets["DgemmCheck.n"] == "256"
     # the smoke size, not the quick tier's per-node one (5 repetitions of order 1024)
     assert sets["DgemmCheck.reps"] == "2"
+    # the latency chase's 3 trials of at least 0.01 s, not 0.1 s (0.3 s of a node's CPU a run)
+    assert sets["LatencyCheck.min_time"] == "0.01" and sets["LatencyCheck.sizes"] == "1M"
     assert any(n.startswith("smoke tier:") and "not performance" in n for n in out.notes)
 
 

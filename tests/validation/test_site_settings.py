@@ -101,6 +101,8 @@ def _site(tmp_path: Path, settings: str) -> Path:
         ("strict_load: maybe", "settings.strict_load: 'maybe': not a yes/no value"),
         ("HugepagesCheck.pages_1g_per_numa: -2", "give a whole number from -1 to"),
         ("LatencyCheck.max_working_set: 100K", "give a size from 1M"),
+        ("LatencyCheck.min_time: 0", "min_time: 0: give a number from 0.0001 to 100"),
+        ("LatencyCheck.min_time: fast", "min_time: 'fast': give a number from 0.0001"),
         ("calibrating: true", "no check has a variable 'calibrating'"),
     ],
 )  # fmt: skip
@@ -127,7 +129,8 @@ def test_site_check_refuses_a_setting_the_catalogue_does_not_take(
      "  each_node.node_budget: 90s\n  strict_load: true\n  pages: 2M\n  sanity_once: 'false'\n"
      "  HugepagesCheck.pages_1g_per_numa: -1\n  LatencyCheck.quick_small: ''\n"
      "  LatencyCheck.sizes: 2M,64M\n  HplCheck.mem_fraction: 0.4\n  DgemmCheck.n: 8192\n"
-     "  StreamCheck.max_bytes_per_run: 16GiB\n  C2CCheck.samples: 7\n"],
+     "  StreamCheck.max_bytes_per_run: 16GiB\n  C2CCheck.samples: 7\n"
+     "  LatencyCheck.min_time: 0.01\n"],
 )  # fmt: skip
 def test_legitimate_settings_and_a_site_without_them_are_valid(
     settings: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

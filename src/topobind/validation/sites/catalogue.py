@@ -177,6 +177,8 @@ CHECK_VARIABLES: dict[str, dict[str, SettingSpec]] = {
         "pages": SettingSpec("choice", choices=PAGES),
         "max_working_set": SettingSpec("size", LATENCY_MIN_WORKING_SET, MAX_BYTES),
         "quick_small": SettingSpec("size", 4096, MAX_BYTES, empty=True),
+        # the kernel's --min-time bounds (kernels/latency.c)
+        "min_time": SettingSpec("number", 1e-4, 100),
     },
     "C2CCheck": {
         "samples": SettingSpec("count", 1, MAX_COUNT),
