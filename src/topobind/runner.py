@@ -88,13 +88,7 @@ def run_process(
         for s, h in old.items():
             signal.signal(s, h)
         if proc is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)  # nothing left running
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=5)
+            _reap(proc)
     _pass_on_late_signal(got, proc.returncode, old)
     return subprocess.CompletedProcess(list(argv), proc.returncode, _text(out), _text(err))
 
@@ -149,6 +143,17 @@ def _pass_on_late_signal(got: list[int], returncode: int, old: dict[int, object]
         signal.raise_signal(got[-1])
 
 
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    """Kill what is left of ``proc``'s session, close its pipes and collect it (5 s at most)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # nothing left running
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+
+
 #: the most a short tool may print on each of stdout and stderr (the 384-PU node's lstopo XML
 #: is 0.3 MiB; a flux R of 16 MiB is refused by its reader)
 CAPTURE_LIMIT = 64 << 20
@@ -180,13 +185,7 @@ def capture(
     except subprocess.TimeoutExpired as exc:
         raise TopobindError(f"{what} did not finish within {timeout:g} s") from exc
     finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # nothing left running
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
+        _reap(proc)
     return status, out.decode(errors="replace"), err.decode(errors="replace")
 
 
