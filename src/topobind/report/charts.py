@@ -260,6 +260,18 @@ def _runs_per_host(g: FleetGroup) -> str:
     return f"{min(runs)}-{max(runs)}" if len(runs) > 1 else str(runs.pop())
 
 
+def _hosts_frame(
+    report: Report, g: FleetGroup, ax: Any, fig: Any, named: list[HostStats], slow: list[HostStats]
+) -> None:
+    """The title, legend and slow-host panel both per-host pictures share."""
+    ax.set_title(
+        f"{g.kernel} per host: {fmt.plural(len(g.hosts), 'host')} x {_runs_per_host(g)} runs, "
+        f"{len(slow)} slow{_where(g)}{_tag(report)}"
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5)
+    _side_panel(ax, fig, _slow_rows(g, named, slow), "slow hosts vs fleet:", SLOW_COLOUR)
+
+
 def host_medians_picture(report: Report, g: FleetGroup) -> Picture:
     """The per-host picture of a big fleet (more than :data:`MAX_HOST_COLUMNS` hosts): the
     ECDF of the host medians (one point a host), the fleet median and the slow threshold as
@@ -288,10 +300,7 @@ def host_medians_picture(report: Report, g: FleetGroup) -> Picture:
     arrow = "higher is better →" if g.higher_is_better else "← lower is better"
     ax.set_xlabel(f"host median of {metric_label(g.kernel, g.metric)} [{g.unit}]   ({arrow})")
     ax.xaxis.set_major_formatter(_value_formatter())
-    ax.set_title(f"{g.kernel} per host: {fmt.plural(n, 'host')} x {_runs_per_host(g)} runs, "
-                 f"{len(slow)} slow{_where(g)}{_tag(report)}")  # fmt: skip
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5)
-    _side_panel(ax, fig, _slow_rows(g, named, slow), "slow hosts vs fleet:", SLOW_COLOUR)
+    _hosts_frame(report, g, ax, fig, named, slow)
     return Picture(
         filename=f"hosts-{g.slug}.png",
         title=f"{g.kernel}: host medians{_where(g)}",
@@ -323,12 +332,7 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
     better = "higher" if g.higher_is_better else "lower"
     ax.set_ylabel(f"{metric_label(g.kernel, g.metric)} [{g.unit}]  ({better} is better)")
     ax.yaxis.set_major_formatter(_value_formatter())
-    ax.set_title(
-        f"{g.kernel} per host: {fmt.plural(n, 'host')} x {_runs_per_host(g)} runs, "
-        f"{len(slow)} slow{_where(g)}{_tag(report)}"
-    )
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5)
-    _side_panel(ax, fig, _slow_rows(g, named, slow), "slow hosts vs fleet:", SLOW_COLOUR)
+    _hosts_frame(report, g, ax, fig, named, slow)
     return Picture(
         filename=f"hosts-{g.slug}.png",
         title=f"{g.kernel}: spread per host{_where(g)}",
