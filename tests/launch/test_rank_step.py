@@ -603,3 +603,5 @@ def test_the_writer_refuses_a_control_byte_and_too_many_fields() -> None:
     ]:
         with pytest.raises(TopobindError, match=why):
             step_text("x", [Section(("*",), plan)], env=extra)
+    with pytest.raises(TopobindError, match="line 3 would hold the control character"):
+        step_text("x", [Section(("*",), plan)], sample=("/tmp/a\nb", 10))

@@ -74,6 +74,13 @@ def step_text(
         lines += _rank_lines(s.plan, s.masks, env or {})
     if any("\t%mem=" in ln or "\t%thp=" in ln or "\t%preload=" in ln for ln in lines[1:]):
         lines = [RANK_STEP_HEADER_MEM, *lines[1:]]
+    for i, line in enumerate(lines, 1):  # comments, host names, the sample directory too
+        bad = _CONTROL.search(line.replace("\t", " "))
+        if bad:
+            raise TopobindError(
+                f"the step file's line {i} would hold the control character "
+                f"{bad.group()!r} ({line[:40]!r}); the readers refuse it: rename what holds it"
+            )
     return "\n".join(lines) + "\n"
 
 
