@@ -10,6 +10,9 @@ import contextlib
 import io
 
 import pytest
+from fuzzing import fuzz
+from hypothesis import given
+from hypothesis import strategies as st
 
 from topobind.cli.commands import run as run_cmd
 from topobind.launch.run import Verdict
@@ -85,3 +88,22 @@ def test_node_lists_are_natural_hostlists_and_bounded() -> None:
     lines = hostlist.grouped((r, "node1", f"row {r}") for r in range(1000))
     assert len(lines) == hostlist.MAX_GROUPS + 1
     assert lines[-1] == "... and 980 more kinds of rows (980 ranks)"
+
+
+@fuzz(200)
+@given(
+    names=st.lists(
+        st.tuples(st.sampled_from(["node", "n", "gpu-", "login"]), st.integers(0, 300),
+                  st.booleans()).map(lambda t: f"{t[0]}{t[1]:03d}" if t[2] else f"{t[0]}{t[1]}"),
+        max_size=400,
+    )
+)  # fmt: skip
+def test_shown_node_lists_expand_back_or_say_how_many(names: list[str]) -> None:
+    """Whatever the names: a list that fits expands back to the same nodes; one that does
+    not is cut at about MAX_SHOWN characters and says how many nodes it had."""
+    text = hostlist.shown(names)
+    unique = set(names)
+    if text.endswith(" nodes)"):
+        assert len(text) <= hostlist.MAX_SHOWN + 30 and f"({len(unique):,} nodes)" in text
+    else:
+        assert set(hostlist.expand(text)) == unique if unique else text == ""
