@@ -116,6 +116,9 @@ static char *read_plan(const char *path)
     }
     close(fd);
     buf[got] = '\0';
+    char err[512];
+    if (tb_step_check_text(buf, (size_t)got, err, sizeof err) != 0)
+        fail("%s: %s", path, err);
     return buf;
 }
 
@@ -132,11 +135,17 @@ static tb_step_choice choose(char *text, const char *path, const char *host, lon
     return c; /* c.line NULL: no line for this rank on this host */
 }
 
-/* The step library's way into this process's environment (LD_PRELOAD: the shim first). */
+/* The step library's way into this process's environment (LD_PRELOAD: the shim first): the
+ * variables gathered and exported at once (tb_step_vars: linear in their number), those
+ * before a prepended one exported first (it reads what they set). */
 static int export_env(void *ctx, const char *name, const char *value, int prepend, char *err,
                       size_t errlen)
 {
-    (void)ctx;
+    tb_step_vars *vars = ctx;
+    if (!prepend)
+        return tb_step_vars_add(vars, name, value, err, errlen);
+    if (tb_step_vars_export(vars, err, errlen) != 0)
+        return -1;
     char buf[8192];
     const char *old = prepend ? getenv(name) : NULL;
     if (old && *old) {
@@ -157,7 +166,9 @@ static int export_env(void *ctx, const char *name, const char *value, int prepen
 static void export_line(char *line, long rank)
 {
     char err[512];
-    if (tb_step_apply(line, export_env, NULL, err, sizeof err) != 0)
+    tb_step_vars vars = {0};
+    if (tb_step_apply(line, export_env, &vars, err, sizeof err) != 0 ||
+        tb_step_vars_export(&vars, err, sizeof err) != 0)
         fail("local rank %ld: %s", rank, err);
 }
 
@@ -663,6 +674,8 @@ int main(int argc, char **argv)
         start_sampler(&c, rank, host);
     execvp(argv[prog], argv + prog);
     int err = errno;
-    fprintf(stderr, "topobind: error: cannot run %s: %s\n", argv[prog], strerror(err));
+    fprintf(stderr, "topobind: error: cannot run %s: %s%s\n", argv[prog], strerror(err),
+            err == E2BIG ? " (a variable over 128 KiB, or arguments and environment over the "
+                           "kernel's bound: pass less)" : "");
     return err == ENOENT ? 127 : 126;
 }

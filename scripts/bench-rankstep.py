@@ -11,6 +11,10 @@ rank 1 of 2) and, when the git history has it (BEFORE_REV, default: the last com
 `rank-exec` in src/topobind/launch/build.py), `python-rank-exec` (the Python step it replaced).
 Targets: the step adds at most 2 ms and 30 file-system calls per rank. The projection to
 128 ranks x 1,000 nodes multiplies the step's cost by 128,000 ranks.
+
+Many variables on one line (issue 47: 10,000 / 20,000 / 40,000 took 0.5 / 1.7 / 7.1 s, a
+setenv each): rankexec with lines of VARS_COUNTS variables, the median of VARS_REPEAT starts
+each; target: linear, the cost a variable at 40,000 at most twice that at 10,000.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ TARGET_MS = 2.0
 TARGET_CALLS = 30
 RANKS = 128 * 1000
 PROGRAM = shutil.which("true") or "/bin/true"
+VARS_COUNTS = (10_000, 20_000, 40_000)
+VARS_REPEAT = int(os.environ.get("BENCH_VARS_REPEAT", "7"))
+VARS_TARGET_RATIO = 2.0
 STEP = """topobind-rankexec 1
 @*
 0\tOMP_NUM_THREADS=2\tOMP_PLACES={0},{1}\tOMP_PROC_BIND=close\tTOPOBIND_LAYOUT=compact
@@ -96,6 +103,27 @@ def before_rank_exec(tmp: Path) -> list[str] | None:
             "rank-exec", "--plan", str(tmp / "plan.json"), "--"]  # fmt: skip
 
 
+def many_variables(rankexec: str, tmp: Path) -> dict[str, object]:
+    """rankexec's wall time for one line of N variables, N in VARS_COUNTS."""
+    ms: dict[str, float] = {}
+    for n in VARS_COUNTS:
+        step = tmp / f"vars-{n}.txt"
+        step.write_text("topobind-rankexec 1\n@*\n0\t" + "\t".join(f"V{i}={i}" for i in range(n)))
+        step.chmod(0o600)
+        argv = [rankexec, str(step), "--", PROGRAM]
+        ms[str(n)] = wall_ms(argv, {"PATH": os.environ["PATH"]}, VARS_REPEAT)["median_ms"]
+        print(f"rankexec, one line of {n:,} variables: {ms[str(n)]:.1f} ms (median)")
+    lo, hi = VARS_COUNTS[0], VARS_COUNTS[-1]
+    ratio = (ms[str(hi)] / hi) / (ms[str(lo)] / lo)
+    return {
+        "repeat": VARS_REPEAT,
+        "median_ms": ms,
+        "per_variable_ratio": round(ratio, 2),
+        "target_ratio": VARS_TARGET_RATIO,
+        "meets_target": ratio <= VARS_TARGET_RATIO,
+    }
+
+
 def main() -> int:
     from topobind.fsutil import atomic_write_text
     from topobind.measure.programs import find_kernel
@@ -132,6 +160,7 @@ def main() -> int:
                 f"{name}: {results[name]['wall']['median_ms']:.3f} ms per rank (median), "  # type: ignore[index]
                 f"{results[name]['fs_calls']['total']} file-system calls"  # type: ignore[index]
             )
+        out["many_variables"] = many_variables(rankexec, tmp)
     bare, step_r = results["bare"], results["rankexec"]
     added_ms = step_r["wall"]["median_ms"] - bare["wall"]["median_ms"]  # type: ignore[index]
     added_calls = step_r["fs_calls"]["total"] - bare["fs_calls"]["total"]  # type: ignore[index]

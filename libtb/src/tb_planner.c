@@ -1,5 +1,6 @@
 /* tb_planner.c - the node's planner command, run once a node by a plugin (see tb/planner.h). */
 #include "tb/planner.h"
+#include "tb/step.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +23,8 @@ static double now_ms(void)
 /* Read the child PID's stdout OUT (the step file, into *TEXT, malloc'd, at most
  * TB_PLANNER_MAX bytes) and stderr ERR (its message, into MSG) until both close, killing it
  * past TB_PLANNER_TIMEOUT_MS or the size bound; 0, or -1 with MSG saying why. */
-static int collect(int out, int err, pid_t pid, char **text, char *msg, size_t msglen)
+static int collect(int out, int err, pid_t pid, char **text, size_t *text_len, char *msg,
+                   size_t msglen)
 {
     size_t cap = 65536, len = 0, mlen = 0;
     char *buf = malloc(cap);
@@ -80,6 +82,7 @@ done:
     if (buf)
         buf[len] = '\0';
     *text = buf;
+    *text_len = len;
     return rc;
 }
 
@@ -188,7 +191,8 @@ int tb_planner_run(tb_argv *a, const tb_planner_how *how, char **text, char *err
     close(out[1]);
     close(err[1]);
     char msg[1024];
-    int rc = collect(out[0], err[0], pid, text, msg, sizeof msg);
+    size_t len = 0;
+    int rc = collect(out[0], err[0], pid, text, &len, msg, sizeof msg);
     close(out[0]);
     close(err[0]);
     int status = 0;
@@ -209,6 +213,11 @@ int tb_planner_run(tb_argv *a, const tb_planner_how *how, char **text, char *err
         snprintf(errline, errlen, "topobind: error: %s printed no version-2 or 3 step file (a "
                  "topobind older than this plugin? it needs 'plan --format rankexec')",
                  a->argv[0]);
+        rc = -1;
+    }
+    char bad[512]; /* a control byte (a NUL would cut a task's line short): the file's rule */
+    if (rc == 0 && how->step_file && tb_step_check_text(*text, len, bad, sizeof bad) != 0) {
+        snprintf(errline, errlen, "topobind: error: %s's step file, %s", a->argv[0], bad);
         rc = -1;
     }
     if (rc != 0) {

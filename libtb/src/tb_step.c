@@ -11,7 +11,40 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <stdint.h>
 #include <unistd.h>
+
+extern char **environ;
+
+static const char *control_name(unsigned char ch)
+{
+    switch (ch) {
+    case 0: return " (NUL)";
+    case '\r': return " (CR: a DOS line ending?)";
+    case 0x1b: return " (ESC)";
+    case 0x7f: return " (DEL)";
+    default: return "";
+    }
+}
+
+int tb_step_check_text(const char *text, size_t len, char *err, size_t errlen)
+{
+    long line = 1;
+    size_t start = 0; /* where the line begins */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (ch == '\n') {
+            line++;
+            start = i + 1;
+        } else if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
+            snprintf(err, errlen, "line %ld, column %zu: control byte 0x%02x%s; a step file holds "
+                     "text, a TAB between fields and a newline after each line: write it again "
+                     "with topobind", line, i - start + 1, ch, control_name(ch));
+            return -1;
+        }
+    }
+    return 0;
+}
 
 /* Does the "@a,b,c" group line name this host (its name, or its name up to the first '.')? */
 static int names_host(const char *list, const char *host)
@@ -115,6 +148,13 @@ int tb_step_choose(char *text, const char *host, long rank, tb_step_choice *out,
 
 int tb_step_fields(char *line, tb_step_field_fn fn, void *ctx, char *err, size_t errlen)
 {
+    long fields = 0; /* counted before any is applied: a line over the bound applies nothing */
+    for (const char *t = strchr(line, '\t'); t; t = strchr(t + 1, '\t'))
+        if (++fields > TB_STEP_MAX_FIELDS) {
+            snprintf(err, errlen, "the line has more than %d fields (the bound of a step-file "
+                     "line); plan fewer variables a rank", TB_STEP_MAX_FIELDS);
+            return -1;
+        }
     char *save = NULL;
     char *tok = strtok_r(line, "\t", &save); /* the rank number */
     while ((tok = strtok_r(NULL, "\t", &save))) {
@@ -308,6 +348,90 @@ int tb_step_thp(const char *value, char *err, size_t errlen)
         snprintf(err, errlen, "cannot turn transparent huge pages off: %s", strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+/* ------------------------------------------------------------ variables, at once */
+int tb_step_vars_add(tb_step_vars *v, const char *name, const char *value, char *err,
+                     size_t errlen)
+{
+    size_t nl = strlen(name), vl = strlen(value);
+    char *kv = malloc(nl + vl + 2);
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 64;
+        char **bigger = kv ? realloc(v->add, cap * sizeof *bigger) : NULL;
+        if (bigger) {
+            v->add = bigger;
+            v->cap = cap;
+        }
+    }
+    if (!kv || v->n == v->cap) {
+        free(kv);
+        snprintf(err, errlen, "out of memory for the variable %.40s", name);
+        return -1;
+    }
+    memcpy(kv, name, nl);
+    kv[nl] = '=';
+    memcpy(kv + nl + 1, value, vl + 1);
+    v->add[v->n++] = kv;
+    return 0;
+}
+
+static uint64_t name_hash(const char *kv, size_t *len)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the name, up to its '=' */
+    size_t n = 0;
+    for (; kv[n] && kv[n] != '='; n++)
+        h = (h ^ (unsigned char)kv[n]) * 1099511628211ULL;
+    *len = n;
+    return h;
+}
+
+/* The slot of KV's name in TABLE (SIZE slots, a power of two, holding index + 1 into ADD,
+ * 0 free): the slot that holds it, or the free one where it goes. */
+static size_t slot_of(const size_t *table, size_t size, char *const *add, const char *kv)
+{
+    size_t len;
+    size_t s = (size_t)name_hash(kv, &len) & (size - 1);
+    while (table[s]) {
+        const char *other = add[table[s] - 1];
+        if (strncmp(other, kv, len) == 0 && other[len] == '=')
+            return s;
+        s = (s + 1) & (size - 1);
+    }
+    return s;
+}
+
+int tb_step_vars_export(tb_step_vars *v, char *err, size_t errlen)
+{
+    if (!v->n)
+        return 0;
+    size_t size = 64, old = 0;
+    while (size < 2 * v->n)
+        size *= 2;
+    while (environ && environ[old])
+        old++;
+    size_t *table = calloc(size, sizeof *table);
+    char **env = malloc((old + v->n + 1) * sizeof *env);
+    if (!table || !env) {
+        free(table);
+        free(env);
+        snprintf(err, errlen, "out of memory for %zu variables", v->n);
+        return -1;
+    }
+    for (size_t i = 0; i < v->n; i++) /* the last of a name wins */
+        table[slot_of(table, size, v->add, v->add[i])] = i + 1;
+    size_t k = 0;
+    for (size_t j = 0; j < old; j++)
+        if (!strchr(environ[j], '=') || !table[slot_of(table, size, v->add, environ[j])])
+            env[k++] = environ[j];
+    for (size_t i = 0; i < v->n; i++)
+        if (table[slot_of(table, size, v->add, v->add[i])] == i + 1)
+            env[k++] = v->add[i];
+    env[k] = NULL;
+    environ = env; /* the old array and the replaced strings stay: the process execs soon */
+    free(table);
+    v->n = 0;
     return 0;
 }
 

@@ -195,3 +195,28 @@ def test_repeat_prints_a_progress_line_per_run_and_none_with_quiet(tmp_path: Pat
     quiet = bench("stream", "--repeat", "2", "-q", "--results", "r", *kernel_args, cwd=tmp_path)
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     assert "over 2 run(s)" in quiet.stdout
+
+
+def test_a_stream_in_the_cache_says_so_on_the_console(tmp_path: Path) -> None:
+    """Issue 47: `bench stream -- --elements 1M` printed `stream triad 47863.7 MB/s` and no
+    word that the arrays fit in the cache (the JSON knew: elements_at_least_4x_llc false)."""
+    from dataclasses import replace
+
+    from topobind.bench.runs import BenchRun, caveats, summary_text
+
+    params = {"elements_at_least_4x_llc": False, "llc_bytes_total": 32 << 20,
+              "bytes_per_array": 8_000_000, "array_elements": 1_000_000}  # fmt: skip
+    (line,) = caveats("stream", params)
+    assert line == (
+        "caveat: each array (7.6 MiB) is under 4x the last-level cache (32.0 MiB): a cache's "
+        "bandwidth, not memory's; give --elements 16777216 or more"
+    )
+    big = {**params, "elements_at_least_4x_llc": True}
+    assert caveats("stream", big) == [] and caveats("dgemm", params) == []
+    assert caveats("stream", {**params, "llc_bytes_total": 0}) == []  # LLC unknown: no claim
+    doc = json.loads((Path(__file__).parent / "data" / "stream-in-cache.json").read_text())
+    from topobind.measure.results import result_from_document
+
+    result = replace(result_from_document(doc), params=params)
+    text = summary_text([BenchRun(tmp_path / "r.json", result)])
+    assert text.splitlines()[1] == line

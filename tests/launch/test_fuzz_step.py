@@ -269,3 +269,86 @@ def test_slurm_core_lists(text: str, ncores: int) -> None:
         assert "\n" not in str(err.value) and str(err.value).startswith("--slurm-cores ")
     else:
         assert core_ids(text, ncores) == want
+
+
+# ------------------------------------------------- the step file's bytes: control bytes, long lines
+CONTROL = [chr(c) for c in range(0x20) if c not in (9, 10)] + ["\x7f"]
+clean_text = st.text(alphabet="abcXYZ019=_,-%{}/ é\t", max_size=30)
+
+
+def _position(text: str, at: int) -> tuple[int, int]:
+    """The 1-based line and column (in bytes) of the character at ``at``."""
+    before = text[:at].encode()
+    return before.count(b"\n") + 1, len(before) - (before.rfind(b"\n") + 1) + 1
+
+
+@pytest.mark.skipif(not RANKEXEC.exists(), reason="make kernels")
+@fuzz(80)
+@given(
+    value=clean_text,
+    byte=st.sampled_from(CONTROL),
+    where=st.integers(0, 200),
+    filler=st.integers(0, 3000),
+)
+@example(value="1", byte="\x00", where=21, filler=0)  # 0<NUL><TAB>%cpus=... (issue 47)
+@example(value="a\x00b", byte="\x00", where=10**6, filler=0)  # X=a<NUL>b: %mem= was dropped
+@example(value="1", byte="\r", where=10**6, filler=0)  # a DOS line ending
+def test_a_control_byte_anywhere_is_refused_with_its_line_and_column(
+    tmp_path_factory: pytest.TempPathFactory, value: str, byte: str, where: int, filler: int
+) -> None:
+    """Issue 47: `0<NUL><TAB>%cpus=1<TAB>X=1` ran the rank unbound with exit 0 (the NUL ended
+    the line). Any byte 0x00-0x1f but TAB and newline, or 0x7f, anywhere in the file (header,
+    group, rank, name, value; a line of thousands of fields): one line naming the file, the
+    line and the column, exit 125, the program not run. Without it the line applies."""
+    tmp = tmp_path_factory.mktemp("bytes")
+    pad = "".join(f"\tP{i}=v" for i in range(filler))  # a long line
+    text = f"topobind-rankexec 3\n@*\n0\t%thp=off\tX={value}{pad}\tY=end\n"
+    at = min(where, len(text) - 1)
+    bad = text[:at] + byte + text[at:] if "\x00" not in value else text
+    first = next(i for i, c in enumerate(bad) if c in CONTROL)
+    step = tmp / "step.txt"
+    step.write_bytes(bad.encode())
+    step.chmod(0o600)
+    out = subprocess.run(
+        [str(RANKEXEC), str(step), "sh", "-c", 'echo "$Y"'],
+        capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"]},
+    )  # fmt: skip
+    line, column = _position(bad, first)
+    assert out.returncode == 125 and out.stdout == "", out
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith(
+        f"topobind rankexec: error: {step}: line {line}, column {column}: control byte "
+        f"0x{ord(bad[first]):02x}"
+    ), out.stderr
+
+
+@pytest.mark.skipif(not RANKEXEC.exists(), reason="make kernels")
+@fuzz(15)
+@given(count=st.integers(1, 3000), size=st.integers(0, 20000), clean=clean_text)
+@example(count=1, size=200_000, clean="x")
+def test_long_lines_and_long_values_apply_whole(
+    tmp_path_factory: pytest.TempPathFactory, count: int, size: int, clean: str
+) -> None:
+    """A line of many fields or a value of many bytes, without a control byte: every
+    variable reaches the program (the last of a name wins), nothing is cut; a value exec
+    cannot pass (128 KiB a string) is one line, exit 126."""
+    tmp = tmp_path_factory.mktemp("long")
+    value = clean.replace("\t", "") + "v" * size
+    names = [f"V{i % max(1, count // 2)}" for i in range(count)]  # repeated names
+    fields = [f"{n}={i}" for i, n in enumerate(names)] + [f"BIG={value}"]
+    step = tmp / "step.txt"
+    step.write_text("topobind-rankexec 1\n@*\n0\t" + "\t".join(fields) + "\n")
+    step.chmod(0o600)
+    out = subprocess.run(
+        [str(RANKEXEC), str(step), "env"], capture_output=True, text=True, timeout=60,
+        env={"PATH": os.environ["PATH"], "V0": "old"},
+    )  # fmt: skip
+    if len(f"BIG={value}".encode()) >= 128 * 1024:  # MAX_ARG_STRLEN: exec refuses it
+        assert out.returncode == 126 and out.stderr.count("\n") == 1, out
+        assert "Argument list too long (a variable over 128 KiB" in out.stderr
+        return
+    assert out.returncode == 0, out.stderr
+    env = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+    last = {n: str(i) for i, n in enumerate(names)}
+    assert {n: env.get(n) for n in last} == last
+    assert env["BIG"] == value and out.stdout.count("\nV0=") + out.stdout.startswith("V0=") == 1

@@ -442,13 +442,14 @@ def test_port_in_use_is_a_clear_error(own_dir: Path) -> None:
 def test_bad_node_counts(own_dir: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env["TOPOBIND_SLURM_DIR"] = str(own_dir)
-    for bad in ("0", "65", "abc", "07", "-1", "1 2"):
-        out = subprocess.run([str(SCRIPT), "start", "--nodes", bad], capture_output=True,
-                             text=True, timeout=30, env=env)  # fmt: skip
-        assert out.returncode == 1 and out.stderr == (
-            f"local-slurm: error: --nodes {bad}: give a whole number of nodes from 1 to 64; "
-            "nothing started\n"
-        )
+    for bad in ("0", "65", "abc", "07", "-1", "1 2", ""):  # '' started 1 node (issue 47)
+        for argv in (["--nodes", bad], [f"--nodes={bad}"]):
+            out = subprocess.run([str(SCRIPT), "start", *argv], capture_output=True,
+                                 text=True, timeout=30, env=env)  # fmt: skip
+            assert out.returncode == 1 and out.stderr == (
+                f"local-slurm: error: --nodes {bad or repr('')}: give a whole number of nodes "
+                "from 1 to 64; nothing started\n"
+            )
     assert not own_dir.exists() and _pids_with(f"{own_dir}/") == []  # nothing started
     for bad in ("node0", "node65", "nodeX"):
         out = subprocess.run([str(SCRIPT), "kill-node", bad], capture_output=True, text=True,

@@ -546,3 +546,62 @@ def test_the_writer_never_gives_a_host_two_sections() -> None:
     for hosts in (("*",), ("b", "a")):
         with pytest.raises(TopobindError, match="two sections"):
             step_text("x", [Section(("a", "*"), plan), Section(hosts, plan)])
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (b"0\x00\t%cpus=1\tX=1\n", "line 3, column 2: control byte 0x00 (NUL)"),
+        (b"0\tX=a\x00b\t%mem=bind:0\n", "line 3, column 6: control byte 0x00 (NUL)"),
+        (b"0\tX=1\r\n", "line 3, column 6: control byte 0x0d (CR"),
+        (b"0\tX=\x1b[31m\n", "line 3, column 5: control byte 0x1b (ESC)"),
+    ],
+)
+def test_a_nul_or_control_byte_is_refused_before_anything_applies(
+    tmp_path: Path, body: bytes, where: str
+) -> None:
+    """Issue 47: the NUL ended the rank's line: `0<NUL>...` ran the rank unbound with exit 0,
+    `X=a<NUL>b` dropped the fields after it, %mem= included."""
+    path = tmp_path / "rankexec.txt"
+    path.write_bytes(b"topobind-rankexec 3\n@*\n" + body)
+    path.chmod(0o600)
+    marker = tmp_path / "ran"
+    out = rankexec(path, "touch", str(marker))
+    assert out.returncode == 125 and not marker.exists(), out
+    assert out.stderr.startswith(f"topobind rankexec: error: {path}: {where}"), out.stderr
+    assert out.stderr.count("\n") == 1 and "write it again with topobind" in out.stderr
+
+
+def test_a_line_of_40000_variables_applies_and_one_over_the_bound_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Issue 47: variables cost the square of their number (setenv each). 40,000 reach the
+    program; a line over TB_STEP_MAX_FIELDS (65,536) is refused whole, one line, nothing
+    applied (the time is `make bench-rankstep`'s, not a test's)."""
+    from topobind.launch.step_file import MAX_FIELDS
+
+    many = "\t".join(f"V{i}={i}" for i in range(40_000))
+    out = rankexec(step_file(tmp_path, f"@*\n0\t{many}\tV7=last\n"), "env")
+    env = dict(line.split("=", 1) for line in out.stdout.splitlines())
+    assert out.returncode == 0 and env["V39999"] == "39999" and env["V7"] == "last", out.stderr
+    assert out.stdout.count("V7=") == 1
+    over = "\t".join(f"V{i}={i}" for i in range(MAX_FIELDS + 1))
+    marker = tmp_path / "ran"
+    out = rankexec(step_file(tmp_path, f"@*\n0\t{over}\n"), "touch", str(marker))
+    assert out.returncode == 125 and not marker.exists() and out.stderr.count("\n") == 1
+    assert "the line has more than 65536 fields" in out.stderr
+
+
+def test_the_writer_refuses_a_control_byte_and_too_many_fields() -> None:
+    from topobind.errors import TopobindError
+    from topobind.launch.step_file import MAX_FIELDS, Section, step_text
+
+    plan = plan_of(load("synthetic:pack:1 core:2 pu:1"), "compact", ranks=2)
+    for extra, why in [
+        ({"X": "a\x00b"}, "without control characters"),
+        ({f"V{i}": "1" for i in range(MAX_FIELDS)}, "more than the step file's 65,536"),
+    ]:
+        with pytest.raises(TopobindError, match=why):
+            step_text("x", [Section(("*",), plan)], env=extra)
+    with pytest.raises(TopobindError, match="line 3 would hold the control character"):
+        step_text("x", [Section(("*",), plan)], sample=("/tmp/a\nb", 10))

@@ -322,7 +322,12 @@ def srun_with_planner(
     planner never writes on this machine (a CPU it lacks; memory fields of several NUMA
     nodes). The file is restored after the step."""
     planner = tmp_path / "planner"
-    text = step_file.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t")
+    text = (
+        step_file.replace("\\", "\\\\")
+        .replace("\n", "\\n")
+        .replace("\t", "\\t")
+        .replace("\x00", "\\000")
+    )
     planner.write_text(f"#!/bin/sh\nprintf '{text.replace('%', '%%')}'\n")
     planner.chmod(0o755)
     stack = cluster.state_dir / "plugstack.conf"
@@ -348,6 +353,21 @@ def test_a_cpu_the_task_cannot_use_fails_it(spank3: SlurmCluster, tmp_path: Path
         "topobind: error: local task 0: CPU 1000 of the planned CPUs 0,1000 is outside the CPUs "
         "this task may use here" in out.stderr
     )
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_a_nul_in_the_planners_step_file_fails_the_step(
+    spank3: SlurmCluster, tmp_path: Path
+) -> None:
+    """Issue 47: a NUL ended a task's line (`0<NUL><TAB>%cpus=1`: the task ran unbound). The
+    plugins' plan reader takes the step file's rule (tb_step_check_text): one line naming
+    the line and column, the step fails, nothing runs."""
+    step = "topobind-rankexec 2\n@*\n0\x00\t%cpus=0\tOMP_NUM_THREADS=1\n"
+    out = srun_with_planner(spank3, tmp_path, step, "-N1", "-n1", "--topobind=spread",
+                            "echo", "ran")  # fmt: skip
+    assert out.returncode != 0 and "ran" not in out.stdout, out
+    assert "step file, line 3, column 2: control byte 0x00 (NUL)" in out.stderr, out.stderr
 
 
 @pytest.mark.slow

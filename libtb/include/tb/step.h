@@ -13,6 +13,14 @@
 #include <stddef.h>
 
 #define TB_STEP_MAX_SAMPLE_MS 600000 /* topobind run --sample-ms: 0 .. 600000 */
+#define TB_STEP_MAX_FIELDS 65536      /* fields a rank's line (variables and % fields) */
+
+/* The bytes of a step file, TEXT's LEN bytes (a NUL included): text, a TAB between fields, a
+ * newline after each line; any other control byte (0x00-0x1f, 0x7f: NUL, CR, ESC, ...) is
+ * refused, -1 with ERR naming its line and column (1-based), before anything is read or
+ * applied (a NUL would end a line or a value early and drop the fields after it). The readers
+ * (rankexec on its file, the plugins on the planner's output) call it on what they read. */
+int tb_step_check_text(const char *text, size_t len, char *err, size_t errlen);
 
 typedef struct {
     char *line;       /* "RANK\tFIELD\tFIELD..." of the rank (points into the text), or NULL */
@@ -33,7 +41,8 @@ int tb_step_choose(char *text, const char *host, long rank, tb_step_choice *out,
 typedef int (*tb_step_field_fn)(void *ctx, const char *name, const char *value, int directive,
                                 char *err, size_t errlen);
 
-/* Walk the fields of LINE (cut in place). 0, or -1 with ERR. */
+/* Walk the fields of LINE (cut in place). 0, or -1 with ERR; a line of more than
+ * TB_STEP_MAX_FIELDS fields is refused before FN sees any. */
 int tb_step_fields(char *line, tb_step_field_fn fn, void *ctx, char *err, size_t errlen);
 
 /* The memory fields of version-3 lines (written by topobind's memory placement):
@@ -50,6 +59,20 @@ int tb_step_thp(const char *value, char *err, size_t errlen);
  * NAME already holds, before what the user set: LD_PRELOAD). 0, or -1 with ERR. */
 typedef int (*tb_step_setenv_fn)(void *ctx, const char *name, const char *value, int prepend,
                                  char *err, size_t errlen);
+
+/* Variables gathered for one export (tb_step_vars_add: "NAME=VALUE" copied), then put into
+ * this process's environment at once (tb_step_vars_export: a new environ, the environment's
+ * variables first, a gathered one replacing the one of its name, the last of a name winning;
+ * the gathered list emptied). Linear in the count, where a setenv(3) each scans the whole
+ * environment: the square of it (40,000 variables of a line: 7 s). Strings and arrays are
+ * kept until exec. 0, or -1 with ERR (out of memory). */
+typedef struct {
+    char **add;
+    size_t n, cap;
+} tb_step_vars;
+int tb_step_vars_add(tb_step_vars *v, const char *name, const char *value, char *err,
+                     size_t errlen);
+int tb_step_vars_export(tb_step_vars *v, char *err, size_t errlen);
 
 /* The per-rank step: apply the fields of a rank's LINE (cut in place) to the calling process,
  * in their order: %cpus= (tb_step_bind), %mem= (tb_step_mempolicy), %thp=off (tb_step_thp),

@@ -167,9 +167,27 @@ def summary_text(runs: Sequence[BenchRun]) -> str:
             f"{first.kernel} {h.metric} ({h.stat} per run, {h.unit}, {direction} is better) over "
             f"{s.n} run(s), {valid} valid: median {s.median:.6g}  best {s.best:.6g}  CV {cv}"
         )
+    lines += caveats(first.kernel, first.params)
     lines.append(f"layout {first.layout}, {first.ranks} rank(s) x {first.threads} thread(s)")
     lines.append(f"results: {len(runs)} file(s) in {where}/")
     return "\n".join(lines)
+
+
+def caveats(kernel: str, params: dict[str, object]) -> list[str]:
+    """What a figure does not say on its own and its result's params know, one short line
+    each: a STREAM whose arrays are under 4x the last-level cache measured the cache."""
+    if kernel != "stream" or params.get("elements_at_least_4x_llc") is not False:
+        return []
+    llc, size = params.get("llc_bytes_total"), params.get("bytes_per_array")
+    if not isinstance(llc, int) or not isinstance(size, int) or llc <= 0:
+        return []
+    need = -(-4 * llc // 8)  # elements a array of 4x the LLC (stream.c's min_elems)
+    mib = 1 << 20
+    return [
+        f"caveat: each array ({size / mib:.1f} MiB) is under 4x the last-level cache "
+        f"({llc / mib:.1f} MiB): a cache's bandwidth, not memory's; give --elements {need} "
+        "or more"
+    ]
 
 
 def stderr_progress(line: str) -> None:

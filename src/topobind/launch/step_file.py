@@ -27,6 +27,11 @@ RANK_STEP_HEADER_BIND = "topobind-rankexec 2"
 #: Version 3 adds the memory fields ``%mem=POLICY:NODES``, ``%thp=off``, ``%preload=LIB``
 #: (:func:`topobind.plan.memory.step_fields`); used only when a line has one.
 RANK_STEP_HEADER_MEM = "topobind-rankexec 3"
+#: Fields a rank's line may have after its rank (TB_STEP_MAX_FIELDS, libtb/include/tb/step.h).
+MAX_FIELDS = 65536
+#: Bytes a value may not hold: the readers refuse every control byte but the TAB between
+#: fields (tb_step_check_text), so a TAB, a newline, a NUL, a CR... is refused here first.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,13 @@ def step_text(
         lines += _rank_lines(s.plan, s.masks, env or {})
     if any("\t%mem=" in ln or "\t%thp=" in ln or "\t%preload=" in ln for ln in lines[1:]):
         lines = [RANK_STEP_HEADER_MEM, *lines[1:]]
+    for i, line in enumerate(lines, 1):  # comments, host names, the sample directory too
+        bad = _CONTROL.search(line.replace("\t", " "))
+        if bad:
+            raise TopobindError(
+                f"the step file's line {i} would hold the control character "
+                f"{bad.group()!r} ({line[:40]!r}); the readers refuse it: rename what holds it"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -93,10 +105,18 @@ def _rank_lines(
     for i, r in enumerate(plan.ranks):
         env = {**rank_env(plan, r.rank), **extra}
         for k, v in env.items():
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or "\t" in v or "\n" in v:
-                raise TopobindError(f"per-rank variable {k}={v!r} cannot be passed on")
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or _CONTROL.search(v):
+                raise TopobindError(
+                    f"per-rank variable {k[:40]}={v[:40]!r} cannot be passed on (a name of "
+                    "letters, digits and '_'; a value without control characters)"
+                )
         fields = [str(r.rank), *([f"%cpus={format_list(masks[i])}"] if masks is not None else [])]
         fields += _memory_fields(plan, r)
+        if len(fields) - 1 + len(env) > MAX_FIELDS:
+            raise TopobindError(
+                f"rank {r.rank}: {len(fields) - 1 + len(env):,} fields on its line, more than "
+                f"the step file's {MAX_FIELDS:,}; pass fewer variables"
+            )
         lines.append("\t".join([*fields, *(f"{k}={v}" for k, v in env.items())]))
     return lines
 

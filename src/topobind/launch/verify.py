@@ -289,20 +289,38 @@ def all_ok(rows: list[Row]) -> bool:
     return all(r.status in ("OK", "UNUSED") for r in rows)
 
 
+#: rows a table lists one a line; more are grouped (topobind.topo.hostlist.grouped)
+GROUP_AFTER = 16
+
+
 def table(rows: list[Row]) -> str:
-    lines = [
-        "CPU numbers are OS indexes; OK means on the planned CPU and bound to it.",
-        f"{'rank':>4} {'thread':>6}  {'host':<10} {'planned':<12} {'actual':>6}  "
-        f"{'affinity':<14} status",
-    ]
-    for r in rows:
+    """The rows, one a line; past GROUP_AFTER rows, identical rows once with their ranks and
+    nodes (``64 ranks, node[1-64]: ...``), those not OK first: bounded whatever the count."""
+    from topobind.topo.hostlist import grouped
+
+    def rest(r: Row) -> str:
         o = r.observed
         status = r.status + (f" ({r.reason})" if r.reason else "")
-        lines.append(
-            f"{r.rank:>4} {r.thread:>6}  {(o.host if o else '-'):<10} "
+        return (
             f"{format_list(r.planned) or '-':<12} {(str(o.cpu) if o else '-'):>6}  "
             f"{(format_list(o.affinity) if o else '-'):<14} {status}"
         )
+
+    lines = ["CPU numbers are OS indexes; OK means on the planned CPU and bound to it."]
+    if len(rows) > GROUP_AFTER:
+        order = sorted(rows, key=lambda r: (r.status in ("OK", "UNUSED"), r.rank, r.thread))
+        lines.append(f"{'ranks, nodes: thread':<20} {'planned':<12} {'actual':>6}  "
+                     f"{'affinity':<14} status")  # fmt: skip
+        lines += grouped(
+            (r.rank, r.observed.host if r.observed else "-", f"{r.thread:>6}  {rest(r)}")
+            for r in order
+        )
+    else:
+        lines.append(f"{'rank':>4} {'thread':>6}  {'host':<10} {'planned':<12} {'actual':>6}  "
+                     f"{'affinity':<14} status")  # fmt: skip
+        for r in rows:
+            o = r.observed
+            lines.append(f"{r.rank:>4} {r.thread:>6}  {(o.host if o else '-'):<10} {rest(r)}")
     unused = sum(1 for r in rows if r.status == "UNUSED")
     bad = sum(1 for r in rows if r.status not in ("OK", "UNUSED"))
     seen = len(rows) - unused

@@ -131,17 +131,25 @@ def table(rows: list[MemRow]) -> str:
 
 
 _Row = TypeVar("_Row", MemRow, "ProbeRow")
+#: ranks a table lists one a line; more are grouped (topobind.topo.hostlist.grouped)
+GROUP_AFTER = 16
 
 
 def _table(rows: Sequence[_Row], heads: str, cells: Callable[[_Row], str]) -> str:
     """The memory tables: rank, host and planned memory, the table's own columns (``heads``
     over ``cells`` of each row), the verdict."""
-    lines = [f"{'rank':>4}  {'host':<12} {'planned':<20} {heads} verdict"]
-    for r in rows:
+    from topobind.topo.hostlist import grouped
+
+    def rest(r: _Row) -> str:
         verdict = r.status + (f": {r.why}" if r.why else "")
-        lines.append(
-            f"{r.rank:>4}  {r.host[:12]:<12} {memory_text(r.planned):<20} {cells(r)} {verdict}"
-        )
+        return f"{memory_text(r.planned):<20} {cells(r)} {verdict}"
+
+    if len(rows) > GROUP_AFTER:  # many ranks: identical rows once, with their ranks and nodes
+        order = sorted(rows, key=lambda r: (r.status == "OK", r.rank))  # the others first
+        body = grouped((r.rank, r.host, rest(r)) for r in order)
+        return "\n".join([f"{'ranks, nodes:':<20} {'planned':<20} {heads} verdict", *body])
+    lines = [f"{'rank':>4}  {'host':<12} {'planned':<20} {heads} verdict"]
+    lines += [f"{r.rank:>4}  {r.host[:12]:<12} {rest(r)}" for r in rows]
     return "\n".join(lines)
 
 

@@ -106,9 +106,11 @@ def what(g: FleetGroup) -> str:
     return f"{g.metric}{stat}"
 
 
-def hosts_short(hosts: Sequence[str], limit: int = 3) -> str:
-    shown = ", ".join(hosts[:limit])
-    return shown + (f" and {len(hosts) - limit:,} more" if len(hosts) > limit else "")
+def hosts_short(hosts: Sequence[str], limit: int = 100) -> str:
+    """The hosts in Slurm's hostlist notation, natural order, about ``limit`` characters."""
+    from topobind.topo.hostlist import shown
+
+    return shown(hosts, limit)
 
 
 def intro_lines(report: Report) -> list[str]:

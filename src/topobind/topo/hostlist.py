@@ -1,6 +1,8 @@
 """Slurm host lists without Slurm: compress ``node1,node2,node3,node7`` to ``node[1-3,7]``
 and expand it back, the way ``scontrol show hostlist`` / ``hostnames`` write them
-(zero-padded numbers keep their width: ``n[01-02]``)."""
+(zero-padded numbers keep their width: ``n[01-02]``). Every node list topobind prints goes
+through :func:`shown` (natural order, hostlist notation, bounded length), and a table of many
+ranks through :func:`grouped` (identical rows once, with their ranks and nodes)."""
 
 from __future__ import annotations
 
@@ -108,3 +110,47 @@ def expand(text: str) -> list[str]:
                 )
             out += [f"{prefix}{i:0{width}d}{suffix}" for i in range(lo, hi + 1)]
     return out
+
+
+#: characters of a node list as topobind prints one (a line, whatever the node count)
+MAX_SHOWN = 200
+#: distinct rows a grouped table shows; the rest are counted in one line
+MAX_GROUPS = 20
+
+
+def natural_key(name: str) -> tuple[tuple[int, int | str, int], ...]:
+    """Sort key: ``node2`` before ``node10`` (digit runs compare as numbers)."""
+    return tuple(
+        (0, int(p), len(p)) if p.isdigit() else (1, p, 0) for p in re.split(r"(\d+)", name)
+    )
+
+
+def shown(names: Iterable[str], limit: int = MAX_SHOWN) -> str:
+    """The distinct ``names`` in natural order and hostlist notation (``node[1-64]``), at most
+    about ``limit`` characters: a longer list is cut at a comma and ends ``,... (N nodes)``."""
+    unique = sorted(set(names), key=natural_key)
+    text = compress(unique)
+    if len(text) <= limit:
+        return text
+    cut = text[: text.rfind(",", 0, limit)] or text[:limit]
+    return f"{cut},...{']' if cut.count('[') > cut.count(']') else ''} ({len(unique):,} nodes)"
+
+
+def grouped(items: Iterable[tuple[int, str, str]], max_groups: int = MAX_GROUPS) -> list[str]:
+    """(rank, host, text) -> one line per distinct text, ``64 ranks, node[1-64]: text``
+    (``rank 5, node2: text`` for one), in the order of their first rank, at most
+    ``max_groups`` lines, then one line counting the rest: bounded whatever the rank count."""
+    groups: dict[str, tuple[list[int], set[str]]] = {}
+    for rank, host, text in items:
+        ranks, hosts = groups.setdefault(text, ([], set()))
+        ranks.append(rank)
+        hosts.add(host)
+    lines = []
+    for text, (ranks, hosts) in list(groups.items())[:max_groups]:
+        who = f"{len(ranks):,} ranks" if len(ranks) > 1 else f"rank {ranks[0]}"
+        lines.append(f"{who}, {shown(hosts, MAX_SHOWN // 2) or '-'}: {text}")
+    left = len(groups) - max_groups
+    if left > 0:
+        rest = sum(len(r) for r, _h in list(groups.values())[max_groups:])
+        lines.append(f"... and {left:,} more kinds of rows ({rest:,} ranks)")
+    return lines

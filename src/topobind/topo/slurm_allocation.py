@@ -23,6 +23,7 @@ from topobind.topo.allocation import (
     TasksPerNode,
     machine_cpus,
 )
+from topobind.topo.hostlist import shown
 from topobind.topo.topology import MAX_PUS, parse_list
 
 __all__ = ["MAX_NODES", "MAX_TASKS_PER_NODE", "NodeShare", "TasksPerNode", "machine_cpus"]
@@ -224,9 +225,7 @@ def node_shares(env: Mapping[str, str] | None = None) -> list[NodeShare] | None:
     threads = _threads_per_core(e, hosts)
     missing = [h for h in hosts if h not in cpus]
     if missing:
-        raise TopobindError(
-            f"'scontrol show job -d' names no CPUs of the job on {', '.join(missing)}"
-        )
+        raise TopobindError(f"'scontrol show job -d' names no CPUs of the job on {shown(missing)}")
     shares: list[NodeShare] = []
     for host, count in zip(hosts, counts, strict=True):
         last = shares[-1] if shares else None

@@ -67,6 +67,15 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- the nodes
+def _by_state(states: dict[str, str], sep: str) -> str:
+    """'node[1-3,7] is idle, node4 is down*': the nodes of each state in hostlist notation,
+    bounded whatever the node count (the states in the order first seen)."""
+    nodes: dict[str, list[str]] = {}
+    for node, state in states.items():
+        nodes.setdefault(state, []).append(node)
+    return ", ".join(f"{hostlist.shown(ns)}{sep}{s}" for s, ns in nodes.items())
+
+
 def choose_nodes(states: dict[str, str], nodelist: str | None, partition: str) -> list[str]:
     """The nodes to test: the usable ones of ``nodelist`` (all must be in the partition; one
     down or drained is left out: :func:`down_named` lists it, not tested), else every idle
@@ -77,13 +86,13 @@ def choose_nodes(states: dict[str, str], nodelist: str | None, partition: str) -
         if not wanted:
             raise TopobindError(
                 f"--nodelist {nodelist}: no node to test: "
-                + ", ".join(f"{n} is {s}" for n, s in down.items())
+                + _by_state(down, " is ")
                 + " (resume one with scontrol update nodename=NODE state=resume, or name others)"
             )
         return wanted
     idle = [n for n, s in states.items() if s.rstrip("*~#!%$@^-") == "idle"]
     if not idle:
-        seen = ", ".join(f"{n} {s}" for n, s in states.items()) or "no nodes"
+        seen = _by_state(states, " ") or "no nodes"
         raise TopobindError(
             f"partition {partition} has no idle node to test ({seen}); wait for them, or "
             "name busy ones with --nodelist"
@@ -101,8 +110,8 @@ def down_named(states: dict[str, str], nodelist: str, partition: str) -> dict[st
     unknown = [n for n in wanted if n not in states]
     if unknown:
         raise TopobindError(
-            f"--nodelist {nodelist}: {hostlist.compress(unknown)} not in partition "
-            f"{partition} (its nodes: {hostlist.compress(states) or 'none'})"
+            f"--nodelist {nodelist}: {hostlist.shown(unknown)} not in partition "
+            f"{partition} (its nodes: {hostlist.shown(states) or 'none'})"
         )
     usable = ("idle", "mix", "alloc", "comp")
     return {n: states[n] for n in wanted if states[n].rstrip("*~#!%$@^-") not in usable}
@@ -495,7 +504,7 @@ def lines_after_table(out: Outcome) -> list[str]:
     lines += [f"note: {note}" for note in out.notes]
     weak = [v.node for v in out.verdicts if v.status == "SLOW" and v.weak and not v.confirmed]
     if weak:
-        lines.append(f"weak: {', '.join(weak)}: too few or too noisy runs to be sure; re-run "
+        lines.append(f"weak: {hostlist.shown(weak)}: too few or too noisy runs to be sure; re-run "
                      "them with --confirm (or --repeat 7)")  # fmt: skip
     return lines + unjudged_summary(out.verdicts)
 

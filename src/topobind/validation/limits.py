@@ -11,7 +11,6 @@ says so in :attr:`Limits.notes`.
 from __future__ import annotations
 
 import getpass
-import re
 import subprocess
 from dataclasses import dataclass, field
 
@@ -42,12 +41,17 @@ class Limits:
 
 
 def max_submit_setting(value: object, where: str) -> int:
-    """The site setting ``max_submit``: a whole number of jobs, at least 1."""
-    text = str(value).strip()
-    if isinstance(value, bool) or not re.fullmatch(r"[0-9]+", text) or int(text) < 1:
-        raise TopobindError(f"{where}: max_submit {value!r} is not a number of jobs; give a "
-                            "whole number, at least 1 (e.g. max_submit: 500)")  # fmt: skip
-    return int(text)
+    """The site setting ``max_submit``: a whole number of jobs, in the range the site schema
+    checks (the catalogue's ``max_submit``, one range for both and their messages)."""
+    from topobind.validation.sites.catalogue import OWN_SETTINGS
+    from topobind.validation.sites.schema import setting_value_problem
+
+    problem = setting_value_problem(OWN_SETTINGS["max_submit"], value)
+    if problem or not str(value).strip():
+        why = problem or "give a whole number"
+        raise TopobindError(f"{where}: max_submit {str(value)[:40]!r} is not a number of jobs; "
+                            f"{why} (e.g. max_submit: 500)")  # fmt: skip
+    return int(str(value).strip())
 
 
 def _query(argv: list[str]) -> str | None:

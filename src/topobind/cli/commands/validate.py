@@ -452,7 +452,7 @@ def _run_history(args: argparse.Namespace, site: Any) -> int:
 def hostlist_text(nodes: list[str]) -> str:
     from topobind.topo import hostlist
 
-    return hostlist.compress(nodes) if nodes else "none"
+    return hostlist.shown(nodes) if nodes else "none"
 
 
 def _drain(out: Any, apply: bool) -> int:

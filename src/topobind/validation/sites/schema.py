@@ -333,7 +333,7 @@ def _specs_of(check: str, var: str) -> list[tuple[str, SettingSpec]] | str:
 
 def setting_value_problem(spec: SettingSpec, value: Any) -> str:
     """Why ``value`` is no value of ``spec`` ('' when it is): the one reading of a setting."""
-    from topobind.inputs import real_number, suffixed, whole_number
+    from topobind.inputs import real_number, suffixed
 
     if spec.kind == "bool":  # YAML's true/false, or the words ReFrame's -S takes
         ok = isinstance(value, bool) or str(value).strip().lower() in ("true", "false")
@@ -347,11 +347,10 @@ def setting_value_problem(spec: SettingSpec, value: Any) -> str:
         if spec.kind == "count":
             neg = text.startswith("-")
             digits = text[1:] if neg else text
-            n = (
-                whole_number(digits, "", 0, 10**9 - 1)
-                if digits.isascii() and digits.isdigit()
-                else None
-            )
+            # the digits alone (at most 18 of them), then the setting's own range: one range
+            # checked and said (a reader's wider range gave "from 0" for a setting from 1)
+            short = 0 < len(digits) <= 18 and digits.isascii() and digits.isdigit()
+            n = int(digits) if short else None
             if n is None or not spec.lo <= n * (-1 if neg else 1) <= spec.hi:
                 return f"give a whole number from {int(spec.lo)} to {int(spec.hi)}"
         elif spec.kind in ("number", "fraction"):
