@@ -35,6 +35,7 @@ from topobind.fsutil import package_schema
 from topobind.json_records import pick, to_json
 from topobind.measure import registry as kernel_registry
 from topobind.measure import stats
+from topobind.measure.evidence import Evidence, evidence_of
 
 RESULT_SCHEMA_ID = "topobind.result/1"
 RESULT_SUFFIXES = (".json", ".jsonl", ".ndjson")
@@ -210,6 +211,8 @@ class Result:
     validation: str
     rank: int | None = None
     source: str = "<text>"  # file name, plus ":LINE" for JSON Lines or "[I]" in an array
+    # what the node said around the run (measure/evidence.py); None: none, or not as documented
+    evidence: Evidence | None = None
 
     @property
     def headline_value(self) -> float | None:
@@ -259,6 +262,8 @@ def result_document(r: Result) -> dict[str, Any]:
     doc |= pick(r, "threads", "params", "pages", "placement", "metrics", "headline")
     if r.matrices:
         doc["matrices"] = {name: matrix_document(m) for name, m in r.matrices.items()}
+    if r.evidence is not None:
+        doc["evidence"] = r.evidence.document
     return doc | pick(r, "valid", "validation")
 
 
@@ -638,6 +643,7 @@ def _result(doc: object, source: str) -> Result:
         validation=validation if isinstance(validation, str) else "",
         rank=rank if type(rank) is int and rank >= 0 else None,
         source=source,
+        evidence=evidence_of(doc) if "evidence" in doc else None,
     )
 
 
