@@ -250,11 +250,10 @@ static void read_rusage(const tb_evidence *e, snap *s, const struct rusage *chil
  * mounted, else v2 (fs/cgroup, or fs/cgroup/unified on a hybrid layout). */
 static void find_cgroup(tb_evidence *e)
 {
-    char p[512], rel[64] = "self/cgroup", *buf;
+    char p[512], *buf;
     size_t n;
-    if (e->pid)
-        snprintf(rel, sizeof rel, "%d/cgroup", (int)e->pid);
-    if (tb_read_bounded(tb_proc_path(p, sizeof p, rel), SMALL, &buf, &n, e->cg_why,
+    /* self, also around a child: it was forked here and is in this cgroup */
+    if (tb_read_bounded(tb_proc_path(p, sizeof p, "self/cgroup"), SMALL, &buf, &n, e->cg_why,
                         TB_EV_WHY) != 0)
         return;
     char v1[4096] = "", v1mnt[256] = "", v2[4096] = "";
