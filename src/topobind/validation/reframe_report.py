@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topobind.errors import TopobindError
+from topobind.measure.evidence import Evidence, read_evidence
 
 MAX_REPORT_BYTES = 256 * 2**20  # make bench-fleet: 200,000 test cases, ~100 MiB
 MAX_VALUE = 1e100  # no figure is near it; sums of values near float's limit overflow
@@ -94,6 +95,10 @@ class TestCase:
     run: int  # the run of the report it belongs to (ReFrame --reruns, --max-retries)
     outputdir: str
     display: str  # ReFrame's display_name (name when there is none)
+    #: the run's evidence, one per kernel result (rank) of its stage directory (the check's
+    #: ``tb_evidence``; measure/evidence.py); () with ``evidence_reason`` saying why when none
+    evidence: tuple[Evidence, ...] = ()
+    evidence_reason: str = ""
 
     @property
     def key(self) -> str:
@@ -294,6 +299,29 @@ def _node(raw: dict[str, Any], nid: str | None, source: str, where: str) -> tupl
     return ()
 
 
+MAX_EVIDENCE_TEXT = 4 * 2**20  # a run's tb_evidence: ~2 KiB a rank
+
+
+def run_evidence(raw: dict[str, Any]) -> tuple[tuple[Evidence, ...], str]:
+    """A test case's evidence (its ``tb_evidence``: a JSON array of evidence objects) and, when
+    there is none, why. Never raises: evidence that is not as documented leaves the case as it
+    is, with the reason."""
+    text = raw.get("tb_evidence")
+    if not text:
+        return (), "no evidence recorded (a check or kernel built before it, or no kernel ran)"
+    if not isinstance(text, str) or len(text) > MAX_EVIDENCE_TEXT:
+        return (), "tb_evidence is not a JSON text of at most 4 MiB"
+    try:
+        items = json.loads(text)
+    except ValueError:
+        return (), "tb_evidence is not JSON"
+    if not isinstance(items, list):
+        return (), "tb_evidence is not a JSON array"
+    reads = [read_evidence(item) for item in items[:256]]
+    found = tuple(r.evidence for r in reads if r.evidence is not None)
+    return found, "" if found else (reads[0].reason if reads else "tb_evidence is empty")
+
+
 def _texts(raw: dict[str, Any], source: str, where: str) -> tuple[str, ...]:
     """display (or name), result, system, partition, fail_phase, outputdir: each a string
     (None: the default); ReportError naming the first that is not."""
@@ -346,6 +374,7 @@ def testcase_from(raw: object, source: str, where: str, run: int) -> TestCase:
         run,
         outputdir,
         display,
+        *run_evidence(raw),
     )
 
 
