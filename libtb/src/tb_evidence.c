@@ -142,7 +142,7 @@ static const unsigned char SIG_INT[S_N] = {0, 0, 0, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1
 typedef struct { /* what is read at begin and again at end */
     double t;
     int stat_ok;
-    uint64_t busy_j, steal_j;
+    uint64_t (*per)[3]; /* by CPU: busy and steal jiffies, interrupts; NOT_SEEN: no such CPU */
     int ru_ok;
     double own_s;
     uint64_t csw, minflt, majflt;
@@ -150,7 +150,7 @@ typedef struct { /* what is read at begin and again at end */
     double cg_thr_s[MAX_LEVELS];
     uint64_t cg_nr[MAX_LEVELS];
     int numa_ok, vm_ok[3], irq_ok, therm_ok, nrg_n;
-    uint64_t numa_miss, numa_other, vm[3], irq, therm, nrg[MAX_DOMAINS], nrg_max[MAX_DOMAINS];
+    uint64_t numa_miss, numa_other, vm[3], therm, nrg[MAX_DOMAINS], nrg_max[MAX_DOMAINS];
     char why[6][TB_EV_WHY]; /* 0 stat, 1 numastat, 2 vmstat, 3 interrupts, 4 thermal, 5 energy */
 } snap;
 
@@ -163,7 +163,8 @@ typedef struct {
 struct tb_evidence {
     pid_t pid;
     int ended;
-    int *cpus, ncpu;
+    int *cpus, ncpu;   /* the run's CPUs: at begin, widened at the end by its threads' masks */
+    int *cpus0, ncpu0; /* those at begin (thermal counts: read at begin and end on the same) */
     cpu_set_t *set;
     size_t setsize;
     int cg_v2, cg_n;
@@ -196,35 +197,52 @@ static int in_run(const tb_evidence *e, long cpu)
 }
 
 /* ---------------------------------------------------------------- /proc/stat, rusage */
-static void read_stat(const tb_evidence *e, snap *s)
+#define NOT_SEEN UINT64_MAX
+
+/* Every CPU's line (the run's CPUs are known at the end: OpenMP binds its threads after). */
+static void read_stat(snap *s)
 {
     char p[512], *buf;
     size_t n;
     s->stat_ok = 0;
+    for (int c = 0; c < MAX_CPUS; c++)
+        s->per[c][0] = s->per[c][1] = NOT_SEEN;
     if (tb_read_bounded(tb_proc_path(p, sizeof p, "stat"), BIG, &buf, &n, s->why[0],
                         TB_EV_WHY) != 0)
         return;
-    s->busy_j = s->steal_j = 0;
-    int seen = 0;
     for (char *l = buf; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
         if (strncmp(l, "cpu", 3) || l[3] < '0' || l[3] > '9')
             continue;
         char *q;
         long cpu = strtol(l + 3, &q, 10);
-        if (!in_run(e, cpu))
+        if (cpu < 0 || cpu >= MAX_CPUS)
             continue;
         unsigned long long f[8] = {0};
         for (int k = 0; k < 8; k++)
             f[k] = strtoull(q, &q, 10);
-        s->busy_j += f[0] + f[1] + f[2] + f[5] + f[6]; /* user nice system irq softirq */
-        s->steal_j += f[7];
-        seen++;
+        s->per[cpu][0] = f[0] + f[1] + f[2] + f[5] + f[6]; /* user nice system irq softirq */
+        s->per[cpu][1] = f[7];
+        s->stat_ok = 1;
     }
     free(buf);
-    if (seen)
-        s->stat_ok = 1;
-    else
-        snprintf(s->why[0], TB_EV_WHY, "%.150s has no line for the run's CPUs", p);
+    if (!s->stat_ok)
+        snprintf(s->why[0], TB_EV_WHY, "%.150s has no cpuN line", p);
+}
+
+/* The sum over the run's CPUs of the deltas of column K; -1 when no CPU of the run was seen in
+ * both snapshots. */
+static int per_cpu_delta(const tb_evidence *e, int k, uint64_t *sum)
+{
+    int seen = 0;
+    *sum = 0;
+    for (int i = 0; i < e->ncpu; i++) {
+        uint64_t a = e->b.per[e->cpus[i]][k], b = e->e.per[e->cpus[i]][k];
+        if (a == NOT_SEEN || b == NOT_SEEN)
+            continue;
+        *sum += b >= a ? b - a : 0;
+        seen = 1;
+    }
+    return seen ? 0 : -1;
 }
 
 static void read_rusage(const tb_evidence *e, snap *s, const struct rusage *child)
@@ -458,19 +476,22 @@ static void read_vmstat(snap *s)
 }
 
 /* The interrupts on the run's CPUs: /proc/interrupts' columns are named CPUn in its header. */
-static void read_interrupts(const tb_evidence *e, snap *s)
+static void read_interrupts(snap *s)
 {
     char p[512], *buf;
     size_t n;
     s->irq_ok = 0;
-    s->irq = 0;
+    for (int c = 0; c < MAX_CPUS; c++)
+        s->per[c][2] = NOT_SEEN;
     if (tb_read_bounded(tb_proc_path(p, sizeof p, "interrupts"), BIG, &buf, &n, s->why[3],
                         TB_EV_WHY) != 0)
         return;
     int col[MAX_CPUS], ncol = 0;
     char *save = NULL, *l = strtok_r(buf, "\n", &save);
     for (char *q = l ? strstr(l, "CPU") : NULL; q && ncol < MAX_CPUS; q = strstr(q, "CPU")) {
-        col[ncol++] = atoi(q + 3);
+        int c = atoi(q + 3);
+        col[ncol++] = c >= 0 && c < MAX_CPUS ? c : 0;
+        s->per[col[ncol - 1]][2] = 0;
         q += 3;
     }
     while ((l = strtok_r(NULL, "\n", &save))) {
@@ -484,8 +505,7 @@ static void read_interrupts(const tb_evidence *e, snap *s)
             if (end == q)
                 break;
             q = end;
-            if (in_run(e, col[c]))
-                s->irq += v;
+            s->per[col[c]][2] += v;
         }
     }
     free(buf);
@@ -500,11 +520,11 @@ static void read_thermal(const tb_evidence *e, snap *s)
     s->therm_ok = 0;
     s->therm = 0;
     s->why[4][0] = '\0';
-    for (int i = 0; i < e->ncpu; i++)
+    for (int i = 0; i < e->ncpu0; i++)
         for (int k = 0; k < 2; k++) {
             char rel[128], p[512];
             uint64_t v;
-            snprintf(rel, sizeof rel, "devices/system/cpu/cpu%d/thermal_throttle/%s", e->cpus[i],
+            snprintf(rel, sizeof rel, "devices/system/cpu/cpu%d/thermal_throttle/%s", e->cpus0[i],
                      f[k]);
             char w[TB_EV_WHY];
             if (tb_read_u64(tb_sys_path(p, sizeof p, rel), &v, w, sizeof w) == 0) {
@@ -559,11 +579,11 @@ static void read_energy(snap *s)
 
 static void snapshot(tb_evidence *e, snap *s, const struct rusage *child)
 {
-    read_stat(e, s);
+    read_stat(s);
     read_cgroup(e, s);
     read_numastat(s);
     read_vmstat(s);
-    read_interrupts(e, s);
+    read_interrupts(s);
     read_thermal(e, s);
     read_energy(s);
     read_rusage(e, s, child);
@@ -759,7 +779,10 @@ tb_evidence *tb_evidence_begin(pid_t pid)
     e->set = CPU_ALLOC(MAX_CPUS);
     e->setsize = CPU_ALLOC_SIZE(MAX_CPUS);
     e->cpus = calloc(MAX_CPUS, sizeof(int));
-    if (!e->set || !e->cpus) {
+    e->cpus0 = calloc(MAX_CPUS, sizeof(int));
+    e->b.per = calloc(MAX_CPUS, sizeof *e->b.per);
+    e->e.per = calloc(MAX_CPUS, sizeof *e->e.per);
+    if (!e->set || !e->cpus || !e->cpus0 || !e->b.per || !e->e.per) {
         tb_evidence_free(e);
         return NULL;
     }
@@ -767,7 +790,7 @@ tb_evidence *tb_evidence_begin(pid_t pid)
     if (sched_getaffinity(pid, e->setsize, e->set) == 0)
         for (int c = 0; c < MAX_CPUS; c++)
             if (CPU_ISSET_S((size_t)c, e->setsize, e->set))
-                e->cpus[e->ncpu++] = c;
+                e->cpus0[e->ncpu0++] = e->cpus[e->ncpu++] = c;
     find_cgroup(e);
     snapshot(e, &e->b, NULL);
     tb_counters_open(&e->cs, pid);
@@ -780,16 +803,19 @@ static uint64_t delta(uint64_t a, uint64_t b) { return b >= a ? b - a : 0; }
 static void shares(tb_evidence *e, double window)
 {
     double tck = (double)sysconf(_SC_CLK_TCK), cap = window * (e->ncpu ? e->ncpu : 1);
-    if (e->b.stat_ok && e->e.stat_ok && tck > 0) {
-        double busy = (double)delta(e->b.busy_j, e->e.busy_j) / tck;
+    uint64_t busy_j, steal_j;
+    if (e->b.stat_ok && e->e.stat_ok && tck > 0 && per_cpu_delta(e, 0, &busy_j) == 0 &&
+        per_cpu_delta(e, 1, &steal_j) == 0) {
         double own = e->e.ru_ok ? e->e.own_s - e->b.own_s : 0;
-        double sh = (busy - own) / cap;
+        double sh = ((double)busy_j / tck - own) / cap;
         set_val(e, S_BUSY, sh < 0 ? 0 : sh > 1 ? 1 : sh);
-        sh = (double)delta(e->b.steal_j, e->e.steal_j) / tck / cap;
+        sh = (double)steal_j / tck / cap;
         set_val(e, S_STEAL, sh > 1 ? 1 : sh);
     } else {
-        set_why(e, S_BUSY, e->b.stat_ok ? e->e.why[0] : e->b.why[0]);
-        set_why(e, S_STEAL, e->b.stat_ok ? e->e.why[0] : e->b.why[0]);
+        const char *w = !e->b.stat_ok ? e->b.why[0] : !e->e.stat_ok ? e->e.why[0]
+                                                                    : "/proc/stat has no line for the run's CPUs";
+        set_why(e, S_BUSY, w);
+        set_why(e, S_STEAL, w);
     }
     if (e->e.ru_ok) {
         set_val(e, S_CTX, (double)delta(e->b.csw, e->e.csw));
@@ -833,7 +859,12 @@ static void derived(tb_evidence *e, double window)
     count(e, S_COMPACT, e->b.vm_ok[0], e->e.vm_ok[0], e->b.vm[0], e->e.vm[0], 2);
     count(e, S_THP_FB, e->b.vm_ok[1], e->e.vm_ok[1], e->b.vm[1], e->e.vm[1], 2);
     count(e, S_SWAP, e->b.vm_ok[2], e->e.vm_ok[2], e->b.vm[2], e->e.vm[2], 2);
-    count(e, S_IRQ, e->b.irq_ok, e->e.irq_ok, e->b.irq, e->e.irq, 3);
+    uint64_t irq;
+    if (e->b.irq_ok && e->e.irq_ok && per_cpu_delta(e, 2, &irq) == 0)
+        set_val(e, S_IRQ, (double)irq);
+    else
+        set_why(e, S_IRQ, !e->b.irq_ok ? e->b.why[3] : !e->e.irq_ok ? e->e.why[3]
+                                                                   : "/proc/interrupts has no column for the run's CPUs");
     count(e, S_THERMAL, e->b.therm_ok, e->e.therm_ok, e->b.therm, e->e.therm, 4);
     energy(e);
     uint64_t v, cyc, ref;
@@ -853,6 +884,31 @@ static int by_device(const void *a, const void *b)
     return strcmp(((const pcie_link *)a)->device, ((const pcie_link *)b)->device);
 }
 
+/* The run's CPUs widened by every thread's mask (self: OpenMP bound its threads after begin). */
+static void widen_cpus(tb_evidence *e)
+{
+    char p[512];
+    if (e->pid)
+        return;
+    DIR *d = opendir(tb_proc_path(p, sizeof p, "self/task"));
+    struct dirent *de;
+    cpu_set_t *t = CPU_ALLOC(MAX_CPUS);
+    for (int k = 0; d && t && k < 65536 && (de = readdir(d)); k++) {
+        pid_t tid = (pid_t)atoi(de->d_name);
+        CPU_ZERO_S(e->setsize, t);
+        if (tid > 0 && sched_getaffinity(tid, e->setsize, t) == 0)
+            CPU_OR_S(e->setsize, e->set, e->set, t);
+    }
+    if (d)
+        closedir(d);
+    if (t)
+        CPU_FREE(t);
+    e->ncpu = 0;
+    for (int c = 0; c < MAX_CPUS; c++)
+        if (CPU_ISSET_S((size_t)c, e->setsize, e->set))
+            e->cpus[e->ncpu++] = c;
+}
+
 void tb_evidence_end(tb_evidence *e, const struct rusage *child)
 {
     if (!e || e->ended)
@@ -862,6 +918,7 @@ void tb_evidence_end(tb_evidence *e, const struct rusage *child)
     e->ended = 1;
     snapshot(e, &e->e, child);
     e->e.t = t;
+    widen_cpus(e);
     double window = e->e.t - e->b.t;
     if (window <= 0)
         window = 1e-9;
@@ -921,5 +978,8 @@ void tb_evidence_free(tb_evidence *e)
     if (e->set)
         CPU_FREE(e->set);
     free(e->cpus);
+    free(e->cpus0);
+    free(e->b.per);
+    free(e->e.per);
     free(e);
 }
