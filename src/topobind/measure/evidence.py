@@ -15,6 +15,7 @@ counters said around the measured run (written by libtb, ``libtb/include/tb/evid
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -294,3 +295,40 @@ def evidence_line(ev: Evidence | None, reason: str = "") -> str:
     if degraded:
         parts.append("link degraded: " + ", ".join(degraded))
     return "evidence: " + ", ".join(parts) + ", counters: " + counters_text(ev)
+
+
+def _worst(found: list[tuple[str, Evidence]], name: str) -> str:
+    values = [(ev.signal(name), where) for where, ev in found if ev.signal(name) is not None]
+    if not values:
+        return "?"
+    value, where = max(values, key=lambda v: v[0] or 0.0)
+    return f"{100 * (value or 0.0):.0f} %" + (f" ({where})" if len(found) > 1 and value else "")
+
+
+def ranks_line(ranks: Sequence[tuple[str, Evidence | None, str]]) -> str:
+    """One line for the evidence of several ranks (``topobind run --evidence``), each given as
+    (where: ``HOST rank N``, its evidence or None, the reason): the largest shares and where,
+    the tightest quota, degraded links, the counters of the first, the ranks without any."""
+    found = [(where, ev) for where, ev, _ in ranks if ev is not None]
+    hosts = {where.split(" ", 1)[0] for where, _, _ in ranks}
+    head = f"evidence: {len(ranks)} rank(s) on {len(hosts)} host(s)"
+    if not found:
+        reason = ranks[0][2] if ranks else "no rank wrote its evidence"
+        return f"{head}: none ({reason})"
+    parts = [f"busy max {_worst(found, 'busy_share')}", f"steal max {_worst(found, 'steal_share')}",
+             f"throttled max {_worst(found, 'throttled_share')}"]  # fmt: skip
+    quotas = [(ev.signal("quota_cpus"), w) for w, ev in found if ev.signal("quota_cpus")]
+    if quotas:
+        q, w = min(quotas, key=lambda x: x[0] or 0.0)
+        parts.append(f"quota {q:.2f} CPUs ({w})")
+    degraded = sorted({f"{w.split(' ', 1)[0]} {lk.device}" for w, ev in found for lk in ev.links
+                       if lk.degraded})  # fmt: skip
+    if degraded:
+        parts.append("link degraded: " + ", ".join(degraded[:4]))
+    missing = len(ranks) - len(found)
+    tail = (
+        f"; {missing} rank(s) without: {next(r for _, e, r in ranks if e is None)}"
+        if missing
+        else ""
+    )
+    return f"{head}: " + ", ".join(parts) + ", counters: " + counters_text(found[0][1]) + tail
