@@ -239,3 +239,42 @@ def test_the_wrapper_passes_the_programs_status_on(tmp_path: Path) -> None:
     proc = subprocess.run([str(TB_EVIDENCE), "--", str(tmp_path / "absent")],
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert proc.returncode == 127 and "cannot run" in proc.stderr
+
+
+def _quota_cgroup(tmp_path: Path) -> Path:
+    """A new cgroup v1 cpu group with a quota of 5 % of a CPU, or the test skipped."""
+    base = Path("/sys/fs/cgroup/cpu")
+    if os.geteuid() != 0 or not (base / "cpu.cfs_quota_us").is_file():
+        pytest.skip("needs root and cgroup v1's cpu controller at /sys/fs/cgroup/cpu")
+    group = base / f"topobind-test-{os.getpid()}-{tmp_path.name}"
+    try:
+        group.mkdir()
+        (group / "cpu.cfs_period_us").write_text("100000\n")
+        (group / "cpu.cfs_quota_us").write_text("5000\n")
+    except OSError as exc:
+        if group.exists():
+            group.rmdir()
+        pytest.skip(f"cannot make a cgroup with a quota: {exc}")
+    return group
+
+
+def test_a_real_cgroup_quota_is_named_and_its_throttling_counted(tmp_path: Path) -> None:
+    """A busy loop that needs 0.1 s of CPU under a quota of 5 ms every 100 ms is throttled in
+    every period it runs, however busy the machine."""
+    group = _quota_cgroup(tmp_path)
+    out = tmp_path / "quota.json"
+    loop = "import time\nwhile time.process_time() < 0.1: pass\n"
+    script = (
+        f'echo $$ > {group}/cgroup.procs && exec {TB_EVIDENCE} --json {out} -- python3 -c "{loop}"'
+    )
+    try:
+        proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=120,
+                              check=False)  # fmt: skip
+    finally:
+        group.rmdir()
+    assert proc.returncode == 0, proc.stderr
+    ev = read_evidence(json.loads(out.read_text())).evidence
+    assert ev is not None
+    assert ev.signal("quota_cpus") == 0.05
+    assert ev.signal("throttled_periods") >= 10
+    assert ev.signal("throttled_share") > 0.5  # throttled 95 ms of every 100
