@@ -373,11 +373,12 @@ void tb_counters_open(tb_counters *cs, pid_t pid)
     open_imc(cs, rd, wr);
     if (!cs->hw_opened)
         hardware_why(cs);
-    if (pid > 0)
-        return; /* enable_on_exec */
+    /* around a child, its own events start at its exec (enable_on_exec); the memory
+     * controllers' (node-wide, not the child's) now */
     for (int i = 0; i < cs->n; i++)
-        for (int k = 0; k < cs->c[i].nfd; k++)
-            ioctl(cs->c[i].fds[k], PERF_EVENT_IOC_ENABLE, 0);
+        if (pid <= 0 || !strncmp(cs->c[i].name, "dram_", 5))
+            for (int k = 0; k < cs->c[i].nfd; k++)
+                ioctl(cs->c[i].fds[k], PERF_EVENT_IOC_ENABLE, 0);
 }
 
 /* Read and close C's descriptors: the sum of their values, scaled where multiplexed. */

@@ -276,7 +276,8 @@ static void find_cgroup(tb_evidence *e)
         return;
     char v1[4096] = "", v1mnt[256] = "", v2[4096] = "";
     int has_v2 = 0;
-    for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         char *c1 = strchr(l, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (!c2)
             continue;

@@ -278,3 +278,43 @@ def test_a_real_cgroup_quota_is_named_and_its_throttling_counted(tmp_path: Path)
     assert ev.signal("quota_cpus") == 0.05
     assert ev.signal("throttled_periods") >= 10
     assert ev.signal("throttled_share") > 0.5  # throttled 95 ms of every 100
+
+
+def _pmu(sys: Path, name: str, type_: int, events: dict[str, str], cpumask: str = "") -> None:
+    pmu = sys / "bus/event_source/devices" / name
+    _write(pmu / "type", f"{type_}\n")
+    _write(pmu / "format/event", "config:0-7\n")
+    _write(pmu / "format/umask", "config:8-15\n")
+    for event, spec in events.items():
+        _write(pmu / "events" / event, spec + "\n")
+    if cpumask:
+        _write(pmu / "cpumask", cpumask + "\n")
+
+
+def test_sysfs_events_and_the_memory_controllers_are_tried_and_their_failure_said(
+    tmp_path: Path,
+) -> None:
+    """A core PMU with l2_lines_in and an uncore_imc PMU in sysfs, of types the kernel has no
+    PMU for: both are parsed and opened, and each failure is said; a format that is no bit
+    range is said too."""
+    env = fake_tree(tmp_path)
+    sys_root = Path(env["TOPOBIND_SYSFS_ROOT"])
+    _pmu(sys_root, "cpu", 987654, {"l2_lines_in": "event=0x25,umask=0x1f"})
+    _pmu(sys_root, "uncore_imc_0", 987655,
+         {"cas_count_read": "event=0x04,umask=0x03", "cas_count_write": "event=0x04,umask=0x0c"},
+         cpumask=str(CPUS[0]))  # fmt: skip
+    out = tmp_path / "pmu.json"
+    cmd = [str(TB_EVIDENCE), "--json", str(out), "--", "true"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    ev = read_evidence(json.loads(out.read_text())).evidence
+    assert ev is not None and ev.counters.pmu == "cpu"
+    assert "l2_lines_in" not in ev.counters.events
+    assert ev.reason("l2_lines_in").startswith("perf_event_open: ")
+    assert ev.counters.dram_bytes is None
+    assert f"uncore_imc_0 on CPU {CPUS[0]}: perf_event_open: " in ev.reason("dram_bytes")
+    (sys_root / "bus/event_source/devices/cpu/format/umask").write_text("garbage\n")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    ev = read_evidence(json.loads(out.read_text())).evidence
+    assert "term umask of cpu has no config format in sysfs" in ev.reason("l2_lines_in")
