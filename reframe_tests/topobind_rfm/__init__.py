@@ -53,7 +53,7 @@ CHECK_FILE = "topobind-check.json"  # = topobind.report.reader.CHECK_FILE
 LOAD_FILE = "load.json"
 SITE_VARIABLE = "TOPOBIND_SITE"
 HARNESS = tbload.harness_identity()  # this ReFrame process, for load.json
-MAX_EVIDENCE_FILES = 256  # kernel results a run's evidence is read from (one per rank)
+MAX_EVIDENCE_FILES = 32  # kernel results a run's evidence is read from (one a rank; ~2 KiB each)
 
 
 def site_for(system: str) -> tbsites.Site:
@@ -356,13 +356,16 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     @run_before("sanity")
     def tb_collect_evidence(self) -> None:
         """``tb_evidence``: the evidence of the kernel results in the stage directory (before
-        sanity, so a run that fails it still carries it); bounded: the first
-        :data:`MAX_EVIDENCE_FILES` result files, each read as a result file is."""
+        sanity, so a run that fails it still carries it); bounded: of the first
+        :data:`MAX_EVIDENCE_FILES` result files (by name: rank 0 first where the names hold
+        ranks), each read as a result file is."""
         from topobind.measure.evidence import read_evidence
         from topobind.measure.results import read_bytes
 
-        found = []
-        for name in self.tb_glob("*.json")[:MAX_EVIDENCE_FILES]:
+        found: list[dict[str, Any]] = []
+        for name in self.tb_glob("*.json")[: 8 * MAX_EVIDENCE_FILES]:
+            if len(found) == MAX_EVIDENCE_FILES:
+                break
             try:
                 doc = json.loads(read_bytes(name))
             except (TopobindError, ValueError):

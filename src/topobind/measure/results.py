@@ -27,7 +27,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from topobind.errors import TopobindError
@@ -211,8 +211,15 @@ class Result:
     validation: str
     rank: int | None = None
     source: str = "<text>"  # file name, plus ":LINE" for JSON Lines or "[I]" in an array
-    # what the node said around the run (measure/evidence.py); None: none, or not as documented
-    evidence: Evidence | None = None
+    # the ``evidence`` section as read (None: none); :attr:`evidence` reads it when asked
+    evidence_document: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def evidence(self) -> Evidence | None:
+        """What the node said around the run (measure/evidence.py), read on first use (a
+        third of a result's reading time: the fleet report reads thousands and needs none);
+        None when there is none or it is not as documented (``read_evidence`` says why)."""
+        return None if self.evidence_document is None else evidence_of(self.evidence_document)
 
     @property
     def headline_value(self) -> float | None:
@@ -262,8 +269,8 @@ def result_document(r: Result) -> dict[str, Any]:
     doc |= pick(r, "threads", "params", "pages", "placement", "metrics", "headline")
     if r.matrices:
         doc["matrices"] = {name: matrix_document(m) for name, m in r.matrices.items()}
-    if r.evidence is not None:
-        doc["evidence"] = r.evidence.document
+    if r.evidence_document is not None:
+        doc["evidence"] = r.evidence_document
     return doc | pick(r, "valid", "validation")
 
 
@@ -643,7 +650,7 @@ def _result(doc: object, source: str) -> Result:
         validation=validation if isinstance(validation, str) else "",
         rank=rank if type(rank) is int and rank >= 0 else None,
         source=source,
-        evidence=evidence_of(doc) if "evidence" in doc else None,
+        evidence_document=evidence if isinstance(evidence := doc.get("evidence"), dict) else None,
     )
 
 
