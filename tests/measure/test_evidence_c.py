@@ -318,3 +318,28 @@ def test_sysfs_events_and_the_memory_controllers_are_tried_and_their_failure_sai
     assert proc.returncode == 0, proc.stderr
     ev = read_evidence(json.loads(out.read_text())).evidence
     assert "term umask of cpu has no config format in sysfs" in ev.reason("l2_lines_in")
+
+
+def test_a_node_with_no_signal_at_all_still_runs_and_says_why_for_each(tmp_path: Path) -> None:
+    """Empty /proc and /sys trees but for a cgroup file of a layout not seen before: every
+    signal that needs them is unavailable with its reason; the program's status is kept."""
+    proc_root, sys_root = tmp_path / "proc", tmp_path / "sys"
+    _write(proc_root / "self/cgroup", "1:name=elogind:/\n3:freezer:/job\n")
+    sys_root.mkdir()
+    env = {
+        **os.environ,
+        "TOPOBIND_PROCFS_ROOT": str(proc_root),
+        "TOPOBIND_SYSFS_ROOT": str(sys_root),
+    }
+    out = tmp_path / "none.json"
+    cmd = [str(TB_EVIDENCE), "--json", str(out), "--", "sh", "-c", "exit 5"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 5, proc.stderr
+    ev = read_evidence(json.loads(out.read_text())).evidence
+    assert ev is not None
+    for name in ("busy_share", "steal_share", "interrupts_on_cpus", "numa_miss", "swap_pages",
+                 "thermal_throttle_events", "clock_mhz", "package_energy_j"):  # fmt: skip
+        assert name not in ev.signals and "absent" in ev.reason(name), name
+    assert "names no cpu cgroup" in ev.reason("throttled_share")
+    assert ev.signal("ctx_switches") is not None  # the child's rusage needs no file
+    assert ev.links == ()
