@@ -11,7 +11,7 @@
  * exclude_kernel and exclude_hv.
  *
  * l2_lines_in is read first from the core PMU's sysfs events/ (its own name), then from this
- * table of Intel's perfmon lists (L2_LINES_IN.ALL), keyed by family 6 model:
+ * table of Intel's perfmon lists (L2_LINES_IN.ALL), keyed by family 6 model (CPUID):
  *   0x3F 0x4F 0x56 (Haswell-X, Broadwell-X/DE)         event 0xF1 umask 0x07
  *   0x55 (Skylake-X, Cascade Lake, Cooper Lake)        event 0xF1 umask 0x1F
  *   0x6A 0x6C 0x8F 0xCF (Ice Lake-SP, Sapphire and Emerald Rapids)  event 0x25 umask 0x1F
@@ -24,6 +24,9 @@
 #include "tb/util.h"
 
 #include <dirent.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
@@ -216,27 +219,28 @@ static int sysfs_event(const char *pmu, const char *name, char *spec, size_t len
     return 0;
 }
 
-/* Intel's L2_LINES_IN.ALL by family 6 model (the table above), from /proc/cpuinfo. */
+/* Intel's L2_LINES_IN.ALL by family 6 model (the table above), from CPUID (not /proc/cpuinfo:
+ * reading it asks every CPU its clock, milliseconds on a big node). */
 static const char *l2_table(void)
 {
-    char p[512], *buf, why[64];
-    size_t n;
-    if (tb_read_bounded(tb_proc_path(p, sizeof p, "cpuinfo"), 1 << 16, &buf, &n, why,
-                        sizeof why) != 0 &&
-        tb_read_bounded(p, 1 << 22, &buf, &n, why, sizeof why) != 0)
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x756e6547 || d != 0x49656e69 || c != 0x6c65746e)
+        return NULL; /* not "GenuineIntel" */
+    if (!__get_cpuid(1, &a, &b, &c, &d))
         return NULL;
-    const char *spec = NULL;
-    char *fam = strstr(buf, "cpu family"), *mod = strstr(buf, "\nmodel\t");
-    if (strstr(buf, "GenuineIntel") && fam && mod && atoi(strchr(fam, ':') + 1) == 6) {
-        switch (atoi(strchr(mod, ':') + 1)) {
-        case 0x3F: case 0x4F: case 0x56: spec = "event=0xf1,umask=0x07"; break;
-        case 0x55: spec = "event=0xf1,umask=0x1f"; break;
-        case 0x6A: case 0x6C: case 0x8F: case 0xCF: spec = "event=0x25,umask=0x1f"; break;
-        default: break;
-        }
+    unsigned family = (a >> 8) & 0xf, model = ((a >> 4) & 0xf) | (((a >> 16) & 0xf) << 4);
+    if (family != 6)
+        return NULL;
+    switch (model) {
+    case 0x3F: case 0x4F: case 0x56: return "event=0xf1,umask=0x07";
+    case 0x55: return "event=0xf1,umask=0x1f";
+    case 0x6A: case 0x6C: case 0x8F: case 0xCF: return "event=0x25,umask=0x1f";
+    default: return NULL;
     }
-    free(buf);
-    return spec;
+#else
+    return NULL;
+#endif
 }
 
 static void open_l2(tb_counters *cs, tb_counter *c, pid_t pid)
