@@ -21,6 +21,7 @@
 #define MAX_LEVELS 32   /* cgroup levels read: the leaf and its ancestors */
 #define MAX_DOMAINS 16  /* powercap packages */
 #define MAX_LINKS 64    /* PCIe links reported */
+#define MAX_PER_CPU 64  /* CPUs whose sysfs files are read (thermal, cpufreq): the run's first */
 #define SMALL (1 << 16) /* a cgroup or sysfs file */
 #define BIG (8 << 20)   /* /proc/stat, /proc/interrupts, numa_maps of a many-CPU node */
 
@@ -521,7 +522,7 @@ static void read_thermal(const tb_evidence *e, snap *s)
     s->therm_ok = 0;
     s->therm = 0;
     s->why[4][0] = '\0';
-    for (int i = 0; i < e->ncpu0; i++)
+    for (int i = 0; i < e->ncpu0 && i < MAX_PER_CPU; i++)
         for (int k = 0; k < 2; k++) {
             char rel[128], p[512];
             uint64_t v;
@@ -671,7 +672,7 @@ static int cpu_mhz(const tb_evidence *e, const char *name, int max, double *out,
     double sum = 0;
     int n = 0;
     why[0] = '\0';
-    for (int i = 0; i < e->ncpu; i++) {
+    for (int i = 0; i < e->ncpu && i < MAX_PER_CPU; i++) {
         char rel[128], p[512], w[TB_EV_WHY];
         uint64_t v;
         snprintf(rel, sizeof rel, "devices/system/cpu/cpu%d/cpufreq/%s", e->cpus[i], name);
