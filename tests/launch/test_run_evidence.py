@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,22 @@ def test_run_evidence_passes_the_programs_status_on(tmp_path: Path) -> None:
                         "sh", "-c", "exit 3", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 3
     assert any(x.startswith("evidence: 1 rank(s) on 1 host(s)") for x in proc.stderr.splitlines())
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("built_kernels")
+def test_run_evidence_under_srun_in_a_slurm_job(
+    local_slurm: dict[str, str], tmp_path: Path
+) -> None:
+    """The ranks' files land in the job's scratch directory from inside srun's tasks."""
+    out = tmp_path / "ev.json"
+    cmd = ["salloc", "-n", "2", "--quiet", "topobind", "run", "--threads", "1", "--launcher",
+           "srun", "--evidence", "--evidence-json", str(out), "--", "true"]  # fmt: skip
+    env = {**local_slurm, "PATH": f"{Path(sys.executable).parent}:{local_slurm.get('PATH', '')}"}
+    proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "evidence: 2 rank(s) on 1 host(s): busy max " in proc.stderr
+    ranks = json.loads(out.read_text())["ranks"]
+    assert sorted(r["rank"] for r in ranks) == [0, 1]
+    assert all(evidence_of(r) is not None for r in ranks)
