@@ -95,10 +95,21 @@ class TestCase:
     run: int  # the run of the report it belongs to (ReFrame --reruns, --max-retries)
     outputdir: str
     display: str  # ReFrame's display_name (name when there is none)
-    #: the run's evidence, one per kernel result (rank) of its stage directory (the check's
-    #: ``tb_evidence``; measure/evidence.py); () with ``evidence_reason`` saying why when none
-    evidence: tuple[Evidence, ...] = ()
-    evidence_reason: str = ""
+    #: the check's ``tb_evidence`` as the report holds it (a JSON array of evidence objects,
+    #: one a kernel result of its stage directory), read by :attr:`evidence` when asked: a
+    #: big report is read without parsing each run's
+    evidence_text: object = None
+
+    @property
+    def evidence(self) -> tuple[Evidence, ...]:
+        """The run's evidence, one per rank (measure/evidence.py); () when there is none
+        (:attr:`evidence_reason` says why). Parsed at each call: keep what it returns."""
+        return run_evidence(self.evidence_text)[0]
+
+    @property
+    def evidence_reason(self) -> str:
+        """Why :attr:`evidence` is empty ("" when it is not)."""
+        return run_evidence(self.evidence_text)[1]
 
     @property
     def key(self) -> str:
@@ -302,11 +313,10 @@ def _node(raw: dict[str, Any], nid: str | None, source: str, where: str) -> tupl
 MAX_EVIDENCE_TEXT = 4 * 2**20  # a run's tb_evidence: ~2 KiB a rank
 
 
-def run_evidence(raw: dict[str, Any]) -> tuple[tuple[Evidence, ...], str]:
+def run_evidence(text: object) -> tuple[tuple[Evidence, ...], str]:
     """A test case's evidence (its ``tb_evidence``: a JSON array of evidence objects) and, when
     there is none, why. Never raises: evidence that is not as documented leaves the case as it
     is, with the reason."""
-    text = raw.get("tb_evidence")
     if not text:
         return (), "no evidence recorded (a check or kernel built before it, or no kernel ran)"
     if not isinstance(text, str) or len(text) > MAX_EVIDENCE_TEXT:
@@ -374,7 +384,7 @@ def testcase_from(raw: object, source: str, where: str, run: int) -> TestCase:
         run,
         outputdir,
         display,
-        *run_evidence(raw),
+        raw.get("tb_evidence"),
     )
 
 
