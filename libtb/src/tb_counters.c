@@ -98,8 +98,14 @@ static void open_one(tb_counters *cs, tb_counter *c, uint32_t type, uint64_t con
     attr_init(&a, type, config, pid);
     int fd = perf_open(&a, pid, -1);
     if (fd < 0) {
-        snprintf(c->why, sizeof c->why, "perf_event_open: %s (%s)", strerror(errno),
-                 errno == ENOENT ? "ENOENT" : errno == EACCES ? "EACCES" : errno == EPERM ? "EPERM" : errno == EOPNOTSUPP ? "EOPNOTSUPP" : errno == EINVAL ? "EINVAL" : "error");
+        int err = errno;
+        const char *name = err == ENOENT       ? "ENOENT"
+                           : err == EACCES     ? "EACCES"
+                           : err == EPERM      ? "EPERM"
+                           : err == EOPNOTSUPP ? "EOPNOTSUPP"
+                           : err == EINVAL     ? "EINVAL"
+                                               : "error";
+        snprintf(c->why, sizeof c->why, "perf_event_open: %s (%s)", strerror(err), name);
         return;
     }
     c->fds[c->nfd++] = fd;
@@ -426,13 +432,15 @@ void tb_counters_read(tb_counters *cs)
         cs->multiplexed |= c->multiplexed;
     }
     uint64_t r, w;
-    if (tb_counters_value(cs, "dram_read", &r) == 0 && tb_counters_value(cs, "dram_write", &w) == 0) {
+    if (tb_counters_value(cs, "dram_read", &r) == 0 &&
+        tb_counters_value(cs, "dram_write", &w) == 0) {
         cs->dram_counted = 1;
         cs->dram_read = r * 64;
         cs->dram_write = w * 64;
     }
     if (!cs->available && !cs->why[0])
-        snprintf(cs->why, sizeof cs->why, "no counter opened: %s", cs->c[cs->n ? cs->n - 1 : 0].why);
+        snprintf(cs->why, sizeof cs->why, "no counter opened: %s",
+                 cs->c[cs->n ? cs->n - 1 : 0].why);
 }
 
 int tb_counters_value(const tb_counters *cs, const char *name, uint64_t *v)

@@ -57,8 +57,11 @@ int tb_read_bounded(const char *path, size_t cap, char **out, size_t *len, char 
     *len = 0;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(why, wlen, errno == ENOENT || errno == ENOTDIR ? "%s absent" : "%s not readable: %s",
-                 path, strerror(errno));
+        int err = errno;
+        if (err == ENOENT || err == ENOTDIR)
+            snprintf(why, wlen, "%s absent", path);
+        else
+            snprintf(why, wlen, "%s not readable: %s", path, strerror(err));
         return -1;
     }
     struct stat st;
@@ -394,8 +397,9 @@ static void cgroup_quota(tb_evidence *e)
     if (best > 0)
         set_val(e, S_QUOTA, best);
     else if (!readable)
-        set_why(e, S_QUOTA, e->cg_n ? "no cpu.max or cpu.cfs_quota_us in the run's cgroup or its ancestors"
-                                    : e->cg_why);
+        set_why(e, S_QUOTA,
+                e->cg_n ? "no cpu.max or cpu.cfs_quota_us in the run's cgroup or its ancestors"
+                        : e->cg_why);
 }
 
 static void cgroup_signals(tb_evidence *e, double window)
@@ -814,8 +818,9 @@ static void shares(tb_evidence *e, double window)
         sh = (double)steal_j / tck / cap;
         set_val(e, S_STEAL, sh > 1 ? 1 : sh);
     } else {
-        const char *w = !e->b.stat_ok ? e->b.why[0] : !e->e.stat_ok ? e->e.why[0]
-                                                                    : "/proc/stat has no line for the run's CPUs";
+        const char *w = !e->b.stat_ok   ? e->b.why[0]
+                        : !e->e.stat_ok ? e->e.why[0]
+                                        : "/proc/stat has no line for the run's CPUs";
         set_why(e, S_BUSY, w);
         set_why(e, S_STEAL, w);
     }
@@ -865,8 +870,10 @@ static void derived(tb_evidence *e, double window)
     if (e->b.irq_ok && e->e.irq_ok && per_cpu_delta(e, 2, &irq) == 0)
         set_val(e, S_IRQ, (double)irq);
     else
-        set_why(e, S_IRQ, !e->b.irq_ok ? e->b.why[3] : !e->e.irq_ok ? e->e.why[3]
-                                                                   : "/proc/interrupts has no column for the run's CPUs");
+        set_why(e, S_IRQ,
+                !e->b.irq_ok   ? e->b.why[3]
+                : !e->e.irq_ok ? e->e.why[3]
+                               : "/proc/interrupts has no column for the run's CPUs");
     count(e, S_THERMAL, e->b.therm_ok, e->e.therm_ok, e->b.therm, e->e.therm, 4);
     energy(e);
     uint64_t v, cyc, ref;
