@@ -6,13 +6,17 @@
 #include "tb/evidence.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tb/util.h"
@@ -181,6 +185,11 @@ struct tb_evidence {
     char why[S_N][TB_EV_WHY];
     pcie_link links[MAX_LINKS];
     int nlinks;
+    int nvidia;                /* an NVIDIA GPU in sysfs: NVML is asked (around a child only) */
+    int nthr;                  /* gpu_throttle entries; -1: not asked */
+    unsigned thr_index[MAX_LINKS];
+    unsigned long long thr_mask[MAX_LINKS];
+    char thr_why[TB_EV_WHY];
 };
 
 static void set_val(tb_evidence *e, int s, double v)
@@ -752,6 +761,13 @@ static void pcie_links(tb_evidence *e)
         const char *kind = cls == 0x03 || cls == 0x12 ? "gpu" : cls == 0x02 ? "nic" : NULL;
         if (!kind)
             continue;
+        snprintf(p, sizeof p, "%s/vendor", dir);
+        uint64_t vendor = 0;
+        if (cls == 0x03 && tb_read_bounded(p, 64, &buf, &n, why, sizeof why) == 0) {
+            vendor = strtoull(buf, NULL, 16);
+            free(buf);
+        }
+        e->nvidia |= vendor == 0x10de;
         pcie_link *l = &e->links[e->nlinks];
         int ok[4];
         l->speed = link_field(dir, "current_link_speed", &ok[0]);
@@ -765,6 +781,133 @@ static void pcie_links(tb_evidence *e)
         e->nlinks++;
     }
     closedir(d);
+}
+
+/* ---------------------------------------------------------------- GPU throttle (NVML) */
+/* NVML's clock event (throttle) reasons, bit by bit (nvml.h, nvmlClocksEventReason*). */
+static const char *const THROTTLE_NAME[] = {
+    "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
+    "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
+    "display_clock_setting"};
+#define NTHROTTLE (sizeof THROTTLE_NAME / sizeof THROTTLE_NAME[0])
+
+/* In the forked child: each GPU's reasons as "INDEX MASK" lines on FD, or "E why". */
+static void nvml_child(int fd)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        dprintf(fd, "E cannot load libnvidia-ml.so.1\n");
+        _exit(0);
+    }
+    int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
+    int (*count)(unsigned *) = (int (*)(unsigned *))dlsym(h, "nvmlDeviceGetCount_v2");
+    int (*handle)(unsigned, void **) =
+        (int (*)(unsigned, void **))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    void *r = dlsym(h, "nvmlDeviceGetCurrentClocksEventReasons");
+    if (!r)
+        r = dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    int (*reasons)(void *, unsigned long long *) = (int (*)(void *, unsigned long long *))r;
+    unsigned n = 0;
+    int rc;
+    if (!init || !count || !handle || !reasons)
+        dprintf(fd, "E libnvidia-ml.so.1 lacks the calls asked\n");
+    else if ((rc = init()) != 0)
+        dprintf(fd, "E nvmlInit_v2 returned %d\n", rc);
+    else if ((rc = count(&n)) != 0)
+        dprintf(fd, "E nvmlDeviceGetCount_v2 returned %d\n", rc);
+    for (unsigned i = 0; i < n && i < MAX_LINKS; i++) {
+        void *d;
+        unsigned long long mask;
+        if (handle(i, &d) == 0 && reasons(d, &mask) == 0)
+            dprintf(fd, "%u %llu\n", i, mask);
+    }
+    _exit(0);
+}
+
+static double nvml_timeout(void)
+{
+    const char *v = getenv("TOPOBIND_GPU_LIBS_TIMEOUT");
+    double t = v ? atof(v) : 10.0;
+    return t > 0 && t <= 600 ? t : 10.0;
+}
+
+/* NVML asked in a forked child bounded in time (a hang or a crash is a reason, never the
+ * run's); its answer bounded in size. */
+static void gpu_throttle(tb_evidence *e)
+{
+    int fds[2];
+    e->nthr = -1;
+    if (pipe(fds) != 0) {
+        snprintf(e->thr_why, TB_EV_WHY, "pipe: %s", strerror(errno));
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        nvml_child(fds[1]);
+    }
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        snprintf(e->thr_why, TB_EV_WHY, "fork: %s", strerror(errno));
+        return;
+    }
+    char buf[4096];
+    size_t len = 0;
+    double limit = nvml_timeout(), t0 = tb_now();
+    int done = 0;
+    while (!done && len < sizeof buf - 1) {
+        int left = (int)((limit - (tb_now() - t0)) * 1000);
+        struct pollfd pf = {fds[0], POLLIN, 0};
+        if (left <= 0 || poll(&pf, 1, left) <= 0)
+            break;
+        ssize_t r = read(fds[0], buf + len, sizeof buf - 1 - len);
+        if (r <= 0)
+            done = 1;
+        else
+            len += (size_t)r;
+    }
+    close(fds[0]);
+    buf[len] = '\0';
+    int st = 0;
+    if (!done)
+        kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    if (!done) {
+        snprintf(e->thr_why, TB_EV_WHY, "NVML did not answer in %g s (TOPOBIND_GPU_LIBS_TIMEOUT)",
+                 limit);
+        return;
+    }
+    if (WIFSIGNALED(st)) {
+        snprintf(e->thr_why, TB_EV_WHY, "NVML crashed (signal %d)", WTERMSIG(st));
+        return;
+    }
+    if (buf[0] == 'E') {
+        snprintf(e->thr_why, TB_EV_WHY, "%.*s", (int)strcspn(buf + 2, "\n"), buf + 2);
+        return;
+    }
+    e->nthr = 0;
+    char *save = NULL;
+    for (char *l = strtok_r(buf, "\n", &save); l && e->nthr < MAX_LINKS;
+         l = strtok_r(NULL, "\n", &save))
+        if (sscanf(l, "%u %llu", &e->thr_index[e->nthr], &e->thr_mask[e->nthr]) == 2)
+            e->nthr++;
+}
+
+static void gpu_throttle_json(tb_json *j, const tb_evidence *e)
+{
+    tbj_arr_begin(j, "gpu_throttle");
+    for (int i = 0; i < e->nthr; i++) {
+        tbj_obj_begin(j, NULL);
+        tbj_int(j, "index", e->thr_index[i]);
+        tbj_arr_begin(j, "reasons");
+        for (unsigned b = 0; b < NTHROTTLE; b++)
+            if (e->thr_mask[i] & (1ULL << b))
+                tbj_str(j, NULL, THROTTLE_NAME[b]);
+        tbj_arr_end(j);
+        tbj_obj_end(j);
+    }
+    tbj_arr_end(j);
 }
 
 /* ---------------------------------------------------------------- begin, end */
@@ -936,6 +1079,9 @@ void tb_evidence_end(tb_evidence *e, const struct rusage *child)
     clocks(e);
     pcie_links(e);
     qsort(e->links, (size_t)e->nlinks, sizeof e->links[0], by_device);
+    e->nthr = -1;
+    if (e->pid && e->nvidia) /* around a program (a GPU job's): the kernels are CPU kernels */
+        gpu_throttle(e);
 }
 
 /* ---------------------------------------------------------------- the JSON */
@@ -959,6 +1105,8 @@ void tb_evidence_json(tb_json *j, const char *key, tb_evidence *e)
     for (int s = 0; s < S_N; s++)
         if (!e->have[s] && e->why[s][0])
             tbj_str(j, SIG_NAME[s], e->why[s]);
+    if (e->thr_why[0])
+        tbj_str(j, "gpu_throttle", e->thr_why);
     tbj_obj_end(j);
     tb_counters_json(j, &e->cs);
     tbj_arr_begin(j, "links");
@@ -975,6 +1123,8 @@ void tb_evidence_json(tb_json *j, const char *key, tb_evidence *e)
         tbj_obj_end(j);
     }
     tbj_arr_end(j);
+    if (e->nthr >= 0)
+        gpu_throttle_json(j, e);
     tbj_obj_end(j);
 }
 

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from gpu_stand_ins import build_stand_in
 from paths import KERNELS_BIN, RANKSTEP_BIN
 
 from topobind.measure.evidence import read_evidence
@@ -100,7 +101,8 @@ def fake_tree(root: Path, cgroup: str = "v2") -> dict[str, str]:
         _write(sys / f"devices/system/cpu/cpu{c}/cpufreq/cpuinfo_max_freq", "3500000\n")
     _write(sys / "class/powercap/intel-rapl:0/max_energy_range_uj", "262143328850\n")
     gpu = sys / "bus/pci/devices/0000:3b:00.0"
-    for name, value in (("class", "0x030200"), ("current_link_speed", "16.0 GT/s PCIe"),
+    for name, value in (("class", "0x030200"), ("vendor", "0x10de"),
+                        ("current_link_speed", "16.0 GT/s PCIe"),
                         ("current_link_width", "8"), ("max_link_speed", "16.0 GT/s PCIe"),
                         ("max_link_width", "16")):  # fmt: skip
         _write(gpu / name, value + "\n")
@@ -343,3 +345,40 @@ def test_a_node_with_no_signal_at_all_still_runs_and_says_why_for_each(tmp_path:
     assert "names no cpu cgroup" in ev.reason("throttled_share")
     assert ev.signal("ctx_switches") is not None  # the child's rusage needs no file
     assert ev.links == ()
+
+
+def _throttle_run(tmp_path: Path, **extra: str) -> tuple[object, subprocess.CompletedProcess[str]]:
+    env = fake_tree(tmp_path)
+    lib = build_stand_in(tmp_path / "lib", "libnvidia-ml.so.1")
+    env |= {"LD_LIBRARY_PATH": str(lib), "TB_FAKE_NVML_GPUS": "00000000:3B:00.0=GPU-a;"
+            "00000000:86:00.0=GPU-b", **extra}  # fmt: skip
+    out = tmp_path / "gpu.json"
+    cmd = [str(TB_EVIDENCE), "--json", str(out), "--", "true"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return read_evidence(json.loads(out.read_text())).evidence, proc
+
+
+def test_the_gpus_throttle_reasons_from_nvml_around_a_program(tmp_path: Path) -> None:
+    ev, _ = _throttle_run(tmp_path, TB_FAKE_NVML_THROTTLE="0x48,0x1")
+    assert ev is not None
+    assert ev.gpu_throttle == ((0, ("hw_slowdown", "hw_thermal_slowdown")), (1, ("gpu_idle",)))
+    assert "gpu_throttle" not in ev.unavailable
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ({"TB_FAKE_NVML_HANG": "nvmlInit_v2", "TOPOBIND_GPU_LIBS_TIMEOUT": "1"},
+         "NVML did not answer in 1 s"),
+        ({"TB_FAKE_NVML_CRASH": "nvmlDeviceGetCount_v2"}, "NVML crashed (signal 11)"),
+        ({"TB_FAKE_NVML_FAIL": "nvmlInit_v2=9"}, "nvmlInit_v2 returned 9"),
+    ],
+)  # fmt: skip
+def test_an_nvml_that_hangs_crashes_or_fails_is_a_reason(
+    tmp_path: Path, fault: dict[str, str], reason: str
+) -> None:
+    ev, _ = _throttle_run(tmp_path, **fault)
+    assert ev is not None and ev.gpu_throttle == ()
+    assert reason in ev.unavailable["gpu_throttle"]
+    assert ev.links and ev.signal("quota_cpus") == 0.25  # the rest is read as before
