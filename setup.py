@@ -6,8 +6,8 @@ A wheel (``pip wheel .``, ``pip install .``; not an editable install, which keep
 - ``topobind/kernels/bin/``: the kernels (stream, latency, c2c, dgemm when OpenBLAS is found)
   and the placement probes (whereami; whereami-mpi when an MPI compiler wrapper is found),
   built by ``kernels/Makefile``;
-- ``topobind/rankstep/bin/``: rankexec, the hugepage shim libtbhugepages.so and tb-bigalloc,
-  built by ``rankstep/Makefile``;
+- ``topobind/rankstep/bin/``: rankexec, the hugepage shim libtbhugepages.so, tb-bigalloc and
+  tb-evidence (the evidence around a program), built by ``rankstep/Makefile``;
 - both link ``libtb/`` (the C library, ``libtb/Makefile``), built once into the scratch folder
   (``LIBTB_BUILD``) by the first part's make and found up to date by the second's;
 - ``topobind/site_configs/``, ``topobind/reframe_tests/``, ``topobind/topologies/``: copies of
@@ -38,7 +38,7 @@ LEFT_OUT = ("__pycache__", "*.pyc", "spack-packages.yaml", "references.yaml")
 #: (Makefile folder, programs the wheel must have, programs it has when their library is found)
 C_PARTS = (
     ("kernels", ("stream", "latency", "c2c", "whereami"), ("dgemm", "whereami-mpi")),
-    ("rankstep", ("rankexec", "libtbhugepages.so", "tb-bigalloc"), ()),
+    ("rankstep", ("rankexec", "libtbhugepages.so", "tb-bigalloc", "tb-evidence"), ()),
 )
 
 

@@ -9,6 +9,10 @@
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- envelope */
+/* The evidence of the run (tb/evidence.h): begun by tb_run_start, ended by tb_json_header (the
+ * measured work is done when the result is written), written and freed by tb_json_end. */
+static tb_evidence *run_evidence;
+
 void tb_run_start(tb_run *r, const char *kernel)
 {
     time_t t = time(NULL);
@@ -22,11 +26,22 @@ void tb_run_start(tb_run *r, const char *kernel)
     r->rank = tb_env_rank();
     r->ranks = tb_env_ranks();
     r->threads = omp_get_max_threads();
+    tb_evidence_free(run_evidence);
+    /* the placement probe (whereami) measures nothing: no evidence, no cost on every rank */
+    run_evidence = strcmp(kernel, "whereami") ? tb_evidence_begin(0) : NULL;
+}
+
+void tb_json_evidence(tb_json *j)
+{
+    tb_evidence_json(j, "evidence", run_evidence);
+    tb_evidence_free(run_evidence);
+    run_evidence = NULL;
 }
 
 void tb_json_header(tb_json *j, const tb_run *r)
 {
     const char *layout = getenv("TOPOBIND_LAYOUT");
+    tb_evidence_end(run_evidence, NULL);
     tbj_obj_begin(j, NULL);
     tbj_str(j, "schema", TB_SCHEMA);
     tbj_str(j, "kernel", r->kernel);

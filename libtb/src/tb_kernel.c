@@ -67,6 +67,7 @@ int tb_first_touch(long long elems, double **arrays, int count,
 
 int tb_json_end(tb_json *j, int valid, const char *validation, const char *path)
 {
+    tb_json_evidence(j);
     tbj_bool(j, "valid", valid);
     tbj_str(j, "validation", validation);
     tbj_obj_end(j);

@@ -53,6 +53,7 @@ CHECK_FILE = "topobind-check.json"  # = topobind.report.reader.CHECK_FILE
 LOAD_FILE = "load.json"
 SITE_VARIABLE = "TOPOBIND_SITE"
 HARNESS = tbload.harness_identity()  # this ReFrame process, for load.json
+MAX_EVIDENCE_FILES = 32  # kernel results a run's evidence is read from (one a rank; ~2 KiB each)
 
 
 def site_for(system: str) -> tbsites.Site:
@@ -221,6 +222,10 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     #: the node the job ran on, from its post-run line (set after the run; in ReFrame's
     #: report beside ``job_nodelist``, which a job too short for the scheduler's poll lacks)
     tb_ran_on = variable(str, value="")
+    #: the ``evidence`` of each kernel result the run left in the stage directory (one per rank:
+    #: the node's signals and counters around it, docs/results-format.md), as one JSON array
+    #: (compact); in ReFrame's report beside the figures, read by validation/reframe_report.py
+    tb_evidence = variable(str, value="")
     #: a sanity-only check (no figure compared across nodes) runs in the first run of a
     #: session only, skipped in ReFrame's --reruns ('-S sanity_once=true': validate
     #: --each-node's quick tier; its verdict does not get surer by repeating it)
@@ -347,6 +352,29 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
         self.executable_opts = []
         self.keep_files = [*self.keep_files, CHECK_FILE, LOAD_FILE]
         self.env_vars[tbload.HARNESS_VARIABLE] = HARNESS
+
+    @run_before("sanity")
+    def tb_collect_evidence(self) -> None:
+        """``tb_evidence``: the evidence of the kernel results in the stage directory (before
+        sanity, so a run that fails it still carries it); bounded: of the first
+        :data:`MAX_EVIDENCE_FILES` result files (by name: rank 0 first where the names hold
+        ranks), each read as a result file is."""
+        from topobind.measure.evidence import read_evidence
+        from topobind.measure.results import read_bytes
+
+        found: list[dict[str, Any]] = []
+        for name in self.tb_glob("*.json")[: 8 * MAX_EVIDENCE_FILES]:
+            if len(found) == MAX_EVIDENCE_FILES:
+                break
+            try:
+                doc = json.loads(read_bytes(name))
+            except (TopobindError, ValueError):
+                continue
+            if isinstance(doc, dict) and doc.get("schema") == "topobind.result/1":
+                ev = read_evidence(doc).evidence
+                if ev is not None:
+                    found.append(ev.document)
+        self.tb_evidence = json.dumps(found, separators=(",", ":")) if found else ""
 
     @run_after("sanity")
     def tb_judge_load(self) -> None:

@@ -91,6 +91,7 @@ def code_files() -> list[Path]:
     files = [p for r in roots for p in r.rglob("*") if p.suffix in {".py", ".c", ".h", ""}]
     files += list((REPO / "kernels").glob("*.c")) + list((REPO / "kernels" / "common").glob("*.c"))
     files += list((REPO / "rankstep").glob("*.[ch]"))  # the per-rank step, shim and SPANK plugin
+    files += list((REPO / "libtb").rglob("*.[ch]"))  # what they share (the evidence's roots)
     return [p for p in files if p.is_file() and "__pycache__" not in p.parts]
 
 

@@ -6,7 +6,8 @@
  *
  * The node's GPUs come from TB_FAKE_NVML_GPUS: "BUSID=UUID[=MIG-UUID,MIG-UUID...];..." in
  * NVML's order; a GPU with MIG UUIDs is in MIG mode. Bus ids are returned as NVML writes them
- * (an 8-digit domain: "00000000:41:00.0"). Only what topobind.topo.gpu_live calls.
+ * (an 8-digit domain: "00000000:41:00.0"). Only what topobind.topo.gpu_live and libtb's
+ * evidence (the throttle reasons, TB_FAKE_NVML_THROTTLE) call.
  * Faults (tests/fake_gpu_faults.h, prefix TB_FAKE_NVML; built with -I tests) for every
  * function (nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetUUID...);
  * TB_FAKE_NVML_COUNT=N: the count is N (handles past the GPUs listed fail);
@@ -141,5 +142,21 @@ int nvmlDeviceGetMigDeviceHandleByIndex(void *h, unsigned int i, void **mig)
     if (i >= (unsigned int)gpus[gpu_of(h)].nmig)
         return 2;
     *mig = (void *)((uintptr_t)h + 1 + i);
+    return 0;
+}
+
+/* The clock event (throttle) reasons of each GPU: TB_FAKE_NVML_THROTTLE="MASK,MASK,..." by
+ * GPU index (0 past the list); libtb's evidence asks it (tests/measure/test_evidence_c.py). */
+int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *reasons)
+{
+    FAULT("nvmlDeviceGetCurrentClocksEventReasons", gpu_of(h));
+    char buf[512];
+    const char *v = getenv("TB_FAKE_NVML_THROTTLE");
+    snprintf(buf, sizeof buf, "%s", v ? v : "");
+    *reasons = 0;
+    int i = 0;
+    for (char *s1 = NULL, *tok = strtok_r(buf, ",", &s1); tok; tok = strtok_r(NULL, ",", &s1))
+        if (i++ == gpu_of(h))
+            *reasons = strtoull(tok, NULL, 0);
     return 0;
 }

@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "tb/env.h"   /* tb_env_rank, tb_env_ranks, tb_expand_path */
+#include "tb/evidence.h" /* tb_evidence_* (the run's evidence) */
 #include "tb/json.h"  /* tb_json, tbj_*, tb_emit */
 #include "tb/pages.h" /* tb_region, tb_pgkind */
 #include "tb/place.h" /* tb_place */
@@ -37,8 +38,12 @@ typedef struct {
     int threads;        /* OpenMP threads per rank (the kernel may overwrite before writing) */
 } tb_run;
 
+/* Also begins the run's evidence (tb/evidence.h; not for the placement probe, whereami): from
+ * here to tb_json_header, written by tb_json_end as "evidence" (docs/results-format.md). */
 void tb_run_start(tb_run *r, const char *kernel);
-/* Opens the top-level object and writes schema, kernel, host, timestamp, layout, ranks, threads. */
+void tb_json_evidence(tb_json *j);   /* "evidence" of the run, when there is one; frees it */
+/* Ends the run's evidence, opens the top-level object and writes schema, kernel, host,
+ * timestamp, layout, ranks, threads. */
 void tb_json_header(tb_json *j, const tb_run *r);
 /* A metric: stats over trials[skip..n) (all of them when skip >= n).
  * best = max if higher_is_better else min. */
@@ -80,7 +85,7 @@ void tb_alloc_arrays(tb_region *reg, const tb_opts *c, long long elems, int coun
  * the static block it computes on later (tb_static_range); returns the team size. */
 int tb_first_touch(long long elems, double **arrays, int count,
                    double (*value)(int array, long long i, const void *ctx), const void *ctx);
-/* The envelope's end: "valid", "validation", close, write (tb_emit to path), free; returns
+/* The envelope's end: "evidence" (tb_json_evidence), "valid", "validation", close, write (tb_emit to path), free; returns
  * the kernel's exit status (0, or TB_EXIT_INVALID when not valid). */
 int tb_json_end(tb_json *j, int valid, const char *validation, const char *path);
 

@@ -25,6 +25,7 @@ from topobind.launch.rank_step import job_env
 from topobind.launch.shape import JobShape
 from topobind.measure import registry as kernel_registry
 from topobind.measure import stats
+from topobind.measure.evidence import evidence_line
 from topobind.measure.programs import run_kernel
 from topobind.measure.results import Result, load_result, result_document
 from topobind.plan.model import Plan
@@ -168,6 +169,7 @@ def summary_text(runs: Sequence[BenchRun]) -> str:
             f"{s.n} run(s), {valid} valid: median {s.median:.6g}  best {s.best:.6g}  CV {cv}"
         )
     lines += caveats(first.kernel, first.params)
+    lines.append(evidence_summary([r.result for r in runs]))
     lines.append(f"layout {first.layout}, {first.ranks} rank(s) x {first.threads} thread(s)")
     lines.append(f"results: {len(runs)} file(s) in {where}/")
     return "\n".join(lines)
@@ -188,6 +190,22 @@ def caveats(kernel: str, params: dict[str, object]) -> list[str]:
         f"({llc / mib:.1f} MiB): a cache's bandwidth, not memory's; give --elements {need} "
         "or more"
     ]
+
+
+def evidence_summary(results: Sequence[Result]) -> str:
+    """The evidence line of the runs (:func:`topobind.measure.evidence.evidence_line`): of the
+    run whose CPUs were the most taken (busy, stolen or throttled) when there are several."""
+
+    def taken(r: Result) -> float:
+        ev = r.evidence
+        names = ("busy_share", "steal_share", "throttled_share")
+        return -1.0 if ev is None else sum(ev.signal(n) or 0.0 for n in names)
+
+    worst = max(results, key=taken)
+    line = evidence_line(worst.evidence, "the kernel wrote none: rebuild it (make kernels)")
+    if len(results) > 1:
+        line = line.replace("evidence:", f"evidence (most taken of {len(results)} runs):", 1)
+    return line
 
 
 def stderr_progress(line: str) -> None:

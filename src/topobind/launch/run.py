@@ -2,7 +2,10 @@
 every rank reads (:func:`scratch`), the launch prepared once (:func:`topobind.launch.build.build`,
 files written), the placement probe run first in the program's place, the groups of nodes
 when the job's nodes hold different shares (:mod:`topobind.launch.node_groups`), and the
-samples of the running program. :func:`run_job` goes through them in order and returns an
+samples of the running program, and with ``--evidence`` each rank's evidence (``tb-evidence``
+between the rank's step and its program: the node's signals and the program's counters,
+libtb's ``tb/evidence.h``; one file a rank in the scratch directory, gathered by
+:func:`gather_evidence`). :func:`run_job` goes through them in order and returns an
 :class:`Outcome`; :mod:`topobind.cli.commands.run` parses the options and prints (told each
 stage by a :class:`Stages`)."""
 
@@ -11,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import itertools
+import json
 import os
 import shutil
 import subprocess
@@ -39,7 +44,9 @@ from topobind.launch.verify import Row, all_ok, compare, parse_probe_output
 from topobind.launch.verify_devices import EnvRow, check_env
 from topobind.launch.verify_memory import MemRow, ProbeRow, probe_rows
 from topobind.launch.verify_memory import check as check_memory
+from topobind.measure.evidence import Evidence, read_evidence
 from topobind.measure.programs import find_kernel
+from topobind.measure.results import read_bytes
 from topobind.plan.memory import needs_step
 from topobind.plan.model import Plan, PlannedRank
 from topobind.plan.request import PlanRequest
@@ -132,14 +139,77 @@ def prepare(
     *,
     sample: bool = False,
     groups: Sequence[NodePlan] = (),
+    evidence: bool = False,
 ) -> Job:
     """Build the launch of ``program`` (one builder: :func:`topobind.launch.build.build`) and write
-    its files in ``where``. ``groups``: a plan per group of nodes (``plan`` is the first's)."""
-    path = program_path(program[0]) if program else None
+    its files in ``where``. ``groups``: a plan per group of nodes (``plan`` is the first's);
+    ``evidence``: each rank runs ``program`` under ``tb-evidence`` (:func:`evidence_wrapper`)."""
+    path = program_path(program[0]) if program else None  # the program's, not the wrapper's
     shape = job_shape(plan, opts, workdir=where, sample=sample, groups=groups, program=path)
-    launch = build(shape, program)
+    wrapper = evidence_wrapper(where) if evidence and program else []
+    launch = build(shape, [*wrapper, *program])
     write_files(launch)
     return Job(shape, launch, where)
+
+
+#: a rank's evidence file in the scratch directory (tb-evidence expands {rank} and {pid})
+EVIDENCE_FILE = "evidence-{rank}-{pid}.json"
+MAX_EVIDENCE_FILES = 65536  # ranks of one job
+MAX_EVIDENCE_BYTES = 1 << 20  # one rank's document: ~3 KiB
+
+
+def evidence_wrapper(where: str) -> list[str]:
+    """The words before a rank's program that collect its evidence into ``where``."""
+    tool = find_kernel("tb-evidence")
+    return [str(tool), "--json", os.path.join(where, EVIDENCE_FILE), "--"]
+
+
+@dataclass(frozen=True)
+class RankEvidence:
+    """One rank's ``tb-evidence`` document: where, its program's status, the evidence (None:
+    ``reason`` says why) and the document as written."""
+
+    host: str
+    rank: int | None
+    status: int | None
+    evidence: Evidence | None
+    reason: str
+    document: dict[str, object]
+
+
+def _rank_evidence(path: str) -> RankEvidence:
+    name = os.path.basename(path)
+    try:
+        doc = json.loads(read_bytes(path, MAX_EVIDENCE_BYTES))
+    except (TopobindError, ValueError) as exc:
+        return RankEvidence("?", None, None, None, f"{name}: {str(exc)[:200]}", {})
+    if not isinstance(doc, dict) or doc.get("schema") != "topobind.evidence/1":
+        return RankEvidence(
+            "?", None, None, None, f"{name}: not a topobind.evidence/1 document", {}
+        )
+    host, rank, status = doc.get("host"), doc.get("rank"), doc.get("status")
+    got = read_evidence(doc)
+    return RankEvidence(
+        host if isinstance(host, str) else "?",
+        rank if type(rank) is int else None,
+        status if type(status) is int else None,
+        got.evidence,
+        got.reason,
+        doc,
+    )
+
+
+def gather_evidence(where: str) -> list[RankEvidence]:
+    """Every rank's evidence file in ``where`` (at most :data:`MAX_EVIDENCE_FILES`, each read
+    bounded; one that is not as documented is kept with its reason), by rank."""
+    try:
+        with os.scandir(where) as it:
+            names = [e.path for e in itertools.islice(it, 4 * MAX_EVIDENCE_FILES)
+                     if e.name.startswith("evidence-") and e.name.endswith(".json")]  # fmt: skip
+    except OSError:
+        return []
+    found = [_rank_evidence(p) for p in sorted(names)[:MAX_EVIDENCE_FILES]]
+    return sorted(found, key=lambda r: (r.rank is None, r.rank or 0, r.host))
 
 
 def write_files(launch: Launch) -> None:
@@ -341,6 +411,7 @@ class Outcome:
     rows: list[Row] | None = None
     samples: list[Sample] | None = None
     memory: list[MemRow] | None = None
+    evidence: list[RankEvidence] | None = None  # with --evidence: each rank's, by rank
 
     @property
     def exit_status(self) -> int:
@@ -371,19 +442,23 @@ def run_job(
     verify: bool = False,
     verify_running: bool = False,
     groups: Sequence[NodePlan] = (),
+    evidence: bool = False,
 ) -> Outcome:
     """Run ``program`` in this job: check it is here, prepare the launch in one scratch
     directory (removed at the end), run the probe first (``verify``), launch, and compare
     the running program's samples with the plan (``verify_running``; not after Ctrl-C or
-    SIGTERM, exit 130 or 143). ``groups``: a plan per group of nodes (``plan``: the first's)."""
+    SIGTERM, exit 130 or 143). ``groups``: a plan per group of nodes (``plan``: the first's);
+    ``evidence``: each rank's evidence, gathered after the launch (:func:`gather_evidence`)."""
     check_program(program[0])
     with scratch(allocation=opts.allocation) as where:
-        job = prepare(plan, program, opts, where, sample=verify_running, groups=groups)
+        job = prepare(plan, program, opts, where, sample=verify_running, groups=groups,
+                      evidence=evidence)  # fmt: skip
         stages.prepared(job)
         if verify:
             stages.probed(verify_groups(groups, job) if groups else verify_first(plan, job))
         if not verify_running:
-            return Outcome(job, exit_status(execute(job.launch).returncode))
+            status = exit_status(execute(job.launch).returncode)
+            return Outcome(job, status, evidence=gather_evidence(where) if evidence else None)
         # from the launch on: a Ctrl-C or SIGTERM after the program ended and before the wait
         # for its samples (or one topobind.runner passes on) ends with one line, not a traceback
         with stop_on_signals(WAITING):
@@ -391,7 +466,8 @@ def run_job(
             if status in (130, 143):
                 return Outcome(job, status)
             rows, samples = sampled_rows(job.shape.plan, job, opts.sample_ms)
-        return Outcome(job, status, rows, samples, memory_rows(job, samples))
+        gathered = gather_evidence(where) if evidence else None
+        return Outcome(job, status, rows, samples, memory_rows(job, samples), gathered)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from topobind.errors import TopobindError
@@ -35,6 +35,7 @@ from topobind.fsutil import package_schema
 from topobind.json_records import pick, to_json
 from topobind.measure import registry as kernel_registry
 from topobind.measure import stats
+from topobind.measure.evidence import Evidence, evidence_of
 
 RESULT_SCHEMA_ID = "topobind.result/1"
 RESULT_SUFFIXES = (".json", ".jsonl", ".ndjson")
@@ -210,6 +211,15 @@ class Result:
     validation: str
     rank: int | None = None
     source: str = "<text>"  # file name, plus ":LINE" for JSON Lines or "[I]" in an array
+    # the ``evidence`` section as read (None: none); :attr:`evidence` reads it when asked
+    evidence_document: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def evidence(self) -> Evidence | None:
+        """What the node said around the run (measure/evidence.py), read on first use (a
+        third of a result's reading time: the fleet report reads thousands and needs none);
+        None when there is none or it is not as documented (``read_evidence`` says why)."""
+        return None if self.evidence_document is None else evidence_of(self.evidence_document)
 
     @property
     def headline_value(self) -> float | None:
@@ -259,6 +269,8 @@ def result_document(r: Result) -> dict[str, Any]:
     doc |= pick(r, "threads", "params", "pages", "placement", "metrics", "headline")
     if r.matrices:
         doc["matrices"] = {name: matrix_document(m) for name, m in r.matrices.items()}
+    if r.evidence_document is not None:
+        doc["evidence"] = r.evidence_document
     return doc | pick(r, "valid", "validation")
 
 
@@ -638,6 +650,7 @@ def _result(doc: object, source: str) -> Result:
         validation=validation if isinstance(validation, str) else "",
         rank=rank if type(rank) is int and rank >= 0 else None,
         source=source,
+        evidence_document=evidence if isinstance(evidence := doc.get("evidence"), dict) else None,
     )
 
 

@@ -164,6 +164,18 @@ def add_subparser(subparsers: Any) -> None:
         "atomically), e.g. for a check that compares placement with it: one start-up fewer "
         "than a separate topobind plan",
     )
+    run.add_argument(
+        "--evidence",
+        action="store_true",
+        help="collect each rank's evidence (the node's signals: other processes, steal, cgroup "
+        "throttling, faults, NUMA, interrupts; the program's counters) with rankstep/bin/"
+        "tb-evidence around it, and print one line about it on stderr",
+    )
+    run.add_argument(
+        "--evidence-json",
+        metavar="FILE",
+        help="with --evidence: also write every rank's evidence document to FILE (atomically)",
+    )
     run.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
     run.set_defaults(func=run_program)
 
@@ -295,6 +307,7 @@ def run_program(args: argparse.Namespace) -> int:
         raise TopobindError(f"--sample-ms must be 0 .. 600000 (got {args.sample_ms})")
     if args.plan_json is not None:  # before any work: '' and a FIFO refused, not replaced
         output_file(args.plan_json, "--plan-json")
+    _check_evidence_args(args)
     req = request_from(args, job=True)  # once, for the node groups and the plan
     topo = job_topology(req, load(req.topology))  # once, for both; the job's CPUs (Flux)
     groups = _node_groups(args, req, topo) or []  # the nodes differ: a plan per group of nodes
@@ -310,9 +323,45 @@ def run_program(args: argparse.Namespace) -> int:
     done = jobrun.run_job(
         plan, program, _options(args, req), _Printed(None if groups else plan, short=bool(groups)),
         verify=args.verify, verify_running=args.verify_running, groups=groups,
+        evidence=args.evidence,
     )  # fmt: skip
     _exited(done.job.launch, done.status, None if groups else program[0])
+    _print_evidence(done, args)
     return _with_samples(done, args)
+
+
+def _check_evidence_args(args: argparse.Namespace) -> None:
+    if args.evidence_json is not None and not args.evidence:
+        raise TopobindError("--evidence-json FILE needs --evidence")
+    if args.evidence and args.dry_run:
+        raise TopobindError("--evidence gathers what the ranks write while they run: drop "
+                            "--dry-run (or --evidence)")  # fmt: skip
+    if args.evidence:
+        from topobind.measure.programs import find_kernel
+
+        find_kernel("tb-evidence")  # before the launch: one line with the fix when missing
+    if args.evidence_json is not None:
+        output_file(args.evidence_json, "--evidence-json")
+
+
+def _print_evidence(done: jobrun.Outcome, args: argparse.Namespace) -> None:
+    """With --evidence: one line on stderr; every rank's document into --evidence-json."""
+    if done.evidence is None:
+        return
+    from topobind.measure.evidence import ranks_line
+
+    ranks = [(f"{r.host} rank {r.rank}", r.evidence, r.reason) for r in done.evidence]
+    print(ranks_line(ranks), file=sys.stderr)
+    if args.evidence_json is not None:
+        from topobind.fsutil import atomic_write_text
+
+        doc = {"schema": "topobind.run-evidence/1", "status": done.status,
+               "ranks": [r.document for r in done.evidence]}  # fmt: skip
+        try:
+            atomic_write_text(args.evidence_json, jsonfmt.dumps(doc) + "\n")
+        except OSError as exc:
+            raise TopobindError(f"--evidence-json {args.evidence_json}: cannot write it "
+                                f"({exc.strerror}); give a writable path") from None  # fmt: skip
 
 
 def _write_plan_json(path: str, plan: Any, groups: int) -> None:

@@ -1,0 +1,9 @@
+# The evidence around every measured run (issue 45; libtb/include/tb/evidence.h): its cost per
+# run (tb-evidence --loop: begin + end + JSON) and on a STREAM run with and without
+# (TOPOBIND_EVIDENCE=0). Writes results/bench/evidence.json; targets: 5 ms a run, 1 % of STREAM.
+.PHONY: bench-evidence
+
+bench-evidence: kernels
+	$(PY) scripts/bench-evidence.py
+
+BENCH_TARGETS += bench-evidence
