@@ -314,6 +314,10 @@ def run_validate(args: argparse.Namespace) -> int:
     if args.metrics is not None:
         text = out.metrics_text(site.name, partitions)
         print(f"metrics: {metrics.write(args.metrics, text)}")
+    if out.nothing_compared and out.status != 1:
+        total = reframe_runs.reference_count(rows)[1]
+        print(f"performance NOT JUDGED: none of the {total} figure(s) had a reference; "
+              f"write references with: topobind calibrate --site {site.name}")  # fmt: skip
     return out.status
 
 
