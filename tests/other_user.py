@@ -5,8 +5,10 @@ may live in a private folder (a home of mode 0700 on Debian 12, ``/root``: issue
 So such a test never hands that user a path inside the checkout: it copies what the user
 needs into a folder of its own under /tmp (:func:`shared_folder`, mode 0755, removed after),
 or skips with one line naming the folder that stops the user and its mode
-(:func:`skip_unless_reachable`). ``tests/packaging/test_other_user.py`` holds every test
-file that runs as another user to this helper, and runs them from a clone in a 0700 folder.
+(:func:`skip_unless_reachable`; a Slurm cluster's configuration and munged's socket cannot
+be copied: :func:`skip_unless_cluster_reachable`). ``tests/packaging/test_other_user.py``
+holds every test file that runs as another user to this helper, and runs them from a clone
+in a 0700 folder.
 """
 
 from __future__ import annotations
@@ -67,22 +69,13 @@ def copy_readable(source: str | os.PathLike[str], folder: Path) -> Path:
     return dst
 
 
-def slurm_client_conf(conf: str | os.PathLike[str], folder: Path) -> Path:
-    """A copy of a cluster's client configuration in ``folder`` for another user's sbatch and
-    srun: ``slurm.conf`` and the files Slurm reads beside it (``plugstack.conf``,
-    ``mpi.conf``), ``PlugStackConfig`` pointing at the copy; returns the new SLURM_CONF. A
-    SPANK plugin the stack names stays where it is (skip when others cannot reach it)."""
-    src = Path(conf)
-    for name in ("plugstack.conf", "mpi.conf"):
-        if (src.parent / name).is_file():
-            copy_readable(src.parent / name, folder)
-    for line in (src.parent / "plugstack.conf").read_text().splitlines():
-        words = line.split()
-        if len(words) >= 2 and not words[0].startswith("#"):
-            skip_unless_reachable(words[1])  # the plugin itself
-    stack = str(src.parent / "plugstack.conf")
-    text = src.read_text().replace(stack, str(folder / "plugstack.conf"))
-    out = folder / "slurm.conf"
-    out.write_text(text)
-    out.chmod(0o644)
-    return out
+def skip_unless_cluster_reachable(conf: str | os.PathLike[str]) -> None:
+    """Skip, in one line, unless nobody reaches a Slurm cluster's ``slurm.conf`` and munged's
+    socket: another user's sbatch reads both, and so does the job's own srun, whose SLURM_CONF
+    slurmd sets to its own file (a copy would not do). A cluster's state folder is in the
+    checkout by default (scripts/local-slurm), so a checkout in a 0700 folder skips."""
+    skip_unless_reachable(conf, "nobody (the cluster's slurm.conf)")
+    for line in Path(conf).read_text().splitlines():
+        if line.startswith("AuthInfo=") and "socket=" in line:
+            socket = line.split("socket=", 1)[1].split(",")[0].strip()
+            skip_unless_reachable(socket, "nobody (munged's socket)")

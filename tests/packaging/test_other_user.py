@@ -15,7 +15,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from other_user import blocking_folder, shared_folder, skip_unless_reachable
+from other_user import (
+    blocking_folder,
+    shared_folder,
+    skip_unless_cluster_reachable,
+    skip_unless_reachable,
+)
 from paths import REPO
 
 #: what makes a test run as another user: setpriv, a job of another uid, setuid, runuser, su
@@ -49,6 +54,30 @@ def test_every_test_that_runs_as_another_user_goes_through_the_helper() -> None:
         for line in text.splitlines():
             if AS_ANOTHER_USER.search(line):
                 assert "REPO" not in line and "SCRIPT" not in line, f"{name}: {line.strip()}"
+
+
+def test_a_cluster_in_a_private_folder_is_a_one_line_skip() -> None:
+    with shared_folder("tb-cluster-") as folder:
+        state = folder / "clone" / "build" / "local-slurm"
+        (state / "munge").mkdir(parents=True)
+        conf = state / "slurm.conf"
+        conf.write_text(f"ClusterName=x\nAuthInfo=socket={state}/munge/munge.socket.2\n")
+        conf.chmod(0o644)
+        skip_unless_cluster_reachable(conf)  # every folder 0755: no skip
+        (state / "munge").chmod(0o700)
+        with pytest.raises(
+            pytest.skip.Exception,
+            match=r"^nobody \(munged's socket\) cannot "
+            rf"reach {state}/munge/munge.socket.2: {state}/munge \(mode 0700\)",
+        ):
+            skip_unless_cluster_reachable(conf)
+        (folder / "clone").chmod(0o700)
+        with pytest.raises(
+            pytest.skip.Exception,
+            match=r"^nobody \(the cluster's slurm.conf\) "
+            rf"cannot reach {conf}: {folder}/clone \(mode 0700\); ",
+        ):
+            skip_unless_cluster_reachable(conf)
 
 
 def test_the_blocking_folder_is_named_with_its_mode() -> None:
