@@ -657,6 +657,16 @@ def _result(doc: object, source: str) -> Result:
     )
 
 
+def tier_from_environment() -> str | None:
+    """``TOPOBIND_TIER`` as the C kernels write it (``tier``; None when unset or empty), for
+    a result written in Python (HPL's); a value that is no tier name is one TopobindError."""
+    value = os.environ.get("TOPOBIND_TIER") or None
+    try:
+        return _tier(value)
+    except ResultError as exc:
+        raise TopobindError(f"TOPOBIND_TIER: {exc}") from None
+
+
 def _tier(value: object) -> str | None:
     """``tier``: absent, or a tier's name (lower-case letters, digits, '-', '_')."""
     if value is None:
