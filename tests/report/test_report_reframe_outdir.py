@@ -125,6 +125,8 @@ def test_a_smoke_runs_figures_are_not_judged(tmp_path: Path, stream_doc: dict) -
     assert lines[7].startswith("used: 9 runs in 1 group ")
     assert "SLOW HOSTS: none" in lines, proc.stdout
     assert sum("not a topobind result" in ln for ln in lines) == 2  # examples, not every file
+    summary = (tmp_path / "rep" / "summary.md").read_text()
+    assert "Not judged (smoke tier, which measures no performance): 9 result(s)." in summary
     doc = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert doc["inputs"]["not_judged"] == {"smoke": 9}
     assert len(doc["inputs"]["skipped"]) == 36

@@ -172,6 +172,9 @@ def markdown_summary(report: Report) -> str:
         f"{len(report.groups)} groups (kernel x layout x page size). Slow host: median worse "
         f"than the fleet median by more than {o.slow_mads:g} MADs and {o.slow_pct:g}%."
     )
+    for tier, n in report.not_judged.items():
+        out.append(f"Not judged ({tier} tier, which measures no performance): "
+                   f"{fmt.count(n)} result(s).")  # fmt: skip
     out.append("")
     if report.slow:
         out.append(f"**{len(report.slow_host_names)} slow host(s)**, worst first:")
