@@ -66,7 +66,7 @@ def _job_state(cluster: SlurmCluster, job: str) -> str:
 
 #: a safety net on a busy machine, not the test's bound: each wait below ends on the event it
 #: waits for (a job's state, a node's state), or at once on a state that rules it out (issue
-#: 47 item 4: waits of 60 s missed by 0.03-0.3 s on a busy machine failed tests that were right)
+#: 47 item 4: fixed deadlines missed by 0.03-0.3 s on a busy machine failed these tests)
 STATE_WAIT_S = 600.0
 
 
@@ -137,14 +137,17 @@ def test_a_node_whose_job_never_starts_is_not_started_after_the_node_budget(
     tmp_path: Path,
 ) -> None:
     """node2 is held by another user's job (the whole node): this run's job there stays
-    PENDING; after the site's node_budget (20 s) it is cancelled, the node NOT STARTED with
-    the reason, the other nodes judged; the other user's job is untouched."""
+    PENDING; after the site's node_budget (60 s) it is cancelled, the node NOT STARTED with
+    the reason, the other nodes judged; the other user's job is untouched. The budget bounds
+    node1's and node3's runs too: 60 s, the least bound the library itself gives a node
+    (validation/node_jobs.node_bound), not 20 s, which a smoke pass on a busy 2-CPU machine
+    can take (issue 47 item 4)."""
     c = slurm_cluster3
     sites = fleet_faults.fleet_sites(tmp_path)
     site = sites / "fleet" / "site.yaml"
     text = site.read_text()
     assert "node_budget: 10m" in text
-    site.write_text(text.replace("node_budget: 10m", "node_budget: 20s"))
+    site.write_text(text.replace("node_budget: 10m", "node_budget: 60s"))
     other = _beside(c, "node2", "--exclusive")
     try:
         got = _validate(c, sites, tmp_path, *SMOKE, "--nodelist", "node[1-3]")
@@ -155,12 +158,12 @@ def test_a_node_whose_job_never_starts_is_not_started_after_the_node_budget(
     assert got.returncode == 4, out + got.stderr
     row = _row(out, "node2")
     assert row.split()[1:3] == ["NOT", "STARTED"], out
-    assert re.search(r"did not start within 20 s \(PENDING: (Resources|Priority)\)", row), row
+    assert re.search(r"did not start within 60 s \(PENDING: (Resources|Priority)\)", row), row
     assert out.strip().splitlines()[-1] == (
         "bad nodes: none; not tested (their jobs never started): node2"
     ), out
     assert [_row(out, n).split()[1] for n in ("node1", "node3")] == ["ok", "ok"]
-    assert "20 s to start" in got.stderr
+    assert "60 s to start" in got.stderr
     # its job was cancelled by this run: nothing of it left queued
     mine = c.run(["squeue", "-h", "-n", "tb-accept-node2", "-o", "%i %T"]).stdout
     assert "PENDING" not in mine and "RUNNING" not in mine, mine
