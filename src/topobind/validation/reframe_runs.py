@@ -533,6 +533,15 @@ class Outcome:
         compared, total = reference_count(self.rows)
         return total > 0 and compared == 0
 
+    def not_judged_text(self, site: str) -> str:
+        """validate's last line when figures were measured and none was compared (a site
+        before calibrate; not when the run failed anyway), else ''."""
+        if not self.nothing_compared or self.status == 1:
+            return ""
+        total = reference_count(self.rows)[1]
+        return (f"performance NOT JUDGED: none of the {total} figure(s) had a reference; "
+                f"write references with: topobind calibrate --site {site}\n")  # fmt: skip
+
     @property
     def status(self) -> int:
         """1 when a check failed, a session failed, or (--strict) a figure had no reference;
