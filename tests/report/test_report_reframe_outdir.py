@@ -139,3 +139,30 @@ def test_results_without_a_tier_are_judged(tmp_path: Path, stream_doc: dict) -> 
     proc = run_topobind("report", str(plain), "-o", str(tmp_path / "rep"), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "SLOW HOSTS: 1 host(s)" in proc.stdout and "not judged" not in proc.stdout
+
+
+def test_the_first_lines_stay_short_whatever_is_left_out(small_fleet: Path) -> None:
+    """1,350 files that are not results (issue 47 item 6: each was a line): counted by name,
+    the four commonest named, two examples; the summary's size does not grow with them."""
+    import dataclasses
+
+    from topobind.report.analysis import Options, analyse
+    from topobind.report.tables import intro_lines
+    from topobind.report.text import text_summary
+
+    read = read_results([small_fleet])
+    report = analyse(read.runs, Options(), read.inputs, read.files)
+    names = ["load.json", "plan.json", "verify.json", "stream-size.json", "a.json", "b.json"]
+    skipped = tuple((f"out/c{i}/{names[i % 6]}", "not a topobind result") for i in range(1350))
+    big = dataclasses.replace(report, skipped=skipped, not_judged={"smoke": 12})
+    lines = intro_lines(big)
+    lines = lines[[i for i, ln in enumerate(lines) if ln.startswith("inputs: ")][0] :]
+    assert lines[1] == ("not judged (smoke tier): 12 results: the smoke tier measures no "
+                        "performance, its figures are not compared")  # fmt: skip
+    assert lines[2] == ("left out: 1,350 files that are not results (a.json 225, b.json 225, "
+                        "load.json 225, plan.json 225, 2 other names; report.json lists them "
+                        "all)")  # fmt: skip
+    assert lines[3:5] == ["  e.g. out/c0/load.json: not a topobind result",
+                          "  e.g. out/c1/plan.json: not a topobind result"]  # fmt: skip
+    assert len(intro_lines(big)) == len(intro_lines(report)) + 4
+    assert len(text_summary(big)) - len(text_summary(report)) < 600
