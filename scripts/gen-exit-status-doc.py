@@ -63,9 +63,12 @@ SHARED = [
     ("3", "a kernel's `--strict` page size could not be obtained", "`bench`"),
     (
         "4",
-        "ran, found no bad node, but did not judge them all: NOT JUDGED (fewer than 3 nodes "
-        "or 3 runs) or not tested (a `--nodelist` node the `--reports` do not hold)",
-        "`validate --each-node`",
+        "ran, found nothing wrong, but did not judge: with `--each-node` a node NOT JUDGED "
+        "(fewer than 3 nodes or 3 runs) or not tested (a `--nodelist` node the `--reports` do "
+        "not hold); without it, performance checks ran and none of their figures had a "
+        "reference (`performance NOT JUDGED`, the last line; some figures without one: a "
+        "warning, exit 0)",
+        "`validate`",
     ),
     (
         "126, 127",

@@ -54,6 +54,14 @@ def reserved(size_kib: int, count: int) -> Iterator[hugepages.HugepageSize]:
         cm.__exit__(None, None, None)
 
 
+def reserved_free(size_kib: int, count: int) -> contextlib.AbstractContextManager[object]:
+    """:func:`reserved` with ``count`` pages free: the pool is the machine's, and pages another
+    process holds (a test of another checkout) stay theirs (issue 47 item 4)."""
+    pool = hugepages.hugepages_status().get(size_kib)
+    in_use = pool.nr - pool.free + pool.resv if pool is not None else 0
+    return reserved(size_kib, in_use + count)
+
+
 def omp_env(threads: int = 2, places: str | None = None) -> dict[str, str | None]:
     env: dict[str, str | None] = {"OMP_NUM_THREADS": str(threads), "TOPOBIND_LAYOUT": None}
     if places is not None:

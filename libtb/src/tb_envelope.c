@@ -48,6 +48,10 @@ void tb_json_header(tb_json *j, const tb_run *r)
     tbj_str(j, "host", r->host);
     tbj_str(j, "timestamp", r->timestamp);
     tbj_str(j, "layout", layout && *layout ? layout : NULL);
+    /* the check's tier (smoke, quick, full), as the checks set it; absent outside a check */
+    const char *tier = getenv("TOPOBIND_TIER");
+    if (tier && *tier)
+        tbj_str(j, "tier", tier);
     tbj_int(j, "ranks", r->ranks);
     tbj_int(j, "rank", r->rank);
     tbj_int(j, "threads", r->threads);

@@ -209,6 +209,10 @@ def read_json(path: str | os.PathLike[str], what: str) -> Any:
         raise SanityError(f"{what}: cannot read {Path(path).name}: {exc}") from None
 
 
+#: the tiers a check runs in (variable ``tier``; '' is the session's own, quick or full)
+TIERS = ("", "smoke", "quick", "full")
+
+
 class TopobindCheck(rfm.RunOnlyRegressionTest):
     """Base of every topobind check: site lookup, references, kernels, launch."""
 
@@ -230,6 +234,10 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     #: session only, skipped in ReFrame's --reruns ('-S sanity_once=true': validate
     #: --each-node's quick tier; its verdict does not get surer by repeating it)
     sanity_once = variable(typ.Bool, value=False)
+    #: the tier the kernels' results record (``tier``, from $TOPOBIND_TIER): '' is this
+    #: session's, quick or full; validate --each-node's smoke tier sets 'smoke' (its figures
+    #: measure no performance, and the fleet report does not judge them)
+    tier = variable(str, value="")
 
     #: key of topobind.validation.sites.CHECKS (targets) or '' for sanity-only checks
     tb_family = ""
@@ -282,6 +290,9 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
             # finds its kernels/bin and rankstep/bin itself
             self.env_vars["TOPOBIND_KERNELS_DIR"] = str(kernels_dir())
         self.env_vars["TOPOBIND_WORKDIR"] = "."  # topobind run's scratch files: the stage dir
+        if self.tier not in TIERS:
+            raise ValueError(f"-S tier={self.tier!r}: give one of {', '.join(TIERS)}")
+        self.env_vars["TOPOBIND_TIER"] = self.tier or ("quick" if quick_tier() else "full")
         # The job holds the node with one task and topobind run starts every step itself: plan
         # each layout's own rank count, not the job's one task.
         self.env_vars["TOPOBIND_IGNORE_ALLOCATION_TASKS"] = "1"

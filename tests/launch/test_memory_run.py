@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -119,7 +120,7 @@ def run_program(pages: str, kib: int, count: int) -> subprocess.CompletedProcess
     from topobind.measure.hugepages import hugepages_status, reserve_hugepages
 
     pool = hugepages_status().get(kib)
-    in_use = pool.nr - pool.free if pool else 0  # another process's pages stay taken
+    in_use = pool.nr - pool.free + pool.resv if pool else 0  # another process's pages stay
     with reserve_hugepages(kib, count + in_use):
         return run_topobind(
             "run", "--ranks", "2", "--threads", "1", "--pages", pages,
@@ -149,31 +150,50 @@ def test_run_puts_a_users_large_mappings_on_those_pages(pages: str, kib: int, co
     assert "kernel.numa_balancing" in done.stderr
 
 
+SHORT = re.compile(r"NUMA node 0 has (\d+) free 2M pages, the plan needs 32 there")
+
+
+def _run_with_free_pages(free: int, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``topobind run --pages 2M`` with ``free`` 2 MiB pages free (the pages other processes
+    hold stay theirs). The pool is the machine's: another process may take pages, or set the
+    pool, between the test's setting and topobind's reading. The run's own answer says so (a
+    shortfall where ``free`` sufficed, a launch where none was free): set it again then."""
+    from topobind.measure.hugepages import hugepages_status, reserve_hugepages
+
+    for _ in range(5):
+        pool = hugepages_status().get(2048)
+        if pool is None:
+            pytest.skip("no 2 MiB hugepage pool on this kernel")
+        in_use = pool.nr - pool.free + pool.resv  # held or promised to others
+        with reserve_hugepages(2048, in_use + free):
+            out = run_topobind("run", "--launcher", "none", "--ranks", "1", "--pages", "2M",
+                               *argv, env=NO_SLURM, timeout=120)  # fmt: skip
+        changed = SHORT.search(out.stderr) if free >= 32 else out.returncode == 0
+        if not changed:
+            return out
+    pytest.fail(f"the 2 MiB pool changed under each of 5 runs; the last: {out.stderr}")
+
+
 @pytest.mark.slow
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="reserving hugepages needs root")
 def test_a_static_program_or_a_missing_pool_is_refused(tmp_path: Path) -> None:
-    from topobind.measure.hugepages import reserve_hugepages
-
-    with reserve_hugepages(2048, 32):  # 64 MiB: what the shim maps at the least
-        out = run_topobind(
-            "run", "--launcher", "none", "--ranks", "1", "--threads", "1",
-            "--pages", "2M", "--", str(RANKEXEC),
-            env=NO_SLURM, timeout=120,
-        )  # fmt: skip
-    assert out.returncode == 2
+    """Issue 47 item 4: the pool is set from its state now, and the run repeated when another
+    process changed it meanwhile (a test of another checkout on this machine took 5 of the 32
+    pages here); the numbers the refusal names are read from the refusal itself."""
+    out = _run_with_free_pages(32, "--threads", "1", "--", str(RANKEXEC))
+    assert out.returncode == 2, out.stderr
     assert "is a static executable; the hugepage shim (LD_PRELOAD) cannot reach it" in out.stderr
-    with reserve_hugepages(2048, 0):
-        out = run_topobind(
-            "run", "--launcher", "none", "--ranks", "1", "--pages", "2M", "--", "true",
-            env=NO_SLURM, timeout=120,
-        )  # fmt: skip
+    out = _run_with_free_pages(0, "--", "true")
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     # issue 31 item 9: what the run needs (the shim maps allocations of 64 MiB or more)
     assert "needs 32 there (64 MiB per rank, the smallest allocation the hugepage shim maps" in (
         out.stderr
     )
-    assert "echo 32 > /sys/devices/system/node/node0/hugepages/hugepages-2048kB" in out.stderr
+    # whatever others hold: the fix asks for what node 0 lacks of the 32 over its pool now
+    m = re.search(SHORT.pattern + r".*; as root: echo (\d+) > /sys/devices/system/node/node0/"
+                  r"hugepages/hugepages-2048kB/nr_hugepages$", out.stderr.strip())  # fmt: skip
+    assert m and int(m[1]) < 32 and int(m[2]) >= 32 - int(m[1]), out.stderr
 
 
 @pytest.mark.slow

@@ -165,6 +165,24 @@ def test_hpl_result_is_written_through_the_result_model() -> None:
     assert set(doc["pages"]) <= set(c_doc["pages"])  # the kernels add their own details
 
 
+def test_an_hpl_result_carries_the_checks_tier(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 47 item 6: as the C kernels do, from TOPOBIND_TIER; a bad one is one line."""
+    plan = plan_of(load("synthetic:core:2 pu:1"), "compact", ranks=2, threads=1)
+    out = hpl.HplOutput("WR11C2R4", 2000, 192, 1, 2, 1.5, 3.2, 0.002, True)
+
+    def tier() -> object:
+        res = hpl.hpl_result(plan, out, started="2026-11-25T12:00:00Z", pages=None, params={})
+        return results.parse_result(json.loads(json.dumps(results.result_document(res)))).tier
+
+    monkeypatch.delenv("TOPOBIND_TIER", raising=False)
+    assert tier() is None
+    monkeypatch.setenv("TOPOBIND_TIER", "smoke")
+    assert tier() == "smoke"
+    monkeypatch.setenv("TOPOBIND_TIER", "quick tier")
+    with pytest.raises(TopobindError, match=r'^TOPOBIND_TIER: "tier" must be a tier name'):
+        tier()
+
+
 def test_hpl_runs_in_the_launch_scratch_directory_and_leaves_nothing(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

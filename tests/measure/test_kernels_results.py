@@ -92,6 +92,20 @@ def test_json_file_is_atomic_and_expands_rank(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_kernel_writes_the_tier_it_is_told() -> None:
+    """Issue 47 item 6: the checks set TOPOBIND_TIER; the envelope carries it (and nothing
+    when it is unset or empty), and the schema takes it."""
+    for tier, want in (("smoke", "smoke"), ("", None), (None, None)):
+        run = kernels.run_kernel_raw("whereami", ["--spin-ms", "1"],
+                                     env={**omp_env(1), "TOPOBIND_TIER": tier})  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        doc = json.loads(run.stdout)
+        assert doc.get("tier") == want and ("tier" in doc) == (want is not None), doc
+        assert list(doc)[4:6] == (["layout", "tier"] if want else ["layout", "ranks"])
+        assert results.load_result(run.stdout).tier == want
+
+
+@pytest.mark.slow
 def test_stdout_is_one_line() -> None:
     run = kernels.run_kernel_raw("whereami", ["--spin-ms", "1"], env=omp_env(2))
     assert run.returncode == 0

@@ -102,6 +102,9 @@ DEFECTS: list[tuple[str, Change, str]] = [
     ("host", _set("host", KeyError), 'missing "host"'),
     ("timestamp", _set("timestamp", "yesterday"), "ISO 8601"),
     ("layout", _set("layout", ["per-l3"]), '"layout" must be'),
+    ("tier", _set("tier", "Smoke tier"), '"tier" must be a tier name'),
+    ("tier type", _set("tier", 1), '"tier" must be a tier name'),
+    ("tier length", _set("tier", "q" * 33), '"tier" must be a tier name'),
     ("pages", _set("pages", "2M"), '"pages" must be'),
     ("pages.kib", _set("pages.kib", 0), '"pages.kib" must be a positive integer'),
     ("pages.note", _set("pages.note", KeyError), 'missing "pages.note"'),
@@ -163,3 +166,20 @@ def test_a_layout_that_cannot_be_drawn_is_still_read(
     )
     with pytest.raises(TopobindError, match="not a valid"):
         results.parse_result(doc, source)
+
+
+def test_a_tier_reads_back_and_says_whether_it_measures(
+    documents: list[tuple[str, dict[str, Any]]],
+) -> None:
+    """Issue 47 item 6: a result carries its check's tier; smoke measures no performance."""
+    source, good = next((s, d) for s, d in documents if d["kernel"] == "stream")
+    assert "tier" not in good and result_from_document(good, source).measures_performance
+    for tier, measures in (("smoke", False), ("quick", True), ("full", True), ("x-1", False)):
+        doc = copy.deepcopy(good)
+        doc["tier"] = tier
+        results.validate_result_document(doc, source)
+        r = result_from_document(doc, source)
+        assert (r.tier, r.measures_performance) == (tier, measures)
+        written = result_document(r)
+        assert list(written)[5:7] == ["tier", "ranks"]  # the C kernels' order
+        assert result_from_document(written, source).tier == tier

@@ -10,16 +10,19 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from other_user import SETPRIV_NOBODY, copy_readable, shared_folder
 from paths import REPO
 
 SCRIPT = REPO / "scripts" / "apt-install.sh"
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 def apt_install(
     who: str, listed: Path, as_nobody: bool = False, fix: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    argv = [*(NOBODY if as_nobody else []), "bash", str(SCRIPT), who, str(listed)]
+    """Runs the script; as nobody, a copy of it beside ``listed`` (the checkout may be in a
+    folder nobody cannot enter: tests/other_user.py)."""
+    script = copy_readable(SCRIPT, listed.parent) if as_nobody else SCRIPT
+    argv = [*(SETPRIV_NOBODY if as_nobody else []), "bash", str(script), who, str(listed)]
     argv += [fix] if fix else []
     env = {"PATH": os.environ["PATH"], "LC_ALL": "C"}
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
@@ -42,11 +45,8 @@ def test_all_present_is_one_line(tmp_path: Path) -> None:
 def test_missing_packages_without_root_is_one_line_naming_the_fix(
     who: str, fix: str | None
 ) -> None:
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="tb-apt-") as folder:  # nobody reads it
-        os.chmod(folder, 0o755)
-        listed = Path(folder) / "packages.txt"
+    with shared_folder("tb-apt-") as folder:  # nobody reads it
+        listed = folder / "packages.txt"
         listed.write_text("bash\ntopobind-no-such-package\n")
         listed.chmod(0o644)
         done = apt_install(who, listed, as_nobody=True, fix=fix)

@@ -12,12 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
 from cli_helpers import TOPOBIND
+from other_user import ANY_USER_DIR
 from paths import REPO
-from slurm_helpers import SlurmCluster, slurm_cluster3  # noqa: F401  (session fixture)
+from slurm_helpers import FINAL_STATES, SlurmCluster, slurm_cluster3  # noqa: F401  (session fixture)
 
 sys.path.insert(0, str(REPO / "scripts"))
 import fleet_faults  # noqa: E402  (the site of the fleet tests)
@@ -62,23 +64,40 @@ def _job_state(cluster: SlurmCluster, job: str) -> str:
     return cluster.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"]).stdout.strip()
 
 
+#: a safety net on a busy machine, not the test's bound: each wait below ends on the event it
+#: waits for (a job's state, a node's state), or at once on a state that rules it out (issue
+#: 47 item 4: fixed deadlines missed by 0.03-0.3 s on a busy machine failed these tests)
+STATE_WAIT_S = 600.0
+
+
+def _await_state(cluster: SlurmCluster, job: str, wanted: Collection[str]) -> str:
+    """``job``'s state once it is one of ``wanted`` or final ('' once no longer listed)."""
+    deadline = time.monotonic() + STATE_WAIT_S
+    while True:
+        state = _job_state(cluster, job)
+        if state in wanted or state in FINAL_STATES or not state:
+            return state
+        queue = cluster.run(["squeue", "-h", "-t", "all", "-o", "%i %u %T %r %N"]).stdout
+        assert time.monotonic() < deadline, f"job {job} still {state}:\n{queue}"
+        time.sleep(0.3)
+
+
 def _beside(cluster: SlurmCluster, node: str, *opts: str) -> str:
-    """A job of user nobody on ``node`` (sleep 600), running: what another user has queued."""
-    argv = ["sbatch", "--parsable", "--uid=nobody", "--gid=nogroup", "-w", node, "-o",
-            "/dev/null", "-J", "beside", *opts, "--wrap", "sleep 600"]  # fmt: skip
+    """A job of user nobody on ``node`` (sleep 600), running: what another user has queued.
+    It runs in /tmp, not in this checkout's folder (which nobody may not enter: issue 47)."""
+    argv = ["sbatch", "--parsable", "--uid=nobody", "--gid=nogroup", "-D", ANY_USER_DIR, "-w", node,
+            "-o", "/dev/null", "-J", "beside", *opts, "--wrap", "sleep 600"]  # fmt: skip
     got = cluster.run(argv)
     assert got.returncode == 0, got.stderr
     job = got.stdout.strip().split(";")[0]
-    deadline = time.monotonic() + 60
-    while _job_state(cluster, job) != "RUNNING":
-        assert time.monotonic() < deadline, cluster.run(["squeue", "-h", "-t", "all"]).stdout
-        time.sleep(0.3)
+    state = _await_state(cluster, job, {"RUNNING"})
+    assert state == "RUNNING", f"the job beside ({job}) ended {state or 'unlisted'}"
     return job
 
 
 def _resume(cluster: SlurmCluster, node: str) -> None:
     cluster.run(["scontrol", "update", f"nodename={node}", "state=resume"])
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + STATE_WAIT_S
     while "idle" not in cluster.run(["sinfo", "-h", "-n", node, "-o", "%T"]).stdout:
         assert time.monotonic() < deadline, f"{node} not idle again"
         time.sleep(0.5)
@@ -118,14 +137,17 @@ def test_a_node_whose_job_never_starts_is_not_started_after_the_node_budget(
     tmp_path: Path,
 ) -> None:
     """node2 is held by another user's job (the whole node): this run's job there stays
-    PENDING; after the site's node_budget (20 s) it is cancelled, the node NOT STARTED with
-    the reason, the other nodes judged; the other user's job is untouched."""
+    PENDING; after the site's node_budget (60 s) it is cancelled, the node NOT STARTED with
+    the reason, the other nodes judged; the other user's job is untouched. The budget bounds
+    node1's and node3's runs too: 60 s, the least bound the library itself gives a node
+    (validation/node_jobs.node_bound), not 20 s, which a smoke pass on a busy 2-CPU machine
+    can take (issue 47 item 4)."""
     c = slurm_cluster3
     sites = fleet_faults.fleet_sites(tmp_path)
     site = sites / "fleet" / "site.yaml"
     text = site.read_text()
     assert "node_budget: 10m" in text
-    site.write_text(text.replace("node_budget: 10m", "node_budget: 20s"))
+    site.write_text(text.replace("node_budget: 10m", "node_budget: 60s"))
     other = _beside(c, "node2", "--exclusive")
     try:
         got = _validate(c, sites, tmp_path, *SMOKE, "--nodelist", "node[1-3]")
@@ -136,12 +158,12 @@ def test_a_node_whose_job_never_starts_is_not_started_after_the_node_budget(
     assert got.returncode == 4, out + got.stderr
     row = _row(out, "node2")
     assert row.split()[1:3] == ["NOT", "STARTED"], out
-    assert re.search(r"did not start within 20 s \(PENDING: (Resources|Priority)\)", row), row
+    assert re.search(r"did not start within 60 s \(PENDING: (Resources|Priority)\)", row), row
     assert out.strip().splitlines()[-1] == (
         "bad nodes: none; not tested (their jobs never started): node2"
     ), out
     assert [_row(out, n).split()[1] for n in ("node1", "node3")] == ["ok", "ok"]
-    assert "20 s to start" in got.stderr
+    assert "60 s to start" in got.stderr
     # its job was cancelled by this run: nothing of it left queued
     mine = c.run(["squeue", "-h", "-n", "tb-accept-node2", "-o", "%i %T"]).stdout
     assert "PENDING" not in mine and "RUNNING" not in mine, mine
@@ -162,13 +184,14 @@ def test_ctrl_c_in_a_wave_cancels_this_runs_jobs_and_nothing_else(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(c, sites),
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        while True:  # both of this run's jobs running
+        deadline = time.monotonic() + STATE_WAIT_S
+        while True:  # both of this run's jobs running (or the run ended: a failure, at once)
             mine = c.run(["squeue", "-h", "-u", "root", "-o", "%i %j %T"]).stdout.split("\n")
             running = [ln.split()[0] for ln in mine if "tb-accept-" in ln and "RUNNING" in ln]
             if len(running) == 2:
                 break
-            assert time.monotonic() < deadline and proc.poll() is None, mine
+            assert proc.poll() is None, mine
+            assert time.monotonic() < deadline, mine
             time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
@@ -177,10 +200,7 @@ def test_ctrl_c_in_a_wave_cancels_this_runs_jobs_and_nothing_else(
         assert re.search(r"interrupted .*while the nodes' jobs ran", err, re.I), err
         for job in running:
             assert job in err  # named as cancelled
-            deadline = time.monotonic() + 60
-            while _job_state(c, job) not in ("CANCELLED", ""):
-                assert time.monotonic() < deadline, _job_state(c, job)
-                time.sleep(0.3)
+            assert _await_state(c, job, ()) in ("CANCELLED", "")  # its end, whenever it comes
         assert _job_state(c, other) == "RUNNING"
     finally:
         if proc.poll() is None:

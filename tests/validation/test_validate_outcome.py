@@ -11,6 +11,7 @@ import pytest
 
 from topobind.cli.main import main
 from topobind.validation import reframe_runs
+from topobind.validation.verdict import NOT_JUDGED_STATUS
 
 SITE = (
     "schema: topobind.site/1\nname: fleet\ndescription: test fleet\nhostnames: ['^n$']\n"
@@ -74,13 +75,48 @@ def test_validate_returns_one_outcome_over_the_partitions(fleet: Path, tmp_path:
 def test_the_command_prints_the_outcome_and_its_status(
     fleet: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _report(fleet, _case("StreamCheck %layout=compact", "pass", 100.0))
+    _report(fleet, _case("StreamCheck %layout=compact", "pass", 100.0, 100.0))
     status = main(["validate", "--site", "fleet", "--results", str(tmp_path / "res")])
     out = capsys.readouterr().out
     assert status == 0, out
     assert "1 passed, 0 failed, 0 skipped" in out
+    assert out.splitlines()[-1] == "1 of 1 figures compared with a reference"
+
+
+def test_nothing_compared_is_not_judged_and_partly_compared_a_warning(
+    fleet: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 47 item 5: performance checks ran and no figure met a reference (a new site,
+    before calibrate): the last line says performance was not judged, exit 4; not a pass."""
+    _report(fleet, _case("StreamCheck %layout=compact", "pass", 100.0))
+    status = main(["validate", "--site", "fleet", "--results", str(tmp_path / "res")])
+    out = capsys.readouterr().out
+    assert status == NOT_JUDGED_STATUS == 4, out
+    assert "1 passed, 0 failed, 0 skipped" in out
     assert "0 of 1 figures compared with a reference" in out
+    assert out.splitlines()[-1] == (
+        "performance NOT JUDGED: none of the 1 figure(s) had a reference; "
+        "write references with: topobind calibrate --site fleet"
+    )
     assert main(["validate", "--site", "fleet", "--strict", "--results", str(tmp_path)]) == 1
+    capsys.readouterr()
+    _report(fleet, _case("StreamCheck %layout=compact", "pass", 100.0, 100.0),
+            _case("StreamCheck %layout=numa", "pass", 100.0))  # fmt: skip
+    status = main(["validate", "--site", "fleet", "--results", str(tmp_path / "res")])
+    got = capsys.readouterr()
+    assert status == 0, got.out  # partly compared: a warning
+    assert got.out.splitlines()[-1] == "1 of 2 figures compared with a reference"
+    assert "1 figure(s) had no reference" in got.err
+
+
+def test_a_sanity_only_run_has_no_figures_to_judge(
+    fleet: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _report(fleet, _case("NodeCheck", "pass", None))
+    status = main(["validate", "--site", "fleet", "--results", str(tmp_path / "res")])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert out.splitlines()[-1] == "0 of 0 figures compared with a reference"
 
 
 def test_a_hostile_report_from_reframe_is_one_line(

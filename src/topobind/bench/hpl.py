@@ -35,6 +35,7 @@ from topobind.measure.results import (
     Placement,
     Result,
     result_document,
+    tier_from_environment,
 )
 from topobind.plan.model import Plan
 from topobind.runner import run_process
@@ -243,6 +244,7 @@ def hpl_result(
         host=host or os.uname().nodename,
         timestamp=started,
         layout=plan.layout,
+        tier=tier_from_environment(),  # the check's, as the C kernels write it
         ranks=plan.nranks,
         threads=plan.threads,
         params={

@@ -40,6 +40,10 @@ from topobind.measure.evidence import Evidence, evidence_of
 RESULT_SCHEMA_ID = "topobind.result/1"
 RESULT_SUFFIXES = (".json", ".jsonl", ".ndjson")
 MAX_FILE_BYTES = 64 * 2**20  # a result file is KiB to a few MiB (c2c of 512 PUs: ~3 MiB)
+#: the tiers of the checks whose figures measure performance (``tier`` of a result); the smoke
+#: tier runs the kernels at their smallest size to see that they run: no performance
+PERFORMANCE_TIERS = frozenset({"quick", "full"})
+MAX_TIER_CHARS = 32
 _NAN = math.nan
 
 
@@ -211,6 +215,7 @@ class Result:
     validation: str
     rank: int | None = None
     source: str = "<text>"  # file name, plus ":LINE" for JSON Lines or "[I]" in an array
+    tier: str | None = None  # the check's tier (TOPOBIND_TIER); None: not run by a check
     # the ``evidence`` section as read (None: none); :attr:`evidence` reads it when asked
     evidence_document: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
@@ -220,6 +225,12 @@ class Result:
         third of a result's reading time: the fleet report reads thousands and needs none);
         None when there is none or it is not as documented (``read_evidence`` says why)."""
         return None if self.evidence_document is None else evidence_of(self.evidence_document)
+
+    @property
+    def measures_performance(self) -> bool:
+        """Whether its figures judge performance: a run outside the checks (``topobind
+        bench``, a kernel by hand) or of a tier in :data:`PERFORMANCE_TIERS`."""
+        return self.tier is None or self.tier in PERFORMANCE_TIERS
 
     @property
     def headline_value(self) -> float | None:
@@ -262,8 +273,11 @@ def result_document(r: Result) -> dict[str, Any]:
     the same envelope, in the same order, as the C kernels' ``libtb/src/tb_envelope.c``."""
     doc: dict[str, Any] = {
         "schema": RESULT_SCHEMA_ID,
-        **pick(r, "kernel", "host", "timestamp", "layout", "ranks"),
+        **pick(r, "kernel", "host", "timestamp", "layout"),
     }
+    if r.tier is not None:
+        doc["tier"] = r.tier
+    doc["ranks"] = r.ranks
     if r.rank is not None:
         doc["rank"] = r.rank
     doc |= pick(r, "threads", "params", "pages", "placement", "metrics", "headline")
@@ -628,6 +642,7 @@ def _result(doc: object, source: str) -> Result:
     layout = doc.get("layout")
     if layout is not None and not isinstance(layout, str):
         raise ResultError('"layout" must be a string or null')
+    tier = _tier(doc.get("tier"))
     pages = _pages(doc.get("pages"))
     valid = _field(doc, "valid", bool, "true or false")
     validation, params, rank = doc.get("validation"), doc.get("params"), doc.get("rank")
@@ -651,7 +666,31 @@ def _result(doc: object, source: str) -> Result:
         rank=rank if type(rank) is int and rank >= 0 else None,
         source=source,
         evidence_document=evidence if isinstance(evidence := doc.get("evidence"), dict) else None,
+        tier=tier,
     )
+
+
+def tier_from_environment() -> str | None:
+    """``TOPOBIND_TIER`` as the C kernels write it (``tier``; None when unset or empty), for
+    a result written in Python (HPL's); a value that is no tier name is one TopobindError."""
+    value = os.environ.get("TOPOBIND_TIER") or None
+    try:
+        return _tier(value)
+    except ResultError as exc:
+        raise TopobindError(f"TOPOBIND_TIER: {exc}") from None
+
+
+def _tier(value: object) -> str | None:
+    """``tier``: absent, or a tier's name (lower-case letters, digits, '-', '_')."""
+    if value is None:
+        return None
+    if (not isinstance(value, str) or not 0 < len(value) <= MAX_TIER_CHARS
+            or not value[0].isalpha() or not value.isascii()
+            or not all(c.islower() or c.isdigit() or c in "-_" for c in value)):  # fmt: skip
+        shown = json.dumps(value)[:40] if isinstance(value, str) else type(value).__name__
+        raise ResultError(f'"tier" must be a tier name such as "quick" (the checks set it), '
+                          f"got {shown}")  # fmt: skip
+    return value
 
 
 def result_from_document(doc: object, source: str = "<text>") -> Result:

@@ -25,11 +25,11 @@ import re
 import warnings
 from array import array
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from topobind.errors import TopobindError
+from topobind.errors import TopobindError, plural
 from topobind.measure import stats
 from topobind.measure.results import Headline, Matrix, Result
 from topobind.report.layouts_seen import Layouts
@@ -288,6 +288,8 @@ class Report:
     extra: dict[str, object] = field(default_factory=dict)
     layouts: Layouts = field(default_factory=Layouts)  # the layouts' recorded placements
     skipped: tuple[tuple[str, str], ...] = ()  # (file, why): not results, in ReFrame output
+    #: valid results of a tier that measures no performance (smoke), left out: tier -> count
+    not_judged: dict[str, int] = field(default_factory=dict)
 
     @property
     def slow(self) -> list[tuple[FleetGroup, HostStats]]:
@@ -532,7 +534,12 @@ def analyse(
     no_headline = len(runs) - len(with_head)
     _check_units(with_head)
     invalid = tuple(r for r in with_head if not r.valid)
-    good = [r for r in with_head if r.valid]
+    good, not_judged = _judged(r for r in with_head if r.valid)
+    if not good and not_judged:
+        raise TopobindError(
+            f"{', '.join(inputs) or 'input'}: nothing to judge: {_not_judged_text(not_judged)} "
+            "measure no performance (not judged); report a quick or full tier's results"
+        )
     if not good:
         why = (
             f'all {len(with_head)} results with a headline are marked invalid ("valid": false)'
@@ -565,4 +572,24 @@ def analyse(
         groups=tuple(groups),
         pages=tuple(_page_comparisons(groups)),
         matrices=tuple(_matrix_groups(groups)) if has_matrices else (),
+        not_judged=not_judged,
     )
+
+
+def _judged(runs: Iterable[Result]) -> tuple[list[Result], dict[str, int]]:
+    """The runs whose figures judge performance, and the count of the others by tier (the
+    smoke tier runs the kernels at their smallest size: nothing to compare hosts by)."""
+    judged: list[Result] = []
+    left: dict[str, int] = {}
+    for r in runs:
+        if r.measures_performance:
+            judged.append(r)
+        else:
+            left[str(r.tier)] = left.get(str(r.tier), 0) + 1
+    return judged, dict(sorted(left.items()))
+
+
+def _not_judged_text(not_judged: dict[str, int]) -> str:
+    """'24 results of the smoke tier' (several tiers: joined with 'and')."""
+    return " and ".join(f"{plural(n, 'result')} of the {t} tier"
+                        for t, n in not_judged.items())  # fmt: skip

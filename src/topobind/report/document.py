@@ -63,6 +63,7 @@ def report_json(report: Report, pictures: Sequence[Picture] = ()) -> dict[str, A
             "generated": report.generated,
             "invalid": [pick(r, "source", "kernel", "host", "validation") for r in report.invalid],
             "skipped": [{"file": f, "why": why} for f, why in report.skipped],
+            "not_judged": dict(report.not_judged),  # tier -> results left out (smoke)
         },
         "slow_found": bool(report.slow),
         "slow_host_names": report.slow_host_names,

@@ -102,7 +102,11 @@ def html_page(
         )
     parts.append(
         "<ul class='meta'>"
-        + "".join(f"<li>{_e(line)}</li>" for line in intro_lines(report)[-3:])
+        + "".join(
+            f"<li>{_e(line)}</li>"
+            for line in intro_lines(report)
+            if not line.startswith(("GENERATED DATA", "  e.g. "))
+        )  # fmt: skip
         + "</ul>"
     )
     parts += _slow_section(report)

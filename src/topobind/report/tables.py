@@ -9,6 +9,7 @@ built once here and drawn by every output (:mod:`topobind.report.text`,
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -119,6 +120,7 @@ def intro_lines(report: Report) -> list[str]:
     lines = [
         f"inputs: {', '.join(report.inputs)}: {fmt.plural(report.files, 'file')}, "
         f"{fmt.plural(report.documents, 'result')}",
+        *left_out_lines(report),
         f"used: {fmt.plural(report.runs_used, 'run')} in {fmt.plural(len(report.groups), 'group')} "
         f"(kernel x layout x page size); {fmt.plural(report.no_headline, 'result')} without a "
         f'headline (whereami) skipped; {len(report.invalid)} invalid ("valid": false) left out',
@@ -134,6 +136,29 @@ def intro_lines(report: Report) -> list[str]:
             "nothing was measured",
         )
     return lines
+
+
+def left_out_lines(report: Report, examples: int = 2) -> list[str]:
+    """What was read and left out, in counts (a ReFrame output directory holds thousands of
+    files that are not results): the tiers not judged, the files that are not results by
+    name, a few examples; report.json lists every file."""
+    out = [
+        f"not judged ({tier} tier): {fmt.plural(n, 'result')}: the {tier} tier measures no "
+        "performance, its figures are not compared"
+        for tier, n in report.not_judged.items()
+    ]
+    if report.skipped:
+        names: dict[str, int] = {}
+        for f, _why in report.skipped:
+            name = os.path.basename(f)
+            names[name] = names.get(name, 0) + 1
+        top = sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{n} {fmt.count(c)}" for n, c in top[:4])
+        more = f", {fmt.count(len(top) - 4)} other names" if len(top) > 4 else ""
+        out.append(f"left out: {fmt.plural(len(report.skipped), 'file')} that are not results "
+                   f"({shown}{more}; report.json lists them all)")  # fmt: skip
+        out += [f"  e.g. {f}: {why}" for f, why in report.skipped[:examples]]
+    return out
 
 
 # ----------------------------------------------------------------------------- tables

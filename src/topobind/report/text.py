@@ -41,20 +41,9 @@ def text_summary(report: Report, pictures: Sequence[Picture] = ()) -> str:
         out += ["", *_layout_lines(report, pictures)]
     if report.invalid:
         out += ["", *_invalid_lines(report)]
-    if report.skipped:
-        out += ["", *skipped_lines(report)]
     if pictures:
         out += ["", f"pictures: {', '.join(p.filename for p in pictures)}"]
     return "\n".join(map(fmt.one_line, out)) + "\n"
-
-
-def skipped_lines(report: Report, limit: int = 20) -> list[str]:
-    """The files of a ReFrame output directory that are not results (plan.json, ...)."""
-    out = [f"skipped {fmt.count(len(report.skipped))} file(s) that are not results:"]
-    out += [f"  {f}: {why}" for f, why in report.skipped[:limit]]
-    if len(report.skipped) > limit:
-        out.append(f"  ... and {len(report.skipped) - limit} more (report.json lists them all)")
-    return out
 
 
 def _slow_lines(report: Report) -> list[str]:
@@ -183,6 +172,9 @@ def markdown_summary(report: Report) -> str:
         f"{len(report.groups)} groups (kernel x layout x page size). Slow host: median worse "
         f"than the fleet median by more than {o.slow_mads:g} MADs and {o.slow_pct:g}%."
     )
+    for tier, n in report.not_judged.items():
+        out.append(f"Not judged ({tier} tier, which measures no performance): "
+                   f"{fmt.count(n)} result(s).")  # fmt: skip
     out.append("")
     if report.slow:
         out.append(f"**{len(report.slow_host_names)} slow host(s)**, worst first:")

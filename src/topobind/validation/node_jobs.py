@@ -27,13 +27,13 @@ __all__ = ["NOT_STARTED", "SMOKE_VARS", "UNREACHABLE", "Plan", "add_failures", "
 #: the smoke tier's sizes (the site's and the user's -S win): STREAM's arrays 1 MiB each
 #: (2 trials, the kernel's least), DGEMM of order 128 twice (variability needs 2), the
 #: latency chase at 1 MiB (3 trials of at least 0.01 s), core-to-core with one sample;
-#: sanity-only checks once
+#: sanity-only checks once; the kernels' results say 'smoke' (``tier``: not judged)
 SMOKE_VARS = {"StreamCheck.elements": "131072", "StreamCheck.quick_trials": "1",
               "StreamCheck.trials": "2", "StreamCheck.max_bytes_per_run": "64M",
               "DgemmCheck.n": "128", "DgemmCheck.reps": "2", "LatencyCheck.sizes": "1M",
               "LatencyCheck.min_time": "0.01", "LatencyCheck.quick_small": "",
               "C2CCheck.samples": "1", "C2CCheck.quick_samples": "1",
-              "sanity_once": "true"}  # fmt: skip
+              "sanity_once": "true", "tier": "smoke"}  # fmt: skip
 
 
 @dataclass

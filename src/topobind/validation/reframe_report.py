@@ -49,7 +49,7 @@ NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 #: settings that change no figure: topobind's own, calibrate's mode, which runs run
 NOT_MEASURED = frozenset({"outlier_threshold", "node_budget", "calibrating", "sanity_once",
-                          "strict_load"})  # fmt: skip
+                          "strict_load", "tier"})  # fmt: skip
 
 
 class ReportError(TopobindError):

@@ -25,6 +25,7 @@ from topobind.interrupt import signals_held, stop_on_signals
 from topobind.validation.calibration import figure_key
 from topobind.validation.reframe_report import Report, TestCase, cases_of
 from topobind.validation.sites import REPO, Site, tolerance_text
+from topobind.validation.verdict import NOT_JUDGED_STATUS
 
 
 # --------------------------------------------------------------------------- running ReFrame
@@ -527,10 +528,29 @@ class Outcome:
         return metrics.render(nodes, figures, site=site, partition=",".join(partitions))
 
     @property
+    def nothing_compared(self) -> bool:
+        """Figures were measured and none met a reference: performance was not judged."""
+        compared, total = reference_count(self.rows)
+        return total > 0 and compared == 0
+
+    def not_judged_text(self, site: str) -> str:
+        """validate's last line when figures were measured and none was compared (a site
+        before calibrate; not when the run failed anyway), else ''."""
+        if not self.nothing_compared or self.status == 1:
+            return ""
+        total = reference_count(self.rows)[1]
+        return (f"performance NOT JUDGED: none of the {total} figure(s) had a reference; "
+                f"write references with: topobind calibrate --site {site}\n")  # fmt: skip
+
+    @property
     def status(self) -> int:
-        """1 when a check failed, a session failed, or (--strict) a figure had no reference."""
+        """1 when a check failed, a session failed, or (--strict) a figure had no reference;
+        else NOT_JUDGED_STATUS (4) when no figure met a reference (no pass); else 0 (some
+        figures without a reference are a warning)."""
         bad = failed(self.rows) or any(p.failed for p in self.partitions)
-        return 1 if bad or (self.strict and self.unreferenced) else 0
+        if bad or (self.strict and self.unreferenced):
+            return 1
+        return NOT_JUDGED_STATUS if self.nothing_compared else 0
 
 
 def warnings_before(site: Site, host: str | None = None) -> list[str]:

@@ -314,6 +314,7 @@ def run_validate(args: argparse.Namespace) -> int:
     if args.metrics is not None:
         text = out.metrics_text(site.name, partitions)
         print(f"metrics: {metrics.write(args.metrics, text)}")
+    sys.stdout.write(out.not_judged_text(site.name))  # the last line, when nothing compared
     return out.status
 
 
@@ -353,8 +354,6 @@ def _print_partition(site: Any, one: Any, options: Any) -> None:
 
 def _print_reference_count(rows: list[Any], strict: bool) -> int:
     """'K of N figures compared with a reference'; returns N - K."""
-    from topobind.validation import reframe_runs
-
     compared, total = reframe_runs.reference_count(rows)
     print(f"{compared} of {total} figures compared with a reference")
     if total > compared:

@@ -151,7 +151,11 @@ OWN_SETTINGS: dict[str, SettingSpec] = {
 #: base class's are every check's; tests/validation/test_site_settings.py holds this against the
 #: checks' own variable() lines
 CHECK_VARIABLES: dict[str, dict[str, SettingSpec]] = {
-    "TopobindCheck": {"strict_load": _BOOL, "sanity_once": _BOOL},
+    "TopobindCheck": {
+        "strict_load": _BOOL,
+        "sanity_once": _BOOL,
+        "tier": SettingSpec("choice", choices=("smoke", "quick", "full")),
+    },
     "StreamCheck": {
         "elements": SettingSpec("elements", STREAM_KERNEL_MIN_ELEMENTS, 10**12, empty=True),
         "trials": SettingSpec("count", 1, MAX_COUNT),
