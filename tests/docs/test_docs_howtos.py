@@ -59,8 +59,12 @@ def test_page_blocks_reads_marks_commands_and_continuations(tmp_path: Path) -> N
         "<!-- docs-test: skip needs a real rack -->\n```console\n$ a\nout\n```\n\n"
         "```sh\nb --x \\\n  --y   # two lines\n# a comment\n```\n"
         "```yaml\nnot: a command\n```\n"
+        "1. In a list:\n\n   <!-- docs-test: skip a file of your own -->\n   ```console\n"
+        "   $ c\n   out c\n   ```\n"
     )
-    first, second = tp.page_blocks(page)
+    first, second, third = tp.page_blocks(page)
+    assert (third.kind, third.note) == ("skip", "a file of your own")
+    assert [(s.text, s.shown) for s in tp.block_steps(third)] == [("c", ["out c"])]
     assert (first.kind, first.note, first.line) == ("skip", "needs a real rack", 2)
     assert [(s.text, s.shown) for s in tp.block_steps(first)] == [("a", ["out"])]
     assert second.kind == "run"

@@ -202,8 +202,8 @@ def matches(shown: list[str], got: list[str]) -> bool:
 #: the local 3-node cluster; ``flux``, where ``make flux`` built Flux), ``<!-- docs-test:
 #: file NAME -->`` (the block written to ~/NAME); a block under ``<!-- tutorial: ... -->``
 #: is run by the tutorial tests.
-HOWTO_MARK = re.compile(r"<!-- (docs-test|tutorial): (\S+)(?: (.*?))? -->\n")
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
+HOWTO_MARK = re.compile(r"<!-- (docs-test|tutorial): (\S+)(?: (.*?))? -->\n *")
+FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```\n", re.S | re.M)  # in a list item too
 
 
 @dataclass
@@ -225,15 +225,16 @@ def page_blocks(page: Path) -> list[Block]:
     text = page.read_text()
     out: list[Block] = []
     for m in FENCE.finditer(text):
-        before = text[: m.start()]
-        mark = HOWTO_MARK.search(before[-300:]) if before.endswith("-->\n") else None
+        before = text[: m.start()] + m[1]
+        mark = HOWTO_MARK.search(before[-300:])
         kind, note = "run", ""
         if mark and before[-300:].endswith(mark[0]):
             kind = "tutorial" if mark[1] == "tutorial" else mark[2]
             note = mark[3] or ""
-        if m[1] not in ("console", "sh") and kind not in ("file", "tutorial"):
+        if m[2] not in ("console", "sh") and kind not in ("file", "tutorial"):
             continue
-        out.append(Block(page, before.count("\n") + 1, m[1], m[2], kind, note))
+        body = "".join(ln.removeprefix(m[1]) for ln in m[3].splitlines(keepends=True))
+        out.append(Block(page, before.count("\n") + 1, m[2], body, kind, note))
     return out
 
 
