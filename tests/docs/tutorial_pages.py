@@ -202,7 +202,7 @@ def matches(shown: list[str], got: list[str]) -> bool:
 #: the local 3-node cluster; ``flux``, where ``make flux`` built Flux), ``<!-- docs-test:
 #: file NAME -->`` (the block written to ~/NAME); a block under ``<!-- tutorial: ... -->``
 #: is run by the tutorial tests.
-HOWTO_MARK = re.compile(r"<!-- (docs-test|tutorial): (\S+)(?: (.*?))? -->\n *")
+HOWTO_MARK = re.compile(r"<!-- (docs-test|tutorial): (\S+)(?: (.*?))? -->\n *\Z")  # ends before
 FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```\n", re.S | re.M)  # in a list item too
 
 
@@ -228,7 +228,7 @@ def page_blocks(page: Path) -> list[Block]:
         before = text[: m.start()] + m[1]
         mark = HOWTO_MARK.search(before[-300:])
         kind, note = "run", ""
-        if mark and before[-300:].endswith(mark[0]):
+        if mark:
             kind = "tutorial" if mark[1] == "tutorial" else mark[2]
             note = mark[3] or ""
         if m[2] not in ("console", "sh") and kind not in ("file", "tutorial"):
