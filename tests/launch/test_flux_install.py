@@ -63,3 +63,19 @@ def test_flux_start_without_make_flux_names_it(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         "flux-start: error: Flux or its topobind plugin is not built here; run 'make flux'"
     ]
+
+
+def test_make_flux_plugin_without_make_flux_names_it(tmp_path: Path) -> None:
+    """'make flux-plugin' in a clone without Flux's headers: one line naming 'make flux', not
+    the compiler's 'flux/shell.h: No such file or directory'."""
+    clone = tmp_path / "clone"
+    shutil.copytree(REPO / "mk", clone / "mk")
+    shutil.copy2(REPO / "Makefile", clone / "Makefile")
+    done = subprocess.run(["make", "-s", "--no-print-directory", "flux-plugin"], cwd=clone,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0] == (
+        "flux-plugin: error: no Flux headers in build/flux/include; run 'make flux' (it builds "
+        "Flux, then this plugin)"
+    ), done.stderr
+    assert "shell.h" not in done.stderr
