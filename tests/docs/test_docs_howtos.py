@@ -1,9 +1,9 @@
-"""Every tutorial and how-to runs as written (issue 48 item 2): the pages' own ``console`` and
-``sh`` blocks, their ``$`` commands in page order in one bash session in this checkout (HOME
-a temporary folder, ``.venv/bin`` on PATH as ``make setup`` says), each command's exit status
-checked (0 unless the page shows it failing: an ``error:`` line, or ``echo $?`` after it) and
-its output compared with the page's in the parts that do not depend on the machine
-(tests/docs/tutorial_pages.py: the masks, ``...`` for any lines).
+"""Every tutorial and how-to runs as written, and the README (issue 48 item 2): the pages'
+own ``console`` and ``sh`` blocks, their ``$`` commands in page order in one bash session in
+this checkout (HOME a temporary folder, ``.venv/bin`` on PATH as ``make setup`` says), each
+command's exit status checked (0 unless the page shows it failing: an ``error:`` line, or
+``echo $?`` after it) and its output compared with the page's in the parts that do not
+depend on the machine (tests/docs/tutorial_pages.py: the masks, ``...`` for any lines).
 
 A block that cannot run here says why on the page, in an HTML comment before it
 (``<!-- docs-test: skip REASON -->``); ``test_skipped_blocks_are_listed`` reports each with
@@ -22,7 +22,7 @@ import tutorial_pages as tp
 from paths import REPO
 from slurm_helpers import SlurmCluster, slurm_cluster3  # noqa: F401  (fixture)
 
-PAGES = [
+PAGES = [REPO / "README.md"] + [
     REPO / "docs" / name
     for name in ("new-rack.md", "flux.md", "site-admins.md", "install.md",
                  "tutorials/first-bound-job.md", "tutorials/find-best-placement.md")
