@@ -126,6 +126,7 @@ def run_with_status(
 #: what depends on the machine or the moment, masked in both outputs
 MASKS = (
     (re.compile(r"/[0-9a-f]{8}\b"), "/HASH"),  # ReFrame's test hashes
+    (re.compile(r"ƒ\w+"), "JOBID"),  # Flux's job ids
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f-]{27}\b"), "UUID"),  # ReFrame's session UUIDs
     (re.compile(r"(Started|Finished) on .*"), r"\1 on DATE"),
     (re.compile(r"THP \w+ \(defrag \w+\)"), "THP MODE"),
@@ -260,6 +261,7 @@ def block_steps(block: Block) -> list[Step]:
 
 
 def may_fail(steps: list[Step], i: int) -> bool:
-    """A command the page shows failing: its output says error, or ``echo $?`` follows."""
+    """A command the page shows failing: its output says error (``error:``, Flux's
+    ``ERROR:``), or ``echo $?`` follows."""
     following = steps[i + 1].text if i + 1 < len(steps) else ""
-    return following.startswith("echo $?") or any("error:" in ln for ln in steps[i].shown)
+    return "echo $?" in following or any("error:" in ln.lower() for ln in steps[i].shown)
