@@ -18,7 +18,7 @@ DEMO_STEPS :=
 all: help
 
 help:
-	@echo "make setup   install Debian packages (root) and the .venv"
+	@echo "make setup   install Debian packages (root), the .venv and build the C parts (kernels, rank step)"
 	@echo "make demo    install everything and run the main job"
 	@echo "make test    install everything and run the whole test suite"
 	@echo "make test-fast  the tests not marked slow: no topobind, kernel, MPI, Slurm or VM subprocess (~30 s)"

@@ -19,6 +19,7 @@ flux:
 	@if [ -x build/flux/bin/flux ]; then $(MAKE) --no-print-directory flux-plugin; fi
 
 flux-plugin:
+	@test -f build/flux/include/flux/shell.h || { echo "flux-plugin: error: no Flux headers in build/flux/include; run 'make flux' (it builds Flux, then this plugin)" >&2; exit 2; }
 	$(MAKE) -C rankstep flux-plugin FLUX_INCLUDE=$(CURDIR)/build/flux/include
 	install -D -m 0755 rankstep/bin/topobind_flux.so $(FLUX_PLUGINS)/topobind.so
 

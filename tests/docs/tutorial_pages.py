@@ -59,9 +59,9 @@ def steps(page: Path) -> list[Step]:
     return out
 
 
-def script(todo: list[Step], home: Path) -> str:
+def script(todo: list[Step], home: Path, cwd: Path | None = None) -> str:
     """One bash script: each command after a marker line, files written in page order."""
-    lines = ["cd ~"]
+    lines = [f"cd {shlex.quote(str(cwd))}" if cwd else "cd ~"]
     for i, s in enumerate(todo):
         text = s.text.replace("/path/to/topobind", str(REPO))
         if s.kind in ("file", "append"):
@@ -75,34 +75,58 @@ def script(todo: list[Step], home: Path) -> str:
         if s.text == START:
             text = f"cd {shlex.quote(str(REPO))}"  # the fixture started the cluster
         # the marker keeps $? of the command before it (the page's "echo $?")
-        lines.append(f"tb_rc=$?; printf '\\n{MARK} {i}\\n'; (exit $tb_rc)")
+        lines.append(f"tb_rc=$?; printf '\\n{MARK} {i} %d\\n' $tb_rc; (exit $tb_rc)")
         lines.append(text)
-    lines.append(f"printf '\\n{MARK} end\\n'")
+    lines.append(f"printf '\\n{MARK} end %d\\n' $?")
     return "\n".join(lines) + "\n"
 
 
 def run(todo: list[Step], home: Path, env: dict[str, str], timeout: float) -> dict[int, str]:
     """{step index: its output as a user sees it} of the commands in ``todo``."""
+    return run_with_status(todo, home, env, timeout)[0]
+
+
+def run_with_status(
+    todo: list[Step],
+    home: Path,
+    env: dict[str, str],
+    timeout: float,
+    cwd: Path | None = None,
+    typed: bool = False,
+) -> tuple[dict[int, str], dict[int, int]]:
+    """({step index: its output as a user sees it}, {step index: its exit status}).
+
+    ``typed``: the script goes to bash's standard input, as if typed, so a command that opens
+    a shell (``scripts/flux-start --test-size=1``) runs the page's next commands inside it."""
+    text = script(todo, home, cwd)
     done = subprocess.run(
-        ["bash", "-c", script(todo, home)],
+        ["bash", "-s"] if typed else ["bash", "-c", text],
+        input=text if typed else "",
         env=dict(env, HOME=str(home), PYTHONUNBUFFERED="1"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         timeout=timeout,
     )
-    parts = re.split(rf"\n{MARK} (\w+)\n", "\n" + done.stdout)
-    assert parts[-2:] == ["end", ""], f"the page's shell stopped early:\n{done.stdout[-3000:]}"
+    # each marker carries the exit status of the step before it
+    parts = re.split(rf"\n{MARK} (\w+) (\d+)\n", "\n" + done.stdout)
+    assert parts[-3:-1] == ["end", parts[-2]] and parts[-1] == "", (
+        f"the page's shell stopped early:\n{done.stdout[-3000:]}"
+    )
     got: dict[int, str] = {}
-    for key, text in zip(parts[1::2], parts[2::2], strict=True):
+    status: dict[int, int] = {}
+    keys, rcs, texts = parts[1::3], parts[2::3], parts[3::3]
+    for n, (key, text) in enumerate(zip(keys, texts, strict=True)):
         if key != "end":
             got[int(key)] = user_paths(text.replace(str(home), "~"), REPO)
-    return got
+            status[int(key)] = int(rcs[n + 1])
+    return got, status
 
 
 #: what depends on the machine or the moment, masked in both outputs
 MASKS = (
     (re.compile(r"/[0-9a-f]{8}\b"), "/HASH"),  # ReFrame's test hashes
+    (re.compile(r"ƒ\w+"), "JOBID"),  # Flux's job ids
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f-]{27}\b"), "UUID"),  # ReFrame's session UUIDs
     (re.compile(r"(Started|Finished) on .*"), r"\1 on DATE"),
     (re.compile(r"THP \w+ \(defrag \w+\)"), "THP MODE"),
@@ -170,3 +194,74 @@ def matches(shown: list[str], got: list[str]) -> bool:
             return False
         at += len(seg)
     return True
+
+
+#: how-to pages (issue 48): every ``console`` and ``sh`` block runs, in page order, unless an
+#: HTML comment before it says otherwise: ``<!-- docs-test: skip REASON -->`` (not run, listed
+#: with its reason), ``<!-- docs-test: KIND [REASON] -->`` (run by the test of that kind:
+#: ``status``, exit statuses only, the page showing another machine's output; ``cluster``, on
+#: the local 3-node cluster; ``flux``, where ``make flux`` built Flux), ``<!-- docs-test:
+#: file NAME -->`` (the block written to ~/NAME); a block under ``<!-- tutorial: ... -->``
+#: is run by the tutorial tests.
+HOWTO_MARK = re.compile(r"<!-- (docs-test|tutorial): (\S+)(?: (.*?))? -->\n *\Z")  # ends before
+FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```\n", re.S | re.M)  # in a list item too
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int  # of its opening fence
+    lang: str
+    body: str
+    kind: str  # run, status, cluster, flux, skip, file, tutorial
+    note: str  # the reason of a skip, the file of a file block
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(REPO)}:{self.line}"
+
+
+def page_blocks(page: Path) -> list[Block]:
+    """The page's console and sh blocks (and its marked file blocks), in page order."""
+    text = page.read_text()
+    out: list[Block] = []
+    for m in FENCE.finditer(text):
+        before = text[: m.start()] + m[1]
+        mark = HOWTO_MARK.search(before[-300:])
+        kind, note = "run", ""
+        if mark:
+            kind = "tutorial" if mark[1] == "tutorial" else mark[2]
+            note = mark[3] or ""
+        if m[2] not in ("console", "sh") and kind not in ("file", "tutorial"):
+            continue
+        body = "".join(ln.removeprefix(m[1]) for ln in m[3].splitlines(keepends=True))
+        out.append(Block(page, before.count("\n") + 1, m[2], body, kind, note))
+    return out
+
+
+def block_steps(block: Block) -> list[Step]:
+    """A block's commands: a console block's ``$`` lines (with their ``\\`` continuations)
+    and the output the page shows under each; every line of an sh block."""
+    if block.kind == "file":
+        return [Step("file", block.note, block.body, [])]
+    out: list[Step] = []
+    going_on = False
+    for line in block.body.splitlines():
+        if going_on:
+            out[-1].text += "\n" + line
+        elif block.lang == "console" and line.startswith("$ "):
+            out.append(Step(block.kind, None, line[2:], []))
+        elif block.lang == "sh" and line.strip() and not line.lstrip().startswith("#"):
+            out.append(Step(block.kind, None, line, []))
+        elif block.lang == "console":
+            assert out, f"{block.where}: output before a command: {line}"
+            out[-1].shown.append(line)
+        going_on = line.endswith("\\") and bool(out)
+    return out
+
+
+def may_fail(steps: list[Step], i: int) -> bool:
+    """A command the page shows failing: its output says error (``error:``, Flux's
+    ``ERROR:``), or ``echo $?`` follows."""
+    following = steps[i + 1].text if i + 1 < len(steps) else ""
+    return "echo $?" in following or any("error:" in ln.lower() for ln in steps[i].shown)

@@ -6,6 +6,7 @@ where its plugin is (-Sconf.shell_pluginpath)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -48,3 +49,33 @@ def test_the_clones_flux_loads_the_clones_plugin(tmp_path: Path) -> None:
     path, *places = done.stdout.splitlines()
     assert path == str(REPO / "build" / "flux-plugins")
     assert len(places) == 2 and all(p.startswith("{") for p in places), done.stdout
+
+
+def test_flux_start_without_make_flux_names_it(tmp_path: Path) -> None:
+    """Issue 48: docs/flux.md's first command in a clone where 'make flux' has not run stops
+    with one line naming the build step, not 'flux: command not found'."""
+    clone = tmp_path / "clone"
+    (clone / "scripts").mkdir(parents=True)
+    shutil.copy2(START, clone / "scripts" / "flux-start")
+    done = subprocess.run([str(clone / "scripts" / "flux-start"), "--test-size=1"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "flux-start: error: Flux or its topobind plugin is not built here; run 'make flux'"
+    ]
+
+
+def test_make_flux_plugin_without_make_flux_names_it(tmp_path: Path) -> None:
+    """'make flux-plugin' in a clone without Flux's headers: one line naming 'make flux', not
+    the compiler's 'flux/shell.h: No such file or directory'."""
+    clone = tmp_path / "clone"
+    shutil.copytree(REPO / "mk", clone / "mk")
+    shutil.copy2(REPO / "Makefile", clone / "Makefile")
+    done = subprocess.run(["make", "-s", "--no-print-directory", "flux-plugin"], cwd=clone,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0] == (
+        "flux-plugin: error: no Flux headers in build/flux/include; run 'make flux' (it builds "
+        "Flux, then this plugin)"
+    ), done.stderr
+    assert "shell.h" not in done.stderr
