@@ -45,7 +45,7 @@ from topobind.paths import location
 from topobind.validation import load as tbload
 from topobind.validation import sites as tbsites
 
-from .probe import quick_tier  # noqa: F401 (the checks import it from here)
+from .probe import NOT_APPLICABLE, quick_tier  # noqa: F401 (the checks import quick_tier)
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "probe.py"
@@ -385,13 +385,20 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     def tb_node(self) -> tbsites.ExpectedNode | None:
         """What the partition's node looks like: the site's expected node, else (for checks that
         run on this very machine) the live topology."""
-        if self.tb_site.node is not None:
-            return self.tb_site.node
-        if self.tb_partition.scheduler == "local" or self.tb_site.name == "local":
+        if self.tb_on_the_node():
             from topobind.topo.topology import load
 
             return tbsites.ExpectedNode(**tbsites.node_counts(load("live")))
-        return None
+        return self.tb_site.node
+
+    def tb_on_the_node(self) -> bool:
+        """This ReFrame process runs on the node the check runs on: a local partition, or
+        inside the node's own job (validate --each-node). Then what applies comes from the
+        node itself, whatever the site is called and whether it has a ``node:`` section (a
+        site's node that differs is the conformance step's finding, not a check's FAIL)."""
+        from topobind.validation.sites.reframe_config import IN_JOB_VARIABLE
+
+        return self.tb_partition.scheduler == "local" or os.environ.get(IN_JOB_VARIABLE) == "1"
 
     def tb_cores(self) -> int | None:
         """Cores of the partition's node: the site's node, the live one (local checks), else
@@ -427,9 +434,12 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
         status = self.tb_exit_status()
         if status is None:
             raise SanityError("the job did not finish (no exit status line in its output)")
+        tail = self.tb_stderr_tail()
+        if status == NOT_APPLICABLE and tail.startswith("not applicable:"):  # a node probe's
+            self.skip(f"{tail} (on {self.tb_where()})")
         if status not in ok:
             raise SanityError(f"command exited with status {status} on {self.tb_where()}: "
-                              f"{self.tb_stderr_tail()}")  # fmt: skip
+                              f"{tail}")  # fmt: skip
         return status
 
     def tb_where(self) -> str:

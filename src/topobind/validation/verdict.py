@@ -49,7 +49,7 @@ from topobind.validation.reframe_report import (
 )
 
 DEFAULT_THRESHOLD = 0.05  # McCalpin: nodes more than 5 % slower than the fleet median
-NAME_CONFIDENCE = 0.80  # sign-test confidence needed before a node is called slow at all
+NAME_CONFIDENCE = stats.NAME_CONFIDENCE  # sign-test confidence before a node is called slow
 MAX_THRESHOLD = 10.0  # a node 10x slower than the fleet: anything larger is a typo
 MAX_REPEAT = 1000  # the most runs (--repeat) or retries a validate or calibrate takes
 #: the exit status of an --each-node verdict with no bad node and a node NOT JUDGED (too few
@@ -129,6 +129,10 @@ class Observations:
     skipped: dict[str, str] = field(default_factory=dict)  # check -> why
     ran_on: dict[str, set[str]] = field(default_factory=dict)  # node -> checks that ran
     skipped_on: dict[str, set[str]] = field(default_factory=dict)  # node -> checks skipped
+    #: failures every (or most) judged node shares: the site's (validation.site_problems),
+    #: taken out of ``failures``; node -> the checks it failed with the site
+    site_failed: dict[str, set[str]] = field(default_factory=dict)
+    site_problems: list[Any] = field(default_factory=list)  # site_problems.SiteProblem
 
 
 def observe(reports: Iterable[Report | dict[str, Any]], site: str) -> Observations:
@@ -242,11 +246,6 @@ def _direction(sample: Sample) -> bool | None:
     return RATE_UNITS.get(sample.unit)
 
 
-def _limit(fleet: float, threshold: float, hib: bool) -> float:
-    """The value a slowdown of exactly ``threshold`` gives (stats.slowdown's definition)."""
-    return fleet / (1 + threshold) if hib else fleet * (1 + threshold)
-
-
 def figure_verdicts(
     samples: Sequence[Sample],
     threshold: float,
@@ -263,44 +262,29 @@ def figure_verdicts(
         units[key] = s.unit
     out: list[FigureVerdict] = []
     for key, by_node in groups.items():
-        hib = RATE_UNITS[units[key]]
-        medians = {n: stats.median(v) for n, v in by_node.items()}
         few_nodes = ""
-        if reference is not None and key in reference:
-            fleet = reference[key]
-        else:
-            fleet = stats.median(list(medians.values()))
-            if len(medians) < MIN_NODES:  # two nodes have no majority to call one off
-                few_nodes = (f"not judged: {len(medians)} node(s) measured it; an outlier "
-                             f"needs at least {MIN_NODES} to compare")  # fmt: skip
-        # once a figure, not once a node (each is a pass over every node: 5,000 nodes made it
-        # 25 million CVs a figure)
-        bound = max(threshold, noise_floor(by_node))
-        limit = _limit(fleet, bound, hib)
+        fleet = reference.get(key) if reference is not None else None
+        if fleet is None and len(by_node) < MIN_NODES:  # two nodes have no majority
+            few_nodes = (f"not judged: {len(by_node)} node(s) measured it; an outlier "
+                         f"needs at least {MIN_NODES} to compare")  # fmt: skip
+        # the one noise rule (stats.outliers), once a figure, not once a node (each is a pass
+        # over every node: 5,000 nodes made it 25 million CVs a figure)
+        judged = stats.outliers(by_node, threshold, RATE_UNITS[units[key]], fleet)
         for node, vals in by_node.items():
-            beyond = sum(1 for v in vals if (v < limit if hib else v > limit))
-            conf = stats.beyond_confidence(beyond, len(vals))
-            slowdown = stats.slowdown(medians[node], fleet, hib)
+            o = judged[node]
             why = few_nodes or (
                 f"not judged: {len(vals)} run(s); a SLOW verdict needs at least "
                 f"{MIN_JUDGE_RUNS} (--repeat {MIN_JUDGE_RUNS}, 7 for a strong one)"
                 if len(vals) < MIN_JUDGE_RUNS else "")  # fmt: skip
-            slow = not why and slowdown > bound and conf >= NAME_CONFIDENCE
             out.append(
-                FigureVerdict(node, *key, units[key], len(vals), medians[node], stats.cv(vals),
-                              slowdown, conf, slow, beyond, why)
+                FigureVerdict(node, *key, units[key], len(vals), o.median, stats.cv(vals),
+                              o.slowdown, o.confidence, o.outside and not why, o.beyond, why)
             )  # fmt: skip
     return out
 
 
-def noise_floor(by_node: dict[str, list[float]]) -> float:
-    """The figure's typical run-to-run scatter: the median over the nodes of their runs'
-    coefficient of variation (0 with fewer than 2 runs a node). A node is called slow only
-    when slower than the threshold AND than this: under load (another job, a neighbour) a
-    figure scattering by 80 % run to run says nothing of a node 20 % off; on a quiet fleet
-    (CV of a few %) the threshold decides, as before."""
-    cvs = [c for c in (stats.cv(v) for v in by_node.values() if len(v) >= 2) if c is not None]
-    return stats.median(cvs) if cvs else 0.0
+#: the figure's noise floor: the one rule lives in measure/stats.py (causes use it too)
+noise_floor = stats.noise_floor
 
 
 def node_verdicts(
@@ -344,6 +328,12 @@ def node_verdicts(
                 for f in sorted(slow, key=lambda f: -f.slowdown)
             )
             out.append(NodeVerdict(node, "SLOW", all(f.weak for f in slow), reasons, worst))
+        elif node in obs.site_failed:  # not judged on the checks every node failed alike
+            checks = ", ".join(sorted(obs.site_failed[node]))
+            why = (f"{checks}: not judged: failed on most nodes alike, a site problem (see "
+                   "'site problem' below)")  # fmt: skip
+            out.append(NodeVerdict(node, NOT_JUDGED, True,
+                                   (why, *_not_judged_reasons(mine)), worst))  # fmt: skip
         elif any(f.not_judged for f in mine):
             out.append(NodeVerdict(node, NOT_JUDGED, True, _not_judged_reasons(mine), worst))
         else:
@@ -429,11 +419,14 @@ def confirm(
     return out
 
 
-def bad_nodes_line(verdicts: Sequence[NodeVerdict]) -> str:
+def bad_nodes_line(verdicts: Sequence[NodeVerdict], site: Sequence[Any] = ()) -> str:
     """'bad nodes: ...' naming the nodes bad on a confirmed verdict (:func:`confirmed_bad`);
-    a weak SLOW that no --confirm confirmed is not named there but after it, as unconfirmed."""
+    a weak SLOW that no --confirm confirmed is not named there but after it, as unconfirmed;
+    the ``site`` problems (validation.site_problems) after it, by check."""
     bad = [v.node for v in verdicts if v.bad and confirmed_bad(v)]
     line = f"bad nodes: {hostlist.compress(bad) if bad else 'none'}"
+    if site:
+        line += "; site problem (drains nothing): " + ", ".join(dict.fromkeys(p.what for p in site))
     weak = [v.node for v in verdicts if v.status == "SLOW" and not confirmed_bad(v)]
     if weak:
         line += f"; unconfirmed (weak SLOW, --confirm them): {hostlist.compress(weak)}"

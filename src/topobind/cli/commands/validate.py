@@ -20,7 +20,7 @@ from topobind.errors import TopobindError
 from topobind.fsutil import output_dir, output_file
 from topobind.validation import metrics, reframe_runs, sites
 from topobind.validation.sites import reframe_results_dir
-from topobind.validation.verdict import MAX_REPEAT, MAX_THRESHOLD, NOT_JUDGED_STATUS
+from topobind.validation.verdict import MAX_REPEAT, MAX_THRESHOLD
 
 VALIDATE_EPILOG = """\
 examples:
@@ -407,10 +407,8 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
         print(f"metrics: {metrics.write(args.metrics, text)}")
     if not args.reports:
         print(f"{out.jobs} Slurm job(s) for {len(out.nodes)} node(s)")
-    print(acceptance.bad_nodes_line(out.verdicts))
-    if any(v.bad for v in out.verdicts) or status:
-        return 1
-    return NOT_JUDGED_STATUS if any(v.unjudged for v in out.verdicts) else 0
+    print(acceptance.bad_nodes_line(out.verdicts, out.obs.site_problems))
+    return acceptance.exit_status(out, status)
 
 
 def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
