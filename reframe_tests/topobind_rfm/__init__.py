@@ -221,6 +221,11 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     #: the node the job ran on, from its post-run line (set after the run; in ReFrame's
     #: report beside ``job_nodelist``, which a job too short for the scheduler's poll lacks)
     tb_ran_on = variable(str, value="")
+    #: the evidence around this run (set after sanity; in ReFrame's report per run, read by
+    #: topobind.validation.reframe_report): the ``evidence`` section of the result document
+    #: the kernel wrote (docs/results-format.md), else one made of load.json's share of other
+    #: processes (busy_share, the load rule's); {} when neither was written
+    tb_evidence = variable(dict, value={})
     #: a sanity-only check (no figure compared across nodes) runs in the first run of a
     #: session only, skipped in ReFrame's --reruns ('-S sanity_once=true': validate
     #: --each-node's quick tier; its verdict does not get surer by repeating it)
@@ -367,6 +372,13 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
         if self.strict_load:
             raise SanityError(msg + " (strict_load)")
         self.logger.warning(msg)
+
+    @run_after("sanity")
+    def tb_record_evidence(self) -> None:
+        """:attr:`tb_evidence` of this run (topobind.validation.evidence_files: bounded)."""
+        from topobind.validation.evidence_files import evidence_in
+
+        self.tb_evidence = evidence_in(self.stagedir, LOAD_FILE)
 
     # ------------------------------------------------------------------ helpers
     def tb_launcher_args(self) -> list[str]:

@@ -53,6 +53,7 @@ from topobind.validation.verdict import (
     observe,
     table,
     unjudged_summary,
+    with_causes,
 )
 
 __all__ = [
@@ -263,6 +264,7 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
     # the smoke tier measures no performance: its figures are not compared
     figures = [] if req.tags == "smoke" else figure_verdicts(obs.samples, req.threshold)
     verdicts = node_jobs.faulted(node_verdicts(nodes, obs, figures), one)
+    verdicts = with_causes(verdicts, obs, req.threshold)
     verdicts += _not_tested(states, req)
     out = Outcome(nodes, verdicts, figures, obs, one.report_paths, notes=plan.notes + one.notes,
                   first=verdicts, partition=req.partition, partition_nodes=states,
@@ -354,7 +356,7 @@ def judge_reports(paths: Sequence[str], site: Any, req: Request,
     # the smoke tier measures no performance: its reports' figures are not compared either
     figures = [] if _smoke_reports(paths) else figure_verdicts(obs.samples, req.threshold)
     # a report is no live run: a node it does not hold was not tested, never unreachable
-    verdicts = node_verdicts(nodes, obs, figures, live=False)
+    verdicts = with_causes(node_verdicts(nodes, obs, figures, live=False), obs, req.threshold)
     return Outcome(nodes, verdicts, figures, obs, list(paths), first=verdicts, notes=notes,
                    partition=req.partition, partition_nodes=states,
                    nodelist=None if req.nodelist is None else nodes)  # fmt: skip

@@ -94,6 +94,9 @@ class TestCase:
     run: int  # the run of the report it belongs to (ReFrame --reruns, --max-retries)
     outputdir: str
     display: str  # ReFrame's display_name (name when there is none)
+    #: the evidence around the run (the check's tb_evidence: a result document's evidence
+    #: section, measure/causes.py reads it); None when the report holds none
+    evidence: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -346,7 +349,14 @@ def testcase_from(raw: object, source: str, where: str, run: int) -> TestCase:
         run,
         outputdir,
         display,
+        _evidence(raw.get("tb_evidence")),
     )
+
+
+def _evidence(raw: object) -> dict[str, Any] | None:
+    """A test case's ``tb_evidence``: an object (read field by field, never trusted, by
+    topobind.measure.causes.signals_of), else None."""
+    return raw if isinstance(raw, dict) and raw else None
 
 
 def report_from_document(

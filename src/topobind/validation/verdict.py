@@ -133,6 +133,10 @@ class Observations:
     #: taken out of ``failures``; node -> the checks it failed with the site
     site_failed: dict[str, set[str]] = field(default_factory=dict)
     site_problems: list[Any] = field(default_factory=list)  # site_problems.SiteProblem
+    #: the evidence of every run (measure.causes.signals_of): (check, variant) -> node -> one
+    #: signals mapping a run ({} : none), and why a node's run had none
+    evidence: dict[tuple[str, str], dict[str, list[dict[str, float]]]] = field(default_factory=dict)
+    no_evidence: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
 def observe(reports: Iterable[Report | dict[str, Any]], site: str) -> Observations:
@@ -168,6 +172,7 @@ def _add(obs: Observations, tc: Any, site: str, source: str) -> None:
                           "(ReFrame --distribute)")  # fmt: skip
     node = tc.nodes[0]
     obs.ran_on.setdefault(node, set()).add(tc.check)
+    _add_evidence(obs, tc, node)
     if tc.failed_before_performance:
         why = tc.fail_reason or f"ReFrame result {tc.result}"
         obs.failures.append(Failure(node, tc.check, tc.variant, why))
@@ -180,6 +185,18 @@ def _add(obs: Observations, tc: Any, site: str, source: str) -> None:
             hi_text = "+inf" if hi is None else f"{hi:.4g}"
             why = f"{f.metric} {f.value:.4g} {f.unit} outside the target {lo_text} .. {hi_text}"
             obs.failures.append(Failure(node, tc.check, tc.variant, why))
+
+
+def _add_evidence(obs: Observations, tc: Any, node: str) -> None:
+    from topobind.measure.causes import signals_of
+
+    if tc.evidence is None:
+        signals, why = {}, "the report holds none of this run (no tb_evidence)"
+    else:
+        signals, why = signals_of({"evidence": tc.evidence})
+    obs.evidence.setdefault((tc.check, tc.variant), {}).setdefault(node, []).append(signals)
+    if why:
+        obs.no_evidence[(node, tc.check, tc.variant)] = why
 
 
 # --------------------------------------------------------------------------- the verdict
@@ -222,6 +239,10 @@ class NodeVerdict:
     reasons: tuple[str, ...]
     worst: FigureVerdict | None
     confirmed: str = ""  # '', 'confirmed', 'not confirmed: ...'
+    #: why (measure.causes): 'throttled (...)', 'unexplained: ...', 'unknown (no evidence:
+    #: ...)'; a job's Slurm-side reason for NOT STARTED and UNREACHABLE; '' for the others
+    cause: str = ""
+    cause_labels: tuple[str, ...] = ()  # the metrics' cause labels, ranked
 
     @property
     def bad(self) -> bool:
@@ -412,10 +433,12 @@ def confirm(
             why = f"{worst.figure} {100 * worst.slowdown:+.0f}% vs {partner}" if worst else ""
             out.append(NodeVerdict(v.node, "ok", False, v.reasons, worst,
                                    f"not confirmed: {why}"))  # fmt: skip
+            continue  # a cause is the first pass's (the fleet's evidence), kept below
         else:
             reasons = tuple(r.replace("the fleet median", partner) for r in again.reasons)
             out.append(NodeVerdict(v.node, again.status, again.weak, reasons, again.worst,
-                                   f"confirmed against {partner}"))  # fmt: skip
+                                   f"confirmed against {partner}", v.cause,
+                                   v.cause_labels))  # fmt: skip
     return out
 
 
@@ -455,6 +478,44 @@ def unjudged_summary(verdicts: Sequence[NodeVerdict]) -> list[str]:
     return [f"{k} ({hostlist.compress(n)})" for k, n in lines.items()]
 
 
+def with_causes(verdicts: Sequence[NodeVerdict], obs: Observations,
+                threshold: float) -> list[NodeVerdict]:  # fmt: skip
+    """Each SLOW and FAIL verdict with its cause (measure.causes.explain on the evidence of
+    its worst figure's check, or its first failed check, against the fleet's); NOT STARTED
+    and UNREACHABLE keep their Slurm-side reason as their cause."""
+    from dataclasses import replace
+
+    from topobind.measure import causes
+
+    out = []
+    for v in verdicts:
+        if v.status in (NOT_STARTED, UNREACHABLE):
+            out.append(replace(v, cause=v.reasons[0] if v.reasons else "", cause_labels=(
+                "slurm",)))  # fmt: skip
+            continue
+        key = _cause_key(v, obs)
+        if key is None:
+            out.append(v)
+            continue
+        why = obs.no_evidence.get((v.node, *key), "")
+        got = causes.explain(v.node, obs.evidence.get(key, {}), threshold, why)
+        labels = tuple(c.name for c in got.causes) or (got.label,)
+        out.append(replace(v, cause=got.text, cause_labels=labels))
+    return out
+
+
+def _cause_key(v: NodeVerdict, obs: Observations) -> tuple[str, str] | None:
+    """(check, variant) whose evidence explains ``v``: its worst SLOW figure's, or its first
+    failed check's; None for a verdict that needs no cause."""
+    if v.status == "SLOW" and v.worst is not None:
+        return v.worst.check, v.worst.variant
+    if v.status == "FAIL":
+        first = next((f for f in obs.failures if f.node == v.node), None)
+        if first is not None:
+            return first.check, first.variant
+    return None
+
+
 def table(verdicts: Sequence[NodeVerdict]) -> str:
     head = ("node", "verdict", "worst figure", "slower by", "strength", "reason")
     rows = [head]
@@ -477,6 +538,8 @@ def table(verdicts: Sequence[NodeVerdict]) -> str:
         lines.append("  ".join([*cells, r[-1]]).rstrip())
         if n == 0:
             lines.append("  ".join(["-" * w for w in widths] + ["------"]))
+        elif verdicts[n - 1].cause and verdicts[n - 1].status in ("SLOW", "FAIL"):
+            lines.append(f"{'':{widths[0]}}  cause: {verdicts[n - 1].cause}")
     return "\n".join(lines)
 
 
@@ -488,7 +551,15 @@ class DrainPlan:
 
 
 def drain_reason(v: NodeVerdict) -> str:
-    return f"{v.status.lower()}: {v.reasons[0] if v.reasons else ''}"
+    """What scontrol records: 'slow: FIGURE +324%: CAUSE' for a SLOW node with a cause
+    (slurm.drain_command keeps it to one line of 200 characters, passed as one argument),
+    else the verdict and its first reason (a FAIL's cause after it)."""
+    if v.status == "SLOW" and v.worst is not None and v.cause:
+        return f"slow: {v.worst.figure} {100 * v.worst.slowdown:+.0f}%: {v.cause}"
+    text = f"{v.status.lower()}: {v.reasons[0] if v.reasons else ''}"
+    if v.status == "FAIL" and v.cause and not v.cause.startswith("unknown"):
+        text += f"; cause: {v.cause}"
+    return text
 
 
 def confirmed_bad(v: NodeVerdict) -> bool:
