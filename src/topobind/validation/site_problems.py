@@ -55,6 +55,9 @@ _PATH = re.compile(
     r"(?<![\w./~])(?:(?:\.{1,2}|~)?/(?:[\w.+@%=-]+/)*|(?:[\w.+@%=-]+/){2,})"
     r"([\w.+@%=-]+)"
 )
+#: a word that may be a node name (node1, cn-001, gpu01.rack2), without a trailing dot
+_WORD = re.compile(r"\w(?:[\w.-]*\w)?")
+MAX_REASON = 2000  # characters of a reason compared (ReFrame's reasons are one line)
 _NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
@@ -111,12 +114,12 @@ def subject(reason: str) -> str:
 
 
 def normalise(reason: str, nodes: Collection[str]) -> str:
-    """``reason`` with each node name of ``nodes`` as NODE, each path as ``.../LAST`` and each
-    number as N: two nodes' reasons for one failure are then the same text."""
-    text = reason
-    for node in sorted(nodes, key=len, reverse=True):
-        if node:
-            text = re.sub(rf"(?<![\w-]){re.escape(node)}(?![\w])", "NODE", text)
+    """``reason`` (its first :data:`MAX_REASON` characters) with each node name of ``nodes``
+    as NODE, each path as ``.../LAST`` and each number as N: two nodes' reasons for one
+    failure are then the same text. One pass over the text, whatever the number of nodes."""
+    names = nodes if isinstance(nodes, set | frozenset) else set(nodes)
+    text = _WORD.sub(lambda m: "NODE" if m.group(0) in names else m.group(0),
+                     reason[:MAX_REASON])  # fmt: skip
     text = _PATH.sub(lambda m: ".../" + m.group(1), text)
     return _NUMBER.sub("N", text)
 
@@ -135,14 +138,28 @@ def is_site_wide(failed_on: int, judged: int) -> bool:
     return failed_on >= MIN_SITE_NODES and failed_on > SITE_SHARE * judged
 
 
-def find(failures: Sequence[Failure], judged: Collection[str]) -> list[SiteProblem]:
-    """The site problems among ``failures`` of the ``judged`` nodes."""
-    groups: dict[tuple[str, str, str], dict[str, str]] = {}
-    for f in failures:
-        if f.check in FAULTS or f.node not in judged:
-            continue
-        key = (f.check, f.variant, normalise(f.reason, judged))
-        groups.setdefault(key, {}).setdefault(f.node, f.reason)
+Key = tuple[str, str, str]  # check, variant, normalised reason
+
+
+def _key(f: Failure, judged: set[str]) -> Key | None:
+    """A failure's key (check, variant, normalised reason); None for a node not judged or
+    a fault of its job."""
+    if f.check in FAULTS or f.node not in judged:
+        return None
+    return f.check, f.variant, normalise(f.reason, judged)
+
+
+def find(failures: Sequence[Failure], judged: Collection[str],
+         keys: Sequence[Key | None] | None = None) -> list[SiteProblem]:  # fmt: skip
+    """The site problems among ``failures`` of the ``judged`` nodes (``keys``: each
+    failure's :func:`_key`, when already made)."""
+    judged = set(judged)
+    if keys is None:
+        keys = [_key(f, judged) for f in failures]
+    groups: dict[Key, dict[str, str]] = {}
+    for f, key in zip(failures, keys, strict=True):
+        if key is not None:
+            groups.setdefault(key, {}).setdefault(f.node, f.reason)
     out = []
     for (check, variant, _norm), by_node in groups.items():
         if is_site_wide(len(by_node), len(judged)):
@@ -158,16 +175,15 @@ def split(obs: Observations, nodes: Sequence[str],
     jobs gave no result) and move their failures out of ``obs.failures`` into
     ``obs.site_failed`` (node -> the site's checks it failed); returns them."""
     ran = set(obs.ran_on) | {f.node for f in obs.failures}
-    judged = [n for n in nodes if n in ran and n not in faulted]
-    problems = find(obs.failures, judged)
+    judged = {n for n in nodes if n in ran and n not in faulted}
+    keys = [_key(f, judged) for f in obs.failures]
+    problems = find(obs.failures, judged, keys)
     if not problems:
         return []
-    judged_set = set(judged)
-    keys = {(p.check, p.variant, normalise(p.reason, judged_set)) for p in problems}
+    site = {(p.check, p.variant, normalise(p.reason, judged)) for p in problems}
     kept: list[Failure] = []
-    for f in obs.failures:
-        if f.node in judged_set and (f.check, f.variant,
-                                     normalise(f.reason, judged_set)) in keys:  # fmt: skip
+    for f, key in zip(obs.failures, keys, strict=True):
+        if key in site:
             obs.site_failed.setdefault(f.node, set()).add(f.check)
         else:
             kept.append(f)
