@@ -221,7 +221,7 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     #: the node the job ran on, from its post-run line (set after the run; in ReFrame's
     #: report beside ``job_nodelist``, which a job too short for the scheduler's poll lacks)
     tb_ran_on = variable(str, value="")
-    #: the evidence around this run (set after sanity; in ReFrame's report per run, read by
+    #: the evidence around this run (set before sanity; in ReFrame's report per run, read by
     #: topobind.validation.reframe_report): the ``evidence`` section of the result document
     #: the kernel wrote (docs/results-format.md), else one made of load.json's share of other
     #: processes (busy_share, the load rule's); {} when neither was written
@@ -373,9 +373,10 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
             raise SanityError(msg + " (strict_load)")
         self.logger.warning(msg)
 
-    @run_after("sanity")
+    @run_before("sanity")
     def tb_record_evidence(self) -> None:
-        """:attr:`tb_evidence` of this run (topobind.validation.evidence_files: bounded)."""
+        """:attr:`tb_evidence` of this run (topobind.validation.evidence_files: bounded);
+        before sanity, so that a failed check's run has its evidence too."""
         from topobind.validation.evidence_files import evidence_in
 
         self.tb_evidence = evidence_in(self.stagedir, LOAD_FILE)
