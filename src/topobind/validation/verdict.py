@@ -65,6 +65,8 @@ NOT_TESTED = "not tested"
 #: never drained) and one whose job died or gave no report (bad: a confirmed FAIL)
 NOT_STARTED = "NOT STARTED"
 UNREACHABLE = "UNREACHABLE"
+#: why a node whose failures were the site's is NOT JUDGED (validation.site_problems)
+SITE_NOT_JUDGED = "failed on most nodes alike, a site problem (see 'site problem' below)"
 
 
 def check_threshold(value: float, option: str = "--threshold") -> float:
@@ -351,8 +353,7 @@ def node_verdicts(
             out.append(NodeVerdict(node, "SLOW", all(f.weak for f in slow), reasons, worst))
         elif node in obs.site_failed:  # not judged on the checks every node failed alike
             checks = ", ".join(sorted(obs.site_failed[node]))
-            why = (f"{checks}: not judged: failed on most nodes alike, a site problem (see "
-                   "'site problem' below)")  # fmt: skip
+            why = f"{checks}: not judged: {SITE_NOT_JUDGED}"
             out.append(NodeVerdict(node, NOT_JUDGED, True,
                                    (why, *_not_judged_reasons(mine)), worst))  # fmt: skip
         elif any(f.not_judged for f in mine):
@@ -579,7 +580,15 @@ def drain_plan(
     partition's nodes are unknown (Slurm unreachable), so none may."""
     commands: list[tuple[str, str]] = []
     refused: list[str] = []
+    site = [v.node for v in verdicts if v.status == NOT_JUDGED and v.reasons
+            and v.reasons[0].endswith(SITE_NOT_JUDGED) and NODE_NAME.match(v.node)]  # fmt: skip
+    if site:  # one line for them all: a site problem on 500 nodes is not 500 lines
+        refused.append(f"{hostlist.compress(site)} not drained: not judged: their failures "
+                       "are the site problem above")  # fmt: skip
+    skip = set(site)
     for v in verdicts:
+        if v.node in skip:
+            continue
         if v.unjudged:
             name = v.node if NODE_NAME.match(v.node) else repr(v.node)
             why = ("its job never started: nothing was judged" if v.status == NOT_STARTED
