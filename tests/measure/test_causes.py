@@ -10,6 +10,9 @@ import math
 from typing import Any
 
 import pytest
+from fuzzing import fuzz
+from hypothesis import given
+from hypothesis import strategies as st
 
 from topobind.measure import causes, stats
 
@@ -121,6 +124,7 @@ def test_mccalpins_l2_fills_name_memory_traffic() -> None:
 @pytest.mark.parametrize("evidence", [
     None, "x", [], {"version": 2}, {"version": 1}, {"version": 1, "signals": "x"},
     {"version": 1, "window_s": 0, "signals": {"interrupts_on_cpus": 5}},
+    {"version": 1, "window_s": 1e-320, "signals": {"interrupts_on_cpus": 1e300}},
     {"version": 1, "window_s": 1, "signals": {"busy_share": math.inf, "steal_share": -1,
                                                "throttled_share": True, "swap_pages": "9"}},
     {"version": 1, "signals": {}, "unavailable": {"busy_share": "no /proc/stat"}},
@@ -142,3 +146,25 @@ def test_the_figures_rule_is_the_one_rule() -> None:
 
     assert verdict.NAME_CONFIDENCE == stats.NAME_CONFIDENCE
     assert verdict.noise_floor is stats.noise_floor
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda kids: st.lists(kids, max_size=5) | st.dictionaries(st.text(max_size=20), kids,
+                                                               max_size=5),
+    max_leaves=30,
+)  # fmt: skip
+_keys = st.sampled_from(["version", "window_s", "signals", "counters", "links",
+                         "gpu_throttle", "unavailable", *causes.BY_KEY])  # fmt: skip
+
+
+@fuzz(200)
+@given(st.dictionaries(_keys, _json | st.just(1), max_size=8), st.integers(1, 4))
+def test_any_evidence_section_gives_finite_signals_or_a_reason(ev: dict[str, Any],
+                                                               runs: int) -> None:  # fmt: skip
+    got, why = causes.signals_of({"evidence": ev})
+    assert all(math.isfinite(v) and v >= 0 for v in got.values())
+    assert got or why
+    fleet = {n: [got] * runs for n in NODES}
+    text = causes.explain("node1", fleet, 0.05, why).text
+    assert text and "\n" not in text

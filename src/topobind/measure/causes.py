@@ -155,6 +155,8 @@ def signals_of(document: object) -> tuple[dict[str, float], str]:
                 if not window:
                     continue
                 v /= window
+                if not math.isfinite(v):  # a window of 1e-320 s
+                    continue
             out[str(key)] = v
     _counters(ev.get("counters"), out)
     _devices(ev, out)
@@ -176,8 +178,9 @@ def _counters(counters: object, out: dict[str, float]) -> None:
     dram = counters.get("dram_bytes")
     if isinstance(dram, Mapping):
         parts = [_number(dram.get(k)) for k in ("read", "write")]
-        if all(p is not None for p in parts):
-            out["dram_bytes"] = sum(p for p in parts if p is not None)
+        total = sum(p for p in parts if p is not None)
+        if all(p is not None for p in parts) and math.isfinite(total):
+            out["dram_bytes"] = total
 
 
 def _devices(ev: Mapping[str, object], out: dict[str, float]) -> None:
