@@ -52,6 +52,9 @@ nodes: HOSTLIST' (exit 1), or 'bad nodes: none' (exit 0; 4 with NOT JUDGED/not t
 drains only a node of the partition (and of --nodelist), named literally, bad on a confirmed
 verdict (FAIL, SLOW strong or confirmed);
 every other bad node gets a 'not drained' line saying why. docs/site-admins.md.
+Each SLOW/FAIL row gets a 'cause:' line (throttled, busy, ... from the runs' evidence against
+the fleet's; docs/explanation/causes.md). A failure on at least 3 judged nodes and more than
+half of them is a 'site problem': one line with its fix, nothing drained, exit 5.
 """
 
 CALIBRATE_EPILOG = """\
