@@ -34,3 +34,17 @@ def test_results_without_evidence_say_unknown() -> None:
     hosts = [_host(f"n{i}", i == 3, [None] * 3) for i in range(4)]
     (slow,) = [h for h in _with_causes(hosts, 0.05) if h.slow]
     assert slow.cause == "unknown (no evidence: the results carry no evidence section)"
+
+
+def test_the_report_document_carries_each_slow_hosts_cause(tmp_path: Any) -> None:
+    from fleetgen import FleetSpec, generate_fleet, parse_slow
+
+    from topobind.report import analysis, document, reader
+
+    spec = FleetSpec(hosts=5, runs=3, kernels=("stream",), slow=parse_slow("gen-node0002:1.30"))
+    generate_fleet(tmp_path, spec)
+    read = reader.read_results([tmp_path])
+    report = analysis.analyse(read.runs, analysis.Options(), read.inputs, read.files)
+    (slow,) = document.report_json(report)["slow_hosts"]
+    assert slow["host"] == "gen-node0002"
+    assert slow["cause"] == "unknown (no evidence: the results carry no evidence section)"
