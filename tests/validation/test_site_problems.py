@@ -181,4 +181,7 @@ def test_every_node_failing_alike_drains_nothing_and_exits_5(
     assert last == (
         "bad nodes: none; site problem (drains nothing): StreamCheck compact; NOT JUDGED: node[1-4]"
     )
-    assert 'verdict="fail"} 1' not in prom.read_text()
+    text = prom.read_text()
+    assert 'verdict="fail"} 1' not in text
+    labels = 'site="fleet",partition="slurm",check="StreamCheck",variant="compact"'
+    assert f"topobind_site_problem{{{labels}}} 4" in text

@@ -105,8 +105,10 @@ def render(
     site: str,
     partition: str,
     when: float | None = None,
+    site_problems: Sequence[tuple[str, str, int]] = (),
 ) -> str:
-    """The Prometheus text format of one run's verdicts."""
+    """The Prometheus text format of one run's verdicts; ``site_problems``: (check, variant,
+    nodes it failed on) of each failure the fleet shared (validation.site_problems)."""
     base = [("site", site), ("partition", partition)]
     fams: dict[str, _Family] = {}
 
@@ -127,6 +129,10 @@ def render(
             c = fam("node_cause", "The cause of a SLOW, FAIL, NOT STARTED or UNREACHABLE "
                     "verdict (docs/explanation/causes.md), by rank: 1 the first.")  # fmt: skip
             c.add([*base, ("node", n.node), ("cause", cause)], float(rank))
+    for check, variant, failed in site_problems:
+        p = fam("site_problem", "A failure most judged nodes shared (the site's, not a "
+                "node's; nothing drained): the nodes it failed on.")  # fmt: skip
+        p.add([*base, ("check", check), ("variant", variant)], float(failed))
     for f in figures:
         _add_figure(fam, base, f)
     out = [line for f in fams.values() for line in f.text()]
