@@ -127,3 +127,17 @@ def test_a_fifo_or_garbage_in_the_stage_directory_is_no_evidence(tmp_path: Path)
     (tmp_path / "load.json").write_text(json.dumps({"others_share": "x"}))
     assert evidence_files.evidence_in(tmp_path) == {}
     assert evidence_files.evidence_in(tmp_path / "absent") == {}
+
+
+def test_a_conformance_finding_gets_no_cause_line() -> None:
+    """Its finding is its cause; no check's evidence explains it."""
+    from topobind.validation import verdict
+
+    obs = verdict.Observations()
+    for n in NODES:
+        obs.ran_on[n] = {"LatencyCheck"}
+    obs.failures.append(verdict.Failure("node2", "conformance", "-", "smt: 2, site: 1"))
+    got = verdict.with_causes(verdict.node_verdicts(NODES, obs, []), obs, 0.05)
+    (fail,) = [v for v in got if v.status == "FAIL"]
+    assert fail.node == "node2" and fail.cause == ""
+    assert "cause:" not in verdict.table(got)

@@ -510,9 +510,10 @@ def _cause_key(v: NodeVerdict, obs: Observations) -> tuple[str, str] | None:
     failed check's; None for a verdict that needs no cause."""
     if v.status == "SLOW" and v.worst is not None:
         return v.worst.check, v.worst.variant
-    if v.status == "FAIL":
-        first = next((f for f in obs.failures if f.node == v.node), None)
-        if first is not None:
+    if v.status == "FAIL":  # a conformance finding is its own cause: no check's evidence
+        first = next((f for f in obs.failures if f.node == v.node
+                      and f.check != "conformance"), None)  # fmt: skip
+        if first is not None and (first.check, first.variant) in obs.evidence:
             return first.check, first.variant
     return None
 
