@@ -547,6 +547,15 @@ def exit_status(out: Outcome, drain_status: int = 0) -> int:
     return NOT_JUDGED_STATUS if any(v.unjudged for v in out.verdicts) else 0
 
 
+def metrics_text(out: Outcome, site: str, partition: str) -> str:
+    """The Prometheus text of an outcome: nodes (with their causes), figures, site problems."""
+    from topobind.validation import metrics
+
+    nodes, figures = metrics.from_each_node(out.verdicts, out.figures, out.obs.failures)
+    shared = [(p.check, p.variant, len(p.nodes)) for p in out.obs.site_problems]
+    return metrics.render(nodes, figures, site=site, partition=partition, site_problems=shared)
+
+
 def drain_lines(out: Outcome) -> DrainPlan:
     """The drain plan of an outcome: (node, reason) of each node that may be drained (a
     confirmed bad verdict on a literal node of the partition, in --nodelist when given) and

@@ -405,10 +405,7 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
     print("reports: " + acceptance.reports_text(out.reports))
     status = _drain(out, args.apply) if args.drain else 0
     if args.metrics is not None:
-        nodes, figures = metrics.from_each_node(out.verdicts, out.figures, out.obs.failures)
-        shared = [(p.check, p.variant, len(p.nodes)) for p in out.obs.site_problems]
-        text = metrics.render(nodes, figures, site=site.name, partition=req.partition,
-                              site_problems=shared)  # fmt: skip
+        text = acceptance.metrics_text(out, site.name, req.partition)
         print(f"metrics: {metrics.write(args.metrics, text)}")
     if not args.reports:
         print(f"{out.jobs} Slurm job(s) for {len(out.nodes)} node(s)")
