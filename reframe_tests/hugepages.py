@@ -50,6 +50,10 @@ class HugepagesCheck(TopobindCheck):
         pool = self.pools().get(GIB_KIB)
         if need == 0:
             return True
+        if pool is None and self.pools().get("cpu_1g_pages") is False:
+            self.skip(f"not applicable: this CPU has no 1 GiB pages (no pdpe1gb in its flags) "
+                      f"on {self.tb_where()}; the site's pages_1g_per_numa {need} cannot "
+                      "apply to it")  # fmt: skip
         if pool is None:
             raise SanityError(
                 "this node has no 1 GiB hugepage pool (no /sys/kernel/mm/hugepages/"

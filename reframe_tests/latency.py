@@ -145,7 +145,11 @@ class C2CCheck(TopobindCheck):
         node = self.tb_node()
         if node is not None:
             if self.pair == "cross-l3":
-                self.skip_if(node.l3_domains < 2, "cross-l3 needs two L3 domains")
+                self.skip_if(
+                    node.l3_domains < 2,
+                    f"not applicable: the node has "
+                    f"{node.l3_domains} L3 domain(s); cross-l3 needs two",
+                )
             else:
                 self.skip_if(
                     node.l3_domains == 0 or node.cores // max(node.l3_domains, 1) < 2,

@@ -71,6 +71,15 @@ SHARED = [
         "`validate`",
     ),
     (
+        "5",
+        "ran, found no bad node, and a site problem: the same failure on at least 3 judged "
+        "nodes and more than half of them (the checks' programs missing, a check the site "
+        "cannot run), said once with its fix; nothing drained "
+        "([Causes](../explanation/causes.md#a-failure-every-node-shares-is-the-sites)). A bad "
+        "node as well: 1",
+        "`validate --each-node`",
+    ),
+    (
         "126, 127",
         "the program could not be started: 127 when it does not exist, 126 when it cannot "
         "be executed",

@@ -45,7 +45,7 @@ from topobind.paths import location
 from topobind.validation import load as tbload
 from topobind.validation import sites as tbsites
 
-from .probe import quick_tier  # noqa: F401 (the checks import it from here)
+from .probe import NOT_APPLICABLE, quick_tier  # noqa: F401 (the checks import quick_tier)
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "probe.py"
@@ -53,7 +53,6 @@ CHECK_FILE = "topobind-check.json"  # = topobind.report.reader.CHECK_FILE
 LOAD_FILE = "load.json"
 SITE_VARIABLE = "TOPOBIND_SITE"
 HARNESS = tbload.harness_identity()  # this ReFrame process, for load.json
-MAX_EVIDENCE_FILES = 32  # kernel results a run's evidence is read from (one a rank; ~2 KiB each)
 
 
 def site_for(system: str) -> tbsites.Site:
@@ -226,10 +225,11 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     #: the node the job ran on, from its post-run line (set after the run; in ReFrame's
     #: report beside ``job_nodelist``, which a job too short for the scheduler's poll lacks)
     tb_ran_on = variable(str, value="")
-    #: the ``evidence`` of each kernel result the run left in the stage directory (one per rank:
-    #: the node's signals and counters around it, docs/results-format.md), as one JSON array
-    #: (compact); in ReFrame's report beside the figures, read by validation/reframe_report.py
-    tb_evidence = variable(str, value="")
+    #: the evidence around this run (set before sanity; in ReFrame's report per run, read by
+    #: topobind.validation.reframe_report): the ``evidence`` section of the result document
+    #: the kernel wrote (docs/results-format.md), else one made of load.json's share of other
+    #: processes (busy_share, the load rule's); {} when neither was written
+    tb_evidence = variable(dict, value={})
     #: a sanity-only check (no figure compared across nodes) runs in the first run of a
     #: session only, skipped in ReFrame's --reruns ('-S sanity_once=true': validate
     #: --each-node's quick tier; its verdict does not get surer by repeating it)
@@ -364,29 +364,6 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
         self.keep_files = [*self.keep_files, CHECK_FILE, LOAD_FILE]
         self.env_vars[tbload.HARNESS_VARIABLE] = HARNESS
 
-    @run_before("sanity")
-    def tb_collect_evidence(self) -> None:
-        """``tb_evidence``: the evidence of the kernel results in the stage directory (before
-        sanity, so a run that fails it still carries it); bounded: of the first
-        :data:`MAX_EVIDENCE_FILES` result files (by name: rank 0 first where the names hold
-        ranks), each read as a result file is."""
-        from topobind.measure.evidence import read_evidence
-        from topobind.measure.results import read_bytes
-
-        found: list[dict[str, Any]] = []
-        for name in self.tb_glob("*.json")[: 8 * MAX_EVIDENCE_FILES]:
-            if len(found) == MAX_EVIDENCE_FILES:
-                break
-            try:
-                doc = json.loads(read_bytes(name))
-            except (TopobindError, ValueError):
-                continue
-            if isinstance(doc, dict) and doc.get("schema") == "topobind.result/1":
-                ev = read_evidence(doc).evidence
-                if ev is not None:
-                    found.append(ev.document)
-        self.tb_evidence = json.dumps(found, separators=(",", ":")) if found else ""
-
     @run_after("sanity")
     def tb_judge_load(self) -> None:
         """Warn when other work shared the node while the check ran (fail with
@@ -407,6 +384,14 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
             raise SanityError(msg + " (strict_load)")
         self.logger.warning(msg)
 
+    @run_before("sanity")
+    def tb_record_evidence(self) -> None:
+        """:attr:`tb_evidence` of this run (topobind.validation.evidence_files: bounded);
+        before sanity, so that a failed check's run has its evidence too."""
+        from topobind.validation.evidence_files import evidence_in
+
+        self.tb_evidence = evidence_in(self.stagedir, LOAD_FILE)
+
     # ------------------------------------------------------------------ helpers
     def tb_launcher_args(self) -> list[str]:
         """``topobind run`` launcher choice for this partition."""
@@ -424,13 +409,20 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     def tb_node(self) -> tbsites.ExpectedNode | None:
         """What the partition's node looks like: the site's expected node, else (for checks that
         run on this very machine) the live topology."""
-        if self.tb_site.node is not None:
-            return self.tb_site.node
-        if self.tb_partition.scheduler == "local" or self.tb_site.name == "local":
+        if self.tb_on_the_node():
             from topobind.topo.topology import load
 
             return tbsites.ExpectedNode(**tbsites.node_counts(load("live")))
-        return None
+        return self.tb_site.node
+
+    def tb_on_the_node(self) -> bool:
+        """This ReFrame process runs on the node the check runs on: a local partition, or
+        inside the node's own job (validate --each-node). Then what applies comes from the
+        node itself, whatever the site is called and whether it has a ``node:`` section (a
+        site's node that differs is the conformance step's finding, not a check's FAIL)."""
+        from topobind.validation.sites.reframe_config import IN_JOB_VARIABLE
+
+        return self.tb_partition.scheduler == "local" or os.environ.get(IN_JOB_VARIABLE) == "1"
 
     def tb_cores(self) -> int | None:
         """Cores of the partition's node: the site's node, the live one (local checks), else
@@ -466,9 +458,12 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
         status = self.tb_exit_status()
         if status is None:
             raise SanityError("the job did not finish (no exit status line in its output)")
+        tail = self.tb_stderr_tail()
+        if status == NOT_APPLICABLE and tail.startswith("not applicable:"):  # a node probe's
+            self.skip(f"{tail} (on {self.tb_where()})")
         if status not in ok:
             raise SanityError(f"command exited with status {status} on {self.tb_where()}: "
-                              f"{self.tb_stderr_tail()}")  # fmt: skip
+                              f"{tail}")  # fmt: skip
         return status
 
     def tb_where(self) -> str:

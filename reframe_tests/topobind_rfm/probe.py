@@ -1,6 +1,7 @@
 """Small node probes the checks run inside their jobs (on the partition's node).
 
-  python probe.py hugepages          JSON: hugetlb pools per page size and NUMA node
+  python probe.py hugepages          JSON: hugetlb pools per page size and NUMA node, and
+                                     cpu_1g_pages (x86: pdpe1gb; null where not x86)
   python probe.py pick-cpus same-l3  two CPUs (OS indexes) on two cores of one L3 domain
   python probe.py pick-cpus cross-l3 the first CPUs of the first two L3 domains
   python probe.py cores              number of cores this job may use
@@ -20,13 +21,19 @@
                                      start, 128+N when signal N ended it; 2, CMD not run,
                                      when OUT cannot be written)
 
-Exit status 3 with a one-line message when the node cannot provide what is asked.
+Exit status 3 with a one-line message when the node cannot provide what is asked; 5
+(:data:`NOT_APPLICABLE`), a line starting ``not applicable:``, when the check does not apply
+to this node at all (cross-l3 on a node of one L3 domain): the check is then skipped with
+that line, never failed (TopobindCheck.tb_require_exit).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+
+#: the exit status of a probe that found the check does not apply to this node
+NOT_APPLICABLE = 5  # no kernel exits 5 (docs/results-format.md), and the line says so too
 
 # 'load' wraps the main command of every check's job: its path imports no json or pathlib
 # (topobind.validation.load likewise); the other probes import what they use
@@ -44,10 +51,26 @@ def _hugepages() -> int:
         }
         for kib, pool in status.items()
     }
+    doc["cpu_1g_pages"] = _cpu_1g_pages()
     import json
 
     print(json.dumps(doc))
     return 0
+
+
+def _cpu_1g_pages(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
+    """Whether this CPU can map 1 GiB pages: False on an x86 CPU whose flags lack pdpe1gb,
+    True with it, None where /proc/cpuinfo has no x86 flags line (other architectures map
+    1 GiB pages by their page-table levels: the pool says)."""
+    try:
+        with open(cpuinfo, errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("flags") and ":" in line:
+            return "pdpe1gb" in line.split(":", 1)[1].split()
+    return None
 
 
 def _pick(kind: str) -> int:
@@ -62,12 +85,14 @@ def _pick(kind: str) -> int:
     if kind == "same-l3":
         two = next((d[:2] for d in domains if len(d) >= 2), None)
         if two is None:
-            print("no L3 domain holds two usable cores", file=sys.stderr)
-            return 3
+            print("not applicable: no L3 domain of this node holds two usable cores",
+                  file=sys.stderr)  # fmt: skip
+            return NOT_APPLICABLE
     elif kind == "cross-l3":
         if len(domains) < 2:
-            print(f"the node has {len(domains)} L3 domain(s); cross-l3 needs two", file=sys.stderr)
-            return 3
+            print(f"not applicable: the node has {len(domains)} L3 domain(s); cross-l3 needs "
+                  "two", file=sys.stderr)  # fmt: skip
+            return NOT_APPLICABLE
         two = [domains[0][0], domains[1][0]]
     else:
         print(f"unknown pair kind {kind!r}", file=sys.stderr)

@@ -448,9 +448,10 @@ def test_report_slow_host_table_shows_the_verdicts_strength(tmp_path: Path) -> N
         read = reader.read_results([d])
         report = analysis.analyse(read.runs, analysis.Options(), read.inputs, read.files)
         table = tables.slow_hosts_table(report)
-        assert table.headers[-4:] == ("runs", "CV", "confidence", "strength")
+        assert table.headers[-5:] == ("runs", "CV", "confidence", "strength", "cause")
         (row,) = [r for r in table.rows if r.cells[0] == "gen-node0002"]
-        assert row.cells[8] == str(runs) and row.cells[-1] == strength
+        assert row.cells[8] == str(runs) and row.cells[-2] == strength
+        assert row.cells[-1] == "unknown (no evidence: the results carry no evidence section)"
 
 
 # --------------------------------------------------------------------------- history

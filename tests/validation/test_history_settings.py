@@ -104,3 +104,29 @@ def test_settings_that_change_no_figure_do_not_split_the_sessions() -> None:
         "-S DgemmCheck.n=1024 -S pages=2M -S StreamCheck.sanity_once=true"))  # fmt: skip
     assert rep.settings_of("StreamCheck") == (("elements", "4M"), ("pages", "2M"))
     assert rep.settings_of("DgemmCheck") == (("n", "1024"), ("pages", "2M"))
+
+
+def test_a_drift_names_its_cause_against_the_nodes_earlier_sessions(tmp_path: Path) -> None:
+    """Issue 45: the latest session's evidence (tb_evidence) against the node's own earlier
+    sessions': swap during the slow session names swap; a session without evidence says so."""
+    db = tmp_path / "results.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE sessions(uuid TEXT PRIMARY KEY, session_start_unix REAL, "
+                "session_end_unix REAL, json_blob TEXT, report_file TEXT)")  # fmt: skip
+    for i, value in enumerate([100.0, 101.0, 99.0, 70.0]):
+        t = 1_790_000_000.0 + i * DAY
+        runs = []
+        for r in range(3):
+            tc = _tc("node1", value + r)
+            tc["tb_evidence"] = {"version": 1, "window_s": 2.0,
+                                 "signals": {"swap_pages": 4000 if value < 80 else 0}}  # fmt: skip
+            runs.append({"testcases": [tc]})
+        doc = {"session_info": {"cmdline": "reframe -r", "time_start_unix": t}, "runs": runs}
+        con.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?)",
+                    (f"s{i}", t, t + 60, json.dumps(doc), ""))  # fmt: skip
+    con.commit()
+    con.close()
+    row = _one(db)
+    assert row.drift
+    assert row.cause == "swap (2e+03 pages swapped/s; fleet: none)"
+    assert "\n       cause: swap (2e+03 pages swapped/s; fleet: none)" in history.table([row])

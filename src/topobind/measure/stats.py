@@ -343,3 +343,49 @@ def beyond_confidence(n_beyond: int, n: int) -> float:
     if n <= 0 or not 0 <= n_beyond <= n:
         raise ValueError(f"beyond_confidence: need 0 <= {n_beyond} <= {n} and n > 0")
     return _binom_half_cdf(n_beyond - 1, n)
+
+
+# --------------------------------------------------------------------------- the outlier rule
+#: sign-test confidence needed before a node is called an outlier at all (validate
+#: --each-node's SLOW, and a cause's signal outside the fleet's range: topobind.measure.causes)
+NAME_CONFIDENCE = 0.80
+
+
+@dataclass(frozen=True, slots=True)
+class Outlying:
+    """One node's runs of one quantity against the fleet (:func:`outliers`)."""
+
+    median: float  # the node's median
+    fleet: float  # the fleet's (the median of the node medians, or the reference given)
+    slowdown: float  # :func:`slowdown` of the node's median against the fleet's
+    bound: float  # max(threshold, the fleet's noise floor)
+    beyond: int  # runs beyond the limit the bound gives
+    confidence: float  # :func:`beyond_confidence` of those runs
+    outside: bool  # slowdown > bound and confidence >= NAME_CONFIDENCE
+
+
+def noise_floor(by_node: dict[str, list[float]]) -> float:
+    """A quantity's typical run-to-run scatter: the median over the nodes of their runs'
+    coefficient of variation (0 with fewer than 2 runs a node)."""
+    cvs = [c for c in (cv(v) for v in by_node.values() if len(v) >= 2) if c is not None]
+    return median(cvs) if cvs else 0.0
+
+
+def outliers(by_node: dict[str, list[float]], threshold: float, higher_is_better: bool,
+             fleet: float | None = None) -> dict[str, Outlying]:  # fmt: skip
+    """The one noise rule of topobind's node verdicts: each node's median against the fleet's
+    (``fleet``, else the median of the node medians), beyond max(``threshold``, the fleet's
+    :func:`noise_floor`), and enough of the node's runs beyond that limit for a sign test
+    (confidence >= :data:`NAME_CONFIDENCE`). Values must be positive (see :func:`slowdown`)."""
+    medians = {n: median(v) for n, v in by_node.items()}
+    ref = median(list(medians.values())) if fleet is None else fleet
+    bound = max(threshold, noise_floor(by_node))
+    limit = ref / (1 + bound) if higher_is_better else ref * (1 + bound)
+    out = {}
+    for node, vals in by_node.items():
+        beyond = sum(1 for v in vals if (v < limit if higher_is_better else v > limit))
+        conf = beyond_confidence(beyond, len(vals))
+        worse = slowdown(medians[node], ref, higher_is_better)
+        out[node] = Outlying(medians[node], ref, worse, bound, beyond, conf,
+                             worse > bound and conf >= NAME_CONFIDENCE)  # fmt: skip
+    return out

@@ -148,6 +148,9 @@ class HostStats:
     #: sign test: confidence that the host's median is beyond the slow threshold (0 when no
     #: threshold); the same figure as topobind validate --each-node (checks.acceptance)
     confidence: float = 0.0
+    #: a slow host's cause (measure.causes: its runs' evidence against the other hosts' of
+    #: the group); '' for a host that is not slow
+    cause: str = ""
 
     @property
     def weak(self) -> bool:
@@ -398,6 +401,7 @@ def _fleet_group(
                 confidence=_beyond(s.values, threshold, hib),
             )
         )
+    hosts = _with_causes(hosts, opts.slow_pct / 100.0)
     hosts.sort(key=lambda h: (-h.worse_pct, h.host))
     all_values = [v for h in hosts for v in h.summary.values]
     return FleetGroup(
@@ -416,6 +420,29 @@ def _fleet_group(
         only_warmup=tuple(only_warmup),
         page_fallback=key[3],
     )
+
+
+def _with_causes(hosts: list[HostStats], threshold: float) -> list[HostStats]:
+    """Each slow host with its cause (measure.causes.explain): the evidence of its kept runs
+    (the results' ``evidence`` section, where the reader keeps it) against the other hosts'."""
+    if not any(h.slow for h in hosts):
+        return hosts
+    from dataclasses import replace
+
+    from topobind.measure import causes
+
+    runs: dict[str, list[dict[str, float]]] = {}
+    why: dict[str, str] = {}
+    for h in hosts:
+        for r in h.runs:
+            ev = getattr(r, "evidence", None)  # the result's evidence section (evidence branch)
+            signals, none = causes.signals_of({"evidence": ev} if ev is not None else {})
+            runs.setdefault(h.host, []).append(signals)
+            why[h.host] = none or why.get(h.host, "")
+    if all(not any(rs) for rs in runs.values()):
+        why = dict.fromkeys(runs, "the results carry no evidence section")
+    return [replace(h, cause=causes.explain(h.host, runs, threshold, why.get(h.host, "")).text)
+            if h.slow else h for h in hosts]  # fmt: skip
 
 
 def _page_comparisons(groups: Sequence[FleetGroup]) -> list[PageComparison]:

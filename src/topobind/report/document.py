@@ -87,7 +87,7 @@ def _slow_hosts(report: Report) -> list[dict[str, Any]]:
             **pick(g, "fleet_median"),
             **pick(h, "worse_pct"),
             "slowdown_vs_fleet": to_json(h.slowdown),
-            **pick(h, "mads"),
+            **pick(h, "mads", "cause"),
         }
         for g, h in report.slow
     ]

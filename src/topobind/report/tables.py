@@ -176,6 +176,7 @@ def slow_hosts_table(report: Report) -> Table:
                 signed_worse(g, h),
                 fmt.mads(h.mads),
                 *strength(h),
+                h.cause or "-",
             ),
             slow=True,
         )
@@ -183,7 +184,7 @@ def slow_hosts_table(report: Report) -> Table:
     )
     headers = ("host", "kernel", "layout", "pages", "host median", "fleet median", "vs fleet")
     return Table(
-        (*headers, "MADs", "runs", "CV", "confidence", "strength"),
+        (*headers, "MADs", "runs", "CV", "confidence", "strength", "cause"),
         rows,
         frozenset({4, 5, 6, 7, 8, 9, 10}),
         code=frozenset({0}),

@@ -26,7 +26,7 @@ from typing import Any
 
 from topobind.errors import TopobindError
 from topobind.topo import hostlist
-from topobind.validation import reframe_report, slurm
+from topobind.validation import reframe_report, site_problems, slurm
 from topobind.validation.bundles import conformance_lines
 from topobind.validation.verdict import (
     DEFAULT_THRESHOLD,
@@ -53,6 +53,7 @@ from topobind.validation.verdict import (
     observe,
     table,
     unjudged_summary,
+    with_causes,
 )
 
 __all__ = [
@@ -268,9 +269,11 @@ def accept(site: Any, req: Request, results: Any, verbose: bool) -> Outcome:
     obs = observe(one.parsed, site.name)
     _skip_reasons(obs, one)
     node_jobs.add_failures(obs, one)
+    site_problems.split(obs, nodes, {j.node for j in one.faults})
     # the smoke tier measures no performance: its figures are not compared
     figures = [] if req.tags == "smoke" else figure_verdicts(obs.samples, req.threshold)
     verdicts = node_jobs.faulted(node_verdicts(nodes, obs, figures), one)
+    verdicts = with_causes(verdicts, obs, req.threshold)
     verdicts += _not_tested(states, req)
     out = Outcome(nodes, verdicts, figures, obs, one.report_paths, notes=plan.notes + one.notes,
                   first=verdicts, partition=req.partition, partition_nodes=states,
@@ -358,10 +361,11 @@ def judge_reports(paths: Sequence[str], site: Any, req: Request,
             raise TopobindError(f"--nodelist {req.nodelist!r} names no node")
     else:
         nodes = sorted(obs.ran_on, key=_natural)
+    site_problems.split(obs, nodes)
     # the smoke tier measures no performance: its reports' figures are not compared either
     figures = [] if _smoke_reports(paths) else figure_verdicts(obs.samples, req.threshold)
     # a report is no live run: a node it does not hold was not tested, never unreachable
-    verdicts = node_verdicts(nodes, obs, figures, live=False)
+    verdicts = with_causes(node_verdicts(nodes, obs, figures, live=False), obs, req.threshold)
     return Outcome(nodes, verdicts, figures, obs, list(paths), first=verdicts, notes=notes,
                    partition=req.partition, partition_nodes=states,
                    nodelist=None if req.nodelist is None else nodes)  # fmt: skip
@@ -499,8 +503,10 @@ def outcome_lines(out: Outcome, site: str, threshold: float, what: str) -> list[
 
 def lines_after_table(out: Outcome) -> list[str]:
     """What the command prints after the verdict table: skipped checks (with ReFrame's
-    reason), notes, weak SLOW nodes, and why nodes were NOT JUDGED or not tested."""
+    reason), the site problems (with their fix), notes, weak SLOW nodes, and why nodes were
+    NOT JUDGED or not tested."""
     lines = [f"skip {check}: {why}" for check, why in sorted(out.obs.skipped.items())]
+    lines += site_problems.lines(out.obs.site_problems)
     lines += [f"note: {note}" for note in out.notes]
     weak = [v.node for v in out.verdicts if v.status == "SLOW" and v.weak and not v.confirmed]
     if weak:
@@ -535,6 +541,28 @@ def reports_text(paths: Sequence[str]) -> str:
         return ", ".join(paths)
     dirs = sorted({os.path.dirname(p) for p in paths})
     return f"{len(paths)} files in {', '.join(dirs)} (first {os.path.basename(paths[0])})"
+
+
+def exit_status(out: Outcome, drain_status: int = 0) -> int:
+    """1 with a bad node (or a drain that failed), else
+    :data:`site_problems.SITE_PROBLEM_STATUS` with a site problem, else 4 with a node NOT
+    JUDGED or not tested, else 0 (docs/reference/exit-status.md)."""
+    from topobind.validation.verdict import NOT_JUDGED_STATUS
+
+    if any(v.bad for v in out.verdicts) or drain_status:
+        return 1
+    if out.obs.site_problems:
+        return site_problems.SITE_PROBLEM_STATUS
+    return NOT_JUDGED_STATUS if any(v.unjudged for v in out.verdicts) else 0
+
+
+def metrics_text(out: Outcome, site: str, partition: str) -> str:
+    """The Prometheus text of an outcome: nodes (with their causes), figures, site problems."""
+    from topobind.validation import metrics
+
+    nodes, figures = metrics.from_each_node(out.verdicts, out.figures, out.obs.failures)
+    shared = [(p.check, p.variant, len(p.nodes)) for p in out.obs.site_problems]
+    return metrics.render(nodes, figures, site=site, partition=partition, site_problems=shared)
 
 
 def drain_lines(out: Outcome) -> DrainPlan:

@@ -45,6 +45,9 @@ class Trend:
     per_week: float | None  # slope as a fraction of the baseline per week (+ = better)
     drift: bool
     differ: str = ""  # the latest session's settings, when no earlier one had them
+    #: a DRIFT's cause: the latest session's evidence against the node's earlier sessions'
+    #: (measure.causes.explain, each session a peer); '' for the others
+    cause: str = ""
 
 
 MAX_TIME = 1e11  # unix seconds: the year 5138
@@ -124,8 +127,13 @@ def trends(docs: Sequence[Report], site: str, threshold: float) -> list[Trend]:
     when none was, the Trend says the settings differ and is not compared."""
     series: dict[tuple[str, str, str], dict[float, list[float]]] = {}
     made_with: dict[tuple[str, str, str], dict[float, tuple[tuple[str, str], ...]]] = {}
+    evidence: dict[tuple[str, str, str], dict[float, list[dict[str, float]]]] = {}
     for doc in docs:
         obs = verdict.observe([doc], site)
+        for (check, variant), by_node in obs.evidence.items():
+            for node, runs in by_node.items():
+                key = (node, check, variant)
+                evidence.setdefault(key, {}).setdefault(doc.start or 0.0, []).extend(runs)
         for s in obs.samples:
             if s.unit not in reframe_report.RATE_UNITS:
                 continue
@@ -144,8 +152,29 @@ def trends(docs: Sequence[Report], site: str, threshold: float) -> list[Trend]:
             out.append(Trend(node, figure, unit, len(times), None, latest, None, None, False,
                              settings_text(sig[times[-1]])))  # fmt: skip
             continue
-        out.append(_trend(node, figure, unit, {t: by_session[t] for t in same}, threshold))
+        trend = _trend(node, figure, unit, {t: by_session[t] for t in same}, threshold)
+        if trend.drift:
+            check, variant, _metric = figure.split(".", 2)
+            trend = _with_cause(trend, evidence.get((node, check, variant), {}), threshold)
+        out.append(trend)
     return out
+
+
+def _with_cause(trend: Trend, by_session: dict[float, list[dict[str, float]]],
+                threshold: float) -> Trend:  # fmt: skip
+    """A DRIFT's cause: its latest session's evidence against its earlier sessions', each
+    session a peer of the rule (measure.causes: 3 sessions and 3 runs at least)."""
+    from dataclasses import replace
+
+    from topobind.measure import causes
+
+    times = sorted(by_session)
+    if not times:
+        return replace(trend, cause="unknown (no evidence: the sessions hold none)")
+    runs = {f"session {i}": by_session[t] for i, t in enumerate(times)}
+    got = causes.explain(f"session {len(times) - 1}", runs, threshold,
+                         "the latest session holds none")  # fmt: skip
+    return replace(trend, cause=got.text)
 
 
 def settings_text(settings: Sequence[tuple[str, str]]) -> str:
@@ -194,8 +223,12 @@ def table(rows: Sequence[Trend]) -> str:
             else "ok",
         ))  # fmt: skip
     widths = [max(len(r[i]) for r in data) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in data]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in data[:1]]
+    lines.append("  ".join("-" * w for w in widths))
+    for t, r in zip(rows, data[1:], strict=True):
+        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+        if t.cause:
+            lines.append(f"{'':{widths[0]}}  cause: {t.cause}")
     return "\n".join(lines)
 
 

@@ -50,6 +50,9 @@ class NodeMetric:
     node: str
     verdict: str  # one of VERDICTS
     strong: bool = True
+    #: the verdict's causes, ranked (topobind.measure.causes: throttled, busy, ...,
+    #: unexplained, unknown; slurm for a job that never started or died)
+    causes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,8 +105,10 @@ def render(
     site: str,
     partition: str,
     when: float | None = None,
+    site_problems: Sequence[tuple[str, str, int]] = (),
 ) -> str:
-    """The Prometheus text format of one run's verdicts."""
+    """The Prometheus text format of one run's verdicts; ``site_problems``: (check, variant,
+    nodes it failed on) of each failure the fleet shared (validation.site_problems)."""
     base = [("site", site), ("partition", partition)]
     fams: dict[str, _Family] = {}
 
@@ -120,6 +125,14 @@ def render(
             v.add([*base, ("node", n.node), ("verdict", state)], float(n.verdict == state))
         s = fam("node_verdict_strong", "1 when the node's verdict is strong, 0 when weak.")
         s.add([*base, ("node", n.node)], float(n.strong))
+        for rank, cause in enumerate(n.causes, 1):
+            c = fam("node_cause", "The cause of a SLOW, FAIL, NOT STARTED or UNREACHABLE "
+                    "verdict (docs/explanation/causes.md), by rank: 1 the first.")  # fmt: skip
+            c.add([*base, ("node", n.node), ("cause", cause)], float(rank))
+    for check, variant, failed in site_problems:
+        p = fam("site_problem", "A failure most judged nodes shared (the site's, not a "
+                "node's; nothing drained): the nodes it failed on.")  # fmt: skip
+        p.add([*base, ("check", check), ("variant", variant)], float(failed))
     for f in figures:
         _add_figure(fam, base, f)
     out = [line for f in fams.values() for line in f.text()]
@@ -216,7 +229,12 @@ def from_each_node(
             state = "nonconforming"
         strong = not v.weak or v.confirmed.startswith("confirmed")  # 'confirmed against N'
         nodes.append(
-            NodeMetric(v.node, state, strong and state not in ("not_judged", "not_tested"))
+            NodeMetric(
+                v.node,
+                state,
+                strong and state not in ("not_judged", "not_tested"),
+                tuple(getattr(v, "cause_labels", ())),
+            )  # fmt: skip
         )
     out = []
     for f in figures:

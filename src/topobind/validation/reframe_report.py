@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from topobind.errors import TopobindError
-from topobind.measure.evidence import Evidence, read_evidence
 
 MAX_REPORT_BYTES = 256 * 2**20  # make bench-fleet: 200,000 test cases, ~100 MiB
 MAX_VALUE = 1e100  # no figure is near it; sums of values near float's limit overflow
@@ -95,21 +94,9 @@ class TestCase:
     run: int  # the run of the report it belongs to (ReFrame --reruns, --max-retries)
     outputdir: str
     display: str  # ReFrame's display_name (name when there is none)
-    #: the check's ``tb_evidence`` as the report holds it (a JSON array of evidence objects,
-    #: one a kernel result of its stage directory), read by :attr:`evidence` when asked: a
-    #: big report is read without parsing each run's
-    evidence_text: object = None
-
-    @property
-    def evidence(self) -> tuple[Evidence, ...]:
-        """The run's evidence, one per rank (measure/evidence.py); () when there is none
-        (:attr:`evidence_reason` says why). Parsed at each call: keep what it returns."""
-        return run_evidence(self.evidence_text)[0]
-
-    @property
-    def evidence_reason(self) -> str:
-        """Why :attr:`evidence` is empty ("" when it is not)."""
-        return run_evidence(self.evidence_text)[1]
+    #: the evidence around the run (the check's tb_evidence: a result document's evidence
+    #: section, measure/causes.py reads it); None when the report holds none
+    evidence: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -310,28 +297,6 @@ def _node(raw: dict[str, Any], nid: str | None, source: str, where: str) -> tupl
     return ()
 
 
-MAX_EVIDENCE_TEXT = 4 * 2**20  # a run's tb_evidence: ~2 KiB a rank
-
-
-def run_evidence(text: object) -> tuple[tuple[Evidence, ...], str]:
-    """A test case's evidence (its ``tb_evidence``: a JSON array of evidence objects) and, when
-    there is none, why. Never raises: evidence that is not as documented leaves the case as it
-    is, with the reason."""
-    if not text:
-        return (), "no evidence recorded (a check or kernel built before it, or no kernel ran)"
-    if not isinstance(text, str) or len(text) > MAX_EVIDENCE_TEXT:
-        return (), "tb_evidence is not a JSON text of at most 4 MiB"
-    try:
-        items = json.loads(text)
-    except ValueError:
-        return (), "tb_evidence is not JSON"
-    if not isinstance(items, list):
-        return (), "tb_evidence is not a JSON array"
-    reads = [read_evidence(item) for item in items[:256]]
-    found = tuple(r.evidence for r in reads if r.evidence is not None)
-    return found, "" if found else (reads[0].reason if reads else "tb_evidence is empty")
-
-
 def _texts(raw: dict[str, Any], source: str, where: str) -> tuple[str, ...]:
     """display (or name), result, system, partition, fail_phase, outputdir: each a string
     (None: the default); ReportError naming the first that is not."""
@@ -384,8 +349,14 @@ def testcase_from(raw: object, source: str, where: str, run: int) -> TestCase:
         run,
         outputdir,
         display,
-        raw.get("tb_evidence"),
+        _evidence(raw.get("tb_evidence")),
     )
+
+
+def _evidence(raw: object) -> dict[str, Any] | None:
+    """A test case's ``tb_evidence``: an object (read field by field, never trusted, by
+    topobind.measure.causes.signals_of), else None."""
+    return raw if isinstance(raw, dict) and raw else None
 
 
 def report_from_document(

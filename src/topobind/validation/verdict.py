@@ -49,7 +49,7 @@ from topobind.validation.reframe_report import (
 )
 
 DEFAULT_THRESHOLD = 0.05  # McCalpin: nodes more than 5 % slower than the fleet median
-NAME_CONFIDENCE = 0.80  # sign-test confidence needed before a node is called slow at all
+NAME_CONFIDENCE = stats.NAME_CONFIDENCE  # sign-test confidence before a node is called slow
 MAX_THRESHOLD = 10.0  # a node 10x slower than the fleet: anything larger is a typo
 MAX_REPEAT = 1000  # the most runs (--repeat) or retries a validate or calibrate takes
 #: the exit status of an --each-node verdict with no bad node and a node NOT JUDGED (too few
@@ -65,6 +65,8 @@ NOT_TESTED = "not tested"
 #: never drained) and one whose job died or gave no report (bad: a confirmed FAIL)
 NOT_STARTED = "NOT STARTED"
 UNREACHABLE = "UNREACHABLE"
+#: why a node whose failures were the site's is NOT JUDGED (validation.site_problems)
+SITE_NOT_JUDGED = "failed on most nodes alike, a site problem (see 'site problem' below)"
 
 
 def check_threshold(value: float, option: str = "--threshold") -> float:
@@ -129,6 +131,14 @@ class Observations:
     skipped: dict[str, str] = field(default_factory=dict)  # check -> why
     ran_on: dict[str, set[str]] = field(default_factory=dict)  # node -> checks that ran
     skipped_on: dict[str, set[str]] = field(default_factory=dict)  # node -> checks skipped
+    #: failures every (or most) judged node shares: the site's (validation.site_problems),
+    #: taken out of ``failures``; node -> the checks it failed with the site
+    site_failed: dict[str, set[str]] = field(default_factory=dict)
+    site_problems: list[Any] = field(default_factory=list)  # site_problems.SiteProblem
+    #: the evidence of every run (measure.causes.signals_of): (check, variant) -> node -> one
+    #: signals mapping a run ({} : none), and why a node's run had none
+    evidence: dict[tuple[str, str], dict[str, list[dict[str, float]]]] = field(default_factory=dict)
+    no_evidence: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
 def observe(reports: Iterable[Report | dict[str, Any]], site: str) -> Observations:
@@ -164,6 +174,7 @@ def _add(obs: Observations, tc: Any, site: str, source: str) -> None:
                           "(ReFrame --distribute)")  # fmt: skip
     node = tc.nodes[0]
     obs.ran_on.setdefault(node, set()).add(tc.check)
+    _add_evidence(obs, tc, node)
     if tc.failed_before_performance:
         why = tc.fail_reason or f"ReFrame result {tc.result}"
         obs.failures.append(Failure(node, tc.check, tc.variant, why))
@@ -176,6 +187,18 @@ def _add(obs: Observations, tc: Any, site: str, source: str) -> None:
             hi_text = "+inf" if hi is None else f"{hi:.4g}"
             why = f"{f.metric} {f.value:.4g} {f.unit} outside the target {lo_text} .. {hi_text}"
             obs.failures.append(Failure(node, tc.check, tc.variant, why))
+
+
+def _add_evidence(obs: Observations, tc: Any, node: str) -> None:
+    from topobind.measure.causes import signals_of
+
+    if tc.evidence is None:
+        signals, why = {}, "the report holds none of this run (no tb_evidence)"
+    else:
+        signals, why = signals_of({"evidence": tc.evidence})
+    obs.evidence.setdefault((tc.check, tc.variant), {}).setdefault(node, []).append(signals)
+    if why:
+        obs.no_evidence[(node, tc.check, tc.variant)] = why
 
 
 # --------------------------------------------------------------------------- the verdict
@@ -218,6 +241,10 @@ class NodeVerdict:
     reasons: tuple[str, ...]
     worst: FigureVerdict | None
     confirmed: str = ""  # '', 'confirmed', 'not confirmed: ...'
+    #: why (measure.causes): 'throttled (...)', 'unexplained: ...', 'unknown (no evidence:
+    #: ...)'; a job's Slurm-side reason for NOT STARTED and UNREACHABLE; '' for the others
+    cause: str = ""
+    cause_labels: tuple[str, ...] = ()  # the metrics' cause labels, ranked
 
     @property
     def bad(self) -> bool:
@@ -242,11 +269,6 @@ def _direction(sample: Sample) -> bool | None:
     return RATE_UNITS.get(sample.unit)
 
 
-def _limit(fleet: float, threshold: float, hib: bool) -> float:
-    """The value a slowdown of exactly ``threshold`` gives (stats.slowdown's definition)."""
-    return fleet / (1 + threshold) if hib else fleet * (1 + threshold)
-
-
 def figure_verdicts(
     samples: Sequence[Sample],
     threshold: float,
@@ -263,44 +285,29 @@ def figure_verdicts(
         units[key] = s.unit
     out: list[FigureVerdict] = []
     for key, by_node in groups.items():
-        hib = RATE_UNITS[units[key]]
-        medians = {n: stats.median(v) for n, v in by_node.items()}
         few_nodes = ""
-        if reference is not None and key in reference:
-            fleet = reference[key]
-        else:
-            fleet = stats.median(list(medians.values()))
-            if len(medians) < MIN_NODES:  # two nodes have no majority to call one off
-                few_nodes = (f"not judged: {len(medians)} node(s) measured it; an outlier "
-                             f"needs at least {MIN_NODES} to compare")  # fmt: skip
-        # once a figure, not once a node (each is a pass over every node: 5,000 nodes made it
-        # 25 million CVs a figure)
-        bound = max(threshold, noise_floor(by_node))
-        limit = _limit(fleet, bound, hib)
+        fleet = reference.get(key) if reference is not None else None
+        if fleet is None and len(by_node) < MIN_NODES:  # two nodes have no majority
+            few_nodes = (f"not judged: {len(by_node)} node(s) measured it; an outlier "
+                         f"needs at least {MIN_NODES} to compare")  # fmt: skip
+        # the one noise rule (stats.outliers), once a figure, not once a node (each is a pass
+        # over every node: 5,000 nodes made it 25 million CVs a figure)
+        judged = stats.outliers(by_node, threshold, RATE_UNITS[units[key]], fleet)
         for node, vals in by_node.items():
-            beyond = sum(1 for v in vals if (v < limit if hib else v > limit))
-            conf = stats.beyond_confidence(beyond, len(vals))
-            slowdown = stats.slowdown(medians[node], fleet, hib)
+            o = judged[node]
             why = few_nodes or (
                 f"not judged: {len(vals)} run(s); a SLOW verdict needs at least "
                 f"{MIN_JUDGE_RUNS} (--repeat {MIN_JUDGE_RUNS}, 7 for a strong one)"
                 if len(vals) < MIN_JUDGE_RUNS else "")  # fmt: skip
-            slow = not why and slowdown > bound and conf >= NAME_CONFIDENCE
             out.append(
-                FigureVerdict(node, *key, units[key], len(vals), medians[node], stats.cv(vals),
-                              slowdown, conf, slow, beyond, why)
+                FigureVerdict(node, *key, units[key], len(vals), o.median, stats.cv(vals),
+                              o.slowdown, o.confidence, o.outside and not why, o.beyond, why)
             )  # fmt: skip
     return out
 
 
-def noise_floor(by_node: dict[str, list[float]]) -> float:
-    """The figure's typical run-to-run scatter: the median over the nodes of their runs'
-    coefficient of variation (0 with fewer than 2 runs a node). A node is called slow only
-    when slower than the threshold AND than this: under load (another job, a neighbour) a
-    figure scattering by 80 % run to run says nothing of a node 20 % off; on a quiet fleet
-    (CV of a few %) the threshold decides, as before."""
-    cvs = [c for c in (stats.cv(v) for v in by_node.values() if len(v) >= 2) if c is not None]
-    return stats.median(cvs) if cvs else 0.0
+#: the figure's noise floor: the one rule lives in measure/stats.py (causes use it too)
+noise_floor = stats.noise_floor
 
 
 def node_verdicts(
@@ -344,6 +351,11 @@ def node_verdicts(
                 for f in sorted(slow, key=lambda f: -f.slowdown)
             )
             out.append(NodeVerdict(node, "SLOW", all(f.weak for f in slow), reasons, worst))
+        elif node in obs.site_failed:  # not judged on the checks every node failed alike
+            checks = ", ".join(sorted(obs.site_failed[node]))
+            why = f"{checks}: not judged: {SITE_NOT_JUDGED}"
+            out.append(NodeVerdict(node, NOT_JUDGED, True,
+                                   (why, *_not_judged_reasons(mine)), worst))  # fmt: skip
         elif any(f.not_judged for f in mine):
             out.append(NodeVerdict(node, NOT_JUDGED, True, _not_judged_reasons(mine), worst))
         else:
@@ -422,18 +434,23 @@ def confirm(
             why = f"{worst.figure} {100 * worst.slowdown:+.0f}% vs {partner}" if worst else ""
             out.append(NodeVerdict(v.node, "ok", False, v.reasons, worst,
                                    f"not confirmed: {why}"))  # fmt: skip
+            continue  # a cause is the first pass's (the fleet's evidence), kept below
         else:
             reasons = tuple(r.replace("the fleet median", partner) for r in again.reasons)
             out.append(NodeVerdict(v.node, again.status, again.weak, reasons, again.worst,
-                                   f"confirmed against {partner}"))  # fmt: skip
+                                   f"confirmed against {partner}", v.cause,
+                                   v.cause_labels))  # fmt: skip
     return out
 
 
-def bad_nodes_line(verdicts: Sequence[NodeVerdict]) -> str:
+def bad_nodes_line(verdicts: Sequence[NodeVerdict], site: Sequence[Any] = ()) -> str:
     """'bad nodes: ...' naming the nodes bad on a confirmed verdict (:func:`confirmed_bad`);
-    a weak SLOW that no --confirm confirmed is not named there but after it, as unconfirmed."""
+    a weak SLOW that no --confirm confirmed is not named there but after it, as unconfirmed;
+    the ``site`` problems (validation.site_problems) after it, by check."""
     bad = [v.node for v in verdicts if v.bad and confirmed_bad(v)]
     line = f"bad nodes: {hostlist.shown(bad) if bad else 'none'}"
+    if site:
+        line += "; site problem (drains nothing): " + ", ".join(dict.fromkeys(p.what for p in site))
     weak = [v.node for v in verdicts if v.status == "SLOW" and not confirmed_bad(v)]
     if weak:
         line += f"; unconfirmed (weak SLOW, --confirm them): {hostlist.shown(weak)}"
@@ -462,6 +479,45 @@ def unjudged_summary(verdicts: Sequence[NodeVerdict]) -> list[str]:
     return [f"{k} ({hostlist.shown(n)})" for k, n in lines.items()]
 
 
+def with_causes(verdicts: Sequence[NodeVerdict], obs: Observations,
+                threshold: float) -> list[NodeVerdict]:  # fmt: skip
+    """Each SLOW and FAIL verdict with its cause (measure.causes.explain on the evidence of
+    its worst figure's check, or its first failed check, against the fleet's); NOT STARTED
+    and UNREACHABLE keep their Slurm-side reason as their cause."""
+    from dataclasses import replace
+
+    from topobind.measure import causes
+
+    out = []
+    for v in verdicts:
+        if v.status in (NOT_STARTED, UNREACHABLE):
+            out.append(replace(v, cause=v.reasons[0] if v.reasons else "", cause_labels=(
+                "slurm",)))  # fmt: skip
+            continue
+        key = _cause_key(v, obs)
+        if key is None:
+            out.append(v)
+            continue
+        why = obs.no_evidence.get((v.node, *key), "")
+        got = causes.explain(v.node, obs.evidence.get(key, {}), threshold, why)
+        labels = tuple(c.name for c in got.causes) or (got.label,)
+        out.append(replace(v, cause=got.text, cause_labels=labels))
+    return out
+
+
+def _cause_key(v: NodeVerdict, obs: Observations) -> tuple[str, str] | None:
+    """(check, variant) whose evidence explains ``v``: its worst SLOW figure's, or its first
+    failed check's; None for a verdict that needs no cause."""
+    if v.status == "SLOW" and v.worst is not None:
+        return v.worst.check, v.worst.variant
+    if v.status == "FAIL":  # a conformance finding is its own cause: no check's evidence
+        first = next((f for f in obs.failures if f.node == v.node
+                      and f.check != "conformance"), None)  # fmt: skip
+        if first is not None and (first.check, first.variant) in obs.evidence:
+            return first.check, first.variant
+    return None
+
+
 def table(verdicts: Sequence[NodeVerdict]) -> str:
     head = ("node", "verdict", "worst figure", "slower by", "strength", "reason")
     rows = [head]
@@ -484,6 +540,8 @@ def table(verdicts: Sequence[NodeVerdict]) -> str:
         lines.append("  ".join([*cells, r[-1]]).rstrip())
         if n == 0:
             lines.append("  ".join(["-" * w for w in widths] + ["------"]))
+        elif verdicts[n - 1].cause and verdicts[n - 1].status in ("SLOW", "FAIL"):
+            lines.append(f"{'':{widths[0]}}  cause: {verdicts[n - 1].cause}")
     return "\n".join(lines)
 
 
@@ -495,7 +553,15 @@ class DrainPlan:
 
 
 def drain_reason(v: NodeVerdict) -> str:
-    return f"{v.status.lower()}: {v.reasons[0] if v.reasons else ''}"
+    """What scontrol records: 'slow: FIGURE +324%: CAUSE' for a SLOW node with a cause
+    (slurm.drain_command keeps it to one line of 200 characters, passed as one argument),
+    else the verdict and its first reason (a FAIL's cause after it)."""
+    if v.status == "SLOW" and v.worst is not None and v.cause:
+        return f"slow: {v.worst.figure} {100 * v.worst.slowdown:+.0f}%: {v.cause}"
+    text = f"{v.status.lower()}: {v.reasons[0] if v.reasons else ''}"
+    if v.status == "FAIL" and v.cause and not v.cause.startswith("unknown"):
+        text += f"; cause: {v.cause}"
+    return text
 
 
 def confirmed_bad(v: NodeVerdict) -> bool:
@@ -515,7 +581,15 @@ def drain_plan(
     partition's nodes are unknown (Slurm unreachable), so none may."""
     commands: list[tuple[str, str]] = []
     refused: list[str] = []
+    site = [v.node for v in verdicts if v.status == NOT_JUDGED and v.reasons
+            and v.reasons[0].endswith(SITE_NOT_JUDGED) and NODE_NAME.match(v.node)]  # fmt: skip
+    if site:  # one line for them all: a site problem on 500 nodes is not 500 lines
+        refused.append(f"{hostlist.shown(site)} not drained: not judged: their failures "
+                       "are the site problem above")  # fmt: skip
+    skip = set(site)
     for v in verdicts:
+        if v.node in skip:
+            continue
         if v.unjudged:
             name = v.node if NODE_NAME.match(v.node) else repr(v.node)
             why = ("its job never started: nothing was judged" if v.status == NOT_STARTED

@@ -20,7 +20,7 @@ from topobind.errors import TopobindError
 from topobind.fsutil import output_dir, output_file
 from topobind.validation import metrics, reframe_runs, sites
 from topobind.validation.sites import reframe_results_dir
-from topobind.validation.verdict import MAX_REPEAT, MAX_THRESHOLD, NOT_JUDGED_STATUS
+from topobind.validation.verdict import MAX_REPEAT, MAX_THRESHOLD
 
 VALIDATE_EPILOG = """\
 examples:
@@ -52,6 +52,9 @@ nodes: HOSTLIST' (exit 1), or 'bad nodes: none' (exit 0; 4 with NOT JUDGED/not t
 drains only a node of the partition (and of --nodelist), named literally, bad on a confirmed
 verdict (FAIL, SLOW strong or confirmed);
 every other bad node gets a 'not drained' line saying why. docs/site-admins.md.
+Each SLOW/FAIL row gets a 'cause:' line (throttled, busy, ... from the runs' evidence against
+the fleet's; docs/explanation/causes.md). A failure on at least 3 judged nodes and more than
+half of them is a 'site problem': one line with its fix, nothing drained, exit 5.
 """
 
 CALIBRATE_EPILOG = """\
@@ -401,15 +404,12 @@ def _run_each_node(args: argparse.Namespace, site: Any) -> int:
     print("reports: " + acceptance.reports_text(out.reports))
     status = _drain(out, args.apply) if args.drain else 0
     if args.metrics is not None:
-        nodes, figures = metrics.from_each_node(out.verdicts, out.figures, out.obs.failures)
-        text = metrics.render(nodes, figures, site=site.name, partition=req.partition)
+        text = acceptance.metrics_text(out, site.name, req.partition)
         print(f"metrics: {metrics.write(args.metrics, text)}")
     if not args.reports:
         print(f"{out.jobs} Slurm job(s) for {len(out.nodes)} node(s)")
-    print(acceptance.bad_nodes_line(out.verdicts))
-    if any(v.bad for v in out.verdicts) or status:
-        return 1
-    return NOT_JUDGED_STATUS if any(v.unjudged for v in out.verdicts) else 0
+    print(acceptance.bad_nodes_line(out.verdicts, out.obs.site_problems))
+    return acceptance.exit_status(out, status)
 
 
 def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
