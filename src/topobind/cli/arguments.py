@@ -60,6 +60,27 @@ def number_arg(flag: str, lo: float, hi: float, example: str = "") -> Callable[[
     return checked_arg(lambda text: real_number(text, flag, lo, hi, example=example), flag)
 
 
+def add_number_arg(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    bounds: tuple[float, float],
+    default: float,
+    metavar: str,
+    help: str,
+) -> None:
+    """Add ``flag``, a number from ``bounds`` (:func:`number_arg`) that is ``default`` when not
+    given: its help ends with the default and the bounds, ``(default 5; 0 to 1000)``, and a
+    bad value's one-line error gives the default as its example."""
+    lo, hi = bounds
+    parser.add_argument(
+        flag,
+        type=number_arg(flag, lo, hi, f"{default:g}, the default"),
+        default=default,
+        metavar=metavar,
+        help=f"{help} (default {default:g}; {lo:g} to {hi:g})",
+    )
+
+
 def choice_arg(flag: str, choices: Sequence[str]) -> Callable[[str], str]:
     """An argparse ``type=`` for one word of ``choices`` (a layout's option)."""
 
