@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from topobind.errors import TopobindError
 from topobind.inputs import host_name, real_number, whole_number
@@ -79,6 +79,16 @@ def add_number_arg(
         metavar=metavar,
         help=f"{help} (default {default:g}; {lo:g} to {hi:g})",
     )
+
+
+def add_command(
+    subparsers: Any, name: str, run: Callable[[argparse.Namespace], int], **parser_args: Any
+) -> argparse.ArgumentParser:
+    """Subcommand ``name`` (``help``, ``description``, ``epilog`` ... as argparse's
+    ``add_parser`` takes them), run by ``run(args)``: the parser and its function in one place."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, **parser_args)
+    parser.set_defaults(func=run)
+    return parser
 
 
 def choice_arg(flag: str, choices: Sequence[str]) -> Callable[[str], str]:
