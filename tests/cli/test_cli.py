@@ -201,3 +201,22 @@ def test_verify_runs_through_the_entry_point_without_a_traceback() -> None:
     assert "Traceback" not in out.stderr, out.stderr
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip().startswith("topobind: error: the placement probe reported nothing")
+
+
+@pytest.mark.parametrize(
+    ("argv", "module", "function"),
+    [
+        (["site", "list"], "site", "run_list"),
+        (["site", "check", "local"], "site", "run_check"),
+        (["spack", "check"], "spack", "run_check"),
+        (["spack", "externals"], "spack", "run_externals"),
+    ],
+)
+def test_each_subcommand_of_a_group_is_run_by_its_own_function(
+    argv: list[str], module: str, function: str
+) -> None:
+    import importlib
+
+    args = cli.build_parser().parse_args(argv)
+    commands = importlib.import_module(f"topobind.cli.commands.{module}")
+    assert args.func is getattr(commands, function)

@@ -104,3 +104,22 @@ def test_sizes_and_counts_that_are_right(text: str, binary: bool, want: int) -> 
 def test_sizes_that_are_refused(text: str) -> None:
     with pytest.raises(TopobindError, match="give a size"):
         suffixed(text, "x", 1, 1 << 60)
+
+
+def test_a_number_option_states_its_default_and_bounds_and_refuses_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import argparse
+
+    from topobind.cli.arguments import add_number_arg
+
+    p = argparse.ArgumentParser(prog="t")
+    add_number_arg(p, "--slack", (0.0, 50.0), 2.5, "S", "how much slack")
+    assert p.parse_args([]).slack == 2.5
+    assert p.parse_args(["--slack", "50"]).slack == 50.0
+    assert "how much slack (default 2.5; 0 to 50)" in " ".join(p.format_help().split())
+    with pytest.raises(SystemExit) as exc:
+        p.parse_args(["--slack", "51"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exc.value.code == 2 and err.startswith("t: error: argument --slack: '51':")
+    assert "0 to 50" in err and "2.5, the default" in err

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from topobind.errors import TopobindError
 from topobind.inputs import host_name, real_number, whole_number
@@ -58,6 +58,37 @@ def number_arg(flag: str, lo: float, hi: float, example: str = "") -> Callable[[
     """An argparse ``type=`` for a number option (a fraction, a percentage): ASCII digits with
     an optional point (:func:`topobind.inputs.real_number`), within ``lo..hi``."""
     return checked_arg(lambda text: real_number(text, flag, lo, hi, example=example), flag)
+
+
+def add_number_arg(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    bounds: tuple[float, float],
+    default: float,
+    metavar: str,
+    help: str,
+) -> None:
+    """Add ``flag``, a number from ``bounds`` (:func:`number_arg`) that is ``default`` when not
+    given: its help ends with the default and the bounds, ``(default 5; 0 to 1000)``, and a
+    bad value's one-line error gives the default as its example."""
+    lo, hi = bounds
+    parser.add_argument(
+        flag,
+        type=number_arg(flag, lo, hi, f"{default:g}, the default"),
+        default=default,
+        metavar=metavar,
+        help=f"{help} (default {default:g}; {lo:g} to {hi:g})",
+    )
+
+
+def add_command(
+    subparsers: Any, name: str, run: Callable[[argparse.Namespace], int], **parser_args: Any
+) -> argparse.ArgumentParser:
+    """Subcommand ``name`` (``help``, ``description``, ``epilog`` ... as argparse's
+    ``add_parser`` takes them), run by ``run(args)``: the parser and its function in one place."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, **parser_args)
+    parser.set_defaults(func=run)
+    return parser
 
 
 def choice_arg(flag: str, choices: Sequence[str]) -> Callable[[str], str]:

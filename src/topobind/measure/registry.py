@@ -24,11 +24,11 @@ class Kernel:
 
     name: str
     summary: str  # one line for `topobind bench --help`
-    local: bool  # built from kernels/NAME.c, run as one local process by `topobind bench`
-    big_buffer: bool  # takes --pages/--strict (its working set is one big allocation)
-    pins_own_threads: bool  # gets the plan's PUs as --cpus instead of an OpenMP binding
     metrics: tuple[str, ...]  # metric names of its result ("latency_*": one per size)
     headline: str | None  # "METRIC STAT" of its headline; None: the result has no headline
+    big_buffer: bool  # takes --pages/--strict (its working set is one big allocation)
+    local: bool = True  # built from kernels/NAME.c, run as one local process by `topobind bench`
+    pins_own_threads: bool = False  # gets the plan's PUs as --cpus instead of an OpenMP binding
     matrices: tuple[str, ...] = ()  # matrix names it may write
     checks: tuple[str, ...] = ()  # check families (sites.catalogue.CHECKS) that run it
     quick_args: tuple[str, ...] = ()  # arguments for a run of well under a second (tests)
@@ -39,54 +39,55 @@ class Kernel:
         return self.name if self.local else None
 
 
+def _big_buffer(
+    name: str,
+    summary: str,
+    metrics: tuple[str, ...],
+    headline: str,
+    quick: tuple[str, ...],
+    matrices: tuple[str, ...] = (),
+) -> Kernel:
+    """A kernel whose working set is one big allocation (it takes --pages/--strict): the check
+    family of its own name runs it, and its quick run asks for 4 KiB pages (every machine has
+    them, a hugepage pool is not needed)."""
+    return Kernel(
+        name,
+        summary,
+        metrics,
+        headline,
+        big_buffer=True,
+        matrices=matrices,
+        checks=(name,),
+        quick_args=(*quick, "--pages", "4k"),
+    )
+
+
 KERNELS: tuple[Kernel, ...] = (
-    Kernel(
+    _big_buffer(
         "stream",
         "STREAM memory bandwidth (kernels/bin/stream), headline triad best MB/s",
-        local=True,
-        big_buffer=True,
-        pins_own_threads=False,
-        metrics=(
-            "copy",
-            "scale",
-            "add",
-            "triad",
-            "copy_time",
-            "scale_time",
-            "add_time",
-            "triad_time",
-        ),
-        headline="triad best",
-        checks=("stream",),
-        quick_args=("--elements", "100000", "--trials", "2", "--pages", "4k"),
+        ("copy", "scale", "add", "triad", "copy_time", "scale_time", "add_time", "triad_time"),
+        "triad best",
+        quick=("--elements", "100000", "--trials", "2"),
     ),
-    Kernel(
+    _big_buffer(
         "dgemm",
         "OpenBLAS DGEMM (kernels/bin/dgemm), headline median GFLOP/s",
-        local=True,
-        big_buffer=True,
-        pins_own_threads=False,
-        metrics=("gflops", "seconds"),
-        headline="gflops median",
-        checks=("dgemm",),
-        quick_args=("--n", "64", "--reps", "2", "--pages", "4k"),
+        ("gflops", "seconds"),
+        "gflops median",
+        quick=("--n", "64", "--reps", "2"),
     ),
-    Kernel(
+    _big_buffer(
         "latency",
         "pointer-chase load latency (kernels/bin/latency), ns at the largest size",
-        local=True,
-        big_buffer=True,
-        pins_own_threads=False,
-        metrics=("latency_*",),
-        headline="latency_* median",
+        ("latency_*",),
+        "latency_* median",
+        quick=("--sizes", "16K", "--trials", "1", "--min-time", "0.001"),
         matrices=("latency",),
-        checks=("latency",),
-        quick_args=("--sizes", "16K", "--trials", "1", "--min-time", "0.001", "--pages", "4k"),
     ),
     Kernel(
         "c2c",
         "core-to-core CAS ping-pong latency (kernels/bin/c2c), median ns over pairs",
-        local=True,
         big_buffer=False,
         pins_own_threads=True,
         metrics=("c2c",),
@@ -98,9 +99,7 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel(
         "whereami",
         "placement probe (kernels/bin/whereami): where every thread ran",
-        local=True,
         big_buffer=False,
-        pins_own_threads=False,
         metrics=(),
         headline=None,
     ),
@@ -109,7 +108,6 @@ KERNELS: tuple[Kernel, ...] = (
         "HPL (Debian hpcc, or xhpl on PATH) under OpenMPI 4 mpirun, GFLOP/s",
         local=False,
         big_buffer=False,
-        pins_own_threads=False,
         metrics=("gflops", "time"),
         headline="gflops best",
         checks=("hpl",),

@@ -272,6 +272,18 @@ def _hosts_frame(
     _side_panel(ax, fig, _slow_rows(g, named, slow), "slow hosts vs fleet:", SLOW_COLOUR)
 
 
+def _hosts_done(g: FleetGroup, fig: Any, title: str, caption: str) -> Picture:
+    """The per-host picture of ``g`` (either kind: one column a host, or the ECDF of a big
+    fleet's host medians) as one file, ``hosts-SLUG.png``, titled ``KERNEL: title``."""
+    return Picture(
+        filename=f"hosts-{g.slug}.png",
+        title=f"{g.kernel}: {title}{_where(g)}",
+        caption=caption,
+        kind="hosts",
+        png=_png(fig),
+    )
+
+
 def host_medians_picture(report: Report, g: FleetGroup) -> Picture:
     """The per-host picture of a big fleet (more than :data:`MAX_HOST_COLUMNS` hosts): the
     ECDF of the host medians (one point a host), the fleet median and the slow threshold as
@@ -301,17 +313,14 @@ def host_medians_picture(report: Report, g: FleetGroup) -> Picture:
     ax.set_xlabel(f"host median of {metric_label(g.kernel, g.metric)} [{g.unit}]   ({arrow})")
     ax.xaxis.set_major_formatter(_value_formatter())
     _hosts_frame(report, g, ax, fig, named, slow)
-    return Picture(
-        filename=f"hosts-{g.slug}.png",
-        title=f"{g.kernel}: host medians{_where(g)}",
-        caption=(
-            f"{n} hosts, too many for a column each: the curve is the distribution of the host "
-            "medians (a point (x, y) means y % of hosts have a median of at most x). Green: "
-            "fleet median; dashed red: the slow threshold. Slow hosts are red dots, named in the "
-            "box with how far their median is from the fleet median (all of them in the tables)."
-        ),
-        kind="hosts",
-        png=_png(fig),
+    return _hosts_done(
+        g,
+        fig,
+        "host medians",
+        f"{n} hosts, too many for a column each: the curve is the distribution of the host "
+        "medians (a point (x, y) means y % of hosts have a median of at most x). Green: "
+        "fleet median; dashed red: the slow threshold. Slow hosts are red dots, named in the "
+        "box with how far their median is from the fleet median (all of them in the tables).",
     )
 
 
@@ -333,22 +342,15 @@ def hosts_picture(report: Report, g: FleetGroup) -> Picture:
     ax.set_ylabel(f"{metric_label(g.kernel, g.metric)} [{g.unit}]  ({better} is better)")
     ax.yaxis.set_major_formatter(_value_formatter())
     _hosts_frame(report, g, ax, fig, named, slow)
-    return Picture(
-        filename=f"hosts-{g.slug}.png",
-        title=f"{g.kernel}: spread per host{_where(g)}",
-        caption=(
-            "Each column is one host: dots are its runs, the bar its median. Hosts are sorted "
-            "by median with the worst at the right. Green: fleet median (median of host "
-            "medians); dashed red: the slow threshold. Slow hosts are red and listed with how "
-            "far their median is from the fleet median."
-            + (
-                " One host only: nothing to compare it with, so no slow threshold."
-                if g.threshold is None
-                else ""
-            )
-        ),
-        kind="hosts",
-        png=_png(fig),
+    lone = " One host only: nothing to compare it with, so no slow threshold."
+    return _hosts_done(
+        g,
+        fig,
+        "spread per host",
+        "Each column is one host: dots are its runs, the bar its median. Hosts are sorted "
+        "by median with the worst at the right. Green: fleet median (median of host "
+        "medians); dashed red: the slow threshold. Slow hosts are red and listed with how "
+        "far their median is from the fleet median." + (lone if g.threshold is None else ""),
     )
 
 

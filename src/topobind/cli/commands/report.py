@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from topobind.cli.arguments import count_arg, number_arg
+from topobind.cli.arguments import add_number_arg, count_arg
 from topobind.report.analysis import MAX_SLOW_LIMIT, MAX_WARMUP, Options
 from topobind.report.build import build_report
 
@@ -63,20 +63,11 @@ def add_subparser(subparsers: Any) -> None:
         default="text",
         help="what to print: the text summary (default) or markdown for a CI comment",
     )
-    p.add_argument(
-        "--slow-mads",
-        type=number_arg("--slow-mads", 0, MAX_SLOW_LIMIT, "3, the default"),
-        default=3.0,
-        metavar="K",
-        help="slow needs a host median more than K fleet MADs worse (default 3; 0 to 1000)",
-    )
-    p.add_argument(
-        "--slow-pct",
-        type=number_arg("--slow-pct", 0, MAX_SLOW_LIMIT, "5, the default"),
-        default=5.0,
-        metavar="P",
-        help="... and more than P percent worse than the fleet median (default 5; 0 to 1000)",
-    )
+    slow_bounds = (0.0, MAX_SLOW_LIMIT)
+    add_number_arg(p, "--slow-mads", slow_bounds, 3.0, "K",
+                   "slow needs a host median more than K fleet MADs worse")  # fmt: skip
+    add_number_arg(p, "--slow-pct", slow_bounds, 5.0, "P",
+                   "... and more than P percent worse than the fleet median")  # fmt: skip
     p.add_argument("--fail-on-slow", action="store_true", help="exit 1 when any slow host is found")
     p.add_argument(
         "--warmup",

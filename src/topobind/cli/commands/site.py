@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from topobind.cli.arguments import add_command
 from topobind.errors import Problems, TopobindError
 from topobind.topo.topology import load
 from topobind.validation import sites
@@ -34,14 +35,17 @@ def add_subparser(subparsers: Any) -> None:
         epilog=SITE_EPILOG,
     )
     sub = site.add_subparsers(dest="site_command", metavar="SUBCOMMAND")
-    lst = sub.add_parser(
+    add_command(
+        sub,
         "list",
+        run_list,
         help="every site: description, partitions, node, targets, whether it matches this host",
         epilog=SITE_EPILOG,
     )
-    lst.set_defaults(func=run_list)
-    check = sub.add_parser(
+    check = add_command(
+        sub,
         "check",
+        run_check,
         help="check a site.yaml (and its references.yaml); explain every error and its fix",
         description=(
             "Check SITE's site.yaml against the schema and the checks' metrics and units. Each "
@@ -73,7 +77,6 @@ def add_subparser(subparsers: Any) -> None:
         help="with --live: write the verdict (ok or nonconforming) in the Prometheus text "
         "format to FILE (*.prom, atomically) for node_exporter's textfile collector",
     )
-    check.set_defaults(func=run_check)
     site.set_defaults(func=lambda args: _usage(site))
 
 

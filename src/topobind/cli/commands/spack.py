@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from topobind.cli.arguments import add_command
 from topobind.fsutil import atomic_write_text, output_file
 from topobind.spack_driver.check import check_file, check_project
 from topobind.spack_driver.externals import detect, packages_yaml
@@ -51,8 +52,10 @@ def add_subparser(subparsers: Any) -> None:
         epilog="Run 'topobind spack check -h' or 'topobind spack externals -h' for details.",
     )
     sub = sp.add_subparsers(dest="spack_command", metavar="check|externals", required=True)
-    check = sub.add_parser(
+    check = add_command(
+        sub,
         "check",
+        run_check,
         help="concretize, audit and install the project with real Spack",
         description="Check the project's Spack files with real Spack.",
         epilog=CHECK_EPILOG,
@@ -63,9 +66,10 @@ def add_subparser(subparsers: Any) -> None:
         type=Path,
         help="a spack.yaml, an overlay (*.yaml) or a recipe (*.py); default: the project",
     )
-    check.set_defaults(func=run_check)
-    ext = sub.add_parser(
+    ext = add_command(
+        sub,
         "externals",
+        run_externals,
         help="print a packages: section of this machine's externals",
         description="Detect hwloc, OpenMPI, Slurm, munge, OpenBLAS, PMIx, numactl, Python.",
         epilog=EXTERNALS_EPILOG,
@@ -76,7 +80,6 @@ def add_subparser(subparsers: Any) -> None:
         action="store_true",
         help="also list installations inside Python virtual environments",
     )
-    ext.set_defaults(func=run_externals)
 
 
 def run_check(args: argparse.Namespace) -> int:
