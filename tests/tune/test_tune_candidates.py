@@ -85,7 +85,15 @@ def test_metric_needs_a_group_and_a_number() -> None:
         assert len(str(info.value)) < 400
     pattern = compile_metric(r"rate: ([0-9.,]+) MB/s")
     assert pattern is not None
-    assert figure("x\nrate: 1,234.5 MB/s\nrate: 9 MB/s", pattern) == (1234.5, None)
+    # a comma is refused, never read as 25 or 1234.5 (a decimal or a thousands separator?)
+    for text in ("rate: 2,5 MB/s", "rate: 1,234.5 MB/s"):
+        value, why = figure(text, pattern)
+        assert value is None and "a comma" in str(why) and "[0-9.]" in str(why)
+    assert figure("x\nrate: 1234.5 MB/s\nrate: 9 MB/s", pattern) == (1234.5, None)
+    assert figure("rate: 1.5e3 MB/s", compile_metric(r"rate: (\S+) MB/s")) == (1500.0, None)
+    for text in ("1.2.3", "\u0663", "1_0", "inf", "nan", "0x10", "1e", "."):
+        value, why = figure(f"rate: {text} MB/s", compile_metric(r"rate: (\S+) MB/s"))
+        assert value is None and "not a" in str(why), text
     assert figure("nothing", pattern)[1] == "no match for --metric in its output"
     assert "not a number" in str(figure("rate: ... MB/s", pattern)[1])
 
@@ -157,7 +165,8 @@ def _record(program: str, topo: object, **choice: object) -> dict[str, object]:
         "node": "", "nodes": 1, "when": "2026-11-29T08:00:00+00:00",
         "choice": {"layout": "spread", "mem": "local", "pages": "2M", "ranks": 1,
                    "threads": None, **choice},
-        "winner": {"candidate": "spread pages=2M", "gain": 0.2},
+        "winner": {"candidate": "spread pages=2M"}, "verdict": "winner",
+        "gains": {"baseline": [0.384, 0.2, 0.6], "runner-up": [0.273, 0.1, None]},
     }  # fmt: skip
 
 
@@ -176,6 +185,9 @@ def test_auto_uses_the_record_and_refuses_a_stale_one(
     choice, line = auto.choose(topo, [prog])
     assert (choice.layout, choice.pages, choice.ranks) == ("spread", "2M", 1)
     assert path in line and "--layout spread --mem local --pages 2M --ranks 1" in line
+    # the gains as the record holds them, each over its own reference
+    assert "+38.4 % [+20.0 % .. +60.0 %] over the baseline" in line
+    assert "+27.3 % [+10.0 % .. +inf %] over the runner-up" in line
     # another node type: not this record
     assert auto.choose(load_xml(str(FOUR_NUMA)), [prog])[0].layout == "compact"
     # other arguments: the program's newest record, said

@@ -14,6 +14,7 @@ ranks outside.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import signal
@@ -40,8 +41,16 @@ MAX_OUTPUT_CHARS = 4 << 20
 #: the most one search of a run's output for --metric may take (a linear pattern needs
 #: milliseconds for MAX_OUTPUT_CHARS)
 METRIC_TIMEOUT_S = 5.0
+#: a run may go past the budget's end by this share of the budget (at least GRACE_MIN_S, at
+#: most GRACE_MAX_S); then it is killed and counted as failed
+GRACE_SHARE, GRACE_MIN_S, GRACE_MAX_S = 0.1, 5.0, 60.0
 #: bytes of the matched group read back from the search (one write under PIPE_BUF: atomic)
 MAX_GROUP = 1024
+
+
+def grace_s(budget_s: float) -> float:
+    """How long a run may go past the budget's end before it is killed."""
+    return min(GRACE_MAX_S, max(GRACE_MIN_S, GRACE_SHARE * budget_s))
 
 
 def compile_metric(text: str | None) -> re.Pattern[str] | None:
@@ -66,11 +75,24 @@ def figure(output: str, pattern: re.Pattern[str]) -> tuple[float | None, str | N
         return None, why
     if found is None:
         return None, "no match for --metric in its output"
-    try:
-        value = float(found.replace(",", ""))
-    except ValueError:
-        return None, f"--metric matched {found[:30]!r}, not a number"
-    if value != value or value in (float("inf"), float("-inf")):
+    return number(found)
+
+
+#: a figure: ASCII digits with at most one decimal point and an optional exponent
+NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def number(found: str) -> tuple[float | None, str | None]:
+    """The matched group as a number, or why not: a comma is refused (``2,5`` is two and a
+    half in much of the world and 25 in the rest: put the group round digits and a point)."""
+    text = found.strip()
+    if "," in text:
+        return None, (f"--metric matched {found[:30]!r}: a comma (a decimal or a thousands "
+                      "separator?); match digits and a point only, e.g. ([0-9.]+)")  # fmt: skip
+    if not NUMBER.fullmatch(text):
+        return None, f"--metric matched {found[:30]!r}, not a number (ASCII digits, one point)"
+    value = float(text)
+    if not math.isfinite(value):
         return None, f"--metric matched {found[:30]!r}, not a finite number"
     return value, None
 
@@ -117,11 +139,13 @@ class Launcher:
     in a scratch directory of this job (removed when the session ends)."""
 
     def __init__(self, program: Sequence[str], req: PlanRequest, opts: RunOptions,
-                 metric: re.Pattern[str] | None, timeout: float, where: str) -> None:  # fmt: skip
+                 metric: re.Pattern[str] | None, budget_s: float, where: str) -> None:  # fmt: skip
         if opts.allocation is None:  # the allocation of the request, made once
             opts = replace(opts, allocation=req.allocation)
         self.program, self.req, self.opts = list(program), req, opts
-        self.metric, self.timeout, self.where = metric, timeout, where
+        self.metric, self.where = metric, where
+        self.grace = grace_s(budget_s)
+        self.deadline = time.monotonic() + budget_s  # the session's end (its clock)
         self.plans: dict[Candidate, Plan | None] = {}
         self.launches: dict[Candidate, tuple[list[str], dict[str, str]] | str] = {}
         self.verdicts: dict[Candidate, str] = {}  # "verified ...", or why the launch failed
@@ -140,11 +164,17 @@ class Launcher:
         argv, env = launch
         out = os.path.join(self.where, "output")  # the run's output, read up to a bound
         t0 = time.monotonic()
+        limit = max(1.0, self.deadline + self.grace - t0)  # what is left, and the grace
+        name = os.path.basename(self.program[0])
         try:  # the program's output goes to a file (or nowhere), not into memory
             done = run_process(to_file(argv, out if self.metric else os.devnull), env=env,
-                               timeout=self.timeout)  # fmt: skip
+                               timeout=limit, what=name)  # fmt: skip
         except CannotRun as exc:
             return Measured(None, time.monotonic() - t0, str(exc))
+        except TopobindError:  # past the budget and its grace: killed (its process group)
+            return Measured(None, time.monotonic() - t0, f"{name} did not finish within "
+                            f"{limit:.0f} s (the budget left and {self.grace:.0f} s of grace): "
+                            "killed", timed_out=True)  # fmt: skip
         wall = time.monotonic() - t0
         status = jobrun.exit_status(done.returncode)
         if status in (130, 143):
