@@ -43,8 +43,8 @@ def choose(topo: Topology, argv: list[str] | None) -> tuple[Choice, str]:
                           "compact")  # fmt: skip
     if rec is None:
         what = f" for {shown(path or program or '')}" if program else ""
-        bad = f" ({shown(why, 300)})" if why else ""
-        return FALLBACK, (f"--layout auto: no {'usable ' if why else ''}tune record{what} on this node type "
+        bad, usable = (f" ({shown(why, 300)})", "usable ") if why else ("", "")
+        return FALLBACK, (f"--layout auto: no {usable}tune record{what} on this node type "
                           f"({node}, {plural(nodes, 'node')}){bad}; run topobind tune "
                           "first: compact")  # fmt: skip
     same = argv is not None and list(rec.argv[1:]) == list(argv[1:])
