@@ -316,3 +316,28 @@ def test_min_gain_takes_a_percentage() -> None:
     from topobind.cli.commands.tune import _percent
 
     assert _percent("3") == 3.0 and _percent("2.5%") == 2.5 and _percent(" 0 ") == 0.0
+
+
+def test_a_run_under_load_is_made_again_once_and_a_busy_session_says_so() -> None:
+    calls: list[str] = []
+    clock = [0.0]
+
+    def measure(c: Candidate) -> Measured:  # every other run of the node under load
+        calls.append(c.name)
+        clock[0] += 1
+        return Measured(1.0, 1.0, load=0.9 if len(calls) % 2 else 0.0)
+
+    out = run_session([Candidate(None), Candidate("compact")], measure,
+                      Settings(budget_s=60, seed=1, max_runs=12), lambda: clock[0])  # fmt: skip
+    assert all(s.reruns > 0 for s in out.standings)
+    assert out.noise is not None and out.noise["reruns"] == sum(s.reruns for s in out.standings)
+
+    def loaded(c: Candidate) -> Measured:  # always under load: flagged, a busy session
+        clock[0] += 1
+        return Measured(1.0, 1.0, load=0.8)
+
+    out = run_session([Candidate(None), Candidate("compact")], loaded,
+                      Settings(budget_s=100, seed=1, max_runs=12), lambda: clock[0])  # fmt: skip
+    assert out.noise is not None and out.noise["busy"] and out.noise["median_share"] == 0.8
+    assert out.headline.startswith("busy node (other processes took over 25 % of the CPUs")
+    assert all(s.busy == s.runs for s in out.standings)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from topobind.errors import TopobindError, plural
+from topobind.plan.request import PlanRequest
 from topobind.topo.manager import detect
 from topobind.topo.topology import Topology
 from topobind.tune import records
@@ -66,6 +67,7 @@ def how(rec: Record) -> str:
             "no-difference": "no difference: the simplest",
             "baseline": "the plain launch is best: compact",
             }.get(rec.verdict, "recorded")  # fmt: skip
+    what += "; tuned on a busy node" if rec.busy else ""
     return f"{what}, {gains}" if gains else what
 
 
@@ -91,11 +93,17 @@ def apply(choice: Choice, given: Mapping[str, object], explicit: set[str]) -> tu
     return values, said
 
 
-def honoured(check: Callable[[], None]) -> str | None:
-    """Why the node cannot honour the chosen placement now (``check`` plans it and checks it
-    here), or None."""
+def honoured(req: PlanRequest, program: str | None) -> str | None:
+    """Why this node cannot honour the request now (it does not plan: a hugepage pool used
+    up; or the plan cannot run here: a NUMA node gone, a static program under the shim), or
+    None."""
+    from topobind.plan import request
+    from topobind.plan.memory import check_here
+    from topobind.topo.topology import load
+
     try:
-        check()
+        where = (shutil.which(program) or program) if program else None
+        check_here(request.plan(load(req.topology), req), where)
     except TopobindError as exc:
         return str(exc).splitlines()[0][:300]
     return None

@@ -140,6 +140,8 @@ def record_doc(program: Sequence[str], topo: Any, planned: Sequence[Planned], ou
             whom: [g.estimate, g.low, _finite(g.high)] for whom, g in outcome.gains.items()
         },  # fmt: skip
         "runner_up": outcome.runner_up,
+        "noise": outcome.noise,
+        "busy": bool(outcome.noise and outcome.noise["busy"]),
         "candidates": {s.candidate.name: s.values for s in outcome.standings},
         "failures": {
             s.candidate.name: [len(s.failures), len(s.walls)]

@@ -27,6 +27,7 @@ from topobind.errors import CannotRun, Interrupted, ProbeFailed, TopobindError, 
 from topobind.launch import run as jobrun
 from topobind.launch.shape import RunOptions
 from topobind.launch.verify import all_ok
+from topobind.measure import cpuload
 from topobind.plan import request
 from topobind.plan.memory import check_here
 from topobind.plan.model import Plan
@@ -163,6 +164,7 @@ class Launcher:
             return Measured(None, 0.0, launch)
         argv, env = launch
         out = os.path.join(self.where, "output")  # the run's output, read up to a bound
+        before = self._load_sample()
         t0 = time.monotonic()
         limit = max(1.0, self.deadline + self.grace - t0)  # what is left, and the grace
         name = os.path.basename(self.program[0])
@@ -181,10 +183,18 @@ class Launcher:
             return Measured(None, wall, "interrupted", interrupted=True)
         if status:
             return Measured(None, wall, f"exit status {status}")
+        load = cpuload.load_between(before, cpuload.cpu_sample() if before else None)
+        share = None if load is None else load.share
         if self.metric is None:
-            return Measured(wall, wall)
+            return Measured(wall, wall, load=share)
         value, why = figure(_head(out), self.metric)
-        return Measured(value, wall, why)
+        return Measured(value, wall, why, load=share)
+
+    def _load_sample(self) -> cpuload.CpuSample | None:
+        """The host's CPU time before a run, outside an allocation only: inside one, the
+        job's steps are not this process's children and would count as other work."""
+        alloc = self.opts.allocation
+        return cpuload.cpu_sample() if alloc is None or alloc.manager == "none" else None
 
     def _prepare(self, cand: Candidate) -> tuple[list[str], dict[str, str]] | str:
         plan = self.plans[cand]

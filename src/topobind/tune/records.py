@@ -99,6 +99,7 @@ class Record(NamedTuple):
     gains: dict[str, tuple[float, float, float | None]]  # whom: estimate, low, high (None: inf)
     verdict: str
     when: str
+    busy: bool = False  # tuned on a busy node (other processes' load beyond validate's rule)
 
 
 def key(program: str, argv: list[str], node: str, nodes: int) -> str:
@@ -266,7 +267,7 @@ def _parse(path: str) -> Record:
     return Record(path, str(doc["program"]), str(doc["sha256"]), str(doc["node_type"]),
                   _count(doc["nodes"]), tuple(argv), choice, bool(winner),
                   _gains(doc.get("gains")), str(doc.get("verdict", "")),
-                  str(doc["when"]))  # fmt: skip
+                  str(doc["when"]), doc.get("busy") is True)  # fmt: skip
 
 
 def _gains(doc: object) -> dict[str, tuple[float, float, float | None]]:

@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import NamedTuple, Protocol
 
 from topobind.errors import Interrupted, TopobindError, plural
+from topobind.measure.cpuload import BUSY_SHARE
 from topobind.tune import stats
 
 #: failed runs after which a candidate that has not run well more often is dropped
@@ -74,6 +75,7 @@ class Measured(NamedTuple):
     reason: str | None = None
     interrupted: bool = False  # the run was stopped by Ctrl-C / SIGTERM
     timed_out: bool = False  # killed past the budget and its grace (counted as failed)
+    load: float | None = None  # other processes' share of the CPUs meanwhile (None: unknown)
 
 
 @dataclass
@@ -87,6 +89,9 @@ class Standing:
     walls: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     warmed: bool = False
+    loads: list[float] = field(default_factory=list)  # counted runs' others' CPU share
+    busy: int = 0  # counted runs under load beyond BUSY_SHARE (after their one re-run)
+    reruns: int = 0  # runs made again because the node was busy
     dropped: str | None = None  # why it left the race (None: still in it)
     dropped_round: int | None = None
 
@@ -147,6 +152,7 @@ class Outcome(NamedTuple):
     verdict: str = "undecided"
     headline: str = ""
     level: float = 0.95  # each interval's level (the session's error rate split)
+    noise: dict[str, float | int | bool] | None = None  # the load seen (:func:`noise`)
     decided_fields: tuple[str, ...] = ()  # a group: the fields its members share
 
     @property
@@ -213,6 +219,12 @@ def _one_round(table: list[Standing], measure: Callable[[Candidate], Measured],
             return "budget"
         warmup = not s.warmed
         run = measure(s.candidate)
+        if not warmup and _busy(run) and not run.interrupted and _fits(s, clock, deadline):
+            s.reruns += 1  # under load: made again once, the first not counted
+            if progress is not None:
+                note = f"under load ({run.load * 100:.0f} % of the CPUs to others): made again"
+                progress(s, warmup, run._replace(reason=note), max(0.0, deadline - clock()))
+            run = measure(s.candidate)
         if run.interrupted:
             return "interrupted"
         s.warmed = True
@@ -225,6 +237,14 @@ def _one_round(table: list[Standing], measure: Callable[[Candidate], Measured],
     if all(s.dropped is not None or s.runs >= settings.max_runs for s in table):
         return "max-runs"
     return ""
+
+
+def _busy(run: Measured) -> bool:
+    return run.load is not None and run.load > BUSY_SHARE
+
+
+def _fits(s: Standing, clock: Callable[[], float], deadline: float) -> bool:
+    return clock() + s.estimate() <= deadline
 
 
 def _record(s: Standing, run: Measured, warmup: bool, settings: Settings, number: int) -> None:
@@ -247,6 +267,9 @@ def _record(s: Standing, run: Measured, warmup: bool, settings: Settings, number
         return
     if warmup:
         return
+    if run.load is not None:
+        s.loads.append(run.load)
+        s.busy += _busy(run)
     s.values.append(run.value)
     s.costs.append(1.0 / run.value if settings.maximize else run.value)
     s.rounds.append(number)
@@ -390,7 +413,34 @@ def _check_any_ran(table: Sequence[Standing], settings: Settings) -> None:
 
 def _outcome(table: list[Standing], settings: Settings, stopped: str, rounds: int,
              plan: Looks) -> Outcome:  # fmt: skip
-    """The claims the data hold at the final look's level (see :class:`Looks`)."""
+    """The claims the data hold at the final look's level (see :class:`Looks`), said of a
+    busy node in the headline."""
+    done = _claims(table, settings, stopped, rounds, plan)
+    seen = noise(table)
+    done = done._replace(noise=seen)
+    if seen is not None and seen["busy"]:
+        done = done._replace(headline=(
+            f"busy node (other processes took over {BUSY_SHARE * 100:.0f} % of the CPUs in "
+            f"{seen['busy_runs']} of {seen['runs']} counted runs, median "
+            f"{seen['median_share'] * 100:.0f} %): {done.headline}"))  # fmt: skip
+    return done
+
+
+def noise(table: Sequence[Standing]) -> dict[str, float | int | bool] | None:
+    """The load the counted runs saw: their median of other processes' CPU share, how many
+    were beyond :data:`BUSY_SHARE` (after one re-run each), re-runs; busy when more than a
+    quarter were. None where the load was not measured (inside a job's allocation)."""
+    loads = [x for s in table for x in s.loads]
+    if not loads:
+        return None
+    busy = sum(s.busy for s in table)
+    return {"median_share": round(stats.median(loads), 3), "busy_runs": busy,
+            "runs": len(loads), "reruns": sum(s.reruns for s in table),
+            "threshold": BUSY_SHARE, "busy": busy > len(loads) / 4}  # fmt: skip
+
+
+def _claims(table: list[Standing], settings: Settings, stopped: str, rounds: int,
+            plan: Looks) -> Outcome:  # fmt: skip
     level = 1 - plan.alpha
     done = Outcome(table, None, None, stopped, {}, rounds, level=level)
     if stopped == "interrupted":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -184,17 +183,11 @@ def _auto_layout(args: argparse.Namespace) -> str:
 def _auto_honoured(args: argparse.Namespace, req: PlanRequest, job: bool) -> PlanRequest:
     """The record's choice planned and checked here; when this node cannot honour it now,
     compact with the user's own options, said in one line."""
-    from topobind.plan.memory import check_here
     from topobind.tune.auto import honoured
 
     program = list(getattr(args, "program", None) or [])
     program = program[1:] if program[:1] == ["--"] else program
-
-    def check() -> None:
-        where = (shutil.which(program[0]) or program[0]) if program else None
-        check_here(request.plan(load(req.topology), req), where)
-
-    why = honoured(check)
+    why = honoured(req, program[0] if program else None)
     if why is None or args.layout == "compact" and req == _request(args, job):
         return req
     args.layout = "compact"

@@ -191,9 +191,10 @@ def _row(s: Standing, base: Standing | None, settings: Settings, unit: str,
         "-" if r is None else f"{r.estimate:.3f} [{_num(r.low)} .. {_num(r.high)}]")  # fmt: skip
     when = (f"dropped after round {s.dropped_round}: {s.dropped}" if s.dropped_round
             else s.dropped or "in the race")  # fmt: skip
+    busy = f"; {s.busy} under load" if s.busy else ""
     failed = f"; fails {len(s.failures)} of {plural(len(s.walls), 'run')}: {s.failures[-1]}" \
         if s.failures else ""  # fmt: skip
-    return [s.candidate.name, str(s.runs), med, rng, vs, when + failed]
+    return [s.candidate.name, str(s.runs), med, rng, vs, when + failed + busy]
 
 
 def _num(x: float) -> str:
@@ -210,6 +211,12 @@ def _print_text(done: Any, settings: Settings, has_metric: bool, rank_step: str)
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
     print(f"stopped: {_why(out.stopped)} after {plural(out.rounds, 'round')}")
+    if out.noise is not None:
+        n = out.noise
+        print(f"load: other processes took a median {n['median_share'] * 100:.0f} % of the CPUs "
+              f"during the counted runs; {n['busy_runs']} of {n['runs']} beyond "
+              f"{n['threshold'] * 100:.0f} % (each made again once first: {n['reruns']})"
+              + ("; a busy node" if n["busy"] else ""))  # fmt: skip
     for name, verdict in done.verdicts.items():
         print(f"  {name}: {verdict}")
     _print_verdict(done, settings, rank_step)
@@ -289,7 +296,8 @@ def _json(done: Any, settings: Settings) -> dict[str, Any]:
             "name": s.candidate.name, "layout": s.candidate.layout, "mem": s.candidate.mem,
             "pages": s.candidate.pages, "ranks": s.candidate.ranks,
             "threads": s.candidate.threads, "runs": s.values, "failures": s.failures,
-            "counted_runs": s.runs, "failed_runs": s.failed,
+            "counted_runs": s.runs, "failed_runs": s.failed, "busy_runs": s.busy,
+            "reruns": s.reruns,
             "walls": s.walls,
             "median": stats.median(s.values) if s.values else None,
             "vs_baseline": None if r is None else
@@ -298,6 +306,7 @@ def _json(done: Any, settings: Settings) -> dict[str, Any]:
             "verified": done.verdicts.get(s.candidate.name),
         })  # fmt: skip
     return {"verdict": out.verdict, "headline": out.headline, "level": out.level,
+            "noise": out.noise,
             "gains": {k: [g.low, g.estimate, g.high if math.isfinite(g.high) else None]
                       for k, g in out.gains.items()},
             "winner": winner, "recommended": rec, "stopped": out.stopped, "rounds": out.rounds,
