@@ -182,10 +182,19 @@ def test_failed_runs_rank_worst_and_two_failures_tie() -> None:
     assert p.low == p.low and p.high == p.high  # no NaN from inf - inf
 
 
-def test_the_session_error_rate_is_split_over_looks_and_pairs() -> None:
+def test_the_session_error_rate_is_spent_over_looks_and_pairs() -> None:
     plan = plan_looks(3, 200, Settings())
-    assert plan.alpha * (len(plan.at) + 1) * 3 == pytest.approx(0.05)
-    assert 2 / 2**plan.needed <= plan.alpha  # the first look can decide
+    assert plan.at[-1] == 200 and plan.pairs == 3
+    first = 0.05 * (plan.needed / 200) ** 2 / 3
+    assert 2 / 2**plan.needed <= first  # the first look can decide
+    spent = [plan.look(n) for n in plan.at]  # spending alpha * (n / 200)**2, by pair
+    assert sum(spent) * 3 == pytest.approx(0.05)
+    assert spent[0] == pytest.approx(first)
+    assert plan.final() == spent[-1]  # fresh: the last look's
+    plan = plan_looks(3, 200, Settings())
+    plan.look(plan.at[0])
+    plan.fresh = False  # runs after it, then the budget: what is left
+    assert plan.final() * 3 == pytest.approx(0.05 * (1 - (plan.at[0] / 200) ** 2))
     assert plan_looks(12, 200, Settings()).needed > plan.needed  # more pairs: more runs
 
 

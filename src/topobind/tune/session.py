@@ -124,15 +124,40 @@ class Progress(Protocol):
         """One run done (the command prints it on stderr)."""
 
 
-class Looks(NamedTuple):
-    """The planned looks of a session (counted runs a candidate has when the data are
-    judged) and the error rate each interval of a look gets: the session's ``1 - level``
-    split evenly (Bonferroni) over the looks, one more for the final look at the session's
-    end, and every pair of candidates."""
+@dataclass
+class Looks:
+    """The planned looks of a session (the counted runs a candidate has when the data are
+    judged) and how the session's error rate ``1 - level`` is spent over them: an alpha
+    spending function (Lan & DeMets 1983) of the power family (Kim & DeMets 1987),
+    alpha(t) = alpha * t**2 with t = n / last (little early, as O'Brien-Fleming's bounds),
+    each look's increment split over every pair of candidates (Bonferroni: valid whatever
+    the correlation between looks and pairs). A session that ends between looks (its budget)
+    judges once more with what is left unspent."""
 
-    at: frozenset[int]
-    alpha: float  # each interval's error rate
+    at: tuple[int, ...]
+    alpha: float  # the session's error rate
+    pairs: int
     needed: int  # counted runs of each candidate before the first look
+    spent: float = 0.0
+    last: float = 0.0  # the increment of the last look made (per pair)
+    fresh: bool = False  # no run since the last look
+    made: int = 0  # the counted runs of the last look made (looks only go forward)
+
+    def look(self, n: int) -> float:
+        """The error rate of each interval at the look at ``n`` counted runs (spent)."""
+        end = self.at[-1]
+        step = self.alpha * ((n / end) ** 2 - (self.made / end) ** 2)
+        self.made = n
+        self.spent += step
+        self.last = step / self.pairs
+        return self.last
+
+    def final(self) -> float:
+        """The error rate of each interval when the session ends: the last look's when no
+        run came after it, else what is left unspent."""
+        if self.fresh or self.spent >= self.alpha * (1 - 1e-9):
+            return self.last or self.alpha / self.pairs
+        return (self.alpha - self.spent) / self.pairs
 
 
 class Outcome(NamedTuple):
@@ -177,6 +202,8 @@ def run_session(
         while True:
             stopped = _one_round(table, measure, settings, rng, clock, deadline, progress, rounds)
             rounds += 1
+            if plan is not None:
+                plan.fresh = False  # runs since the last look
             if stopped:
                 break
             if plan is None and all(s.runs for s in table if s.dropped is None):
@@ -276,17 +303,17 @@ def _record(s: Standing, run: Measured, warmup: bool, settings: Settings, number
 
 
 def plan_looks(candidates: int, last: int, settings: Settings) -> Looks:
-    """The looks from the first count at which an interval of the split level can exclude
-    anything (the signed-rank test of n pairs: ``2 / 2**n`` at best) up to ``last``,
-    about 25 % more runs each; the error rate of each interval. ``needed`` above ``last``:
-    the budget is too short for any verdict."""
+    """The looks from the first count at which an interval of the first look's level can
+    exclude anything (the signed-rank test of n pairs: ``2 / 2**n`` at best) up to ``last``,
+    about 25 % more runs each. ``needed`` above ``last``: the budget is too short for any
+    verdict."""
     pairs = max(1, candidates * (candidates - 1) // 2)
+    alpha = 1 - settings.level
     first = max(settings.min_runs, 2)
     while True:
-        at = _geometric(first, max(first, last))
-        alpha = (1 - settings.level) / ((len(at) + 1) * pairs)
-        if 2.0 / 2**first <= alpha:
-            return Looks(frozenset(at), alpha, first)
+        end = max(first, last)
+        if 2.0 / 2**first <= alpha * (first / end) ** 2 / pairs:
+            return Looks(tuple(_geometric(first, end)), alpha, pairs, first)
         first += 1
 
 
@@ -373,12 +400,14 @@ def _decide(table: list[Standing], settings: Settings, rounds: int, plan: Looks)
     look's level leave the race (one that later is not worse than a new leader comes back);
     the session is decided when no candidate in the race is undecided against the leader."""
     racing = [s for s in table if s.dropped is None]
-    if not racing or min(s.runs for s in racing) not in plan.at:
+    n = max((s.runs for s in racing), default=0)
+    if not racing or n not in plan.at or n <= plan.made:
         return ""
     ranked = _ranked(table, settings)
     if not ranked:
         return "one-left"
-    leader, level = ranked[0], 1 - plan.alpha
+    leader, level = ranked[0], 1 - plan.look(n)
+    plan.fresh = True
     undecided = False
     for s in table:
         if s is leader or _failing(s):
@@ -441,7 +470,7 @@ def noise(table: Sequence[Standing]) -> dict[str, float | int | bool] | None:
 
 def _claims(table: list[Standing], settings: Settings, stopped: str, rounds: int,
             plan: Looks) -> Outcome:  # fmt: skip
-    level = 1 - plan.alpha
+    level = 1 - plan.final()
     done = Outcome(table, None, None, stopped, {}, rounds, level=level)
     if stopped == "interrupted":
         return done._replace(verdict="interrupted", headline="interrupted: nothing is claimed")

@@ -89,6 +89,8 @@ def critical_rank(n: int, m: int, level: float = 0.95) -> int:
     pairwise differences holds the shift with probability >= ``level``; 0 when the samples
     are too small for any interval at that level."""
     alpha = (1 - level) / 2
+    if alpha < 1e-12:  # no interval at so high a level (nothing excluded)
+        return 0
     nm = n * m
     if nm <= EXACT_MAX:
         counts = _u_counts(n, m)
@@ -179,6 +181,8 @@ def signed_rank_critical(n: int, level: float = 0.95) -> int:
     the N = n(n+1)/2 sorted Walsh averages holds the shift with probability >= ``level``; 0
     when there are too few pairs for any interval at that level."""
     alpha = (1 - level) / 2
+    if alpha < 1e-12:  # no interval at so high a level (nothing excluded)
+        return 0
     if n <= EXACT_PAIRS_MAX:
         return _lower_tail_count(_signed_rank_counts(n), 1 << n, alpha)
     mean = n * (n + 1) / 4
