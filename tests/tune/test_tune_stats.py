@@ -152,6 +152,8 @@ def test_a_candidate_that_fails_when_slow_is_never_the_winner() -> None:
         assert out.recommended is None or out.recommended.candidate.baseline
         compact = out.standings[1]
         assert compact.failed > 0 and compact.failures[-1] == "exit status 3"
+        if out.verdict == "failing":  # the only other candidate fails: nothing decided
+            assert not out.decided and "compact fails " in out.headline
 
 
 def test_a_group_that_ties_is_decided_by_what_it_shares() -> None:

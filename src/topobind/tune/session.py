@@ -485,6 +485,13 @@ def _claims(table: list[Standing], settings: Settings, stopped: str, rounds: int
             "--budget or fewer candidates"))  # fmt: skip
     leader, base = ranked[0], _baseline(table)
     others = [s for s in table if s is not leader and not _failing(s) and not fails_more(s, base)]
+    if not others:  # every other candidate fails (more than the baseline): no claim
+        failing = [s for s in table if s is not leader]
+        return done._replace(verdict="failing", headline=(
+            "nothing decided: " + "; ".join(
+                f"{s.candidate.name} fails {len(s.failures)} of {plural(len(s.walls), 'run')}"
+                f" ({s.failures[-1] if s.failures else 'no runs'})" for s in failing)
+            + f"; only {leader.candidate.name} runs"))  # fmt: skip
     kinds = {id(s): classify(s, leader, settings, level) for s in others}
     near = [s for s in others if kinds[id(s)] != "worse"]
     runner = min(others, key=lambda s: ratio(s, leader, level).estimate) if others else None

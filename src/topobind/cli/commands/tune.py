@@ -160,7 +160,8 @@ def run_tune(args: argparse.Namespace) -> int:
 
 def _progress(has_metric: bool) -> Any:
     def said(s: Standing, warmup: bool, run: Measured, left_s: float) -> None:
-        what = "warm-up" if warmup else f"run {s.runs}"
+        again = (run.reason or "").startswith("under load")  # not yet counted: made again
+        what = "warm-up" if warmup else f"run {s.runs + again}"
         got = run.reason or (f"{run.value:g}" if has_metric else f"{run.wall:.3f} s")
         print(f"topobind: tune: [{_clock(left_s)} left] {s.candidate.name}: {what}: {got}",
               file=sys.stderr, flush=True)  # fmt: skip
@@ -177,7 +178,7 @@ def _vs_baseline(s: Standing, base: Standing | None, maximize: bool,
                  level: float) -> stats.Ratio | None:  # fmt: skip
     """The candidate's figure over the baseline's (as measured: a time ratio, or a rate
     ratio with --maximize), with its interval at the session's per-interval level."""
-    if base is None or s is base or s.runs < 2 or base.runs < 2:
+    if base is None or s is base or s.runs < 2 or base.runs < 2 or not s.values:
         return None
     return ratio(base, s, level) if maximize else ratio(s, base, level)
 
@@ -191,6 +192,7 @@ def _row(s: Standing, base: Standing | None, settings: Settings, unit: str,
         "-" if r is None else f"{r.estimate:.3f} [{_num(r.low)} .. {_num(r.high)}]")  # fmt: skip
     when = (f"dropped after round {s.dropped_round}: {s.dropped}" if s.dropped_round
             else s.dropped or "in the race")  # fmt: skip
+    when = "left the race" if str(s.dropped).startswith("fails") else when
     busy = f"; {s.busy} under load" if s.busy else ""
     failed = f"; fails {len(s.failures)} of {plural(len(s.walls), 'run')}: {s.failures[-1]}" \
         if s.failures else ""  # fmt: skip
@@ -238,9 +240,10 @@ def _print_verdict(done: Any, settings: Settings, rank_step: str) -> None:
         whom = f"runner-up ({out.runner_up})" if whom == "runner-up" and out.runner_up else whom
         print(f"  gain over the {whom}: {g.estimate * 100:+.1f} % {what} [interval "
               f"{g.low * 100:+.1f} % .. {_pct(g.high)}]")  # fmt: skip
-    print(f"  every claim at {(1 - settings.level) * 100:g} % error over the whole session "
-          f"(each interval at {out.level * 100:.4g} %), margin --min-gain "
-          f"{settings.min_gain * 100:g} %")  # fmt: skip
+    if out.verdict not in ("too-short", "interrupted", "failing"):
+        print(f"  every claim at {(1 - settings.level) * 100:g} % error over the whole session "
+              f"(each interval at {out.level * 100:.4g} %), margin --min-gain "
+              f"{settings.min_gain * 100:g} %")  # fmt: skip
     pick = out.recommended if out.decided else None
     if pick is not None:
         _print_job_lines(done, pick, rank_step)
