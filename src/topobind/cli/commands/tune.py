@@ -28,16 +28,19 @@ examples:
   topobind tune --list                                     # the records --layout auto uses
 
 Every run goes through the launch topobind run makes (launcher, per-rank step, files,
-environment; inside a Slurm or Flux allocation over all its nodes), each candidate's launch verified
-once with the placement probe before its first run. The baseline is the program launched
-plainly. Candidates run interleaved in a shuffled round-robin, one warm-up run each not
-counted, at least 5 counted runs each; one worse than the leader with 95 % confidence is
-dropped. A winner needs --min-gain over the runner-up and over the baseline, each with 95 %
-confidence (Mann-Whitney interval of the ratio); otherwise: no significant difference, and
-the simplest candidate is recommended. A decided session is recorded in the state folder
-($TOPOBIND_STATE_DIR, else $XDG_STATE_HOME/topobind, else ~/.local/state/topobind); topobind
-run --layout auto uses it. Ctrl-C prints the table so far and writes no record unless a
-winner was decided.
+environment; inside a Slurm or Flux allocation over all its nodes), each candidate's launch
+verified once with the placement probe before its first run. The baseline is the program
+launched plainly. Candidates run interleaved in a shuffled round-robin, one warm-up run each
+not counted; a run under load (other processes' CPU share above validate's 25 %) is made
+again once. Every claim holds at 5 % error for the whole session: the error rate is spent
+over the planned looks (alpha spending) and split over every pair of candidates. A win or a
+drop needs an effect beyond --min-gain; "no difference" only when every interval lies within
+it; otherwise the session is undecided and says which interval a longer --budget would
+narrow. A failed run counts as the worst (censored); a candidate failing more often than the
+baseline never wins. A run's limit is the budget left plus a grace (10 %, 5-60 s). A decided
+session is recorded in the state folder ($TOPOBIND_STATE_DIR, else
+$XDG_STATE_HOME/topobind, else ~/.local/state/topobind), checked writable before the first
+run; topobind run --layout auto uses it. Ctrl-C prints the table so far and writes no record.
 """
 
 
@@ -78,15 +81,16 @@ def add_subparser(subparsers: Any) -> None:
         type=checked_arg(parse_budget, "--budget"),
         default=600.0,
         metavar="DURATION",
-        help="stop after this long (e.g. 90s, 10m, 1h; default 10m; at most 7d)",
+        help="stop after this long: seconds, or a number with s, m (or min), h or d, exactly "
+        "(e.g. 90s, 10m, 1h; default 10m; at most 7d)",
     )
     p.add_argument(
         "--metric",
         type=checked_arg(_metric, "--metric"),
         metavar="REGEX",
         help="the figure: the first group of the first match in the program's output (its "
-        "first 4 MiB, searched for at most 5 s a run; a number; lower is better); default: "
-        "wall time",
+        "first 4 MiB, searched for at most 5 s a run; ASCII digits, one decimal point, an "
+        "optional exponent: a comma is refused; lower is better); default: wall time",
     )
     p.add_argument("--maximize", action="store_true",
                    help="with --metric: higher is better (a rate)")  # fmt: skip
@@ -95,7 +99,8 @@ def add_subparser(subparsers: Any) -> None:
         type=checked_arg(_percent, "--min-gain"),
         default=3.0,
         metavar="PCT",
-        help="the least gain a winner needs, in %% (default 3)",
+        help="the margin, in %% (default 3): a winner or a drop needs an effect beyond it, "
+        "'no difference' an interval within it",
     )
     p.add_argument("--seed", type=count_arg("--seed", 0, 2**31), metavar="N",
                    help="seed of the shuffled order (default: random)")  # fmt: skip
