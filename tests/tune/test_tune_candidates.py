@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from paths import TOPOLOGIES
@@ -218,3 +219,20 @@ def test_node_type_ignores_memory_but_not_cores() -> None:
                                          for n in topo.numa_nodes))  # fmt: skip
     assert records.node_type(less) == records.node_type(topo)  # hugepages reserved
     assert records.node_type(load_xml(str(ONE_NUMA))) != records.node_type(topo)
+
+
+def test_the_baseline_is_the_launchers_plain_launch() -> None:
+    """One launch path: the baseline's argv comes from launch/mpi_launchers (plain: the
+    job's nodes, the plan's ranks on each, no binding), not from lines of tune's own."""
+    from topobind.launch.mpi_launchers import get
+
+    assert get("none").plain(None, 1, 1, ["./a"]).argv == ["./a"]
+    assert get("srun").plain(None, 3, 2, ["./a"]).argv == ["srun", "--nodes=3", "--ntasks=6", "./a"]
+    assert get("flux").plain(None, 2, 1, ["./a"]).argv[:4] == ["flux", "run", "--nodes=2",
+                                                              "--ntasks=2"]  # fmt: skip
+    mpirun = get("openmpi5").plain("/x/mpirun", 1, 4, ["./a"])
+    assert mpirun.argv == ["/x/mpirun", "-np", "4", "./a"] and "--bind-to" not in mpirun.argv
+    assert get("mpich").plain(None, 2, 4, ["./a"]).argv == ["mpiexec", "-n", "8", "-ppn", "4",
+                                                             "./a"]  # fmt: skip
+    source = Path(launching.__file__).read_text()
+    assert '"srun"' not in source and '"mpirun"' not in source and '"flux", "run"' not in source

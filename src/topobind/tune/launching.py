@@ -7,8 +7,9 @@ run; then every run executes that launch and is timed (``time.monotonic`` around
 launch, topobind's own work outside it), its output sent to a file of the session (read up
 to :data:`MAX_OUTPUT_CHARS` for ``--metric``, searched in a forked child for at most
 :data:`METRIC_TIMEOUT_S`) or to /dev/null. The baseline is the program
-launched plainly: by itself on one rank, ``srun`` inside Slurm, ``mpirun -np R`` for several
-ranks outside.
+launched plainly by the launcher ``topobind run`` would choose (:func:`baseline_launch`):
+by itself on one rank, ``srun`` or ``flux run`` inside an allocation, the program's
+``mpirun`` for several ranks outside; no binding asked for.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from topobind.plan.memory import check_here
 from topobind.plan.model import Plan
 from topobind.plan.request import PlanRequest
 from topobind.runner import run_process
-from topobind.topo.allocation import Allocation
 from topobind.tune.candidates import Planned, request_fields
 from topobind.tune.session import Candidate, Measured
 
@@ -200,7 +200,10 @@ class Launcher:
         plan = self.plans[cand]
         if plan is None:
             self.verdicts[cand] = "not verified: launched plainly, nothing planned"
-            return baseline_launch(self.program, self.ranks(), cand.threads, self.req.allocation)
+            try:
+                return baseline_launch(self.program, self.first_plan(), cand.threads, self.opts)
+            except TopobindError as exc:
+                return self._failed(cand, f"no plain launch here: {exc}")
         try:  # as topobind run checks: NUMA nodes here and allowed; the shim reaches it
             check_here(plan, jobrun.program_path(self.program[0]) or self.program[0])
         except TopobindError as exc:
@@ -237,10 +240,9 @@ class Launcher:
         self.verdicts[cand] = why
         return why
 
-    def ranks(self) -> int:
-        """The ranks per node of the planned candidates (the baseline runs as many)."""
-        plans = [p for p in self.plans.values() if p is not None]
-        return plans[0].nranks if plans else 1
+    def first_plan(self) -> Plan:
+        """A planned candidate's plan (the baseline runs as many ranks, with their launcher)."""
+        return next(p for p in self.plans.values() if p is not None)
 
 
 def to_file(argv: Sequence[str], path: str) -> list[str]:
@@ -259,24 +261,25 @@ def _head(path: str) -> str:
 
 
 def baseline_launch(
-    program: Sequence[str], ranks: int, threads: int | None, alloc: Allocation | None = None
+    program: Sequence[str], plan: Plan, threads: int | None, opts: RunOptions
 ) -> tuple[list[str], dict[str, str]]:
-    """What the user runs without topobind: the program itself (one rank), the manager's
-    launcher in a Slurm or Flux job (``srun``, ``flux run``: the job's nodes, ``ranks`` tasks
-    each), ``mpirun -np`` for several ranks outside."""
-    env = dict(os.environ)
+    """What the user runs without topobind: the launcher ``topobind run`` would choose for
+    the candidates' plan (:func:`topobind.launch.resolve.resolve`: none for one rank, srun
+    or flux run inside Slurm or Flux, the program's mpirun outside), asked for its plain
+    launch (:meth:`~topobind.launch.mpi_launchers.base.Launcher.plain`: the job's nodes,
+    the plan's ranks on each, no binding)."""
+    from topobind.launch.resolve import resolve
+
+    alloc = opts.allocation
+    path = jobrun.program_path(program[0]) or program[0]
+    found = resolve(plan, opts.launcher, opts.mpi, program=path, allocation=alloc)
+    spans = bool(found.launcher.needs_manager)  # srun, flux run: over the job's nodes
+    nodes = alloc.nodes if spans and alloc is not None else 1
+    launch = found.launcher.plain(found.path, nodes, plan.nranks, program)
+    env = {**os.environ, **found.env, **launch.env}
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
-    manager = alloc.manager if alloc is not None else "none"
-    if manager in ("slurm", "flux"):
-        n = alloc.nodes if alloc is not None else 1
-        launcher = ["srun"] if manager == "slurm" else ["flux", "run"]
-        return [*launcher, f"--nodes={n}", f"--ntasks={n * ranks}", *program], env
-    if ranks > 1:
-        if os.geteuid() == 0:
-            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        return ["mpirun", "-np", str(ranks), *program], env
-    return list(program), env
+    return launch.argv, env
 
 
 @contextmanager
