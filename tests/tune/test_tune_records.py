@@ -189,3 +189,27 @@ def test_a_record_lacking_a_field_names_it(folder: Path) -> None:
     (folder / "a.json").write_text(json.dumps(doc))
     _, bad = records.read_all()
     assert "(no field 'choice'); remove it" in bad[0]
+
+
+def test_layout_auto_keeps_the_users_options_and_says_which() -> None:
+    from topobind.tune import auto
+
+    choice = records.Choice("spread", "local", "2M", 1, 2)
+    values, said = auto.apply(choice, {"pages": "4k", "mem": "none", "ranks": 2},
+                              {"pages", "mem", "ranks"})  # fmt: skip
+    assert values == {"threads": 2}  # only what the user did not give
+    assert said == ("; your --mem none (record: local), --pages 4k (record: 2M), "
+                    "--ranks 2 (record: 1) kept")  # fmt: skip
+    assert auto.apply(choice, {}, set()) == ({"mem": "local", "pages": "2M", "ranks": 1,
+                                              "threads": 2}, "")  # fmt: skip
+
+
+def test_a_choice_the_node_cannot_honour_now_is_named() -> None:
+    from topobind.plan import request
+    from topobind.tune import auto
+
+    # 1 TiB a rank on 2 MiB pages: no pool of this machine holds it (or no pool at all)
+    req = request.parse("compact", topology="live", pages="2M", pages_min=1 << 40)
+    why = auto.honoured(req, None)
+    assert why is not None and "--pages 2M" in why and "\n" not in why
+    assert auto.honoured(req._replace(pages="thp", pages_min=None), None) is None
