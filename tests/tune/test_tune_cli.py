@@ -142,3 +142,33 @@ def test_programs_that_cannot_run_or_always_fail(tmp_path: Path) -> None:
                          "echo", "hello", env=env)  # fmt: skip
     assert never.returncode == 2 and "no match for --metric" in never.stderr
     assert not list((tmp_path / "state").glob("tune/*.json"))
+
+
+def test_layout_auto_falls_back_when_the_node_cannot_honour_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record this node cannot take now (per-gpu on a node without GPUs; a hugepage pool
+    used up is the same path): one line and compact, never a failed job."""
+    import os
+
+    from topobind.topo.topology import load
+    from topobind.tune import records
+
+    env = _env(tmp_path / "state")
+    prog = os.path.realpath("/bin/true")
+    topo = load("live")
+    if topo.devices.gpus:
+        pytest.skip("this node has GPUs: per-gpu plans here")
+    monkeypatch.setenv("TOPOBIND_STATE_DIR", env["TOPOBIND_STATE_DIR"])
+    records.write({
+        "schema": records.SCHEMA, "program": prog, "argv": [prog],
+        "sha256": records.program_hash(prog), "node_type": records.node_type(topo),
+        "node": "", "nodes": 1, "when": "2026-12-06T08:00:00+00:00", "verdict": "winner",
+        "choice": {"layout": "per-gpu", "mem": "local", "pages": "thp", "ranks": None,
+                   "threads": None},
+        "winner": {"candidate": "per-gpu"}, "gains": {"baseline": [0.2, 0.1, 0.3]},
+    })  # fmt: skip
+    done = run_topobind("run", "--layout", "auto", "--", prog, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "--layout auto: this node cannot honour the record's choice now" in done.stderr
+    assert "compact with your options" in done.stderr

@@ -188,15 +188,21 @@ def _auto_honoured(args: argparse.Namespace, req: PlanRequest, job: bool) -> Pla
     program = list(getattr(args, "program", None) or [])
     program = program[1:] if program[:1] == ["--"] else program
     why = honoured(req, program[0] if program else None)
-    if why is None or args.layout == "compact" and req == _request(args, job):
+    if why is None:
         return req
+    chosen = {n: getattr(args, n, None) for n in ("layout", *args.auto_user)}
     args.layout = "compact"
     for name, value in args.auto_user.items():
         if hasattr(args, name):
             setattr(args, name, value)
+    fallback = _request(args, job)
+    if fallback == req:  # the user's own options: their error, as without auto
+        for name, value in chosen.items():
+            setattr(args, name, value)
+        return req
     print(f"topobind: --layout auto: this node cannot honour the record's choice now ({why}): "
           "compact with your options", file=sys.stderr)  # fmt: skip
-    return _request(args, job)
+    return fallback
 
 
 def plan_from(args: argparse.Namespace, topo: Topology | None = None, *, job: bool = False,
