@@ -1,15 +1,23 @@
 """A tuning session (``topobind tune``'s loop), independent of how a run is made: the
 candidates run interleaved in a shuffled round-robin (a burst of load lands on all alike),
-each first once for warm-up (not counted), then counted; after every round in which each
-candidate still in the race has at least ``min_runs`` counted runs, successive halving drops
-those worse than the leader with 95 % confidence (:func:`ratio`: paired by round), and the
-session stops when it is decided (a winner, or a gain below ``--min-gain`` established),
-when the budget is spent, at ``max_runs``, or on Ctrl-C (what was measured is kept).
+each first once for warm-up (not counted), then counted; a run under load (other processes'
+CPU share above :data:`~topobind.measure.cpuload.BUSY_SHARE`) is made again once. After the
+first counted round the session plans its looks (:class:`Looks`): the session's error rate
+(``1 - level``, 5 %) is spent over them by an alpha-spending function and split over every
+pair of candidates, so that every claim of the session holds together at that rate however
+many looks it takes. At each look, candidates worse than the leader by more than
+``--min-gain`` leave the race (:func:`classify`, :func:`ratio`: paired by round); the session
+stops when no candidate in the race is undecided, when the budget is spent (a run's own
+limit is the budget left plus a grace, :mod:`topobind.tune.launching`), at ``max_runs``, or
+on Ctrl-C (what was measured is kept, nothing claimed).
 
-A winner needs a gain of at least ``min_gain`` over the runner-up and over the baseline,
-each with the lower end of its 95 % interval; otherwise there is no winner and the simplest
-candidate still standing is recommended. ``measure`` makes one run (the real launcher in
-:mod:`topobind.tune.launching`; tests give synthetic samples) and returns a :class:`Measured`.
+The verdict (:func:`_claims`): a winner (every other candidate worse by the margin), a group
+(the baseline worse, the members not: what they share decided), no difference (every
+interval within the margin), the plain launch best, or no claim: undecided, too short,
+failing, interrupted. A failed run counts as a cost of +inf (censored) and a candidate that
+fails more than the baseline never leads. ``measure`` makes one run (the real launcher in
+:mod:`topobind.tune.launching`; tests and ``make bench-tune`` simulate) and returns a
+:class:`Measured`.
 """
 
 from __future__ import annotations
