@@ -152,6 +152,8 @@ static int shell_init(flux_plugin_t *p, const char *topic, flux_plugin_arg_t *ar
         const char *msg = strncmp(err, "topobind: error: ", 17) == 0 ? err + 17 : err;
         return fail("topobind: -o topobind=%.80s: %s", shown, msg);
     }
+    if (strncmp(opt_value, "auto", 4) == 0 && (opt_value[4] == '\0' || opt_value[4] == ':'))
+        shell_log("%s", err[0] ? err : "topobind: --layout auto: no word of a tune record");
     plan_us = (long)(now_us() - start);
     const char *b = flux_shell_getenv(shell, "TOPOBIND_FLUX_BENCH");
     bench = b && strcmp(b, "1") == 0;

@@ -223,6 +223,7 @@ int tb_planner_run(tb_argv *a, const tb_planner_how *how, char **text, char *err
     if (rc != 0) {
         free(*text);
         *text = NULL;
-    }
+    } else
+        error_line(msg, errline, errlen); /* its note, if any (--layout auto's record) */
     return rc;
 }

@@ -30,7 +30,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "validation": frozenset({"topo", "measure", "launch"}),
     "report": frozenset({"topo", "plan", "draw", "measure"}),
     "spack_driver": frozenset(),
-    "tune": frozenset({"topo", "plan", "launch"}),
+    "tune": frozenset({"topo", "plan", "launch", "measure"}),
     "cli": frozenset(
         {
             "topo",

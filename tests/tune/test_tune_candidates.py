@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from paths import TOPOLOGIES
@@ -85,7 +86,15 @@ def test_metric_needs_a_group_and_a_number() -> None:
         assert len(str(info.value)) < 400
     pattern = compile_metric(r"rate: ([0-9.,]+) MB/s")
     assert pattern is not None
-    assert figure("x\nrate: 1,234.5 MB/s\nrate: 9 MB/s", pattern) == (1234.5, None)
+    # a comma is refused, never read as 25 or 1234.5 (a decimal or a thousands separator?)
+    for text in ("rate: 2,5 MB/s", "rate: 1,234.5 MB/s"):
+        value, why = figure(text, pattern)
+        assert value is None and "a comma" in str(why) and "[0-9.]" in str(why)
+    assert figure("x\nrate: 1234.5 MB/s\nrate: 9 MB/s", pattern) == (1234.5, None)
+    assert figure("rate: 1.5e3 MB/s", compile_metric(r"rate: (\S+) MB/s")) == (1500.0, None)
+    for text in ("1.2.3", "\u0663", "1_0", "inf", "nan", "0x10", "1e", "."):
+        value, why = figure(f"rate: {text} MB/s", compile_metric(r"rate: (\S+) MB/s"))
+        assert value is None and "not a" in str(why), text
     assert figure("nothing", pattern)[1] == "no match for --metric in its output"
     assert "not a number" in str(figure("rate: ... MB/s", pattern)[1])
 
@@ -157,7 +166,8 @@ def _record(program: str, topo: object, **choice: object) -> dict[str, object]:
         "node": "", "nodes": 1, "when": "2026-11-29T08:00:00+00:00",
         "choice": {"layout": "spread", "mem": "local", "pages": "2M", "ranks": 1,
                    "threads": None, **choice},
-        "winner": {"candidate": "spread pages=2M", "gain": 0.2},
+        "winner": {"candidate": "spread pages=2M"}, "verdict": "winner",
+        "gains": {"baseline": [0.384, 0.2, 0.6], "runner-up": [0.273, 0.1, None]},
     }  # fmt: skip
 
 
@@ -176,6 +186,9 @@ def test_auto_uses_the_record_and_refuses_a_stale_one(
     choice, line = auto.choose(topo, [prog])
     assert (choice.layout, choice.pages, choice.ranks) == ("spread", "2M", 1)
     assert path in line and "--layout spread --mem local --pages 2M --ranks 1" in line
+    # the gains as the record holds them, each over its own reference
+    assert "+38.4 % [+20.0 % .. +60.0 %] over the baseline" in line
+    assert "+27.3 % [+10.0 % .. +inf %] over the runner-up" in line
     # another node type: not this record
     assert auto.choose(load_xml(str(FOUR_NUMA)), [prog])[0].layout == "compact"
     # other arguments: the program's newest record, said
@@ -206,3 +219,20 @@ def test_node_type_ignores_memory_but_not_cores() -> None:
                                          for n in topo.numa_nodes))  # fmt: skip
     assert records.node_type(less) == records.node_type(topo)  # hugepages reserved
     assert records.node_type(load_xml(str(ONE_NUMA))) != records.node_type(topo)
+
+
+def test_the_baseline_is_the_launchers_plain_launch() -> None:
+    """One launch path: the baseline's argv comes from launch/mpi_launchers (plain: the
+    job's nodes, the plan's ranks on each, no binding), not from lines of tune's own."""
+    from topobind.launch.mpi_launchers import get
+
+    assert get("none").plain(None, 1, 1, ["./a"]).argv == ["./a"]
+    assert get("srun").plain(None, 3, 2, ["./a"]).argv == ["srun", "--nodes=3", "--ntasks=6", "./a"]
+    assert get("flux").plain(None, 2, 1, ["./a"]).argv[:4] == ["flux", "run", "--nodes=2",
+                                                              "--ntasks=2"]  # fmt: skip
+    mpirun = get("openmpi5").plain("/x/mpirun", 1, 4, ["./a"])
+    assert mpirun.argv == ["/x/mpirun", "-np", "4", "./a"] and "--bind-to" not in mpirun.argv
+    assert get("mpich").plain(None, 2, 4, ["./a"]).argv == ["mpiexec", "-n", "8", "-ppn", "4",
+                                                             "./a"]  # fmt: skip
+    source = Path(launching.__file__).read_text()
+    assert '"srun"' not in source and '"mpirun"' not in source and '"flux", "run"' not in source

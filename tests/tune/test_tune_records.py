@@ -20,7 +20,8 @@ def _doc(**over: Any) -> dict[str, Any]:
         "nodes": 1, "argv": ["/bin/true"], "when": "2026-11-28T10:00:00",
         "choice": {"layout": "spread", "mem": "local", "pages": "thp", "ranks": None,
                    "threads": 2},
-        "winner": {"gain": 0.25},
+        "winner": {"candidate": "spread 1x2"}, "verdict": "winner",
+        "gains": {"baseline": [0.25, 0.1, 0.4], "runner-up": [0.1, 0.04, None]},
     }  # fmt: skip
     doc.update(over)
     return doc
@@ -39,7 +40,7 @@ def test_a_written_record_is_read(folder: Path) -> None:
     found, bad = records.read_all()
     assert bad == []
     assert found[0].choice.words() == "--layout spread --mem local --pages thp --threads 2"
-    assert found[0].gain == 0.25 and found[0].winner
+    assert found[0].gains["baseline"] == (0.25, 0.1, 0.4) and found[0].winner
 
 
 @pytest.mark.parametrize(
@@ -65,10 +66,53 @@ def test_a_hostile_record_is_one_line(folder: Path, text: str) -> None:
     assert len(bad) == 1 and "bad.json" in bad[0] and "remove it" in bad[0]
 
 
-def test_a_nan_gain_is_no_gain(folder: Path) -> None:
-    (folder / "a.json").write_text(json.dumps(_doc(winner={"gain": float("nan")})))
-    found, _ = records.read_all()
-    assert found[0].gain is None
+@pytest.mark.parametrize("gain", [-5.0, 101.0, float("nan"), float("inf"), "0.2", True, None])
+def test_a_gain_out_of_range_or_not_finite_is_a_corrupt_record(folder: Path, gain: object) -> None:
+    (folder / "a.json").write_text(json.dumps(_doc(gains={"baseline": [gain, 0.1, 0.4]})))
+    found, bad = records.read_all()
+    assert found == [] and len(bad) == 1 and "remove it" in bad[0]
+
+
+def test_control_characters_of_a_record_are_escaped() -> None:
+    shown = records.shown("/bin/x\x1b]0;owned\x07\n")
+    assert "\x1b" not in shown and "\x07" not in shown and "\n" not in shown
+    assert shown == "/bin/x\\x1b]0;owned\\x07\\n"
+
+
+def test_lookup_reads_one_record_through_the_index(folder: Path) -> None:
+    doc = _doc(program="/bin/true", node_type="n1", nodes=1, argv=["/bin/true", "-x"])
+    path = records.write(doc)
+    for i in range(50):  # other programs' records: never read by the lookup
+        records.write(_doc(program=f"/bin/p{i}", node_type="n1", nodes=1, argv=[f"/bin/p{i}"]))
+    rec, why = records.lookup("/bin/true", ["/bin/true", "-x"], "n1", 1)
+    assert rec is not None and rec.path == path and why is None
+    rec, why = records.lookup("/bin/true", ["/bin/true", "-y"], "n1", 1)  # the newest
+    assert rec is not None and rec.path == path
+    assert records.lookup("/bin/true", None, "n2", 1) == (None, None)  # another node type
+    rec, why = records.lookup(None, None, "n1", 1)  # no program named: 51 programs here
+    assert rec is None and str(why).startswith("many:")
+
+
+def test_a_record_of_another_user_is_one_line(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records.write(_doc())
+    monkeypatch.setattr(os, "geteuid", lambda: 4242)
+    rec, why = records.lookup("/bin/true", ["/bin/true"], "n1", 1)
+    assert rec is None and "another user" in str(why) and "\n" not in str(why)
+
+
+def test_an_unwritable_state_folder_is_found_before_any_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from topobind.errors import TopobindError
+
+    monkeypatch.setenv("TOPOBIND_STATE_DIR", str(tmp_path / "no" / "tune"))
+    (tmp_path / "no").mkdir(mode=0o500)
+    if os.access(tmp_path / "no", os.W_OK):
+        pytest.skip("root writes anywhere")
+    with pytest.raises(TopobindError, match="not writable .* TOPOBIND_STATE_DIR"):
+        records.check_writable()
 
 
 def test_a_fifo_or_device_is_refused_without_blocking(folder: Path) -> None:
@@ -98,15 +142,21 @@ def test_every_choice_tune_offers_is_read(folder: Path) -> None:
     assert bad == [] and len(found) == 3
 
 
-def test_layout_auto_names_the_unreadable_records_when_it_falls_back(folder: Path) -> None:
+def test_layout_auto_names_the_unreadable_record_when_it_falls_back(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from topobind.topo.topology import load
     from topobind.tune import auto
 
-    (folder / "bad.json").write_text(json.dumps(_doc(choice={"layout": "auto", "mem": "local",
-                                                             "pages": "thp"})))  # fmt: skip
-    choice, line = auto.choose(load("synthetic:core:2 pu:1"), ["/bin/true"])
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    topo = load("synthetic:core:2 pu:1")
+    prog = os.path.realpath("/bin/true")
+    path = records.write(_doc(program=prog, argv=[prog], node_type=records.node_type(topo)))
+    Path(path).write_text(json.dumps(_doc(choice={"layout": "auto", "mem": "local",
+                                                  "pages": "thp"})))  # fmt: skip
+    choice, line = auto.choose(topo, [prog])
     assert choice == auto.FALLBACK
-    assert "1 unreadable record" in line and "topobind tune --list" in line
+    assert path in line and "not a tune record" in line and "remove it" in line
 
 
 def test_layout_auto_of_env_and_plan_says_no_record_in_plain_words(folder: Path) -> None:
@@ -139,3 +189,27 @@ def test_a_record_lacking_a_field_names_it(folder: Path) -> None:
     (folder / "a.json").write_text(json.dumps(doc))
     _, bad = records.read_all()
     assert "(no field 'choice'); remove it" in bad[0]
+
+
+def test_layout_auto_keeps_the_users_options_and_says_which() -> None:
+    from topobind.tune import auto
+
+    choice = records.Choice("spread", "local", "2M", 1, 2)
+    values, said = auto.apply(choice, {"pages": "4k", "mem": "none", "ranks": 2},
+                              {"pages", "mem", "ranks"})  # fmt: skip
+    assert values == {"threads": 2}  # only what the user did not give
+    assert said == ("; your --mem none (record: local), --pages 4k (record: 2M), "
+                    "--ranks 2 (record: 1) kept")  # fmt: skip
+    assert auto.apply(choice, {}, set()) == ({"mem": "local", "pages": "2M", "ranks": 1,
+                                              "threads": 2}, "")  # fmt: skip
+
+
+def test_a_choice_the_node_cannot_honour_now_is_named() -> None:
+    from topobind.plan import request
+    from topobind.tune import auto
+
+    # 1 TiB a rank on 2 MiB pages: no pool of this machine holds it (or no pool at all)
+    req = request.parse("compact", topology="live", pages="2M", pages_min=1 << 40)
+    why = auto.honoured(req, None)
+    assert why is not None and "--pages 2M" in why and "\n" not in why
+    assert auto.honoured(req._replace(pages="thp", pages_min=None), None) is None

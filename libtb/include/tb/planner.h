@@ -31,8 +31,9 @@ typedef struct {
     int step_file;         /* the output must be a version-2 or 3 step file */
 } tb_planner_how;
 
-/* Run A with stdin /dev/null, as HOW says; 0 with *TEXT (malloc'd) its output, or -1 with ERR
- * (topobind's error line, or why it could not run). MISSING (or NULL): set when the command
+/* Run A with stdin /dev/null, as HOW says; 0 with *TEXT (malloc'd) its output and ERR the
+ * first line of its stderr ("" when none: a note, e.g. which tune record --layout auto used),
+ * or -1 with ERR (topobind's error line, or why it could not run). MISSING (or NULL): set when the command
  * was not found (exit status 127). */
 int tb_planner_run(tb_argv *a, const tb_planner_how *how, char **text, char *err,
                    size_t errlen, int *missing);

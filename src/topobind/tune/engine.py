@@ -63,6 +63,7 @@ class Prepared(NamedTuple):
 def prepare(program: Sequence[str], choices: Choices) -> Prepared:
     """The program checked (127/126 when it cannot run) and the candidates planned."""
     jobrun.check_program(program[0])
+    records.check_writable()  # before the first run: the record goes there
     base = base_request()
     topo = load(base.topology)
     notes = []
@@ -86,7 +87,7 @@ def tune(ready: Prepared, settings: Settings, metric: re.Pattern[str] | None,
             outcome = run_session([p.candidate for p in planned], runner, settings,
                                   time.monotonic, progress)  # fmt: skip
     record = None
-    if outcome.recommended is not None and (outcome.decided or outcome.winner is not None):
+    if outcome.recommended is not None and outcome.decided:
         record = records.write(record_doc(program, topo, planned, outcome, settings, metric))
     launches = {c.name: (v[0], runner.exports.get(c, {})) for c, v in runner.launches.items()
                 if not isinstance(v, str)}  # fmt: skip
@@ -130,11 +131,25 @@ def record_doc(program: Sequence[str], topo: Any, planned: Sequence[Planned], ou
             "ranks": c.ranks,
             "threads": c.threads,
         },  # fmt: skip
-        "winner": None
-        if win is None
-        else {
-            "candidate": win.candidate.name,
-            "gain": min(g.estimate for g in outcome.gains.values()),
-        },
+        "verdict": outcome.verdict,
+        "headline": outcome.headline,
+        "level": outcome.level,
+        "decided_fields": list(outcome.decided_fields),
+        "winner": None if win is None else {"candidate": win.candidate.name},
+        "gains": {
+            whom: [g.estimate, g.low, _finite(g.high)] for whom, g in outcome.gains.items()
+        },  # fmt: skip
+        "runner_up": outcome.runner_up,
+        "noise": outcome.noise,
+        "busy": bool(outcome.noise and outcome.noise["busy"]),
         "candidates": {s.candidate.name: s.values for s in outcome.standings},
+        "failures": {
+            s.candidate.name: [len(s.failures), len(s.walls)]
+            for s in outcome.standings
+            if s.failures
+        },  # fmt: skip
     }
+
+
+def _finite(x: float) -> float | None:
+    return x if x == x and abs(x) != float("inf") else None

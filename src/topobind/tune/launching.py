@@ -7,13 +7,15 @@ run; then every run executes that launch and is timed (``time.monotonic`` around
 launch, topobind's own work outside it), its output sent to a file of the session (read up
 to :data:`MAX_OUTPUT_CHARS` for ``--metric``, searched in a forked child for at most
 :data:`METRIC_TIMEOUT_S`) or to /dev/null. The baseline is the program
-launched plainly: by itself on one rank, ``srun`` inside Slurm, ``mpirun -np R`` for several
-ranks outside.
+launched plainly by the launcher ``topobind run`` would choose (:func:`baseline_launch`):
+by itself on one rank, ``srun`` or ``flux run`` inside an allocation, the program's
+``mpirun`` for several ranks outside; no binding asked for.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import signal
@@ -26,12 +28,12 @@ from topobind.errors import CannotRun, Interrupted, ProbeFailed, TopobindError, 
 from topobind.launch import run as jobrun
 from topobind.launch.shape import RunOptions
 from topobind.launch.verify import all_ok
+from topobind.measure import cpuload
 from topobind.plan import request
 from topobind.plan.memory import check_here
 from topobind.plan.model import Plan
 from topobind.plan.request import PlanRequest
 from topobind.runner import run_process
-from topobind.topo.allocation import Allocation
 from topobind.tune.candidates import Planned, request_fields
 from topobind.tune.session import Candidate, Measured
 
@@ -40,8 +42,16 @@ MAX_OUTPUT_CHARS = 4 << 20
 #: the most one search of a run's output for --metric may take (a linear pattern needs
 #: milliseconds for MAX_OUTPUT_CHARS)
 METRIC_TIMEOUT_S = 5.0
+#: a run may go past the budget's end by this share of the budget (at least GRACE_MIN_S, at
+#: most GRACE_MAX_S); then it is killed and counted as failed
+GRACE_SHARE, GRACE_MIN_S, GRACE_MAX_S = 0.1, 5.0, 60.0
 #: bytes of the matched group read back from the search (one write under PIPE_BUF: atomic)
 MAX_GROUP = 1024
+
+
+def grace_s(budget_s: float) -> float:
+    """How long a run may go past the budget's end before it is killed."""
+    return min(GRACE_MAX_S, max(GRACE_MIN_S, GRACE_SHARE * budget_s))
 
 
 def compile_metric(text: str | None) -> re.Pattern[str] | None:
@@ -66,11 +76,24 @@ def figure(output: str, pattern: re.Pattern[str]) -> tuple[float | None, str | N
         return None, why
     if found is None:
         return None, "no match for --metric in its output"
-    try:
-        value = float(found.replace(",", ""))
-    except ValueError:
-        return None, f"--metric matched {found[:30]!r}, not a number"
-    if value != value or value in (float("inf"), float("-inf")):
+    return number(found)
+
+
+#: a figure: ASCII digits with at most one decimal point and an optional exponent
+NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def number(found: str) -> tuple[float | None, str | None]:
+    """The matched group as a number, or why not: a comma is refused (``2,5`` is two and a
+    half in much of the world and 25 in the rest: put the group round digits and a point)."""
+    text = found.strip()
+    if "," in text:
+        return None, (f"--metric matched {found[:30]!r}: a comma (a decimal or a thousands "
+                      "separator?); match digits and a point only, e.g. ([0-9.]+)")  # fmt: skip
+    if not NUMBER.fullmatch(text):
+        return None, f"--metric matched {found[:30]!r}, not a number (ASCII digits, one point)"
+    value = float(text)
+    if not math.isfinite(value):
         return None, f"--metric matched {found[:30]!r}, not a finite number"
     return value, None
 
@@ -117,11 +140,13 @@ class Launcher:
     in a scratch directory of this job (removed when the session ends)."""
 
     def __init__(self, program: Sequence[str], req: PlanRequest, opts: RunOptions,
-                 metric: re.Pattern[str] | None, timeout: float, where: str) -> None:  # fmt: skip
+                 metric: re.Pattern[str] | None, budget_s: float, where: str) -> None:  # fmt: skip
         if opts.allocation is None:  # the allocation of the request, made once
             opts = replace(opts, allocation=req.allocation)
         self.program, self.req, self.opts = list(program), req, opts
-        self.metric, self.timeout, self.where = metric, timeout, where
+        self.metric, self.where = metric, where
+        self.grace = grace_s(budget_s)
+        self.deadline = time.monotonic() + budget_s  # the session's end (its clock)
         self.plans: dict[Candidate, Plan | None] = {}
         self.launches: dict[Candidate, tuple[list[str], dict[str, str]] | str] = {}
         self.verdicts: dict[Candidate, str] = {}  # "verified ...", or why the launch failed
@@ -139,28 +164,46 @@ class Launcher:
             return Measured(None, 0.0, launch)
         argv, env = launch
         out = os.path.join(self.where, "output")  # the run's output, read up to a bound
+        before = self._load_sample()
         t0 = time.monotonic()
+        limit = max(1.0, self.deadline + self.grace - t0)  # what is left, and the grace
+        name = os.path.basename(self.program[0])
         try:  # the program's output goes to a file (or nowhere), not into memory
             done = run_process(to_file(argv, out if self.metric else os.devnull), env=env,
-                               timeout=self.timeout)  # fmt: skip
+                               timeout=limit, what=name)  # fmt: skip
         except CannotRun as exc:
             return Measured(None, time.monotonic() - t0, str(exc))
+        except TopobindError:  # past the budget and its grace: killed (its process group)
+            return Measured(None, time.monotonic() - t0, f"{name} did not finish within "
+                            f"{limit:.0f} s (the budget left and {self.grace:.0f} s of grace): "
+                            "killed", timed_out=True)  # fmt: skip
         wall = time.monotonic() - t0
         status = jobrun.exit_status(done.returncode)
         if status in (130, 143):
             return Measured(None, wall, "interrupted", interrupted=True)
         if status:
             return Measured(None, wall, f"exit status {status}")
+        load = cpuload.load_between(before, cpuload.cpu_sample() if before else None)
+        share = None if load is None else load.share
         if self.metric is None:
-            return Measured(wall, wall)
+            return Measured(wall, wall, load=share)
         value, why = figure(_head(out), self.metric)
-        return Measured(value, wall, why)
+        return Measured(value, wall, why, load=share)
+
+    def _load_sample(self) -> cpuload.CpuSample | None:
+        """The host's CPU time before a run, outside an allocation only: inside one, the
+        job's steps are not this process's children and would count as other work."""
+        alloc = self.opts.allocation
+        return cpuload.cpu_sample() if alloc is None or alloc.manager == "none" else None
 
     def _prepare(self, cand: Candidate) -> tuple[list[str], dict[str, str]] | str:
         plan = self.plans[cand]
         if plan is None:
             self.verdicts[cand] = "not verified: launched plainly, nothing planned"
-            return baseline_launch(self.program, self.ranks(), cand.threads, self.req.allocation)
+            try:
+                return baseline_launch(self.program, self.first_plan(), cand.threads, self.opts)
+            except TopobindError as exc:
+                return self._failed(cand, f"no plain launch here: {exc}")
         try:  # as topobind run checks: NUMA nodes here and allowed; the shim reaches it
             check_here(plan, jobrun.program_path(self.program[0]) or self.program[0])
         except TopobindError as exc:
@@ -197,10 +240,9 @@ class Launcher:
         self.verdicts[cand] = why
         return why
 
-    def ranks(self) -> int:
-        """The ranks per node of the planned candidates (the baseline runs as many)."""
-        plans = [p for p in self.plans.values() if p is not None]
-        return plans[0].nranks if plans else 1
+    def first_plan(self) -> Plan:
+        """A planned candidate's plan (the baseline runs as many ranks, with their launcher)."""
+        return next(p for p in self.plans.values() if p is not None)
 
 
 def to_file(argv: Sequence[str], path: str) -> list[str]:
@@ -219,24 +261,25 @@ def _head(path: str) -> str:
 
 
 def baseline_launch(
-    program: Sequence[str], ranks: int, threads: int | None, alloc: Allocation | None = None
+    program: Sequence[str], plan: Plan, threads: int | None, opts: RunOptions
 ) -> tuple[list[str], dict[str, str]]:
-    """What the user runs without topobind: the program itself (one rank), the manager's
-    launcher in a Slurm or Flux job (``srun``, ``flux run``: the job's nodes, ``ranks`` tasks
-    each), ``mpirun -np`` for several ranks outside."""
-    env = dict(os.environ)
+    """What the user runs without topobind: the launcher ``topobind run`` would choose for
+    the candidates' plan (:func:`topobind.launch.resolve.resolve`: none for one rank, srun
+    or flux run inside Slurm or Flux, the program's mpirun outside), asked for its plain
+    launch (:meth:`~topobind.launch.mpi_launchers.base.Launcher.plain`: the job's nodes,
+    the plan's ranks on each, no binding)."""
+    from topobind.launch.resolve import resolve
+
+    alloc = opts.allocation
+    path = jobrun.program_path(program[0]) or program[0]
+    found = resolve(plan, opts.launcher, opts.mpi, program=path, allocation=alloc)
+    spans = bool(found.launcher.needs_manager)  # srun, flux run: over the job's nodes
+    nodes = alloc.nodes if spans and alloc is not None else 1
+    launch = found.launcher.plain(found.path, nodes, plan.nranks, program)
+    env = {**os.environ, **found.env, **launch.env}
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
-    manager = alloc.manager if alloc is not None else "none"
-    if manager in ("slurm", "flux"):
-        n = alloc.nodes if alloc is not None else 1
-        launcher = ["srun"] if manager == "slurm" else ["flux", "run"]
-        return [*launcher, f"--nodes={n}", f"--ntasks={n * ranks}", *program], env
-    if ranks > 1:
-        if os.geteuid() == 0:
-            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        return ["mpirun", "-np", str(ranks), *program], env
-    return list(program), env
+    return launch.argv, env
 
 
 @contextmanager

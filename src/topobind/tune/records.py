@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 import os
+import re
 from typing import Any, NamedTuple
 
 from topobind.errors import TopobindError
@@ -18,7 +19,9 @@ from topobind.inputs import InputFile
 from topobind.paths import state_dir
 from topobind.topo.topology import Topology
 
-SCHEMA = "topobind.tune/1"
+SCHEMA = "topobind.tune/2"
+#: a gain outside these (as a fraction: -100 % .. 10,000 %) is a corrupt record
+GAIN_RANGE = (-1.0, 100.0)
 #: records read at most (the newest), and the size of one
 MAX_RECORDS = 1000
 #: folder entries looked at at most (a folder of millions of files costs no more)
@@ -92,15 +95,107 @@ class Record(NamedTuple):
     nodes: int
     argv: tuple[str, ...]  # the command line tuned (the program's arguments too)
     choice: Choice
-    winner: bool  # a winner (False: no significant difference, the simplest recommended)
-    gain: float | None
+    winner: bool  # a winner (else: a group, no difference or the plain launch)
+    gains: dict[str, tuple[float, float, float | None]]  # whom: estimate, low, high (None: inf)
+    verdict: str
     when: str
+    busy: bool = False  # tuned on a busy node (other processes' load beyond validate's rule)
 
 
 def key(program: str, argv: list[str], node: str, nodes: int) -> str:
     """The record's file name: one record per program, arguments, node type and job size."""
     text = "\0".join([program, *argv[1:], node, str(nodes)])
     return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def latest_key(program: str | None, node: str, nodes: int) -> str:
+    """The index file naming the newest record of a program (None: of any program) on a
+    node type and job size: ``--layout auto`` reads it and one record, whatever the folder
+    holds."""
+    text = "\0".join([program or "", node, str(nodes)])
+    return hashlib.sha256(text.encode()).hexdigest()[:20] + ".latest"
+
+
+def shown(text: str, limit: int = 200) -> str:
+    """Record text for a terminal: control and other unprintable characters escaped (a
+    hand-edited record could set the terminal's title or clear it), at most ``limit``."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return out + ("..." if len(text) > limit else "")
+
+
+def lookup(program: str | None, argv: list[str] | None, node: str,
+           nodes: int) -> tuple[Record | None, str | None]:  # fmt: skip
+    """The record for ``program`` (its arguments' first, else the program's newest; None:
+    the newest of the one program tuned here) in O(1) files: (record, why none can be
+    used) with ``why`` one line when a file is there but unusable."""
+    where = records_dir()
+    names = [key(program, argv, node, nodes) + ".json"] if program and argv else []
+    names.append(latest_key(program, node, nodes))
+    for name in names:
+        path = os.path.join(where, name)
+        if not os.path.lexists(path):
+            continue
+        try:
+            if name.endswith(".latest"):
+                target = RECORD_FILE.read_text(path).strip()
+                if target.startswith("many:"):  # several programs: the caller names one
+                    return None, target
+                if not re.fullmatch(r"[0-9a-f]{20}\.json", target):
+                    raise ValueError(f"the index names {shown(target, 60)!r}")
+                path = os.path.join(where, target)
+            rec = _parse(path)
+            _check_owner(path)
+        except TopobindError as exc:
+            return None, str(exc)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            return None, f"{path}: not a tune record ({shown(str(exc), 80)}); remove it"
+        if rec.node_type != node or rec.nodes != nodes or (program and rec.program != program):
+            return None, (f"{path}: a record of another program or node type; remove it")
+        return rec, None
+    return None, None
+
+
+def _check_owner(path: str) -> None:
+    st = os.stat(path)
+    if st.st_uid != os.geteuid():
+        raise TopobindError(f"{path}: a tune record of another user (uid {st.st_uid}); not "
+                            "used: set TOPOBIND_STATE_DIR to a folder of yours")  # fmt: skip
+
+
+def _index(where: str, doc: dict[str, Any], name: str) -> None:
+    """The index files of a record just written: its program's newest, and this node
+    type's (``many:`` once a second program is tuned there)."""
+    from topobind.fsutil import atomic_write_text
+
+    node, nodes, program = doc["node_type"], doc["nodes"], doc["program"]
+    atomic_write_text(os.path.join(where, latest_key(program, node, nodes)), name + "\n")
+    anyone = os.path.join(where, latest_key(None, node, nodes))
+    try:
+        before = _parse(os.path.join(where, RECORD_FILE.read_text(anyone).strip()))
+        other = before.program != program
+    except (TopobindError, ValueError, KeyError, TypeError, AttributeError, OSError):
+        other = False  # none yet (or "many:", or unreadable: replaced)
+    try:
+        many = RECORD_FILE.read_text(anyone).startswith("many:")
+    except (TopobindError, OSError):
+        many = False
+    text = "many: several programs have tune records for this node type" if other or many \
+        else name  # fmt: skip
+    atomic_write_text(anyone, text + "\n")
+
+
+def check_writable() -> None:
+    """The records' folder made and checked writable by this user, before any run."""
+    where = records_dir()
+    try:
+        os.makedirs(where, mode=0o700, exist_ok=True)
+        ok = os.access(where, os.W_OK | os.X_OK)
+        why = "permission denied"
+    except OSError as exc:
+        ok, why = False, (exc.strerror or str(exc)).lower()
+    if not ok:
+        raise TopobindError(f"the tune records' folder {where} is not writable ({why}); set "
+                            "TOPOBIND_STATE_DIR to a folder of yours")  # fmt: skip
 
 
 def write(doc: dict[str, Any]) -> str:
@@ -114,6 +209,7 @@ def write(doc: dict[str, Any]) -> str:
             where, key(doc["program"], doc["argv"], doc["node_type"], doc["nodes"]) + ".json"
         )
         atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        _index(where, doc, os.path.basename(path))
     except OSError as exc:
         raise TopobindError(f"cannot write the tune record in {where} ({exc.strerror}); set "
                             "TOPOBIND_STATE_DIR to a writable folder") from None  # fmt: skip
@@ -165,14 +261,33 @@ def _parse(path: str) -> Record:
     winner = doc.get("winner") or {}
     if not isinstance(winner, dict):
         raise ValueError("'winner' is not an object")
-    gain = winner.get("gain")
     argv = doc["argv"]
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
         raise ValueError("argv is not a list of words")
     return Record(path, str(doc["program"]), str(doc["sha256"]), str(doc["node_type"]),
                   _count(doc["nodes"]), tuple(argv), choice, bool(winner),
-                  float(gain) if isinstance(gain, (int, float)) and math.isfinite(gain) else None,
-                  str(doc["when"]))  # fmt: skip
+                  _gains(doc.get("gains")), str(doc.get("verdict", "")),
+                  str(doc["when"]), doc.get("busy") is True)  # fmt: skip
+
+
+def _gains(doc: object) -> dict[str, tuple[float, float, float | None]]:
+    """The record's gains, each [estimate, low, high or null]: finite and within
+    :data:`GAIN_RANGE`, else the record is corrupt."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict) or not set(doc) <= {"baseline", "runner-up"}:
+        raise ValueError("'gains' is not an object of baseline and runner-up")
+    out = {}
+    for whom, g in doc.items():
+        if not isinstance(g, list) or len(g) != 3 or not all(
+                x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+                for x in g) or g[0] is None or g[1] is None:  # fmt: skip
+            raise ValueError(f"gain over the {whom} is not [estimate, low, high]")
+        for x in g:
+            if x is not None and not (math.isfinite(x) and GAIN_RANGE[0] <= x <= GAIN_RANGE[1]):
+                raise ValueError(f"gain over the {whom} {x!r} is outside -100 % .. 10,000 %")
+        out[whom] = (float(g[0]), float(g[1]), None if g[2] is None else float(g[2]))
+    return out
 
 
 def _choice(c: dict[str, Any]) -> Choice:

@@ -8,7 +8,8 @@ and its Moses confidence interval, whose ends are order statistics of those diff
 chosen from the exact distribution of the Mann-Whitney U statistic (the normal
 approximation with continuity correction above :data:`EXACT_MAX` pairs). It assumes the two
 samples differ by a factor (a shift of the logs) and that runs are independent: see the
-explanation page for what breaks it.
+explanation page for what breaks it. A failed run is a cost of +inf (censored: worse than
+every finished run, two failed runs tie); the ranks take it as the worst.
 """
 
 from __future__ import annotations
@@ -35,7 +36,18 @@ def median(xs: Sequence[float]) -> float:
     n = len(s)
     if n == 0:
         raise ValueError("median of no values")
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+    return s[n // 2] if n % 2 else _mid(s[n // 2 - 1], s[n // 2])
+
+
+def _plain_mid(x: float, y: float) -> float:
+    return (x + y) * 0.5
+
+
+def _mid(x: float, y: float) -> float:
+    """``(x + y) / 2``, where -inf and +inf (a failed run on either side) meet at 0."""
+    if math.isinf(x) and math.isinf(y) and x != y:
+        return 0.0
+    return (x + y) / 2
 
 
 @lru_cache(maxsize=512)
@@ -77,6 +89,8 @@ def critical_rank(n: int, m: int, level: float = 0.95) -> int:
     pairwise differences holds the shift with probability >= ``level``; 0 when the samples
     are too small for any interval at that level."""
     alpha = (1 - level) / 2
+    if alpha < 1e-12:  # no interval at so high a level (nothing excluded)
+        return 0
     nm = n * m
     if nm <= EXACT_MAX:
         counts = _u_counts(n, m)
@@ -112,14 +126,26 @@ def _z(p: float) -> float:
 def ratio(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Ratio:
     """The ratio of ``a``'s typical cost to ``b``'s with its ``level`` interval (all values
     > 0). Without enough runs for an interval, it is (0, inf): nothing is excluded."""
-    la = [math.log(x) for x in a]
-    lb = [math.log(y) for y in b]
-    diffs = sorted(x - y for x in la for y in lb)
+    la = [_log(x) for x in a]
+    lb = [_log(y) for y in b]
+    diffs = sorted(_diff(x, y) for x in la for y in lb)
     est = math.exp(median(diffs))
     w = critical_rank(len(a), len(b), level)
     if w < 1:
         return Ratio(est, 0.0, math.inf)
     return Ratio(est, math.exp(diffs[w - 1]), math.exp(diffs[len(diffs) - w]))
+
+
+def _log(x: float) -> float:
+    return math.inf if math.isinf(x) else math.log(x)
+
+
+def _diff(x: float, y: float) -> float:
+    """``x - y`` of two log costs, where +inf is a failed run (censored: worse than any
+    finished run); two failed runs tie."""
+    if math.isinf(x) and math.isinf(y):
+        return 0.0
+    return x - y
 
 
 def worse(cost: Sequence[float], leader: Sequence[float], level: float = 0.95) -> bool:
@@ -155,6 +181,8 @@ def signed_rank_critical(n: int, level: float = 0.95) -> int:
     the N = n(n+1)/2 sorted Walsh averages holds the shift with probability >= ``level``; 0
     when there are too few pairs for any interval at that level."""
     alpha = (1 - level) / 2
+    if alpha < 1e-12:  # no interval at so high a level (nothing excluded)
+        return 0
     if n <= EXACT_PAIRS_MAX:
         return _lower_tail_count(_signed_rank_counts(n), 1 << n, alpha)
     mean = n * (n + 1) / 4
@@ -167,8 +195,9 @@ def paired_ratio(a: Sequence[float], b: Sequence[float], level: float = 0.95) ->
     ``b[i]`` in the same round of the shuffled round-robin, so close in time): the
     Hodges-Lehmann estimate of the per-round log ratios (the median of their Walsh averages)
     and the Wilcoxon signed-rank interval. Load that lasts a round cancels out of each pair."""
-    d = [math.log(x) - math.log(y) for x, y in zip(a, b, strict=True)]
-    walsh = sorted((d[i] + d[j]) / 2 for i in range(len(d)) for j in range(i, len(d)))
+    d = [_diff(_log(x), _log(y)) for x, y in zip(a, b, strict=True)]
+    mid = _mid if any(math.isinf(x) for x in d) else _plain_mid
+    walsh = sorted([mid(x, y) for i, x in enumerate(d) for y in d[i:]])
     est = math.exp(median(walsh))
     w = signed_rank_critical(len(d), level)
     if w < 1:

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from topobind.cli.arguments import (  # noqa: F401 (the topology options, re-exported)
     TOPOLOGY_HELP,
@@ -82,12 +83,21 @@ def size_arg(text: str) -> int:
     return int(digits) * memory.SIZE_UNITS[unit]
 
 
+class _Given(argparse.Action):
+    """Stores the value and notes the option as given (``--layout auto`` keeps it)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.given_options = {*getattr(namespace, "given_options", ()), self.dest}
+
+
 def add_memory_args(parser: argparse.ArgumentParser) -> None:
     """``--mem``, ``--pages``, ``--pages-min`` (plan, run, env, verify, draw)."""
     parser.add_argument(
         "--mem",
         choices=memory.POLICIES,
         default="local",
+        action=_Given,
         help="memory policy of each rank over its NUMA nodes: local (default: bind on one "
         "node, interleave over several), bind, interleave, preferred, none (kernel default)",
     )
@@ -95,6 +105,7 @@ def add_memory_args(parser: argparse.ArgumentParser) -> None:
         "--pages",
         choices=memory.PAGES,
         default="thp",
+        action=_Given,
         help="page size of the program's large allocations: 1G, 2M (hugetlb, through the "
         "shim libtbhugepages.so), thp (default: the kernel's), 4k (THP off), auto (the "
         "largest whose free pool holds --pages-min)",
@@ -126,8 +137,16 @@ def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:
     ranks per node follow the allocation unless ``TOPOBIND_IGNORE_ALLOCATION_TASKS=1`` (read
     here only); its allocation is made here, once (:func:`topobind.topo.allocation.detect`:
     the adapter of the manager it runs under), and rides on the request."""
-    if args.layout == "auto":  # topobind tune's record for this program and node type
+    auto = args.layout == "auto"
+    if auto:  # topobind tune's record for this program and node type
         args.layout = _auto_layout(args)
+    req = _request(args, job)
+    if auto:
+        req = _auto_honoured(args, req, job)
+    return req
+
+
+def _request(args: argparse.Namespace, job: bool) -> PlanRequest:
     given = vars(args)
     dests = sorted({opt.dest for layout in layouts.REGISTRY for opt in layout.options})
     plain = set(PlanRequest._fields) - {"layout", "parameter", "options"}
@@ -143,19 +162,47 @@ def request_from(args: argparse.Namespace, *, job: bool = False) -> PlanRequest:
 def _auto_layout(args: argparse.Namespace) -> str:
     """``--layout auto``: the layout (and --mem, --pages, ranks, threads not given) of the
     tune record for this program (run's; env and plan name none) and node type, said on
-    stderr in one line; compact when there is none."""
-    from topobind.tune.auto import choose  # only for --layout auto
+    stderr in one line (with the record's fields the user's options replaced); compact when
+    there is none."""
+    from topobind.tune.auto import FIELDS, apply, choose  # only for --layout auto
 
     words = list(getattr(args, "program", None) or [])
     words = words[1:] if words[:1] == ["--"] else words
     choice, line = choose(load(args.topology), words or None)
-    print(f"topobind: {line}", file=sys.stderr)
-    for name in ("mem", "pages", "ranks", "threads"):  # mem and pages have defaults: replaced
-        value = getattr(choice, name)
-        unset = name in ("mem", "pages") or getattr(args, name, None) is None
-        if value is not None and hasattr(args, name) and unset:
+    explicit = set(getattr(args, "given_options", ()))
+    explicit |= {n for n in ("ranks", "threads") if getattr(args, n, None) is not None}
+    args.auto_user = {n: getattr(args, n, None) for n in FIELDS}  # for the fallback
+    values, said = apply(choice, vars(args), explicit)
+    for name, value in values.items():
+        if hasattr(args, name):
             setattr(args, name, value)
+    print(f"topobind: {line}{said}", file=sys.stderr)
     return choice.layout
+
+
+def _auto_honoured(args: argparse.Namespace, req: PlanRequest, job: bool) -> PlanRequest:
+    """The record's choice planned and checked here; when this node cannot honour it now,
+    compact with the user's own options, said in one line."""
+    from topobind.tune.auto import honoured
+
+    program = list(getattr(args, "program", None) or [])
+    program = program[1:] if program[:1] == ["--"] else program
+    why = honoured(req, program[0] if program else None)
+    if why is None:
+        return req
+    chosen = {n: getattr(args, n, None) for n in ("layout", *args.auto_user)}
+    args.layout = "compact"
+    for name, value in args.auto_user.items():
+        if hasattr(args, name):
+            setattr(args, name, value)
+    fallback = _request(args, job)
+    if fallback == req:  # the user's own options: their error, as without auto
+        for name, value in chosen.items():
+            setattr(args, name, value)
+        return req
+    print(f"topobind: --layout auto: this node cannot honour the record's choice now ({why}): "
+          "compact with your options", file=sys.stderr)  # fmt: skip
+    return fallback
 
 
 def plan_from(args: argparse.Namespace, topo: Topology | None = None, *, job: bool = False,

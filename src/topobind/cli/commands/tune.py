@@ -28,16 +28,19 @@ examples:
   topobind tune --list                                     # the records --layout auto uses
 
 Every run goes through the launch topobind run makes (launcher, per-rank step, files,
-environment; inside a Slurm or Flux allocation over all its nodes), each candidate's launch verified
-once with the placement probe before its first run. The baseline is the program launched
-plainly. Candidates run interleaved in a shuffled round-robin, one warm-up run each not
-counted, at least 5 counted runs each; one worse than the leader with 95 % confidence is
-dropped. A winner needs --min-gain over the runner-up and over the baseline, each with 95 %
-confidence (Mann-Whitney interval of the ratio); otherwise: no significant difference, and
-the simplest candidate is recommended. A decided session is recorded in the state folder
-($TOPOBIND_STATE_DIR, else $XDG_STATE_HOME/topobind, else ~/.local/state/topobind); topobind
-run --layout auto uses it. Ctrl-C prints the table so far and writes no record unless a
-winner was decided.
+environment; inside a Slurm or Flux allocation over all its nodes), each candidate's launch
+verified once with the placement probe before its first run. The baseline is the program
+launched plainly. Candidates run interleaved in a shuffled round-robin, one warm-up run each
+not counted; a run under load (other processes' CPU share above validate's 25 %) is made
+again once. Every claim holds at 5 % error for the whole session: the error rate is spent
+over the planned looks (alpha spending) and split over every pair of candidates. A win or a
+drop needs an effect beyond --min-gain; "no difference" only when every interval lies within
+it; otherwise the session is undecided and says which interval a longer --budget would
+narrow. A failed run counts as the worst (censored); a candidate failing more often than the
+baseline never wins. A run's limit is the budget left plus a grace (10 %, 5-60 s). A decided
+session is recorded in the state folder ($TOPOBIND_STATE_DIR, else
+$XDG_STATE_HOME/topobind, else ~/.local/state/topobind), checked writable before the first
+run; topobind run --layout auto uses it. Ctrl-C prints the table so far and writes no record.
 """
 
 
@@ -78,15 +81,16 @@ def add_subparser(subparsers: Any) -> None:
         type=checked_arg(parse_budget, "--budget"),
         default=600.0,
         metavar="DURATION",
-        help="stop after this long (e.g. 90s, 10m, 1h; default 10m; at most 7d)",
+        help="stop after this long: seconds, or a number with s, m (or min), h or d, exactly "
+        "(e.g. 90s, 10m, 1h; default 10m; at most 7d)",
     )
     p.add_argument(
         "--metric",
         type=checked_arg(_metric, "--metric"),
         metavar="REGEX",
         help="the figure: the first group of the first match in the program's output (its "
-        "first 4 MiB, searched for at most 5 s a run; a number; lower is better); default: "
-        "wall time",
+        "first 4 MiB, searched for at most 5 s a run; ASCII digits, one decimal point, an "
+        "optional exponent: a comma is refused; lower is better); default: wall time",
     )
     p.add_argument("--maximize", action="store_true",
                    help="with --metric: higher is better (a rate)")  # fmt: skip
@@ -95,7 +99,8 @@ def add_subparser(subparsers: Any) -> None:
         type=checked_arg(_percent, "--min-gain"),
         default=3.0,
         metavar="PCT",
-        help="the least gain a winner needs, in %% (default 3)",
+        help="the margin, in %% (default 3): a winner or a drop needs an effect beyond it, "
+        "'no difference' an interval within it",
     )
     p.add_argument("--seed", type=count_arg("--seed", 0, 2**31), metavar="N",
                    help="seed of the shuffled order (default: random)")  # fmt: skip
@@ -153,12 +158,15 @@ def run_tune(args: argparse.Namespace) -> int:
         print(jsonfmt.dumps(_json(done, settings)))
     else:
         _print_text(done, settings, metric is not None, args.rank_step)
+    if done.outcome.verdict == "too-short":
+        return 2  # the budget: an input too short to judge (said in the headline)
     return 130 if done.outcome.stopped == "interrupted" else 0
 
 
 def _progress(has_metric: bool) -> Any:
     def said(s: Standing, warmup: bool, run: Measured, left_s: float) -> None:
-        what = "warm-up" if warmup else f"run {s.runs}"
+        again = (run.reason or "").startswith("under load")  # not yet counted: made again
+        what = "warm-up" if warmup else f"run {s.runs + again}"
         got = run.reason or (f"{run.value:g}" if has_metric else f"{run.wall:.3f} s")
         print(f"topobind: tune: [{_clock(left_s)} left] {s.candidate.name}: {what}: {got}",
               file=sys.stderr, flush=True)  # fmt: skip
@@ -171,26 +179,29 @@ def _clock(seconds: float) -> str:
     return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
 
 
-def _vs_baseline(s: Standing, base: Standing | None, maximize: bool) -> stats.Ratio | None:
+def _vs_baseline(s: Standing, base: Standing | None, maximize: bool,
+                 level: float) -> stats.Ratio | None:  # fmt: skip
     """The candidate's figure over the baseline's (as measured: a time ratio, or a rate
-    ratio with --maximize), with its 95 % interval."""
-    if base is None or s is base or s.runs < 2 or base.runs < 2:
+    ratio with --maximize), with its interval at the session's per-interval level."""
+    if base is None or s is base or s.runs < 2 or base.runs < 2 or not s.values:
         return None
-    return ratio(base, s) if maximize else ratio(s, base)
+    return ratio(base, s, level) if maximize else ratio(s, base, level)
 
 
-def _row(s: Standing, base: Standing | None, settings: Settings, unit: str) -> list[str]:
+def _row(s: Standing, base: Standing | None, settings: Settings, unit: str,
+         level: float) -> list[str]:  # fmt: skip
     med = f"{stats.median(s.values):.4g}{unit}" if s.values else "-"
     rng = f"{min(s.values):.4g} .. {max(s.values):.4g}" if s.values else "-"
-    r = _vs_baseline(s, base, settings.maximize)
+    r = _vs_baseline(s, base, settings.maximize, level)
     vs = "1 (itself)" if s is base else (
         "-" if r is None else f"{r.estimate:.3f} [{_num(r.low)} .. {_num(r.high)}]")  # fmt: skip
     when = (f"dropped after round {s.dropped_round}: {s.dropped}" if s.dropped_round
             else s.dropped or "in the race")  # fmt: skip
-    failed = (
-        f"; {plural(len(s.failures), 'run')} not counted ({s.failures[-1]})" if s.failures else ""
-    )
-    return [s.candidate.name, str(s.runs), med, rng, vs, when + failed]
+    when = "left the race" if str(s.dropped).startswith("fails") else when
+    busy = f"; {s.busy} under load" if s.busy else ""
+    failed = f"; fails {len(s.failures)} of {plural(len(s.walls), 'run')}: {s.failures[-1]}" \
+        if s.failures else ""  # fmt: skip
+    return [s.candidate.name, str(s.runs), med, rng, vs, when + failed + busy]
 
 
 def _num(x: float) -> str:
@@ -201,48 +212,57 @@ def _print_text(done: Any, settings: Settings, has_metric: bool, rank_step: str)
     out = done.outcome
     base = next((s for s in out.standings if s.candidate.baseline), None)
     unit = "" if has_metric else " s"
-    head = ["candidate", "runs", "median", "range", "vs baseline [95 %]", "status"]
-    rows = [head] + [_row(s, base, settings, unit) for s in out.standings]
+    head = ["candidate", "runs", "median", "range", "vs baseline [interval]", "status"]
+    rows = [head] + [_row(s, base, settings, unit, out.level) for s in out.standings]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
     print(f"stopped: {_why(out.stopped)} after {plural(out.rounds, 'round')}")
+    if out.noise is not None:
+        n = out.noise
+        print(f"load: other processes took a median {n['median_share'] * 100:.0f} % of the CPUs "
+              f"during the counted runs; {n['busy_runs']} of {n['runs']} beyond "
+              f"{n['threshold'] * 100:.0f} % (each made again once first: {n['reruns']})"
+              + ("; a busy node" if n["busy"] else ""))  # fmt: skip
     for name, verdict in done.verdicts.items():
         print(f"  {name}: {verdict}")
     _print_verdict(done, settings, rank_step)
 
 
 def _why(stopped: str) -> str:
-    return {"decided": "decided", "no-difference": "decided (no gain of --min-gain possible)",
-            "budget": "--budget spent", "max-runs": "every candidate reached the most runs",
-            "one-left": "one candidate left", "interrupted": "interrupted (Ctrl-C): the table "
-            "so far"}.get(stopped, stopped)  # fmt: skip
+    return {"decided": "decided", "budget": "--budget spent",
+            "max-runs": "every candidate reached the most runs",
+            "one-left": "one candidate left", "too-short": "--budget too short for a verdict",
+            "interrupted": "interrupted (Ctrl-C): the table so far",
+            }.get(stopped, stopped)  # fmt: skip
 
 
 def _print_verdict(done: Any, settings: Settings, rank_step: str) -> None:
     out = done.outcome
     what = "rate" if settings.maximize else "speed"
-    if out.winner is not None:
-        print(f"winner: {out.winner.candidate.name}")
-        for whom, g in out.gains.items():
-            whom = f"runner-up ({out.runner_up})" if whom == "runner-up" and out.runner_up else whom
-            print(f"  gain over the {whom}: {g.estimate * 100:+.1f} % {what} [95 % interval "
-                  f"{g.low * 100:+.1f} % .. {g.high * 100:+.1f} %]")  # fmt: skip
-    else:
-        print(f"no significant difference (no candidate gains {settings.min_gain * 100:g} % "
-              "over the runner-up and the baseline with 95 % confidence)")  # fmt: skip
-        if out.recommended is not None:
-            print(f"recommended: {out.recommended.candidate.name} (the simplest)")
-    pick = out.winner or out.recommended
+    print(out.headline)
+    for whom, g in out.gains.items():
+        whom = f"runner-up ({out.runner_up})" if whom == "runner-up" and out.runner_up else whom
+        print(f"  gain over the {whom}: {g.estimate * 100:+.1f} % {what} [interval "
+              f"{g.low * 100:+.1f} % .. {_pct(g.high)}]")  # fmt: skip
+    if out.verdict not in ("too-short", "interrupted", "failing"):
+        print(f"  every claim at {(1 - settings.level) * 100:g} % error over the whole session "
+              f"(each interval at {out.level * 100:.4g} %), margin --min-gain "
+              f"{settings.min_gain * 100:g} %")  # fmt: skip
+    pick = out.recommended if out.decided else None
     if pick is not None:
         _print_job_lines(done, pick, rank_step)
     if done.record:
         print(f"record: {done.record} (topobind run --layout auto uses it)")
-    elif out.stopped == "interrupted":
-        print("no record written (interrupted before a winner was decided)")
+    elif out.verdict == "interrupted":
+        print("no record written (interrupted before anything was decided)")
     else:
-        print("no record written (not decided within --budget: give more time, or fewer "
+        print("no record written (nothing decided: give a longer --budget, or fewer "
               "candidates)")  # fmt: skip
+
+
+def _pct(x: float) -> str:
+    return "+inf %" if math.isinf(x) else f"{x * 100:+.1f} %"
 
 
 def _print_job_lines(done: Any, pick: Standing, rank_step: str) -> None:
@@ -274,15 +294,18 @@ def _json(done: Any, settings: Settings) -> dict[str, Any]:
         c = win.candidate
         g = min(out.gains.values(), key=lambda r: r.low)
         winner = {"layout": c.layout, "mem": c.mem, "pages": c.pages, "ranks": c.ranks,
-                  "threads": c.threads, "gain": g.estimate, "ci": [g.low, g.high]}  # fmt: skip
+                  "threads": c.threads, "gain": g.estimate,
+                  "ci": [g.low, g.high if math.isfinite(g.high) else None]}  # fmt: skip
     rec = out.recommended.candidate.name if out.recommended is not None else None
     cands = []
     for s in out.standings:
-        r = _vs_baseline(s, base, settings.maximize)
+        r = _vs_baseline(s, base, settings.maximize, out.level)
         cands.append({
             "name": s.candidate.name, "layout": s.candidate.layout, "mem": s.candidate.mem,
             "pages": s.candidate.pages, "ranks": s.candidate.ranks,
             "threads": s.candidate.threads, "runs": s.values, "failures": s.failures,
+            "counted_runs": s.runs, "failed_runs": s.failed, "busy_runs": s.busy,
+            "reruns": s.reruns,
             "walls": s.walls,
             "median": stats.median(s.values) if s.values else None,
             "vs_baseline": None if r is None else
@@ -290,7 +313,11 @@ def _json(done: Any, settings: Settings) -> dict[str, Any]:
             "dropped": s.dropped, "dropped_round": s.dropped_round,
             "verified": done.verdicts.get(s.candidate.name),
         })  # fmt: skip
-    return {"winner": winner, "recommended": rec, "stopped": out.stopped, "rounds": out.rounds,
+    return {"verdict": out.verdict, "headline": out.headline, "level": out.level,
+            "noise": out.noise,
+            "gains": {k: [g.low, g.estimate, g.high if math.isfinite(g.high) else None]
+                      for k, g in out.gains.items()},
+            "winner": winner, "recommended": rec, "stopped": out.stopped, "rounds": out.rounds,
             "maximize": settings.maximize, "min_gain": settings.min_gain,
             "record": done.record, "candidates": cands}  # fmt: skip
 
@@ -298,15 +325,17 @@ def _json(done: Any, settings: Settings) -> dict[str, Any]:
 def _list(fmt: str) -> int:
     found, bad = records.read_all()
     for line in bad:
-        print(f"topobind: warning: {line}", file=sys.stderr)
+        print(f"topobind: warning: {records.shown(line, 400)}", file=sys.stderr)
     if fmt == "json":
         print(jsonfmt.dumps([r._asdict() | {"choice": r.choice._asdict()} for r in found]))
         return 0
     if not found:
         print(f"no tune records in {records.records_dir()}")
         return 0
+    from topobind.tune.auto import how
+
     for r in found:
-        what = "winner" if r.winner else "no significant difference"
-        print(f"{r.when[:19]}  {r.program}  node type {r.node_type}, "
-              f"{plural(r.nodes, 'node')}: {r.choice.words()} ({what})  {r.path}")  # fmt: skip
+        print(f"{records.shown(r.when[:19])}  {records.shown(r.program)}  node type "
+              f"{records.shown(r.node_type, 40)}, {plural(r.nodes, 'node')}: "
+              f"{r.choice.words()} ({how(r)})  {records.shown(r.path)}")  # fmt: skip
     return 0

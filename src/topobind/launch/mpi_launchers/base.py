@@ -177,6 +177,12 @@ class Launcher:
         per-rank step's variables, files and argv (:class:`topobind.launch.shape.RankStep`)."""
         raise NotImplementedError
 
+    def plain(self, path: str | None, nodes: int, ranks: int, program: Sequence[str]) -> Launch:
+        """``program`` launched as a user would without topobind: ``ranks`` tasks on each of
+        ``nodes`` nodes, no binding asked for (the launcher's own defaults); ``path``: the
+        launcher's program as found (None: its usual name). ``topobind tune``'s baseline."""
+        raise TopobindError(f"--launcher {self.name} has no plain launch")
+
     def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         """The launch of ``program`` with a plan per group of nodes (``shape.groups``)."""
         other = "--launcher srun or mpirun" if self.family == "openmpi" else "--launcher srun"

@@ -66,6 +66,13 @@ class Flux(Launcher):
     def masks(self, plan: Plan) -> list[tuple[int, ...]]:
         return [r.cpus for r in plan.ranks]  # the step binds each rank to exactly these
 
+    def plain(self, path: str | None, nodes: int, ranks: int, program: Sequence[str]) -> Launch:
+        return Launch(
+            argv=[path or "flux", "run", f"--nodes={nodes}", f"--ntasks={nodes * ranks}", *program],
+            env={},
+            launcher=self.name,
+        )
+
     def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         env, files, prefix = step.parts(bind=True)
         nodes = max(1, shape.nodes)

@@ -82,6 +82,14 @@ class IntelMpi(Launcher):
 
         return affinity_restricted(plan.topology)
 
+    def plain(self, path: str | None, nodes: int, ranks: int, program: Sequence[str]) -> Launch:
+        per_node = ["-ppn", str(ranks)] if nodes > 1 else []
+        return Launch(
+            argv=[path or "mpiexec.hydra", "-n", str(nodes * ranks), *per_node, *program],
+            env={},
+            launcher=self.name,
+        )
+
     def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         from topobind.emit.openmpi import affinity_restricted
 

@@ -90,6 +90,14 @@ class Mpich(Launcher):
     def version_of(self, path: str) -> str:
         return "MPICH Hydra " + hydra_version(path, "HYDRA").rpartition(":")[2].strip()
 
+    def plain(self, path: str | None, nodes: int, ranks: int, program: Sequence[str]) -> Launch:
+        per_node = ["-ppn", str(ranks)] if nodes > 1 else []
+        return Launch(
+            argv=[path or "mpiexec", "-n", str(nodes * ranks), *per_node, *program],
+            env={},
+            launcher=self.name,
+        )
+
     def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         env, files, prefix = step.parts()
         plan = shape.plan

@@ -29,6 +29,9 @@ class NoLauncher(Launcher):
         env, files, prefix = step.parts()
         return Launch(argv=[*prefix, *program], env=env, launcher="none", files=tuple(files))
 
+    def plain(self, path: str | None, nodes: int, ranks: int, program: Sequence[str]) -> Launch:
+        return Launch(argv=list(program), env={}, launcher=self.name)
+
     def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         from topobind.errors import TopobindError
 

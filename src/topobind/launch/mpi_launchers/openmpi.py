@@ -99,6 +99,14 @@ class OpenMpi(Launcher):
             return [r.cpus for r in plan.ranks]
         return [plan.core_pus(r) for r in plan.ranks]
 
+    def plain(self, path: str | None, nodes: int, ranks: int, program: Sequence[str]) -> Launch:
+        per_node = ["--map-by", f"ppr:{ranks}:node"] if nodes > 1 else []
+        return Launch(
+            argv=[path or "mpirun", "-np", str(nodes * ranks), *per_node, *program],
+            env=root_env(),
+            launcher=self.name,
+        )
+
     def command(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         from topobind.emit.openmpi import openmpi_argv
 

@@ -60,6 +60,13 @@ class Srun(Launcher):
             nodes=shape.nodes,
         )
 
+    def plain(self, path: str | None, nodes: int, ranks: int, program: Sequence[str]) -> Launch:
+        return Launch(
+            argv=[path or "srun", f"--nodes={nodes}", f"--ntasks={nodes * ranks}", *program],
+            env={},
+            launcher=self.name,
+        )
+
     def command_groups(self, shape: JobShape, program: Sequence[str], step: RankStep) -> Launch:
         """One plain srun step over every group's nodes. ``SLURM_HOSTFILE`` with
         ``--distribution=arbitrary`` puts the tasks in node order (each group's ranks per
