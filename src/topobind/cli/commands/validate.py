@@ -82,6 +82,13 @@ check fails.
 """
 
 
+def _repeat(parser: argparse.ArgumentParser | argparse._ArgumentGroup, help: str) -> None:
+    """--repeat N (1 to MAX_REPEAT, default 3): --each-node's runs, calibrate's sessions."""
+    parser.add_argument(
+        "--repeat", type=count_arg("--repeat", 1, MAX_REPEAT), default=3, metavar="N", help=help
+    )
+
+
 def add_subparser(subparsers: Any) -> None:
     val = subparsers.add_parser(
         "validate",
@@ -117,13 +124,7 @@ def add_subparser(subparsers: Any) -> None:
         "one row per node; last line 'bad nodes: HOSTLIST'",
     )
     each.add_argument("--nodelist", metavar="HOSTLIST", help="these nodes, e.g. node[1-3,7]")
-    each.add_argument(
-        "--repeat",
-        type=count_arg("--repeat", 1, MAX_REPEAT),
-        default=3,
-        metavar="N",
-        help="runs per node (default 3; 7+: strong; fewer than 3 judges nothing)",
-    )
+    _repeat(each, "runs per node (default 3; 7+: strong; fewer than 3 judges nothing)")
     each.add_argument(
         "--confirm",
         action="store_true",
@@ -169,13 +170,7 @@ def add_subparser(subparsers: Any) -> None:
         epilog=CALIBRATE_EPILOG,
     )
     _common(cal)
-    cal.add_argument(
-        "--repeat",
-        type=count_arg("--repeat", 1, MAX_REPEAT),
-        default=3,
-        metavar="N",
-        help="sessions (default 3)",
-    )
+    _repeat(cal, "sessions (default 3)")
     cal.add_argument(
         "--min-tolerance",
         type=number_arg("--min-tolerance", 0, 1, "0.10 for 10 %"),
