@@ -31,6 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from bench_summary import add_summary, target  # noqa: E402 (scripts/)
+
 from topobind.tune import session, stats  # noqa: E402
 from topobind.tune.session import Candidate, Measured, Settings, run_session  # noqa: E402
 
@@ -137,6 +139,10 @@ def main() -> None:
         },  # fmt: skip
         "unpaired": {"false_positive_rate": ufp / SESSIONS, "power_10pct_rate": upower / SESSIONS},
     }
+    add_summary(doc, [  # make bench's summary (scripts/bench_summary.py)
+        target("tune false-positive rate", fp / SESSIONS, "<= 0.05", fp / SESSIONS <= 0.05),
+        target("tune power at 10 %", power / SESSIONS, ">= 0.90", power / SESSIONS >= 0.90),
+    ])  # fmt: skip
     out = REPO / "results" / "bench" / "tune.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
