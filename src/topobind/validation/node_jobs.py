@@ -70,13 +70,31 @@ def node_bound(site: Any, exp_per_node: float | None) -> tuple[float, str]:
     return bundles.DEFAULT_RUN_S, "no cost model yet"
 
 
-def expected(site: Any, req: Any, nodes: int, results: Path) -> Any:
+def wave_of(lim: Any, nodes: int) -> int:
+    """Nodes a wave: every node at once within the limits on queued jobs (``lim``:
+    :func:`topobind.validation.limits.read_limits`). Each job holds its node, and nodes run
+    side by side so that a burst of load lands on all of them alike (one node after another,
+    the node that ran during the burst looked slow: max_jobs no longer orders the nodes)."""
+    free = lim.free
+    return nodes if free is None or free <= 0 or free >= nodes else free
+
+
+def site_wave(site: Any, nodes: int) -> int:
+    """:func:`wave_of` this site's limits now (its max_submit, Slurm's)."""
+    from topobind.validation import limits
+
+    return wave_of(limits.read_limits(site.settings.get("max_submit"), str(site.path)), nodes)
+
+
+def expected(site: Any, req: Any, nodes: int, results: Path, wave: int | None = None) -> Any:
     """The expected time of the run (:func:`topobind.validation.progress.expected_run`), timed by
-    an earlier run of the same checks (tags, -n; a smoke session counts as smoke)."""
+    an earlier complete, successful run of the same checks (tags, -n; a smoke session counts as
+    smoke), ``wave`` nodes at a time (the site's max_submit)."""
     from topobind.validation import progress
 
     return progress.expected_run(site, req.partition, nodes, req.repeat, results,
-                                 (req.tags, tuple(req.names or ())), SMOKE_VARS)  # fmt: skip
+                                 (req.tags, tuple(req.names or ())), SMOKE_VARS,
+                                 wave)  # fmt: skip
 
 
 def plan(site: Any, req: Any, states: dict[str, str], nodes: Sequence[str], results: Path,
@@ -89,20 +107,15 @@ def plan(site: Any, req: Any, states: dict[str, str], nodes: Sequence[str], resu
     smoke = req.tags == "smoke"
     tags, setvars, exclusions = tier
     lim = limits.read_limits(site.settings.get("max_submit"), str(site.path))
-    free = lim.free
-    if free == 0:
+    if lim.free == 0:
         raise TopobindError(f"no job can be queued: {limits.describe(lim)}; wait for those "
                             "jobs, or raise max_submit in the site's settings")  # fmt: skip
-    # every node at once (within the limits): each job holds its node, and nodes run side by
-    # side so that a burst of load lands on all of them alike (one node after another, the
-    # node that ran during the burst looked slow: max_jobs no longer orders the nodes)
-    wave = len(nodes)
+    wave = wave_of(lim, len(nodes))
     notes = list(lim.notes)
-    if free is not None and free < wave:
+    if wave < len(nodes):
         notes.append(f"{len(nodes)} jobs (one a node) while {limits.describe(lim)}: waves of "
-                     f"at most {free}")  # fmt: skip
-        wave = free
-    exp = expected(site, req, len(nodes), results)
+                     f"at most {wave}")  # fmt: skip
+    exp = expected(site, req, len(nodes), results, wave)
     bound, why = node_bound(site, exp.per_node)
     # a job not started within the node's whole bound (at most START_S) is NOT STARTED: a
     # site's short node_budget bounds the wait for a node too

@@ -231,49 +231,73 @@ def parse_duration(value: object, where: str) -> float:
 
 
 def expected_time(reports: list[str], nodes: int, repeat: int, max_jobs: int) -> Expected:
-    """From the last ``--each-node`` report of this site and partition (``reports``: its
-    candidates, oldest first): seconds per check run (the session's time over its check runs)
-    x the checks per node x ``repeat`` x ``nodes``, ``max_jobs`` nodes at a time."""
-    from topobind.errors import TopobindError
-    from topobind.validation import reframe_report
-
+    """From the newest complete, successful ``--each-node`` report of this site and partition
+    (``reports``: its candidates, oldest first; :func:`run_timing` says which time a run):
+    seconds per check run (the session's time over its check runs) x the checks per node x
+    ``repeat``, in waves of ``max_jobs`` nodes (the last wave as long as a full one)."""
     if not reports:
         return Expected(None, None, "expected run time: unknown (no earlier --each-node run of "
                         "this partition to time the checks by; this one will be)")  # fmt: skip
-    last = reports[-1]
+    left_out: list[str] = []
+    for path in reversed(reports):
+        got = run_timing(path)
+        if isinstance(got, str):
+            left_out.append(got)
+            continue
+        elapsed, checks, runs = got
+        per_run = elapsed / runs
+        lanes = max(1, min(max_jobs, nodes))
+        node_s = checks * repeat * per_run
+        total = node_s * -(-nodes // lanes)
+        skipped = f"; {len(left_out)} newer run(s) left out: {left_out[0]}" if left_out else ""
+        return Expected(
+            total,
+            node_s,
+            f"expected run time: about {clock(total)} ({nodes} node(s) x {checks} checks x "
+            f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time; "
+            f"{clock(node_s)} a node; timed by {path}{skipped})",
+        )
+    why = f"no complete, successful earlier run of these checks to time them by: {left_out[0]}"
+    return Expected(None, None, f"expected run time: unknown ({why}; this one will be)")
+
+
+def run_timing(path: str) -> tuple[float, int, int] | str:
+    """(session seconds, checks a node, check runs) of an earlier ``--each-node`` report, or
+    why it cannot time a run: only a complete, successful one does (a failed check ends
+    early or runs long, a run stopped by Ctrl-C did part of its work)."""
+    from topobind.errors import TopobindError
+    from topobind.validation import reframe_report
+
     try:
-        with open(last, encoding="utf-8") as fh:
-            doc = reframe_report.parse_json(fh.read(64 << 20), last)
-        rep = reframe_report.report_from_document(doc, last)
-        elapsed = float(doc["session_info"]["time_elapsed"])
+        with open(path, encoding="utf-8") as fh:
+            doc = reframe_report.parse_json(fh.read(64 << 20), path)
+        rep = reframe_report.report_from_document(doc, path)
+        info = doc["session_info"]
+        elapsed = float(info["time_elapsed"])
     except (OSError, KeyError, TypeError, ValueError, TopobindError) as exc:
-        return Expected(None, None, f"expected run time: unknown ({last}: {exc})")
+        return f"{path}: {exc}"
     ran = [c for c in rep.cases if c.result != "skip"]
-    first = [c for c in ran if c.run == min((c.run for c in ran), default=0)]
-    per_node = {c.node for c in first} or {""}
-    checks = max(1, len(first) // len(per_node))
     if not ran or elapsed <= 0:
-        return Expected(None, None, f"expected run time: unknown ({last} ran no check)")
-    per_run = elapsed / len(ran)
-    lanes = max(1, min(max_jobs, nodes))
-    node_s = checks * repeat * per_run
-    total = node_s * nodes / lanes
-    return Expected(
-        total,
-        node_s,
-        f"expected run time: about {clock(total)} ({nodes} node(s) x {checks} checks x "
-        f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time; "
-        f"{clock(node_s)} a node; timed by {last})",
-    )
+        return f"{path} ran no check"
+    bad = [c for c in ran if c.result != "pass"]
+    aborted = info.get("num_aborted") if isinstance(info, dict) else None
+    if bad or (isinstance(aborted, int) and aborted > 0):
+        what = "was interrupted" if aborted or any("abort" in c.result for c in bad) else (
+            f"had {len(bad)} failed check run(s)")  # fmt: skip
+        return f"{path} {what}"
+    first = [c for c in ran if c.run == min(c.run for c in ran)]
+    per_node = {c.node for c in first} or {""}
+    return elapsed, max(1, len(first) // len(per_node)), len(ran)
 
 
 def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Path,
                  selection: tuple[str, tuple[str, ...]] | None = None,
-                 smoke: Collection[str] = ()) -> Expected:  # fmt: skip
+                 smoke: Collection[str] = (), wave: int | None = None) -> Expected:  # fmt: skip
     """The expected time of an ``--each-node`` run of ``nodes`` nodes of ``site``'s
-    ``partition``, timed by the last such run's report in ``results`` that chose the same
-    checks (``selection``: its tags and -n names; another set of checks has another count;
-    ``smoke``: the -S variables that make a quick session the smoke tier)."""
+    ``partition``, timed by the last complete, successful such run's report in ``results``
+    that chose the same checks (``selection``: its tags and -n names; another set of checks
+    has another count; ``smoke``: the -S variables that make a quick session the smoke tier),
+    ``wave`` nodes at a time (default: every node at once)."""
     pattern = f"each-node-{site.name}-{partition}-*.json"
     found = sorted(f for f in (results / "reports").glob(pattern)
                    if not f.name.endswith(".conformance.json"))  # fmt: skip
@@ -287,7 +311,7 @@ def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Pa
         found = same
     # one job a node, every node at once (topobind.validation.node_jobs; waves only past the
     # site's limit on queued jobs)
-    return expected_time([str(f) for f in found], nodes, repeat, nodes)
+    return expected_time([str(f) for f in found], nodes, repeat, wave or nodes)
 
 
 SAME_SELECTION_LOOK = 20  # the newest reports looked at for one of the same checks
