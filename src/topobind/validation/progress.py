@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -47,9 +48,16 @@ class Item:
     failed: int = 0
 
 
+#: a run in progress says so at least this often (seconds): a plain line in a log, the live
+#: lines redrawn on a terminal (DGEMM 1G ran 3:34 with no line)
+HEARTBEAT_S = 10.0
+
+
 class Progress:
-    """Progress of (node, check) items; ``estimate`` is a fallback seconds per run before any
-    run has finished (the cost model), else the mean of the runs done so far."""
+    """Progress of (node, check) items. A run's expected time: the mean of that check's own
+    runs once it has some, else ``estimate`` (the cost model), else the mean of every run
+    done so far. :meth:`beat` (every :data:`HEARTBEAT_S` from :func:`make`'s thread) says
+    what is running between the lines of finished runs."""
 
     def __init__(
         self,
@@ -66,6 +74,9 @@ class Progress:
         self.t0 = now()
         self.last_end = self.t0  # a run's time counts from its start or the last run's end
         self._drawn = 0
+        self._said = self.t0  # when the last line was written
+        self._lock = threading.RLock()  # the heartbeat's thread writes too
+        self._stop: threading.Event | None = None
 
     # ------------------------------------------------------------------ model
     def plan(self, node: str, check: str, runs: int) -> None:
@@ -102,30 +113,49 @@ class Progress:
             + (f"  {note}" if note else "")
         )
 
-    def per_run(self) -> float | None:
+    def per_run(self, item: Item | None = None) -> float | None:
+        """Seconds a run of ``item``'s check (its own runs', else the estimate, else every
+        run's mean); without ``item``: every run's mean, else the estimate."""
+        if item is not None:
+            own = [d for i in self.items.values() if i.check == item.check for d in i.durations]
+            if own:
+                return sum(own) / len(own)
+            if self.estimate is not None:
+                return self.estimate
         took = [d for i in self.items.values() for d in i.durations]
         return sum(took) / len(took) if took else self.estimate
 
     def left(self) -> float | None:
         """Seconds left: the runs not done times the seconds per run, less the time the
         runs in progress have already had."""
-        per = self.per_run()
-        if per is None:
+        if self.per_run() is None:
             return None
-        now = self.now()
-        todo = sum(max(0, i.planned - i.done) for i in self.items.values())
-        running = sum(min(now - i.started, per) for i in self.items.values() if i.started)
-        return max(0.0, todo * per - running)
+        now, total = self.now(), 0.0
+        for i in self.items.values():
+            per = self.per_run(i) or 0.0
+            total += max(0, i.planned - i.done) * per
+            if i.started is not None:
+                total -= min(now - i.started, per)
+        return max(0.0, total)
 
     def _left_text(self) -> str:
         left = self.left()
-        return "" if left is None else f", about {clock(left)} left"
+        if left is None:
+            return ""
+        now = self.now()
+        over = [i for i in self.items.values() if i.started is not None
+                and now - i.started > (self.per_run(i) or float("inf"))]  # fmt: skip
+        if over:  # the estimate is behind: say so rather than 'about 0:00 left'
+            per = self.per_run(over[0]) or 0.0
+            return (f", about {clock(left)} left after {over[0].check}, over its "
+                    f"~{clock(per)} so far")  # fmt: skip
+        return f", about {clock(left)} left"
 
     # ------------------------------------------------------------------ output
     def line(self, item: Item) -> str:
         run = min(item.done + 1, item.planned)
         since = self.now() - item.started if item.started is not None else 0.0
-        per = self.per_run()
+        per = self.per_run(item)
         est = f" of ~{clock(per)}" if per else ""
         return (
             f"{item.node}  {item.check}  run {run}/{item.planned}  {clock(since)}{est}  "
@@ -135,9 +165,11 @@ class Progress:
     def _emit(self, text: str) -> None:
         if self.mode == "quiet":
             return
-        self._erase()
-        self.stream.write(text + "\n")
-        self._draw()
+        with self._lock:
+            self._erase()
+            self.stream.write(text + "\n")
+            self._said = self.now()
+            self._draw()
 
     def _erase(self) -> None:
         if self.mode == "live" and self._drawn:
@@ -147,31 +179,67 @@ class Progress:
     def _draw(self) -> None:
         if self.mode != "live":
             return
-        self._erase()
-        active = [i for i in self.items.values() if i.started is not None]
-        for item in active:
-            self.stream.write(self.line(item) + "\n")
-        self._drawn = len(active)
-        self.stream.flush()
+        with self._lock:
+            self._erase()
+            active = [i for i in self.items.values() if i.started is not None]
+            for item in active:
+                self.stream.write(self.line(item) + "\n")
+            self._drawn = len(active)
+            self._said = self.now()
+            self.stream.flush()
 
     def tick(self) -> None:
         """Redraw the live lines (elapsed time moves on)."""
         self._draw()
 
+    def beat(self, every: float = HEARTBEAT_S) -> None:
+        """When nothing was written for ``every`` seconds: the runs in progress, one line each
+        (plain: written as lines; live: redrawn)."""
+        with self._lock:
+            if self.mode == "quiet" or self.now() - self._said < every:
+                return
+            if self.mode == "live":
+                self._draw()
+                return
+            active = [i for i in self.items.values() if i.started is not None]
+            for item in active:
+                self.stream.write(self.line(item) + "\n")
+            if active:
+                self._said = self.now()
+                self.stream.flush()
+
+    def start_heartbeat(self, every: float = HEARTBEAT_S) -> None:
+        """Call :meth:`beat` from a daemon thread until :meth:`close`."""
+        if self.mode == "quiet" or self._stop is not None:
+            return
+        stop = self._stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(min(1.0, every)):
+                self.beat(every)
+
+        threading.Thread(target=loop, name="topobind-progress", daemon=True).start()
+
     def close(self) -> None:
-        self._erase()
-        if self.mode != "quiet":
-            self.stream.flush()
+        if self._stop is not None:
+            self._stop.set()
+        with self._lock:
+            self._erase()
+            if self.mode != "quiet":
+                self.stream.flush()
 
 
 def make(
     quiet: bool = False, stream: TextIO | None = None, estimate: float | None = None
 ) -> Progress:
-    """Live on a terminal, plain lines otherwise, nothing with ``quiet``."""
+    """Live on a terminal, plain lines otherwise, nothing with ``quiet``; a run in progress
+    is shown at least every :data:`HEARTBEAT_S` (call :meth:`Progress.close` at the end)."""
     out = stream if stream is not None else sys.stderr
     isatty = getattr(out, "isatty", lambda: False)()
     mode = "quiet" if quiet else ("live" if isatty else "plain")
-    return Progress(out, mode, estimate)
+    prog = Progress(out, mode, estimate)
+    prog.start_heartbeat()
+    return prog
 
 
 def case_name(display_name: str, where: str) -> tuple[str, str]:
