@@ -79,3 +79,16 @@ def test_the_wave_is_the_free_room_under_the_limits() -> None:
     assert node_jobs.wave_of(SimpleNamespace(free=6), 16) == 6
     assert node_jobs.wave_of(SimpleNamespace(free=None), 16) == 16
     assert node_jobs.wave_of(SimpleNamespace(free=40), 16) == 16
+
+
+def test_a_nodes_bound_is_never_below_its_tiers_floor() -> None:
+    """The quick tier after an interrupted run got a 60 s bound for 1 min 53 s of work."""
+    site = SimpleNamespace(settings={}, path="site.yaml")
+    bound, why = node_jobs.node_bound(site, 7.0, "quick")
+    assert bound == node_jobs.TIER_FLOOR_S["quick"] >= 2 * 113, (bound, why)
+    assert "quick tier's least" in why
+    assert node_jobs.node_bound(site, 200.0, "quick")[0] == 600.0  # 3x a complete run's
+    assert node_jobs.node_bound(site, 7.0, "full")[0] >= 214  # DGEMM 1G alone: 3:34
+    budget = SimpleNamespace(settings={"node_budget": "2m"}, path="site.yaml")
+    assert node_jobs.node_bound(budget, 7.0, "quick") == (120.0, "node_budget 2m")
+    assert node_jobs.node_bound(site, None, "quick")[1] == "no cost model yet"

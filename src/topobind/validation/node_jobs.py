@@ -53,18 +53,32 @@ def smoke_setvars(setvars: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def node_bound(site: Any, exp_per_node: float | None) -> tuple[float, str]:
-    """A node's time bound (s) and where it comes from: three times the cost model's time
-    a node (the last run's), at least 60 s, within the site's node_budget."""
+#: the least time a node's bound may give one pass of a tier, whatever an earlier run took
+#: (the checks' cost model where no run of them has timed them): a run's bound is 3x the time
+#: a node took in the last complete, successful run, never below this. quick: twice the
+#: 1 min 53 s a node of the local cluster took for the quick tier (issue 48: a failed run's
+#: 7 s had given it a 60 s bound); full: DGEMM 1G alone ran 3:34 and HPL minutes a node, so
+#: the bound without any run (bundles.DEFAULT_RUN_S); smoke: sizes of milliseconds of work
+TIER_FLOOR_S = {"smoke": 60.0, "quick": 240.0, "full": bundles.DEFAULT_RUN_S}
+
+
+def node_bound(site: Any, exp_per_node: float | None, tier: str = "") -> tuple[float, str]:
+    """A node's time bound (s) and where it comes from: three times the time a node took in
+    the last complete, successful run of these checks, at least the tier's floor
+    (:data:`TIER_FLOOR_S`, 60 s for a tier not listed), within the site's node_budget."""
     from topobind.validation.progress import parse_duration
 
     budget = site.settings.get("node_budget")
     limit = parse_duration(budget, f"{site.path}: settings.node_budget") if budget else None
+    floor = TIER_FLOOR_S.get(tier, 60.0)
     if exp_per_node is not None:
-        bound = max(60.0, 3 * exp_per_node)
+        bound = max(floor, 3 * exp_per_node)
         if limit is not None and bound > limit:
             return limit, f"node_budget {budget}"
-        return bound, f"3x the {exp_per_node:.0f} s a node the last run took"
+        if bound == floor and tier in TIER_FLOOR_S:
+            return bound, (f"the {tier} tier's least, over 3x the {exp_per_node:.0f} s a node "
+                           "the last complete run took")  # fmt: skip
+        return bound, f"3x the {exp_per_node:.0f} s a node the last complete run took"
     if limit is not None:
         return limit, f"node_budget {budget}"
     return bundles.DEFAULT_RUN_S, "no cost model yet"
@@ -116,7 +130,7 @@ def plan(site: Any, req: Any, states: dict[str, str], nodes: Sequence[str], resu
         notes.append(f"{len(nodes)} jobs (one a node) while {limits.describe(lim)}: waves of "
                      f"at most {wave}")  # fmt: skip
     exp = expected(site, req, len(nodes), results, wave)
-    bound, why = node_bound(site, exp.per_node)
+    bound, why = node_bound(site, exp.per_node, req.tags)
     # a job not started within the node's whole bound (at most START_S) is NOT STARTED: a
     # site's short node_budget bounds the wait for a node too
     spec = PassSpec(site.name, req.partition, tuple(part.access), part.exclusive, tags,
