@@ -167,6 +167,7 @@ def test_nothing_found_says_so_and_exits_0(
     monkeypatch.setattr(externals, "SYSTEM_BIN_DIRS", ())
     monkeypatch.setattr(externals, "LIB_DIRS", ())
     monkeypatch.setattr(externals, "_pkgconfig_dirs", lambda: [])
+    monkeypatch.setattr(externals, "CLONE_FLUX", tmp_path / "no-flux")
     monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
     assert main(["spack", "externals"]) == 0
     captured = capsys.readouterr()

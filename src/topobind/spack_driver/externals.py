@@ -401,8 +401,12 @@ def detect_numactl(include_venv: bool = False) -> list[External]:
     return _one_per_prefix(found)
 
 
+#: the Flux ``make flux`` built for this checkout (a link into a cache shared by clones)
+CLONE_FLUX = REPO / "build" / "flux" / "bin" / "flux"
+
+
 def detect_flux(include_venv: bool = False) -> list[External]:
-    built = REPO / "build" / "flux" / "bin" / "flux"
+    built = CLONE_FLUX
     exes = find_executables("flux", include_venv)
     if built.is_file() and os.access(built, os.X_OK):
         exes.append(os.path.realpath(built))  # the cache it links to: the same in every clone
