@@ -61,3 +61,6 @@ def test_spack_yaml_and_the_recipe_name_both_variants() -> None:
         assert re.search(rf'variant\(\s*"{variant}"', recipe), variant
     assert 'depends_on("slurm", when="+slurm")' in recipe
     assert 'depends_on("flux-core@0.30:", when="+flux")' in recipe
+    # the plugins run topobind without PYTHONPATH: the recipe's own command sets it
+    assert 'join_path(prefix.libexec, "topobind", "topobind")' in recipe
+    assert "topobind={command}" in recipe

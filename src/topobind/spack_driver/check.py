@@ -437,9 +437,21 @@ def smoke_test(spack: Spack, env_dir: Path, spec: str = INSTALL_SPEC) -> str:
     PYTHONPATH that Spack's environment gives it); the plugins ``spec`` turns on are there."""
     where = spack.run(["-e", str(env_dir), "location", "-i", "topobind"])
     prefix = Path(where.output.strip().splitlines()[-1]) if where.ok else Path("/nonexistent")
+    plugins = [v for _p, v, _h, _f in PLUGINS if f"+{v}" in spec.split()]
     for _package, variant, _header, plugin in PLUGINS:
-        if f"+{variant}" in spec.split() and not (prefix / plugin).is_file():
+        if variant in plugins and not (prefix / plugin).is_file():
             return f"installed topobind +{variant}: no {plugin} in {prefix}"
+    if plugins:  # what the plugins run: topobind in a clean environment (no PYTHONPATH)
+        wrapper = prefix / "libexec" / "topobind" / "topobind"
+        try:
+            clean = {"PATH": "/usr/bin:/bin"}
+            p = subprocess.run([str(wrapper), "--version"], capture_output=True, text=True,
+                               errors="replace", timeout=120, env=clean)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"installed topobind: {wrapper} does not run ({exc})"
+        if p.returncode != 0:
+            return f"installed topobind: {wrapper} --version in a clean environment failed: " + (
+                p.stderr.strip().splitlines() or ["no message"])[-1]  # fmt: skip
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(map(str, prefix.glob("lib/python3*/site-packages")))
     for argv in (

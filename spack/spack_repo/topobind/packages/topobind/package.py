@@ -4,6 +4,7 @@
 # and their install PREFIX=...; both link libtb/, which the first builds once), so the recipe
 # and 'make' cannot drift apart; 'make spack-check'
 # installs it with real Spack (docs/install.md).
+import glob
 import os
 
 from spack_repo.builtin.build_systems.python import PythonPackage
@@ -98,21 +99,41 @@ class Topobind(PythonPackage):
                 break
         return args
 
+    def plugin_command(self):
+        """libexec/topobind/topobind: the plugins run topobind with a clean environment (a
+        fixed PATH, no PYTHONPATH), where Spack's bin/topobind finds no module: this one
+        sets the Python path of the install and its Python dependencies, then runs it."""
+        prefix = self.prefix
+        paths = sorted(glob.glob(join_path(prefix, "lib", "python3*", "site-packages")))
+        for p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+            if p and p not in paths:
+                paths.append(p)
+        command = join_path(prefix.libexec, "topobind", "topobind")
+        mkdirp(os.path.dirname(command))
+        with open(command, "w") as f:
+            f.write("#!/bin/sh\n# topobind for the SPANK and Flux plugins (a clean environment)\n")
+            f.write(f"PYTHONPATH={os.pathsep.join(paths)}\nexport PYTHONPATH\n")
+            f.write(f'exec {prefix.bin}/topobind "$@"\n')
+        os.chmod(command, 0o755)
+        return command
+
     @run_after("install")
     def install_plugins(self):
         """The SPANK plugin into lib/slurm/ with a plugstack.conf line for it in
-        share/topobind/; the Flux shell plugin into lib/flux/shell/plugins/ with an rc file
-        that loads it (share/topobind/flux/lua.d/topobind.lua, on FLUX_SHELL_RC_PATH)."""
+        share/topobind/; the Flux shell plugin into lib/flux/shell/plugins/ (the folder to
+        name in conf.shell_pluginpath); the topobind they run (:meth:`plugin_command`)."""
         prefix = self.prefix
         share = join_path(prefix.share, "topobind")
         mkdirp(share)
+        if self.spec.satisfies("+slurm") or self.spec.satisfies("+flux"):
+            command = self.plugin_command()
         with working_dir(self.stage.source_path):
             if self.spec.satisfies("+slurm"):
                 plugins = join_path(prefix.lib, "slurm")
                 make("-C", "rankstep", "spank-install", f"SLURM_PLUGIN_DIR={plugins}",
                      *self.slurm_make_args())  # fmt: skip
                 with open(join_path(share, "plugstack.conf"), "w") as f:
-                    f.write(f"required {plugins}/topobind_spank.so topobind={prefix.bin}/topobind\n")
+                    f.write(f"required {plugins}/topobind_spank.so topobind={command}\n")
             if self.spec.satisfies("+flux"):
                 flux = self.spec["flux-core"].prefix
                 make("-C", "rankstep", "flux-plugin", f"CC={spack_cc}",
@@ -121,10 +142,6 @@ class Topobind(PythonPackage):
                 mkdirp(plugins)
                 install(join_path("rankstep", "bin", "topobind_flux.so"),
                         join_path(plugins, "topobind.so"))  # fmt: skip
-                rc = join_path(share, "flux", "lua.d")
-                mkdirp(rc)
-                with open(join_path(rc, "topobind.lua"), "w") as f:
-                    f.write(f'plugin.load {{ file = "{plugins}/topobind.so", conf = {{}} }}\n')
 
     @run_after("install")
     def install_kernels_and_data(self):
@@ -153,6 +170,8 @@ class Topobind(PythonPackage):
         env.set("TOPOBIND_KERNELS_DIR", self.prefix.bin)
         env.set("TOPOBIND_SITES_DIR", join_path(self.prefix.share, "topobind", "site_configs"))
         if self.spec.satisfies("+flux"):
-            # what mpibind's recipe does: every job shell of this user's Flux sources the rc
-            # file, which loads the plugin (a site's system instance: conf.shell_pluginpath)
-            env.prepend_path("FLUX_SHELL_RC_PATH", join_path(self.prefix.share, "topobind", "flux"))
+            # the shell plugin (loaded from conf.shell_pluginpath) runs the job PATH's first
+            # topobind with a clean environment: the one that sets its Python path
+            # (plugin_command). FLUX_SHELL_RC_PATH, mpibind's way, is not read by the job
+            # shell of flux-core 0.88 here: not set.
+            env.prepend_path("PATH", join_path(self.prefix.libexec, "topobind"))
