@@ -125,7 +125,7 @@ def test_a_long_run_says_so_every_heartbeat_with_its_own_estimate() -> None:
     clock.t += 1
     p.beat()
     beat = out.getvalue().splitlines()[-1]
-    assert beat.startswith("n1  DgemmCheck 1G  run 2/2  0:10 of ~1:00"), beat
+    assert beat.startswith("n1  DgemmCheck 1G  still running: run 2/2  0:10 of ~1:00"), beat
     assert "about 0:50 left" in beat  # DGEMM's own 60 s, not the mean of 4 s and 60 s
     clock.t += 5
     p.beat()
@@ -145,11 +145,11 @@ def test_the_heartbeat_thread_writes_while_nothing_else_does() -> None:
     p.start_heartbeat(every=0.2)
     try:
         deadline = time.monotonic() + 30  # a busy machine schedules the thread late
-        while "HplCheck full  run 1/1" not in out.getvalue() and time.monotonic() < deadline:
+        while "still running: run 1/1" not in out.getvalue() and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         p.close()
-    assert "n1  HplCheck full  run 1/1  0:00" in out.getvalue()
+    assert "n1  HplCheck full  still running: run 1/1  0:00" in out.getvalue()
     quiet = progress.Progress(io.StringIO(), "quiet")
     quiet.start_heartbeat(every=0.2)
     quiet.close()

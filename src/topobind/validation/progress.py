@@ -202,8 +202,11 @@ class Progress:
                 self._draw()
                 return
             active = [i for i in self.items.values() if i.started is not None]
-            for item in active:
-                self.stream.write(self.line(item) + "\n")
+            for item in active:  # "still running", so that a finished run's line is told apart
+                text = self.line(item).replace(
+                    f"  {item.check}  run ", f"  {item.check}  still running: run ", 1
+                )
+                self.stream.write(text + "\n")
             if active:
                 self._said = self.now()
                 self.stream.flush()
