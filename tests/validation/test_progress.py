@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from topobind.validation import progress
 
 CASE = "StreamCheck %layout=numa %.part=local:slurm %.nid=n2 /177da1da @local:slurm+builtin"
@@ -153,3 +155,24 @@ def test_the_heartbeat_thread_writes_while_nothing_else_does() -> None:
     quiet = progress.Progress(io.StringIO(), "quiet")
     quiet.start_heartbeat(every=0.2)
     quiet.close()
+
+
+@pytest.mark.slow
+def test_a_silent_run_gets_a_line_within_the_heartbeat_from_make() -> None:
+    """What validate and bench get from progress.make: a process whose only run says nothing
+    for 12 s writes a 'still running' line (HEARTBEAT_S, 10 s) to its stderr (not a terminal)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import time; from topobind.validation import progress\n"
+        "p = progress.make(); p.plan('n1', 'DgemmCheck 1G', 1); p.start('n1', 'DgemmCheck 1G')\n"
+        "time.sleep(12); p.finish('n1', 'DgemmCheck 1G'); p.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert any(ln.startswith("n1  DgemmCheck 1G  still running: run 1/1  0:1") for ln in lines), (
+        lines
+    )
+    assert lines[-1].startswith("n1  DgemmCheck 1G  run 1/1 ok in 0:12"), lines
