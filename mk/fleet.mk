@@ -30,3 +30,5 @@ BENCH_TARGETS += bench-reframe-ci
 .PHONY: bench-scale
 bench-scale:
 	$(PY) scripts/bench-scale.py
+
+BENCH_TARGETS += bench-scale

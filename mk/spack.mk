@@ -9,6 +9,9 @@ LOCAL_OVERLAY := site_configs/local/spack-packages.yaml
 # Concretize (each overlay of this machine), install --fake, audit, info, real install;
 # steps whose inputs did not change are skipped. Fails with Spack's message and a hint.
 spack-check: $(LOCAL_OVERLAY)
+	@if [ -x build/flux/bin/flux ] && ! grep -q '^  flux-core:' $(LOCAL_OVERLAY); then \
+	  echo "spack-check: $(LOCAL_OVERLAY) again: 'make flux' built flux-core (topobind +flux)"; \
+	  $(TOPOBIND) spack externals -o $(LOCAL_OVERLAY); fi
 	@if [ -d "$(SHARED)/spack/real" ] || [ -n "$$TOPOBIND_REQUIRE_MIRROR" ]; then \
 	  $(TOPOBIND) spack check; \
 	else echo "spack-check: skipped: no offline mirror at $(SHARED) (set TOPOBIND_OFFLINE_MIRROR; docs/install.md says where to get the Spack archives)"; fi

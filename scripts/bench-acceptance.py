@@ -27,6 +27,7 @@ STATE = REPO / "build" / "local-slurm-bench"
 LLC = os.environ.get("BENCH_LLC", "260M")
 TOPOBIND = Path(sys.executable).parent / "topobind"
 sys.path.insert(0, str(REPO / "scripts"))
+from bench_summary import add_summary, target  # noqa: E402 (make bench's summary)
 from fleet_faults import cpu_quota, fleet_sites  # noqa: E402
 
 TARGETS = {"clean": 120.0, "throttled": 180.0}
@@ -203,6 +204,12 @@ def main() -> int:
         "clean": clean["bad_nodes_line"] == "bad nodes: none" and clean["seconds"] < 120,
         "throttled": "node3" in str(slow["bad_nodes_line"]) and slow["seconds"] < 180,
     }
+    add_summary(out, [
+        target("clean run: bad nodes none", clean["seconds"], "'bad nodes: none' in < 120 s",
+               bool(out["ok"]["clean"]), "s", note=str(clean["bad_nodes_line"])),
+        target("node3 at 25 % CPU named", slow["seconds"], "node3 named in < 180 s",
+               bool(out["ok"]["throttled"]), "s", note=str(slow["bad_nodes_line"])),
+    ])  # fmt: skip
     dest = REPO / "results" / "bench" / "acceptance.json"
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(out, indent=1) + "\n")

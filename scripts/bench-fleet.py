@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_summary import add_summary, target  # scripts/: make bench's summary
+
 REPO = Path(__file__).resolve().parents[1]
 NODES = int(os.environ.get("BENCH_FLEET_NODES", "1000"))
 CHECKS = int(os.environ.get("BENCH_FLEET_CHECKS", "20"))
@@ -107,6 +109,12 @@ def main() -> int:
     result["pass"] = (
         cpu < TARGET_S and result["peak_rss_mib"] < TARGET_MIB and result["found_the_slow_nodes"]
     )
+    add_summary(result, [
+        target("verdict CPU time", result["cpu_s"], f"< {TARGET_S} s", cpu < TARGET_S, "s"),
+        target("verdict peak RSS", result["peak_rss_mib"], f"< {TARGET_MIB} MiB",
+               result["peak_rss_mib"] < TARGET_MIB, "MiB"),
+        target("slow nodes found", last, expected, result["found_the_slow_nodes"]),
+    ])  # fmt: skip
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

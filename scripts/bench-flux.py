@@ -28,6 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_summary import add_summary, target  # scripts/: make bench's summary
 from bench_timing import fs_calls, summary, task_calls  # scripts/: shared with bench-spank
 
 REPO = Path(__file__).resolve().parents[1]
@@ -152,6 +153,8 @@ def main() -> int:
         "meets_target": per_task_ms <= TARGET_TASK_MS,
         "load_avg": os.getloadavg()[0],
     }
+    add_summary(doc, [target("Flux shell plugin per task (median)", doc["per_task_ms"],
+                             f"<= {TARGET_TASK_MS} ms", doc["meets_target"], "ms")])
     OUT.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = OUT.with_suffix(".json.tmp")
     tmp_out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_summary import add_summary, target  # scripts/: make bench's summary
+
 REPO = Path(__file__).resolve().parents[1]
 GPU = REPO / "topologies" / "gpu"
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
@@ -102,6 +104,12 @@ def main() -> int:
             f"{case['hwloc_calc_one_device']['median_ms']:.1f} ms (median of {REPEAT})"
         )
     out["meets_target"] = ok
+    add_summary(out, [
+        target(f"plan -l per-gpu -f json, {c['name']} (median)",
+               c["topobind_plan_json"]["median_ms"], f"< {TARGET_MS} ms",
+               bool(c["meets_target"]), "ms")
+        for c in out["cases"]  # type: ignore[attr-defined]
+    ])  # fmt: skip
     path = REPO / "results" / "bench" / "gpu-plan.json"
     from topobind.fsutil import atomic_write_text
 

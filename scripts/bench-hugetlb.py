@@ -38,6 +38,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from bench_summary import add_summary, target  # noqa: E402 (scripts/: make bench's summary)
+
 from topobind.bench.hpl import hpccinf_txt, make_config  # noqa: E402
 from topobind.fsutil import atomic_write_text  # noqa: E402
 
@@ -258,6 +260,10 @@ def main() -> int:
         },
         "raw": results,
     }
+    runs = [r for k in ("hpl", "dgemm") for v in results[k].values() for r in v]
+    failed = sum("gflops" not in r for r in runs)
+    add_summary(doc, [target("HPL and DGEMM runs that failed", failed, "0 (figures: no target)",
+                             failed == 0)])  # fmt: skip
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(str(out), json.dumps(doc, indent=1) + "\n")

@@ -38,6 +38,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from bench_summary import add_summary, target  # noqa: E402 (scripts/: make bench's summary)
+
 from topobind.bench.hpl import hpccinf_txt, make_config  # noqa: E402
 from topobind.fsutil import atomic_write_text  # noqa: E402
 from topobind.measure.hugepages import hugepages_status, reserve_hugepages  # noqa: E402
@@ -583,7 +585,6 @@ def main() -> int:
     doc["latency"] = lat
 
     doc["wall_seconds"] = round(time.monotonic() - t_start, 1)
-    atomic_write_text(OUT, json.dumps(doc, indent=1) + "\n")
 
     # ---------------------------------------------------------------- table
     def fmt(x: float) -> str:
@@ -631,6 +632,11 @@ def main() -> int:
                 hpl,
             )
         )
+    add_summary(doc, [
+        target(f"{name}: ours / {rn}", e["ratio"], f">= {e['target']:.2f}", bool(e["pass"]), "x")
+        for name, _, rn, _, e in rows
+    ])  # fmt: skip
+    atomic_write_text(OUT, json.dumps(doc, indent=1) + "\n")
     print_2m = ""
     if "ratio_no_shim" in hpl:
         print_2m = (

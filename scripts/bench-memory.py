@@ -30,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from bench_summary import add_summary, target  # noqa: E402 (scripts/: make bench's summary)
+
 from topobind.errors import TopobindError  # noqa: E402
 from topobind.fsutil import atomic_write_text  # noqa: E402
 from topobind.measure.hugepages import reserve_hugepages  # noqa: E402
@@ -90,6 +92,8 @@ def main() -> int:
                         runs[program][pages].append(value)
                     print(f"bench-memory: {program} {pages} run {i + 1}: {value}", flush=True)
     doc = summary(runs, args.repeat, load, state, failures)
+    add_summary(doc, [target("topobind run --pages runs that failed", len(failures),
+                             "0 (figures: no target)", not failures)])  # fmt: skip
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.output, json.dumps(doc, indent=1) + "\n")
     print(json.dumps(doc["results"], indent=1))

@@ -37,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_summary import add_summary, target  # scripts/: make bench's summary
+
 REPO = Path(__file__).resolve().parents[1]
 TOPOBIND = str(REPO / ".venv" / "bin" / "topobind")
 REPEAT = int(os.environ.get("BENCH_REPEAT", "15"))
@@ -224,6 +226,16 @@ def main() -> int:
         f"{'met' if ok_ratio else 'NOT met'}; instruction ratio "
         + {True: "met", False: "NOT met", None: "not measured (no valgrind)"}[ok_instructions]
     )
+    first = out["cases"][0]
+    add_summary(out, [
+        target(f"plan -f json, {first['name']} (median)", first["topobind_plan_json"]["median_ms"],
+               f"<= {TARGET_MS} ms", ok, "ms"),
+        target("multiple of hwloc-distrib's time", round(first["ratio_to_hwloc_distrib"], 2),
+               f"<= {TARGET_RATIO:.1f}x", ok_ratio, "x"),
+        target("multiple of hwloc-distrib's instructions", first.get("instructions_ratio"),
+               f"<= {TARGET_RATIO:.1f}x",
+               "not-run" if ok_instructions is None else ok_instructions, "x"),
+    ])  # fmt: skip
     path = REPO / "results" / "bench" / "plan.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")

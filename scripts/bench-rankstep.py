@@ -30,6 +30,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench_summary import add_summary, target  # scripts/: make bench's summary
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 REPEAT = int(os.environ.get("BENCH_REPEAT", "300"))
@@ -190,6 +192,12 @@ def main() -> int:
             },
         }
     print(f"rankexec adds {added_ms:.3f} ms and {added_calls} file-system calls per rank")
+    add_summary(out, [
+        target("rankexec added per rank", round(added_ms, 4), f"<= {TARGET_MS} ms",
+               added_ms <= TARGET_MS, "ms"),
+        target("rankexec file-system calls per rank", added_calls, f"<= {TARGET_CALLS}",
+               added_calls <= TARGET_CALLS),
+    ])  # fmt: skip
     path = REPO / "results" / "bench" / "rankstep.json"
     atomic_write_text(path, json.dumps(out, indent=1) + "\n")
     print(f"wrote {path.relative_to(REPO)}")

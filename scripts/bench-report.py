@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from bench_summary import add_summary, target  # noqa: E402 (scripts/: make bench's summary)
 from fleetgen import FleetSpec, generate_fleet, parse_slow  # noqa: E402 (tests/fleetgen.py)
 
 from topobind.fsutil import atomic_write_text
@@ -167,6 +168,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     kernels = tuple(k for k in args.kernels.split(",") if k)
     result = run_bench(args.hosts, args.runs, kernels, args.slow, args.keep, args.extra_slow_ok)
+    found, expected = result["slow_hosts_found"], result["slow_hosts_expected"]
+    found_ok = set(expected) <= set(found) if args.extra_slow_ok else found == expected
+    add_summary(result, [
+        target("report wall time", result["seconds"], f"<= {TARGET_SECONDS:g} s",
+               result["exit_status"] == 0 and result["seconds"] <= TARGET_SECONDS, "s"),
+        target("report peak RSS", result["peak_rss_mib"], f"<= {TARGET_PEAK_MIB:g} MiB",
+               result["peak_rss_mib"] <= TARGET_PEAK_MIB, "MiB"),
+        target("planted slow hosts found", len(found), f"the {len(expected)} planted",
+               result["exit_status"] == 0 and found_ok),
+    ])  # fmt: skip
     atomic_write_text(args.output, json.dumps(result, indent=2) + "\n")
     verdict = "PASS" if result["pass"] else "FAIL"
     print(

@@ -34,6 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_summary import add_summary, target  # scripts/: make bench's summary
+
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 NODES = [int(n) for n in os.environ.get("BENCH_SCALE_NODES", "8,16,32").split(",") if n]
@@ -212,6 +214,27 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+def summary_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """make bench's summary: the largest size's figures against the targets."""
+    big = max(rows, key=lambda r: int(r["nodes"]))  # type: ignore[call-overload]
+    n, mine = big["nodes"], big["topobind"]
+    assert isinstance(mine, dict)
+    wall = float(mine["wall_s"])
+    jobs, cpu = float(big["jobs_per_node"]), float(big["cpu_s_per_node"])  # type: ignore[arg-type]
+    out = [target(f"{n} nodes: acceptance wall", wall, f"<= {TARGET_WALL_S:g} s at 32",
+                  wall <= TARGET_WALL_S if n == 32 else "not-run", "s"),
+           target(f"{n} nodes: jobs per node", jobs, f"<= {TARGET_JOBS_PER_NODE:g}",
+                  jobs <= TARGET_JOBS_PER_NODE),
+           target(f"{n} nodes: CPU a node", cpu, f"<= {TARGET_CPU_PER_NODE:g} s",
+                  cpu <= TARGET_CPU_PER_NODE, "s")]  # fmt: skip
+    for key, goal in (("ratio_submissions", 10.0), ("ratio_wall_s", 3.0)):
+        if key in big:
+            got = float(big[key])  # type: ignore[arg-type]
+            out.append(target(f"{n} nodes: ReFrame / topobind {key[6:]}", got, f">= {goal:g}x",
+                              got >= goal, "x"))  # fmt: skip
+    return out
+
+
 def main() -> int:
     out = REPO / "results" / "bench" / "scale.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -229,6 +252,7 @@ def main() -> int:
                            "cpu_s_per_node": TARGET_CPU_PER_NODE, "ratio_submissions": 10,
                            "ratio_wall_s": 3},
                "rows": rows}  # fmt: skip
+        add_summary(doc, summary_rows(rows))
         _write(out, json.dumps(doc, indent=2) + "\n")  # after each size: a long run keeps its rows
         _write(out.with_suffix(".md"), table(rows))
     print(table(rows))

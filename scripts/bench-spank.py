@@ -30,6 +30,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench_summary import add_summary, target  # scripts/: make bench's summary
 from bench_timing import fs_calls, summary, task_calls  # scripts/: shared with bench-flux
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,6 +174,12 @@ def main() -> int:
         "targets": {"task_ms": TARGET_TASK_MS, "task_fs_calls": TARGET_TASK_FS_CALLS},
         "meets_targets": task_ms <= TARGET_TASK_MS and added_fs <= TARGET_TASK_FS_CALLS,
     }
+    add_summary(result, [
+        target("SPANK plugin task init (median)", task_ms, f"<= {TARGET_TASK_MS} ms",
+               task_ms <= TARGET_TASK_MS, "ms"),
+        target("SPANK plugin added fs calls per task", added_fs, f"<= {TARGET_TASK_FS_CALLS}",
+               added_fs <= TARGET_TASK_FS_CALLS),
+    ])  # fmt: skip
     out = REPO / "results" / "bench" / "spank.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

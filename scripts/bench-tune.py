@@ -34,6 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from bench_summary import add_summary, target  # noqa: E402 (scripts/)
+
 from topobind.tune import stats  # noqa: E402
 from topobind.tune.session import Candidate, Measured, Settings, run_session  # noqa: E402
 
@@ -142,6 +144,18 @@ def main() -> None:
         "statistics": stats_doc,
         "load_average_end": round(os.getloadavg()[0], 2),
     }
+    rows = []  # make bench's summary (scripts/bench_summary.py)
+    for name, got in stats_doc.items():
+        same, better = got["identical"], got["gain_10pct"]
+        rows += [
+            target(f"tune {name} noise: winner rate", same["winner_rate"], "<= 0.05",
+                   same["winner_rate"] <= TARGETS["winner_max"]),
+            target(f"tune {name} noise: drop rate", same["drop_rate"], "<= 0.05",
+                   same["drop_rate"] <= TARGETS["drop_max"]),
+            target(f"tune {name} noise: 10 % gain found", better["found_rate"], ">= 0.80",
+                   better["found_rate"] >= TARGETS["power_min"]),
+        ]  # fmt: skip
+    add_summary(doc, rows)
     out = REPO / "results" / "bench" / "tune.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -94,11 +94,13 @@ def test_installed_topobind_runs_through_the_view(
     env = {k: os.environ[k] for k in ("HOME", "LANG") if k in os.environ}
     env.update(re.findall(r"^export ([A-Z_0-9]+)=(.*);$", act.output, re.M))
     view = spack.root / "envs" / "install" / ".spack-env" / "view"
-    assert env["PATH"].startswith(f"{view}/bin:")
+    # +flux: libexec/topobind first, the topobind the Flux shell plugin runs (no PYTHONPATH)
+    plugins = f"{view}/libexec/topobind:" if env["PATH"].startswith(f"{view}/libexec/") else ""
+    assert env["PATH"].startswith(f"{plugins}{view}/bin:")
     assert env["TOPOBIND_KERNELS_DIR"] == f"{view}/bin"
     assert (Path(env["TOPOBIND_SITES_DIR"]) / "reframe_config.py").is_file()
     topobind = shutil.which("topobind", path=env["PATH"])
-    assert topobind == f"{view}/bin/topobind"
+    assert topobind == (f"{view}/libexec/topobind/topobind" if plugins else f"{view}/bin/topobind")
     version = subprocess.run([topobind, "--version"], capture_output=True, text=True, env=env)
     assert version.returncode == 0, version.stderr
     for name in ("whereami", "whereami-mpi", "stream", "dgemm", "rankexec", "topobind-run",

@@ -52,6 +52,8 @@ def test_finds_the_stack_debian_installed(found: list[externals.External]) -> No
 @pytest.mark.slow
 def test_each_version_is_the_owning_debian_packages(found: list[externals.External]) -> None:
     for ext in found:
+        if ext.package == "flux-core":  # built by make flux from the mirror's archive
+            continue
         package, upstream = _owner_version(ext.found_by)
         assert ext.version == upstream, (ext, package, upstream)
 
@@ -165,6 +167,7 @@ def test_nothing_found_says_so_and_exits_0(
     monkeypatch.setattr(externals, "SYSTEM_BIN_DIRS", ())
     monkeypatch.setattr(externals, "LIB_DIRS", ())
     monkeypatch.setattr(externals, "_pkgconfig_dirs", lambda: [])
+    monkeypatch.setattr(externals, "CLONE_FLUX", tmp_path / "no-flux")
     monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
     assert main(["spack", "externals"]) == 0
     captured = capsys.readouterr()
@@ -191,3 +194,20 @@ def test_runs_before_topobind_is_installed(tmp_path: Path) -> None:
     done = run_topobind("spack", "externals")
     assert done.returncode == 0, done.stderr
     assert out == done.stdout
+
+
+@pytest.mark.slow
+def test_the_flux_make_flux_built_is_found_by_its_real_prefix(
+    found: list[externals.External],
+) -> None:
+    """topobind +flux: the flux-core of build/flux (a link into a cache shared by clones) is
+    written with the prefix the link points to, at the version 'flux version' prints."""
+    built = REPO / "build" / "flux" / "bin" / "flux"
+    if not built.is_file():
+        pytest.skip("no build/flux: make flux builds it (make test does)")
+    flux = [e for e in found if e.package == "flux-core"]
+    real = str(Path(os.path.realpath(built)).parent.parent)
+    assert any(e.prefix == real for e in flux), flux
+    (ext,) = [e for e in flux if e.prefix == real]
+    out = subprocess.run([str(built), "version"], capture_output=True, text=True, timeout=60)
+    assert "commands:" in out.stdout and ext.version in out.stdout, (ext, out.stdout)

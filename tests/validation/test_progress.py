@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from topobind.validation import progress
 
 CASE = "StreamCheck %layout=numa %.part=local:slurm %.nid=n2 /177da1da @local:slurm+builtin"
@@ -102,3 +104,75 @@ def test_a_skipped_run_is_neither_running_nor_left_to_do() -> None:
     assert t.progress.left() == 0.0
     assert all(i.started is None for i in t.progress.items.values())
     assert out.getvalue().splitlines()[-1].endswith("(elapsed 0:10, about 0:00 left)")
+
+
+def test_a_long_run_says_so_every_heartbeat_with_its_own_estimate() -> None:
+    """Issue 48 item 3: validate showed 'about 0:00 left' for 3.5 minutes while DgemmCheck 1G
+    ran 3:34 with no line. A run in progress is written every 10 s, timed by its own check's
+    runs (not the short checks' mean), and once over that the line says so."""
+    out, clock = io.StringIO(), Clock()
+    p = progress.Progress(out, "plain", now=clock)
+    p.plan("n1", "StreamCheck compact", 1)
+    p.plan("n1", "DgemmCheck 1G", 2)
+    p.start("n1", "StreamCheck compact")
+    clock.t += 4
+    p.finish("n1", "StreamCheck compact")
+    p.start("n1", "DgemmCheck 1G")
+    clock.t += 60
+    p.finish("n1", "DgemmCheck 1G")
+    p.start("n1", "DgemmCheck 1G")
+    clock.t += 9
+    p.beat()
+    assert len(out.getvalue().splitlines()) == 2  # under 10 s since the last line: nothing
+    clock.t += 1
+    p.beat()
+    beat = out.getvalue().splitlines()[-1]
+    assert beat.startswith("n1  DgemmCheck 1G  still running: run 2/2  0:10 of ~1:00"), beat
+    assert "about 0:50 left" in beat  # DGEMM's own 60 s, not the mean of 4 s and 60 s
+    clock.t += 5
+    p.beat()
+    assert len(out.getvalue().splitlines()) == 3  # one line a heartbeat
+    clock.t += 80
+    p.beat()
+    assert "over its ~1:00 so far" in out.getvalue().splitlines()[-1]
+
+
+def test_the_heartbeat_thread_writes_while_nothing_else_does() -> None:
+    import time
+
+    out = io.StringIO()
+    p = progress.Progress(out, "plain")
+    p.plan("n1", "HplCheck full", 1)
+    p.start("n1", "HplCheck full")
+    p.start_heartbeat(every=0.2)
+    try:
+        deadline = time.monotonic() + 30  # a busy machine schedules the thread late
+        while "still running: run 1/1" not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        p.close()
+    assert "n1  HplCheck full  still running: run 1/1  0:00" in out.getvalue()
+    quiet = progress.Progress(io.StringIO(), "quiet")
+    quiet.start_heartbeat(every=0.2)
+    quiet.close()
+
+
+@pytest.mark.slow
+def test_a_silent_run_gets_a_line_within_the_heartbeat_from_make() -> None:
+    """What validate and bench get from progress.make: a process whose only run says nothing
+    for 12 s writes a 'still running' line (HEARTBEAT_S, 10 s) to its stderr (not a terminal)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import time; from topobind.validation import progress\n"
+        "p = progress.make(); p.plan('n1', 'DgemmCheck 1G', 1); p.start('n1', 'DgemmCheck 1G')\n"
+        "time.sleep(12); p.finish('n1', 'DgemmCheck 1G'); p.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert any(ln.startswith("n1  DgemmCheck 1G  still running: run 1/1  0:1") for ln in lines), (
+        lines
+    )
+    assert lines[-1].startswith("n1  DgemmCheck 1G  run 1/1 ok in 0:12"), lines

@@ -46,6 +46,12 @@ PYTHON_EXTERNALS = (
 PYPI_REQUIREMENTS = ("setuptools>=64", "wheel", "jsonschema", "pyyaml", "matplotlib",
                      "reframe-hpc>=4.9,<5")  # fmt: skip
 INSTALL_SPEC = "topobind@main ~hpl +mpi"
+#: the plugins the real install builds where the overlay has the scheduler as an external with
+#: its headers: (package, variant, header under its prefix, the plugin installed under the prefix)
+PLUGINS = (
+    ("slurm", "slurm", "include/slurm/spank.h", "lib/slurm/topobind_spank.so"),
+    ("flux-core", "flux", "include/flux/shell.h", "lib/flux/shell/plugins/topobind.so"),
+)  # fmt: skip
 MAX_FILE = 1 << 20  # a spack.yaml, an overlay or a recipe is a few KiB
 
 # Spack's message -> what to change (first match wins).
@@ -336,8 +342,27 @@ def _pip_versions(pyext: Path) -> dict[str, str]:
     return json.loads(out.stdout)
 
 
-def install_env_yaml(src: Path, overlay: Path, pyext: Path) -> str:
-    """spack.yaml of the real install: topobind from the copy, every dependency external."""
+def install_spec(overlay: Path) -> str:
+    """:data:`INSTALL_SPEC` with each plugin of :data:`PLUGINS` on (``+slurm``, ``+flux``)
+    where ``overlay`` has its scheduler as an external whose prefix holds the header, else off."""
+    try:
+        packages = (yaml.safe_load(overlay.read_text()) or {}).get("packages") or {}
+    except (OSError, yaml.YAMLError):
+        packages = {}
+    spec = INSTALL_SPEC
+    for package, variant, header, _plugin in PLUGINS:
+        conf = packages.get(package) if isinstance(packages, dict) else None
+        exts = conf.get("externals") or [] if isinstance(conf, dict) else []
+        have = any(isinstance(e, dict) and (Path(str(e.get("prefix", ""))) / header).is_file()
+                   for e in exts)  # fmt: skip
+        spec += f" {'+' if have else '~'}{variant}"
+    return spec
+
+
+def install_env_yaml(src: Path, overlay: Path, pyext: Path, modules: Path | None = None) -> str:
+    """spack.yaml of the real install: topobind from the copy (with the plugins the overlay's
+    schedulers allow, :func:`install_spec`), every dependency external; with ``modules``, the
+    environment modules (tcl) Spack writes there."""
     have = _pip_versions(pyext)
     py = subprocess.run(
         [str(pyext / "bin" / "python"), "-c", "import platform; print(platform.python_version())"],
@@ -362,23 +387,27 @@ def install_env_yaml(src: Path, overlay: Path, pyext: Path) -> str:
         "spack": {
             "include": [{"path": str(overlay)}],
             "repos": {"topobind": str(src / "spack" / "spack_repo" / "topobind")},
-            "specs": [INSTALL_SPEC],
+            "specs": [install_spec(overlay)],
             "develop": {"topobind": {"spec": "topobind@=main", "path": str(src)}},
             "view": True,  # the site admin walkthrough of docs/install.md uses it
             "concretizer": {"unify": True},
             "packages": packages,
         }
     }
+    if modules is not None:  # docs/install.md: what `module load topobind` sets
+        doc["spack"]["modules"] = {
+            "default": {"enable": ["tcl"], "roots": {"tcl": str(modules)}}
+        }  # fmt: skip
     return "# Written by topobind spack check: the real install.\n" + yaml.safe_dump(doc)
 
 
 def real_install(runner: Runner, src: Path, overlay: Path) -> None:
     spack = runner.spack
     env_dir = spack.root / "envs" / "install"
-    text = install_env_yaml(src, overlay, python_env(spack))
+    text = install_env_yaml(src, overlay, python_env(spack), spack.root / "modules")
     if not (env_dir / "spack.yaml").is_file() or (env_dir / "spack.yaml").read_text() != text:
         atomic_write_text(env_dir / "spack.yaml", text)
-    shown = f"{INSTALL_SPEC}, dependencies external"
+    shown = f"{install_spec(overlay)}, dependencies external"
     recipe = src / "spack" / "spack_repo" / "topobind"
     key = files_hash([env_dir / "spack.yaml", recipe, overlay], spack.key())
     if not runner.step("concretize (install)", key, lambda: concretize(runner, env_dir, "", shown)):
@@ -396,16 +425,33 @@ def real_install(runner: Runner, src: Path, overlay: Path) -> None:
         # the project added since is in the prefix but not in the view until it is regenerated
         view = ["-e", str(env_dir), "env", "view", "regenerate"]
         problem = problem or runner.spack_step("view regenerate", view, {}, shown)
-        return problem or smoke_test(spack, env_dir)
+        module = ["-e", str(env_dir), "module", "tcl", "refresh", "-y"]
+        problem = problem or runner.spack_step("module tcl refresh", module, {}, shown)
+        return problem or smoke_test(spack, env_dir, install_spec(overlay))
 
     runner.step("install", key, install)
 
 
-def smoke_test(spack: Spack, env_dir: Path) -> str:
+def smoke_test(spack: Spack, env_dir: Path, spec: str = INSTALL_SPEC) -> str:
     """The installed topobind runs: its CLI and a kernel from the install prefix (with the
-    PYTHONPATH that Spack's environment gives it)."""
+    PYTHONPATH that Spack's environment gives it); the plugins ``spec`` turns on are there."""
     where = spack.run(["-e", str(env_dir), "location", "-i", "topobind"])
     prefix = Path(where.output.strip().splitlines()[-1]) if where.ok else Path("/nonexistent")
+    plugins = [v for _p, v, _h, _f in PLUGINS if f"+{v}" in spec.split()]
+    for _package, variant, _header, plugin in PLUGINS:
+        if variant in plugins and not (prefix / plugin).is_file():
+            return f"installed topobind +{variant}: no {plugin} in {prefix}"
+    if plugins:  # what the plugins run: topobind in a clean environment (no PYTHONPATH)
+        wrapper = prefix / "libexec" / "topobind" / "topobind"
+        try:
+            clean = {"PATH": "/usr/bin:/bin"}
+            p = subprocess.run([str(wrapper), "--version"], capture_output=True, text=True,
+                               errors="replace", timeout=120, env=clean)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"installed topobind: {wrapper} does not run ({exc})"
+        if p.returncode != 0:
+            return f"installed topobind: {wrapper} --version in a clean environment failed: " + (
+                p.stderr.strip().splitlines() or ["no message"])[-1]  # fmt: skip
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(map(str, prefix.glob("lib/python3*/site-packages")))
     for argv in (

@@ -20,7 +20,10 @@ What Spack does not find here, topobind's own probes:
   ``libopenblas.so``; ``threads=`` from ``openblas_get_parallel()`` (0 none, 1 pthreads,
   2 openmp);
 * pmix: ``pmix.pc`` (its prefix) and ``pmix_version.h`` (``PMIX_VERSION_MAJOR/MINOR/RELEASE``);
-* numactl: ``numa.pc`` beside ``bin/numactl`` (``numactl`` has no ``--version``).
+* numactl: ``numa.pc`` beside ``bin/numactl`` (``numactl`` has no ``--version``);
+* flux-core: ``flux version`` -> ``commands: 0.88.0``, on $PATH or the one ``make flux``
+  built for this checkout (``build/flux``, written with the real prefix it links to), for
+  the recipe's ``+flux`` (the Flux shell plugin).
 
 The prefix is the directory above ``bin/`` or ``sbin/`` (above ``lib/<triplet>/`` for a
 library). Executables are looked for on ``$PATH`` and in the system's bin/sbin directories.
@@ -42,6 +45,8 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from topobind.spack_driver.locations import REPO
 
 SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 LIB_DIRS = ("/usr/local/lib", "/usr/lib64", "/usr/lib", "/lib64", "/lib")
@@ -396,6 +401,19 @@ def detect_numactl(include_venv: bool = False) -> list[External]:
     return _one_per_prefix(found)
 
 
+#: the Flux ``make flux`` built for this checkout (a link into a cache shared by clones)
+CLONE_FLUX = REPO / "build" / "flux" / "bin" / "flux"
+
+
+def detect_flux(include_venv: bool = False) -> list[External]:
+    built = CLONE_FLUX
+    exes = find_executables("flux", include_venv)
+    if built.is_file() and os.access(built, os.X_OK):
+        exes.append(os.path.realpath(built))  # the cache it links to: the same in every clone
+    found = _probe("flux-core", exes, ["version"], r"commands:\s+([0-9][0-9.]*[0-9])")
+    return _one_per_prefix(found)
+
+
 def _one_per_prefix(found: list[External]) -> list[External]:
     out: dict[tuple[str, str], External] = {}
     for ext in found:
@@ -412,6 +430,7 @@ DETECTORS: tuple[Callable[[bool], list[External]], ...] = (
     detect_pmix,
     detect_numactl,
     detect_python,
+    detect_flux,
 )
 
 

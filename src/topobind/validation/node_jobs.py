@@ -53,30 +53,62 @@ def smoke_setvars(setvars: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def node_bound(site: Any, exp_per_node: float | None) -> tuple[float, str]:
-    """A node's time bound (s) and where it comes from: three times the cost model's time
-    a node (the last run's), at least 60 s, within the site's node_budget."""
+#: the least time a node's bound may give one pass of a tier, whatever an earlier run took
+#: (the checks' cost model where no run of them has timed them): a run's bound is 3x the time
+#: a node took in the last complete, successful run, never below this. quick: twice the
+#: 1 min 53 s a node of the local cluster took for the quick tier (issue 48: a failed run's
+#: 7 s had given it a 60 s bound); full: DGEMM 1G alone ran 3:34 and HPL minutes a node, so
+#: the bound without any run (bundles.DEFAULT_RUN_S); smoke: sizes of milliseconds of work
+TIER_FLOOR_S = {"smoke": 60.0, "quick": 240.0, "full": bundles.DEFAULT_RUN_S}
+
+
+def node_bound(site: Any, exp_per_node: float | None, tier: str = "") -> tuple[float, str]:
+    """A node's time bound (s) and where it comes from: three times the time a node took in
+    the last complete, successful run of these checks, at least the tier's floor
+    (:data:`TIER_FLOOR_S`, 60 s for a tier not listed), within the site's node_budget."""
     from topobind.validation.progress import parse_duration
 
     budget = site.settings.get("node_budget")
     limit = parse_duration(budget, f"{site.path}: settings.node_budget") if budget else None
+    floor = TIER_FLOOR_S.get(tier, 60.0)
     if exp_per_node is not None:
-        bound = max(60.0, 3 * exp_per_node)
+        bound = max(floor, 3 * exp_per_node)
         if limit is not None and bound > limit:
             return limit, f"node_budget {budget}"
-        return bound, f"3x the {exp_per_node:.0f} s a node the last run took"
+        if bound == floor and tier in TIER_FLOOR_S:
+            return bound, (f"the {tier} tier's least, over 3x the {exp_per_node:.0f} s a node "
+                           "the last complete run took")  # fmt: skip
+        return bound, f"3x the {exp_per_node:.0f} s a node the last complete run took"
     if limit is not None:
         return limit, f"node_budget {budget}"
     return bundles.DEFAULT_RUN_S, "no cost model yet"
 
 
-def expected(site: Any, req: Any, nodes: int, results: Path) -> Any:
+def wave_of(lim: Any, nodes: int) -> int:
+    """Nodes a wave: every node at once within the limits on queued jobs (``lim``:
+    :func:`topobind.validation.limits.read_limits`). Each job holds its node, and nodes run
+    side by side so that a burst of load lands on all of them alike (one node after another,
+    the node that ran during the burst looked slow: max_jobs no longer orders the nodes)."""
+    free = lim.free
+    return nodes if free is None or free <= 0 or free >= nodes else free
+
+
+def site_wave(site: Any, nodes: int) -> int:
+    """:func:`wave_of` this site's limits now (its max_submit, Slurm's)."""
+    from topobind.validation import limits
+
+    return wave_of(limits.read_limits(site.settings.get("max_submit"), str(site.path)), nodes)
+
+
+def expected(site: Any, req: Any, nodes: int, results: Path, wave: int | None = None) -> Any:
     """The expected time of the run (:func:`topobind.validation.progress.expected_run`), timed by
-    an earlier run of the same checks (tags, -n; a smoke session counts as smoke)."""
+    an earlier complete, successful run of the same checks (tags, -n; a smoke session counts as
+    smoke), ``wave`` nodes at a time (the site's max_submit)."""
     from topobind.validation import progress
 
     return progress.expected_run(site, req.partition, nodes, req.repeat, results,
-                                 (req.tags, tuple(req.names or ())), SMOKE_VARS)  # fmt: skip
+                                 (req.tags, tuple(req.names or ())), SMOKE_VARS,
+                                 wave)  # fmt: skip
 
 
 def plan(site: Any, req: Any, states: dict[str, str], nodes: Sequence[str], results: Path,
@@ -89,21 +121,16 @@ def plan(site: Any, req: Any, states: dict[str, str], nodes: Sequence[str], resu
     smoke = req.tags == "smoke"
     tags, setvars, exclusions = tier
     lim = limits.read_limits(site.settings.get("max_submit"), str(site.path))
-    free = lim.free
-    if free == 0:
+    if lim.free == 0:
         raise TopobindError(f"no job can be queued: {limits.describe(lim)}; wait for those "
                             "jobs, or raise max_submit in the site's settings")  # fmt: skip
-    # every node at once (within the limits): each job holds its node, and nodes run side by
-    # side so that a burst of load lands on all of them alike (one node after another, the
-    # node that ran during the burst looked slow: max_jobs no longer orders the nodes)
-    wave = len(nodes)
+    wave = wave_of(lim, len(nodes))
     notes = list(lim.notes)
-    if free is not None and free < wave:
+    if wave < len(nodes):
         notes.append(f"{len(nodes)} jobs (one a node) while {limits.describe(lim)}: waves of "
-                     f"at most {free}")  # fmt: skip
-        wave = free
-    exp = expected(site, req, len(nodes), results)
-    bound, why = node_bound(site, exp.per_node)
+                     f"at most {wave}")  # fmt: skip
+    exp = expected(site, req, len(nodes), results, wave)
+    bound, why = node_bound(site, exp.per_node, req.tags)
     # a job not started within the node's whole bound (at most START_S) is NOT STARTED: a
     # site's short node_budget bounds the wait for a node too
     spec = PassSpec(site.name, req.partition, tuple(part.access), part.exclusive, tags,

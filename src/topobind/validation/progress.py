@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -47,9 +48,16 @@ class Item:
     failed: int = 0
 
 
+#: a run in progress says so at least this often (seconds): a plain line in a log, the live
+#: lines redrawn on a terminal (DGEMM 1G ran 3:34 with no line)
+HEARTBEAT_S = 10.0
+
+
 class Progress:
-    """Progress of (node, check) items; ``estimate`` is a fallback seconds per run before any
-    run has finished (the cost model), else the mean of the runs done so far."""
+    """Progress of (node, check) items. A run's expected time: the mean of that check's own
+    runs once it has some, else ``estimate`` (the cost model), else the mean of every run
+    done so far. :meth:`beat` (every :data:`HEARTBEAT_S` from :func:`make`'s thread) says
+    what is running between the lines of finished runs."""
 
     def __init__(
         self,
@@ -66,6 +74,9 @@ class Progress:
         self.t0 = now()
         self.last_end = self.t0  # a run's time counts from its start or the last run's end
         self._drawn = 0
+        self._said = self.t0  # when the last line was written
+        self._lock = threading.RLock()  # the heartbeat's thread writes too
+        self._stop: threading.Event | None = None
 
     # ------------------------------------------------------------------ model
     def plan(self, node: str, check: str, runs: int) -> None:
@@ -102,30 +113,49 @@ class Progress:
             + (f"  {note}" if note else "")
         )
 
-    def per_run(self) -> float | None:
+    def per_run(self, item: Item | None = None) -> float | None:
+        """Seconds a run of ``item``'s check (its own runs', else the estimate, else every
+        run's mean); without ``item``: every run's mean, else the estimate."""
+        if item is not None:
+            own = [d for i in self.items.values() if i.check == item.check for d in i.durations]
+            if own:
+                return sum(own) / len(own)
+            if self.estimate is not None:
+                return self.estimate
         took = [d for i in self.items.values() for d in i.durations]
         return sum(took) / len(took) if took else self.estimate
 
     def left(self) -> float | None:
         """Seconds left: the runs not done times the seconds per run, less the time the
         runs in progress have already had."""
-        per = self.per_run()
-        if per is None:
+        if self.per_run() is None:
             return None
-        now = self.now()
-        todo = sum(max(0, i.planned - i.done) for i in self.items.values())
-        running = sum(min(now - i.started, per) for i in self.items.values() if i.started)
-        return max(0.0, todo * per - running)
+        now, total = self.now(), 0.0
+        for i in self.items.values():
+            per = self.per_run(i) or 0.0
+            total += max(0, i.planned - i.done) * per
+            if i.started is not None:
+                total -= min(now - i.started, per)
+        return max(0.0, total)
 
     def _left_text(self) -> str:
         left = self.left()
-        return "" if left is None else f", about {clock(left)} left"
+        if left is None:
+            return ""
+        now = self.now()
+        over = [i for i in self.items.values() if i.started is not None
+                and now - i.started > (self.per_run(i) or float("inf"))]  # fmt: skip
+        if over:  # the estimate is behind: say so rather than 'about 0:00 left'
+            per = self.per_run(over[0]) or 0.0
+            return (f", about {clock(left)} left after {over[0].check}, over its "
+                    f"~{clock(per)} so far")  # fmt: skip
+        return f", about {clock(left)} left"
 
     # ------------------------------------------------------------------ output
     def line(self, item: Item) -> str:
         run = min(item.done + 1, item.planned)
         since = self.now() - item.started if item.started is not None else 0.0
-        per = self.per_run()
+        per = self.per_run(item)
         est = f" of ~{clock(per)}" if per else ""
         return (
             f"{item.node}  {item.check}  run {run}/{item.planned}  {clock(since)}{est}  "
@@ -135,9 +165,11 @@ class Progress:
     def _emit(self, text: str) -> None:
         if self.mode == "quiet":
             return
-        self._erase()
-        self.stream.write(text + "\n")
-        self._draw()
+        with self._lock:
+            self._erase()
+            self.stream.write(text + "\n")
+            self._said = self.now()
+            self._draw()
 
     def _erase(self) -> None:
         if self.mode == "live" and self._drawn:
@@ -147,31 +179,70 @@ class Progress:
     def _draw(self) -> None:
         if self.mode != "live":
             return
-        self._erase()
-        active = [i for i in self.items.values() if i.started is not None]
-        for item in active:
-            self.stream.write(self.line(item) + "\n")
-        self._drawn = len(active)
-        self.stream.flush()
+        with self._lock:
+            self._erase()
+            active = [i for i in self.items.values() if i.started is not None]
+            for item in active:
+                self.stream.write(self.line(item) + "\n")
+            self._drawn = len(active)
+            self._said = self.now()
+            self.stream.flush()
 
     def tick(self) -> None:
         """Redraw the live lines (elapsed time moves on)."""
         self._draw()
 
+    def beat(self, every: float = HEARTBEAT_S) -> None:
+        """When nothing was written for ``every`` seconds: the runs in progress, one line each
+        (plain: written as lines; live: redrawn)."""
+        with self._lock:
+            if self.mode == "quiet" or self.now() - self._said < every:
+                return
+            if self.mode == "live":
+                self._draw()
+                return
+            active = [i for i in self.items.values() if i.started is not None]
+            for item in active:  # "still running", so that a finished run's line is told apart
+                text = self.line(item).replace(
+                    f"  {item.check}  run ", f"  {item.check}  still running: run ", 1
+                )
+                self.stream.write(text + "\n")
+            if active:
+                self._said = self.now()
+                self.stream.flush()
+
+    def start_heartbeat(self, every: float = HEARTBEAT_S) -> None:
+        """Call :meth:`beat` from a daemon thread until :meth:`close`."""
+        if self.mode == "quiet" or self._stop is not None:
+            return
+        stop = self._stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(min(1.0, every)):
+                self.beat(every)
+
+        threading.Thread(target=loop, name="topobind-progress", daemon=True).start()
+
     def close(self) -> None:
-        self._erase()
-        if self.mode != "quiet":
-            self.stream.flush()
+        if self._stop is not None:
+            self._stop.set()
+        with self._lock:
+            self._erase()
+            if self.mode != "quiet":
+                self.stream.flush()
 
 
 def make(
     quiet: bool = False, stream: TextIO | None = None, estimate: float | None = None
 ) -> Progress:
-    """Live on a terminal, plain lines otherwise, nothing with ``quiet``."""
+    """Live on a terminal, plain lines otherwise, nothing with ``quiet``; a run in progress
+    is shown at least every :data:`HEARTBEAT_S` (call :meth:`Progress.close` at the end)."""
     out = stream if stream is not None else sys.stderr
     isatty = getattr(out, "isatty", lambda: False)()
     mode = "quiet" if quiet else ("live" if isatty else "plain")
-    return Progress(out, mode, estimate)
+    prog = Progress(out, mode, estimate)
+    prog.start_heartbeat()
+    return prog
 
 
 def case_name(display_name: str, where: str) -> tuple[str, str]:
@@ -231,49 +302,73 @@ def parse_duration(value: object, where: str) -> float:
 
 
 def expected_time(reports: list[str], nodes: int, repeat: int, max_jobs: int) -> Expected:
-    """From the last ``--each-node`` report of this site and partition (``reports``: its
-    candidates, oldest first): seconds per check run (the session's time over its check runs)
-    x the checks per node x ``repeat`` x ``nodes``, ``max_jobs`` nodes at a time."""
-    from topobind.errors import TopobindError
-    from topobind.validation import reframe_report
-
+    """From the newest complete, successful ``--each-node`` report of this site and partition
+    (``reports``: its candidates, oldest first; :func:`run_timing` says which time a run):
+    seconds per check run (the session's time over its check runs) x the checks per node x
+    ``repeat``, in waves of ``max_jobs`` nodes (the last wave as long as a full one)."""
     if not reports:
         return Expected(None, None, "expected run time: unknown (no earlier --each-node run of "
                         "this partition to time the checks by; this one will be)")  # fmt: skip
-    last = reports[-1]
+    left_out: list[str] = []
+    for path in reversed(reports):
+        got = run_timing(path)
+        if isinstance(got, str):
+            left_out.append(got)
+            continue
+        elapsed, checks, runs = got
+        per_run = elapsed / runs
+        lanes = max(1, min(max_jobs, nodes))
+        node_s = checks * repeat * per_run
+        total = node_s * -(-nodes // lanes)
+        skipped = f"; {len(left_out)} newer run(s) left out: {left_out[0]}" if left_out else ""
+        return Expected(
+            total,
+            node_s,
+            f"expected run time: about {clock(total)} ({nodes} node(s) x {checks} checks x "
+            f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time; "
+            f"{clock(node_s)} a node; timed by {path}{skipped})",
+        )
+    why = f"no complete, successful earlier run of these checks to time them by: {left_out[0]}"
+    return Expected(None, None, f"expected run time: unknown ({why}; this one will be)")
+
+
+def run_timing(path: str) -> tuple[float, int, int] | str:
+    """(session seconds, checks a node, check runs) of an earlier ``--each-node`` report, or
+    why it cannot time a run: only a complete, successful one does (a failed check ends
+    early or runs long, a run stopped by Ctrl-C did part of its work)."""
+    from topobind.errors import TopobindError
+    from topobind.validation import reframe_report
+
     try:
-        with open(last, encoding="utf-8") as fh:
-            doc = reframe_report.parse_json(fh.read(64 << 20), last)
-        rep = reframe_report.report_from_document(doc, last)
-        elapsed = float(doc["session_info"]["time_elapsed"])
+        with open(path, encoding="utf-8") as fh:
+            doc = reframe_report.parse_json(fh.read(64 << 20), path)
+        rep = reframe_report.report_from_document(doc, path)
+        info = doc["session_info"]
+        elapsed = float(info["time_elapsed"])
     except (OSError, KeyError, TypeError, ValueError, TopobindError) as exc:
-        return Expected(None, None, f"expected run time: unknown ({last}: {exc})")
+        return f"{path}: {exc}"
     ran = [c for c in rep.cases if c.result != "skip"]
-    first = [c for c in ran if c.run == min((c.run for c in ran), default=0)]
-    per_node = {c.node for c in first} or {""}
-    checks = max(1, len(first) // len(per_node))
     if not ran or elapsed <= 0:
-        return Expected(None, None, f"expected run time: unknown ({last} ran no check)")
-    per_run = elapsed / len(ran)
-    lanes = max(1, min(max_jobs, nodes))
-    node_s = checks * repeat * per_run
-    total = node_s * nodes / lanes
-    return Expected(
-        total,
-        node_s,
-        f"expected run time: about {clock(total)} ({nodes} node(s) x {checks} checks x "
-        f"{repeat} runs at {per_run:.1f} s a check, {lanes} node(s) at a time; "
-        f"{clock(node_s)} a node; timed by {last})",
-    )
+        return f"{path} ran no check"
+    bad = [c for c in ran if c.result != "pass"]
+    aborted = info.get("num_aborted") if isinstance(info, dict) else None
+    if bad or (isinstance(aborted, int) and aborted > 0):
+        what = "was interrupted" if aborted or any("abort" in c.result for c in bad) else (
+            f"had {len(bad)} failed check run(s)")  # fmt: skip
+        return f"{path} {what}"
+    first = [c for c in ran if c.run == min(c.run for c in ran)]
+    per_node = {c.node for c in first} or {""}
+    return elapsed, max(1, len(first) // len(per_node)), len(ran)
 
 
 def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Path,
                  selection: tuple[str, tuple[str, ...]] | None = None,
-                 smoke: Collection[str] = ()) -> Expected:  # fmt: skip
+                 smoke: Collection[str] = (), wave: int | None = None) -> Expected:  # fmt: skip
     """The expected time of an ``--each-node`` run of ``nodes`` nodes of ``site``'s
-    ``partition``, timed by the last such run's report in ``results`` that chose the same
-    checks (``selection``: its tags and -n names; another set of checks has another count;
-    ``smoke``: the -S variables that make a quick session the smoke tier)."""
+    ``partition``, timed by the last complete, successful such run's report in ``results``
+    that chose the same checks (``selection``: its tags and -n names; another set of checks
+    has another count; ``smoke``: the -S variables that make a quick session the smoke tier),
+    ``wave`` nodes at a time (default: every node at once)."""
     pattern = f"each-node-{site.name}-{partition}-*.json"
     found = sorted(f for f in (results / "reports").glob(pattern)
                    if not f.name.endswith(".conformance.json"))  # fmt: skip
@@ -287,7 +382,7 @@ def expected_run(site: Any, partition: str, nodes: int, repeat: int, results: Pa
         found = same
     # one job a node, every node at once (topobind.validation.node_jobs; waves only past the
     # site's limit on queued jobs)
-    return expected_time([str(f) for f in found], nodes, repeat, nodes)
+    return expected_time([str(f) for f in found], nodes, repeat, wave or nodes)
 
 
 SAME_SELECTION_LOOK = 20  # the newest reports looked at for one of the same checks

@@ -599,11 +599,13 @@ def _validate_partition(site: Site, partition: str, setvars: dict[str, str],
     from topobind.validation import progress
 
     tracker = progress.ReframeTracker(progress.make(quiet=options.quiet))
-    session = run_reframe(
-        site, partition, options.tags, options.names, setvars, options.exec_policy,
-        options.results, options.verbose, extra=retry, progress=tracker,
-    )  # fmt: skip
-    tracker.progress.close()
+    try:
+        session = run_reframe(
+            site, partition, options.tags, options.names, setvars, options.exec_policy,
+            options.results, options.verbose, extra=retry, progress=tracker,
+        )  # fmt: skip
+    finally:
+        tracker.progress.close()  # and its heartbeat
     load = cpu_load.load_between(before, cpu_load.cpu_sample() if before else None)
     where = f"{site.name}:{partition}"
     if session.parsed is None:

@@ -414,7 +414,7 @@ def _expected(args: argparse.Namespace, site: Any, req: Any) -> None:
 
     states = acceptance.partition_states(site, req.partition) or {}
     nodes = len(acceptance.choose_nodes(states, req.nodelist, req.partition)) if states else 1
-    exp = node_jobs.expected(site, req, nodes, _results_dir(args))
+    exp = node_jobs.expected(site, req, nodes, _results_dir(args), node_jobs.site_wave(site, nodes))
     print(exp.text, flush=True)
     progress.check_budget(site, exp)
 

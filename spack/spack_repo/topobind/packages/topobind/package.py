@@ -4,6 +4,7 @@
 # and their install PREFIX=...; both link libtb/, which the first builds once), so the recipe
 # and 'make' cannot drift apart; 'make spack-check'
 # installs it with real Spack (docs/install.md).
+import glob
 import os
 
 from spack_repo.builtin.build_systems.python import PythonPackage
@@ -27,6 +28,19 @@ class Topobind(PythonPackage):
 
     variant("mpi", default=True, description="Build the MPI placement probe whereami-mpi")
     variant("hpl", default=True, description="Add HPL (xhpl) for 'topobind bench hpl'")
+    # The plugins (docs/spank.md, docs/flux.md), each built against the site's own scheduler:
+    # its headers are the ABI the plugin is loaded with (LLNL's mpibind recipe has +flux too).
+    variant(
+        "slurm",
+        default=False,
+        description="Build the SPANK plugin (srun --topobind) into lib/slurm/, for plugstack.conf",
+    )
+    variant(
+        "flux",
+        default=False,
+        description="Build the Flux shell plugin into lib/flux/shell/plugins/ "
+        "(conf.shell_pluginpath)",
+    )
 
     # The C kernels (kernels/Makefile): C11 + OpenMP; dgemm calls cblas_dgemm. The rank step
     # (rankstep/Makefile: rankexec and the hugepage shim): C11, the architecture's baseline.
@@ -36,6 +50,11 @@ class Topobind(PythonPackage):
     depends_on("gmake", type="build")
     depends_on("blas", type=("build", "link"))
     depends_on("mpi", type=("build", "link", "run"), when="+mpi")
+    # slurm/spank.h and the libslurm the plugin names its API version from; the site's Slurm
+    # (an external: never built by Spack, see spack.yaml)
+    depends_on("slurm", when="+slurm")
+    # flux/shell.h; the job shell resolves the plugin's flux_shell_* symbols when it loads it
+    depends_on("flux-core@0.30:", when="+flux")
 
     # Tools that the Python engine, the launchers and the ReFrame checks run.
     depends_on("hwloc@2.9:+libxml2", type="run")  # lstopo-no-graphics, hwloc-calc; XML input
@@ -70,6 +89,60 @@ class Topobind(PythonPackage):
             make("-C", "kernels", "all", *self.kernel_make_args())
             make("-C", "rankstep", "all", f"CC={spack_cc}")
 
+    def slurm_make_args(self):
+        slurm = self.spec["slurm"].prefix
+        args = [f"CC={spack_cc}", f"SLURM_INCLUDE={slurm.include}"]
+        # libslurm.so's soname gives the plugin its Slurm API number (rankstep/Makefile)
+        for libdir in (slurm.lib, slurm.lib64, join_path(slurm.lib, "x86_64-linux-gnu")):
+            if os.path.exists(join_path(libdir, "libslurm.so")):
+                args.append(f"SLURM_LIBDIR={libdir}")
+                break
+        return args
+
+    def plugin_command(self):
+        """libexec/topobind/topobind: the plugins run topobind with a clean environment (a
+        fixed PATH, no PYTHONPATH), where Spack's bin/topobind finds no module: this one
+        sets the Python path of the install and its Python dependencies, then runs it."""
+        prefix = self.prefix
+        paths = sorted(glob.glob(join_path(prefix, "lib", "python3*", "site-packages")))
+        for p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+            if p and p not in paths:
+                paths.append(p)
+        command = join_path(prefix.libexec, "topobind", "topobind")
+        mkdirp(os.path.dirname(command))
+        with open(command, "w") as f:
+            f.write("#!/bin/sh\n# topobind for the SPANK and Flux plugins (a clean environment)\n")
+            f.write(f"PYTHONPATH={os.pathsep.join(paths)}\nexport PYTHONPATH\n")
+            f.write(f'exec {prefix.bin}/topobind "$@"\n')
+        os.chmod(command, 0o755)
+        return command
+
+    @run_after("install")
+    def install_plugins(self):
+        """The SPANK plugin into lib/slurm/ with a plugstack.conf line for it in
+        share/topobind/; the Flux shell plugin into lib/flux/shell/plugins/ (the folder to
+        name in conf.shell_pluginpath); the topobind they run (:meth:`plugin_command`)."""
+        prefix = self.prefix
+        share = join_path(prefix.share, "topobind")
+        mkdirp(share)
+        if self.spec.satisfies("+slurm") or self.spec.satisfies("+flux"):
+            command = self.plugin_command()
+        with working_dir(self.stage.source_path):
+            if self.spec.satisfies("+slurm"):
+                plugins = join_path(prefix.lib, "slurm")
+                make("-C", "rankstep", "spank-install", f"SLURM_PLUGIN_DIR={plugins}",
+                     *self.slurm_make_args())  # fmt: skip
+                with open(join_path(share, "plugstack.conf"), "w") as f:
+                    f.write(f"required {plugins}/topobind_spank.so topobind={command}\n")
+            if self.spec.satisfies("+flux"):
+                flux = self.spec["flux-core"].prefix
+                make("-C", "rankstep", "flux-plugin", f"CC={spack_cc}",
+                     f"FLUX_INCLUDE={flux.include}")  # fmt: skip
+                plugins = join_path(prefix.lib, "flux", "shell", "plugins")
+                mkdirp(plugins)
+                install(join_path("rankstep", "bin", "topobind_flux.so"),
+                        join_path(plugins, "topobind.so"))  # fmt: skip
+
     @run_after("install")
     def install_kernels_and_data(self):
         prefix = self.prefix
@@ -96,3 +169,9 @@ class Topobind(PythonPackage):
         # installed; without these topobind looks next to its source checkout.
         env.set("TOPOBIND_KERNELS_DIR", self.prefix.bin)
         env.set("TOPOBIND_SITES_DIR", join_path(self.prefix.share, "topobind", "site_configs"))
+        if self.spec.satisfies("+flux"):
+            # the shell plugin (loaded from conf.shell_pluginpath) runs the job PATH's first
+            # topobind with a clean environment: the one that sets its Python path
+            # (plugin_command). FLUX_SHELL_RC_PATH, mpibind's way, is not read by the job
+            # shell of flux-core 0.88 here: not set.
+            env.prepend_path("PATH", join_path(self.prefix.libexec, "topobind"))
