@@ -6,18 +6,9 @@ import base64
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from topobind.report import fmt
+from topobind.report import fmt, tables
 from topobind.report.analysis import FleetGroup, Report, where_text
 from topobind.report.picture import Picture
-from topobind.report.tables import (
-    Row,
-    Table,
-    host_table,
-    hosts_short,
-    intro_lines,
-    slow_hosts_table,
-    what,
-)
 from topobind.report.tables import (
     escape as _e,
 )
@@ -76,7 +67,7 @@ def _html_layouts(report: Report, pictures: Sequence[Picture]) -> list[str]:
         for n in report.layouts.not_drawn:
             parts.append(
                 f"<li>{_e(n.what)} on {len(n.hosts):,} host(s) "
-                f"({_e(hosts_short(n.hosts))}): {_e(n.reason)}</li>"
+                f"({_e(tables.hosts_short(n.hosts))}): {_e(n.reason)}</li>"
             )
         parts.append("</ul>")
     return parts
@@ -104,7 +95,7 @@ def html_page(
         "<ul class='meta'>"
         + "".join(
             f"<li>{_e(line)}</li>"
-            for line in intro_lines(report)
+            for line in tables.intro_lines(report)
             if not line.startswith(("GENERATED DATA", "  e.g. "))
         )  # fmt: skip
         + "</ul>"
@@ -149,7 +140,7 @@ def _slow_section(report: Report) -> list[str]:
         f"{_e(', '.join(report.slow_host_names))}. A host is slow when its median is worse "
         f"than the fleet median by more than {o.slow_mads:g} MADs and more than "
         f"{o.slow_pct:g}%.</p>",
-        slow_hosts_table(report).html(),
+        tables.slow_hosts_table(report).html(),
     ]
 
 
@@ -158,9 +149,9 @@ def _fleet_section(report: Report) -> list[str]:
     for g in report.groups:
         s = g.all_runs
         rows.append(
-            Row(
+            tables.Row(
                 (
-                    g.kernel, g.layout or "-", g.pages, f"{what(g)} [{g.unit}]",
+                    g.kernel, g.layout or "-", g.pages, f"{tables.what(g)} [{g.unit}]",
                     "higher" if g.higher_is_better else "lower", str(len(g.hosts)), str(s.n),
                     fmt.value(g.fleet_median), fmt.value(g.fleet_mad), fmt.value(s.p50),
                     fmt.value(s.p90), fmt.value(s.p99), fmt.value(s.best), fmt.value(s.worst),
@@ -174,7 +165,7 @@ def _fleet_section(report: Report) -> list[str]:
     )  # fmt: skip
     return [
         "<h2>Fleet summary</h2>",
-        Table(headers, tuple(rows), frozenset(range(5, 16))).html(),
+        tables.Table(headers, tuple(rows), frozenset(range(5, 16))).html(),
         '<p class="meta">fleet median = median of the host medians; MAD = median absolute '
         "deviation of the host medians x 1.4826; p50/p90/p99, best, worst and CV over all "
         "runs.</p>",
@@ -187,7 +178,7 @@ def _pages_section(report: Report) -> list[str]:
         for r in pc.rows:
             rel = "reference" if r is pc.rows[0] else fmt.pct(r.better_pct, True)
             rows.append(
-                Row(
+                tables.Row(
                     (
                         pc.kernel, pc.layout or "-", r.pages, str(r.hosts), str(r.runs),
                         f"{fmt.value(r.fleet_median)} {pc.unit}", rel,
@@ -195,7 +186,9 @@ def _pages_section(report: Report) -> list[str]:
                 )
             )  # fmt: skip
     headers = ("kernel", "layout", "pages", "hosts", "runs", "fleet median")
-    table = Table((*headers, "vs smallest (+ = better)"), tuple(rows), frozenset({3, 4, 5, 6}))
+    table = tables.Table(
+        (*headers, "vs smallest (+ = better)"), tuple(rows), frozenset({3, 4, 5, 6})
+    )
     return ["<h2>Page sizes</h2>", table.html()]
 
 
@@ -205,10 +198,10 @@ def _host_details(report: Report, g: FleetGroup) -> str:
     place = where_text(g.layout, g.page_kib, g.page_fallback) or "no layout or pages"
     return "\n".join(
         [
-            f"<details{' open' if unfold else ''}><summary><b>{_e(g.kernel)} {_e(what(g))} "
+            f"<details{' open' if unfold else ''}><summary><b>{_e(g.kernel)} {_e(tables.what(g))} "
             f"[{_e(g.unit)}]</b> {_e(place)}: {n} hosts, "
             f"{len(g.slow_hosts)} slow (worst first)</summary>",
-            host_table(report, g, g.hosts).html(),
+            tables.host_table(report, g, g.hosts).html(),
             "</details>",
         ]
     )

@@ -8,6 +8,7 @@ import argparse
 import math
 import shlex
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from topobind import jsonfmt
@@ -44,6 +45,15 @@ run; topobind run --layout auto uses it. Ctrl-C prints the table so far and writ
 """
 
 
+def _checked(
+    p: argparse.ArgumentParser, flag: str, parse: Callable[[str], Any], metavar: str,
+    default: object, help: str,
+) -> None:  # fmt: skip
+    """``flag`` read by ``parse`` (its TopobindError: argparse's one-line error naming it)."""
+    p.add_argument(flag, type=checked_arg(parse, flag), default=default, metavar=metavar,
+                   help=help)  # fmt: skip
+
+
 def add_subparser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "tune",
@@ -76,30 +86,34 @@ def add_subparser(subparsers: Any) -> None:
                        help="OpenMP threads per rank")  # fmt: skip
     group.add_argument("--cpus", type=count_arg("--cpus", 1, 4096), metavar="N",
                        help="try every ranks x threads split of N CPUs")  # fmt: skip
-    p.add_argument(
+    _checked(
+        p,
         "--budget",
-        type=checked_arg(parse_budget, "--budget"),
-        default=600.0,
-        metavar="DURATION",
-        help="stop after this long: seconds, or a number with s, m (or min), h or d, exactly "
+        parse_budget,
+        "DURATION",
+        600.0,
+        "stop after this long: seconds, or a number with s, m (or min), h or d, exactly "
         "(e.g. 90s, 10m, 1h; default 10m; at most 7d)",
     )
-    p.add_argument(
+    _checked(
+        p,
         "--metric",
-        type=checked_arg(_metric, "--metric"),
-        metavar="REGEX",
-        help="the figure: the first group of the first match in the program's output (its "
+        _metric,
+        "REGEX",
+        None,
+        "the figure: the first group of the first match in the program's output (its "
         "first 4 MiB, searched for at most 5 s a run; ASCII digits, one decimal point, an "
         "optional exponent: a comma is refused; lower is better); default: wall time",
     )
     p.add_argument("--maximize", action="store_true",
                    help="with --metric: higher is better (a rate)")  # fmt: skip
-    p.add_argument(
+    _checked(
+        p,
         "--min-gain",
-        type=checked_arg(_percent, "--min-gain"),
-        default=3.0,
-        metavar="PCT",
-        help="the margin, in %% (default 3): a winner or a drop needs an effect beyond it, "
+        _percent,
+        "PCT",
+        3.0,
+        "the margin, in %% (default 3): a winner or a drop needs an effect beyond it, "
         "'no difference' an interval within it",
     )
     p.add_argument("--seed", type=count_arg("--seed", 0, 2**31), metavar="N",
