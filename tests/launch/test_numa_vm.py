@@ -411,8 +411,9 @@ def _document(guests: dict, name: str) -> dict:  # type: ignore[type-arg]
 def test_memory_bound_off_node_shows_in_the_evidence(guests: dict) -> None:  # type: ignore[type-arg]
     """Issue 45 item 5, memory off-node: STREAM on node 0's CPUs under numactl --membind=3 has
     nearly all its resident pages on a remote node (the evidence's numa_maps reading), and
-    the node-wide other_node count moves by thousands of pages; with --membind=0, none of
-    that. (tests/data/numa_vm/evidence/ holds such documents for the tests without a guest.)"""
+    the node-wide other_node count moves; with --membind=0, neither. (numa_miss stays 0 under
+    a bind policy.) tests/data/numa_vm/evidence/ holds such documents, and its README.md says
+    why, for the tests without a guest."""
     signals = {}
     for name in EVIDENCE_MEMBIND:
         ev = _document(guests, name)["evidence"]
@@ -422,5 +423,6 @@ def test_memory_bound_off_node_shows_in_the_evidence(guests: dict) -> None:  # t
     remote = signals["evidence-remote"]
     assert all(s["remote_page_share"] < 0.05 for s in local), local
     assert remote["remote_page_share"] > 0.9, remote
-    assert remote["numa_other_node"] > 1000, remote  # 3 arrays of 8 MB are 6,144 pages
+    # allocations off the CPUs' node: 24 MB of arrays in 2 MiB THPs count 12 (103 seen)
+    assert remote["numa_other_node"] > 10, remote
     assert all(s["numa_other_node"] < remote["numa_other_node"] / 10 for s in local), signals
