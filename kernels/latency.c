@@ -253,6 +253,8 @@ int main(int argc, char **argv)
     if (do_matrix) {
         latm = tb_xcalloc((size_t)ncn * (size_t)nmem, sizeof(double));
         for (int i = 0; i < ncn; i++) {
+            /* node i's CPUs within the process's mask: the last row pinned this thread */
+            pthread_setaffinity_np(pthread_self(), sizeof orig_mask, &orig_mask);
             int *nc, k = tb_node_cpus(cnodes[i], &nc);
             for (int jn = 0; jn < nmem; jn++) {
                 latm[i * nmem + jn] = NAN;
@@ -284,6 +286,8 @@ int main(int argc, char **argv)
     if (do_bw) {
         bwm = tb_xcalloc((size_t)ncn * (size_t)nmem, sizeof(double));
         for (int i = 0; i < ncn; i++) {
+            /* as above: the last row's team pinned this thread (its thread 0) */
+            pthread_setaffinity_np(pthread_self(), sizeof orig_mask, &orig_mask);
             int *nc, k = tb_node_cpus(cnodes[i], &nc);
             for (int jn = 0; jn < nmem; jn++) {
                 bwm[i * nmem + jn] = NAN;

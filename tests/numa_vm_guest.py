@@ -2,10 +2,12 @@
 
     python numa_vm_guest.py SPEC.json
 
-SPEC: ``{"out": PATH, "jobs": N, "cases": [{"name", "argv", "env", "timeout"}, ...]}``. Every
-case runs once, up to ``jobs`` at a time; the results go to ``out`` (atomically: a JSON object
-of ``name -> {status, stdout, stderr, seconds}``; status 124 for a case stopped at its timeout)
-in a directory the host can read (scripts/numa-vm --rwdir).
+SPEC: ``{"out": PATH, "jobs": N, "cases": [{"name", "argv", "env", "timeout", "alone"}, ...]}``.
+Every case runs once, up to ``jobs`` at a time, in the spec's order; a case with ``alone`` true
+waits until no other case runs and none starts beside it (what it measures is node-wide: the
+numastat deltas of its evidence, a CPU hog on one NUMA node). The results go to ``out``
+(atomically: a JSON object of ``name -> {status, stdout, stderr, seconds}``; status 124 for a
+case stopped at its timeout) in a directory the host can read (scripts/numa-vm --rwdir).
 
 A case whose argv starts with ``topobind`` runs ``topobind.cli.main.main(argv[1:])`` in a forked
 child of this process, which imported topobind once: the same code as the console script,
@@ -34,6 +36,7 @@ class Case:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     timeout: float = 600.0
+    alone: bool = False  # nothing else runs beside it
 
 
 @dataclass
@@ -91,10 +94,15 @@ def finish(run: Running, status: int) -> dict[str, object]:
     }
 
 
+def _waits(case: Case, running: dict[int, Running]) -> bool:
+    """Whether CASE must wait: it runs alone, or an alone case runs."""
+    return bool(running) and (case.alone or any(r.case.alone for r in running.values()))
+
+
 def run_all(cases: list[Case], jobs: int) -> dict[str, dict[str, object]]:
     todo, running, done = list(cases), {}, {}
     while todo or running:
-        while todo and len(running) < jobs:
+        while todo and len(running) < jobs and not _waits(todo[0], running):
             r = start(todo.pop(0))
             running[r.pid] = r
         for pid, r in list(running.items()):
