@@ -6,6 +6,7 @@ never raise."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -168,3 +169,27 @@ def test_any_evidence_section_gives_finite_signals_or_a_reason(ev: dict[str, Any
     fleet = {n: [got] * runs for n in NODES}
     text = causes.explain("node1", fleet, 0.05, why).text
     assert text and "\n" not in text
+
+
+def test_the_guests_remote_memory_run_is_named_memory_off_node() -> None:
+    """Issue 45 item 5: real result documents of the 4-NUMA QEMU guest (tests/data/numa_vm/
+    evidence, README there): STREAM on node 0's CPUs, memory bound to node 0 or to node 3.
+    A node whose runs read like the remote one, among nodes whose runs read like the local
+    ones, is named memory off-node with its share; the local ones get no cause."""
+    from paths import DATA
+
+    def doc(name: str) -> dict[str, float]:
+        text = (DATA / "numa_vm" / "evidence" / f"{name}.json").read_text()
+        signals, why = causes.signals_of(json.loads(text))
+        assert signals, why
+        return signals
+
+    local = [doc("membind-local-1"), doc("membind-local-2")]
+    remote = doc("membind-remote")
+    runs = {f"node{i}": [local[0], local[1], local[0]] for i in (1, 2, 4)}
+    runs["node3"] = [remote, remote, remote]
+    got = causes.explain("node3", runs, 0.05)
+    assert "memory off-node" in [c.name for c in got.causes], got.text
+    assert "memory off-node" in got.text and "fleet" in got.text, got.text
+    for other in ("node1", "node2", "node4"):
+        assert "memory off-node" not in causes.explain(other, runs, 0.05).text
