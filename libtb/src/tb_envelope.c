@@ -31,6 +31,11 @@ void tb_run_start(tb_run *r, const char *kernel)
     run_evidence = strcmp(kernel, "whereami") ? tb_evidence_begin(0) : NULL;
 }
 
+void tb_run_measured(void)
+{
+    tb_evidence_end(run_evidence, NULL);
+}
+
 void tb_json_evidence(tb_json *j)
 {
     tb_evidence_json(j, "evidence", run_evidence);

@@ -382,3 +382,19 @@ def test_an_nvml_that_hangs_crashes_or_fails_is_a_reason(
     assert ev is not None and ev.gpu_throttle == ()
     assert reason in ev.unavailable["gpu_throttle"]
     assert ev.links and ev.signal("quota_cpus") == 0.25  # the rest is read as before
+
+
+def test_latencys_evidence_is_of_its_pinned_cpu_and_its_sweeps_pages(tmp_path: Path) -> None:
+    """latency --cpu C: the evidence's CPUs are C (pinned before the evidence begins, so
+    remote_page_share compares its pages with C's NUMA node, not the whole mask's), and it
+    ends while the sweep's region is still mapped (read from numa_maps: a number, not a
+    reason). Both failed before: cpus was the whole mask, and the region was freed first."""
+    cpu = max(os.sched_getaffinity(0))
+    out = tmp_path / "lat.json"
+    cmd = [str(KERNELS_BIN / "latency"), "--cpu", str(cpu), "--sizes", "4M", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    ev = read_evidence(json.loads(out.read_text())).evidence
+    assert ev is not None
+    assert ev.document["cpus"] == [cpu]
+    assert ev.signal("remote_page_share") is not None, ev.reason("remote_page_share")

@@ -41,6 +41,9 @@ typedef struct {
 /* Also begins the run's evidence (tb/evidence.h; not for the placement probe, whereami): from
  * here to tb_json_header, written by tb_json_end as "evidence" (docs/results-format.md). */
 void tb_run_start(tb_run *r, const char *kernel);
+/* The measured work is done: the run's evidence ends here (its window, its pages) rather than
+ * at tb_json_header, for a kernel that frees its buffers or measures more before writing. */
+void tb_run_measured(void);
 void tb_json_evidence(tb_json *j);   /* "evidence" of the run, when there is one; frees it */
 /* Ends the run's evidence, opens the top-level object and writes schema, kernel, host,
  * timestamp, layout, ranks, threads. */
