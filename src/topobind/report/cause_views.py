@@ -166,7 +166,7 @@ def no_counter_line(runs: Any, carried: bool = True) -> str:
         ev = r.evidence
         if ev is None:
             continue
-        why = ev.reason("l2_lines_in") or ev.why or ""
+        why = ev.why or ev.reason("l2_lines_in") or ""
         if why:
             break
     return ("no run carried l2_lines_in or dram_bytes: hardware counters unavailable ("
