@@ -77,6 +77,9 @@ def test_a_fleet_without_counters_says_why_and_draws_no_scatter(tmp_path: Path) 
     assert not [p for p in built.pictures if p.kind == "scatter"]
     assert f"  {cv.no_counters}" in built.text.splitlines()
     assert cv.no_counters in built.markdown
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert "No run carried l2_lines_in or dram_bytes: hardware counters unavailable (no " \
+        "hardware PMU (a VM" in html  # fmt: skip
     doc = json.loads((tmp_path / "out" / "report.json").read_text())
     assert doc["causes"]["no_counters"] == cv.no_counters and doc["causes"]["scatters"] == []
     # the throttled host's signal is drawn all the same (no counter needed)

@@ -138,7 +138,7 @@ def _causes_note(report: Report) -> list[str]:
         lines.append("Each run's figure against its hardware counter (McCalpin's scatter, "
                      "scatter-*.png), slow hosts in red.")  # fmt: skip
     if cv.no_counters:
-        lines.append(cv.no_counters.capitalize() + ".")
+        lines.append(cv.no_counters[:1].upper() + cv.no_counters[1:] + ".")
     return [f'<p class="meta">{_e(line)}</p>' for line in lines]
 
 
