@@ -141,3 +141,27 @@ def test_5000_hosts_stay_bounded_in_pictures_and_points(tmp_path: Path) -> None:
         assert p is not None and len(p.png) < 400_000, (p.filename, len(p.png))
     sig = next(p for p in pics if p is not None and p.kind == "signal")
     assert len(sig.data["ecdf"]) <= cause_charts.MAX_ECDF_STEPS + 1
+
+
+def test_generated_evidence_is_as_documented_and_leaves_the_figures(tmp_path: Path) -> None:
+    import jsonschema
+    from fleetgen import main as fleetgen_main
+
+    from topobind.measure.evidence import read_evidence
+
+    schema = json.loads((Path(cause_views.__file__).parent.parent / "schemas"
+                         / "result.schema.json").read_text())  # fmt: skip
+    base = ["--hosts", "3", "--runs", "2", "--kernels", "stream,latency"]
+    assert fleetgen_main([*base, "-o", str(tmp_path / "plain")]) == 0
+    assert fleetgen_main([*base, "--evidence", "counters", "--cause", "gen-node0002:traffic",
+                          "-o", str(tmp_path / "ev")]) == 0  # fmt: skip
+    for f in sorted((tmp_path / "ev").rglob("*.json")):
+        doc = json.loads(f.read_text())
+        jsonschema.validate(doc, schema)
+        assert read_evidence(doc).reason == "", f
+        plain = json.loads((tmp_path / "plain" / f.relative_to(tmp_path / "ev")).read_text())
+        assert doc.pop("evidence") and doc == plain  # the figures as without evidence
+    assert fleetgen_main([*base, "--cause", "gen-node0002:traffic", "-o",
+                          str(tmp_path / "x")]) == 2  # a cause needs --evidence  # fmt: skip
+    assert fleetgen_main([*base, "--evidence", "counters", "--cause", "gen-node0002:hot",
+                          "-o", str(tmp_path / "y")]) == 2  # fmt: skip
