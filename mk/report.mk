@@ -39,3 +39,11 @@ report-docs-img:
 	cp build/report-docs/report/matrix-c2c-c2c_latency-nolayout-2MiB.png docs/img/report-c2c.png
 	cp build/report-docs/pages-report/pages-latency-nolayout.png docs/img/report-pages-latency.png
 	cp build/report-docs/layout-report/layout-per-l3-8x8.png docs/img/report-layout.png
+	$(PY) tests/fleetgen.py --hosts 40 --runs 7 --kernels stream --evidence counters \
+	    --cause gen-node0007:traffic,gen-node0012:traffic,gen-node0019:throttled \
+	    --slow gen-node0007:1.25,gen-node0012:1.2,gen-node0019:1.3 -o build/report-docs/causes
+	$(TOPOBIND) report build/report-docs/causes -o build/report-docs/causes-report
+	cp build/report-docs/causes-report/scatter-stream-nolayout-2MiB.png \
+	    docs/img/report-scatter-stream.png
+	cp build/report-docs/causes-report/signal-stream-nolayout-2MiB-l2_lines_in.png \
+	    docs/img/report-signal-stream.png

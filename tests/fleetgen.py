@@ -26,6 +26,16 @@ The model (documented in docs/report.md):
   ``params.injected_slowdown``;
 - page sizes change the figures the way they do on real nodes (4 KiB pages: memory latency
   ~30 % worse, STREAM ~3 % worse; 1 GiB pages slightly better than 2 MiB).
+- ``--evidence software|counters`` writes an ``evidence`` section into every kernel result
+  (docs/results-format.md): quiet signals (other processes ~0.5 % of the CPUs, no steal, no
+  throttling, ~0.1 % remote pages); ``software``: the counters of a VM without a PMU
+  (context switches, migrations, faults; ``l2_lines_in`` missing, and why); ``counters``:
+  a node with a PMU, ``l2_lines_in`` ~1.1 lines a 64-byte line of STREAM's work (run sd 3 %)
+  and DRAM read and write bytes;
+- ``--cause HOST:traffic`` gives a host McCalpin's signature (1.5-2x the L2 lines in of the
+  others and 1.3-1.6x the DRAM read bytes); ``--cause HOST:throttled``: a cgroup quota of
+  16 CPUs that throttles 30-50 % of the run. A cause changes only the evidence: give the
+  host its slowdown with ``--slow``.
 
 The random generator is seeded: the same arguments give byte-identical files.
 
@@ -128,6 +138,8 @@ class FleetSpec:
     layout: str | None = None
     seed: int = 1
     start: datetime = datetime(2026, 11, 1, tzinfo=UTC)
+    evidence: str = ""  # "": no evidence section; "software" (a VM) or "counters" (a PMU)
+    causes: dict[str, str] = field(default_factory=dict)  # host -> "traffic" | "throttled"
 
 
 @dataclass(frozen=True)
@@ -164,6 +176,65 @@ def parse_slow(text: str) -> dict[str, dict[str | None, float]]:
             raise TopobindError(f"--slow item {item!r}: unknown kernel {kernel!r}")
         out.setdefault(parts[0], {})[kernel] = factor
     return out
+
+
+EVIDENCE_MODES = ("", "software", "counters")
+CAUSES = ("traffic", "throttled")
+NO_PMU = ("no hardware PMU (a VM without a virtual PMU?): hardware events not supported "
+          "(ENOENT), no bus/event_source/devices/cpu in sysfs")  # fmt: skip
+L2_PER_LINE = 1.1  # L2 lines in per 64-byte line of STREAM's work, a healthy generated node
+
+
+def parse_causes(text: str) -> dict[str, str]:
+    """``gen-node0003:traffic,gen-node0005:throttled`` -> {host: cause}."""
+    out: dict[str, str] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        host, _, cause = item.partition(":")
+        if cause not in CAUSES:
+            raise TopobindError(
+                f"--cause item {item!r}: expected HOST:CAUSE, CAUSE one of {', '.join(CAUSES)}"
+            )
+        out[host] = cause
+    return out
+
+
+def _evidence(
+    model: KernelModel, params: dict[str, object], mode: str, cause: str | None,
+    time_factor: float, rng: random.Random,
+) -> dict[str, object]:  # fmt: skip
+    """A generated run's evidence section (``mode`` software or counters)."""
+    window = round(4.0 * time_factor * math.exp(rng.gauss(0.0, 0.02)), 3)
+    throttled = round(rng.uniform(0.3, 0.5), 3) if cause == "throttled" else 0.0
+    signals: dict[str, float] = {
+        "busy_share": round(rng.uniform(0.0, 0.01), 4), "steal_share": 0.0,
+        "throttled_share": throttled, "throttled_periods": int(throttled * window * 10),
+        "remote_page_share": round(rng.uniform(0.0, 0.002), 4),
+        "numa_miss": 0, "interrupts_on_cpus": int(window * rng.uniform(900, 1100)),
+        "thermal_throttle_events": 0,
+    }  # fmt: skip
+    if cause == "throttled":
+        signals["quota_cpus"] = 16.0
+    counters: dict[str, object] = {
+        "source": "perf_event_open", "available": True, "why": NO_PMU, "pmu": "",
+        "events": {"context_switches": int(window * 15), "cpu_migrations": 0,
+                   "page_faults": int(rng.uniform(1500, 1600))},
+        "missing": {"l2_lines_in": "not supported (ENOENT)"}, "multiplexed": False,
+    }  # fmt: skip
+    if mode == "counters":
+        work = 3 * int(params.get("bytes_per_array", 1 << 30)) * int(params.get("ntimes", 10))
+        fills = 1.0 if cause != "traffic" else rng.uniform(1.5, 2.0)
+        lines = work / 64 * L2_PER_LINE * fills * math.exp(rng.gauss(0.0, 0.03))
+        read = work * 0.7 * (1.3 + 0.6 * (fills - 1.5) if cause == "traffic" else 1.0)
+        events = counters["events"]
+        assert isinstance(events, dict)
+        events |= {"cycles": int(window * 64 * 2.6e9), "instructions": int(work / 8),
+                   "l2_lines_in": int(lines)}  # fmt: skip
+        counters |= {"why": "", "pmu": "cpu", "missing": {},
+                     "dram_bytes": {"read": int(read * math.exp(rng.gauss(0.0, 0.03))),
+                                    "write": int(work * 0.3)}}  # fmt: skip
+    return {"version": 1, "window_s": window, "cpus": list(range(model.threads)),
+            "signals": signals, "unavailable": {}, "counters": counters, "links": [],
+            "gpu_throttle": []}  # fmt: skip
 
 
 def _iso(t: datetime) -> str:
@@ -430,8 +501,18 @@ def generate_fleet(outdir: str | Path, spec: FleetSpec) -> FleetWritten:
             f"--slow names hosts that are not generated: {', '.join(unknown)} "
             f"(hosts are {hosts[0]}..{hosts[-1]})"
         )
+    if spec.evidence not in EVIDENCE_MODES:
+        raise TopobindError(f"--evidence {spec.evidence!r}: choose software or counters")
+    if spec.causes and not spec.evidence:
+        raise TopobindError("--cause needs --evidence software or counters")
+    unknown_cause = sorted(set(spec.causes) - set(hosts))
+    if unknown_cause:
+        raise TopobindError(
+            f"--cause names hosts that are not generated: {', '.join(unknown_cause)}"
+        )
     placed = layout_placement(spec.layout)
     rng = random.Random(spec.seed)
+    ev_rng = random.Random(f"{spec.seed}-evidence")  # the figures stay as without evidence
     out.mkdir(parents=True, exist_ok=True)
     files = results = 0
     for h_index, host in enumerate(hosts):
@@ -458,6 +539,13 @@ def generate_fleet(outdir: str | Path, spec: FleetSpec) -> FleetWritten:
                     if rng.random() < HICCUP_PROB:
                         factor *= rng.uniform(*HICCUP_RANGE)
                     doc = _result(model, host, when, page, spec, factor, injected, rng, placed)
+                    if spec.evidence:
+                        params = doc["params"]
+                        assert isinstance(params, dict)
+                        cause = spec.causes.get(host)
+                        doc["evidence"] = _evidence(
+                            model, params, spec.evidence, cause, factor, ev_rng
+                        )
                     path = host_dir / f"{kernel}-{page}-{stamp}.json"
                     path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
                     files += 1
@@ -506,6 +594,12 @@ def build_parser() -> argparse.ArgumentParser:
         "STREAM/DGEMM/HPL its default placement on the generated node",
     )
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.add_argument("--evidence", default="", choices=EVIDENCE_MODES,
+                   help="write an evidence section: software (a VM: no L2 counter) or counters "
+                   "(L2 lines in and DRAM bytes)")  # fmt: skip
+    p.add_argument("--cause", default="",
+                   help="HOST:traffic (McCalpin's 1.5-2x L2 lines in) or HOST:throttled, ...; "
+                   "with --evidence")  # fmt: skip
     p.add_argument("-o", "--output", required=True, help="directory to create (absent or empty)")
     return p
 
@@ -521,6 +615,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             pages=tuple(p.strip() for p in args.pages.split(",") if p.strip()),
             layout=args.layout,
             seed=args.seed,
+            evidence=args.evidence,
+            causes=parse_causes(args.cause),
         )
         written = generate_fleet(args.output, spec)
     except TopobindError as exc:

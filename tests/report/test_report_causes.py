@@ -12,7 +12,7 @@ from topobind.report.analysis import HostStats, _with_causes
 
 
 def _host(name: str, slow: bool, evidence: list[Any]) -> HostStats:
-    runs = tuple(SimpleNamespace(evidence=e) for e in evidence)
+    runs = tuple(SimpleNamespace(evidence_document=e) for e in evidence)
     return HostStats(host=name, summary=stats.summarize([1.0, 1.0, 1.0], True), runs=runs,  # type: ignore[arg-type]
                      warmup_runs=(), worse_pct=30.0 if slow else 0.0, slowdown=0.0, mads=None,
                      slow=slow)  # fmt: skip

@@ -32,6 +32,8 @@ from typing import Any
 from topobind.errors import TopobindError, plural
 from topobind.measure import stats
 from topobind.measure.results import Headline, Matrix, Result
+from topobind.report.cause_views import CauseViews
+from topobind.report.cause_views import collect as collect_cause_views
 from topobind.report.layouts_seen import Layouts
 
 MAX_WARMUP = 1_000_000
@@ -151,6 +153,8 @@ class HostStats:
     #: a slow host's cause (measure.causes: its runs' evidence against the other hosts' of
     #: the group); '' for a host that is not slow
     cause: str = ""
+    #: the signals (measure.causes keys) its cause names, the most outside first
+    cause_signals: tuple[str, ...] = ()
 
     @property
     def weak(self) -> bool:
@@ -293,6 +297,8 @@ class Report:
     skipped: tuple[tuple[str, str], ...] = ()  # (file, why): not results, in ReFrame output
     #: valid results of a tier that measures no performance (smoke), left out: tier -> count
     not_judged: dict[str, int] = field(default_factory=dict)
+    #: the pictures' view of the causes: signals beside the figures, McCalpin's scatter
+    cause_views: CauseViews = field(default_factory=CauseViews)
 
     @property
     def slow(self) -> list[tuple[FleetGroup, HostStats]]:
@@ -435,14 +441,19 @@ def _with_causes(hosts: list[HostStats], threshold: float) -> list[HostStats]:
     why: dict[str, str] = {}
     for h in hosts:
         for r in h.runs:
-            ev = getattr(r, "evidence", None)  # the result's evidence section (evidence branch)
+            ev = getattr(r, "evidence_document", None)  # the section as read (a dict)
             signals, none = causes.signals_of({"evidence": ev} if ev is not None else {})
             runs.setdefault(h.host, []).append(signals)
             why[h.host] = none or why.get(h.host, "")
     if all(not any(rs) for rs in runs.values()):
         why = dict.fromkeys(runs, "the results carry no evidence section")
-    return [replace(h, cause=causes.explain(h.host, runs, threshold, why.get(h.host, "")).text)
-            if h.slow else h for h in hosts]  # fmt: skip
+    out = []
+    for h in hosts:
+        if h.slow:
+            e = causes.explain(h.host, runs, threshold, why.get(h.host, ""))
+            h = replace(h, cause=e.text, cause_signals=tuple(c.signal for c in e.causes))
+        out.append(h)
+    return out
 
 
 def _page_comparisons(groups: Sequence[FleetGroup]) -> list[PageComparison]:
@@ -600,6 +611,7 @@ def analyse(
         pages=tuple(_page_comparisons(groups)),
         matrices=tuple(_matrix_groups(groups)) if has_matrices else (),
         not_judged=not_judged,
+        cause_views=collect_cause_views(groups),
     )
 
 

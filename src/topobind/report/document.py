@@ -73,6 +73,7 @@ def report_json(report: Report, pictures: Sequence[Picture] = ()) -> dict[str, A
         "matrices": _matrices(report),
         "layouts": _layouts(report, pictures),
         "layouts_not_drawn": _layouts_not_drawn(report),
+        "causes": _causes(report, pictures),
         "pictures": _pictures(pictures),
     }
     return to_json(doc)
@@ -176,6 +177,32 @@ def _layouts_not_drawn(report: Report) -> list[dict[str, Any]]:
         }
         for n in report.layouts.not_drawn
     ]
+
+
+def _causes(report: Report, pictures: Sequence[Picture]) -> dict[str, Any]:
+    """The cause pictures (report/cause_views.py): the signals the slow hosts' causes name,
+    McCalpin's scatters, and why there is none."""
+    files = {p.filename for p in pictures}
+    groups = report.groups
+
+    def where(i: int) -> dict[str, Any]:
+        return pick(groups[i], "kernel", "layout", "page_kib")
+
+    def drawn(name: str) -> str | None:
+        return name if name in files else None
+
+    cv = report.cause_views
+    return {
+        "signals": [{**where(v.group), "signal": v.signal, "cause": v.cause,
+                     "hosts": list(v.hosts), "runs": len(v.values),
+                     "picture": drawn(f"signal-{groups[v.group].slug}-{v.signal}.png")}
+                    for v in cv.signals],
+        "scatters": [{**where(s.group), "counter": s.counter, "per": s.per, "runs": s.runs,
+                      "hosts": s.hosts, "drawn": len(s.x),
+                      "picture": drawn(f"scatter-{groups[s.group].slug}.png")}
+                     for s in cv.scatters],
+        "no_counters": cv.no_counters or None,
+    }  # fmt: skip
 
 
 def _pictures(pictures: Sequence[Picture]) -> list[dict[str, Any]]:

@@ -38,6 +38,12 @@ def _draw(task: tuple[str, int]) -> Picture:
         return pages_picture(report, report.pages[i])
     if kind == "layout":
         return layout_picture(report.layouts.seen[i])
+    if kind in ("signal", "scatter"):
+        from topobind.report import cause_charts
+
+        pic = cause_charts.draw(report, kind, i)
+        assert pic is not None
+        return pic
     return matrix_picture(report, report.matrices[i])
 
 
@@ -47,8 +53,10 @@ def all_pictures(report: Report, hooks: list[PictureHook] | None = None) -> list
     The report's own pictures are drawn in parallel (forked workers); hooks run here.
     """
     tasks: list[tuple[str, int]] = []
+    from topobind.report.cause_charts import cause_pictures
+
     for i in range(len(report.groups)):
-        tasks += [("hosts", i), ("ecdf", i)]
+        tasks += [("hosts", i), ("ecdf", i), *cause_pictures(report, i)]
     tasks += [("pages", i) for i in range(len(report.pages))]
     # a 1 x 1 matrix (one NUMA node) is in the tables; a heatmap of one cell says nothing
     tasks += [("matrix", i) for i, m in enumerate(report.matrices) if len(m.rows) * len(m.cols) > 1]

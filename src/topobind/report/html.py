@@ -105,6 +105,7 @@ def html_page(
     if report.pages:
         parts += _pages_section(report)
     parts.append("<h2>Pictures</h2>")
+    parts += _causes_note(report)
     parts += [_figure(p) for p in pictures if p.kind not in ("layout", "plan")]
     if report.layouts or any(p.kind in ("layout", "plan") for p in pictures):
         parts += _html_layouts(report, pictures)
@@ -124,6 +125,21 @@ def html_page(
     )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _causes_note(report: Report) -> list[str]:
+    """What the cause pictures show, or why there is no scatter (one line each)."""
+    cv = report.cause_views
+    lines = []
+    if cv.signals:
+        lines.append(f"{len(cv.signals)} signal(s) named by slow hosts' causes: each drawn "
+                     "beside its group's ECDF (signal-*.png).")  # fmt: skip
+    if cv.scatters:
+        lines.append("Each run's figure against its hardware counter (McCalpin's scatter, "
+                     "scatter-*.png), slow hosts in red.")  # fmt: skip
+    if cv.no_counters:
+        lines.append(cv.no_counters[:1].upper() + cv.no_counters[1:] + ".")
+    return [f'<p class="meta">{_e(line)}</p>' for line in lines]
 
 
 def _slow_section(report: Report) -> list[str]:

@@ -4,7 +4,8 @@ pictures to a report. A leaf module: every picture maker imports it, it imports 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from topobind.report.analysis import Report
 
@@ -16,6 +17,8 @@ class Picture:
     caption: str  # one or two sentences: how to read it
     kind: str  # ecdf | hosts | matrix | pages | layout (recorded) | plan (planned) | ...
     png: bytes
+    #: what was drawn, for tests and report.json (the cause pictures: their points)
+    data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 PictureHook = Callable[["Report"], list[Picture]]

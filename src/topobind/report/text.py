@@ -35,6 +35,7 @@ def text_summary(report: Report, pictures: Sequence[Picture] = ()) -> str:
         out += ["", *_page_lines(report)]
     if report.matrices:
         out += ["", *_matrix_lines(report)]
+    out += ["", *cause_lines(report, pictures)]
     for g in report.groups:
         out += ["", *_host_section(report, g)]
     if report.layouts:
@@ -104,6 +105,33 @@ def _matrix_lines(report: Report) -> list[str]:
             f"{m.row_kind or '?'} x {m.col_kind or '?'}: median of {m.runs} runs on "
             f"{m.hosts} hosts{where(m.layout, m.page_kib, m.page_fallback)}{worst}"
         )
+    return out
+
+
+def cause_lines(report: Report, pictures: Sequence[Picture] = ()) -> list[str]:
+    """CAUSES IN PICTURES: each signal a slow host's cause names (its ECDF beside the
+    figure's), McCalpin's scatter of each group with counters, or why there is none."""
+    cv = report.cause_views
+    files = {p.filename for p in pictures}
+    out = ["CAUSES IN PICTURES (index.html): the signals the slow hosts' causes name, and "
+           "each run's figure against its L2 lines in (McCalpin)"]  # fmt: skip
+    for v in cv.signals:
+        g = report.groups[v.group]
+        pic = f"signal-{g.slug}-{v.signal}.png"
+        out.append(f"  {g.kernel}{where(g.layout, g.page_kib, g.page_fallback)}: {v.signal} "
+                   f"({v.cause}) of {fmt.plural(len(v.values), 'run')}, "
+                   f"{hosts_short(list(v.hosts))} marked -> "
+                   f"{pic if pic in files else '(no picture)'}")  # fmt: skip
+    for s in cv.scatters:
+        g = report.groups[s.group]
+        pic = f"scatter-{g.slug}.png"
+        out.append(f"  {g.kernel}{where(g.layout, g.page_kib, g.page_fallback)}: figure against "
+                   f"{s.counter} per {s.per}, {fmt.plural(s.runs, 'run')} -> "
+                   f"{pic if pic in files else '(no picture)'}")  # fmt: skip
+    if cv.no_counters:
+        out.append(f"  {cv.no_counters}")
+    if not cv.signals:
+        out.append("  no slow host's cause names a signal: no signal picture")
     return out
 
 
@@ -183,6 +211,7 @@ def markdown_summary(report: Report) -> str:
     else:
         out.append("**No slow hosts.**")
     out += ["", *_markdown_groups(report)]
+    out += _markdown_causes(report)
     if report.layouts:
         drawn = ", ".join(f"`{s.what}`" for s in report.layouts.seen) or "none"
         out += ["", f"Layouts drawn from the recorded placement (index.html): {drawn}."]
@@ -194,6 +223,16 @@ def markdown_summary(report: Report) -> str:
     if report.invalid:
         out += ["", f"{len(report.invalid)} invalid result(s) left out (see report.json)."]
     return "\n".join(map(fmt.one_line, out)) + "\n"
+
+
+def _markdown_causes(report: Report) -> list[str]:
+    cv = report.cause_views
+    items = [f"`{report.groups[v.group].kernel}` {v.signal} ({v.cause}: "
+             f"{hosts_short(list(v.hosts))})" for v in cv.signals]  # fmt: skip
+    items += [f"`{report.groups[s.group].kernel}` figure against {s.counter} per {s.per}"
+              for s in cv.scatters]  # fmt: skip
+    items += [cv.no_counters] if cv.no_counters else []
+    return ["", "Causes in pictures (index.html): " + "; ".join(items) + "."] if items else []
 
 
 def _markdown_groups(report: Report) -> list[str]:
