@@ -202,25 +202,45 @@ def explain(node: str, runs: Mapping[str, Sequence[Mapping[str, float]]], thresh
     """The cause of ``node``'s verdict: ``runs`` holds every node's signals a run
     (:func:`signals_of`) of the same check and variant; ``why_none``: why the node has no
     evidence (said when it has none)."""
-    mine = [r for r in runs.get(node, ()) if r]
-    if not mine:
-        return Explanation((), f"unknown (no evidence: {why_none or 'no run of it carried any'})")
-    found: dict[str, Cause] = {}
-    judged = 0
+    return explain_each((node,), runs, threshold, {node: why_none})[node]
+
+
+def explain_each(
+    nodes: Sequence[str],
+    runs: Mapping[str, Sequence[Mapping[str, float]]],
+    threshold: float,
+    why_none: Mapping[str, str],
+) -> dict[str, Explanation]:
+    """:func:`explain` for each of ``nodes`` against the same ``runs``: each signal's outlier
+    rule is computed once for the fleet, not once a node (a report of 5,000 hosts names the
+    causes of every slow one)."""
+    judged: dict[str, int] = dict.fromkeys(nodes, 0)
+    found: dict[str, dict[str, Cause]] = {n: {} for n in nodes}
+    mine = {n: [r for r in runs.get(n, ()) if r] for n in nodes}
     for sig in SIGNALS:
         by_node = {n: [v[sig.key] + sig.floor for v in rs if sig.key in v and v[sig.key] +
                        sig.floor > 0] for n, rs in runs.items()}  # fmt: skip
         by_node = {n: v for n, v in by_node.items() if v}
-        if len(by_node) < MIN_NODES or len(by_node.get(node, ())) < MIN_RUNS:
+        these = [n for n in nodes if mine[n] and len(by_node.get(n, ())) >= MIN_RUNS]
+        if len(by_node) < MIN_NODES or not these:
             continue
-        judged += 1
-        o = stats.outliers(by_node, threshold, not sig.higher_is_worse)[node]
-        if not o.outside:
-            continue
-        cause = Cause(sig.cause, sig.key, o.median - sig.floor, o.fleet - sig.floor, o.slowdown,
-                      *_detail(sig, mine, runs, node))  # fmt: skip
-        if sig.cause not in found or cause.excess > found[sig.cause].excess:
-            found[sig.cause] = cause
+        out = stats.outliers(by_node, threshold, not sig.higher_is_worse)
+        for node in these:
+            judged[node] += 1
+            o = out[node]
+            if not o.outside:
+                continue
+            cause = Cause(sig.cause, sig.key, o.median - sig.floor, o.fleet - sig.floor,
+                          o.slowdown, *_detail(sig, mine[node], runs, node))  # fmt: skip
+            if sig.cause not in found[node] or cause.excess > found[node][sig.cause].excess:
+                found[node][sig.cause] = cause
+    return {n: _explanation(mine[n], found[n], judged[n], why_none.get(n, "")) for n in nodes}
+
+
+def _explanation(mine: Sequence[Mapping[str, float]], found: Mapping[str, Cause], judged: int,
+                 why_none: str) -> Explanation:  # fmt: skip
+    if not mine:
+        return Explanation((), f"unknown (no evidence: {why_none or 'no run of it carried any'})")
     ranked = tuple(sorted(found.values(), key=lambda c: -c.excess))
     if ranked:
         return Explanation(ranked, "; ".join(c.text() for c in ranked))

@@ -447,10 +447,11 @@ def _with_causes(hosts: list[HostStats], threshold: float) -> list[HostStats]:
             why[h.host] = none or why.get(h.host, "")
     if all(not any(rs) for rs in runs.values()):
         why = dict.fromkeys(runs, "the results carry no evidence section")
+    got = causes.explain_each([h.host for h in hosts if h.slow], runs, threshold, why)
     out = []
     for h in hosts:
         if h.slow:
-            e = causes.explain(h.host, runs, threshold, why.get(h.host, ""))
+            e = got[h.host]
             h = replace(h, cause=e.text, cause_signals=tuple(c.signal for c in e.causes))
         out.append(h)
     return out
