@@ -11,16 +11,21 @@ and ``c2c`` (ns, CPU x CPU). :func:`apart` compares like with like:
   column, with the other rows' or columns' medians: every row holds the same mix of near and
   far nodes on a symmetric machine, so their medians compare like with like where the
   distances are not known (a memory-only node, HBM or CXL, is no peer of the others: only
-  the nodes with CPUs are compared); each core's median core-to-core figure with the other cores';
+  the nodes with CPUs are compared); each core's median core-to-core figure with the other
+  cores';
 - **against a reference** (the element-wise median of the fleet's other nodes' same matrix,
-  or the node type's golden: :func:`fleet_reference`): each element with the reference's.
+  :func:`fleet_reference`, or a node type's golden matrix of the same labels): the same
+  groups, each against the reference's median of the same cells; then a single link apart
+  whose two ends are not ("NUMA node 0 -> 4: ..., fleet ...: a socket link?").
 
-The rule (one for both): a value is apart when it is worse than its peers' median by more than
-max(:data:`MIN_RELATIVE` (20 %), :data:`MAD_FACTOR` x the peers' scaled MAD / their median)
-(``stats.mad``: the peers' robust spread), with at least :data:`MIN_PEERS` peers; only the
-worse side names anything (a slow node's "where"). A node with one NUMA node, a matrix of
-fewer than 3 labels or too few measured elements names nothing. Values that are missing,
-NaN, infinite, zero or negative are left out, never raised on.
+The rule: within the node, a group's median is apart when it is worse than the other groups'
+median (its peers) by more than max(:data:`MIN_RELATIVE` (20 %), :data:`MAD_FACTOR` x the peers'
+scaled MAD / their median) (``stats.mad``: the peers' robust spread), with at least
+:data:`MIN_PEERS` peers; against a reference (a median already, its spread not carried) by
+more than :data:`MIN_RELATIVE`. Only the worse side names anything (a slow node's "where").
+A node with one NUMA node, a matrix of fewer than 3 labels or too few measured elements
+names nothing. Values that are missing, NaN, infinite, zero or negative are left out, never
+raised on.
 
 Pure: no file is read here.
 """
@@ -39,6 +44,10 @@ MAD_FACTOR = 3.0  # times the peers' scaled MAD (a standard deviation's estimate
 MIN_PEERS = 2  # a median and a spread need two peers (a 2-NUMA node cannot say which)
 MAX_LABELS = 1024  # a hostile matrix is not read past this many labels a side
 MAX_FOUND = 3  # findings said in a verdict
+#: what a NUMA node's column and row are said as ('NUMA node 3: read bandwidth from the
+#: other nodes' CPUs 0.35 GB/s, its peers 0.7')
+FROM_OTHERS = " from the other nodes' CPUs"
+TO_OTHERS = " of its CPUs to the other nodes' memory"
 
 #: matrix name -> (what its value is, higher is better, the hint said with a local/column one)
 KINDS: dict[str, tuple[str, bool, str]] = {
@@ -125,8 +134,8 @@ def _groups(m: Matrix, cells: dict[Cell, float]) -> list[tuple[str, dict[Label, 
             row.setdefault(r, []).append((r, c))
     return [
         ("", local),
-        (" of its memory from the other nodes", col),
-        (" of its CPUs from the other nodes", row),
+        (FROM_OTHERS, col),
+        (TO_OTHERS, row),
     ]
 
 
@@ -169,7 +178,7 @@ def _found(m: Matrix, cells: dict[Cell, float], ref: dict[Cell, float] | None, w
             if worse is not None:
                 named.add(label)
                 out.append(Where(_label(kind, label), what + suffix, v, mid, m.unit, worse,
-                                 against, hint if suffix != " of its CPUs from the other nodes"
+                                 against, hint if suffix != TO_OTHERS
                                  else ""))  # fmt: skip
     if ref is not None:  # one link apart, its two ends not: 'a socket link?'
         for (r, c), v in cells.items():
