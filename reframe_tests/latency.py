@@ -17,10 +17,10 @@ the LLC (at least 256M), the latter capped at ``max_working_set`` (the site's ``
 default 1G) with a warning when the cap is under the rule; on a node of several NUMA nodes it
 also measures the per-NUMA read-bandwidth row (``--bw-matrix --bw-local``: each node's CPUs
 reading their own node's memory, an array of the same size: one first touch and 4 passes a NUMA
-node, about a second a node at 1G; ``quick_bw_row=false`` leaves it out), which validate
---each-node reads to say where in a slow node it is slow (topobind.measure.where). C2CCheck:
-``samples`` x 5000 round trips of one cache line (milliseconds); the quick tier runs
-``quick_samples`` (3).
+node, about a second a node at 1G, run before the check's own, outside its binding;
+``quick_bw_row=false`` leaves it out), which validate --each-node reads to say where in a
+slow node it is slow (topobind.measure.where). C2CCheck: ``samples`` x 5000 round trips of
+one cache line (milliseconds); the quick tier runs ``quick_samples`` (3).
 """
 
 from __future__ import annotations
@@ -52,11 +52,15 @@ from topobind_rfm import (  # noqa: E402
 )
 
 LATENCY_TAGS = {"latency", "quick", "full"}
-#: sets $bwrow to the kernel's per-NUMA bandwidth row options on a node of several NUMA nodes
-#: (sysfs, on the node itself), else to nothing
+#: on a node of several NUMA nodes (sysfs, on the node itself), the per-NUMA bandwidth row:
+#: its own run of the kernel, outside the check's binding (numactl -N 0 and one CPU would leave
+#: it node 0's CPU only), into numa-bw.json (after latency.json: its evidence stays the
+#: check's); a failure only loses the row, and says so
 MULTI_NUMA_BW_ROW = (
     "nn=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l); "
-    'if [ "$nn" -gt 1 ]; then bwrow="--bw-matrix --bw-local --bw-size $lsize"; else bwrow=""; fi'
+    'if [ "$nn" -gt 1 ]; then {kernel} --sizes 16K --min-time 0.001 --trials 1 --bw-matrix '
+    '--bw-local --bw-size "$lsize" --pages {pages} --json numa-bw.json || echo "latency: the '
+    'per-NUMA bandwidth row failed (status $?): no where" >&2; fi'
 )
 
 
@@ -117,11 +121,12 @@ class LatencyCheck(TopobindCheck):
             small = f"{self.quick_small}," if self.quick_small else ""
             opts = ["--sizes", f'"{small}$lsize"', *opts]
             if self.quick_bw_row:
-                self.prerun_cmds.append(MULTI_NUMA_BW_ROW)
-                opts.append("$bwrow")
+                kernel = shlex.quote(str(kernels_dir() / "latency"))
+                pages = shlex.quote(str(self.pages))
+                self.prerun_cmds.append(MULTI_NUMA_BW_ROW.format(kernel=kernel, pages=pages))
         self.executable_opts = opts
         self.postrun_cmds = status_line()
-        self.keep_files = ["latency.json", "latency-size.json"]
+        self.keep_files = ["latency.json", "latency-size.json", "numa-bw.json"]
 
     @sanity_function
     def validate(self) -> bool:

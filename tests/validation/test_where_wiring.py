@@ -6,6 +6,7 @@ break nothing. The rule itself: tests/measure/test_where.py."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -104,14 +105,27 @@ def test_the_stage_directorys_matrices_are_recorded_bounded(tmp_path: Path) -> N
 
 
 def test_the_quick_tiers_bandwidth_row_follows_the_nodes_numa_count(tmp_path: Path) -> None:
-    """LatencyCheck's prerun line (reframe_tests/latency.py) on this machine: the row's
-    options on a node of several NUMA nodes, nothing on one."""
+    """LatencyCheck's prerun line (reframe_tests/latency.py) on this machine, the kernel
+    replaced by echo: its own run of the row on a node of several NUMA nodes, none on one."""
     src = (ROOT / "reframe_tests" / "latency.py").read_text()
     line = src.split("MULTI_NUMA_BW_ROW = (", 1)[1].split("\n)", 1)[0]
-    snippet = "".join(eval(part) for part in line.split("\n") if part.strip())  # noqa: S307
-    script = f'lsize=1G; {snippet}; echo "[$bwrow]"'
-    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
-    got = run.stdout.strip()
+    template = "".join(ast.literal_eval(part.strip()) for part in line.split("\n") if part.strip())
+    snippet = template.format(kernel="echo kernel", pages="auto")
+    run = subprocess.run(["bash", "-c", f"lsize=1G; {snippet}"], capture_output=True,
+                         text=True, timeout=30, cwd=tmp_path)  # fmt: skip
     nodes = [p for p in os.listdir("/sys/devices/system/node") if p[4:].isdigit()]
-    want = "[--bw-matrix --bw-local --bw-size 1G]" if len(nodes) > 1 else "[]"
-    assert got == want
+    want = ("kernel --sizes 16K --min-time 0.001 --trials 1 --bw-matrix --bw-local --bw-size 1G "
+            "--pages auto --json numa-bw.json") if len(nodes) > 1 else ""  # fmt: skip
+    assert (run.returncode, run.stdout.strip(), run.stderr) == (0, want, "")
+
+
+def test_the_rows_own_document_keeps_the_checks_evidence(tmp_path: Path) -> None:
+    """latency.json (the check's run, its evidence) beside numa-bw.json (the row's run, its
+    own evidence): the evidence recorded is the check's, the matrices the row's."""
+    mine = {"schema": "topobind.result/1", "evidence": _evidence("node1", 0)}
+    row = {"schema": "topobind.result/1", "evidence": _evidence("node3", 0),
+           "matrices": {"read_bw": _read_bw("node3", 0)}}  # fmt: skip
+    (tmp_path / "latency.json").write_text(json.dumps(mine))
+    (tmp_path / "numa-bw.json").write_text(json.dumps(row))
+    assert evidence_files.evidence_in(tmp_path) == mine["evidence"]
+    assert evidence_files.matrices_in(tmp_path)["matrices"]["read_bw"]["rows"] == [0, 1, 2, 3]
