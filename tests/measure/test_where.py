@@ -188,3 +188,19 @@ def test_a_real_four_numa_guest_result_names_the_node_halved_first(node: int) ->
     assert got and got[0].place == f"NUMA node {node}"
     assert got[0].text().startswith(f"NUMA node {node}: read bandwidth ")
     assert got[0].hint == "a memory channel?"
+
+
+def test_a_checks_core_pair_slower_than_the_fleets_is_said_once_as_a_link() -> None:
+    """C2CCheck measures one pair: a 2 x 2 symmetric matrix; neither core can be told from
+    the other, so the pair is said, once."""
+
+    def pair(ns: float) -> Matrix:
+        doc = {"unit": "ns", "rows": [0, 1], "cols": [0, 1], "row_kind": "cpu",
+               "col_kind": "cpu", "values": [[None, ns], [ns, None]]}  # fmt: skip
+        return read_matrices({"c2c": doc})["c2c"]
+
+    fleet = [pair(119.0), pair(123.0), pair(123.5)]
+    assert where.apart(pair(124.0), where.fleet_reference(fleet)) == []
+    got = where.apart(pair(160.0), where.fleet_reference(fleet))
+    assert [w.text() for w in got] == ["core 0 -> 1: core-to-core 160 ns, fleet 123"]
+    assert where.apart(pair(160.0)) == []  # within the node: no peers

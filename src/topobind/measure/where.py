@@ -121,7 +121,8 @@ def _groups(m: Matrix, cells: dict[Cell, float]) -> list[tuple[str, dict[Label, 
             if r != c:
                 core.setdefault(r, []).append((r, c))
                 core.setdefault(c, []).append((r, c))
-        return [("", core)]
+        # a core of one partner (the checks' pair) cannot be told from it: its link is said
+        return [("", {k: v for k, v in core.items() if len({x for p in v for x in p}) > 2})]
     if m.row_kind != "numa" or m.col_kind != "numa":
         return []
     nodes = set(m.rows[:MAX_LABELS]) & set(m.cols[:MAX_LABELS])
@@ -181,8 +182,12 @@ def _found(m: Matrix, cells: dict[Cell, float], ref: dict[Cell, float] | None, w
                                  against, hint if suffix != TO_OTHERS
                                  else ""))  # fmt: skip
     if ref is not None:  # one link apart, its two ends not: 'a socket link?'
+        said: set[Cell] = set()
         for (r, c), v in cells.items():
             if r != c and r not in named and c not in named and (r, c) in ref:
+                if kind == "cpu" and (c, r) in said:  # c2c is symmetric: one link, said once
+                    continue
+                said.add((r, c))
                 worse = stats.slowdown(v, ref[(r, c)], higher)
                 if worse > MIN_RELATIVE:
                     out.append(Where(f"{_label(kind, r)} -> {c}", what, v, ref[(r, c)], m.unit,
