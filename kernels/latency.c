@@ -25,6 +25,7 @@ static void usage(FILE *f)
 {
     fputs("usage: latency [--sizes LIST] [--min-time S] [--trials N] [--pages 1G|2M|thp|4k|auto]\n"
           "               [--strict] [--cpu C] [--mem-node M] [--matrix] [--bw-matrix]\n"
+          "               [--bw-local]\n"
           "               [--matrix-size BYTES] [--bw-size BYTES] [--seed S] [--json FILE]\n"
           "\n"
           "Load-to-use memory latency (ns per dependent load) by a random pointer chase over\n"
@@ -46,6 +47,8 @@ static void usage(FILE *f)
           "                     node i (rows), memory on node j (cols), at --matrix-size\n"
           "  --bw-matrix        also measure the NUMA read-bandwidth matrix (MB/s): one thread per\n"
           "                     CPU of node i reading an array bound to node j, --bw-size bytes\n"
+          "  --bw-local         with --bw-matrix: only each node's CPUs reading their own node\n"
+          "                     (the diagonal; the rest null): one pass a node, not one a pair\n"
           "  --matrix-size B    working set of the latency matrix (default: largest --sizes)\n"
           "  --bw-size B        array size of the bandwidth matrix (default: max(4 x LLC, 256M))\n"
           "  --seed S           seed of the random permutation (default 1)\n"
@@ -152,7 +155,7 @@ int main(int argc, char **argv)
 {
     const char *sizes_arg = "16K,256K,2M,32M,256M,1G";
     double min_time = 0.1;
-    int trials = 3, cpu = -1, mem_node = -1, do_matrix = 0, do_bw = 0;
+    int trials = 3, cpu = -1, mem_node = -1, do_matrix = 0, do_bw = 0, bw_local = 0;
     long long matrix_size = 0, bw_size = 0;
     uint64_t seed = 1;
     tb_opts co = {0};
@@ -162,6 +165,7 @@ int main(int argc, char **argv)
         {"mem-node", required_argument, 0, 'M'},   {"matrix", no_argument, 0, 'x'},
         {"bw-matrix", no_argument, 0, 'b'},        {"matrix-size", required_argument, 0, 'X'},
         {"bw-size", required_argument, 0, 'B'},    {"seed", required_argument, 0, 'e'},
+        {"bw-local", no_argument, 0, 'L'},
         TB_OPTION_PAGES, TB_OPTION_STRICT, TB_OPTION_JSON, TB_OPTION_HELP, {0, 0, 0, 0}};
     tb_prog = "latency";
     for (int o; (o = tb_getopt(argc, argv, opts)) != -1;) {
@@ -173,6 +177,7 @@ int main(int argc, char **argv)
         case 'M': mem_node = (int)tb_parse_count("--mem-node", optarg, 0, 1023); break;
         case 'x': do_matrix = 1; break;
         case 'b': do_bw = 1; break;
+        case 'L': bw_local = 1; break;
         case 'X': matrix_size = tb_parse_bytes("--matrix-size", optarg); break;
         case 'B': bw_size = tb_parse_bytes("--bw-size", optarg); break;
         case 'e': seed = (uint64_t)tb_parse_count("--seed", optarg, 0, 1LL << 62); break;
@@ -180,6 +185,8 @@ int main(int argc, char **argv)
         }
     }
     tb_no_operands(argc, argv);
+    if (bw_local && !do_bw)
+        tb_usage_error("--bw-local needs --bw-matrix");
 
     /* sizes */
     int nsizes = 0;
@@ -295,7 +302,7 @@ int main(int argc, char **argv)
             int *nc, k = tb_node_cpus(cnodes[i], &nc);
             for (int jn = 0; jn < nmem; jn++) {
                 bwm[i * nmem + jn] = NAN;
-                if (k == 0)
+                if (k == 0 || (bw_local && memnodes[jn] != cnodes[i]))
                     continue;
                 tb_region m;
                 tb_region_alloc(&m, co.pages, (size_t)bw_size, co.strict, memnodes[jn]);
@@ -375,8 +382,10 @@ int main(int argc, char **argv)
             "dependent loads over one random cycle of 64-byte lines (Sattolo), unrolled x16");
     if (do_matrix)
         tbj_int(&j, "matrix_size_bytes", matrix_size);
-    if (do_bw)
+    if (do_bw) {
         tbj_int(&j, "bw_size_bytes", bw_size);
+        tbj_bool(&j, "bw_local", bw_local);
+    }
     tbj_obj_end(&j);
     tb_json_pages(&j, &reg);
     tbj_arr_begin(&j, "placement");

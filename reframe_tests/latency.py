@@ -14,8 +14,13 @@ the smoke tier's 0.01 s) of dependent loads, plus building the random chain of t
 size (one pass over it); the largest size decides (default sizes 16K..1G). The quick tier
 (``-t quick``) measures two sizes, ``quick_small`` (2M; '' leaves it out) and the rule's 4x
 the LLC (at least 256M), the latter capped at ``max_working_set`` (the site's ``settings:``;
-default 1G) with a warning when the cap is under the rule. C2CCheck: ``samples`` x 5000 round
-trips of one cache line (milliseconds); the quick tier runs ``quick_samples`` (3).
+default 1G) with a warning when the cap is under the rule; on a node of several NUMA nodes it
+also measures the per-NUMA read-bandwidth row (``--bw-matrix --bw-local``: each node's CPUs
+reading their own node's memory, an array of the same size: one first touch and 4 passes a NUMA
+node, about a second a node at 1G, run before the check's own, outside its binding;
+``quick_bw_row=false`` leaves it out), which validate --each-node reads to say where in a
+slow node it is slow (topobind.measure.where). C2CCheck: ``samples`` x 5000 round trips of
+one cache line (milliseconds); the quick tier runs ``quick_samples`` (3).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import sys
 import reframe as rfm
 from reframe.core.builtins import parameter, performance_function, sanity_function, variable
 from reframe.core.exceptions import SanityError
+from reframe.utility import typecheck as typ
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,6 +52,16 @@ from topobind_rfm import (  # noqa: E402
 )
 
 LATENCY_TAGS = {"latency", "quick", "full"}
+#: on a node of several NUMA nodes (sysfs, on the node itself), the per-NUMA bandwidth row:
+#: its own run of the kernel, outside the check's binding (numactl -N 0 and one CPU would leave
+#: it node 0's CPU only), into numa-bw.json (after latency.json: its evidence stays the
+#: check's); a failure only loses the row, and says so
+MULTI_NUMA_BW_ROW = (
+    "nn=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l); "
+    'if [ "$nn" -gt 1 ]; then {kernel} --sizes 16K --min-time 0.001 --trials 1 --bw-matrix '
+    '--bw-local --bw-size "$lsize" --pages {pages} --json numa-bw.json || echo "latency: the '
+    'per-NUMA bandwidth row failed (status $?): no where" >&2; fi'
+)
 
 
 def _load_one(check: TopobindCheck, pattern: str, kernel: str):  # ->
@@ -80,6 +96,9 @@ class LatencyCheck(TopobindCheck):
     #: seconds of dependent loads a trial at least (the kernel's --min-time; the smoke tier's
     #: 0.01 cuts its fixed 3 x 0.1 s, and the calibration before them, to a tenth)
     min_time = variable(float, value=0.1)
+    #: quick tier, a node of several NUMA nodes: the per-NUMA read-bandwidth row (the
+    #: read_bw matrix's diagonal) beside the latency
+    quick_bw_row = variable(typ.Bool, value=True)
     tags = LATENCY_TAGS
 
     def tb_variant(self) -> str:
@@ -101,9 +120,13 @@ class LatencyCheck(TopobindCheck):
             self.prerun_cmds = [stop_unless(f"lsize=$({size})"), "export lsize"]
             small = f"{self.quick_small}," if self.quick_small else ""
             opts = ["--sizes", f'"{small}$lsize"', *opts]
+            if self.quick_bw_row:
+                kernel = shlex.quote(str(kernels_dir() / "latency"))
+                pages = shlex.quote(str(self.pages))
+                self.prerun_cmds.append(MULTI_NUMA_BW_ROW.format(kernel=kernel, pages=pages))
         self.executable_opts = opts
         self.postrun_cmds = status_line()
-        self.keep_files = ["latency.json", "latency-size.json"]
+        self.keep_files = ["latency.json", "latency-size.json", "numa-bw.json"]
 
     @sanity_function
     def validate(self) -> bool:

@@ -230,6 +230,10 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     #: the kernel wrote (docs/results-format.md), else one made of load.json's share of other
     #: processes (busy_share, the load rule's); {} when neither was written
     tb_evidence = variable(dict, value={})
+    #: the matrices of this run's result document (latency's ``read_bw`` and ``latency``,
+    #: c2c's ``c2c``; topobind.validation.evidence_files.matrices_in: bounded), read by
+    #: validate --each-node to say where in the node it is slow (topobind.measure.where)
+    tb_matrices = variable(dict, value={})
     #: a sanity-only check (no figure compared across nodes) runs in the first run of a
     #: session only, skipped in ReFrame's --reruns ('-S sanity_once=true': validate
     #: --each-node's quick tier; its verdict does not get surer by repeating it)
@@ -388,9 +392,10 @@ class TopobindCheck(rfm.RunOnlyRegressionTest):
     def tb_record_evidence(self) -> None:
         """:attr:`tb_evidence` of this run (topobind.validation.evidence_files: bounded);
         before sanity, so that a failed check's run has its evidence too."""
-        from topobind.validation.evidence_files import evidence_in
+        from topobind.validation.evidence_files import evidence_in, matrices_in
 
         self.tb_evidence = evidence_in(self.stagedir, LOAD_FILE)
+        self.tb_matrices = matrices_in(self.stagedir, LOAD_FILE)
 
     # ------------------------------------------------------------------ helpers
     def tb_launcher_args(self) -> list[str]:

@@ -170,7 +170,7 @@ def test_the_catalogue_holds_every_variable_of_the_checks() -> None:
 
     from topobind.validation.sites.catalogue import CHECK_VARIABLES
 
-    internal = {"calibrating", "tb_ran_on", "tb_evidence"}
+    internal = {"calibrating", "tb_ran_on", "tb_evidence", "tb_matrices"}
     found: dict[str, set[str]] = {}
     for path in [*(REPO / "reframe_tests").glob("*.py"),
                  REPO / "reframe_tests" / "topobind_rfm" / "__init__.py"]:  # fmt: skip

@@ -18,6 +18,11 @@ from typing import Any
 
 MAX_FILES = 16  # JSON files looked at in one stage directory
 MAX_BYTES = 8 * 2**20  # a result document with its evidence (c2c of 512 PUs: ~3 MiB)
+#: the matrices recorded for validate's "where" (topobind.measure.where.KINDS), and the most
+#: labels a side of one recorded (a NUMA matrix: one a node; a larger c2c is left out: the
+#: ReFrame report holds every run's)
+WHERE_MATRICES = ("read_bw", "latency", "c2c")
+MAX_WHERE_LABELS = 64
 RESULT_SCHEMA = "topobind.result/1"
 
 
@@ -31,15 +36,44 @@ def _read(path: Path) -> Any:
         return None
 
 
+def _result_documents(d: Path, load_file: str) -> list[Path]:
+    try:
+        return sorted(p for p in d.glob("*.json") if p.name != load_file)[:MAX_FILES]
+    except OSError:
+        return []
+
+
+def matrices_in(stagedir: str | Path, load_file: str = "load.json") -> dict[str, Any]:
+    """``{"matrices": {NAME: matrix}}`` of the first result document in ``stagedir`` with one
+    of :data:`WHERE_MATRICES` of at most :data:`MAX_WHERE_LABELS` labels a side (each checked
+    by the one reader, results.read_matrices), else {}."""
+    from topobind.measure.results import ResultError, matrix_document, read_matrices
+
+    for path in _result_documents(Path(stagedir), load_file):
+        doc = _read(path)
+        if not isinstance(doc, dict) or doc.get("schema") != RESULT_SCHEMA:
+            continue
+        raw = doc.get("matrices")
+        if not isinstance(raw, dict):
+            continue
+        kept = {}
+        for name in WHERE_MATRICES:
+            try:
+                m = read_matrices({name: raw[name]})[name] if name in raw else None
+            except (ResultError, ValueError, TypeError, OverflowError):
+                m = None
+            if m is not None and max(len(m.rows), len(m.cols)) <= MAX_WHERE_LABELS:
+                kept[name] = matrix_document(m)
+        if kept:
+            return {"matrices": kept}
+    return {}
+
+
 def evidence_in(stagedir: str | Path, load_file: str = "load.json") -> dict[str, Any]:
     """The evidence section of the first result document in ``stagedir`` that has one, else
     one made of ``load_file``'s share, else {}."""
     d = Path(stagedir)
-    try:
-        names = sorted(p for p in d.glob("*.json") if p.name != load_file)[:MAX_FILES]
-    except OSError:
-        names = []
-    for path in names:
+    for path in _result_documents(d, load_file):
         doc = _read(path)
         if isinstance(doc, dict) and doc.get("schema") == RESULT_SCHEMA and isinstance(
                 doc.get("evidence"), dict):  # fmt: skip

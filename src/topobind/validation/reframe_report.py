@@ -97,6 +97,9 @@ class TestCase:
     #: the evidence around the run (the check's tb_evidence: a result document's evidence
     #: section, measure/causes.py reads it); None when the report holds none
     evidence: dict[str, Any] | None = None
+    #: the matrices of the run's result document (the check's tb_matrices: {"matrices": ...},
+    #: measure/where.py reads them); None when the report holds none
+    where: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -350,12 +353,13 @@ def testcase_from(raw: object, source: str, where: str, run: int) -> TestCase:
         outputdir,
         display,
         _evidence(raw.get("tb_evidence")),
+        _evidence(raw.get("tb_matrices")),
     )
 
 
 def _evidence(raw: object) -> dict[str, Any] | None:
-    """A test case's ``tb_evidence``: an object (read field by field, never trusted, by
-    topobind.measure.causes.signals_of), else None."""
+    """A test case's ``tb_evidence`` or ``tb_matrices``: an object (read field by field, never
+    trusted, by topobind.measure.causes.signals_of and verdict's matrices), else None."""
     return raw if isinstance(raw, dict) and raw else None
 
 

@@ -139,6 +139,9 @@ class Observations:
     #: signals mapping a run ({} : none), and why a node's run had none
     evidence: dict[tuple[str, str], dict[str, list[dict[str, float]]]] = field(default_factory=dict)
     no_evidence: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    #: the matrices of every run (the checks' tb_matrices, measure.where): (check, variant) ->
+    #: node -> one {name: Matrix} a run that carried any
+    matrices: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
 
 
 def observe(reports: Iterable[Report | dict[str, Any]], site: str) -> Observations:
@@ -175,6 +178,7 @@ def _add(obs: Observations, tc: Any, site: str, source: str) -> None:
     node = tc.nodes[0]
     obs.ran_on.setdefault(node, set()).add(tc.check)
     _add_evidence(obs, tc, node)
+    _add_matrices(obs, tc, node)
     if tc.failed_before_performance:
         why = tc.fail_reason or f"ReFrame result {tc.result}"
         obs.failures.append(Failure(node, tc.check, tc.variant, why))
@@ -199,6 +203,18 @@ def _add_evidence(obs: Observations, tc: Any, node: str) -> None:
     obs.evidence.setdefault((tc.check, tc.variant), {}).setdefault(node, []).append(signals)
     if why:
         obs.no_evidence[(node, tc.check, tc.variant)] = why
+
+
+def _add_matrices(obs: Observations, tc: Any, node: str) -> None:
+    from topobind.measure.results import ResultError, read_matrices
+
+    raw = tc.where.get("matrices") if isinstance(tc.where, dict) else None
+    try:
+        got = read_matrices(raw) if isinstance(raw, dict) else {}
+    except (ResultError, ValueError, TypeError, OverflowError):
+        got = {}  # a report's matrices are untrusted: a malformed one says nothing
+    if got:
+        obs.matrices.setdefault((tc.check, tc.variant), {}).setdefault(node, []).append(got)
 
 
 # --------------------------------------------------------------------------- the verdict
@@ -501,7 +517,40 @@ def with_causes(verdicts: Sequence[NodeVerdict], obs: Observations,
         why = obs.no_evidence.get((v.node, *key), "")
         got = causes.explain(v.node, obs.evidence.get(key, {}), threshold, why)
         labels = tuple(c.name for c in got.causes) or (got.label,)
-        out.append(replace(v, cause=got.text, cause_labels=labels))
+        where = where_of(v.node, obs)
+        out.append(replace(v, cause=f"{got.text}; {where}" if where else got.text,
+                           cause_labels=labels))  # fmt: skip
+    return out
+
+
+def where_of(node: str, obs: Observations) -> str:
+    """'where: NUMA node 5: read bandwidth 21 GB/s, its peers 41: ...' from the node's
+    matrices in any check's runs (measure.where: against the other nodes' same matrices, else
+    within the node), '' when none is apart or the node's runs carried none."""
+    from topobind.measure import where
+
+    found = []
+    for by_node in obs.matrices.values():
+        mine = _runs_median(by_node.get(node, []))
+        fleet: dict[str, list[Any]] = {}
+        for other, runs in by_node.items():
+            if other != node:
+                for name, m in _runs_median(runs).items():
+                    fleet.setdefault(name, []).append(m)
+        text = where.where_text(mine, fleet)
+        if text:
+            found.append(text.removeprefix("where: "))
+    return "where: " + "; ".join(found) if found else ""
+
+
+def _runs_median(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One matrix a name of a node's runs: the element-wise median of its runs (one run: its)."""
+    from topobind.measure.where import fleet_reference
+
+    out = {}
+    for name in {n for r in runs for n in r}:
+        ms = [r[name] for r in runs if name in r]
+        out[name] = (fleet_reference(ms) if len(ms) > 1 else None) or ms[0]
     return out
 
 

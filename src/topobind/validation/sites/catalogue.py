@@ -183,6 +183,7 @@ CHECK_VARIABLES: dict[str, dict[str, SettingSpec]] = {
         "quick_small": SettingSpec("size", 4096, MAX_BYTES, empty=True),
         # the kernel's --min-time bounds (kernels/latency.c)
         "min_time": SettingSpec("number", 1e-4, 100),
+        "quick_bw_row": _BOOL,
     },
     "C2CCheck": {
         "samples": SettingSpec("count", 1, MAX_COUNT),
