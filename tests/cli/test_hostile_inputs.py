@@ -423,11 +423,12 @@ def test_yaml_aliases_that_expand_without_end_are_refused(tmp_path: Path) -> Non
 @needs_rankexec
 def test_rankexec_errors_stay_on_one_line(tmp_path: Path) -> None:
     """Found by tests/cli/test_fuzz_commands.py: a malformed line holding a carriage return was
-    quoted as it was, so the error took two lines."""
+    quoted as it was, so the error took two lines. A control byte is now refused as such,
+    before the line is parsed (issue 47 item 1), in one line naming its line and column."""
     step = tmp_path / "rankexec.txt"
     step.write_text("topobind-rankexec 1\nx\tA=\r0\n")
     step.chmod(0o600)
-    step_error(rankexec(step), "malformed line x?A=?0")
+    step_error(rankexec(step), "line 2, column 5: control byte 0x0d (CR")
 
 
 @pytest.mark.parametrize("metric", [["triad"], "nosuch"])

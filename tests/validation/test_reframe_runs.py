@@ -360,7 +360,10 @@ def test_hugepage_shortfall_names_the_exact_command(calibrated: Calibrated) -> N
         again = validate(
             calibrated, "-n", "HugepagesCheck", "-S", f"HugepagesCheck.pages_1g_per_numa={need}"
         )
-        assert again.returncode == 0, again.stdout + again.stderr
+        # the check passes; its free_1g_min has no reference in this calibration, so the
+        # run ends NOT JUDGED (4) rather than 0 (issue 47 item 5)
+        assert again.returncode in (0, 4), again.stdout + again.stderr
+        assert "1 passed, 0 failed" in again.stdout, again.stdout
     finally:
         Path(NR_1G).write_text(before + "\n")
 
