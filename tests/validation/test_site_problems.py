@@ -185,3 +185,14 @@ def test_every_node_failing_alike_drains_nothing_and_exits_5(
     assert 'verdict="fail"} 1' not in text
     labels = 'site="fleet",partition="slurm",check="StreamCheck",variant="compact"'
     assert f"topobind_site_problem{{{labels}}} 4" in text
+
+
+def test_a_site_problems_line_is_bounded_whatever_the_nodes() -> None:
+    """Issue 47 item 7's rule for every printed node list: 5,000 scattered nodes (every other
+    one of 10,000) name a site problem in one line of a few hundred characters."""
+    from topobind.validation.site_problems import GENERIC_FIX, SiteProblem, lines
+
+    nodes = tuple(f"n{i}" for i in range(0, 10_000, 2))
+    p = SiteProblem("StreamCheck", "compact", "boom", nodes, 10_000, GENERIC_FIX)
+    assert len(p.line()) < 600 and "(5,000 nodes)" in p.line()
+    assert len(lines([p])[0]) < 600

@@ -79,7 +79,7 @@ class SiteProblem:
         from topobind.topo import hostlist
 
         return (f"site problem: {self.what} failed on {len(self.nodes)} of {self.judged} "
-                f"judged nodes ({hostlist.compress(list(self.nodes))}): {self.reason[:300]}; "
+                f"judged nodes ({hostlist.shown(self.nodes)}): {self.reason[:300]}; "
                 f"{self.fix}")  # fmt: skip
 
 
@@ -100,7 +100,7 @@ def lines(problems: Sequence[SiteProblem]) -> list[str]:
         nodes = list(dict.fromkeys(n for p in group for n in p.nodes))
         named = ", ".join(dict.fromkeys(f"{subject(p.reason)} ({p.what})" for p in group))
         out.insert(0, f"site problem on {len(nodes)} of {group[0].judged} judged nodes "
-                      f"({hostlist.compress(nodes)}): {fix}: {named}")  # fmt: skip
+                      f"({hostlist.shown(nodes)}): {fix}: {named}")  # fmt: skip
     return out
 
 
