@@ -426,3 +426,36 @@ def wait_job(
         output_path=out_path,
         submit_stdout=submit_stdout,
     )
+
+
+#: the site the stand-in Slurm tests validate (the partition's nodes come from sinfo)
+STAND_IN_SITE_YAML = (
+    "schema: topobind.site/1\nname: fleet\ndescription: test fleet\nhostnames: ['^n$']\n"
+    "partitions:\n  - {name: slurm, scheduler: slurm, launcher: srun, access: ['-p debug']}\n"
+    "hugepages: {pages_1g_per_numa: 0}\n"
+)
+
+
+def stand_in_slurm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodes: Sequence[str], scontrol_tail: str = ""
+) -> Path:
+    """No cluster: ``sinfo`` lists ``nodes`` idle, ``scontrol`` logs every call to the file
+    returned (and runs ``scontrol_tail``, shell lines, after), site ``fleet`` in
+    TOPOBIND_SITES_DIR; both on PATH for the rest of the test."""
+    import stat
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "scontrol.log"
+    (bindir / "sinfo").write_text(
+        "#!/bin/sh\nfor n in " + " ".join(nodes) + '; do echo "$n idle"; done\n'
+    )
+    (bindir / "scontrol").write_text(f'#!/bin/sh\necho "$*" >> {log}\n{scontrol_tail}')
+    for f in bindir.iterdir():
+        f.chmod(f.stat().st_mode | stat.S_IXUSR)
+    sites = tmp_path / "sites" / "fleet"
+    sites.mkdir(parents=True)
+    (sites / "site.yaml").write_text(STAND_IN_SITE_YAML)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("TOPOBIND_SITES_DIR", str(sites.parent))
+    return log

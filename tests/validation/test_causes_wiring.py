@@ -9,39 +9,21 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
+from slurm_helpers import stand_in_slurm
 
 from topobind.cli.main import main
 from topobind.validation import evidence_files, slurm
 
 NODES = ["node1", "node2", "node3", "node4"]
-SITE_YAML = (
-    "schema: topobind.site/1\nname: fleet\ndescription: test fleet\nhostnames: ['^n$']\n"
-    "partitions:\n  - {name: slurm, scheduler: slurm, launcher: srun, access: ['-p debug']}\n"
-    "hugepages: {pages_1g_per_numa: 0}\n"
-)
 
 
 @pytest.fixture
 def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    log = tmp_path / "scontrol.log"
-    (bindir / "sinfo").write_text("#!/bin/sh\nfor n in " + " ".join(NODES)
-                                  + '; do echo "$n idle"; done\n')  # fmt: skip
-    (bindir / "scontrol").write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
-    for f in bindir.iterdir():
-        f.chmod(f.stat().st_mode | stat.S_IXUSR)
-    sites = tmp_path / "sites" / "fleet"
-    sites.mkdir(parents=True)
-    (sites / "site.yaml").write_text(SITE_YAML)
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    monkeypatch.setenv("TOPOBIND_SITES_DIR", str(sites.parent))
-    return log
+    return stand_in_slurm(tmp_path, monkeypatch, NODES)
 
 
 def _evidence(node: str, run: int) -> dict[str, Any]:

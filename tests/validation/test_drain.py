@@ -6,8 +6,6 @@ A logging fake ``scontrol`` (and ``sinfo``) on PATH proves nothing else is drain
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -15,40 +13,22 @@ import pytest
 from fuzzing import bounded, fuzz
 from hypothesis import given
 from hypothesis import strategies as st
+from slurm_helpers import stand_in_slurm
 
 from topobind.cli.main import main
 from topobind.validation import acceptance, verdict
 
 PARTITION = ["node1", "node2", "node3", "node4"]
-SITE_YAML = (
-    "schema: topobind.site/1\nname: fleet\ndescription: test fleet\nhostnames: ['^n$']\n"
-    "partitions:\n  - {name: slurm, scheduler: slurm, launcher: srun, access: ['-p debug']}\n"
-    "hugepages: {pages_1g_per_numa: 0}\n"
-)
 
 
 @pytest.fixture
 def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """sinfo lists PARTITION (all idle); scontrol logs every call to the returned file and
     shows a drained node as drained."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    log = tmp_path / "scontrol.log"
-    (bindir / "sinfo").write_text(
-        "#!/bin/sh\nfor n in " + " ".join(PARTITION) + '; do echo "$n idle"; done\n'
-    )
-    (bindir / "scontrol").write_text(
-        f'#!/bin/sh\necho "$*" >> {log}\n'
-        'if [ "$2" = show ]; then echo "NodeName=$4 State=IDLE+DRAIN Reason=topobind: x"; fi\n'
-    )
-    for f in bindir.iterdir():
-        f.chmod(f.stat().st_mode | stat.S_IXUSR)
-    sites = tmp_path / "sites" / "fleet"
-    sites.mkdir(parents=True)
-    (sites / "site.yaml").write_text(SITE_YAML)
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    monkeypatch.setenv("TOPOBIND_SITES_DIR", str(sites.parent))
-    return log
+    return stand_in_slurm(
+        tmp_path, monkeypatch, PARTITION,
+        'if [ "$2" = show ]; then echo "NodeName=$4 State=IDLE+DRAIN Reason=topobind: x"; fi\n',
+    )  # fmt: skip
 
 
 def _tc(node_field: str, name: str, value: float) -> dict[str, Any]:
