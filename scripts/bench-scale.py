@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from bench_summary import add_summary, target  # scripts/: make bench's summary
+from bench_timing import cluster_env, local_slurm  # scripts/: the bench scripts' library
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -44,20 +45,6 @@ REFRAME_NODES = {int(n) for n in os.environ.get("BENCH_SCALE_REFRAME_NODES",
 REPEAT = int(os.environ.get("BENCH_SCALE_REPEAT", "3"))
 LOCK = Path("/tmp/tb-slurm.lock")
 TARGET_WALL_S, TARGET_JOBS_PER_NODE, TARGET_CPU_PER_NODE = 360.0, 2.0, 0.5
-
-
-def cluster_env(state: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env |= {"TOPOBIND_SLURM_DIR": str(state), "SLURM_CONF": str(state / "slurm.conf"),
-            "PATH": f"{VENV_BIN}:{env.get('PATH', '')}"}  # fmt: skip
-    return env
-
-
-def local_slurm(cmd: list[str], env: dict[str, str]) -> None:
-    done = subprocess.run([str(REPO / "scripts" / "local-slurm"), *cmd], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
-    if done.returncode != 0:
-        raise SystemExit(f"local-slurm {' '.join(cmd)}: {done.stderr.strip()[-500:]}")
 
 
 def sdiag(env: dict[str, str]) -> dict[str, int]:

@@ -23,26 +23,14 @@ import sys
 import time
 from pathlib import Path
 
+from bench_timing import cluster_env, local_slurm  # scripts/: the bench scripts' library
+
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 NODES = int(os.environ.get("BENCH_VERIFY_NODES", "64"))
 REPEAT = int(os.environ.get("BENCH_VERIFY_REPEAT", "3"))
 TARGET_S = 3.0
 LOCK = Path("/tmp/tb-slurm.lock")
-
-
-def cluster_env(state: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env |= {"TOPOBIND_SLURM_DIR": str(state), "SLURM_CONF": str(state / "slurm.conf"),
-            "PATH": f"{VENV_BIN}:{env.get('PATH', '')}"}  # fmt: skip
-    return env
-
-
-def local_slurm(cmd: list[str], env: dict[str, str]) -> None:
-    done = subprocess.run([str(REPO / "scripts" / "local-slurm"), *cmd], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
-    if done.returncode != 0:
-        raise SystemExit(f"local-slurm {' '.join(cmd)}: {done.stderr.strip()[-500:]}")
 
 
 def timed_runs(verify: bool, env: dict[str, str]) -> tuple[list[float], str]:

@@ -4,9 +4,13 @@ system calls read from an ``strace -f`` file, up to its execve of the program.""
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
+import subprocess
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 #: file-system and descriptor calls (strace's %file and %desc, the ones a task set-up makes)
 FS_CALLS = frozenset(
@@ -72,3 +76,25 @@ def task_calls(lines: Iterable[str], program: str) -> list[list[str]]:
 def fs_calls(task: list[str]) -> int:
     """How many of a task's calls are file-system or descriptor calls."""
     return sum(1 for c in task if c in FS_CALLS)
+
+
+#: the checkout and the venv's bin/ of the running bench script (scripts/ is beside src/)
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+
+
+def cluster_env(state: Path) -> dict[str, str]:
+    """The environment of the local cluster in ``state`` (scripts/local-slurm): no outer
+    SLURM_*, its slurm.conf, the venv's tools first on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env |= {"TOPOBIND_SLURM_DIR": str(state), "SLURM_CONF": str(state / "slurm.conf"),
+            "PATH": f"{VENV_BIN}:{env.get('PATH', '')}"}  # fmt: skip
+    return env
+
+
+def local_slurm(cmd: list[str], env: dict[str, str]) -> None:
+    """scripts/local-slurm CMD (10 minutes at most); its error ends the bench in one line."""
+    done = subprocess.run([str(REPO / "scripts" / "local-slurm"), *cmd], env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"local-slurm {' '.join(cmd)}: {done.stderr.strip()[-500:]}")
