@@ -30,22 +30,25 @@
 #define BIG (8 << 20)   /* /proc/stat, /proc/interrupts, numa_maps of a many-CPU node */
 
 /* ---------------------------------------------------------------- bounded reads */
-const char *tb_sys_path(char *out, size_t len, const char *rel)
+/* OUT = $VAR (a test tree) or DEFAULT, then /REL; "" when it does not fit */
+static const char *rooted(char *out, size_t len, const char *var, const char *dflt,
+                          const char *rel)
 {
-    const char *root = getenv("TOPOBIND_SYSFS_ROOT");
-    int n = snprintf(out, len, "%s/%s", root && *root ? root : "/sys", rel);
+    const char *root = getenv(var);
+    int n = snprintf(out, len, "%s/%s", root && *root ? root : dflt, rel);
     if (n < 0 || (size_t)n >= len)
         out[0] = '\0';
     return out;
 }
 
+const char *tb_sys_path(char *out, size_t len, const char *rel)
+{
+    return rooted(out, len, "TOPOBIND_SYSFS_ROOT", "/sys", rel);
+}
+
 const char *tb_proc_path(char *out, size_t len, const char *rel)
 {
-    const char *root = getenv("TOPOBIND_PROCFS_ROOT");
-    int n = snprintf(out, len, "%s/%s", root && *root ? root : "/proc", rel);
-    if (n < 0 || (size_t)n >= len)
-        out[0] = '\0';
-    return out;
+    return rooted(out, len, "TOPOBIND_PROCFS_ROOT", "/proc", rel);
 }
 
 static const char *kind_of(mode_t m)
