@@ -32,7 +32,7 @@ from typing import NamedTuple, Protocol
 
 from topobind.errors import Interrupted, TopobindError, plural
 from topobind.measure.cpuload import BUSY_SHARE
-from topobind.tune import stats
+from topobind.tune import sequential, stats
 
 #: failed runs after which a candidate that has not run well more often is dropped
 MAX_FAILURES = 3
@@ -132,40 +132,55 @@ class Progress(Protocol):
         """One run done (the command prints it on stderr)."""
 
 
+#: the exponent of the power-family spending function alpha * t**RHO (Kim & DeMets 1987)
+RHO = 2.0
+
+
 @dataclass
 class Looks:
     """The planned looks of a session (the counted runs a candidate has when the data are
-    judged) and how the session's error rate ``1 - level`` is spent over them: an alpha
-    spending function (Lan & DeMets 1983) of the power family (Kim & DeMets 1987),
-    alpha(t) = alpha * t**2 with t = n / last (little early, as O'Brien-Fleming's bounds),
-    each look's increment split over every pair of candidates (Bonferroni: valid whatever
-    the correlation between looks and pairs). A session that ends between looks (its budget)
-    judges once more with what is left unspent."""
+    judged) and how the session's error rate ``1 - level`` is spent over them. It is split
+    evenly over every pair of candidates (Bonferroni: the leader is chosen from the data);
+    each pair's share is spent by an alpha-spending function (Lan & DeMets 1983) of the
+    power family (Kim & DeMets 1987), alpha(t) = alpha * t**RHO with t = n / last (little
+    early, as O'Brien-Fleming's bounds), and each look's boundary is the group-sequential one
+    (:mod:`topobind.tune.sequential`: the looks' statistics are correlated, so the last look
+    keeps nearly the whole share). A session that ends between looks (its budget) judges
+    once more with everything left."""
 
     at: tuple[int, ...]
     alpha: float  # the session's error rate
     pairs: int
     needed: int  # counted runs of each candidate before the first look
-    spent: float = 0.0
-    last: float = 0.0  # the increment of the last look made (per pair)
+    last: float = 0.0  # the nominal error rate of each interval at the last look made
     fresh: bool = False  # no run since the last look
-    made: int = 0  # the counted runs of the last look made (looks only go forward)
+    made: list[int] = field(default_factory=list)  # the counted runs of each look made
+
+    def spend(self, n: int) -> float:
+        """A pair's error rate spent by the look at ``n`` counted runs."""
+        return self.alpha / self.pairs * min(1.0, n / self.at[-1]) ** RHO
 
     def look(self, n: int) -> float:
-        """The error rate of each interval at the look at ``n`` counted runs (spent)."""
-        end = self.at[-1]
-        step = self.alpha * ((n / end) ** 2 - (self.made / end) ** 2)
-        self.made = n
-        self.spent += step
-        self.last = step / self.pairs
+        """The error rate of each interval at the look at ``n`` counted runs."""
+        self.made.append(n)
+        self.last = self._nominal(self.made, everything=False)
         return self.last
 
-    def final(self) -> float:
-        """The error rate of each interval when the session ends: the last look's when no
-        run came after it, else what is left unspent."""
-        if self.fresh or self.spent >= self.alpha * (1 - 1e-9):
-            return self.last or self.alpha / self.pairs
-        return (self.alpha - self.spent) / self.pairs
+    def final(self, n: int) -> float:
+        """The error rate of each interval when the session ends at ``n`` counted runs: the
+        last look's when no run came after it (or all was spent), else one more look that
+        spends what is left."""
+        if self.made and (self.fresh or n <= self.made[-1] or self.made[-1] >= self.at[-1]):
+            return self.last
+        return self._nominal([*self.made, max(n, 1)], everything=True)
+
+    def _nominal(self, looks: list[int], everything: bool) -> float:
+        end = self.at[-1]
+        times = [min(1.0, n / end) for n in looks]
+        spent = [self.spend(n) for n in looks]
+        if everything:
+            spent[-1] = self.alpha / self.pairs
+        return sequential.nominal(times, spent)
 
 
 class Outcome(NamedTuple):
@@ -320,7 +335,7 @@ def plan_looks(candidates: int, last: int, settings: Settings) -> Looks:
     first = max(settings.min_runs, 2)
     while True:
         end = max(first, last)
-        if 2.0 / 2**first <= alpha * (first / end) ** 2 / pairs:
+        if 2.0 / 2**first <= alpha * (first / end) ** RHO / pairs:
             return Looks(tuple(_geometric(first, end)), alpha, pairs, first)
         first += 1
 
@@ -409,7 +424,7 @@ def _decide(table: list[Standing], settings: Settings, rounds: int, plan: Looks)
     the session is decided when no candidate in the race is undecided against the leader."""
     racing = [s for s in table if s.dropped is None]
     n = max((s.runs for s in racing), default=0)
-    if not racing or n not in plan.at or n <= plan.made:
+    if not racing or n not in plan.at or (plan.made and n <= plan.made[-1]):
         return ""
     ranked = _ranked(table, settings)
     if not ranked:
@@ -478,12 +493,12 @@ def noise(table: Sequence[Standing]) -> dict[str, float | int | bool] | None:
 
 def _claims(table: list[Standing], settings: Settings, stopped: str, rounds: int,
             plan: Looks) -> Outcome:  # fmt: skip
-    level = 1 - plan.final()
+    racing = [s for s in table if s.dropped is None] or table
+    level = 1 - plan.final(max(s.runs for s in racing))
     done = Outcome(table, None, None, stopped, {}, rounds, level=level)
     if stopped == "interrupted":
         return done._replace(verdict="interrupted", headline="interrupted: nothing is claimed")
     ranked = _ranked(table, settings)
-    racing = [s for s in table if s.dropped is None] or table
     fewest = min(s.runs for s in racing)
     if stopped == "too-short" or not ranked or ranked[0].runs < plan.needed or (
             fewest < settings.min_runs):  # fmt: skip
