@@ -4,6 +4,8 @@ line per finished run otherwise, nothing with --quiet; ReFrame's status lines dr
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
 import pytest
 
@@ -176,3 +178,70 @@ def test_a_silent_run_gets_a_line_within_the_heartbeat_from_make() -> None:
         lines
     )
     assert lines[-1].startswith("n1  DgemmCheck 1G  run 1/1 ok in 0:12"), lines
+
+
+def test_a_check_not_yet_timed_borrows_no_other_checks_time() -> None:
+    """Issue 48 item 3: before DgemmCheck 1G's first run, the time left was the short STREAM
+    runs' mean ('about 0:04 left' for minutes). A check with no run and no cost model is
+    named as not yet timed; one with a cost model (its earlier reports) is timed by it."""
+    out, clock = io.StringIO(), Clock()
+    p = progress.Progress(out, "plain", now=clock)
+    p.plan("n1", "StreamCheck compact", 1)
+    p.plan("n1", "DgemmCheck 1G", 1)
+    p.start("n1", "StreamCheck compact")
+    clock.t += 4
+    p.finish("n1", "StreamCheck compact")
+    assert (
+        out.getvalue()
+        .splitlines()[-1]
+        .endswith("(elapsed 0:04, about 0:00 left + DgemmCheck 1G not yet timed)")
+    )
+    assert p.untimed() == ["DgemmCheck 1G"]
+    out2 = io.StringIO()
+    q = progress.Progress(out2, "plain", now=clock, estimates={"DgemmCheck 1G": 214.0})
+    q.plan("n1", "StreamCheck compact", 1)
+    q.plan("n1", "DgemmCheck 1G", 1)
+    q.start("n1", "StreamCheck compact")
+    clock.t += 4
+    q.finish("n1", "StreamCheck compact")
+    assert out2.getvalue().splitlines()[-1].endswith("(elapsed 0:04, about 3:34 left)")
+
+
+def _report(path: Path, cases: list[tuple[str, str, float]]) -> None:
+    tcs = [
+        {
+            "name": d.split()[0],
+            "display_name": d,
+            "result": r,
+            "time_total": t,
+            "system": "local",
+            "partition": "slurm",
+            "perfvalues": {},
+        }
+        for d, r, t in cases
+    ]
+    path.write_text(json.dumps({"session_info": {"time_elapsed": 1.0},
+                                "runs": [{"run_index": 0, "testcases": tcs}]}))  # fmt: skip
+
+
+def test_check_times_from_the_sites_earlier_reports(tmp_path: Path) -> None:
+    rep = tmp_path / "reports"
+    rep.mkdir()
+    _report(
+        rep / "validate-local-slurm-20261201T000000Z.json",
+        [("DgemmCheck %pages=1G", "pass", 200.0), ("StreamCheck %layout=compact", "pass", 4.0)],
+    )
+    _report(
+        rep / "each-node-local-slurm-20261202T000000Z-node1.json",
+        [
+            ("DgemmCheck %pages=1G %.nid=node1", "pass", 220.0),
+            ("StreamCheck %layout=compact", "fail", 90.0),
+        ],
+    )  # a failed run times nothing
+    _report(
+        rep / "validate-other-slurm-20261203T000000Z.json", [("DgemmCheck %pages=1G", "pass", 1.0)]
+    )  # another site
+    (rep / "validate-local-slurm-20261204T000000Z.json").write_text("{not json")
+    times = progress.check_times(tmp_path, "local", "slurm")
+    assert times == {"DgemmCheck 1G": 210.0, "StreamCheck compact": 4.0}
+    assert progress.check_times(tmp_path / "none", "local", "slurm") == {}

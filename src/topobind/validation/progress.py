@@ -55,9 +55,12 @@ HEARTBEAT_S = 10.0
 
 class Progress:
     """Progress of (node, check) items. A run's expected time: the mean of that check's own
-    runs once it has some, else ``estimate`` (the cost model), else the mean of every run
-    done so far. :meth:`beat` (every :data:`HEARTBEAT_S` from :func:`make`'s thread) says
-    what is running between the lines of finished runs."""
+    runs once it has some, else ``estimates[check]`` (the check's cost model: what its runs
+    took in this site's earlier reports, :func:`check_times`), else ``estimate``; a check
+    with none of these is *not yet timed*, and the time left says so instead of borrowing
+    other checks' times (DGEMM 1G is not a short STREAM). :meth:`beat` (every
+    :data:`HEARTBEAT_S` from :func:`make`'s thread) says what is running between the lines
+    of finished runs."""
 
     def __init__(
         self,
@@ -65,11 +68,13 @@ class Progress:
         mode: str = "plain",
         estimate: float | None = None,
         now: Callable[[], float] = time.monotonic,
+        estimates: dict[str, float] | None = None,
     ) -> None:
         if mode not in ("live", "plain", "quiet"):
             raise ValueError(mode)
         self.stream = stream if stream is not None else sys.stderr
         self.mode, self.estimate, self.now = mode, estimate, now
+        self.estimates = dict(estimates or {})
         self.items: dict[tuple[str, str], Item] = {}
         self.t0 = now()
         self.last_end = self.t0  # a run's time counts from its start or the last run's end
@@ -114,42 +119,49 @@ class Progress:
         )
 
     def per_run(self, item: Item | None = None) -> float | None:
-        """Seconds a run of ``item``'s check (its own runs', else the estimate, else every
-        run's mean); without ``item``: every run's mean, else the estimate."""
+        """Seconds a run of ``item``'s check: its own runs', else its cost model's, else the
+        estimate, else None (not yet timed); without ``item``: every run's mean, else the
+        estimate."""
         if item is not None:
             own = [d for i in self.items.values() if i.check == item.check for d in i.durations]
             if own:
                 return sum(own) / len(own)
-            if self.estimate is not None:
-                return self.estimate
+            return self.estimates.get(item.check, self.estimate)
         took = [d for i in self.items.values() for d in i.durations]
         return sum(took) / len(took) if took else self.estimate
 
+    def untimed(self) -> list[str]:
+        """Checks with runs still to come and no time to expect of them (sorted)."""
+        return sorted({i.check for i in self.items.values()
+                       if i.planned > i.done and self.per_run(i) is None})  # fmt: skip
+
     def left(self) -> float | None:
-        """Seconds left: the runs not done times the seconds per run, less the time the
-        runs in progress have already had."""
-        if self.per_run() is None:
-            return None
-        now, total = self.now(), 0.0
+        """Seconds left of the runs whose time is known: the runs not done times the seconds
+        per run, less the time the runs in progress have already had (None: none known)."""
+        now, total, known = self.now(), 0.0, False
         for i in self.items.values():
-            per = self.per_run(i) or 0.0
+            per = self.per_run(i)
+            if per is None:
+                continue
+            known = True
             total += max(0, i.planned - i.done) * per
             if i.started is not None:
                 total -= min(now - i.started, per)
-        return max(0.0, total)
+        return max(0.0, total) if known else None
 
     def _left_text(self) -> str:
-        left = self.left()
+        left, untimed = self.left(), self.untimed()
         if left is None:
-            return ""
+            return f", {_untimed_text(untimed)}" if untimed and self.items else ""
         now = self.now()
         over = [i for i in self.items.values() if i.started is not None
                 and now - i.started > (self.per_run(i) or float("inf"))]  # fmt: skip
+        more = f" + {_untimed_text(untimed)}" if untimed else ""
         if over:  # the estimate is behind: say so rather than 'about 0:00 left'
             per = self.per_run(over[0]) or 0.0
             return (f", about {clock(left)} left after {over[0].check}, over its "
-                    f"~{clock(per)} so far")  # fmt: skip
-        return f", about {clock(left)} left"
+                    f"~{clock(per)} so far{more}")  # fmt: skip
+        return f", about {clock(left)} left{more}"
 
     # ------------------------------------------------------------------ output
     def line(self, item: Item) -> str:
@@ -232,15 +244,24 @@ class Progress:
                 self.stream.flush()
 
 
+def _untimed_text(checks: list[str]) -> str:
+    """``DgemmCheck 1G not yet timed`` (at most three named, then how many more)."""
+    named = ", ".join(checks[:3]) + (f" and {len(checks) - 3} more" if len(checks) > 3 else "")
+    return f"{named} not yet timed"
+
+
 def make(
-    quiet: bool = False, stream: TextIO | None = None, estimate: float | None = None
+    quiet: bool = False,
+    stream: TextIO | None = None,
+    estimate: float | None = None,
+    estimates: dict[str, float] | None = None,
 ) -> Progress:
     """Live on a terminal, plain lines otherwise, nothing with ``quiet``; a run in progress
     is shown at least every :data:`HEARTBEAT_S` (call :meth:`Progress.close` at the end)."""
     out = stream if stream is not None else sys.stderr
     isatty = getattr(out, "isatty", lambda: False)()
     mode = "quiet" if quiet else ("live" if isatty else "plain")
-    prog = Progress(out, mode, estimate)
+    prog = Progress(out, mode, estimate, estimates=estimates)
     prog.start_heartbeat()
     return prog
 
@@ -253,6 +274,41 @@ def case_name(display_name: str, where: str) -> tuple[str, str]:
     node = params.pop(".nid", None) or where.split("+")[0]
     variant = ",".join(v for k, v in params.items() if not k.startswith("."))
     return node, f"{check} {variant}".strip()
+
+
+#: the newest reports of a site's partition that time its checks before they run
+CHECK_TIMES_LOOK = 8
+_STAMP = re.compile(r"\d{8}T\d{6}Z")  # a report's time in its name (run_reframe's stamp)
+
+
+def check_times(results: Path, site: str, partition: str) -> dict[str, float]:
+    """Each check's cost model before it has run in this session: the median time ReFrame
+    gave its passing runs (``time_total``) in the newest :data:`CHECK_TIMES_LOOK` reports of
+    ``site``'s ``partition`` under ``results`` (validate, calibrate, --each-node), keyed as
+    the progress lines name checks (``DgemmCheck 1G``). A report that cannot be read is
+    passed over; none: an empty map (the checks are 'not yet timed')."""
+    from topobind.errors import TopobindError
+    from topobind.validation import reframe_report
+
+    found = sorted((results / "reports").glob(f"*-{site}-{partition}-*.json"),
+                   key=lambda f: (_STAMP.findall(f.name) or [""])[-1])  # fmt: skip
+    times: dict[str, list[float]] = {}
+    for path in [f for f in found if not f.name.endswith(".conformance.json")][-CHECK_TIMES_LOOK:]:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = reframe_report.parse_json(fh.read(64 << 20), str(path))
+            rep = reframe_report.report_from_document(doc, str(path))
+        except (OSError, ValueError, TopobindError):
+            continue
+        for c in rep.cases:
+            if c.result == "pass" and c.seconds is not None:
+                times.setdefault(case_name(c.display, "")[1], []).append(c.seconds)
+    return {check: _median(xs) for check, xs in times.items()}
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
 
 
 class ReframeTracker:

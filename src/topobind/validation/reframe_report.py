@@ -100,6 +100,8 @@ class TestCase:
     #: the matrices of the run's result document (the check's tb_matrices: {"matrices": ...},
     #: measure/where.py reads them); None when the report holds none
     where: dict[str, Any] | None = None
+    #: ReFrame's time_total of the case (seconds; None when absent or not a finite number)
+    seconds: float | None = None
 
     @property
     def key(self) -> str:
@@ -354,7 +356,16 @@ def testcase_from(raw: object, source: str, where: str, run: int) -> TestCase:
         display,
         _evidence(raw.get("tb_evidence")),
         _evidence(raw.get("tb_matrices")),
+        _seconds(raw.get("time_total")),
     )
+
+
+def _seconds(raw: object) -> float | None:
+    """A test case's time_total: a finite number of seconds from 0 to a week, else None."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        return None
+    value = float(raw)
+    return value if math.isfinite(value) and 0 <= value <= 7 * 86400 else None
 
 
 def _evidence(raw: object) -> dict[str, Any] | None:

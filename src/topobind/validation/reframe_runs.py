@@ -598,7 +598,8 @@ def _validate_partition(site: Site, partition: str, setvars: dict[str, str],
     retry = ["--max-retries", str(options.retries)] if options.retries > 0 else []
     from topobind.validation import progress
 
-    tracker = progress.ReframeTracker(progress.make(quiet=options.quiet))
+    times = progress.check_times(options.results, site.name, partition)
+    tracker = progress.ReframeTracker(progress.make(quiet=options.quiet, estimates=times))
     try:
         session = run_reframe(
             site, partition, options.tags, options.names, setvars, options.exec_policy,
@@ -719,7 +720,8 @@ def _tracked(site: Site, partition: str, options: CalibrateOptions, setvars: dic
     """One calibrate session, its status lines shown as progress."""
     from topobind.validation import progress
 
-    tracker = progress.ReframeTracker(progress.make(quiet=options.quiet))
+    times = progress.check_times(options.results, site.name, partition)
+    tracker = progress.ReframeTracker(progress.make(quiet=options.quiet, estimates=times))
     try:
         return run_reframe(
             site, partition, options.tags, options.names, setvars, options.exec_policy,
