@@ -7,3 +7,12 @@ bench-evidence: kernels
 	$(PY) scripts/bench-evidence.py
 
 BENCH_TARGETS += bench-evidence
+
+# The same on a whole smoke acceptance of 32 local nodes, evidence off and on alternately
+# (scripts/bench-evidence-fleet.py; root: a local Slurm cluster). Target: at most 5 % slower.
+.PHONY: bench-evidence-fleet
+
+bench-evidence-fleet: kernels
+	$(PY) scripts/bench-evidence-fleet.py
+
+BENCH_TARGETS += bench-evidence-fleet
