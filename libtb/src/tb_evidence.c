@@ -428,7 +428,9 @@ static void cgroup_signals(tb_evidence *e, double window)
         }
     }
     if (best >= 0) {
-        set_val(e, S_THROTTLED, share < 0 ? 0 : share);
+        /* the kernel sums the throttled time of the cgroup's run queues over the CPUs
+         * (several throttled at once count twice): a share of the window, at most 1 */
+        set_val(e, S_THROTTLED, share < 0 ? 0 : share > 1 ? 1 : share);
         set_val(e, S_THR_PERIODS, (double)(e->e.cg_nr[best] - e->b.cg_nr[best]));
     } else {
         const char *w = e->cg_n ? "no cpu.stat with throttling in the run's cgroup or its ancestors"

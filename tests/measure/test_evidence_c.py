@@ -119,6 +119,16 @@ def run_wrapped(root: Path, env: dict[str, str], *extra: str) -> dict:
     return json.loads(out.read_text())
 
 
+def test_throttled_time_summed_over_cpus_is_at_most_the_whole_run(tmp_path: Path) -> None:
+    """The kernel adds up the throttled time of the cgroup's run queues over the CPUs: on the
+    local cluster a run read 'throttled 105% of the run'. The share is at most 1."""
+    env = fake_tree(tmp_path, "v2")
+    _write(tmp_path / "end/sys/fs/cgroup/job/step/cpu.stat",
+           "usage_usec 5\nnr_periods 9\nnr_throttled 9\nthrottled_usec 1000000001000\n")  # fmt: skip
+    ev = read_evidence(run_wrapped(tmp_path, env)).evidence
+    assert ev is not None and ev.signal("throttled_share") == 1.0
+
+
 def test_deltas_quota_at_an_ancestor_and_links_from_a_cgroup_v2_tree(tmp_path: Path) -> None:
     doc = run_wrapped(tmp_path, fake_tree(tmp_path, "v2"))
     assert doc["schema"] == "topobind.evidence/1" and doc["status"] == 0
