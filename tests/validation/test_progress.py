@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -242,6 +243,7 @@ def test_check_times_from_the_sites_earlier_reports(tmp_path: Path) -> None:
         rep / "validate-other-slurm-20261203T000000Z.json", [("DgemmCheck %pages=1G", "pass", 1.0)]
     )  # another site
     (rep / "validate-local-slurm-20261204T000000Z.json").write_text("{not json")
+    os.mkfifo(rep / "validate-local-slurm-20261205T000000Z.json")  # passed over, never waited on
     times = progress.check_times(tmp_path, "local", "slurm")
     assert times == {"DgemmCheck 1G": 210.0, "StreamCheck compact": 4.0}
     assert progress.check_times(tmp_path / "none", "local", "slurm") == {}

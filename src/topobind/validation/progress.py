@@ -13,7 +13,9 @@ whether the stream is a terminal.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import sys
 import threading
 import time
@@ -276,6 +278,25 @@ def case_name(display_name: str, where: str) -> tuple[str, str]:
     return node, f"{check} {variant}".strip()
 
 
+def read_report(path: str | os.PathLike[str], limit: int, errors: str = "strict") -> str:
+    """At most ``limit`` bytes of a report as text: a regular file only, opened without
+    blocking (a FIFO or a device among the reports is an OSError, never a hang)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{os.fspath(path)} is not a regular file")
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors=errors)
+
+
 #: the newest reports of a site's partition that time its checks before they run
 CHECK_TIMES_LOOK = 8
 _STAMP = re.compile(r"\d{8}T\d{6}Z")  # a report's time in its name (run_reframe's stamp)
@@ -295,8 +316,7 @@ def check_times(results: Path, site: str, partition: str) -> dict[str, float]:
     times: dict[str, list[float]] = {}
     for path in [f for f in found if not f.name.endswith(".conformance.json")][-CHECK_TIMES_LOOK:]:
         try:
-            with open(path, encoding="utf-8") as fh:
-                doc = reframe_report.parse_json(fh.read(64 << 20), str(path))
+            doc = reframe_report.parse_json(read_report(path, 64 << 20), str(path))
             rep = reframe_report.report_from_document(doc, str(path))
         except (OSError, ValueError, TopobindError):
             continue
@@ -396,8 +416,7 @@ def run_timing(path: str) -> tuple[float, int, int] | str:
     from topobind.validation import reframe_report
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = reframe_report.parse_json(fh.read(64 << 20), path)
+        doc = reframe_report.parse_json(read_report(path, 64 << 20), path)
         rep = reframe_report.report_from_document(doc, path)
         info = doc["session_info"]
         elapsed = float(info["time_elapsed"])
@@ -452,8 +471,7 @@ def report_selection(path: Path, smoke: Collection[str] = ()) -> tuple[str, tupl
     import shlex
 
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            head = fh.read(1 << 16)
+        head = read_report(path, 1 << 16, errors="replace")
         m = re.search(r'"cmdline":\s*("(?:[^"\\]|\\.)*")', head)
         args = shlex.split(json.loads(m.group(1))) if m else None
     except (OSError, ValueError):
