@@ -123,8 +123,8 @@ def test_throttled_time_summed_over_cpus_is_at_most_the_whole_run(tmp_path: Path
     """The kernel adds up the throttled time of the cgroup's run queues over the CPUs: on the
     local cluster a run read 'throttled 105% of the run'. The share is at most 1."""
     env = fake_tree(tmp_path, "v2")
-    _write(tmp_path / "end/sys/fs/cgroup/job/step/cpu.stat",
-           "usage_usec 5\nnr_periods 9\nnr_throttled 9\nthrottled_usec 1000000001000\n")  # fmt: skip
+    stat = "usage_usec 5\nnr_periods 9\nnr_throttled 9\nthrottled_usec 1000000001000\n"
+    _write(tmp_path / "end/sys/fs/cgroup/job/step/cpu.stat", stat)  # 11 days throttled
     ev = read_evidence(run_wrapped(tmp_path, env)).evidence
     assert ev is not None and ev.signal("throttled_share") == 1.0
 
