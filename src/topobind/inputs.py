@@ -184,6 +184,20 @@ def _shown(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def read_head(path: str | os.PathLike[str], limit: int) -> bytes:
+    """At most the first ``limit`` bytes of a regular file, opened without blocking: a FIFO,
+    a device or a directory is an OSError, never a hang (for files read whole or not at all,
+    :meth:`InputFile.read_bytes` says why in one line)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(f"{os.fspath(path)} is {file_kind(mode)}, not a regular file")
+        return _read_at_most(fd, limit)
+    finally:
+        os.close(fd)
+
+
 def _read_at_most(fd: int, limit: int) -> bytes:
     chunks: list[bytes] = []
     got = 0

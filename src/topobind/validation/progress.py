@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import sys
 import threading
 import time
@@ -279,22 +278,11 @@ def case_name(display_name: str, where: str) -> tuple[str, str]:
 
 
 def read_report(path: str | os.PathLike[str], limit: int, errors: str = "strict") -> str:
-    """At most ``limit`` bytes of a report as text: a regular file only, opened without
-    blocking (a FIFO or a device among the reports is an OSError, never a hang)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{os.fspath(path)} is not a regular file")
-        chunks, left = [], limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode("utf-8", errors=errors)
+    """At most ``limit`` bytes of a report as text (:func:`topobind.inputs.read_head`: a
+    FIFO or a device among the reports is an OSError, never a hang)."""
+    from topobind.inputs import read_head
+
+    return read_head(path, limit).decode("utf-8", errors=errors)
 
 
 #: the newest reports of a site's partition that time its checks before they run
@@ -309,6 +297,7 @@ def check_times(results: Path, site: str, partition: str) -> dict[str, float]:
     the progress lines name checks (``DgemmCheck 1G``). A report that cannot be read is
     passed over; none: an empty map (the checks are 'not yet timed')."""
     from topobind.errors import TopobindError
+    from topobind.measure.stats import median
     from topobind.validation import reframe_report
 
     found = sorted((results / "reports").glob(f"*-{site}-{partition}-*.json"),
@@ -323,12 +312,7 @@ def check_times(results: Path, site: str, partition: str) -> dict[str, float]:
         for c in rep.cases:
             if c.result == "pass" and c.seconds is not None:
                 times.setdefault(case_name(c.display, "")[1], []).append(c.seconds)
-    return {check: _median(xs) for check, xs in times.items()}
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+    return {check: median(xs) for check, xs in times.items()}
 
 
 class ReframeTracker:
