@@ -160,6 +160,40 @@ def test_the_heartbeat_thread_writes_while_nothing_else_does() -> None:
     quiet.close()
 
 
+def test_no_heartbeat_after_close_and_none_into_a_closed_stream(monkeypatch) -> None:
+    """CI saw 'ValueError: I/O operation on closed file' in the topobind-progress thread: a
+    beat that had passed its wait wrote after close(), into a stream pytest had closed.
+    close() now joins the thread; a stream closed under it ends the heartbeat quietly."""
+    import threading
+    import time
+
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda a: raised.append(a.exc_value))
+    for _ in range(20):  # many closes, each racing a beat due every 1 ms
+        out = io.StringIO()
+        p = progress.Progress(out, "plain")
+        p.plan("n1", "HplCheck full", 1)
+        p.start("n1", "HplCheck full")
+        p._said -= 10  # a beat is due at once
+        p.start_heartbeat(every=0.001)
+        time.sleep(0.01)
+        p.close()
+        assert p._beating is not None and not p._beating.is_alive()
+        out.close()  # what pytest's capture does at the test's end: a late beat would raise
+    lost = io.StringIO()
+    q = progress.Progress(lost, "plain")
+    q.plan("n1", "HplCheck full", 1)
+    q.start("n1", "HplCheck full")
+    lost.close()
+    q._said -= 10
+    q.start_heartbeat(every=0.001)
+    assert q._beating is not None
+    q._beating.join(timeout=30)  # the closed stream stops it
+    assert not q._beating.is_alive()
+    q.close()
+    assert raised == []
+
+
 @pytest.mark.slow
 def test_a_silent_run_gets_a_line_within_the_heartbeat_from_make() -> None:
     """What validate and bench get from progress.make: a process whose only run says nothing

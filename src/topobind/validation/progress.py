@@ -83,6 +83,7 @@ class Progress:
         self._said = self.t0  # when the last line was written
         self._lock = threading.RLock()  # the heartbeat's thread writes too
         self._stop: threading.Event | None = None
+        self._beating: threading.Thread | None = None
 
     # ------------------------------------------------------------------ model
     def plan(self, node: str, check: str, runs: int) -> None:
@@ -209,20 +210,28 @@ class Progress:
         """When nothing was written for ``every`` seconds: the runs in progress, one line each
         (plain: written as lines; live: redrawn)."""
         with self._lock:
-            if self.mode == "quiet" or self.now() - self._said < every:
+            closed = self._stop is not None and self._stop.is_set()
+            if closed or self.mode == "quiet" or self.now() - self._said < every:
                 return
-            if self.mode == "live":
-                self._draw()
-                return
-            active = [i for i in self.items.values() if i.started is not None]
-            for item in active:  # "still running", so that a finished run's line is told apart
-                text = self.line(item).replace(
-                    f"  {item.check}  run ", f"  {item.check}  still running: run ", 1
-                )
-                self.stream.write(text + "\n")
-            if active:
-                self._said = self.now()
-                self.stream.flush()
+            try:
+                self._beat_lines()
+            except (OSError, ValueError):  # the stream was closed or broke: no more beats
+                if self._stop is not None:
+                    self._stop.set()
+
+    def _beat_lines(self) -> None:
+        if self.mode == "live":
+            self._draw()
+            return
+        active = [i for i in self.items.values() if i.started is not None]
+        for item in active:  # "still running", so that a finished run's line is told apart
+            text = self.line(item).replace(
+                f"  {item.check}  run ", f"  {item.check}  still running: run ", 1
+            )
+            self.stream.write(text + "\n")
+        if active:
+            self._said = self.now()
+            self.stream.flush()
 
     def start_heartbeat(self, every: float = HEARTBEAT_S) -> None:
         """Call :meth:`beat` from a daemon thread until :meth:`close`."""
@@ -234,11 +243,15 @@ class Progress:
             while not stop.wait(min(1.0, every)):
                 self.beat(every)
 
-        threading.Thread(target=loop, name="topobind-progress", daemon=True).start()
+        self._beating = threading.Thread(target=loop, name="topobind-progress", daemon=True)
+        self._beating.start()
 
     def close(self) -> None:
+        """Stop the heartbeat (no line is written after this returns) and clear live lines."""
         if self._stop is not None:
             self._stop.set()
+        if self._beating is not None and self._beating is not threading.current_thread():
+            self._beating.join(timeout=5.0)  # a beat in progress ends; none starts after
         with self._lock:
             self._erase()
             if self.mode != "quiet":
