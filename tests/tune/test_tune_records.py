@@ -159,6 +159,34 @@ def test_layout_auto_names_the_unreadable_record_when_it_falls_back(
     assert path in line and "not a tune record" in line and "remove it" in line
 
 
+def test_an_older_topobind_record_is_named_and_not_used(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topobind.tune/1 record (claims tested at 95 % every round, issue 46): not used by
+    --layout auto, and said so with the fix, in --list's unreadable lines too."""
+    from topobind.topo.topology import load
+    from topobind.tune import auto
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    topo = load("synthetic:core:2 pu:1")
+    prog = os.path.realpath("/bin/true")
+    path = records.write(_doc(program=prog, argv=[prog], node_type=records.node_type(topo)))
+    Path(path).write_text(json.dumps(_doc(schema="topobind.tune/1", program=prog, argv=[prog],
+                                          node_type=records.node_type(topo))))  # fmt: skip
+    choice, line = auto.choose(topo, [prog])
+    assert choice == auto.FALLBACK
+    assert f"{path}: a topobind.tune/1 record of an older topobind, not used" in line
+    assert "run topobind tune again" in line
+    found, bad = records.read_all()
+    assert found == [] and bad == [
+        f"{path}: a topobind.tune/1 record of an older topobind, not used (its claims were not "
+        "held at one error rate over the session); run topobind tune again"
+    ]
+    (folder / "x.json").write_text(json.dumps(_doc(schema="topobind.tune/9")))  # not known
+    _, bad = records.read_all()
+    assert any("x.json: not a tune record (schema is not topobind.tune/2)" in b for b in bad)
+
+
 def test_layout_auto_of_env_and_plan_says_no_record_in_plain_words(folder: Path) -> None:
     from topobind.topo.topology import load
     from topobind.tune import auto

@@ -147,6 +147,8 @@ def lookup(program: str | None, argv: list[str] | None, node: str,
             _check_owner(path)
         except TopobindError as exc:
             return None, str(exc)
+        except OlderRecord as exc:
+            return None, exc.line(path)
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             return None, f"{path}: not a tune record ({shown(str(exc), 80)}); remove it"
         if rec.node_type != node or rec.nodes != nodes or (program and rec.program != program):
@@ -232,6 +234,8 @@ def read_all() -> tuple[list[Record], list[str]]:
             out.append(_parse(path))
         except TopobindError as exc:  # not a regular file, too big, not UTF-8
             bad.append(str(exc))
+        except OlderRecord as exc:
+            bad.append(exc.line(path))
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             why = f"no field {exc}" if isinstance(exc, KeyError) else str(exc)
             bad.append(f"{path}: not a tune record ({why[:80]}); remove it")
@@ -253,9 +257,22 @@ def _mtime(entry: os.DirEntry[str]) -> float:
         return 0.0
 
 
+class OlderRecord(ValueError):
+    """A record of an earlier topobind.tune/N: not used, and said so with the fix."""
+
+    def line(self, path: str) -> str:
+        return (
+            f"{path}: a {self} record of an older topobind, not used (its claims were "
+            "not held at one error rate over the session); run topobind tune again"
+        )
+
+
 def _parse(path: str) -> Record:
     doc = json.loads(RECORD_FILE.read_text(path))
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if isinstance(schema, str) and re.fullmatch(r"topobind\.tune/1", schema):
+        raise OlderRecord(schema)
+    if not isinstance(doc, dict) or schema != SCHEMA:
         raise ValueError(f"schema is not {SCHEMA}")
     choice = _choice(doc["choice"])
     winner = doc.get("winner") or {}
