@@ -42,7 +42,9 @@ def test_every_run_spans_the_three_nodes(
     doc = json.loads((tmp_path / "tune.json").read_text())
     names = [c["name"] for c in doc["candidates"]]
     assert names == ["baseline", "compact"]
-    runs = sum(len(c["runs"]) + len(c["failures"]) + 1 for c in doc["candidates"])  # + warm-up
+    # + the warm-up, + a run made again under load (its first not counted: the load is seen
+    # inside the allocation, and a busy CI machine is beyond the rule)
+    runs = sum(len(c["runs"]) + len(c["failures"]) + c["reruns"] + 1 for c in doc["candidates"])
     assert all(not c["failures"] for c in doc["candidates"]), doc
     assert doc["candidates"][1]["verified"].startswith("verified: 6 threads")  # 3 nodes x 2
     # one line per rank and run: three ranks, one on each node, in every run
@@ -54,5 +56,8 @@ def test_every_run_spans_the_three_nodes(
     assert sum(seen.values()) == 3 * runs
     assert len({n for (r, n) in seen}) == 3 and all(v == runs for v in seen.values())
     assert doc["record"] is not None, doc["headline"]
+    # the load is measured inside the allocation: the steps' tasks on this host (all three
+    # local nodes share it) counted as the job's own, not as other work (issue 46 item 3)
+    assert doc["noise"] is not None and doc["noise"]["runs"] >= 2, doc.get("noise")
     record = json.loads(next((tmp_path / "state" / "tune").glob("*.json")).read_text())
     assert record["nodes"] == 3

@@ -55,10 +55,12 @@ class Allocation:
     CPUs: the plan must keep to :meth:`shares`' CPUs itself), ``in_job`` (this process is a
     task of a job, not the job's instance: the manager's launcher would start work outside
     the job's resources, e.g. Flux's ``flux run`` from a task of a ``flux run`` job; "" when
-    not, else the job's id)."""
+    not, else the job's id), ``job_id`` (the job this process runs in, as the manager names
+    it: the one whose processes on this node are the job's own, not other work; "" when not
+    known)."""
 
     __slots__ = ("manager", "nodes", "cpus_per_task", "workdir", "step_host", "restricted",
-                 "in_job", "_read", "_seen")  # fmt: skip
+                 "in_job", "job_id", "_read", "_seen")  # fmt: skip
 
     def __init__(
         self,
@@ -73,10 +75,11 @@ class Allocation:
         step_host: str | None = None,
         restricted: bool = False,
         in_job: str = "",
+        job_id: str = "",
     ) -> None:
         self.manager, self.nodes = manager, nodes
         self.cpus_per_task, self.workdir, self.step_host = cpus_per_task, workdir, step_host
-        self.restricted, self.in_job = restricted, in_job
+        self.restricted, self.in_job, self.job_id = restricted, in_job, job_id
         self._read: dict[str, Callable[[], object]] = {
             "tasks": tasks,
             "hosts": hosts or (lambda: []),

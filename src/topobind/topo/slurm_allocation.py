@@ -246,6 +246,7 @@ def allocation(env: Mapping[str, str] | None = None) -> Allocation:
     # Slurm 22.05) nor Slurm's special steps (batch, extern, interactive: ids >= 0xfffffff0)
     in_step = step.isdigit() and int(step) < 0xFFFFFFF0
     cpt = env.get("SLURM_CPUS_PER_TASK", "").strip()
+    job = env.get("SLURM_JOB_ID", "").strip()
     return Allocation(
         "slurm",
         nodes(env),
@@ -255,6 +256,7 @@ def allocation(env: Mapping[str, str] | None = None) -> Allocation:
         cpus_per_task=cpt,
         workdir=env.get("SLURM_SUBMIT_DIR") or None,
         step_host=(env.get("SLURMD_NODENAME") or _hostname()) if in_step else None,
+        job_id=job if job.isdigit() and len(job) <= 20 else "",
     )
 
 

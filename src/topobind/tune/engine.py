@@ -67,6 +67,11 @@ def prepare(program: Sequence[str], choices: Choices) -> Prepared:
     base = base_request()
     topo = load(base.topology)
     notes = []
+    manager = base.allocation.manager if base.allocation is not None else "none"
+    if manager == "flux":
+        notes.append("the load is not measured inside a Flux allocation: its jobs' processes "
+                     "are not this process's children, and cannot be told from other work on "
+                     "the node; tune on a node no other job shares")  # fmt: skip
     if choices.ranks is None and choices.cpus is None and not base.follow_allocation:
         choices = choices._replace(ranks=1)  # every candidate and the baseline: one rank
         notes.append("outside a Slurm or Flux job every candidate runs 1 rank; give --ranks R (or "

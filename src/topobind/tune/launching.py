@@ -28,7 +28,7 @@ from topobind.errors import CannotRun, Interrupted, ProbeFailed, TopobindError, 
 from topobind.launch import run as jobrun
 from topobind.launch.shape import RunOptions
 from topobind.launch.verify import all_ok
-from topobind.measure import cpuload
+from topobind.measure import cpuload, jobcpu
 from topobind.plan import request
 from topobind.plan.memory import check_here
 from topobind.plan.model import Plan
@@ -164,7 +164,7 @@ class Launcher:
             return Measured(None, 0.0, launch)
         argv, env = launch
         out = os.path.join(self.where, "output")  # the run's output, read up to a bound
-        before = self._load_sample()
+        before, steps = self._load_sample()
         t0 = time.monotonic()
         limit = max(1.0, self.deadline + self.grace - t0)  # what is left, and the grace
         name = os.path.basename(self.program[0])
@@ -177,24 +177,44 @@ class Launcher:
             return Measured(None, time.monotonic() - t0, f"{name} did not finish within "
                             f"{limit:.0f} s (the budget left and {self.grace:.0f} s of grace): "
                             "killed", timed_out=True)  # fmt: skip
+        finally:
+            if steps is not None:
+                steps.stop()
         wall = time.monotonic() - t0
         status = jobrun.exit_status(done.returncode)
         if status in (130, 143):
             return Measured(None, wall, "interrupted", interrupted=True)
         if status:
             return Measured(None, wall, f"exit status {status}")
-        load = cpuload.load_between(before, cpuload.cpu_sample() if before else None)
+        job_s = steps.seconds()[0] if steps is not None and not steps.error else 0.0
+        after = cpuload.cpu_sample() if before else None
+        load = cpuload.load_between(before, after, also_own=job_s)
+        if steps is not None and steps.error:
+            load = None  # the job's steps unread: their time would count as other work
         share = None if load is None else load.share
         if self.metric is None:
             return Measured(wall, wall, load=share)
         value, why = figure(_head(out), self.metric)
         return Measured(value, wall, why, load=share)
 
-    def _load_sample(self) -> cpuload.CpuSample | None:
-        """The host's CPU time before a run, outside an allocation only: inside one, the
-        job's steps are not this process's children and would count as other work."""
+    def _load_sample(self) -> tuple[cpuload.CpuSample | None, jobcpu.Sampler | None]:
+        """The host's CPU time before a run, and inside a Slurm job the sampler of its steps
+        on this node (their tasks are children of each step's slurmstepd, not of this
+        process: without it their time would count as other work), as validate's checks
+        measure it (measure/jobcpu.py). None inside a Flux allocation (its jobs' processes
+        cannot be told from other work) or where /proc cannot be read."""
         alloc = self.opts.allocation
-        return cpuload.cpu_sample() if alloc is None or alloc.manager == "none" else None
+        if alloc is None or alloc.manager == "none":
+            return cpuload.cpu_sample(), None
+        if alloc.manager != "slurm" or not alloc.job_id:
+            return None, None
+        try:
+            steps = jobcpu.Sampler(os.getpid(), alloc.job_id, None)
+        except OSError:
+            return None, None
+        before = cpuload.cpu_sample()
+        steps.start()
+        return before, steps
 
     def _prepare(self, cand: Candidate) -> tuple[list[str], dict[str, str]] | str:
         plan = self.plans[cand]

@@ -481,7 +481,7 @@ def _outcome(table: list[Standing], settings: Settings, stopped: str, rounds: in
 def noise(table: Sequence[Standing]) -> dict[str, float | int | bool] | None:
     """The load the counted runs saw: their median of other processes' CPU share, how many
     were beyond :data:`BUSY_SHARE` (after one re-run each), re-runs; busy when more than a
-    quarter were. None where the load was not measured (inside a job's allocation)."""
+    quarter were. None where the load was not measured (inside a Flux allocation)."""
     loads = [x for s in table for x in s.loads]
     if not loads:
         return None

@@ -238,6 +238,8 @@ def _print_text(done: Any, settings: Settings, has_metric: bool, rank_step: str)
               f"during the counted runs; {n['busy_runs']} of {n['runs']} beyond "
               f"{n['threshold'] * 100:.0f} % (each made again once first: {n['reruns']})"
               + ("; a busy node" if n["busy"] else ""))  # fmt: skip
+    else:  # inside a Flux allocation (the note above), no counted run, or no /proc/stat
+        print("load: not measured")
     for name, verdict in done.verdicts.items():
         print(f"  {name}: {verdict}")
     _print_verdict(done, settings, rank_step)
