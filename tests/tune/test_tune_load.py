@@ -54,8 +54,9 @@ def _launcher(tmp_path: Path, alloc: Allocation) -> launching.Launcher:
     prog.chmod(prog.stat().st_mode | stat.S_IXUSR)
     from topobind.tune.engine import base_request
 
-    runner = launching.Launcher([str(prog)], base_request("synthetic:core:2 pu:1"),
-                                RunOptions(allocation=alloc), None, 60.0, str(tmp_path))  # fmt: skip
+    base = base_request("synthetic:core:2 pu:1")
+    opts = RunOptions(allocation=alloc)
+    runner = launching.Launcher([str(prog)], base, opts, None, 60.0, str(tmp_path))
     # the launch itself is the program, run plainly (what a candidate's prepared launch is)
     runner.launches[Candidate("compact")] = ([str(prog)], {})
     return runner
