@@ -8,6 +8,7 @@ with ``scripts/`` on ``sys.path``).
   hardware, so a real difference cannot be made per node).
 - :func:`cpu_quota`: one node's slurmd, so every job it starts, in a cgroup of a share of
   one CPU (cgroup v1 ``cpu.cfs_quota_us`` or v2 ``cpu.max``): a slow node.
+- :data:`THROTTLED_STREAM`: the STREAM check that such a quota slows in every run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+#: The STREAM check the tests run against a node under :func:`cpu_quota`: single-threaded
+#: (one core of two), 10 trials, 16M elements (384 MB a triad). STREAM reports each kernel's
+#: best trial, so a trial that fits in one unthrottled stretch is not slowed at all. A
+#: stretch is the quota (1 ms) plus what the task overruns it by before the scheduler's next
+#: tick throttles it (up to a tick: 4 ms at HZ=250). With 4M elements a copy trial took about
+#: 3 ms: a busy CI machine gave node3 under 10 % one full-speed trial in one of its three runs
+#: for every kernel (2 of 3 runs beyond the limit: not named). A 16M trial takes over 10 ms.
+THROTTLED_STREAM = ["-n", "StreamCheck%layout=every-other-core", "-S", "StreamCheck.elements=16M",
+                    "-S", "StreamCheck.trials=10"]  # fmt: skip
 
 
 def fleet_sites(tmp: Path, per_host: str = "") -> Path:
@@ -46,8 +57,8 @@ def cpu_quota(state_dir: Path, node: str, percent: int, tag: str = "topobind") -
     cgroup removed on exit."""
     pid = (state_dir / f"slurmd-{node}.pid").read_text().strip()
     # The smallest quota the kernel takes (1 ms) in a period that gives the share: a kernel
-    # that reports its best iteration is slowed only by iterations longer than the quota, and
-    # on a machine with a big cache STREAM's iterations take about a millisecond.
+    # that reports its best iteration is slowed only by iterations longer than an unthrottled
+    # stretch (the quota and up to a tick more: THROTTLED_STREAM's are over 10 ms).
     quota, period = 1000, 1000 * 100 // percent
     v1 = Path("/sys/fs/cgroup/cpu")
     if (v1 / "cpu.cfs_quota_us").exists():

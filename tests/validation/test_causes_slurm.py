@@ -30,8 +30,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import fleet_faults  # noqa: E402  (the faults and the site, shared with bench-acceptance)
 
 # 16M elements: 384 MB a triad, so an iteration outlasts the 1 ms quota even in a big cache.
-CHECK = ["-n", "StreamCheck%layout=every-other-core", "-S", "StreamCheck.elements=16M",
-         "-S", "StreamCheck.trials=10"]  # fmt: skip
+CHECK = fleet_faults.THROTTLED_STREAM
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
 
