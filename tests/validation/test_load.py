@@ -18,8 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import REPO
 
+from topobind.measure import jobcpu
+from topobind.measure.jobcpu import JobCpu, Proc
 from topobind.validation import load as cpu_load
-from topobind.validation.load import CpuSample, JobCpu, Proc, load_between
+from topobind.validation.load import CpuSample, load_between
 
 
 def sample(wall: float, busy: float, own: float, cpus: int = 2) -> CpuSample:
@@ -59,9 +61,9 @@ def test_cpu_sample_reads_proc_stat(tmp_path: Path) -> None:
 
 def test_parse_stat_reads_a_name_with_spaces_and_parentheses() -> None:
     line = "4242 (tb (x) y) R 17 1 1 0 -1 4194560 1 0 0 0 120 30 7 3 20 0 1 0 98765 0 0"
-    p = cpu_load.parse_stat(line)
+    p = jobcpu.parse_stat(line)
     assert p == Proc(4242, 17, 98765, 150, 10, "tb (x) y")
-    assert cpu_load.parse_stat("garbage") is None
+    assert jobcpu.parse_stat("garbage") is None
 
 
 # A Slurm job as /proc shows it: init (1), slurmd (10), the batch step's slurmstepd (20) with
@@ -84,8 +86,8 @@ def base(loop: int, other: int) -> list[tuple[int, int, int, int, int, str]]:
 
 
 def members(snap: dict[int, Proc]) -> set[int]:
-    roots = cpu_load.step_daemons(snap, "7", lambda pid: STEPD.get(pid, ""))
-    return cpu_load.descendants(snap, roots, skip=22)
+    roots = jobcpu.step_daemons(snap, "7", lambda pid: STEPD.get(pid, ""))
+    return jobcpu.descendants(snap, roots, skip=22)
 
 
 def test_a_step_of_the_job_is_its_own_work_and_other_work_is_not() -> None:
@@ -130,9 +132,9 @@ def test_a_process_alive_at_the_start_counts_from_there_and_orphans_stay_members
 def test_no_slurm_job_means_no_job_processes() -> None:
     snap = procs(*base(100, 100))
     job = JobCpu(snap)
-    roots = cpu_load.step_daemons(snap, "", lambda pid: STEPD.get(pid, ""))
+    roots = jobcpu.step_daemons(snap, "", lambda pid: STEPD.get(pid, ""))
     assert roots == set()
-    job.add(snap, cpu_load.descendants(snap, roots, skip=22))
+    job.add(snap, jobcpu.descendants(snap, roots, skip=22))
     assert job.ticks() == 0
 
 

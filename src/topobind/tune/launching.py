@@ -186,11 +186,11 @@ class Launcher:
             return Measured(None, wall, "interrupted", interrupted=True)
         if status:
             return Measured(None, wall, f"exit status {status}")
-        job_s = steps.seconds()[0] if steps is not None and not steps.error else 0.0
-        after = cpuload.cpu_sample() if before else None
-        load = cpuload.load_between(before, after, also_own=job_s)
-        if steps is not None and steps.error:
-            load = None  # the job's steps unread: their time would count as other work
+        load = None  # where the job's steps went unread, their time would count as other work
+        if steps is None or not steps.error:
+            job_s = steps.seconds()[0] if steps is not None else 0.0
+            after = cpuload.cpu_sample() if before else None
+            load = cpuload.load_between(before, after, also_own=job_s)
         share = None if load is None else load.share
         if self.metric is None:
             return Measured(wall, wall, load=share)

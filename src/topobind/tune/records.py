@@ -270,7 +270,7 @@ class OlderRecord(ValueError):
 def _parse(path: str) -> Record:
     doc = json.loads(RECORD_FILE.read_text(path))
     schema = doc.get("schema") if isinstance(doc, dict) else None
-    if isinstance(schema, str) and re.fullmatch(r"topobind\.tune/1", schema):
+    if schema == "topobind.tune/1":
         raise OlderRecord(schema)
     if not isinstance(doc, dict) or schema != SCHEMA:
         raise ValueError(f"schema is not {SCHEMA}")

@@ -38,19 +38,9 @@ from topobind.measure.cpuload import (  # noqa: F401  (the one rule, re-exported
     host_busy,
     load_between,
 )
-from topobind.measure.jobcpu import (  # noqa: F401  (the job's steps, re-exported)
-    FULL_EVERY,
-    SAMPLE_PERIOD,
-    JobCpu,
-    Proc,
-    Sampler,
-    descendants,
-    harness_identity,
-    harness_key,
-    parse_stat,
-    read_procs,
-    step_daemons,
-)
+
+# the job's steps; harness_identity re-exported for the checks, beside HARNESS_VARIABLE
+from topobind.measure.jobcpu import Sampler, harness_identity, harness_key  # noqa: F401
 
 # Every ReFrame check's job starts this module (probe.py load) on its node, throttled or not:
 # it imports no dataclasses, json, re, subprocess, typing or pathlib (0.05 s of CPU less a job)
