@@ -22,7 +22,7 @@ from topobind.tune.session import Candidate
 
 def test_the_slurm_allocation_names_its_job_and_nothing_odd() -> None:
     assert allocation({"SLURM_JOB_ID": "4242", "SLURM_JOB_NUM_NODES": "1"}).job_id == "4242"
-    for odd in ("", "42; rm -rf", "4" * 21, "-1"):
+    for odd in ("", "42; rm -rf", "4" * 21, "-1", "\u00b2", "\u0663"):  # '²', Arabic-Indic 3
         assert allocation({"SLURM_JOB_ID": odd, "SLURM_JOB_NUM_NODES": "1"}).job_id == ""
     assert Allocation().job_id == ""
 

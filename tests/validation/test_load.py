@@ -229,6 +229,19 @@ def test_the_wrapper_statuses_in_process(tmp_path: Path, capfd: pytest.CaptureFi
     assert err[1].startswith(f"topobind load: {tmp_path}: ") and len(err) == 2
 
 
+@pytest.mark.parametrize("harness", ["\u00b2:1", "1:\u00b2", "\u0663:4", "1:" + "9" * 40, ":", "x"])
+def test_an_odd_harness_variable_is_no_harness_and_the_command_runs(
+    tmp_path: Path, harness: str
+) -> None:
+    """$TOPOBIND_LOAD_HARNESS comes from the environment: '²' passed str.isdigit and int()
+    raised, so the check's wrapper ended with a traceback before its command ran."""
+    assert jobcpu.harness_key(harness) is None
+    out = tmp_path / "load.json"
+    env = {"TOPOBIND_LOAD_HARNESS": harness}
+    assert cpu_load.run_measured(["sh", "-c", "exit 3"], str(out), env=env) == 3
+    assert json.loads(out.read_text())["own_by"]["harness"] == 0
+
+
 @pytest.mark.parametrize("where", ["fifo", "/proc/load.json", ""])
 def test_the_wrapper_refuses_an_unwritable_document_before_the_command(
     tmp_path: Path, where: str, capfd: pytest.CaptureFixture

@@ -159,9 +159,11 @@ def harness_identity(pid: int | None = None, root: str = "/proc") -> str:
 
 
 def harness_key(text: str | None) -> tuple[int, int] | None:
-    """(pid, starttime) of a ``PID:STARTTIME`` text, or None when it is not one."""
+    """(pid, starttime) of a ``PID:STARTTIME`` text, or None when it is not one (ASCII digits
+    only: ``str.isdigit`` takes '²', which ``int`` refuses)."""
     pid, _, start = (text or "").partition(":")
-    return (int(pid), int(start)) if pid.isdigit() and start.isdigit() else None
+    ok = all(t.isascii() and t.isdigit() and len(t) <= 20 for t in (pid, start))
+    return (int(pid), int(start)) if ok else None
 
 
 class Sampler:

@@ -256,7 +256,7 @@ def allocation(env: Mapping[str, str] | None = None) -> Allocation:
         cpus_per_task=cpt,
         workdir=env.get("SLURM_SUBMIT_DIR") or None,
         step_host=(env.get("SLURMD_NODENAME") or _hostname()) if in_step else None,
-        job_id=job if job.isdigit() and len(job) <= 20 else "",
+        job_id=job if job.isascii() and job.isdigit() and len(job) <= 20 else "",
     )
 
 
